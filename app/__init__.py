@@ -1,0 +1,1 @@
+"""Chronoq: a durable message scheduler."""

@@ -1,0 +1,1 @@
+"""HTTP API: thin routes that parse, call a service, and render."""

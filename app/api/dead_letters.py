@@ -1,0 +1,74 @@
+"""Routes under /v1/dead-letters."""
+
+from __future__ import annotations
+
+import uuid
+
+from fastapi import APIRouter, Response, status
+
+from app.api import pagination
+from app.api.deps import CursorQuery, DeadLettersDep, LimitQuery
+from app.api.problems import responses
+from app.api.schemas import DeadLetterOut, Page, ReplayAccepted, Replayed, ReplayRequest
+from app.domain.ids import format_instant
+from app.domain.occurrence import OccurrenceStatus
+from app.store.occurrences import DeadLetterFilter
+
+router = APIRouter(prefix="/v1/dead-letters", tags=["dead-letters"])
+
+
+@router.get("", responses=responses(422))
+async def list_dead_letters(
+    service: DeadLettersDep,
+    schedule_id: uuid.UUID | None = None,
+    event_type: str | None = None,
+    limit: LimitQuery = 50,
+    cursor: CursorQuery = None,
+) -> Page[DeadLetterOut]:
+    where = DeadLetterFilter(schedule_id=schedule_id, event_type=event_type)
+    found = await service.list_dead_letters(
+        where, limit=limit + 1, after=pagination.decode_instant_id(cursor)
+    )
+    page = found[:limit]
+    next_cursor = None
+    if len(found) > limit:
+        last = page[-1].occurrence
+        assert last.dead_lettered_at is not None
+        next_cursor = pagination.encode(
+            format_instant(last.dead_lettered_at), str(last.occurrence_id)
+        )
+    return Page(items=[DeadLetterOut.of_dead_letter(d) for d in page], next_cursor=next_cursor)
+
+
+@router.post("/replay", status_code=status.HTTP_202_ACCEPTED, responses=responses(422))
+async def replay_dead_letters(body: ReplayRequest, service: DeadLettersDep) -> Replayed:
+    ids = await service.replay_many(
+        body.occurrence_ids,
+        DeadLetterFilter(schedule_id=body.schedule_id, event_type=body.event_type),
+    )
+    return Replayed(replayed=len(ids), occurrence_ids=ids)
+
+
+@router.get("/{occurrence_id}", responses=responses(404, 422))
+async def get_dead_letter(occurrence_id: uuid.UUID, service: DeadLettersDep) -> DeadLetterOut:
+    return DeadLetterOut.of_dead_letter(await service.get(occurrence_id))
+
+
+@router.post(
+    "/{occurrence_id}/replay",
+    status_code=status.HTTP_202_ACCEPTED,
+    responses=responses(404, 409, 422),
+)
+async def replay_dead_letter(occurrence_id: uuid.UUID, service: DeadLettersDep) -> ReplayAccepted:
+    await service.replay(occurrence_id)
+    return ReplayAccepted(occurrence_id=occurrence_id, status=OccurrenceStatus.PENDING)
+
+
+@router.delete(
+    "/{occurrence_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses=responses(404, 409, 422),
+)
+async def discard_dead_letter(occurrence_id: uuid.UUID, service: DeadLettersDep) -> Response:
+    await service.discard(occurrence_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,46 @@
+"""Typed access to what the lifespan built, for route signatures."""
+
+from __future__ import annotations
+
+from typing import Annotated, TypedDict, cast
+
+from fastapi import Depends, Query, Request
+
+from app.service.dead_letters import DeadLetterService
+from app.service.schedules import ScheduleService
+from app.settings import Settings
+from app.store.database import Database
+from app.worker.dispatcher import Dispatcher
+
+
+class State(TypedDict):
+    settings: Settings
+    database: Database
+    schedules: ScheduleService
+    dead_letters: DeadLetterService
+    dispatcher: Dispatcher | None
+
+
+def _state(request: Request) -> State:
+    # Starlette copies the lifespan's yielded mapping into each request's state.
+    return cast(State, request.state._state)
+
+
+def _schedules(request: Request) -> ScheduleService:
+    return _state(request)["schedules"]
+
+
+def _dead_letters(request: Request) -> DeadLetterService:
+    return _state(request)["dead_letters"]
+
+
+def _settings(request: Request) -> Settings:
+    return _state(request)["settings"]
+
+
+StateDep = Annotated[State, Depends(_state)]
+SchedulesDep = Annotated[ScheduleService, Depends(_schedules)]
+DeadLettersDep = Annotated[DeadLetterService, Depends(_dead_letters)]
+SettingsDep = Annotated[Settings, Depends(_settings)]
+LimitQuery = Annotated[int, Query(ge=1, le=500, description="Page size")]
+CursorQuery = Annotated[str | None, Query(description="Opaque cursor from next_cursor")]

@@ -1,0 +1,36 @@
+"""Liveness and readiness."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+
+from app.api.deps import StateDep
+from app.api.schemas import Health
+from app.store.database import redact_url
+from app.store.migrations import is_at_head
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz")
+async def healthz() -> Health:
+    """The process is up and serving."""
+    return Health(status="ok")
+
+
+@router.get("/readyz", responses={503: {"model": Health, "description": "Not ready"}})
+async def readyz(state: StateDep) -> JSONResponse:
+    """Ready to take traffic: database reachable and migrated, delivery loop alive."""
+    checks: dict[str, str] = {}
+    database = state["database"]
+    try:
+        checks["database"] = "ok" if await is_at_head(database) else "not migrated to head"
+    except Exception as exc:
+        checks["database"] = f"unreachable ({redact_url(str(database.url))}): {type(exc).__name__}"
+    dispatcher = state["dispatcher"]
+    if dispatcher is not None:
+        checks["worker"] = "ok" if dispatcher.running else "stopped"
+    ready = all(value == "ok" for value in checks.values())
+    body = Health(status="ready" if ready else "not ready", checks=checks)
+    return JSONResponse(body.model_dump(), status_code=200 if ready else 503)

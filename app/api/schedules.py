@@ -1,0 +1,145 @@
+"""Routes under /v1/schedules."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Response, status
+
+from app.api import pagination
+from app.api.deps import CursorQuery, LimitQuery, SchedulesDep
+from app.api.problems import responses
+from app.api.schemas import BatchCreate, BatchCreated, OccurrenceOut, Page, ScheduleOut
+from app.domain.errors import InvalidInputError
+from app.domain.ids import format_instant
+from app.domain.occurrence import OccurrenceStatus
+from app.domain.schedule import SchedulePatch, ScheduleSpec, ScheduleStatus
+from app.store.schedules import ScheduleFilter
+
+router = APIRouter(prefix="/v1/schedules", tags=["schedules"])
+
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        max_length=255,
+        description="Repeat a create safely: the same key and body return the original",
+    ),
+]
+
+
+def _labels(values: list[str]) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    for value in values:
+        key, sep, text = value.partition(":")
+        if not sep or not key:
+            raise InvalidInputError("label filters look like key:value", "#/label")
+        labels[key] = text
+    return labels
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    responses={
+        200: {"model": ScheduleOut, "description": "Replay of an earlier create"},
+        **responses(409, 413, 422),
+    },
+)
+async def create_schedule(
+    spec: ScheduleSpec,
+    service: SchedulesDep,
+    response: Response,
+    idempotency_key: IdempotencyKey = None,
+) -> ScheduleOut:
+    created = await service.create(spec, idempotency_key)
+    response.headers["Location"] = f"/v1/schedules/{created.schedule.id}"
+    if not created.created:
+        response.status_code = status.HTTP_200_OK
+    return ScheduleOut.of(created.schedule)
+
+
+@router.post("/batch", status_code=status.HTTP_201_CREATED, responses=responses(409, 413, 422))
+async def create_schedules(body: BatchCreate, service: SchedulesDep) -> BatchCreated:
+    created = await service.create_many(body.items)
+    return BatchCreated(items=[ScheduleOut.of(s) for s in created])
+
+
+@router.get("", responses=responses(422))
+async def list_schedules(
+    service: SchedulesDep,
+    status_: Annotated[ScheduleStatus | None, Query(alias="status")] = None,
+    event_type: str | None = None,
+    target_type: Annotated[str | None, Query(pattern="^(webhook|rabbitmq)$")] = None,
+    label: Annotated[list[str], Query(description="key:value, repeatable")] = [],  # noqa: B006
+    name: str | None = None,
+    limit: LimitQuery = 50,
+    cursor: CursorQuery = None,
+) -> Page[ScheduleOut]:
+    where = ScheduleFilter(
+        status=status_,
+        event_type=event_type,
+        target_type=target_type,
+        name=name,
+        labels=_labels(label),
+    )
+    found = await service.list_schedules(where, limit=limit + 1, after=pagination.decode_id(cursor))
+    page = found[:limit]
+    next_cursor = pagination.encode(str(page[-1].id)) if len(found) > limit else None
+    return Page(items=[ScheduleOut.of(s) for s in page], next_cursor=next_cursor)
+
+
+@router.get("/{schedule_id}", responses=responses(404, 422))
+async def get_schedule(schedule_id: uuid.UUID, service: SchedulesDep) -> ScheduleOut:
+    return ScheduleOut.of(await service.get(schedule_id))
+
+
+@router.patch("/{schedule_id}", responses=responses(404, 409, 413, 422))
+async def patch_schedule(
+    schedule_id: uuid.UUID, patch: SchedulePatch, service: SchedulesDep
+) -> ScheduleOut:
+    return ScheduleOut.of(await service.patch(schedule_id, patch))
+
+
+@router.delete("/{schedule_id}", responses=responses(404, 422))
+async def cancel_schedule(schedule_id: uuid.UUID, service: SchedulesDep) -> ScheduleOut:
+    return ScheduleOut.of(await service.cancel(schedule_id))
+
+
+@router.post("/{schedule_id}/pause", responses=responses(404, 409, 422))
+async def pause_schedule(schedule_id: uuid.UUID, service: SchedulesDep) -> ScheduleOut:
+    return ScheduleOut.of(await service.pause(schedule_id))
+
+
+@router.post("/{schedule_id}/resume", responses=responses(404, 409, 422))
+async def resume_schedule(schedule_id: uuid.UUID, service: SchedulesDep) -> ScheduleOut:
+    return ScheduleOut.of(await service.resume(schedule_id))
+
+
+@router.post(
+    "/{schedule_id}/trigger",
+    status_code=status.HTTP_202_ACCEPTED,
+    responses=responses(404, 409, 422),
+)
+async def trigger_schedule(schedule_id: uuid.UUID, service: SchedulesDep) -> OccurrenceOut:
+    return OccurrenceOut.of(await service.trigger(schedule_id))
+
+
+@router.get("/{schedule_id}/occurrences", responses=responses(404, 422))
+async def list_occurrences(
+    schedule_id: uuid.UUID,
+    service: SchedulesDep,
+    status_: Annotated[OccurrenceStatus | None, Query(alias="status")] = None,
+    limit: LimitQuery = 50,
+    cursor: CursorQuery = None,
+) -> Page[OccurrenceOut]:
+    found = await service.history(
+        schedule_id, limit=limit + 1, after=pagination.decode_instant_id(cursor), status=status_
+    )
+    page = found[:limit]
+    next_cursor = None
+    if len(found) > limit:
+        last = page[-1]
+        next_cursor = pagination.encode(format_instant(last.fire_at), str(last.occurrence_id))
+    return Page(items=[OccurrenceOut.of(o) for o in page], next_cursor=next_cursor)

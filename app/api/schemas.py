@@ -1,0 +1,141 @@
+"""Wire models: what the API returns, and request bodies that are not domain specs."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.domain.occurrence import DeadLetter, Occurrence, OccurrenceStatus, Origin
+from app.domain.schedule import Schedule, ScheduleSpec, ScheduleStatus
+from app.domain.target import Target
+from app.domain.trigger import Trigger
+
+T = TypeVar("T")
+
+
+class Page(BaseModel, Generic[T]):
+    items: list[T]
+    next_cursor: str | None
+
+
+class ScheduleOut(BaseModel):
+    id: uuid.UUID
+    name: str | None
+    event_type: str
+    payload: Any
+    target: Target
+    trigger: Trigger
+    max_attempts: int
+    labels: dict[str, str]
+    status: ScheduleStatus
+    next_fire_at: datetime | None = Field(description="Earliest pending occurrence's fire instant")
+    next_occurrence_id: uuid.UUID | None
+    attempts: int = Field(description="Attempts made on the most recently fired occurrence")
+    last_error: str | None = Field(description="Error of the most recently fired occurrence")
+    fire_count: int
+    last_fired_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, s: Schedule) -> ScheduleOut:
+        return cls(
+            id=s.id,
+            name=s.name,
+            event_type=s.event_type,
+            payload=s.payload,
+            target=s.target,
+            trigger=s.trigger,
+            max_attempts=s.max_attempts,
+            labels=s.labels,
+            status=s.status,
+            next_fire_at=s.next_fire_at,
+            next_occurrence_id=s.next_occurrence_id,
+            attempts=s.attempts,
+            last_error=s.last_error,
+            fire_count=s.fire_count,
+            last_fired_at=s.last_fired_at,
+            created_at=s.created_at,
+            updated_at=s.updated_at,
+        )
+
+
+class OccurrenceOut(BaseModel):
+    occurrence_id: uuid.UUID
+    schedule_id: uuid.UUID
+    fire_at: datetime
+    status: OccurrenceStatus
+    origin: Origin
+    attempts: int
+    available_at: datetime | None
+    last_error: str | None
+    delivered_at: datetime | None
+    dead_lettered_at: datetime | None
+    created_at: datetime
+
+    @classmethod
+    def of(cls, o: Occurrence) -> OccurrenceOut:
+        return cls(
+            occurrence_id=o.occurrence_id,
+            schedule_id=o.schedule_id,
+            fire_at=o.fire_at,
+            status=o.status,
+            origin=o.origin,
+            attempts=o.attempts,
+            available_at=o.available_at,
+            last_error=o.last_error,
+            delivered_at=o.delivered_at,
+            dead_lettered_at=o.dead_lettered_at,
+            created_at=o.created_at,
+        )
+
+
+class DeadLetterOut(OccurrenceOut):
+    event_type: str
+    payload: Any
+    target: Target
+
+    @classmethod
+    def of_dead_letter(cls, d: DeadLetter) -> DeadLetterOut:
+        return cls(
+            **OccurrenceOut.of(d.occurrence).model_dump(),
+            event_type=d.event_type,
+            payload=d.payload,
+            target=d.target,
+        )
+
+
+class BatchCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    items: list[ScheduleSpec] = Field(min_length=1, max_length=1000)
+
+
+class BatchCreated(BaseModel):
+    items: list[ScheduleOut]
+
+
+class ReplayRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    occurrence_ids: list[uuid.UUID] | None = Field(default=None, min_length=1, max_length=1000)
+    schedule_id: uuid.UUID | None = None
+    event_type: str | None = None
+
+
+class Replayed(BaseModel):
+    replayed: int
+    occurrence_ids: list[uuid.UUID]
+
+
+class ReplayAccepted(BaseModel):
+    occurrence_id: uuid.UUID
+    status: OccurrenceStatus
+
+
+class Health(BaseModel):
+    status: str
+    checks: dict[str, str] = Field(default_factory=dict)

@@ -1,0 +1,1 @@
+"""Rules and value types of the scheduler: no I/O, no clock reads, no settings."""

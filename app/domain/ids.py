@@ -1,0 +1,28 @@
+"""Identifiers: UUIDv7 for schedules (time ordered), UUIDv5 for occurrences (stable per firing)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+# Fixed forever: changing it would change every occurrence id consumers dedupe on.
+OCCURRENCE_NAMESPACE = uuid.UUID("5b0c2f6e-8d1a-4f3e-9c41-2d8f0a7b6e13")
+
+
+def uuid7(now: datetime, random_bits: int) -> uuid.UUID:
+    """A UUIDv7 from a wall-clock instant and 74 random bits (RFC 9562 section 5.7)."""
+    millis = int(now.timestamp() * 1000) & ((1 << 48) - 1)
+    rand_a = (random_bits >> 62) & 0xFFF
+    rand_b = random_bits & ((1 << 62) - 1)
+    value = (millis << 80) | (0x7 << 76) | (rand_a << 64) | (0b10 << 62) | rand_b
+    return uuid.UUID(int=value)
+
+
+def format_instant(instant: datetime) -> str:
+    """RFC 3339 in UTC with microseconds, the canonical text of a fire instant."""
+    return instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def occurrence_id(schedule_id: uuid.UUID, fire_at: datetime) -> uuid.UUID:
+    """The id of the firing of `schedule_id` at `fire_at`: the same inputs give the same id."""
+    return uuid.uuid5(OCCURRENCE_NAMESPACE, f"{schedule_id}/{format_instant(fire_at)}")

@@ -1,0 +1,128 @@
+"""Schedules: their statuses, the transitions an operator may ask for, and the snapshot record."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from app.domain.errors import ConflictError
+from app.domain.target import Target
+from app.domain.trigger import Trigger
+
+
+class ScheduleStatus(StrEnum):
+    PENDING = "pending"
+    PAUSED = "paused"
+    COMPLETED = "completed"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+
+
+TERMINAL = frozenset({ScheduleStatus.COMPLETED, ScheduleStatus.CANCELLED, ScheduleStatus.FAILED})
+
+
+def check_pause(status: ScheduleStatus) -> None:
+    if status in TERMINAL:
+        raise ConflictError(f"a {status} schedule cannot be paused")
+
+
+def check_resume(status: ScheduleStatus) -> None:
+    if status in TERMINAL:
+        raise ConflictError(f"a {status} schedule cannot be resumed")
+
+
+def check_patch(status: ScheduleStatus) -> None:
+    if status in TERMINAL:
+        raise ConflictError(f"a {status} schedule cannot be changed")
+
+
+def check_trigger(status: ScheduleStatus) -> None:
+    if status in (ScheduleStatus.PAUSED, ScheduleStatus.CANCELLED):
+        raise ConflictError(f"a {status} schedule cannot be triggered; resume it first")
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleDraft:
+    """A validated schedule that is about to be stored."""
+
+    id: uuid.UUID
+    name: str | None
+    event_type: str
+    payload: Any
+    target: Target
+    trigger: Trigger
+    max_attempts: int
+    labels: dict[str, str]
+    first_fire_at: datetime
+    idempotency_key: str | None = None
+    request_hash: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A schedule as stored, with what is derived from its occurrences."""
+
+    id: uuid.UUID
+    name: str | None
+    event_type: str
+    payload: Any
+    target: Target
+    trigger: Trigger
+    max_attempts: int
+    labels: dict[str, str]
+    status: ScheduleStatus
+    fire_count: int
+    last_fired_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    next_fire_at: datetime | None
+    next_occurrence_id: uuid.UUID | None
+    attempts: int
+    last_error: str | None
+    request_hash: str | None = None
+
+
+class ScheduleSpec(BaseModel):
+    """What a client asks for when creating a schedule."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    event_type: str = Field(min_length=1, max_length=200)
+    payload: Any = Field(default_factory=dict)
+    target: Target
+    trigger: Trigger
+    max_attempts: int | None = Field(default=None, ge=1, le=1000)
+    labels: dict[str, str] = Field(default_factory=dict, max_length=64)
+
+    @field_validator("labels")
+    @classmethod
+    def _label_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, text in value.items():
+            if not key or len(key) > 100 or ":" in key:
+                raise ValueError(f"label key {key!r} must be 1-100 characters without ':'")
+            if len(text) > 200:
+                raise ValueError(f"label {key!r} is longer than 200 characters")
+        return value
+
+
+class SchedulePatch(BaseModel):
+    """A partial change; absent fields stay as they are."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    payload: Any = None
+    target: Target | None = None
+    trigger: Trigger | None = None
+    max_attempts: int | None = Field(default=None, ge=1, le=1000)
+    labels: dict[str, str] | None = None
+
+    @field_validator("labels")
+    @classmethod
+    def _label_keys(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        return None if value is None else ScheduleSpec._label_keys(value)

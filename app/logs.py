@@ -1,0 +1,16 @@
+"""Logging setup: one readable line per event on stderr."""
+
+from __future__ import annotations
+
+import logging
+
+
+def configure(level: str = "INFO") -> None:
+    root = logging.getLogger()
+    if not any(getattr(h, "_chronoq", False) for h in root.handlers):
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler._chronoq = True  # type: ignore[attr-defined]
+        root.addHandler(handler)
+    root.setLevel(level)
+    logging.getLogger("aiormq").setLevel(max(logging.WARNING, root.level))

@@ -1,0 +1,73 @@
+"""Composition root: builds the app, and in its lifespan the database, sinks and loop."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+
+from fastapi import FastAPI
+from fastapi.routing import APIRoute
+
+from app import logs
+from app.api import dead_letters, health, problems, schedules
+from app.api.deps import State
+from app.service.dead_letters import DeadLetterService
+from app.service.schedules import ScheduleService
+from app.settings import Settings, load_settings
+from app.sinks.base import Sinks
+from app.sinks.webhook import WebhookSink
+from app.store.database import Database
+from app.store.migrations import upgrade_to_head
+from app.worker.dispatcher import Dispatcher
+
+
+def _operation_id(route: APIRoute) -> str:
+    return route.name
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The ASGI app; settings are read from the environment when not given."""
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[State]:
+        config = settings or load_settings()
+        logs.configure(config.log_level)
+        async with AsyncExitStack() as stack:
+            database = Database(config.database_url)
+            stack.push_async_callback(database.close)
+            if config.auto_migrate:
+                await upgrade_to_head(database)
+            webhook = WebhookSink(
+                concurrency=config.concurrency,
+                max_timeout=config.dispatch_timeout,
+                signing_secret=config.webhook_signing_secret,
+            )
+            await webhook.open()
+            stack.push_async_callback(webhook.close)
+            dispatcher = None
+            if config.worker_enabled:
+                dispatcher = Dispatcher(database, Sinks({"webhook": webhook}), config)
+                await stack.enter_async_context(dispatcher.started())
+            yield State(
+                settings=config,
+                database=database,
+                schedules=ScheduleService(database, config),
+                dead_letters=DeadLetterService(database),
+                dispatcher=dispatcher,
+            )
+
+    app = FastAPI(
+        title="Chronoq",
+        version="0.1.0",
+        summary="Durable message scheduler: schedules in, occurrences delivered at least once.",
+        lifespan=lifespan,
+        generate_unique_id_function=_operation_id,
+    )
+    problems.install(app)
+    app.include_router(health.router)
+    app.include_router(schedules.router)
+    app.include_router(dead_letters.router)
+    return app
+
+
+app = create_app()

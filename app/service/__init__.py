@@ -1,0 +1,1 @@
+"""Use cases, one transaction each, shared by the HTTP API and the CLI."""

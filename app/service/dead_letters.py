@@ -1,0 +1,88 @@
+"""Dead-letter use cases: list, inspect, replay (one or many), discard."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+
+from app.domain.errors import ConflictError, InvalidInputError, NotFoundError
+from app.domain.occurrence import DeadLetter, OccurrenceStatus
+from app.store.clock import transaction_now
+from app.store.database import Connection, Database
+from app.store.occurrences import DeadLetterFilter, OccurrenceStore
+
+MAX_REPLAY_IDS = 1000
+
+
+class DeadLetterService:
+    def __init__(self, database: Database) -> None:
+        self._db = database
+        self._occurrences = OccurrenceStore()
+
+    async def list_dead_letters(
+        self, where: DeadLetterFilter, *, limit: int, after: tuple[datetime, uuid.UUID] | None
+    ) -> list[DeadLetter]:
+        return await self._db.run(
+            lambda conn: self._occurrences.list_dead_letters(conn, where, limit=limit, after=after)
+        )
+
+    async def _require(
+        self, conn: Connection, occurrence_id: uuid.UUID, *, for_update: bool = False
+    ) -> DeadLetter:
+        found = await self._occurrences.get_with_definition(
+            conn, occurrence_id, for_update=for_update
+        )
+        if found is None:
+            raise NotFoundError(f"occurrence {occurrence_id} does not exist")
+        status = found.occurrence.status
+        if status is not OccurrenceStatus.DEAD_LETTERED:
+            raise ConflictError(f"occurrence {occurrence_id} is {status}, not dead-lettered")
+        return found
+
+    async def get(self, occurrence_id: uuid.UUID) -> DeadLetter:
+        async def work(conn: Connection) -> DeadLetter:
+            found = await self._occurrences.get_with_definition(conn, occurrence_id)
+            if found is None or found.occurrence.status is not OccurrenceStatus.DEAD_LETTERED:
+                raise NotFoundError(f"no dead letter with occurrence id {occurrence_id}")
+            return found
+
+        return await self._db.run(work)
+
+    async def replay(self, occurrence_id: uuid.UUID) -> uuid.UUID:
+        """Attempts reset, due now, same occurrence id."""
+
+        async def work(conn: Connection) -> uuid.UUID:
+            await self._require(conn, occurrence_id, for_update=True)
+            now = await transaction_now(conn)
+            await self._occurrences.replay(conn, now, ids=[occurrence_id])
+            return occurrence_id
+
+        return await self._db.run(work)
+
+    async def replay_many(
+        self, ids: Sequence[uuid.UUID] | None, where: DeadLetterFilter
+    ) -> list[uuid.UUID]:
+        """Replay by ids, or every dead letter matching the filters; an empty request is refused
+        so that a typo cannot replay everything."""
+        if ids is not None and len(ids) > MAX_REPLAY_IDS:
+            raise InvalidInputError(
+                f"at most {MAX_REPLAY_IDS} occurrence ids per request", "#/occurrence_ids"
+            )
+        if ids is None and where.schedule_id is None and where.event_type is None:
+            raise InvalidInputError(
+                "give occurrence_ids, or at least one of schedule_id and event_type", "#"
+            )
+
+        async def work(conn: Connection) -> list[uuid.UUID]:
+            now = await transaction_now(conn)
+            return await self._occurrences.replay(conn, now, ids=ids, where=where)
+
+        return await self._db.run(work)
+
+    async def discard(self, occurrence_id: uuid.UUID) -> None:
+        async def work(conn: Connection) -> None:
+            await self._require(conn, occurrence_id, for_update=True)
+            await self._occurrences.discard(conn, occurrence_id, await transaction_now(conn))
+
+        await self._db.run(work)

@@ -1,0 +1,359 @@
+"""Schedule use cases: create (idempotent), batch, read, change, pause, resume, cancel, trigger."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from app.domain.errors import ConflictError, InvalidInputError, NotFoundError, PayloadTooLargeError
+from app.domain.ids import occurrence_id, uuid7
+from app.domain.occurrence import Occurrence, OccurrenceStatus, Origin
+from app.domain.schedule import (
+    TERMINAL,
+    Schedule,
+    ScheduleDraft,
+    SchedulePatch,
+    ScheduleSpec,
+    ScheduleStatus,
+    check_patch,
+    check_pause,
+    check_resume,
+    check_trigger,
+)
+from app.domain.trigger import first_fire_at, is_recurring, next_fire_after, resolve
+from app.settings import Settings
+from app.store.clock import transaction_now
+from app.store.database import Connection, Database
+from app.store.occurrences import OccurrenceStore, new_occurrence
+from app.store.schedules import ScheduleFilter, ScheduleStore
+
+MAX_BATCH = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Created:
+    schedule: Schedule
+    created: bool
+
+
+def _fingerprint(spec: ScheduleSpec) -> str:
+    canonical = json.dumps(spec.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class ScheduleService:
+    def __init__(
+        self,
+        database: Database,
+        settings: Settings,
+        *,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._db = database
+        self._settings = settings
+        self._rng = rng or random.SystemRandom()
+        self._schedules = ScheduleStore()
+        self._occurrences = OccurrenceStore()
+
+    # -- create ---------------------------------------------------------------------
+
+    def _check_payload(self, payload: object, pointer: str) -> None:
+        size = len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode())
+        limit = self._settings.max_payload_bytes
+        if size > limit:
+            raise PayloadTooLargeError(
+                f"payload is {size} bytes; the limit is {limit} (CHRONOQ_MAX_PAYLOAD_BYTES)",
+                pointer=pointer,
+            )
+
+    def _check_target(self, spec: ScheduleSpec | SchedulePatch, pointer: str) -> None:
+        if (
+            spec.target is not None
+            and spec.target.type == "rabbitmq"
+            and not self._settings.amqp_url
+        ):
+            raise InvalidInputError(
+                "a rabbitmq target needs AMQP_URL to be configured on the service", pointer
+            )
+
+    def _draft(
+        self,
+        spec: ScheduleSpec,
+        now: datetime,
+        key: str | None = None,
+        request_hash: str | None = None,
+    ) -> ScheduleDraft:
+        trigger = resolve(spec.trigger, now)
+        return ScheduleDraft(
+            id=uuid7(now, self._rng.getrandbits(74)),
+            name=spec.name,
+            event_type=spec.event_type,
+            payload=spec.payload,
+            target=spec.target,
+            trigger=trigger,
+            max_attempts=spec.max_attempts or self._settings.max_attempts,
+            labels=spec.labels,
+            first_fire_at=first_fire_at(trigger, now),
+            idempotency_key=key,
+            request_hash=request_hash,
+        )
+
+    @staticmethod
+    def _fresh(draft: ScheduleDraft, now: datetime) -> Schedule:
+        """The snapshot of a schedule just inserted, without reading it back."""
+        return Schedule(
+            id=draft.id,
+            name=draft.name,
+            event_type=draft.event_type,
+            payload=draft.payload,
+            target=draft.target,
+            trigger=draft.trigger,
+            max_attempts=draft.max_attempts,
+            labels=draft.labels,
+            status=ScheduleStatus.PENDING,
+            fire_count=0,
+            last_fired_at=None,
+            created_at=now,
+            updated_at=now,
+            next_fire_at=draft.first_fire_at,
+            next_occurrence_id=occurrence_id(draft.id, draft.first_fire_at),
+            attempts=0,
+            last_error=None,
+            request_hash=draft.request_hash,
+        )
+
+    async def _check_names(
+        self, conn: Connection, specs: Sequence[ScheduleSpec], batch: bool
+    ) -> None:
+        names = [spec.name for spec in specs if spec.name is not None]
+        taken = set(await self._schedules.name_taken(conn, names))
+        seen: set[str] = set()
+        for index, spec in enumerate(specs):
+            pointer = f"#/items/{index}/name" if batch else "#/name"
+            if spec.name is None:
+                continue
+            if spec.name in taken:
+                raise ConflictError(f"a schedule named {spec.name!r} already exists ({pointer})")
+            if spec.name in seen:
+                raise InvalidInputError(f"name {spec.name!r} appears twice in the batch", pointer)
+            seen.add(spec.name)
+
+    async def create(self, spec: ScheduleSpec, idempotency_key: str | None = None) -> Created:
+        """Store a schedule and its first occurrence. The same idempotency key with the same
+        body returns the original; with another body it is a conflict."""
+        self._check_payload(spec.payload, "#/payload")
+        self._check_target(spec, "#/target/type")
+        request_hash = _fingerprint(spec) if idempotency_key else None
+
+        async def replay_key(conn: Connection) -> Created | None:
+            if idempotency_key is None:
+                return None
+            existing = await self._schedules.find_by_idempotency_key(conn, idempotency_key)
+            if existing is None:
+                return None
+            if existing.request_hash != request_hash:
+                raise ConflictError(
+                    "this Idempotency-Key was already used with a different request body"
+                )
+            return Created(existing, created=False)
+
+        async def work(conn: Connection) -> Created:
+            if (earlier := await replay_key(conn)) is not None:
+                return earlier
+            await self._check_names(conn, [spec], batch=False)
+            now = await transaction_now(conn)
+            draft = self._draft(spec, now, idempotency_key, request_hash)
+            await self._schedules.insert(conn, [draft], now)
+            return Created(self._fresh(draft, now), created=True)
+
+        try:
+            return await self._db.run(work)
+        except ConflictError:
+            if idempotency_key is None:
+                raise
+            # Two requests raced with the same key: the loser answers like a replay.
+            earlier = await self._db.run(replay_key)
+            if earlier is None:
+                raise
+            return earlier
+
+    async def create_many(self, specs: Sequence[ScheduleSpec]) -> list[Schedule]:
+        """All or nothing, in one transaction."""
+        if len(specs) > MAX_BATCH:
+            raise InvalidInputError(f"a batch holds at most {MAX_BATCH} items", "#/items")
+        for index, spec in enumerate(specs):
+            self._check_payload(spec.payload, f"#/items/{index}/payload")
+            self._check_target(spec, f"#/items/{index}/target/type")
+
+        async def work(conn: Connection) -> list[Schedule]:
+            await self._check_names(conn, specs, batch=True)
+            now = await transaction_now(conn)
+            drafts = [self._draft(spec, now) for spec in specs]
+            await self._schedules.insert(conn, drafts, now)
+            return [self._fresh(draft, now) for draft in drafts]
+
+        return await self._db.run(work)
+
+    # -- read -----------------------------------------------------------------------
+
+    async def get(self, schedule_id: uuid.UUID) -> Schedule:
+        async def work(conn: Connection) -> Schedule:
+            return await self._require(conn, schedule_id)
+
+        return await self._db.run(work)
+
+    async def _require(
+        self, conn: Connection, schedule_id: uuid.UUID, *, for_update: bool = False
+    ) -> Schedule:
+        schedule = await self._schedules.get(conn, schedule_id, for_update=for_update)
+        if schedule is None:
+            raise NotFoundError(f"schedule {schedule_id} does not exist")
+        return schedule
+
+    async def list_schedules(
+        self, where: ScheduleFilter, *, limit: int, after: uuid.UUID | None
+    ) -> list[Schedule]:
+        return await self._db.run(
+            lambda conn: self._schedules.search(conn, where, limit=limit, after=after)
+        )
+
+    async def history(
+        self,
+        schedule_id: uuid.UUID,
+        *,
+        limit: int,
+        after: tuple[datetime, uuid.UUID] | None,
+        status: OccurrenceStatus | None = None,
+    ) -> list[Occurrence]:
+        async def work(conn: Connection) -> list[Occurrence]:
+            await self._require(conn, schedule_id)
+            return await self._occurrences.history(
+                conn, schedule_id, limit=limit, after=after, status=status
+            )
+
+        return await self._db.run(work)
+
+    # -- change ---------------------------------------------------------------------
+
+    async def _locked(self, conn: Connection, schedule_id: uuid.UUID) -> Schedule:
+        # Occurrences first, then the schedule: the same order as the claim.
+        await self._occurrences.lock_pending(conn, schedule_id)
+        return await self._require(conn, schedule_id, for_update=True)
+
+    async def patch(self, schedule_id: uuid.UUID, patch: SchedulePatch) -> Schedule:
+        changes = patch.model_dump(exclude_unset=True)
+        if "payload" in changes:
+            self._check_payload(patch.payload, "#/payload")
+        self._check_target(patch, "#/target/type")
+        for field in ("target", "trigger", "max_attempts", "labels"):
+            if field in changes and changes[field] is None:
+                raise InvalidInputError(f"{field} cannot be null", f"#/{field}")
+
+        async def work(conn: Connection) -> Schedule:
+            current = await self._locked(conn, schedule_id)
+            check_patch(current.status)
+            now = await transaction_now(conn)
+            values: dict[str, object] = {
+                field: getattr(patch, field) for field in changes if field != "trigger"
+            }
+            if patch.trigger is not None:
+                if not is_recurring(current.trigger) and current.fire_count > 0:
+                    raise ConflictError("this one-shot schedule has already fired")
+                trigger = resolve(patch.trigger, now)
+                values["trigger"] = trigger
+                await self._occurrences.drop_unfired_cadence(conn, schedule_id)
+                paused = current.status is ScheduleStatus.PAUSED
+                if not (paused and is_recurring(trigger)):
+                    row = new_occurrence(
+                        schedule_id, first_fire_at(trigger, now), now, Origin.SCHEDULE
+                    )
+                    if paused:
+                        row["available_at"] = None
+                    await self._occurrences.insert(conn, [row])
+            await self._schedules.update(conn, schedule_id, now, **values)
+            return await self._require(conn, schedule_id)
+
+        return await self._db.run(work)
+
+    async def pause(self, schedule_id: uuid.UUID) -> Schedule:
+        async def work(conn: Connection) -> Schedule:
+            current = await self._locked(conn, schedule_id)
+            check_pause(current.status)
+            if current.status is ScheduleStatus.PAUSED:
+                return current
+            now = await transaction_now(conn)
+            await self._schedules.update(conn, schedule_id, now, status=ScheduleStatus.PAUSED)
+            if is_recurring(current.trigger):
+                await self._occurrences.drop_unfired_cadence(conn, schedule_id)
+            await self._occurrences.hold(conn, schedule_id, now)
+            return await self._require(conn, schedule_id)
+
+        return await self._db.run(work)
+
+    async def resume(self, schedule_id: uuid.UUID) -> Schedule:
+        """Pause is not a misfire: the schedule realigns to its next strictly future tick."""
+
+        async def work(conn: Connection) -> Schedule:
+            current = await self._locked(conn, schedule_id)
+            check_resume(current.status)
+            if current.status is ScheduleStatus.PENDING:
+                return current
+            now = await transaction_now(conn)
+            await self._schedules.update(conn, schedule_id, now, status=ScheduleStatus.PENDING)
+            await self._occurrences.unhold(conn, schedule_id, now)
+            if is_recurring(current.trigger):
+                upcoming = next_fire_after(current.trigger, now)
+                if upcoming is not None:
+                    await self._occurrences.insert(
+                        conn, [new_occurrence(schedule_id, upcoming, now, Origin.SCHEDULE)]
+                    )
+            else:
+                await self._occurrences.finish_one_shots(conn, [schedule_id], now)
+            return await self._require(conn, schedule_id)
+
+        return await self._db.run(work)
+
+    async def cancel(self, schedule_id: uuid.UUID) -> Schedule:
+        """Idempotent; a terminal schedule stays as it is."""
+
+        async def work(conn: Connection) -> Schedule:
+            current = await self._locked(conn, schedule_id)
+            if current.status in TERMINAL:
+                return current
+            now = await transaction_now(conn)
+            await self._schedules.update(conn, schedule_id, now, status=ScheduleStatus.CANCELLED)
+            await self._occurrences.cancel_pending(conn, schedule_id, now)
+            return await self._require(conn, schedule_id)
+
+        return await self._db.run(work)
+
+    async def trigger(self, schedule_id: uuid.UUID) -> Occurrence:
+        """An extra occurrence due now; the regular cadence is left alone."""
+
+        async def work(conn: Connection) -> Occurrence:
+            current = await self._require(conn, schedule_id)
+            check_trigger(current.status)
+            now = await transaction_now(conn)
+            row = new_occurrence(schedule_id, now, now, Origin.TRIGGER)
+            await self._occurrences.insert(conn, [row])
+            return Occurrence(
+                occurrence_id=row["occurrence_id"],
+                schedule_id=schedule_id,
+                fire_at=now,
+                available_at=now,
+                status=OccurrenceStatus.PENDING,
+                origin=Origin.TRIGGER,
+                attempts=0,
+                last_error=None,
+                delivered_at=None,
+                dead_lettered_at=None,
+                created_at=now,
+                updated_at=now,
+            )
+
+        return await self._db.run(work)

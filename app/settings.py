@@ -1,0 +1,100 @@
+"""Runtime settings, read from the environment once, refused when incoherent."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import AliasChoices, Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_DATABASE_URL = "sqlite:///./data/chronoq.db"
+
+
+class SettingsError(ValueError):
+    """The configuration cannot run; the message names the variable to fix."""
+
+
+class Settings(BaseSettings):
+    """Every knob of a replica. Durations are seconds."""
+
+    model_config = SettingsConfigDict(env_prefix="CHRONOQ_", extra="ignore", frozen=True)
+
+    database_url: str = Field(
+        default=DEFAULT_DATABASE_URL,
+        validation_alias=AliasChoices("DATABASE_URL", "database_url"),
+    )
+    amqp_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("AMQP_URL", "amqp_url")
+    )
+    poll_interval: float = 0.1
+    batch_size: int = 100
+    concurrency: int = 64
+    lease: float = 30.0
+    min_cycle_delay: float = 0.005
+    dispatch_timeout: float = 10.0
+    retry_base_delay: float = 1.0
+    retry_max_delay: float = 300.0
+    jitter: bool = True
+    max_attempts: int = 5
+    worker_enabled: bool = True
+    auto_migrate: bool = True
+    max_payload_bytes: int = 262144
+    webhook_signing_secret: str | None = None
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    @model_validator(mode="after")
+    def _refuse_incoherent(self) -> Settings:
+        positive = {
+            "poll_interval": "CHRONOQ_POLL_INTERVAL",
+            "lease": "CHRONOQ_LEASE",
+            "dispatch_timeout": "CHRONOQ_DISPATCH_TIMEOUT",
+            "retry_base_delay": "CHRONOQ_RETRY_BASE_DELAY",
+        }
+        for field, env in positive.items():
+            if getattr(self, field) <= 0:
+                raise SettingsError(f"{env} must be greater than 0")
+        at_least_one = {
+            "batch_size": "CHRONOQ_BATCH_SIZE",
+            "concurrency": "CHRONOQ_CONCURRENCY",
+            "max_attempts": "CHRONOQ_MAX_ATTEMPTS",
+            "max_payload_bytes": "CHRONOQ_MAX_PAYLOAD_BYTES",
+        }
+        for field, env in at_least_one.items():
+            if getattr(self, field) < 1:
+                raise SettingsError(f"{env} must be at least 1")
+        if self.min_cycle_delay < 0:
+            raise SettingsError("CHRONOQ_MIN_CYCLE_DELAY must not be negative")
+        if self.dispatch_timeout >= self.lease:
+            raise SettingsError(
+                "CHRONOQ_DISPATCH_TIMEOUT must be below CHRONOQ_LEASE, or a slow delivery "
+                "would be claimed again while still running"
+            )
+        if self.retry_max_delay < self.retry_base_delay:
+            raise SettingsError(
+                "CHRONOQ_RETRY_MAX_DELAY must not be below CHRONOQ_RETRY_BASE_DELAY"
+            )
+        if not self.database_url.startswith(("postgresql", "postgres://", "sqlite")):
+            raise SettingsError("DATABASE_URL must be a postgresql:// or sqlite:/// URL")
+        if self.amqp_url is not None and not self.amqp_url.startswith(("amqp://", "amqps://")):
+            raise SettingsError("AMQP_URL must be an amqp:// or amqps:// URL")
+        if self.webhook_signing_secret is not None and not self.webhook_signing_secret.startswith(
+            "whsec_"
+        ):
+            raise SettingsError("CHRONOQ_WEBHOOK_SIGNING_SECRET must start with whsec_")
+        return self
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read settings from the environment; pydantic errors become one line naming the variable."""
+    from pydantic import ValidationError
+
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        cause = first.get("ctx", {}).get("error")
+        if isinstance(cause, SettingsError):
+            raise cause from None
+        field = str(first["loc"][0]) if first["loc"] else "?"
+        env = field.upper() if field in {"database_url", "amqp_url"} else f"CHRONOQ_{field.upper()}"
+        raise SettingsError(f"{env}: {first['msg']}") from None

@@ -1,0 +1,1 @@
+"""Outbound delivery to targets; no database access."""

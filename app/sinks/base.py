@@ -1,0 +1,26 @@
+"""The sink protocol and the registry that picks a sink for a target."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from app.domain.occurrence import Delivery, Outcome, Permanent
+
+
+class Sink(Protocol):
+    async def deliver(self, delivery: Delivery) -> Outcome:
+        """Attempt one delivery; a target failure is an outcome, never an exception."""
+        ...
+
+
+class Sinks:
+    """One sink per target type, shared by every delivery of the process."""
+
+    def __init__(self, by_type: dict[str, Sink]) -> None:
+        self._by_type = by_type
+
+    async def deliver(self, delivery: Delivery) -> Outcome:
+        sink = self._by_type.get(delivery.target.type)
+        if sink is None:
+            return Permanent(f"no sink configured for target type {delivery.target.type!r}")
+        return await sink.deliver(delivery)

@@ -1,0 +1,123 @@
+"""Webhook delivery over one pooled aiohttp client: status codes mapped to outcomes.
+
+aiohttp rather than httpx: on a 2-core machine one httpx client tops out near 1,000
+requests/s and degrades under concurrency, aiohttp's near 10,000/s.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+
+import aiohttp
+
+from app.domain.ids import format_instant
+from app.domain.occurrence import Delivered, Delivery, Outcome, Permanent, Retryable
+from app.domain.target import WebhookTarget
+from app.sinks.signing import WebhookSigner
+
+RETRYABLE_STATUSES = frozenset({408, 429})
+BODY_EXCERPT = 256
+
+
+def parse_retry_after(value: str | None, now: datetime) -> float | None:
+    """Seconds to wait from a Retry-After header (delta-seconds or an HTTP date)."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - now).total_seconds())
+
+
+def outcome_for_status(status: int, retry_after: str | None, excerpt: str) -> Outcome:
+    """2xx delivered; 408, 429 and 5xx retried; anything else (3xx included) permanent."""
+    if 200 <= status < 300:
+        return Delivered()
+    error = f"HTTP {status}" + (f": {excerpt}" if excerpt else "")
+    if status in RETRYABLE_STATUSES or status >= 500:
+        return Retryable(error, parse_retry_after(retry_after, datetime.now(UTC)))
+    return Permanent(error)
+
+
+class WebhookSink:
+    def __init__(
+        self, *, concurrency: int, max_timeout: float, signing_secret: str | None = None
+    ) -> None:
+        self._concurrency = concurrency
+        self._max_timeout = max_timeout
+        self._signer = WebhookSigner(signing_secret) if signing_secret else None
+        self._session: aiohttp.ClientSession | None = None
+
+    async def open(self) -> None:
+        connector = aiohttp.TCPConnector(
+            limit=self._concurrency, limit_per_host=0, ttl_dns_cache=60
+        )
+        self._session = aiohttp.ClientSession(
+            connector=connector, auto_decompress=False, trust_env=False, raise_for_status=False
+        )
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def headers(self, delivery: Delivery, target: WebhookTarget) -> dict[str, str]:
+        occurrence = str(delivery.occurrence_id)
+        headers = dict(target.headers)
+        headers.update(
+            {
+                "Content-Type": "application/json",
+                "X-Occurrence-Id": occurrence,
+                "X-Schedule-Id": str(delivery.schedule_id),
+                "X-Event-Type": delivery.event_type,
+                "X-Scheduled-For": format_instant(delivery.fire_at),
+                "X-Attempt": str(delivery.attempt),
+                "Idempotency-Key": occurrence,
+            }
+        )
+        if self._signer is not None:
+            timestamp = int(time.time())
+            headers["webhook-id"] = occurrence
+            headers["webhook-timestamp"] = str(timestamp)
+            headers["webhook-signature"] = self._signer.signature(
+                occurrence, timestamp, delivery.body
+            )
+        return headers
+
+    async def deliver(self, delivery: Delivery) -> Outcome:
+        target = delivery.target
+        assert isinstance(target, WebhookTarget)
+        assert self._session is not None, "WebhookSink.open() was not called"
+        limit = min(self._max_timeout, target.timeout_seconds)
+        try:
+            async with self._session.request(
+                target.method,
+                target.url,
+                data=delivery.body,
+                headers=self.headers(delivery, target),
+                allow_redirects=False,
+                timeout=aiohttp.ClientTimeout(total=limit),
+            ) as response:
+                excerpt = ""
+                if not 200 <= response.status < 300:
+                    raw = await response.content.read(BODY_EXCERPT)
+                    excerpt = raw.decode("utf-8", "replace").strip()
+                else:
+                    await response.read()
+                return outcome_for_status(
+                    response.status, response.headers.get("Retry-After"), excerpt
+                )
+        except TimeoutError:
+            return Retryable(f"timed out after {limit:g}s")
+        except aiohttp.ClientConnectorError as exc:
+            return Retryable(f"connection failed: {exc.os_error or exc}")
+        except (aiohttp.ClientError, OSError) as exc:
+            return Retryable(f"{type(exc).__name__}: {exc}")

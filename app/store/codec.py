@@ -1,0 +1,45 @@
+"""Stored JSON definitions back into validated domain values (cached: claims read them hot)."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from app.domain.target import Target
+from app.domain.trigger import Trigger
+
+_TARGET: TypeAdapter[Target] = TypeAdapter(Target)
+_TRIGGER: TypeAdapter[Trigger] = TypeAdapter(Trigger)
+
+
+@lru_cache(maxsize=4096)
+def _target(text: str) -> Target:
+    return _TARGET.validate_json(text)
+
+
+@lru_cache(maxsize=4096)
+def _trigger(text: str) -> Trigger:
+    return _TRIGGER.validate_json(text)
+
+
+def _key(value: Any) -> str:
+    if isinstance(value, str):  # a driver that hands back JSON text
+        value = json.loads(value)
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def target(value: Any) -> Target:
+    return _target(_key(value))
+
+
+def trigger(value: Any) -> Trigger:
+    return _trigger(_key(value))
+
+
+def dump(value: Target | Trigger) -> dict[str, Any]:
+    """The JSON form stored in the database."""
+    dumped: dict[str, Any] = value.model_dump(mode="json", exclude_none=True)
+    return dumped

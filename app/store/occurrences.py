@@ -1,0 +1,517 @@
+"""Occurrence persistence: claim under a lease, settle guarded by the lease token, dead letters.
+
+Invariant: only the holder of the current lease token can settle or release an
+occurrence; a replica whose lease ran out (and was re-claimed elsewhere) finds its
+token replaced and its late settle matches no row.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Row
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.domain.ids import occurrence_id
+from app.domain.occurrence import (
+    DeadLetter,
+    Delivery,
+    Occurrence,
+    OccurrenceStatus,
+    Origin,
+    Settlement,
+)
+from app.domain.schedule import ScheduleStatus
+from app.domain.target import Target
+from app.domain.trigger import Trigger, is_recurring, next_after_firing
+from app.store import codec
+from app.store.clock import transaction_now
+from app.store.inserts import insert_ignoring_conflicts
+from app.store.sql import query
+from app.store.tables import UTCDateTime, occurrences, schedules
+
+MAX_ERROR_LENGTH = 2000
+
+_PARAM_TYPES: dict[str, sa.types.TypeEngine[Any]] = {
+    "token": sa.Uuid(),
+    "now": UTCDateTime(),
+    "lease_until": UTCDateTime(),
+}
+
+
+def _typed(clause: sa.TextClause) -> sa.TextualSelect:
+    present = [
+        sa.bindparam(name, type_=kind)
+        for name, kind in _PARAM_TYPES.items()
+        if re.search(rf":{name}\b", clause.text)
+    ]
+    return clause.bindparams(*present).columns(
+        occurrence_id=sa.Uuid(),
+        schedule_id=sa.Uuid(),
+        fire_at=UTCDateTime(),
+        attempts=sa.Integer(),
+        origin=sa.String(),
+        claimed_at=UTCDateTime(),
+    )
+
+
+def _truncate(error: str | None) -> str | None:
+    if error is None or len(error) <= MAX_ERROR_LENGTH:
+        return error
+    return error[: MAX_ERROR_LENGTH - 1] + "…"
+
+
+def to_occurrence(row: Row[Any]) -> Occurrence:
+    return Occurrence(
+        occurrence_id=row.occurrence_id,
+        schedule_id=row.schedule_id,
+        fire_at=row.fire_at,
+        available_at=row.available_at,
+        status=OccurrenceStatus(row.status),
+        origin=Origin(row.origin),
+        attempts=row.attempts,
+        last_error=row.last_error,
+        delivered_at=row.delivered_at,
+        dead_lettered_at=row.dead_lettered_at,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def new_occurrence(
+    schedule_id: uuid.UUID, fire_at: datetime, now: datetime, origin: Origin
+) -> dict[str, Any]:
+    """The row of a not-yet-fired occurrence; its id is derived, so inserting twice is a no-op."""
+    return {
+        "occurrence_id": occurrence_id(schedule_id, fire_at),
+        "schedule_id": schedule_id,
+        "fire_at": fire_at,
+        "available_at": fire_at,
+        "status": OccurrenceStatus.PENDING,
+        "origin": origin,
+        "attempts": 0,
+        "created_at": now,
+        "updated_at": now,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterFilter:
+    schedule_id: uuid.UUID | None = None
+    event_type: str | None = None
+
+
+class OccurrenceStore:
+    """Statements on `occurrences`; every method runs inside the caller's transaction."""
+
+    # -- the delivery loop -------------------------------------------------------------
+
+    async def claim_due(
+        self, conn: AsyncConnection, *, limit: int, lease: float, owner: str
+    ) -> list[Delivery]:
+        """Lease due occurrences and materialize the next tick of each recurring schedule.
+
+        The next tick is written in this same transaction, so a recurring schedule always
+        has its future occurrence however long the current one keeps retrying.
+        """
+        token = uuid.uuid4()
+        now = await transaction_now(conn)
+        params = {
+            "limit": limit,
+            "lease": lease,
+            "token": token,
+            "owner": owner,
+            "now": now,
+            "lease_until": now + timedelta(seconds=lease),
+        }
+        raw = query("claim", conn.dialect.name)
+        wanted = {k: v for k, v in params.items() if re.search(rf":{k}\b", raw.text)}
+        claimed = (await conn.execute(_typed(raw), wanted)).all()
+        if not claimed:
+            return []
+        now = claimed[0].claimed_at
+        schedule_ids = {row.schedule_id for row in claimed}
+        definitions = {
+            row.id: row
+            for row in await conn.execute(
+                sa.select(
+                    schedules.c.id,
+                    schedules.c.event_type,
+                    sa.cast(schedules.c.payload, sa.Text).label("body"),
+                    schedules.c.target,
+                    schedules.c.trigger,
+                    schedules.c.max_attempts,
+                ).where(schedules.c.id.in_(schedule_ids))
+            )
+        }
+        first_fires: dict[uuid.UUID, int] = defaultdict(int)
+        next_rows: list[dict[str, Any]] = []
+        deliveries: list[Delivery] = []
+        for row in sorted(claimed, key=lambda r: (r.fire_at, r.occurrence_id)):
+            definition = definitions[row.schedule_id]
+            trigger: Trigger = codec.trigger(definition.trigger)
+            if row.attempts == 1:
+                first_fires[row.schedule_id] += 1
+                if row.origin == Origin.SCHEDULE and is_recurring(trigger):
+                    upcoming = next_after_firing(trigger, row.fire_at, now)
+                    if upcoming is not None:
+                        next_rows.append(
+                            new_occurrence(row.schedule_id, upcoming, now, Origin.SCHEDULE)
+                        )
+            target: Target = codec.target(definition.target)
+            deliveries.append(
+                Delivery(
+                    occurrence_id=row.occurrence_id,
+                    schedule_id=row.schedule_id,
+                    fire_at=row.fire_at,
+                    attempt=row.attempts,
+                    max_attempts=definition.max_attempts,
+                    lease_token=token,
+                    event_type=definition.event_type,
+                    body=(definition.body or "null").encode(),
+                    target=target,
+                    one_shot=not is_recurring(trigger),
+                )
+            )
+        await insert_ignoring_conflicts(conn, occurrences, next_rows, "occurrence_id")
+        by_count: dict[int, list[uuid.UUID]] = defaultdict(list)
+        for schedule_id, count in first_fires.items():
+            by_count[count].append(schedule_id)
+        for count, ids in by_count.items():
+            await conn.execute(
+                schedules.update()
+                .where(schedules.c.id.in_(ids))
+                .values(fire_count=schedules.c.fire_count + count, last_fired_at=now)
+            )
+        return deliveries
+
+    async def settle(self, conn: AsyncConnection, settlements: Sequence[Settlement]) -> None:
+        """Record finished attempts; each update matches only while its lease token is current."""
+        now = await transaction_now(conn)
+        delivered: dict[uuid.UUID, list[uuid.UUID]] = defaultdict(list)
+        retries: list[dict[str, Any]] = []
+        dead: list[dict[str, Any]] = []
+        one_shots: set[uuid.UUID] = set()
+        for item in settlements:
+            d = item.delivery
+            if d.one_shot:
+                one_shots.add(d.schedule_id)
+            if item.status is OccurrenceStatus.DELIVERED:
+                delivered[d.lease_token].append(d.occurrence_id)
+            elif item.status is OccurrenceStatus.DEAD_LETTERED:
+                dead.append(
+                    {
+                        "b_id": d.occurrence_id,
+                        "b_token": d.lease_token,
+                        "b_error": _truncate(item.error),
+                    }
+                )
+            else:
+                assert item.retry_in is not None
+                retries.append(
+                    {
+                        "b_id": d.occurrence_id,
+                        "b_token": d.lease_token,
+                        "b_error": _truncate(item.error),
+                        "b_available_at": now + timedelta(seconds=item.retry_in),
+                    }
+                )
+        for token, ids in delivered.items():
+            await conn.execute(
+                occurrences.update()
+                .where(
+                    occurrences.c.occurrence_id.in_(ids),
+                    occurrences.c.lease_token == token,
+                    occurrences.c.status == OccurrenceStatus.PENDING,
+                )
+                .values(
+                    status=OccurrenceStatus.DELIVERED,
+                    delivered_at=now,
+                    updated_at=now,
+                    lease_token=None,
+                    last_error=None,
+                )
+            )
+        guard = (
+            (occurrences.c.occurrence_id == sa.bindparam("b_id", type_=sa.Uuid()))
+            & (occurrences.c.lease_token == sa.bindparam("b_token", type_=sa.Uuid()))
+            & (occurrences.c.status == OccurrenceStatus.PENDING)
+        )
+        if retries:
+            await conn.execute(
+                occurrences.update()
+                .where(guard)
+                .values(
+                    # A retry due while the schedule was paused stays set; claim skips
+                    # paused schedules, so it waits for resume.
+                    available_at=sa.bindparam("b_available_at", type_=UTCDateTime()),
+                    last_error=sa.bindparam("b_error"),
+                    lease_token=None,
+                    updated_at=now,
+                ),
+                retries,
+            )
+        if dead:
+            await conn.execute(
+                occurrences.update()
+                .where(guard)
+                .values(
+                    status=OccurrenceStatus.DEAD_LETTERED,
+                    dead_lettered_at=now,
+                    last_error=sa.bindparam("b_error"),
+                    lease_token=None,
+                    updated_at=now,
+                ),
+                dead,
+            )
+        await self.finish_one_shots(conn, one_shots, now)
+
+    async def release(
+        self, conn: AsyncConnection, deliveries: Iterable[Delivery], *, started: bool
+    ) -> None:
+        """Hand claimed occurrences back, due now; an attempt that never started is not counted."""
+        now = await transaction_now(conn)
+        by_token: dict[uuid.UUID, list[uuid.UUID]] = defaultdict(list)
+        for d in deliveries:
+            by_token[d.lease_token].append(d.occurrence_id)
+        attempts = occurrences.c.attempts if started else occurrences.c.attempts - 1
+        for token, ids in by_token.items():
+            await conn.execute(
+                occurrences.update()
+                .where(
+                    occurrences.c.occurrence_id.in_(ids),
+                    occurrences.c.lease_token == token,
+                    occurrences.c.status == OccurrenceStatus.PENDING,
+                )
+                .values(available_at=now, attempts=attempts, lease_token=None, updated_at=now)
+            )
+
+    async def finish_one_shots(
+        self, conn: AsyncConnection, schedule_ids: Iterable[uuid.UUID], now: datetime
+    ) -> None:
+        """A one-shot schedule with nothing left pending is completed, or failed if its firing
+        was dead-lettered. A replay that later delivers it turns failed into completed."""
+        ids = list(schedule_ids)
+        if not ids:
+            return
+        o = occurrences.alias("o")
+        nothing_pending = ~sa.exists().where(
+            o.c.schedule_id == schedules.c.id, o.c.status == OccurrenceStatus.PENDING
+        )
+        dead_lettered = sa.exists().where(
+            o.c.schedule_id == schedules.c.id,
+            o.c.origin == Origin.SCHEDULE,
+            o.c.status == OccurrenceStatus.DEAD_LETTERED,
+        )
+        await conn.execute(
+            schedules.update()
+            .where(
+                schedules.c.id.in_(ids),
+                schedules.c.status.in_([ScheduleStatus.PENDING, ScheduleStatus.FAILED]),
+                nothing_pending,
+            )
+            .values(
+                status=sa.case(
+                    (dead_lettered, ScheduleStatus.FAILED), else_=ScheduleStatus.COMPLETED
+                ),
+                updated_at=now,
+            )
+        )
+
+    # -- schedule lifecycle -----------------------------------------------------------
+
+    async def insert(self, conn: AsyncConnection, rows: list[dict[str, Any]]) -> None:
+        await insert_ignoring_conflicts(conn, occurrences, rows, "occurrence_id")
+
+    async def lock_pending(self, conn: AsyncConnection, schedule_id: uuid.UUID) -> None:
+        """Lock a schedule's pending occurrences before its row: the claim locks in this
+        order too, so the two cannot deadlock."""
+        await conn.execute(
+            sa.select(occurrences.c.occurrence_id)
+            .where(
+                occurrences.c.schedule_id == schedule_id,
+                occurrences.c.status == OccurrenceStatus.PENDING,
+            )
+            .with_for_update()
+        )
+
+    async def drop_unfired_cadence(self, conn: AsyncConnection, schedule_id: uuid.UUID) -> None:
+        """Remove the schedule's own future occurrences that no attempt has touched yet."""
+        await conn.execute(
+            occurrences.delete().where(
+                occurrences.c.schedule_id == schedule_id,
+                occurrences.c.status == OccurrenceStatus.PENDING,
+                occurrences.c.origin == Origin.SCHEDULE,
+                occurrences.c.attempts == 0,
+            )
+        )
+
+    async def hold(self, conn: AsyncConnection, schedule_id: uuid.UUID, now: datetime) -> None:
+        """Make the schedule's pending occurrences unclaimable (paused)."""
+        await conn.execute(
+            occurrences.update()
+            .where(
+                occurrences.c.schedule_id == schedule_id,
+                occurrences.c.status == OccurrenceStatus.PENDING,
+            )
+            .values(available_at=None, updated_at=now)
+        )
+
+    async def unhold(self, conn: AsyncConnection, schedule_id: uuid.UUID, now: datetime) -> None:
+        await conn.execute(
+            occurrences.update()
+            .where(
+                occurrences.c.schedule_id == schedule_id,
+                occurrences.c.status == OccurrenceStatus.PENDING,
+                occurrences.c.available_at.is_(None),
+            )
+            .values(available_at=now, updated_at=now)
+        )
+
+    async def cancel_pending(
+        self, conn: AsyncConnection, schedule_id: uuid.UUID, now: datetime
+    ) -> None:
+        await conn.execute(
+            occurrences.update()
+            .where(
+                occurrences.c.schedule_id == schedule_id,
+                occurrences.c.status == OccurrenceStatus.PENDING,
+            )
+            .values(status=OccurrenceStatus.CANCELLED, lease_token=None, updated_at=now)
+        )
+
+    async def history(
+        self,
+        conn: AsyncConnection,
+        schedule_id: uuid.UUID,
+        *,
+        limit: int,
+        after: tuple[datetime, uuid.UUID] | None,
+        status: OccurrenceStatus | None = None,
+    ) -> list[Occurrence]:
+        """A schedule's occurrences, latest fire instant first."""
+        statement = sa.select(occurrences).where(occurrences.c.schedule_id == schedule_id)
+        if status is not None:
+            statement = statement.where(occurrences.c.status == status)
+        if after is not None:
+            statement = statement.where(
+                sa.tuple_(occurrences.c.fire_at, occurrences.c.occurrence_id)
+                < sa.tuple_(sa.literal(after[0], UTCDateTime()), sa.literal(after[1], sa.Uuid()))
+            )
+        statement = statement.order_by(
+            occurrences.c.fire_at.desc(), occurrences.c.occurrence_id.desc()
+        ).limit(limit)
+        return [to_occurrence(row) for row in await conn.execute(statement)]
+
+    # -- dead letters -----------------------------------------------------------------
+
+    def _dead_letters(self) -> sa.Select[Any]:
+        return sa.select(
+            occurrences,
+            schedules.c.event_type,
+            schedules.c.payload,
+            schedules.c.target,
+        ).join(schedules, schedules.c.id == occurrences.c.schedule_id)
+
+    @staticmethod
+    def _to_dead_letter(row: Row[Any]) -> DeadLetter:
+        return DeadLetter(
+            occurrence=to_occurrence(row),
+            event_type=row.event_type,
+            payload=row.payload,
+            target=codec.target(row.target),
+        )
+
+    @staticmethod
+    def _filtered(statement: Any, where: DeadLetterFilter) -> Any:
+        if where.schedule_id is not None:
+            statement = statement.where(occurrences.c.schedule_id == where.schedule_id)
+        if where.event_type is not None:
+            statement = statement.where(
+                occurrences.c.schedule_id.in_(
+                    sa.select(schedules.c.id).where(schedules.c.event_type == where.event_type)
+                )
+            )
+        return statement
+
+    async def list_dead_letters(
+        self,
+        conn: AsyncConnection,
+        where: DeadLetterFilter,
+        *,
+        limit: int,
+        after: tuple[datetime, uuid.UUID] | None,
+    ) -> list[DeadLetter]:
+        """Dead letters, most recently dead-lettered first."""
+        statement = self._filtered(
+            self._dead_letters().where(occurrences.c.status == OccurrenceStatus.DEAD_LETTERED),
+            where,
+        )
+        if after is not None:
+            statement = statement.where(
+                sa.tuple_(occurrences.c.dead_lettered_at, occurrences.c.occurrence_id)
+                < sa.tuple_(sa.literal(after[0], UTCDateTime()), sa.literal(after[1], sa.Uuid()))
+            )
+        statement = statement.order_by(
+            occurrences.c.dead_lettered_at.desc(), occurrences.c.occurrence_id.desc()
+        ).limit(limit)
+        return [self._to_dead_letter(row) for row in await conn.execute(statement)]
+
+    async def get_with_definition(
+        self, conn: AsyncConnection, id_: uuid.UUID, *, for_update: bool = False
+    ) -> DeadLetter | None:
+        statement = self._dead_letters().where(occurrences.c.occurrence_id == id_)
+        if for_update:
+            statement = statement.with_for_update(of=occurrences)
+        row = (await conn.execute(statement)).first()
+        return None if row is None else self._to_dead_letter(row)
+
+    async def replay(
+        self,
+        conn: AsyncConnection,
+        now: datetime,
+        *,
+        ids: Sequence[uuid.UUID] | None = None,
+        where: DeadLetterFilter | None = None,
+    ) -> list[uuid.UUID]:
+        """Dead letters back to pending, attempts reset, due now (held if the schedule is
+        paused). The occurrence id stays, so consumers still dedupe on it."""
+        paused = sa.exists().where(
+            schedules.c.id == occurrences.c.schedule_id,
+            schedules.c.status == ScheduleStatus.PAUSED,
+        )
+        statement = occurrences.update().where(
+            occurrences.c.status == OccurrenceStatus.DEAD_LETTERED
+        )
+        if ids is not None:
+            statement = statement.where(occurrences.c.occurrence_id.in_(list(ids)))
+        if where is not None:
+            statement = self._filtered(statement, where)
+        statement = statement.values(
+            status=OccurrenceStatus.PENDING,
+            attempts=0,
+            available_at=sa.case((paused, sa.null()), else_=sa.literal(now, UTCDateTime())),
+            dead_lettered_at=None,
+            lease_token=None,
+            updated_at=now,
+        ).returning(occurrences.c.occurrence_id)
+        return [row.occurrence_id for row in await conn.execute(statement)]
+
+    async def discard(self, conn: AsyncConnection, id_: uuid.UUID, now: datetime) -> bool:
+        result = await conn.execute(
+            occurrences.update()
+            .where(
+                occurrences.c.occurrence_id == id_,
+                occurrences.c.status == OccurrenceStatus.DEAD_LETTERED,
+            )
+            .values(status=OccurrenceStatus.CANCELLED, updated_at=now)
+            .returning(occurrences.c.occurrence_id)
+        )
+        return result.first() is not None

@@ -1,0 +1,147 @@
+"""Table shapes and indexes; alembic migrations are written against this metadata.
+
+Invariant: a pending occurrence is claimable when `available_at <= now`; the partial
+index `ix_occurrences_claim` holds only pending rows, so a claim costs the same however
+much delivered history the table keeps.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.engine import Dialect
+from sqlmodel import Field, SQLModel
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "%(table_name)s_%(column_0_name)s_key",
+    "ck": "%(table_name)s_%(constraint_name)s_check",
+    "fk": "%(table_name)s_%(column_0_name)s_fkey",
+    "pk": "%(table_name)s_pkey",
+}
+
+SQLModel.metadata.naming_convention = NAMING_CONVENTION
+metadata = SQLModel.metadata
+
+
+class UTCDateTime(sa.TypeDecorator[datetime]):
+    """Timezone-aware UTC instants on every dialect (SQLite stores naive UTC text)."""
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to a UTC column")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+JSONType = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
+
+SCHEDULE_STATUSES = ("pending", "paused", "completed", "cancelled", "failed")
+OCCURRENCE_STATUSES = ("pending", "delivered", "dead_lettered", "cancelled")
+ORIGINS = ("schedule", "trigger")
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+class ScheduleRow(SQLModel, table=True):
+    __tablename__ = "schedules"
+    __table_args__ = (
+        sa.CheckConstraint(_in("status", SCHEDULE_STATUSES), name="status"),
+        sa.CheckConstraint("max_attempts >= 1", name="max_attempts"),
+        sa.CheckConstraint("fire_count >= 0", name="fire_count"),
+    )
+
+    id: uuid.UUID = Field(sa_column=sa.Column(sa.Uuid, primary_key=True))
+    name: str | None = Field(default=None, sa_column=sa.Column(sa.String(200), unique=True))
+    event_type: str = Field(sa_column=sa.Column(sa.String(200), nullable=False))
+    # Plain JSON, not JSONB: the stored text is the payload as given, sent byte for byte.
+    payload: Any = Field(sa_column=sa.Column(sa.JSON, nullable=True))
+    target: dict[str, Any] = Field(sa_column=sa.Column(JSONType, nullable=False))
+    target_type: str = Field(sa_column=sa.Column(sa.String(20), nullable=False))
+    trigger: dict[str, Any] = Field(sa_column=sa.Column(JSONType, nullable=False))
+    max_attempts: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+    labels: dict[str, str] = Field(sa_column=sa.Column(JSONType, nullable=False))
+    status: str = Field(sa_column=sa.Column(sa.String(20), nullable=False))
+    fire_count: int = Field(sa_column=sa.Column(sa.Integer, nullable=False, server_default="0"))
+    last_fired_at: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
+    idempotency_key: str | None = Field(
+        default=None, sa_column=sa.Column(sa.String(255), unique=True)
+    )
+    request_hash: str | None = Field(default=None, sa_column=sa.Column(sa.String(64)))
+    created_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
+    updated_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
+
+
+class OccurrenceRow(SQLModel, table=True):
+    __tablename__ = "occurrences"
+    __table_args__ = (
+        sa.CheckConstraint(_in("status", OCCURRENCE_STATUSES), name="status"),
+        sa.CheckConstraint(_in("origin", ORIGINS), name="origin"),
+        sa.CheckConstraint("attempts >= 0", name="attempts"),
+        sa.CheckConstraint(
+            "status <> 'delivered' OR delivered_at IS NOT NULL", name="delivered_at"
+        ),
+        sa.CheckConstraint(
+            "status <> 'dead_lettered' OR dead_lettered_at IS NOT NULL", name="dead_lettered_at"
+        ),
+        sa.Index(
+            "ix_occurrences_claim",
+            "available_at",
+            postgresql_where=sa.text("status = 'pending'"),
+            sqlite_where=sa.text("status = 'pending'"),
+        ),
+        sa.Index("ix_occurrences_schedule_id_fire_at", "schedule_id", "fire_at"),
+        sa.Index(
+            "ix_occurrences_pending_by_schedule",
+            "schedule_id",
+            "fire_at",
+            postgresql_where=sa.text("status = 'pending'"),
+            sqlite_where=sa.text("status = 'pending'"),
+        ),
+        sa.Index(
+            "ix_occurrences_dead_letters",
+            "dead_lettered_at",
+            postgresql_where=sa.text("status = 'dead_lettered'"),
+            sqlite_where=sa.text("status = 'dead_lettered'"),
+        ),
+    )
+
+    occurrence_id: uuid.UUID = Field(sa_column=sa.Column(sa.Uuid, primary_key=True))
+    schedule_id: uuid.UUID = Field(
+        sa_column=sa.Column(
+            sa.Uuid, sa.ForeignKey("schedules.id", ondelete="CASCADE"), nullable=False
+        )
+    )
+    fire_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
+    # NULL while the schedule is paused: held, not claimable.
+    available_at: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
+    status: str = Field(sa_column=sa.Column(sa.String(20), nullable=False))
+    origin: str = Field(sa_column=sa.Column(sa.String(20), nullable=False))
+    attempts: int = Field(sa_column=sa.Column(sa.Integer, nullable=False, server_default="0"))
+    lease_token: uuid.UUID | None = Field(default=None, sa_column=sa.Column(sa.Uuid))
+    lease_owner: str | None = Field(default=None, sa_column=sa.Column(sa.String(100)))
+    last_error: str | None = Field(default=None, sa_column=sa.Column(sa.Text))
+    delivered_at: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
+    dead_lettered_at: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
+    created_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
+    updated_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
+
+
+schedules: sa.Table = ScheduleRow.__table__  # type: ignore[attr-defined]
+occurrences: sa.Table = OccurrenceRow.__table__  # type: ignore[attr-defined]

@@ -1,0 +1,243 @@
+"""The delivery loop: claim due occurrences, deliver them concurrently, settle in batches.
+
+Invariant: every claimed occurrence ends in exactly one of settle (delivered, retry,
+dead letter), release (handed back, due now), or an expired lease that any replica
+re-claims. Nothing a replica holds is lost when it stops or dies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import socket
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager, suppress
+
+from app.domain.occurrence import Delivery, Outcome, Retryable, Settlement, settle
+from app.domain.retry import RetryPolicy
+from app.settings import Settings
+from app.sinks.base import Sinks
+from app.store.database import Database
+from app.store.occurrences import OccurrenceStore
+
+log = logging.getLogger(__name__)
+
+MAX_ERROR_BACKOFF = 5.0
+
+
+def replica_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class Dispatcher:
+    """Owns one replica's claim/deliver/settle cycle."""
+
+    def __init__(
+        self,
+        database: Database,
+        sinks: Sinks,
+        settings: Settings,
+        *,
+        store: OccurrenceStore | None = None,
+        rng: random.Random | None = None,
+        owner: str | None = None,
+    ) -> None:
+        self._db = database
+        self._sinks = sinks
+        self._settings = settings
+        self._store = store or OccurrenceStore()
+        self._rng = rng or random.Random()
+        self._policy = RetryPolicy(
+            settings.retry_base_delay, settings.retry_max_delay, settings.jitter
+        )
+        self.owner = owner or replica_name()
+        self._stopping = asyncio.Event()
+        self._slot_freed = asyncio.Event()
+        self._settle_ready = asyncio.Event()
+        self._settle_lock = asyncio.Lock()
+        self._inflight: dict[asyncio.Task[None], Delivery] = {}
+        self._to_settle: list[Settlement] = []
+        self._task: asyncio.Task[None] | None = None
+        self.cycles = 0
+        self.errors = 0
+
+    # -- steps ----------------------------------------------------------------------
+
+    async def claim(self, limit: int) -> list[Delivery]:
+        settings = self._settings
+        return await self._db.run(
+            lambda conn: self._store.claim_due(
+                conn, limit=limit, lease=settings.lease, owner=self.owner
+            )
+        )
+
+    async def attempt(self, delivery: Delivery) -> Settlement:
+        """One delivery under the dispatch timeout; any failure becomes a retryable outcome."""
+        timeout = self._settings.dispatch_timeout
+        outcome: Outcome
+        try:
+            async with asyncio.timeout(timeout):
+                outcome = await self._sinks.deliver(delivery)
+        except TimeoutError:
+            outcome = Retryable(f"dispatch timed out after {timeout:g}s")
+        except Exception as exc:
+            log.exception("delivery of occurrence %s raised", delivery.occurrence_id)
+            outcome = Retryable(f"internal error: {type(exc).__name__}")
+        return settle(delivery, outcome, self._policy, self._rng)
+
+    async def settle(self, settlements: Sequence[Settlement]) -> None:
+        if settlements:
+            await self._db.run(lambda conn: self._store.settle(conn, settlements))
+
+    async def release(self, deliveries: Sequence[Delivery], *, started: bool) -> None:
+        if deliveries:
+            await self._db.run(lambda conn: self._store.release(conn, deliveries, started=started))
+
+    async def run_once(self) -> int:
+        """Claim one batch, deliver it, settle it; returns how many were claimed (for tests)."""
+        deliveries = await self.claim(min(self._settings.batch_size, self._settings.concurrency))
+        settlements = await asyncio.gather(*(self.attempt(d) for d in deliveries))
+        await self.settle(settlements)
+        return len(deliveries)
+
+    # -- the loop -------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    @asynccontextmanager
+    async def started(self) -> AsyncIterator[Dispatcher]:
+        """Run the loop for the duration of the block; stop it gracefully on exit."""
+        self._task = asyncio.create_task(self.run(), name="chronoq-dispatcher")
+        try:
+            yield self
+        finally:
+            await self.stop()
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        if self._task is not None:
+            # The loop itself bounds the grace period by the dispatch timeout.
+            await asyncio.wait({self._task}, timeout=self._settings.dispatch_timeout + 5)
+            if not self._task.done():
+                self._task.cancel()
+                with suppress(asyncio.CancelledError):
+                    await self._task
+
+    async def _pause(self, seconds: float) -> None:
+        with suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+
+    async def run(self) -> None:
+        settler = asyncio.create_task(self._settle_continuously(), name="chronoq-settler")
+        consecutive_errors = 0
+        try:
+            while not self._stopping.is_set():
+                free = self._settings.concurrency - len(self._inflight)
+                if free <= 0:
+                    await self._wait_for_slot()
+                    continue
+                self.cycles += 1
+                try:
+                    deliveries = await self.claim(min(self._settings.batch_size, free))
+                except Exception:
+                    self.errors += 1
+                    consecutive_errors += 1
+                    delay = min(
+                        self._settings.poll_interval * 2 ** min(consecutive_errors, 10),
+                        max(MAX_ERROR_BACKOFF, self._settings.poll_interval),
+                    )
+                    log.exception("claim failed; retrying in %.2fs", delay)
+                    await self._pause(delay)
+                    continue
+                consecutive_errors = 0
+                if self._stopping.is_set():
+                    await self._release_quietly(deliveries, started=False)
+                    break
+                for delivery in deliveries:
+                    self._start(delivery)
+                await self._pause(
+                    self._settings.min_cycle_delay if deliveries else self._settings.poll_interval
+                )
+        finally:
+            await self._drain()
+            settler.cancel()
+            with suppress(asyncio.CancelledError):
+                await settler
+
+    def _start(self, delivery: Delivery) -> None:
+        task = asyncio.create_task(self._deliver(delivery))
+        self._inflight[task] = delivery
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._inflight.pop(task, None)
+        self._slot_freed.set()
+
+    async def _deliver(self, delivery: Delivery) -> None:
+        self._to_settle.append(await self.attempt(delivery))
+        self._settle_ready.set()
+
+    async def _wait_for_slot(self) -> None:
+        self._slot_freed.clear()
+        stop = asyncio.ensure_future(self._stopping.wait())
+        slot = asyncio.ensure_future(self._slot_freed.wait())
+        try:
+            await asyncio.wait({stop, slot}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            slot.cancel()
+
+    async def _settle_continuously(self) -> None:
+        failures = 0
+        while True:
+            await self._settle_ready.wait()
+            self._settle_ready.clear()
+            if await self._flush():
+                failures = 0
+            else:
+                failures += 1
+                await asyncio.sleep(
+                    min(self._settings.poll_interval * 2**failures, MAX_ERROR_BACKOFF)
+                )
+                self._settle_ready.set()
+
+    async def _flush(self) -> bool:
+        """Write every finished attempt in one transaction; on failure keep them for later."""
+        async with self._settle_lock:
+            batch, self._to_settle = self._to_settle, []
+            try:
+                await self.settle(batch)
+            except Exception:
+                self.errors += 1
+                log.exception("settling %d deliveries failed; will retry", len(batch))
+                self._to_settle[:0] = batch
+                return False
+            return True
+
+    async def _release_quietly(self, deliveries: Sequence[Delivery], *, started: bool) -> None:
+        try:
+            await self.release(deliveries, started=started)
+        except Exception:
+            # Their leases run out instead; another replica takes them then.
+            log.exception("releasing %d occurrences failed", len(deliveries))
+
+    async def _drain(self) -> None:
+        """Graceful stop: in-flight deliveries get the dispatch timeout to finish, then the
+        stragglers are cancelled and handed back; every finished attempt is settled."""
+        if self._inflight:
+            await asyncio.wait(set(self._inflight), timeout=self._settings.dispatch_timeout)
+        stragglers = list(self._inflight.items())
+        for task, _ in stragglers:
+            task.cancel()
+        if stragglers:
+            await asyncio.wait({task for task, _ in stragglers})
+            await self._release_quietly([d for _, d in stragglers], started=True)
+        for _ in range(3):
+            if await self._flush():
+                break
+            await asyncio.sleep(0.2)
