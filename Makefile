@@ -1,0 +1,48 @@
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PORT ?= 8000
+
+.PHONY: run test check lint openapi bench clean
+
+$(BIN)/chronoq: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(VENV)/.dev: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+## run: install, migrate and serve on 127.0.0.1:$(PORT) (SQLite under ./data by default)
+run: $(BIN)/chronoq
+	$(BIN)/chronoq migrate
+	$(BIN)/chronoq serve --host 127.0.0.1 --port $(PORT)
+
+## test: the whole suite (PostgreSQL and RabbitMQ tests skip locally when those are down)
+test: $(VENV)/.dev
+	$(BIN)/pytest
+
+## lint: formatting, lint, types, import layers
+lint: $(VENV)/.dev
+	$(BIN)/ruff format --check app alembic tests bench
+	$(BIN)/ruff check app alembic tests bench
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+## check: lint, then the suite
+check: lint test
+
+## openapi: regenerate openapi/openapi.json from the app
+openapi: $(VENV)/.dev
+	$(BIN)/chronoq openapi --output openapi/openapi.json
+
+## bench: W1 and W2 on SQLite and PostgreSQL (see docs/benchmarks.md)
+bench: $(VENV)/.dev
+	$(BIN)/python bench/run.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,138 @@
+"""Shared fixtures: real databases migrated by the real migrations, settings, a receiver.
+
+PostgreSQL tests skip when the server is down, unless CHRONOQ_REQUIRE_SERVICES=1
+(set by .ci/run), where they fail instead: a missing service never passes silently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import uuid
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+
+from app.settings import Settings
+from app.store.database import Database
+from app.store.migrations import upgrade_to_head
+from tests.receiver import Receiver
+
+REQUIRE_SERVICES = os.environ.get("CHRONOQ_REQUIRE_SERVICES") == "1"
+PG_ADMIN_URL = os.environ.get(
+    "CHRONOQ_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+
+
+def service_missing(what: str, why: object) -> None:
+    message = f"{what} is not reachable: {why}"
+    if REQUIRE_SERVICES:
+        pytest.fail(message + " (CHRONOQ_REQUIRE_SERVICES=1)", pytrace=False)
+    pytest.skip(message)
+
+
+def run_sync(factory: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Run a coroutine to completion on a fresh loop in a worker thread, so that it also
+    works from inside a running test loop."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(asyncio.run, factory()).result()
+
+
+def _admin(sql: str) -> None:
+    async def run() -> None:
+        database = Database(PG_ADMIN_URL)
+        try:
+            async with database.engine.connect() as conn:
+                conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+                await conn.execute(sa.text(sql))
+        finally:
+            await database.close()
+
+    run_sync(run)
+
+
+def _migrate(url: str) -> None:
+    async def run() -> None:
+        database = Database(url)
+        try:
+            await upgrade_to_head(database)
+        finally:
+            await database.close()
+
+    run_sync(run)
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A database of this run's own, migrated once, dropped at the end."""
+    name = f"chronoq_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    try:
+        _admin(f'CREATE DATABASE "{name}"')
+    except Exception as exc:
+        service_missing("PostgreSQL", exc)
+    url = make_url(PG_ADMIN_URL.replace("postgresql://", "postgresql+asyncpg://", 1))
+    database_url = url.set(database=name).render_as_string(hide_password=False)
+    database_url = database_url.replace("postgresql+asyncpg://", "postgresql://", 1)
+    try:
+        _migrate(database_url)
+        yield database_url
+    finally:
+        _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("template") / "chronoq.db"
+    _migrate(f"sqlite:///{path}")
+    return path
+
+
+async def _truncate(url: str) -> None:
+    database = Database(url)
+    try:
+        async with database.engine.begin() as conn:
+            await conn.execute(sa.text("TRUNCATE occurrences, schedules CASCADE"))
+    finally:
+        await database.close()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path, sqlite_template: Path) -> str:
+    """An empty, migrated database of either dialect; every test gets a clean one."""
+    if request.param == "sqlite":
+        path = tmp_path / "chronoq.db"
+        shutil.copy(sqlite_template, path)
+        return f"sqlite:///{path}"
+    url: str = request.getfixturevalue("postgres_url")
+    run_sync(lambda: _truncate(url))
+    return url
+
+
+def make_settings(database_url: str, **overrides: Any) -> Settings:
+    """Settings for tests: short delays, no auto-migration (the fixtures migrated)."""
+    values: dict[str, Any] = {
+        "database_url": database_url,
+        "auto_migrate": False,
+        "worker_enabled": False,
+        "poll_interval": 0.05,
+        "min_cycle_delay": 0.0,
+        "lease": 5.0,
+        "dispatch_timeout": 2.0,
+        "retry_base_delay": 0.05,
+        "retry_max_delay": 0.2,
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    """A local webhook receiver that records every request and answers as scripted."""
+    async with Receiver() as running:
+        yield running

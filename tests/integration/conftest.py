@@ -1,0 +1,115 @@
+"""The API harness: the app in-process (worker off) plus a dispatcher the test steps by hand."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+from asgi_lifespan import LifespanManager
+
+from app.main import create_app
+from app.settings import Settings
+from app.sinks.base import Sinks
+from app.sinks.webhook import WebhookSink
+from app.store.database import Database
+from app.worker.dispatcher import Dispatcher
+from tests.conftest import make_settings
+from tests.receiver import Receiver
+
+
+@dataclass
+class Harness:
+    client: httpx.AsyncClient
+    dispatcher: Dispatcher
+    database: Database
+    settings: Settings
+    receiver: Receiver
+
+    def webhook(self, path: str = "/hook", **extra: Any) -> dict[str, Any]:
+        return {"type": "webhook", "url": self.receiver.url(path), **extra}
+
+    async def create(self, expect: int = 201, **spec: Any) -> dict[str, Any]:
+        body = {"event_type": "test.event", "payload": {"n": 1}, **spec}
+        body.setdefault("target", self.webhook())
+        body.setdefault("trigger", {"type": "immediate"})
+        response = await self.client.post("/v1/schedules", json=body)
+        assert response.status_code == expect, response.text
+        result: dict[str, Any] = response.json()
+        return result
+
+    async def get(self, path: str) -> dict[str, Any]:
+        response = await self.client.get(path)
+        assert response.status_code == 200, response.text
+        result: dict[str, Any] = response.json()
+        return result
+
+    async def step(self) -> int:
+        """One claim/deliver/settle cycle of the loop."""
+        return await self.dispatcher.run_once()
+
+    async def step_until(self, done: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> None:
+        """Step the loop until `done()` holds; waits for retries to come due in between."""
+        deadline = time.monotonic() + timeout
+        while not await done():
+            if time.monotonic() > deadline:
+                raise AssertionError("condition not reached in time")
+            if await self.step() == 0:
+                await asyncio.sleep(0.02)
+
+    async def schedule_status(self, schedule_id: str) -> str:
+        return str((await self.get(f"/v1/schedules/{schedule_id}"))["status"])
+
+    async def occurrences(self, schedule_id: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = (
+            await self.get(f"/v1/schedules/{schedule_id}/occurrences?limit=500")
+        )["items"]
+        return items
+
+
+@asynccontextmanager
+async def running_harness(
+    database_url: str, receiver: Receiver, **overrides: Any
+) -> AsyncIterator[Harness]:
+    settings = make_settings(database_url, **overrides)
+    app = create_app(settings)
+    database = Database(settings.database_url)
+    sink = WebhookSink(
+        concurrency=settings.concurrency,
+        max_timeout=settings.dispatch_timeout,
+        signing_secret=settings.webhook_signing_secret,
+    )
+    await sink.open()
+    dispatcher = Dispatcher(
+        database, Sinks({"webhook": sink}), settings, rng=random.Random(7), owner="test"
+    )
+    try:
+        async with LifespanManager(app) as manager:
+            transport = httpx.ASGITransport(app=manager.app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://chronoq") as client:
+                yield Harness(client, dispatcher, database, settings, receiver)
+    finally:
+        await sink.close()
+        await database.close()
+
+
+@pytest.fixture
+async def harness(database_url: str, receiver: Receiver) -> AsyncIterator[Harness]:
+    async with running_harness(database_url, receiver) as running:
+        yield running
+
+
+@pytest.fixture
+def make_harness(database_url: str, receiver: Receiver) -> Callable[..., Any]:
+    """For tests that need other settings: `async with make_harness(max_attempts=2) as h:`."""
+
+    def build(**overrides: Any) -> Any:
+        return running_harness(database_url, receiver, **overrides)
+
+    return build
