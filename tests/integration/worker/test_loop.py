@@ -1,0 +1,102 @@
+"""The running loop: survives a database outage, stops gracefully, settles what it started."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+
+import pytest
+from sqlalchemy.engine import make_url
+
+from app.sinks.base import Sinks
+from app.sinks.webhook import WebhookSink
+from app.store.database import Database
+from app.worker.dispatcher import Dispatcher
+from tests.conftest import make_settings
+from tests.integration.conftest import Harness
+from tests.receiver import Reply
+from tests.tcp_proxy import TcpProxy
+
+
+async def _wait_until(condition, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not await condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.05)
+
+
+async def _batch(harness: Harness, count: int) -> list[str]:
+    items = [{"event_type": "loop", "target": harness.webhook()} for _ in range(count)]
+    for item in items:
+        item["trigger"] = {"type": "immediate"}
+    response = await harness.client.post("/v1/schedules/batch", json={"items": items})
+    assert response.status_code == 201, response.text
+    return [item["next_occurrence_id"] for item in response.json()["items"]]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+async def test_the_loop_survives_a_database_outage_and_delivers_afterwards(
+    harness: Harness,
+) -> None:
+    url = make_url(harness.settings.database_url)
+    proxy = TcpProxy(url.host or "127.0.0.1", url.port or 5432)
+    await proxy.start()
+    proxied = url.set(port=proxy.port).render_as_string(hide_password=False)
+    settings = make_settings(proxied, poll_interval=0.05)
+    database = Database(settings.database_url)
+    sink = WebhookSink(concurrency=8, max_timeout=settings.dispatch_timeout)
+    await sink.open()
+    dispatcher = Dispatcher(database, Sinks({"webhook": sink}), settings, rng=random.Random(1))
+    try:
+        async with dispatcher.started():
+            first = await _batch(harness, 10)
+            await harness.receiver.wait_for(10)
+
+            await proxy.cut()
+            during = await _batch(harness, 10)
+            await _wait_until(lambda: _true(dispatcher.errors >= 2))
+            assert dispatcher.running
+            assert len(harness.receiver.requests) == 10
+
+            await proxy.restore()
+            await harness.receiver.wait_for(20, timeout=30)
+        received = {r.occurrence_id for r in harness.receiver.requests}
+        assert received == set(first) | set(during)
+    finally:
+        await sink.close()
+        await database.close()
+        await proxy.close()
+
+
+async def test_stopping_lets_in_flight_deliveries_finish_and_settles_them(
+    harness: Harness,
+) -> None:
+    harness.receiver.always("/hook", Reply(delay=0.5))
+    settings = harness.settings
+    sink = WebhookSink(concurrency=8, max_timeout=settings.dispatch_timeout)
+    await sink.open()
+    dispatcher = Dispatcher(harness.database, Sinks({"webhook": sink}), settings)
+    try:
+        async with dispatcher.started():
+            ids = await _batch(harness, 5)
+            await _wait_until(lambda: _true(dispatcher.cycles > 0 and not _idle(dispatcher)))
+            started = time.monotonic()
+        stopped_in = time.monotonic() - started
+    finally:
+        await sink.close()
+
+    assert stopped_in < settings.dispatch_timeout + 1
+    assert {r.occurrence_id for r in harness.receiver.requests} == set(ids)
+    listed = (await harness.get("/v1/schedules?status=completed"))["items"]
+    assert len(listed) == 5
+
+
+def _idle(dispatcher: Dispatcher) -> bool:
+    return not dispatcher._inflight
+
+
+async def _true(value: bool) -> bool:
+    return value
