@@ -1,4 +1,4 @@
-"""The `chronoq` command: serve, migrate, openapi."""
+"""The `chronoq` command: serve, migrate, openapi, and a receiver for trying it out."""
 
 from __future__ import annotations
 
@@ -62,6 +62,31 @@ def _openapi(args: argparse.Namespace) -> int:
     return 0
 
 
+def _receiver(args: argparse.Namespace) -> int:
+    """A local webhook receiver that prints each delivery: for trying Chronoq out."""
+    from aiohttp import web
+
+    failing = set(args.fail)
+
+    async def handle(request: web.Request) -> web.Response:
+        body = await request.read()
+        status = 503 if request.path in failing else 200
+        print(
+            f"{request.method} {request.path} -> {status}"
+            f" occurrence={request.headers.get('X-Occurrence-Id')}"
+            f" attempt={request.headers.get('X-Attempt')}"
+            f" event={request.headers.get('X-Event-Type')} body={body.decode(errors='replace')}",
+            flush=True,
+        )
+        return web.Response(status=status)
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handle)
+    print(f"receiving on http://127.0.0.1:{args.port}/ (failing: {sorted(failing) or 'none'})")
+    web.run_app(app, host="127.0.0.1", port=args.port, print=None)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="chronoq", description="Durable message scheduler.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -75,6 +100,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     migrate = commands.add_parser("migrate", help="upgrade the database schema to head")
     migrate.set_defaults(run=_migrate)
+
+    receiver = commands.add_parser("receiver", help="print webhook deliveries (for trying out)")
+    receiver.add_argument("--port", type=int, default=9000)
+    receiver.add_argument(
+        "--fail", action="append", default=[], metavar="PATH", help="answer 503 on this path"
+    )
+    receiver.set_defaults(run=_receiver)
 
     openapi = commands.add_parser("openapi", help="write the OpenAPI document")
     openapi.add_argument("--output", default="openapi/openapi.json")

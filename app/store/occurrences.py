@@ -12,7 +12,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -122,7 +122,8 @@ class OccurrenceStore:
         has its future occurrence however long the current one keeps retrying.
         """
         token = uuid.uuid4()
-        now = await transaction_now(conn)
+        # SQLite binds the host clock; PostgreSQL's statement reads now() itself.
+        now = datetime.now(UTC)
         params = {
             "limit": limit,
             "lease": lease,
@@ -234,6 +235,7 @@ class OccurrenceStore:
                 .values(
                     status=OccurrenceStatus.DELIVERED,
                     delivered_at=now,
+                    available_at=None,
                     updated_at=now,
                     lease_token=None,
                     last_error=None,
@@ -265,6 +267,7 @@ class OccurrenceStore:
                 .values(
                     status=OccurrenceStatus.DEAD_LETTERED,
                     dead_lettered_at=now,
+                    available_at=None,
                     last_error=sa.bindparam("b_error"),
                     lease_token=None,
                     updated_at=now,
@@ -384,7 +387,12 @@ class OccurrenceStore:
                 occurrences.c.schedule_id == schedule_id,
                 occurrences.c.status == OccurrenceStatus.PENDING,
             )
-            .values(status=OccurrenceStatus.CANCELLED, lease_token=None, updated_at=now)
+            .values(
+                status=OccurrenceStatus.CANCELLED,
+                available_at=None,
+                lease_token=None,
+                updated_at=now,
+            )
         )
 
     async def history(
