@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Literal
 
 from pydantic import AliasChoices, Field, model_validator
@@ -17,7 +19,9 @@ class SettingsError(ValueError):
 class Settings(BaseSettings):
     """Every knob of a replica. Durations are seconds."""
 
-    model_config = SettingsConfigDict(env_prefix="CHRONOQ_", extra="ignore", frozen=True)
+    model_config = SettingsConfigDict(
+        env_prefix="CHRONOQ_", extra="ignore", frozen=True, allow_inf_nan=False
+    )
 
     database_url: str = Field(
         default=DEFAULT_DATABASE_URL,
@@ -77,11 +81,23 @@ class Settings(BaseSettings):
             raise SettingsError("DATABASE_URL must be a postgresql:// or sqlite:/// URL")
         if self.amqp_url is not None and not self.amqp_url.startswith(("amqp://", "amqps://")):
             raise SettingsError("AMQP_URL must be an amqp:// or amqps:// URL")
-        if self.webhook_signing_secret is not None and not self.webhook_signing_secret.startswith(
-            "whsec_"
-        ):
-            raise SettingsError("CHRONOQ_WEBHOOK_SIGNING_SECRET must start with whsec_")
+        if self.webhook_signing_secret is not None and not signing_key(self.webhook_signing_secret):
+            raise SettingsError(
+                "CHRONOQ_WEBHOOK_SIGNING_SECRET must be whsec_ followed by a non-empty base64 key"
+            )
         return self
+
+
+def signing_key(secret: str) -> bytes:
+    """The HMAC key of a Standard Webhooks secret (`whsec_` + base64, padding optional);
+    empty when the secret is malformed."""
+    if not secret.startswith("whsec_"):
+        return b""
+    encoded = secret.removeprefix("whsec_")
+    try:
+        return base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True)
+    except binascii.Error:
+        return b""
 
 
 def load_settings(**overrides: object) -> Settings:

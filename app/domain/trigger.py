@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, available_timezones
@@ -159,7 +158,7 @@ def next_fire_after(trigger: Trigger, after: datetime) -> datetime | None:
         if after < start:
             return start
         step = timedelta(seconds=trigger.every_seconds)
-        ticks = math.floor((after - start) / step) + 1
+        ticks = (after - start) // step + 1
         return start + ticks * step
     return None
 

@@ -6,12 +6,16 @@ import base64
 import hashlib
 import hmac
 
+from app.settings import signing_key
+
 
 class WebhookSigner:
     """Signs deliveries with a `whsec_`-prefixed base64 secret."""
 
     def __init__(self, secret: str) -> None:
-        self._key = base64.b64decode(secret.removeprefix("whsec_"))
+        self._key = signing_key(secret)
+        if not self._key:
+            raise ValueError("a signing secret is whsec_ followed by a non-empty base64 key")
 
     def signature(self, message_id: str, timestamp: int, body: bytes) -> str:
         signed = f"{message_id}.{timestamp}.".encode() + body

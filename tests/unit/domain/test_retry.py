@@ -1,0 +1,106 @@
+"""Retry policy: capped exponential backoff, optionally with full jitter (DESIGN 2)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from app.domain.retry import RetryPolicy
+
+
+@pytest.mark.parametrize(
+    ("base", "cap", "attempt", "expected"),
+    [
+        (1.0, 300.0, 1, 1.0),
+        (1.0, 300.0, 2, 2.0),
+        (1.0, 300.0, 3, 4.0),
+        (1.0, 300.0, 9, 256.0),
+        (1.0, 300.0, 10, 300.0),
+        (1.0, 300.0, 30, 300.0),
+        (0.5, 10.0, 4, 4.0),
+        (0.5, 10.0, 6, 10.0),
+        (2.0, 2.0, 1, 2.0),
+        (2.0, 2.0, 5, 2.0),
+    ],
+)
+def test_backoff_without_jitter_doubles_from_base_up_to_the_cap(
+    base: float, cap: float, attempt: int, expected: float
+) -> None:
+    policy = RetryPolicy(base_delay=base, max_delay=cap, jitter=False)
+
+    assert policy.backoff(attempt) == expected
+    assert policy.delay(attempt, random.Random(1)) == expected
+
+
+def test_delay_without_jitter_does_not_consume_randomness() -> None:
+    policy = RetryPolicy(base_delay=1.0, max_delay=300.0, jitter=False)
+    rng = random.Random(5)
+    state = rng.getstate()
+
+    policy.delay(3, rng)
+
+    assert rng.getstate() == state
+
+
+@pytest.mark.parametrize("attempt", [1, 2, 3, 5, 8, 9, 12, 40])
+def test_full_jitter_draws_within_zero_and_the_capped_backoff(attempt: int) -> None:
+    policy = RetryPolicy(base_delay=1.0, max_delay=300.0, jitter=True)
+    rng = random.Random(20240305)
+    capped = policy.backoff(attempt)
+
+    draws = [policy.delay(attempt, rng) for _ in range(500)]
+
+    assert all(0.0 <= d <= capped for d in draws)
+    # Spread over the whole range, not clustered at the cap.
+    assert min(draws) < 0.1 * capped
+    assert max(draws) > 0.9 * capped
+
+
+def test_full_jitter_is_reproducible_from_the_seed() -> None:
+    policy = RetryPolicy(base_delay=1.0, max_delay=300.0, jitter=True)
+
+    first = [policy.delay(n, random.Random(7)) for n in range(1, 12)]
+    again = [policy.delay(n, random.Random(7)) for n in range(1, 12)]
+
+    assert first == again
+
+
+@pytest.mark.parametrize("attempt", [63, 64, 1_000, 10**6, 10**18, 2**100])
+def test_huge_attempt_numbers_stay_at_the_cap(attempt: int) -> None:
+    policy = RetryPolicy(base_delay=1.0, max_delay=300.0, jitter=False)
+
+    assert policy.backoff(attempt) == 300.0
+
+
+@given(
+    base=st.floats(min_value=0.001, max_value=3600, allow_nan=False),
+    extra=st.floats(min_value=0, max_value=86400, allow_nan=False),
+    attempt=st.integers(min_value=1, max_value=10**30),
+    seed=st.integers(min_value=0, max_value=2**32),
+)
+def test_any_attempt_gives_a_finite_delay_within_the_cap(
+    base: float, extra: float, attempt: int, seed: int
+) -> None:
+    cap = base + extra
+    policy = RetryPolicy(base_delay=base, max_delay=cap, jitter=True)
+
+    backoff = policy.backoff(attempt)
+    delay = policy.delay(attempt, random.Random(seed))
+
+    assert math.isfinite(backoff)
+    assert base <= backoff <= cap
+    assert 0.0 <= delay <= backoff
+
+
+@given(
+    base=st.floats(min_value=0.001, max_value=60, allow_nan=False),
+    attempt=st.integers(min_value=1, max_value=200),
+)
+def test_backoff_never_decreases_with_the_attempt_number(base: float, attempt: int) -> None:
+    policy = RetryPolicy(base_delay=base, max_delay=300.0, jitter=False)
+
+    assert policy.backoff(attempt + 1) >= policy.backoff(attempt)

@@ -1,0 +1,171 @@
+"""Settling an attempt: delivered, retried later, or dead-lettered (DESIGN 1 and 5)."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from app.domain.occurrence import (
+    MAX_RETRY_AFTER,
+    Delivered,
+    Delivery,
+    OccurrenceStatus,
+    Permanent,
+    Retryable,
+    settle,
+)
+from app.domain.retry import RetryPolicy
+from app.domain.target import WebhookTarget
+
+POLICY = RetryPolicy(base_delay=1.0, max_delay=300.0, jitter=True)
+STEADY = RetryPolicy(base_delay=1.0, max_delay=300.0, jitter=False)
+
+
+def make_delivery(**overrides: Any) -> Delivery:
+    values: dict[str, Any] = {
+        "occurrence_id": uuid.UUID("6f1d2c3b-4a59-5e8f-9d0c-1b2a3c4d5e6f"),
+        "schedule_id": uuid.UUID("01900000-0000-7000-8000-000000000001"),
+        "fire_at": datetime(2024, 3, 5, 10, 30, tzinfo=UTC),
+        "attempt": 1,
+        "max_attempts": 5,
+        "lease_token": uuid.UUID("01900000-0000-7000-8000-00000000000a"),
+        "event_type": "invoice.due",
+        "body": b'{"invoice": 42}',
+        "target": WebhookTarget(type="webhook", url="http://127.0.0.1:9/hook"),
+        "one_shot": False,
+    }
+    values.update(overrides)
+    return Delivery(**values)
+
+
+def test_a_delivered_outcome_settles_as_delivered() -> None:
+    delivery = make_delivery()
+
+    settlement = settle(delivery, Delivered(), POLICY, random.Random(1))
+
+    assert settlement.delivery is delivery
+    assert settlement.status is OccurrenceStatus.DELIVERED
+    assert settlement.error is None
+    assert settlement.retry_in is None
+
+
+@pytest.mark.parametrize("attempt", [1, 4, 5])
+def test_a_delivery_on_the_last_attempts_still_counts_as_delivered(attempt: int) -> None:
+    settlement = settle(make_delivery(attempt=attempt), Delivered(), POLICY, random.Random(1))
+
+    assert settlement.status is OccurrenceStatus.DELIVERED
+
+
+@pytest.mark.parametrize("attempt", [1, 2, 5])
+def test_a_permanent_failure_dead_letters_at_once(attempt: int) -> None:
+    settlement = settle(
+        make_delivery(attempt=attempt), Permanent("HTTP 404: gone"), POLICY, random.Random(1)
+    )
+
+    assert settlement.status is OccurrenceStatus.DEAD_LETTERED
+    assert settlement.error == "HTTP 404: gone"
+    assert settlement.retry_in is None
+
+
+@pytest.mark.parametrize(("attempt", "max_attempts"), [(1, 5), (2, 5), (4, 5), (1, 2)])
+def test_a_retryable_failure_below_the_budget_is_retried_within_the_backoff(
+    attempt: int, max_attempts: int
+) -> None:
+    rng = random.Random(attempt)
+    delivery = make_delivery(attempt=attempt, max_attempts=max_attempts)
+
+    settlement = settle(delivery, Retryable("HTTP 503"), POLICY, rng)
+
+    assert settlement.status is OccurrenceStatus.PENDING
+    assert settlement.error == "HTTP 503"
+    assert settlement.retry_in is not None
+    assert 0.0 <= settlement.retry_in <= POLICY.backoff(attempt)
+
+
+def test_a_retry_without_jitter_waits_the_exact_backoff() -> None:
+    settlement = settle(make_delivery(attempt=4), Retryable("timed out"), STEADY, random.Random(1))
+
+    assert settlement.retry_in == 8.0
+
+
+@pytest.mark.parametrize(("attempt", "max_attempts"), [(5, 5), (1, 1), (6, 5)])
+def test_a_retryable_failure_on_the_last_attempt_dead_letters(
+    attempt: int, max_attempts: int
+) -> None:
+    delivery = make_delivery(attempt=attempt, max_attempts=max_attempts)
+
+    settlement = settle(delivery, Retryable("connection refused"), POLICY, random.Random(1))
+
+    assert settlement.status is OccurrenceStatus.DEAD_LETTERED
+    assert settlement.error == "connection refused"
+    assert settlement.retry_in is None
+
+
+def test_a_retry_after_longer_than_the_backoff_is_honoured() -> None:
+    settlement = settle(
+        make_delivery(attempt=1), Retryable("HTTP 429", retry_after=120.0), POLICY, random.Random(1)
+    )
+
+    assert settlement.status is OccurrenceStatus.PENDING
+    assert settlement.retry_in == 120.0
+
+
+def test_a_retry_after_shorter_than_the_backoff_does_not_shorten_it() -> None:
+    settlement = settle(
+        make_delivery(attempt=6, max_attempts=10),
+        Retryable("HTTP 503", retry_after=1.0),
+        STEADY,
+        random.Random(1),
+    )
+
+    assert settlement.retry_in == 32.0
+
+
+@pytest.mark.parametrize("retry_after", [MAX_RETRY_AFTER + 1, 10 * MAX_RETRY_AFTER, float("inf")])
+def test_a_retry_after_beyond_a_day_is_capped(retry_after: float) -> None:
+    settlement = settle(
+        make_delivery(), Retryable("HTTP 429", retry_after=retry_after), POLICY, random.Random(1)
+    )
+
+    assert settlement.retry_in == MAX_RETRY_AFTER
+
+
+def test_a_retry_after_on_the_last_attempt_still_dead_letters() -> None:
+    settlement = settle(
+        make_delivery(attempt=5, max_attempts=5),
+        Retryable("HTTP 429", retry_after=60.0),
+        POLICY,
+        random.Random(1),
+    )
+
+    assert settlement.status is OccurrenceStatus.DEAD_LETTERED
+
+
+@given(
+    attempt=st.integers(min_value=1, max_value=50),
+    max_attempts=st.integers(min_value=1, max_value=50),
+    retry_after=st.none() | st.floats(min_value=0, max_value=10 * MAX_RETRY_AFTER),
+    seed=st.integers(min_value=0, max_value=2**32),
+)
+def test_a_retryable_failure_either_retries_within_bounds_or_dead_letters_at_the_budget(
+    attempt: int, max_attempts: int, retry_after: float | None, seed: int
+) -> None:
+    delivery = make_delivery(attempt=attempt, max_attempts=max_attempts)
+
+    settlement = settle(delivery, Retryable("boom", retry_after), POLICY, random.Random(seed))
+
+    if attempt >= max_attempts:
+        assert settlement.status is OccurrenceStatus.DEAD_LETTERED
+        return
+    assert settlement.status is OccurrenceStatus.PENDING
+    assert settlement.retry_in is not None
+    upper = max(POLICY.backoff(attempt), min(retry_after or 0.0, MAX_RETRY_AFTER))
+    assert 0.0 <= settlement.retry_in <= upper
+    if retry_after is not None:
+        assert settlement.retry_in >= min(retry_after, MAX_RETRY_AFTER)

@@ -1,0 +1,49 @@
+"""Named dialect-specific statements: every name exists for every dialect, comments stripped."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import pytest
+import sqlalchemy as sa
+
+from app.store import sql
+from app.store.sql import DIALECTS, NAMES, query
+
+EVERY_STATEMENT = [(name, dialect) for name in NAMES for dialect in DIALECTS]
+
+
+def test_there_are_names_and_dialects() -> None:
+    assert NAMES
+    assert set(DIALECTS) == {"postgresql", "sqlite"}
+
+
+@pytest.mark.parametrize(("name", "dialect"), EVERY_STATEMENT)
+def test_every_name_has_a_file_for_every_dialect(name: str, dialect: str) -> None:
+    assert resources.files(sql).joinpath(f"{name}.{dialect}.sql").is_file()
+
+
+@pytest.mark.parametrize(("name", "dialect"), EVERY_STATEMENT)
+def test_every_statement_loads_as_sql_text(name: str, dialect: str) -> None:
+    statement = query(name, dialect)
+
+    assert isinstance(statement, sa.TextClause)
+    assert statement.text.strip()
+
+
+@pytest.mark.parametrize(("name", "dialect"), EVERY_STATEMENT)
+def test_no_loaded_statement_keeps_a_comment_line(name: str, dialect: str) -> None:
+    lines = query(name, dialect).text.splitlines()
+
+    assert not [line for line in lines if line.lstrip().startswith("--")]
+
+
+def test_every_sql_file_is_a_known_name_and_dialect() -> None:
+    files = {entry.name for entry in resources.files(sql).iterdir() if entry.name.endswith(".sql")}
+
+    assert files == {f"{name}.{dialect}.sql" for name, dialect in EVERY_STATEMENT}
+
+
+def test_an_unknown_name_does_not_load() -> None:
+    with pytest.raises(FileNotFoundError):
+        query("no_such_statement", "sqlite")

@@ -1,0 +1,238 @@
+"""Settings: the documented defaults, the environment, and refusal of incoherent configs."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.settings import DEFAULT_DATABASE_URL, Settings, SettingsError, load_settings
+
+OWN_VARIABLES = ("DATABASE_URL", "AMQP_URL")
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test sees only the variables it sets itself."""
+    for name in list(os.environ):
+        if name.upper().startswith("CHRONOQ_") or name.upper() in OWN_VARIABLES:
+            monkeypatch.delenv(name)
+
+
+# DESIGN.md section 2, the settings table.
+@pytest.mark.parametrize(
+    ("field", "default"),
+    [
+        ("amqp_url", None),
+        ("poll_interval", 0.1),
+        ("batch_size", 100),
+        ("concurrency", 64),
+        ("lease", 30.0),
+        ("min_cycle_delay", 0.005),
+        ("dispatch_timeout", 10.0),
+        ("retry_base_delay", 1.0),
+        ("retry_max_delay", 300.0),
+        ("jitter", True),
+        ("max_attempts", 5),
+        ("worker_enabled", True),
+        ("auto_migrate", True),
+        ("max_payload_bytes", 262144),
+    ],
+)
+def test_defaults_match_the_design(field: str, default: object) -> None:
+    assert getattr(load_settings(), field) == default
+
+
+def test_the_default_database_is_a_sqlite_file_under_data() -> None:
+    url = load_settings().database_url
+
+    assert url == DEFAULT_DATABASE_URL
+    assert url.startswith("sqlite:///")
+    assert Path(url.removeprefix("sqlite:///")).parent == Path("data")
+
+
+@pytest.mark.parametrize(
+    ("variable", "text", "field", "value"),
+    [
+        ("CHRONOQ_POLL_INTERVAL", "0.25", "poll_interval", 0.25),
+        ("CHRONOQ_BATCH_SIZE", "500", "batch_size", 500),
+        ("CHRONOQ_CONCURRENCY", "8", "concurrency", 8),
+        ("CHRONOQ_LEASE", "45.5", "lease", 45.5),
+        ("CHRONOQ_MIN_CYCLE_DELAY", "0", "min_cycle_delay", 0.0),
+        ("CHRONOQ_DISPATCH_TIMEOUT", "2.5", "dispatch_timeout", 2.5),
+        ("CHRONOQ_RETRY_BASE_DELAY", "0.5", "retry_base_delay", 0.5),
+        ("CHRONOQ_RETRY_MAX_DELAY", "60", "retry_max_delay", 60.0),
+        ("CHRONOQ_JITTER", "false", "jitter", False),
+        ("CHRONOQ_MAX_ATTEMPTS", "9", "max_attempts", 9),
+        ("CHRONOQ_WORKER_ENABLED", "false", "worker_enabled", False),
+        ("CHRONOQ_AUTO_MIGRATE", "0", "auto_migrate", False),
+        ("CHRONOQ_MAX_PAYLOAD_BYTES", "1024", "max_payload_bytes", 1024),
+        ("CHRONOQ_LOG_LEVEL", "DEBUG", "log_level", "DEBUG"),
+        (
+            "DATABASE_URL",
+            "postgresql://chronoq@127.0.0.1:5432/chronoq",
+            "database_url",
+            "postgresql://chronoq@127.0.0.1:5432/chronoq",
+        ),
+        (
+            "DATABASE_URL",
+            "postgresql+asyncpg://chronoq@127.0.0.1/chronoq",
+            "database_url",
+            "postgresql+asyncpg://chronoq@127.0.0.1/chronoq",
+        ),
+        ("DATABASE_URL", "sqlite:////tmp/x.db", "database_url", "sqlite:////tmp/x.db"),
+        ("AMQP_URL", "amqp://guest:guest@127.0.0.1/", "amqp_url", "amqp://guest:guest@127.0.0.1/"),
+    ],
+)
+def test_settings_are_read_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, variable: str, text: str, field: str, value: object
+) -> None:
+    monkeypatch.setenv(variable, text)
+
+    assert getattr(load_settings(), field) == value
+
+
+def test_unprefixed_names_of_chronoq_settings_are_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LEASE", "5")
+    monkeypatch.setenv("BATCH_SIZE", "7")
+
+    settings = load_settings()
+
+    assert settings.lease == 30.0
+    assert settings.batch_size == 100
+
+
+def test_settings_are_frozen() -> None:
+    settings = load_settings()
+
+    with pytest.raises(ValueError, match="frozen"):
+        settings.lease = 1.0  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("environment", "named"),
+    [
+        ({"CHRONOQ_LEASE": "0"}, "CHRONOQ_LEASE"),
+        ({"CHRONOQ_LEASE": "-1"}, "CHRONOQ_LEASE"),
+        ({"CHRONOQ_DISPATCH_TIMEOUT": "0"}, "CHRONOQ_DISPATCH_TIMEOUT"),
+        ({"CHRONOQ_DISPATCH_TIMEOUT": "30"}, "CHRONOQ_DISPATCH_TIMEOUT"),
+        ({"CHRONOQ_DISPATCH_TIMEOUT": "20", "CHRONOQ_LEASE": "15"}, "CHRONOQ_DISPATCH_TIMEOUT"),
+        ({"CHRONOQ_POLL_INTERVAL": "0"}, "CHRONOQ_POLL_INTERVAL"),
+        ({"CHRONOQ_BATCH_SIZE": "0"}, "CHRONOQ_BATCH_SIZE"),
+        ({"CHRONOQ_CONCURRENCY": "0"}, "CHRONOQ_CONCURRENCY"),
+        ({"CHRONOQ_MAX_ATTEMPTS": "0"}, "CHRONOQ_MAX_ATTEMPTS"),
+        ({"CHRONOQ_MAX_PAYLOAD_BYTES": "0"}, "CHRONOQ_MAX_PAYLOAD_BYTES"),
+        ({"CHRONOQ_MIN_CYCLE_DELAY": "-0.1"}, "CHRONOQ_MIN_CYCLE_DELAY"),
+        ({"CHRONOQ_RETRY_BASE_DELAY": "0"}, "CHRONOQ_RETRY_BASE_DELAY"),
+        ({"CHRONOQ_RETRY_MAX_DELAY": "0.5"}, "CHRONOQ_RETRY_MAX_DELAY"),
+        (
+            {"CHRONOQ_RETRY_BASE_DELAY": "10", "CHRONOQ_RETRY_MAX_DELAY": "5"},
+            "CHRONOQ_RETRY_MAX_DELAY",
+        ),
+        ({"DATABASE_URL": "mysql://root@127.0.0.1/chronoq"}, "DATABASE_URL"),
+        ({"DATABASE_URL": "/var/lib/chronoq.db"}, "DATABASE_URL"),
+        ({"AMQP_URL": "http://127.0.0.1:15672/"}, "AMQP_URL"),
+        ({"CHRONOQ_WEBHOOK_SIGNING_SECRET": "c2VjcmV0"}, "CHRONOQ_WEBHOOK_SIGNING_SECRET"),
+        ({"CHRONOQ_LEASE": "thirty"}, "CHRONOQ_LEASE"),
+        ({"CHRONOQ_BATCH_SIZE": "1.5"}, "CHRONOQ_BATCH_SIZE"),
+        ({"CHRONOQ_CONCURRENCY": "many"}, "CHRONOQ_CONCURRENCY"),
+        ({"CHRONOQ_JITTER": "sometimes"}, "CHRONOQ_JITTER"),
+        ({"CHRONOQ_LOG_LEVEL": "LOUD"}, "CHRONOQ_LOG_LEVEL"),
+    ],
+)
+def test_incoherent_configurations_are_refused_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, environment: dict[str, str], named: str
+) -> None:
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+
+    with pytest.raises(SettingsError, match=named):
+        load_settings()
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_a_lease_that_is_not_a_finite_number_is_refused(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("CHRONOQ_LEASE", value)
+
+    with pytest.raises(SettingsError, match="CHRONOQ_LEASE"):
+        load_settings()
+
+
+@pytest.mark.parametrize(
+    "secret",
+    [
+        "whsec_",  # an empty key: standardwebhooks refuses it, so nobody could verify
+        "whsec_not-base64!",
+    ],
+)
+def test_a_signing_secret_without_a_usable_key_is_refused(
+    monkeypatch: pytest.MonkeyPatch, secret: str
+) -> None:
+    monkeypatch.setenv("CHRONOQ_WEBHOOK_SIGNING_SECRET", secret)
+
+    with pytest.raises(SettingsError, match="CHRONOQ_WEBHOOK_SIGNING_SECRET"):
+        load_settings()
+
+
+def test_overrides_are_checked_like_the_environment() -> None:
+    with pytest.raises(SettingsError, match="CHRONOQ_LEASE"):
+        load_settings(lease=0)
+
+
+def test_a_settings_error_is_a_value_error_with_one_line() -> None:
+    with pytest.raises(SettingsError) as caught:
+        load_settings(batch_size=0)
+
+    assert isinstance(caught.value, ValueError)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_coherent_configuration_is_accepted() -> None:
+    settings = load_settings(lease=5.0, dispatch_timeout=4.9, retry_base_delay=2, retry_max_delay=2)
+
+    assert isinstance(settings, Settings)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _chronoq_command() -> list[str]:
+    script = Path(sys.executable).with_name("chronoq")
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-m", "app.cli"]
+
+
+def test_serve_refuses_to_start_with_a_zero_lease(tmp_path: Path) -> None:
+    environment = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.upper().startswith("CHRONOQ_") and name.upper() not in OWN_VARIABLES
+    }
+    environment["CHRONOQ_LEASE"] = "0"
+    environment["DATABASE_URL"] = f"sqlite:///{tmp_path / 'chronoq.db'}"
+
+    finished = subprocess.run(
+        [*_chronoq_command(), "serve", "--host", "127.0.0.1", "--port", str(_free_port())],
+        env=environment,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+    assert finished.returncode == 2, finished.stderr
+    assert "CHRONOQ_LEASE" in finished.stderr
+    assert "Uvicorn running" not in finished.stderr
+    assert not (tmp_path / "chronoq.db").exists()
