@@ -38,6 +38,10 @@ from app.store.sql import query
 from app.store.tables import UTCDateTime, occurrences, schedules
 
 MAX_ERROR_LENGTH = 2000
+LEASE_EXPIRED_ERROR = (
+    "the lease of the last attempt expired with no result recorded "
+    "(its replica stopped or stalled); the attempt budget is spent"
+)
 
 _PARAM_TYPES: dict[str, sa.types.TypeEngine[Any]] = {
     "token": sa.Uuid(),
@@ -155,9 +159,19 @@ class OccurrenceStore:
         first_fires: dict[uuid.UUID, int] = defaultdict(int)
         next_rows: list[dict[str, Any]] = []
         deliveries: list[Delivery] = []
+        exhausted: list[uuid.UUID] = []
+        exhausted_one_shots: set[uuid.UUID] = set()
         for row in sorted(claimed, key=lambda r: (r.fire_at, r.occurrence_id)):
             definition = definitions[row.schedule_id]
             trigger: Trigger = codec.trigger(definition.trigger)
+            if row.attempts > definition.max_attempts:
+                # Its last attempt's lease ran out with no result: the budget is spent, so
+                # it is dead-lettered rather than retried forever (a replica that crashes on
+                # it every time must not keep the fleet busy).
+                exhausted.append(row.occurrence_id)
+                if not is_recurring(trigger):
+                    exhausted_one_shots.add(row.schedule_id)
+                continue
             if row.attempts == 1:
                 first_fires[row.schedule_id] += 1
                 if row.origin == Origin.SCHEDULE and is_recurring(trigger):
@@ -182,6 +196,9 @@ class OccurrenceStore:
                 )
             )
         await insert_ignoring_conflicts(conn, occurrences, next_rows, "occurrence_id")
+        if exhausted:
+            await self._dead_letter_expired(conn, token, exhausted, now)
+            await self.finish_one_shots(conn, exhausted_one_shots, now)
         by_count: dict[int, list[uuid.UUID]] = defaultdict(list)
         for schedule_id, count in first_fires.items():
             by_count[count].append(schedule_id)
@@ -192,6 +209,30 @@ class OccurrenceStore:
                 .values(fire_count=schedules.c.fire_count + count, last_fired_at=now)
             )
         return deliveries
+
+    async def _dead_letter_expired(
+        self,
+        conn: AsyncConnection,
+        token: uuid.UUID,
+        exhausted: list[uuid.UUID],
+        now: datetime,
+    ) -> None:
+        await conn.execute(
+            occurrences.update()
+            .where(
+                occurrences.c.occurrence_id.in_(exhausted),
+                occurrences.c.lease_token == token,
+            )
+            .values(
+                status=OccurrenceStatus.DEAD_LETTERED,
+                attempts=occurrences.c.attempts - 1,
+                dead_lettered_at=now,
+                available_at=None,
+                lease_token=None,
+                last_error=LEASE_EXPIRED_ERROR,
+                updated_at=now,
+            )
+        )
 
     async def settle(self, conn: AsyncConnection, settlements: Sequence[Settlement]) -> None:
         """Record finished attempts; each update matches only while its lease token is current."""

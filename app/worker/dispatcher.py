@@ -179,7 +179,9 @@ class Dispatcher:
         self._slot_freed.set()
 
     async def _deliver(self, delivery: Delivery) -> None:
-        self._to_settle.append(await self.attempt(delivery))
+        settlement = await self.attempt(delivery)
+        # Append only after the await: the settler swaps the list out while we wait.
+        self._to_settle.append(settlement)
         self._settle_ready.set()
 
     async def _wait_for_slot(self) -> None:

@@ -164,3 +164,29 @@ async def test_claim_uses_the_partial_index_whatever_the_history(harness: Harnes
     assert "ix_occurrences_claim" in plan, plan
     (delivery,) = await _claim(harness.database, 100)
     assert str(delivery.occurrence_id) == occurrence_id
+
+
+async def test_an_occurrence_whose_last_lease_expired_is_dead_lettered_not_retried(
+    harness: Harness,
+) -> None:
+    response = await harness.client.post(
+        "/v1/schedules",
+        json={
+            "event_type": "x",
+            "target": harness.webhook(),
+            "trigger": {"type": "immediate"},
+            "max_attempts": 2,
+        },
+    )
+    schedule_id = response.json()["id"]
+    for _ in range(2):
+        assert len(await _claim(harness.database, 1, lease=0.1)) == 1
+        await asyncio.sleep(0.2)
+
+    assert await _claim(harness.database, 1) == []
+
+    (row,) = await harness.occurrences(schedule_id)
+    assert row["status"] == "dead_lettered"
+    assert row["attempts"] == 2
+    assert "lease" in row["last_error"]
+    assert await harness.schedule_status(schedule_id) == "failed"

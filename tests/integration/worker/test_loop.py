@@ -100,3 +100,29 @@ def _idle(dispatcher: Dispatcher) -> bool:
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_the_running_loop_delivers_a_concurrent_stream_exactly_once(
+    harness: Harness,
+) -> None:
+    harness.receiver.always("/hook", Reply(delay=0.05))
+    settings = harness.settings.model_copy(update={"concurrency": 16, "batch_size": 10})
+    sink = WebhookSink(concurrency=16, max_timeout=settings.dispatch_timeout)
+    await sink.open()
+    dispatcher = Dispatcher(harness.database, Sinks({"webhook": sink}), settings)
+    try:
+        async with dispatcher.started():
+            ids = await _batch(harness, 120)
+            await harness.receiver.wait_for(120, timeout=30)
+            await _wait_until(lambda: _all_completed(harness, 120))
+    finally:
+        await sink.close()
+
+    received = [r.occurrence_id for r in harness.receiver.requests]
+    assert sorted(received) == sorted(ids)
+    assert {r.headers["X-Attempt"] for r in harness.receiver.requests} == {"1"}
+
+
+async def _all_completed(harness: Harness, count: int) -> bool:
+    page = await harness.get("/v1/schedules?status=completed&limit=500")
+    return len(page["items"]) == count

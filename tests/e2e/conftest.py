@@ -1,0 +1,19 @@
+"""End-to-end fixtures: service replicas as subprocesses, always killed at teardown."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.processes import Services
+
+
+@pytest.fixture
+def services(tmp_path: Path) -> Iterator[Services]:
+    started = Services(tmp_path)
+    try:
+        yield started
+    finally:
+        started.close()

@@ -1,0 +1,423 @@
+"""Bad input through the HTTP API: a 4xx problem naming the field, and nothing stored."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.integration.conftest import Harness
+
+PROBLEM = "application/problem+json"
+PAYLOAD_LIMIT = 1024
+HOOK = "http://127.0.0.1:9/hook"
+MISSING = object()
+
+
+def valid_body(**changes: Any) -> dict[str, Any]:
+    """A schedule the API accepts, with `changes` applied (MISSING removes a field)."""
+    body: dict[str, Any] = {
+        "event_type": "invoice.due",
+        "payload": {"invoice": 42},
+        "target": {"type": "webhook", "url": HOOK},
+        "trigger": {"type": "cron", "expression": "*/5 * * * *"},
+    }
+    for key, value in changes.items():
+        if value is MISSING:
+            del body[key]
+        else:
+            body[key] = value
+    return body
+
+
+def cron(expression: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "cron", "expression": expression, **extra}
+
+
+def webhook(**extra: Any) -> dict[str, Any]:
+    return {"type": "webhook", "url": HOOK, **extra}
+
+
+def field_of(pointer: str) -> str:
+    """The dotted field a JSON pointer names: "#/trigger/expression" -> "trigger.expression"."""
+    return ".".join(pointer.removeprefix("#/").split("/"))
+
+
+def assert_problem_names(response: httpx.Response, status: int, pointer: str) -> None:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith(PROBLEM)
+    problem = response.json()
+    assert problem["status"] == status
+    assert problem["type"]
+    assert problem["title"]
+    assert problem["detail"]
+    named = {(error.get("pointer"), error.get("field")) for error in problem["errors"]}
+    expected = (pointer, field_of(pointer)) if pointer != "#" else (pointer, "body")
+    assert expected in named, problem["errors"]
+
+
+async def stored_schedules(harness: Harness) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = (await harness.get("/v1/schedules?limit=500"))["items"]
+    return items
+
+
+@pytest.fixture
+async def strict(make_harness: Callable[..., Any]) -> AsyncIterator[Harness]:
+    """A harness without a broker and with a small payload limit."""
+    async with make_harness(amqp_url=None, max_payload_bytes=PAYLOAD_LIMIT) as running:
+        yield running
+
+
+BAD_SCHEDULES = [
+    pytest.param(
+        valid_body(trigger={"type": "weekly", "day": "monday"}),
+        422,
+        "#/trigger/type",
+        id="unknown trigger type",
+    ),
+    pytest.param(
+        valid_body(trigger={"expression": "* * * * *"}),
+        422,
+        "#/trigger/type",
+        id="trigger without a type",
+    ),
+    pytest.param(
+        valid_body(target={"type": "sqs", "queue": "jobs"}),
+        422,
+        "#/target/type",
+        id="unknown target type",
+    ),
+    pytest.param(
+        valid_body(trigger=cron("not a cron")),
+        422,
+        "#/trigger/expression",
+        id="cron expression that is not cron",
+    ),
+    pytest.param(
+        valid_body(trigger=cron("61 * * * *")),
+        422,
+        "#/trigger/expression",
+        id="cron minute out of range",
+    ),
+    pytest.param(
+        valid_body(trigger=cron("0 0 30 2 *")),
+        422,
+        "#/trigger/expression",
+        id="cron that can never fire",
+    ),
+    pytest.param(
+        valid_body(trigger=cron("@fortnightly")),
+        422,
+        "#/trigger/expression",
+        id="unknown cron macro",
+    ),
+    pytest.param(
+        valid_body(trigger=cron("0 9 * * *", timezone="Mars/Olympus")),
+        422,
+        "#/trigger/timezone",
+        id="unknown time zone",
+    ),
+    pytest.param(
+        valid_body(trigger={"type": "once", "at": "2031-01-01T09:00:00"}),
+        422,
+        "#/trigger/at",
+        id="once at without an offset",
+    ),
+    pytest.param(
+        valid_body(trigger={"type": "once", "at": "2031-01-01T09:00:00Z", "delay_seconds": 60}),
+        422,
+        "#/trigger",
+        id="once with both at and delay_seconds",
+    ),
+    pytest.param(
+        valid_body(trigger={"type": "once"}),
+        422,
+        "#/trigger",
+        id="once with neither at nor delay_seconds",
+    ),
+    pytest.param(
+        valid_body(trigger={"type": "once", "delay_seconds": -5}),
+        422,
+        "#/trigger/delay_seconds",
+        id="negative delay_seconds",
+    ),
+    pytest.param(
+        valid_body(trigger={"type": "interval", "every_seconds": 0.5}),
+        422,
+        "#/trigger/every_seconds",
+        id="interval shorter than a second",
+    ),
+    pytest.param(
+        valid_body(
+            trigger={"type": "interval", "every_seconds": 60, "start_at": "2031-01-01T00:00:00"}
+        ),
+        422,
+        "#/trigger/start_at",
+        id="interval start_at without an offset",
+    ),
+    pytest.param(
+        valid_body(target={"type": "webhook", "url": "ftp://127.0.0.1/hook"}),
+        422,
+        "#/target/url",
+        id="ftp url",
+    ),
+    pytest.param(
+        valid_body(target={"type": "webhook", "url": "http:///hook"}),
+        422,
+        "#/target/url",
+        id="url without a host",
+    ),
+    pytest.param(
+        valid_body(target=webhook(method="GET")),
+        422,
+        "#/target/method",
+        id="webhook method GET",
+    ),
+    pytest.param(
+        valid_body(target=webhook(headers={"X-Occurrence-Id": "mine"})),
+        422,
+        "#/target/headers",
+        id="reserved header X-Occurrence-Id",
+    ),
+    pytest.param(
+        valid_body(target=webhook(headers={"idempotency-key": "mine"})),
+        422,
+        "#/target/headers",
+        id="reserved header Idempotency-Key in lower case",
+    ),
+    pytest.param(
+        valid_body(target=webhook(headers={"X-Team": "a\r\nHost: elsewhere"})),
+        422,
+        "#/target/headers",
+        id="header value with a line break",
+    ),
+    pytest.param(
+        valid_body(payload={"blob": "x" * (PAYLOAD_LIMIT + 1)}),
+        413,
+        "#/payload",
+        id="payload over the limit",
+    ),
+    pytest.param(
+        valid_body(colour="blue"),
+        422,
+        "#/colour",
+        id="unknown top-level field",
+    ),
+    pytest.param(
+        valid_body(trigger=cron("*/5 * * * *", jitter=3)),
+        422,
+        "#/trigger/jitter",
+        id="unknown field inside trigger",
+    ),
+    pytest.param(
+        valid_body(target=webhook(retries=3)),
+        422,
+        "#/target/retries",
+        id="unknown field inside target",
+    ),
+    pytest.param(
+        valid_body(event_type=MISSING),
+        422,
+        "#/event_type",
+        id="missing event_type",
+    ),
+    pytest.param(
+        valid_body(max_attempts=0),
+        422,
+        "#/max_attempts",
+        id="max_attempts of zero",
+    ),
+    pytest.param(
+        valid_body(target={"type": "rabbitmq", "exchange": "", "routing_key": "jobs"}),
+        422,
+        "#/target/type",
+        id="rabbitmq target without AMQP_URL",
+    ),
+    pytest.param(
+        valid_body(labels={"team:core": "payments"}),
+        422,
+        "#/labels",
+        id="label key with a colon",
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "status", "pointer"), BAD_SCHEDULES)
+async def test_bad_schedule_is_refused_with_the_field_named_and_nothing_stored(
+    strict: Harness, body: dict[str, Any], status: int, pointer: str
+) -> None:
+    response = await strict.client.post("/v1/schedules", json=body)
+
+    assert_problem_names(response, status, pointer)
+    assert await stored_schedules(strict) == []
+
+
+async def test_body_that_is_not_json_is_refused_and_nothing_stored(harness: Harness) -> None:
+    response = await harness.client.post(
+        "/v1/schedules",
+        content=b'{"event_type": "invoice.due", ',
+        headers={"Content-Type": "application/json"},
+    )
+
+    assert_problem_names(response, 422, "#")
+    assert await stored_schedules(harness) == []
+
+
+def batch_of(count: int, **changes_at_3: Any) -> dict[str, Any]:
+    """`count` valid named items, with `changes_at_3` applied to the item at index 3."""
+    items = [valid_body(name=f"item-{index}") for index in range(count)]
+    items[3] = valid_body(**{"name": "item-3", **changes_at_3})
+    return {"items": items}
+
+
+BAD_BATCHES = [
+    pytest.param(
+        batch_of(6, trigger=cron("every minute")),
+        422,
+        "#/items/3/trigger/expression",
+        id="invalid cron at index 3",
+    ),
+    pytest.param(
+        batch_of(6, target={"type": "webhook", "url": "ftp://127.0.0.1/x"}),
+        422,
+        "#/items/3/target/url",
+        id="ftp url at index 3",
+    ),
+    pytest.param(
+        batch_of(6, colour="blue"),
+        422,
+        "#/items/3/colour",
+        id="unknown field at index 3",
+    ),
+    pytest.param(
+        batch_of(6, target={"type": "rabbitmq", "routing_key": "jobs"}),
+        422,
+        "#/items/3/target/type",
+        id="rabbitmq target without AMQP_URL at index 3",
+    ),
+    pytest.param(
+        batch_of(6, payload="x" * (PAYLOAD_LIMIT + 1)),
+        413,
+        "#/items/3/payload",
+        id="payload over the limit at index 3",
+    ),
+    pytest.param(
+        batch_of(6, name="item-1"),
+        422,
+        "#/items/3/name",
+        id="name repeated within the batch at index 3",
+    ),
+    pytest.param(
+        {"items": [valid_body() for _ in range(1001)]},
+        422,
+        "#/items",
+        id="1001 items",
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "status", "pointer"), BAD_BATCHES)
+async def test_bad_batch_is_refused_with_the_item_named_and_nothing_stored(
+    strict: Harness, body: dict[str, Any], status: int, pointer: str
+) -> None:
+    response = await strict.client.post("/v1/schedules/batch", json=body)
+
+    assert_problem_names(response, status, pointer)
+    assert await stored_schedules(strict) == []
+
+
+async def test_batch_naming_an_existing_schedule_conflicts_and_stores_none_of_its_items(
+    harness: Harness,
+) -> None:
+    existing = await harness.create(
+        name="item-3", trigger={"type": "interval", "every_seconds": 60}
+    )
+
+    response = await harness.client.post("/v1/schedules/batch", json=batch_of(6))
+
+    assert response.status_code == 409, response.text
+    assert response.headers["content-type"].startswith(PROBLEM)
+    assert "items/3" in response.json()["detail"]
+    assert [s["id"] for s in await stored_schedules(harness)] == [existing["id"]]
+
+
+BAD_PATCHES = [
+    pytest.param(
+        {"trigger": cron("61 * * * *")},
+        422,
+        "#/trigger/expression",
+        id="invalid cron",
+    ),
+    pytest.param(
+        {"payload": {"changed": True}, "trigger": cron("@sometimes")},
+        422,
+        "#/trigger/expression",
+        id="valid payload with an invalid trigger",
+    ),
+    pytest.param(
+        {"trigger": {"type": "once", "at": "2031-01-01T09:00:00"}},
+        422,
+        "#/trigger/at",
+        id="once at without an offset",
+    ),
+    pytest.param(
+        {"trigger": None},
+        422,
+        "#/trigger",
+        id="null trigger",
+    ),
+    pytest.param(
+        {"target": {"type": "webhook", "url": "ftp://127.0.0.1/x"}},
+        422,
+        "#/target/url",
+        id="ftp url",
+    ),
+    pytest.param(
+        {"target": {"type": "rabbitmq", "routing_key": "jobs"}},
+        422,
+        "#/target/type",
+        id="rabbitmq target without AMQP_URL",
+    ),
+    pytest.param(
+        {"max_attempts": 0},
+        422,
+        "#/max_attempts",
+        id="max_attempts of zero",
+    ),
+    pytest.param(
+        {"labels": {"a:b": "c"}},
+        422,
+        "#/labels",
+        id="label key with a colon",
+    ),
+    pytest.param(
+        {"name": "renamed"},
+        422,
+        "#/name",
+        id="field that cannot be patched",
+    ),
+    pytest.param(
+        {"payload": "x" * (PAYLOAD_LIMIT + 1)},
+        413,
+        "#/payload",
+        id="payload over the limit",
+    ),
+]
+
+
+@pytest.mark.parametrize(("patch", "status", "pointer"), BAD_PATCHES)
+async def test_bad_patch_is_refused_and_leaves_the_schedule_unchanged(
+    strict: Harness, patch: dict[str, Any], status: int, pointer: str
+) -> None:
+    created = await strict.create(trigger=cron("0 9 * * *"), labels={"team": "billing"})
+    path = f"/v1/schedules/{created['id']}"
+    before = await strict.get(path)
+    occurrences_before = await strict.occurrences(created["id"])
+
+    response = await strict.client.patch(path, json=patch)
+
+    assert_problem_names(response, status, pointer)
+    assert await strict.get(path) == before
+    assert await strict.occurrences(created["id"]) == occurrences_before

@@ -1,0 +1,220 @@
+"""Every error is an RFC 9457 problem: the right status, the fields named, no internals."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+import pytest
+from asgi_lifespan import LifespanManager
+
+from app.main import create_app
+from tests.conftest import make_settings
+from tests.integration.conftest import Harness
+
+PROBLEM = "application/problem+json"
+SECRET = "secret internals: password=hunter2 at /srv/chronoq/app.py line 42"
+
+
+def assert_problem(response: httpx.Response, status: int) -> dict[str, Any]:
+    """The response is a problem document with `status`; returns it."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith(PROBLEM)
+    problem: dict[str, Any] = response.json()
+    assert problem["status"] == status
+    for member in ("type", "title", "detail"):
+        assert isinstance(problem[member], str), problem
+        assert problem[member], problem
+    return problem
+
+
+UNKNOWN = str(uuid.UUID("0190a0b0-0000-7000-8000-000000000000"))
+
+UNKNOWN_RESOURCES = [
+    pytest.param("GET", f"/v1/schedules/{UNKNOWN}", None, id="get schedule"),
+    pytest.param("PATCH", f"/v1/schedules/{UNKNOWN}", {"max_attempts": 3}, id="patch schedule"),
+    pytest.param("DELETE", f"/v1/schedules/{UNKNOWN}", None, id="cancel schedule"),
+    pytest.param("POST", f"/v1/schedules/{UNKNOWN}/pause", None, id="pause schedule"),
+    pytest.param("POST", f"/v1/schedules/{UNKNOWN}/resume", None, id="resume schedule"),
+    pytest.param("POST", f"/v1/schedules/{UNKNOWN}/trigger", None, id="trigger schedule"),
+    pytest.param("GET", f"/v1/schedules/{UNKNOWN}/occurrences", None, id="schedule history"),
+    pytest.param("GET", f"/v1/dead-letters/{UNKNOWN}", None, id="get dead letter"),
+    pytest.param("POST", f"/v1/dead-letters/{UNKNOWN}/replay", None, id="replay dead letter"),
+    pytest.param("DELETE", f"/v1/dead-letters/{UNKNOWN}", None, id="discard dead letter"),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body"), UNKNOWN_RESOURCES)
+async def test_unknown_resource_is_a_404_problem_naming_the_id(
+    harness: Harness, method: str, path: str, body: dict[str, Any] | None
+) -> None:
+    response = await harness.client.request(method, path, json=body)
+
+    problem = assert_problem(response, 404)
+    assert UNKNOWN in problem["detail"]
+
+
+async def test_pending_occurrence_is_not_a_dead_letter(harness: Harness) -> None:
+    created = await harness.create(trigger={"type": "once", "delay_seconds": 3600})
+
+    response = await harness.client.get(f"/v1/dead-letters/{created['next_occurrence_id']}")
+
+    assert_problem(response, 404)
+
+
+async def test_unknown_route_is_a_404_problem(harness: Harness) -> None:
+    response = await harness.client.get("/v1/calendars")
+
+    assert_problem(response, 404)
+
+
+WRONG_METHODS = [
+    pytest.param("PUT", "/v1/schedules", {"GET", "POST"}, id="PUT on the collection"),
+    pytest.param("DELETE", "/v1/schedules", {"GET", "POST"}, id="DELETE on the collection"),
+    pytest.param(
+        "PUT", f"/v1/schedules/{UNKNOWN}", {"GET", "PATCH", "DELETE"}, id="PUT on a schedule"
+    ),
+    pytest.param("GET", f"/v1/schedules/{UNKNOWN}/pause", {"POST"}, id="GET on pause"),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "allowed"), WRONG_METHODS)
+async def test_wrong_method_is_a_405_problem_advertising_only_allowed_methods(
+    harness: Harness, method: str, path: str, allowed: set[str]
+) -> None:
+    response = await harness.client.request(method, path)
+
+    assert_problem(response, 405)
+    listed = {m.strip() for m in response.headers["allow"].split(",")} - {"HEAD"}
+    assert listed <= allowed
+
+
+@pytest.mark.parametrize(("method", "path", "allowed"), WRONG_METHODS)
+async def test_wrong_method_answer_lists_every_method_the_resource_allows(
+    harness: Harness, method: str, path: str, allowed: set[str]
+) -> None:
+    response = await harness.client.request(method, path)
+
+    assert response.status_code == 405
+    listed = {m.strip() for m in response.headers["allow"].split(",")} - {"HEAD"}
+    assert listed == allowed
+
+
+async def test_duplicate_name_is_a_409_problem_and_stores_nothing(harness: Harness) -> None:
+    first = await harness.create(
+        name="nightly-report", trigger={"type": "cron", "expression": "@daily"}
+    )
+
+    response = await harness.client.post(
+        "/v1/schedules",
+        json={
+            "name": "nightly-report",
+            "event_type": "report.other",
+            "target": harness.webhook(),
+            "trigger": {"type": "immediate"},
+        },
+    )
+
+    problem = assert_problem(response, 409)
+    assert "nightly-report" in problem["detail"]
+    listed = (await harness.get("/v1/schedules"))["items"]
+    assert [s["id"] for s in listed] == [first["id"]]
+
+
+MALFORMED_PARAMETERS = [
+    pytest.param("GET", "/v1/schedules/not-a-uuid", "schedule_id", id="schedule id"),
+    pytest.param("GET", "/v1/schedules/xyz/occurrences", "schedule_id", id="schedule id history"),
+    pytest.param("GET", "/v1/dead-letters/not-a-uuid", "occurrence_id", id="occurrence id"),
+    pytest.param(
+        "POST", "/v1/dead-letters/not-a-uuid/replay", "occurrence_id", id="occurrence id replay"
+    ),
+    pytest.param("GET", "/v1/schedules?limit=0", "limit", id="limit of zero"),
+    pytest.param("GET", "/v1/schedules?limit=501", "limit", id="limit over 500"),
+    pytest.param("GET", "/v1/schedules?status=sleeping", "status", id="unknown status"),
+    pytest.param("GET", "/v1/schedules?target_type=sqs", "target_type", id="unknown target type"),
+    pytest.param(
+        "GET", "/v1/dead-letters?schedule_id=nope", "schedule_id", id="dead letter schedule filter"
+    ),
+    pytest.param("GET", "/v1/schedules?label=team", "label", id="label filter without a colon"),
+    pytest.param("GET", "/v1/schedules?cursor=bm9wZQ", "cursor", id="cursor not issued here"),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "parameter"), MALFORMED_PARAMETERS)
+async def test_malformed_parameter_is_a_422_problem_naming_the_parameter(
+    harness: Harness, method: str, path: str, parameter: str
+) -> None:
+    response = await harness.client.request(method, path)
+
+    problem = assert_problem(response, 422)
+    assert parameter in {error.get("parameter") for error in problem["errors"]}, problem
+    assert parameter in {error.get("field") for error in problem["errors"]}, problem
+
+
+async def test_payload_over_the_limit_is_a_413_problem_stating_the_limit(
+    make_harness: Callable[..., Any],
+) -> None:
+    async with make_harness(max_payload_bytes=2000) as harness:
+        response = await harness.client.post(
+            "/v1/schedules", json=spec_with(harness, {"blob": "x" * 2000})
+        )
+
+        problem = assert_problem(response, 413)
+        assert "2000" in problem["detail"]
+        assert {"pointer": "#/payload", "field": "payload"}.items() <= problem["errors"][0].items()
+        assert (await harness.get("/v1/schedules"))["items"] == []
+
+
+@pytest.mark.parametrize(
+    ("length", "status"),
+    [pytest.param(998, 201, id="at the limit"), pytest.param(999, 413, id="one byte over")],
+)
+async def test_payload_limit_counts_the_bytes_of_the_json_payload(
+    make_harness: Callable[..., Any], length: int, status: int
+) -> None:
+    async with make_harness(max_payload_bytes=1000) as harness:
+        # A JSON string of n characters is n + 2 bytes with its quotes.
+        response = await harness.client.post("/v1/schedules", json=spec_with(harness, "x" * length))
+
+        assert response.status_code == status, response.text
+
+
+def spec_with(harness: Harness, payload: Any) -> dict[str, Any]:
+    return {
+        "event_type": "big",
+        "payload": payload,
+        "target": harness.webhook(),
+        "trigger": {"type": "immediate"},
+    }
+
+
+@pytest.fixture
+async def failing_client(database_url: str) -> AsyncIterator[httpx.AsyncClient]:
+    """The real app with one extra route that fails the way a bug would."""
+    app = create_app(make_settings(database_url))
+
+    async def explode() -> None:
+        raise RuntimeError(SECRET)
+
+    app.add_api_route("/v1/explode", explode, methods=["GET"])
+    async with LifespanManager(app) as manager:
+        # The server error middleware re-raises after answering; the client should see the
+        # answer, as a real HTTP client would.
+        transport = httpx.ASGITransport(app=manager.app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://chronoq") as client:
+            yield client
+
+
+async def test_unexpected_error_is_a_500_problem_without_internals(
+    failing_client: httpx.AsyncClient,
+) -> None:
+    response = await failing_client.get("/v1/explode")
+
+    problem = assert_problem(response, 500)
+    text = response.text
+    for leak in ("secret", "hunter2", "RuntimeError", "Traceback", "app.py", "/srv/"):
+        assert leak not in text
+    assert "errors" not in problem
+    assert (await failing_client.get("/healthz")).status_code == 200
