@@ -22,7 +22,7 @@ def _decode(cursor: str, size: int) -> list[str]:
     except (ValueError, TypeError):
         key = None
     if not isinstance(key, list) or len(key) != size or not all(isinstance(k, str) for k in key):
-        raise InvalidInputError("cursor is not one this API issued", "#/cursor")
+        raise InvalidInputError("cursor is not one this API issued", parameter="cursor")
     return key
 
 
@@ -33,7 +33,7 @@ def decode_id(cursor: str | None) -> uuid.UUID | None:
     try:
         return uuid.UUID(value)
     except ValueError:
-        raise InvalidInputError("cursor is not one this API issued", "#/cursor") from None
+        raise InvalidInputError("cursor is not one this API issued", parameter="cursor") from None
 
 
 def decode_instant_id(cursor: str | None) -> tuple[datetime, uuid.UUID] | None:
@@ -43,4 +43,4 @@ def decode_instant_id(cursor: str | None) -> tuple[datetime, uuid.UUID] | None:
     try:
         return datetime.fromisoformat(instant), uuid.UUID(value)
     except ValueError:
-        raise InvalidInputError("cursor is not one this API issued", "#/cursor") from None
+        raise InvalidInputError("cursor is not one this API issued", parameter="cursor") from None

@@ -10,6 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from app.domain.errors import (
     ChronoqError,
@@ -30,6 +31,8 @@ _TABLE: dict[type[ChronoqError], tuple[int, str, str]] = {
     InvalidInputError: (422, "invalid-input", "Invalid input"),
     PayloadTooLargeError: (413, "payload-too-large", "Payload too large"),
 }
+
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 
 # Discriminator values that pydantic puts into an error's location; they are not fields.
 _UNION_TAGS = frozenset({"once", "immediate", "cron", "interval", "webhook", "rabbitmq"})
@@ -108,6 +111,17 @@ def field_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
     return result
 
 
+def _allowed_methods(request: Request) -> str:
+    """Every method some route accepts on this path (Starlette reports only the first route)."""
+    allowed = {
+        method
+        for method in _METHODS
+        for route in request.app.router.routes
+        if route.matches({**request.scope, "method": method})[0] is Match.FULL
+    }
+    return ", ".join(sorted(allowed))
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(ChronoqError)
     async def _chronoq(_: Request, exc: ChronoqError) -> JSONResponse:
@@ -116,10 +130,11 @@ def install(app: FastAPI) -> None:
             (400, "bad-request", "Bad request"),
         )
         errors = None
-        pointer = getattr(exc, "pointer", None)
-        if pointer is not None:
-            field = ".".join(pointer.lstrip("#/").split("/")) if pointer != "#" else "body"
-            errors = [{"pointer": pointer, "field": field, "detail": exc.detail}]
+        if exc.pointer is not None:
+            field = ".".join(exc.pointer.lstrip("#/").split("/")) if exc.pointer != "#" else "body"
+            errors = [{"pointer": exc.pointer, "field": field, "detail": exc.detail}]
+        elif exc.parameter is not None:
+            errors = [{"parameter": exc.parameter, "field": exc.parameter, "detail": exc.detail}]
         return problem_response(status, title, exc.detail, slug=slug, errors=errors)
 
     @app.exception_handler(RequestValidationError)
@@ -135,13 +150,16 @@ def install(app: FastAPI) -> None:
         )
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         titles = {404: "Not Found", 405: "Method Not Allowed", 413: "Payload Too Large"}
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers["Allow"] = _allowed_methods(request)
         return problem_response(
             exc.status_code,
             titles.get(exc.status_code, "Error"),
             str(exc.detail),
-            headers=dict(exc.headers or {}),
+            headers=headers,
         )
 
     @app.exception_handler(Exception)

@@ -34,7 +34,7 @@ def _labels(values: list[str]) -> dict[str, str]:
     for value in values:
         key, sep, text = value.partition(":")
         if not sep or not key:
-            raise InvalidInputError("label filters look like key:value", "#/label")
+            raise InvalidInputError("label filters look like key:value", parameter="label")
         labels[key] = text
     return labels
 

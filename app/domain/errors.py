@@ -4,10 +4,18 @@ from __future__ import annotations
 
 
 class ChronoqError(Exception):
-    """Chronoq could not do what was asked."""
+    """Chronoq could not do what was asked.
 
-    def __init__(self, detail: str | None = None) -> None:
-        self.detail = detail or (self.__doc__ or "").strip()
+    `pointer` names the offending member of a request body (JSON pointer, "#/trigger/type");
+    `parameter` names an offending query or path parameter instead.
+    """
+
+    def __init__(
+        self, detail: str | None = None, *, pointer: str | None = None, parameter: str | None = None
+    ) -> None:
+        self.detail = detail or (self.__doc__ or "").strip().splitlines()[0]
+        self.pointer = pointer
+        self.parameter = parameter
         super().__init__(self.detail)
 
 
@@ -22,14 +30,6 @@ class ConflictError(ChronoqError):
 class InvalidInputError(ChronoqError):
     """The request is not valid."""
 
-    def __init__(self, detail: str, pointer: str = "#") -> None:
-        super().__init__(detail)
-        self.pointer = pointer
-
 
 class PayloadTooLargeError(ChronoqError):
     """The payload is larger than the configured limit."""
-
-    def __init__(self, detail: str, pointer: str = "#/payload") -> None:
-        super().__init__(detail)
-        self.pointer = pointer

@@ -67,11 +67,11 @@ class DeadLetterService:
         so that a typo cannot replay everything."""
         if ids is not None and len(ids) > MAX_REPLAY_IDS:
             raise InvalidInputError(
-                f"at most {MAX_REPLAY_IDS} occurrence ids per request", "#/occurrence_ids"
+                f"at most {MAX_REPLAY_IDS} occurrence ids per request", pointer="#/occurrence_ids"
             )
         if ids is None and where.schedule_id is None and where.event_type is None:
             raise InvalidInputError(
-                "give occurrence_ids, or at least one of schedule_id and event_type", "#"
+                "give occurrence_ids, or at least one of schedule_id and event_type", pointer="#"
             )
 
         async def work(conn: Connection) -> list[uuid.UUID]:

@@ -78,7 +78,7 @@ class ScheduleService:
             and not self._settings.amqp_url
         ):
             raise InvalidInputError(
-                "a rabbitmq target needs AMQP_URL to be configured on the service", pointer
+                "a rabbitmq target needs AMQP_URL to be configured on the service", pointer=pointer
             )
 
     def _draft(
@@ -138,9 +138,13 @@ class ScheduleService:
             if spec.name is None:
                 continue
             if spec.name in taken:
-                raise ConflictError(f"a schedule named {spec.name!r} already exists ({pointer})")
+                raise ConflictError(
+                    f"a schedule named {spec.name!r} already exists", pointer=pointer
+                )
             if spec.name in seen:
-                raise InvalidInputError(f"name {spec.name!r} appears twice in the batch", pointer)
+                raise InvalidInputError(
+                    f"name {spec.name!r} appears twice in the batch", pointer=pointer
+                )
             seen.add(spec.name)
 
     async def create(self, spec: ScheduleSpec, idempotency_key: str | None = None) -> Created:
@@ -185,7 +189,7 @@ class ScheduleService:
     async def create_many(self, specs: Sequence[ScheduleSpec]) -> list[Schedule]:
         """All or nothing, in one transaction."""
         if len(specs) > MAX_BATCH:
-            raise InvalidInputError(f"a batch holds at most {MAX_BATCH} items", "#/items")
+            raise InvalidInputError(f"a batch holds at most {MAX_BATCH} items", pointer="#/items")
         for index, spec in enumerate(specs):
             self._check_payload(spec.payload, f"#/items/{index}/payload")
             self._check_target(spec, f"#/items/{index}/target/type")
@@ -252,7 +256,7 @@ class ScheduleService:
         self._check_target(patch, "#/target/type")
         for field in ("target", "trigger", "max_attempts", "labels"):
             if field in changes and changes[field] is None:
-                raise InvalidInputError(f"{field} cannot be null", f"#/{field}")
+                raise InvalidInputError(f"{field} cannot be null", pointer=f"#/{field}")
 
         async def work(conn: Connection) -> Schedule:
             current = await self._locked(conn, schedule_id)

@@ -339,7 +339,7 @@ async def test_batch_naming_an_existing_schedule_conflicts_and_stores_none_of_it
 
     assert response.status_code == 409, response.text
     assert response.headers["content-type"].startswith(PROBLEM)
-    assert "items/3" in response.json()["detail"]
+    assert response.json()["errors"][0]["pointer"] == "#/items/3/name"
     assert [s["id"] for s in await stored_schedules(harness)] == [existing["id"]]
 
 

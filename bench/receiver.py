@@ -1,0 +1,112 @@
+"""A fast standalone webhook receiver for the benchmark, run as its own process.
+
+    python bench/receiver.py [--port 0]
+
+Binds 127.0.0.1, then prints one JSON line `{"port": N}` on stdout. Routes:
+
+- `* /hook`       records (X-Occurrence-Id, arrival time.time(), X-Scheduled-For, X-Attempt)
+                  and answers 200 with an empty body;
+- `* /sink`       the same work and reply, but only counted (the ceiling load goes here);
+- `GET /stats`    `{"hook": arrivals, "unique": distinct ids, "sink": count}`;
+- `GET /records`  `{"records": [[id, at, scheduled_for, attempt], ...]}` for /hook;
+- `POST /reset`   forgets everything.
+
+The arrival time is taken when the handler starts, after aiohttp parsed the request head.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+import time
+
+from aiohttp import web
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.records: list[tuple[str, float, str, str]] = []
+        self.ids: set[str] = set()
+        self.sink = 0
+
+    async def hook(self, request: web.Request) -> web.Response:
+        at = time.time()
+        headers = request.headers
+        occurrence = headers.get("X-Occurrence-Id", "")
+        await request.read()
+        self.records.append(
+            (occurrence, at, headers.get("X-Scheduled-For", ""), headers.get("X-Attempt", ""))
+        )
+        self.ids.add(occurrence)
+        return web.Response()
+
+    async def sink_(self, request: web.Request) -> web.Response:
+        headers = request.headers
+        headers.get("X-Occurrence-Id", "")
+        headers.get("X-Scheduled-For", "")
+        headers.get("X-Attempt", "")
+        await request.read()
+        self.sink += 1
+        return web.Response()
+
+    async def stats(self, _: web.Request) -> web.Response:
+        return web.json_response(
+            {"hook": len(self.records), "unique": len(self.ids), "sink": self.sink}
+        )
+
+    async def dump(self, _: web.Request) -> web.Response:
+        return web.json_response({"records": self.records})
+
+    async def reset(self, _: web.Request) -> web.Response:
+        self.records = []
+        self.ids = set()
+        self.sink = 0
+        return web.json_response({"reset": True})
+
+
+def build_app(recorder: Recorder) -> web.Application:
+    app = web.Application(client_max_size=1 << 20)
+    app.router.add_route("*", "/hook", recorder.hook)
+    app.router.add_route("*", "/sink", recorder.sink_)
+    app.router.add_get("/stats", recorder.stats)
+    app.router.add_get("/records", recorder.dump)
+    app.router.add_post("/reset", recorder.reset)
+    return app
+
+
+async def serve(port: int) -> None:
+    runner = web.AppRunner(build_app(Recorder()), access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", port, backlog=1024)
+    await site.start()
+    bound = runner.addresses[0][1]
+    sys.stdout.write(json.dumps({"port": bound}) + "\n")
+    sys.stdout.flush()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args(argv)
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(serve(args.port))
+    else:
+        uvloop.run(serve(args.port))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

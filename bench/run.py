@@ -1,0 +1,1032 @@
+"""Chronoq benchmark: W1 (10,000 one-shots due at one instant) and W2 (300 one-shots 20 ms
+apart) against a real service process, on PostgreSQL and SQLite, plus the client ceilings.
+
+    .venv/bin/python bench/run.py                      # both dialects, medians of 3 runs
+    .venv/bin/python bench/run.py --quick              # smoke run, docs untouched
+    .venv/bin/python bench/run.py --dialect postgresql --runs 5 --w1-count 20000
+
+Every workload of every run gets a fresh database (PostgreSQL: a new database
+chronoq_bench_<pid>_<n>, dropped afterwards; SQLite: a new temporary file) and a fresh
+`chronoq serve` subprocess with default settings except DATABASE_URL. Deliveries go to
+bench/receiver.py in its own process; the ceilings come from bench/ceiling.py in another.
+All traffic stays on 127.0.0.1. Results are printed and written to docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ctypes
+import functools
+import hashlib
+import json
+import math
+import os
+import platform
+import shutil
+import signal
+import socket
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+DOCS = ROOT / "docs" / "benchmarks.md"
+DEFAULT_PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+
+BATCH = 1000
+W2_COUNT = 300
+W2_SPACING = 0.020
+CONCURRENCY = 64
+
+# uvicorn re-raises the SIGTERM it handled once its graceful shutdown is complete.
+GRACEFUL_EXITS = (0, -signal.SIGTERM, None)
+
+BAR_W1_RATE = 3000.0
+BAR_W2_P99_MS = 150.0
+
+
+# -- small helpers ------------------------------------------------------------------------
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def rfc3339(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@functools.lru_cache(maxsize=4096)
+def parse_instant(text: str) -> float:
+    return datetime.fromisoformat(text).timestamp()
+
+
+def percentile(sorted_values: list[float], p: float) -> float:
+    """Nearest-rank percentile of an ascending list (p in 0..100)."""
+    if not sorted_values:
+        return math.nan
+    rank = max(1, math.ceil(p / 100 * len(sorted_values)))
+    return sorted_values[rank - 1]
+
+
+def median(values: list[float]) -> float:
+    clean = [v for v in values if v is not None and not math.isnan(v)]
+    return statistics.median(clean) if clean else math.nan
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a live process (Linux /proc), NaN when unreadable."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return math.nan
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _die_with_parent() -> None:
+    """Child side of Popen: get SIGTERM if the benchmark process dies (Linux only)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def chronoq_command() -> list[str]:
+    script = Path(sys.executable).with_name("chronoq")
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-m", "app.cli"]
+
+
+def fmt(value: float | None, digits: int = 0) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    if digits == 0:
+        return f"{value:,.0f}"
+    return f"{value:,.{digits}f}"
+
+
+# -- processes ----------------------------------------------------------------------------
+
+
+class Processes:
+    """Every subprocess this script starts; stopped by PID, never by name."""
+
+    def __init__(self) -> None:
+        self._live: list[subprocess.Popen[bytes]] = []
+
+    def spawn(self, args: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+        kwargs.setdefault("stdin", subprocess.DEVNULL)
+        kwargs.setdefault("cwd", ROOT)
+        proc: subprocess.Popen[bytes] = subprocess.Popen(
+            args, preexec_fn=_die_with_parent, start_new_session=True, **kwargs
+        )
+        self._live.append(proc)
+        return proc
+
+    async def stop(self, proc: subprocess.Popen[bytes], grace: float = 30.0) -> int | None:
+        """SIGTERM the process we started, wait for it, SIGKILL it after `grace` seconds."""
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.to_thread(proc.wait, grace)
+            except subprocess.TimeoutExpired:
+                log(f"pid {proc.pid} ignored SIGTERM for {grace:g}s; sending SIGKILL")
+                proc.kill()
+                await asyncio.to_thread(proc.wait)
+        if proc in self._live:
+            self._live.remove(proc)
+        return proc.returncode
+
+    def kill_all(self) -> None:
+        """Last-resort cleanup, synchronous so that it also works while unwinding."""
+        for proc in list(self._live):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            self._live.remove(proc)
+
+
+# -- the receiver -------------------------------------------------------------------------
+
+
+class ReceiverClient:
+    def __init__(self, procs: Processes, http: aiohttp.ClientSession) -> None:
+        self._procs = procs
+        self._http = http
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.port = 0
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def start(self) -> None:
+        self.proc = self._procs.spawn(
+            [sys.executable, str(BENCH / "receiver.py"), "--port", "0"],
+            stdout=subprocess.PIPE,
+        )
+        assert self.proc.stdout is not None
+        line = await asyncio.wait_for(asyncio.to_thread(self.proc.stdout.readline), 30)
+        if not line:
+            raise RuntimeError("the receiver exited before reporting its port")
+        self.port = int(json.loads(line)["port"])
+
+    async def stop(self) -> None:
+        if self.proc is not None:
+            await self._procs.stop(self.proc, grace=10)
+
+    async def reset(self) -> None:
+        async with self._http.post(self.base + "/reset") as response:
+            response.raise_for_status()
+
+    async def stats(self) -> dict[str, int]:
+        async with self._http.get(self.base + "/stats") as response:
+            response.raise_for_status()
+            return dict(await response.json())
+
+    async def records(self) -> list[list[Any]]:
+        async with self._http.get(self.base + "/records") as response:
+            response.raise_for_status()
+            return list((await response.json())["records"])
+
+
+# -- databases ----------------------------------------------------------------------------
+
+
+class Databases:
+    """Fresh databases per workload; every one created here is dropped or deleted again."""
+
+    def __init__(self, pg_admin_url: str) -> None:
+        self.pg_admin_url = pg_admin_url
+        self._serial = 0
+        self._pg_created: list[str] = []
+        self._sqlite_dirs: list[str] = []
+
+    async def _pg_admin(self, sql: str) -> None:
+        import asyncpg
+
+        conn = await asyncpg.connect(self.pg_admin_url, timeout=10)
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    def _pg_url(self, name: str) -> str:
+        parts = urlsplit(self.pg_admin_url)
+        return parts._replace(path="/" + name).geturl()
+
+    async def fresh(self, dialect: str) -> tuple[str, str]:
+        """(DATABASE_URL, handle for drop())."""
+        self._serial += 1
+        if dialect == "postgresql":
+            name = f"chronoq_bench_{os.getpid()}_{self._serial}"
+            await self._pg_admin(f'CREATE DATABASE "{name}"')
+            self._pg_created.append(name)
+            return self._pg_url(name), name
+        directory = tempfile.mkdtemp(prefix=f"chronoq_bench_{os.getpid()}_{self._serial}_")
+        self._sqlite_dirs.append(directory)
+        return f"sqlite:///{directory}/chronoq.db", directory
+
+    async def drop(self, handle: str) -> None:
+        if handle in self._pg_created:
+            await self._pg_admin(f'DROP DATABASE IF EXISTS "{handle}" WITH (FORCE)')
+            self._pg_created.remove(handle)
+        elif handle in self._sqlite_dirs:
+            shutil.rmtree(handle, ignore_errors=True)
+            self._sqlite_dirs.remove(handle)
+
+    async def drop_all(self) -> None:
+        for handle in [*self._pg_created, *self._sqlite_dirs]:
+            try:
+                await self.drop(handle)
+            except Exception as exc:
+                log(f"could not drop {handle}: {exc}")
+
+    async def occurrence_state(self, url: str) -> tuple[dict[str, int], set[str]]:
+        """Occurrence rows by status, and the ids still pending, read after the service
+        stopped (diagnostics: a received occurrence still pending was never settled)."""
+        counts_sql = "SELECT status, count(*) FROM occurrences GROUP BY status"
+        pending_sql = "SELECT occurrence_id FROM occurrences WHERE status = 'pending'"
+        if url.startswith("sqlite:///"):
+            path = url[len("sqlite:///") :]
+            with sqlite3.connect(path) as conn:
+                counts = {status: n for status, n in conn.execute(counts_sql)}
+                pending = {str(uuid.UUID(str(row[0]))) for row in conn.execute(pending_sql)}
+            return counts, pending
+        import asyncpg
+
+        conn = await asyncpg.connect(url, timeout=10)
+        try:
+            counts = {row[0]: row[1] for row in await conn.fetch(counts_sql)}
+            pending = {str(row[0]) for row in await conn.fetch(pending_sql)}
+        finally:
+            await conn.close()
+        return counts, pending
+
+    async def server_version(self) -> str:
+        import asyncpg
+
+        conn = await asyncpg.connect(self.pg_admin_url, timeout=10)
+        try:
+            return str(await conn.fetchval("SHOW server_version"))
+        finally:
+            await conn.close()
+
+
+# -- the service --------------------------------------------------------------------------
+
+
+@dataclass
+class Service:
+    proc: subprocess.Popen[bytes]
+    port: int
+    log_path: Path
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+
+
+def service_env(database_url: str) -> dict[str, str]:
+    """The caller's environment minus every Chronoq setting: defaults except DATABASE_URL."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("CHRONOQ_") and key not in {"DATABASE_URL", "AMQP_URL", "PORT"}
+    }
+    env["DATABASE_URL"] = database_url
+    env["NO_PROXY"] = "127.0.0.1,localhost"
+    return env
+
+
+async def start_service(
+    procs: Processes, http: aiohttp.ClientSession, database_url: str, log_dir: Path, tag: str
+) -> Service:
+    port = free_port()
+    log_path = log_dir / f"service-{tag}.log"
+    with log_path.open("wb") as sink:
+        proc = procs.spawn(
+            [*chronoq_command(), "serve", "--host", "127.0.0.1", "--port", str(port)],
+            env=service_env(database_url),
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    service = Service(proc, port, log_path)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(
+                f"the service exited with {proc.returncode} before it was healthy:\n"
+                + tail(service.log_text())
+            )
+        try:
+            async with http.get(service.base + "/healthz") as response:
+                if response.status == 200:
+                    return service
+        except aiohttp.ClientError:
+            pass
+        await asyncio.sleep(0.1)
+    raise RuntimeError("the service was not healthy within 60 s:\n" + tail(service.log_text()))
+
+
+def tail(text: str, lines: int = 30) -> str:
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def log_problems(text: str) -> list[str]:
+    """Lines worth reporting from a service log: errors, warnings, tracebacks."""
+    flagged = []
+    for line in text.splitlines():
+        if any(word in line for word in (" ERROR ", " CRITICAL ", " WARNING ", "Traceback")) or (
+            line.startswith(("ERROR:", "CRITICAL:", "WARNING:"))
+        ):
+            flagged.append(line.rstrip())
+    return flagged
+
+
+# -- workloads ----------------------------------------------------------------------------
+
+
+def schedule_item(hook: str, at: str, n: int, workload: str) -> dict[str, Any]:
+    return {
+        "event_type": "bench",
+        "payload": {"n": n, "workload": workload},
+        "target": {"type": "webhook", "url": hook},
+        "trigger": {"type": "once", "at": at},
+    }
+
+
+async def create_batches(
+    http: aiohttp.ClientSession, base: str, items: list[dict[str, Any]]
+) -> list[str]:
+    """POST /v1/schedules/batch, BATCH items at a time, one after the other; next occurrence
+    ids in order."""
+    ids: list[str] = []
+    for start in range(0, len(items), BATCH):
+        body = {"items": items[start : start + BATCH]}
+        async with http.post(base + "/v1/schedules/batch", json=body) as response:
+            text = await response.text()
+            if response.status != 201:
+                raise RuntimeError(f"batch create answered {response.status}: {text[:500]}")
+            for created in json.loads(text)["items"]:
+                ids.append(str(created["next_occurrence_id"]))
+    return ids
+
+
+async def wait_for_arrivals(receiver: ReceiverClient, expected: int, deadline: float) -> bool:
+    """Poll the receiver until `expected` distinct ids arrived or the wall-clock deadline."""
+    while time.time() < deadline:
+        if (await receiver.stats())["unique"] >= expected:
+            return True
+        await asyncio.sleep(0.1)
+    return (await receiver.stats())["unique"] >= expected
+
+
+def analyse(records: list[list[Any]], expected: set[str]) -> dict[str, Any]:
+    counts: Counter[str] = Counter()
+    first: dict[str, tuple[float, str]] = {}
+    retried = 0
+    for occurrence, at, scheduled_for, attempt in records:
+        counts[occurrence] += 1
+        if attempt not in ("1", ""):
+            retried += 1
+        if occurrence not in first or at < first[occurrence][0]:
+            first[occurrence] = (at, scheduled_for)
+    received = expected & first.keys()
+    lags = sorted(first[o][0] - parse_instant(first[o][1]) for o in received)
+    arrivals = [first[o][0] for o in received]
+    return {
+        "received": len(received),
+        "lost": len(expected - received),
+        "duplicates": sum(n - 1 for o, n in counts.items() if o in expected and n > 1),
+        "unexpected": sum(n for o, n in counts.items() if o not in expected),
+        "retried_arrivals": retried,
+        "lag_p50_ms": percentile(lags, 50) * 1000,
+        "lag_p99_ms": percentile(lags, 99) * 1000,
+        "lag_max_ms": (lags[-1] * 1000) if lags else math.nan,
+        "first_arrival": min(arrivals) if arrivals else math.nan,
+        "last_arrival": max(arrivals) if arrivals else math.nan,
+    }
+
+
+@dataclass
+class Context:
+    args: argparse.Namespace
+    procs: Processes
+    http: aiohttp.ClientSession
+    receiver: ReceiverClient
+    databases: Databases
+    log_dir: Path
+    problems: list[str] = field(default_factory=list)
+
+
+async def run_workload(ctx: Context, workload: str, dialect: str, run: int) -> dict[str, Any]:
+    """One workload against a fresh database and a fresh service."""
+    args = ctx.args
+    tag = f"{dialect}-{workload}-run{run}"
+    database_url, handle = await ctx.databases.fresh(dialect)
+    result: dict[str, Any] = {"workload": workload, "dialect": dialect, "run": run}
+    try:
+        service = await start_service(ctx.procs, ctx.http, database_url, ctx.log_dir, tag)
+        try:
+            await ctx.receiver.reset()
+            hook = ctx.receiver.base + "/hook"
+            if workload == "W1":
+                expected, due, last_due = await _w1(ctx, service, hook, result)
+            else:
+                expected, due, last_due = await _w2(ctx, service, hook, result)
+            # CPU use of the service and the receiver from the due instant to the last arrival.
+            await asyncio.sleep(max(0.0, due - time.time()))
+            assert ctx.receiver.proc is not None
+            pids = {"service": service.proc.pid, "receiver": ctx.receiver.proc.pid}
+            cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+            wall_before = time.time()
+            complete = await wait_for_arrivals(ctx.receiver, len(expected), last_due + args.timeout)
+            wall = time.time() - wall_before
+            for name, pid in pids.items():
+                used = cpu_seconds(pid) - cpu_before[name]
+                result[f"{name}_cpu_pct"] = 100 * used / wall if wall > 0 else math.nan
+            result["complete"] = complete
+            # A moment for any stray duplicate, then a graceful stop; records are read after
+            # the service exited so that everything it sent is counted.
+            await asyncio.sleep(args.settle)
+        finally:
+            result["exit_code"] = await ctx.procs.stop(service.proc)
+        records = await ctx.receiver.records()
+        result.update(analyse(records, expected))
+        arrived = {record[0] for record in records}
+        received = result["received"]
+        span = result["last_arrival"] - due
+        result["deliver_seconds"] = span
+        result["deliveries_per_s"] = received / span if received and span > 0 else math.nan
+        try:
+            result["db_status"], pending = await ctx.databases.occurrence_state(database_url)
+            result["unsettled"] = len(pending & arrived & expected)
+        except Exception as exc:
+            result["db_status"] = {"error": f"{type(exc).__name__}: {exc}"}
+            result["unsettled"] = math.nan
+        flagged = log_problems(service.log_text())
+        result["log_problems"] = len(flagged)
+        if flagged:
+            ctx.problems.append(f"{tag}: {len(flagged)} flagged log lines, first ones:")
+            ctx.problems.extend("    " + line for line in flagged[:8])
+        if result["exit_code"] not in GRACEFUL_EXITS:
+            ctx.problems.append(f"{tag}: service exit code {result['exit_code']}")
+        if result["unsettled"]:
+            ctx.problems.append(
+                f"{tag}: {result['unsettled']} occurrences were received by the webhook but "
+                f"are still pending in the database after the service stopped "
+                f"(db_status={result['db_status']}); each is redelivered when its lease runs out"
+            )
+        if result["lost"] or result["duplicates"] or result["unexpected"]:
+            ctx.problems.append(
+                f"{tag}: lost={result['lost']} duplicates={result['duplicates']} "
+                f"unexpected={result['unexpected']} db_status={result['db_status']}"
+            )
+            ctx.problems.append("    service log tail:")
+            ctx.problems.extend("    " + line for line in tail(service.log_text(), 15).splitlines())
+    finally:
+        try:
+            await ctx.databases.drop(handle)
+        except Exception as exc:
+            log(f"could not drop {handle}: {exc}")
+    return result
+
+
+async def _w1(
+    ctx: Context, service: Service, hook: str, result: dict[str, Any]
+) -> tuple[set[str], float, float]:
+    count = ctx.args.w1_count
+    lead = ctx.args.lead if ctx.args.lead is not None else 2.0 + count / 1000
+    due = round(time.time() + lead, 3)
+    at = rfc3339(due)
+    items = [schedule_item(hook, at, n, "W1") for n in range(count)]
+    started = time.time()
+    ids = await create_batches(ctx.http, service.base, items)
+    finished = time.time()
+    result["create_per_s"] = count / (finished - started)
+    result["created_before_due_s"] = due - finished
+    if finished > due:
+        ctx.problems.append(
+            f"{result['dialect']} W1 run {result['run']}: creation finished "
+            f"{finished - due:.2f}s after the due instant; raise --lead"
+        )
+    return set(ids), due, due
+
+
+async def _w2(
+    ctx: Context, service: Service, hook: str, result: dict[str, Any]
+) -> tuple[set[str], float, float]:
+    first = round(time.time() + ctx.args.w2_lead, 3)
+    items = [schedule_item(hook, rfc3339(first + n * W2_SPACING), n, "W2") for n in range(W2_COUNT)]
+    started = time.time()
+    ids = await create_batches(ctx.http, service.base, items)
+    finished = time.time()
+    result["create_per_s"] = W2_COUNT / (finished - started)
+    result["created_before_due_s"] = first - finished
+    if finished > first:
+        ctx.problems.append(
+            f"{result['dialect']} W2 run {result['run']}: creation finished "
+            f"{finished - first:.2f}s after the first due instant; raise --w2-lead"
+        )
+    return set(ids), first, first + (W2_COUNT - 1) * W2_SPACING
+
+
+async def measure_ceiling(ctx: Context, client: str) -> dict[str, Any]:
+    args = [
+        sys.executable,
+        str(BENCH / "ceiling.py"),
+        "--client",
+        client,
+        "--url",
+        ctx.receiver.base + "/sink",
+        "--concurrency",
+        str(CONCURRENCY),
+        "--duration",
+        str(ctx.args.ceiling_seconds),
+    ]
+    proc = ctx.procs.spawn(args, stdout=subprocess.PIPE)
+    try:
+        out, _ = await asyncio.to_thread(proc.communicate, None, ctx.args.ceiling_seconds + 60)
+    finally:
+        await ctx.procs.stop(proc, grace=5)
+    if proc.returncode != 0:
+        raise RuntimeError(f"ceiling client {client} exited with {proc.returncode}")
+    return dict(json.loads(out.decode().strip().splitlines()[-1]))
+
+
+# -- reporting ----------------------------------------------------------------------------
+
+
+METRICS = [
+    ("W1", "create_per_s", "W1 create rate (schedules/s)", 0),
+    ("W1", "deliveries_per_s", "W1 deliveries/s (due instant to last delivery)", 0),
+    ("W1", "lag_p50_ms", "W1 lag p50 (ms)", 0),
+    ("W1", "lag_p99_ms", "W1 lag p99 (ms)", 0),
+    ("W1", "duplicates", "W1 duplicates (extra arrivals)", 0),
+    ("W1", "lost", "W1 lost", 0),
+    ("W1", "unsettled", "W1 received but still pending in the DB", 0),
+    ("W1", "service_cpu_pct", "W1 service CPU while delivering (% of one core)", 0),
+    ("W1", "receiver_cpu_pct", "W1 receiver CPU while delivering (% of one core)", 0),
+    ("W2", "lag_p50_ms", "W2 lag p50 (ms)", 1),
+    ("W2", "lag_p99_ms", "W2 lag p99 (ms)", 1),
+    ("W2", "duplicates", "W2 duplicates", 0),
+    ("W2", "lost", "W2 lost", 0),
+    ("W2", "unsettled", "W2 received but still pending in the DB", 0),
+]
+
+
+def summarize(results: list[dict[str, Any]], dialect: str) -> dict[str, dict[str, Any]]:
+    """Per workload and metric: the median and every run's value."""
+    summary: dict[str, dict[str, Any]] = {}
+    for workload in ("W1", "W2"):
+        runs = [r for r in results if r["dialect"] == dialect and r["workload"] == workload]
+        summary[workload] = {
+            key: {"median": median([r.get(key, math.nan) for r in runs]), "runs": runs}
+            for key in {m[1] for m in METRICS if m[0] == workload}
+        }
+        summary[workload]["_runs"] = runs
+    return summary
+
+
+def bars(summary: dict[str, dict[str, Any]]) -> list[tuple[str, str, bool]]:
+    w1_runs = summary["W1"]["_runs"]
+    w2_runs = summary["W2"]["_runs"]
+    rate = summary["W1"]["deliveries_per_s"]["median"]
+    lost = sum(r.get("lost", 0) for r in w1_runs)
+    dups = sum(r.get("duplicates", 0) for r in w1_runs)
+    # A received occurrence left pending is redelivered when its lease expires: a duplicate
+    # that a short observation window would otherwise hide.
+    unsettled = sum(r.get("unsettled", 0) or 0 for r in w1_runs)
+    p99 = summary["W2"]["lag_p99_ms"]["median"]
+    w2_lost = sum(r.get("lost", 0) for r in w2_runs)
+    return [
+        (
+            f"W1 >= {BAR_W1_RATE:,.0f} deliveries/s (median)",
+            f"{fmt(rate)}/s",
+            bool(rate >= BAR_W1_RATE),
+        ),
+        ("W1 0 lost (every run)", str(lost), lost == 0 and bool(w1_runs)),
+        (
+            "W1 0 duplicates (every run; received-but-unsettled occurrences count, "
+            "as each is redelivered when its lease expires)",
+            f"{dups} extra arrivals, {unsettled} unsettled",
+            dups == 0 and unsettled == 0 and bool(w1_runs),
+        ),
+        (
+            f"W2 p99 < {BAR_W2_P99_MS:.0f} ms (median), 0 lost",
+            f"{fmt(p99, 1)} ms, {w2_lost} lost",
+            bool(p99 < BAR_W2_P99_MS) and w2_lost == 0,
+        ),
+    ]
+
+
+def dialect_table(summary: dict[str, dict[str, Any]], ceiling_aiohttp: float) -> list[str]:
+    runs_n = len(summary["W1"]["_runs"])
+    header = "| metric | median | " + " | ".join(f"run {i + 1}" for i in range(runs_n)) + " |"
+    lines = [header, "|" + " --- |" * (2 + runs_n)]
+    for workload, key, label, digits in METRICS:
+        entry = summary[workload][key]
+        values = [fmt(r.get(key, math.nan), digits) for r in entry["runs"]]
+        lines.append(f"| {label} | {fmt(entry['median'], digits)} | " + " | ".join(values) + " |")
+    rate = summary["W1"]["deliveries_per_s"]["median"]
+    ratio = rate / ceiling_aiohttp if ceiling_aiohttp else math.nan
+    lines.append(
+        f"| W1 deliveries/s / bare aiohttp ceiling | {fmt(ratio, 2)} | "
+        + " | ".join("" for _ in range(runs_n))
+        + " |"
+    )
+    return lines
+
+
+def print_results(
+    dialect_summaries: dict[str, dict[str, dict[str, Any]]],
+    ceilings: dict[str, list[dict[str, Any]]],
+    problems: list[str],
+) -> None:
+    aio = median([c["rps"] for c in ceilings["aiohttp"]])
+    hx = median([c["rps"] for c in ceilings["httpx"]])
+    print()
+    print("Ceilings (receiver alone, 64 concurrent requests, medians):")
+    print(f"  bare aiohttp client loop : {fmt(aio)} req/s")
+    print(f"  bare httpx client loop   : {fmt(hx)} req/s")
+    for dialect, summary in dialect_summaries.items():
+        print()
+        print(f"{dialect} (medians of {len(summary['W1']['_runs'])} runs)")
+        for line in dialect_table(summary, aio):
+            print("  " + line)
+        for name, value, ok in bars(summary):
+            print(f"  bar {'PASS' if ok else 'FAIL'}: {name}: {value}")
+    if problems:
+        print()
+        print("Observed problems:")
+        for line in problems:
+            print("  " + line)
+
+
+def code_digest() -> str:
+    """A digest of the service's source as it is on disk (app/, alembic/), commit-agnostic."""
+    digest = hashlib.sha1(usedforsecurity=False)
+    for base in ("app", "alembic"):
+        for path in sorted((ROOT / base).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:10]
+
+
+def code_version() -> str:
+    """The commit under test, whether app/ differs from it, and the source digest."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout
+
+    try:
+        commit = git("rev-parse", "--short", "HEAD").strip()
+        dirty = git("status", "--porcelain", "--", "app", "alembic").strip()
+    except (OSError, subprocess.CalledProcessError):
+        return f"source digest {code_digest()}"
+    state = "with uncommitted changes under app/" if dirty else "clean"
+    return f"commit {commit} ({state}; source digest {code_digest()})"
+
+
+def machine_note(args: argparse.Namespace, pg_version: str | None) -> list[str]:
+    cpu = platform.processor() or "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (math.nan,) * 3
+    try:
+        import uvloop  # noqa: F401
+
+        loop = "uvloop (the service's uvicorn picks it too)"
+    except ImportError:
+        loop = "asyncio default loop"
+    return [
+        f"- {os.cpu_count()} cores ({cpu}), shared with the database, the receiver and the load "
+        "generator; noisy, so every figure is the median of "
+        f"{args.runs} run{'s' if args.runs != 1 else ''}.",
+        f"- Load average when the benchmark started: {load[0]:.2f} / {load[1]:.2f} / "
+        f"{load[2]:.2f}.",
+        f"- Python {platform.python_version()}, aiohttp {aiohttp.__version__}, {loop}; "
+        f"PostgreSQL {pg_version or 'n/a'}; SQLite {sqlite3.sqlite_version}.",
+        f"- Measured {time.strftime('%Y-%m-%d %H:%M %Z')} on {args.code_version}.",
+    ]
+
+
+def write_docs(
+    args: argparse.Namespace,
+    dialect_summaries: dict[str, dict[str, dict[str, Any]]],
+    ceilings: dict[str, list[dict[str, Any]]],
+    problems: list[str],
+    pg_version: str | None,
+) -> None:
+    aio = median([c["rps"] for c in ceilings["aiohttp"]])
+    hx = median([c["rps"] for c in ceilings["httpx"]])
+    out: list[str] = ["# Benchmarks", ""]
+    if args.preliminary:
+        out += [
+            "> **Preliminary figures.** These were measured with `--runs "
+            f"{args.runs}` while other work was running on the same "
+            f"{os.cpu_count()}-core machine. They show "
+            "the shape of the results, not the numbers to quote; rerun `make bench` on a quiet "
+            "machine and this page is regenerated.",
+            "",
+        ]
+    out += [
+        "Generated by `bench/run.py` (`make bench`); the tables below are overwritten on every "
+        "full run.",
+        "",
+        "## Machine",
+        "",
+        *machine_note(args, pg_version),
+        "",
+        "## How to run",
+        "",
+        "```sh",
+        "make bench                                   # both dialects, medians of 3 runs",
+        ".venv/bin/python bench/run.py --quick        # smoke run (1 run, 1,000 schedules)",
+        ".venv/bin/python bench/run.py --dialect postgresql --runs 5",
+        "```",
+        "",
+        "PostgreSQL is reached at `postgresql://postgres@127.0.0.1:5432/postgres` (override "
+        "with `--pg-admin-url`); the script creates one database per workload and drops it.",
+        "",
+        "## Method",
+        "",
+        "Every workload of every run starts from nothing: a fresh database (PostgreSQL: "
+        "`chronoq_bench_<pid>_<n>`, dropped afterwards; SQLite: a new temporary file) and a "
+        "fresh `chronoq serve` process with default settings except `DATABASE_URL` (it migrates "
+        "on start; the benchmark waits for `GET /healthz`). Defaults that matter here: "
+        "`CHRONOQ_BATCH_SIZE=100`, `CHRONOQ_CONCURRENCY=64`, `CHRONOQ_POLL_INTERVAL=0.1`, "
+        "`CHRONOQ_MIN_CYCLE_DELAY=0.005`.",
+        "",
+        "Deliveries go to `bench/receiver.py`, an aiohttp server in its own process on "
+        "127.0.0.1 that records, per request, `X-Occurrence-Id`, `X-Scheduled-For`, `X-Attempt` "
+        "and its arrival time (`time.time()` when the handler starts) and answers 200. Everything "
+        "runs on one machine, so the arrival time and the RFC 3339 `X-Scheduled-For` are on the "
+        "same clock. The records are fetched after the service has been stopped with SIGTERM, so "
+        "every request it sent is counted.",
+        "",
+        f"- **W1, burst**: {args.w1_count:,} one-shot webhook schedules "
+        '(`{"type": "once", "at": T}`) all due at the same instant T, created through '
+        f"`POST /v1/schedules/batch` in batches of {BATCH:,}, one batch after the other. T is "
+        "chosen a few seconds ahead so that creation finishes before it (the script reports it "
+        "when it does not). *Create rate* = schedules / creation wall time. *Deliveries/s* = "
+        "distinct occurrences received / (last first-arrival - T). *Lag* = first arrival - "
+        "`X-Scheduled-For`, nearest-rank p50/p99. *Duplicates* = arrivals beyond the first per "
+        f"expected occurrence id. *Lost* = expected ids not received within {args.timeout:g} s "
+        "of T.",
+        f"- **W2, paced**: {W2_COUNT} one-shot schedules due {W2_SPACING * 1000:.0f} ms apart "
+        f"starting {args.w2_lead:g} s after creation, created in one batch; lag p50/p99 as in W1.",
+        f"- **Settlement check**: the service is kept up {args.settle:g} s after the last "
+        "expected arrival, then stopped with SIGTERM (graceful drain), and the database is read: "
+        "*received but still pending in the DB* counts occurrences the receiver got whose row "
+        "was never marked delivered. Each one is redelivered (a duplicate) once its lease "
+        "(`CHRONOQ_LEASE`, 30 s) runs out, which this window is too short to observe; run with "
+        "`--settle 40` to see those redeliveries counted as duplicates.",
+        f"- **Ceilings**: `bench/ceiling.py` in its own process drives the same receiver with "
+        f"{CONCURRENCY} concurrent requests (the service's default concurrency) for "
+        f"{args.ceiling_seconds:g} s after a 0.5 s warm-up, each request shaped like a delivery "
+        "(small JSON body, the `X-*` headers): once with a bare `aiohttp.ClientSession` loop, "
+        "once with a bare `httpx.AsyncClient` loop. Measured in every run, reported as medians. "
+        "The aiohttp figure is what one process can push through this receiver on this machine "
+        "with no scheduling, no database and no bookkeeping; Chronoq's W1 rate divided by it is "
+        "the *ratio*. The httpx figure is why the service's webhook sink uses aiohttp.",
+        "",
+        "## Bars",
+        "",
+        f"On PostgreSQL with default settings: W1 at least {BAR_W1_RATE:,.0f} deliveries/s with "
+        f"0 lost and 0 duplicates, and W2 p99 lag under {BAR_W2_P99_MS:.0f} ms.",
+        "",
+    ]
+    out += ["## Ceilings", "", "| client loop (64 concurrent) | requests/s (median) | runs |"]
+    out += ["| --- | --- | --- |"]
+    out.append(
+        f"| bare aiohttp | {fmt(aio)} | "
+        + ", ".join(fmt(c["rps"]) for c in ceilings["aiohttp"])
+        + " |"
+    )
+    out.append(
+        f"| bare httpx | {fmt(hx)} | " + ", ".join(fmt(c["rps"]) for c in ceilings["httpx"]) + " |"
+    )
+    out += ["", f"httpx / aiohttp: {fmt(hx / aio if aio else math.nan, 2)}.", ""]
+    for dialect, summary in dialect_summaries.items():
+        title = "PostgreSQL" if dialect == "postgresql" else "SQLite"
+        out += [f"## {title}", "", *dialect_table(summary, aio), ""]
+        if dialect == "postgresql":
+            out += ["Bars:", ""]
+            for name, value, ok in bars(summary):
+                out.append(f"- {'met' if ok else '**not met**'}: {name} (measured {value})")
+            out.append("")
+    out += ["## Ratios", "", "| dialect | W1 deliveries/s | bare aiohttp ceiling | ratio |"]
+    out += ["| --- | --- | --- | --- |"]
+    for dialect, summary in dialect_summaries.items():
+        rate = summary["W1"]["deliveries_per_s"]["median"]
+        out.append(
+            f"| {dialect} | {fmt(rate)} | {fmt(aio)} | {fmt(rate / aio if aio else math.nan, 2)} |"
+        )
+    out.append("")
+    if problems:
+        out += ["## Anomalies observed in this run", "", "```text", *problems, "```", ""]
+    DOCS.parent.mkdir(parents=True, exist_ok=True)
+    DOCS.write_text("\n".join(out), encoding="utf-8")
+    log(f"wrote {DOCS.relative_to(ROOT)}")
+
+
+# -- main ---------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Chronoq benchmark: W1 burst, W2 paced, client ceilings."
+    )
+    parser.add_argument("--runs", type=int, default=3, help="runs per dialect (default 3)")
+    parser.add_argument(
+        "--dialect", choices=["postgresql", "sqlite", "both"], default="both", help="store"
+    )
+    parser.add_argument("--w1-count", type=int, default=10_000, help="W1 schedules (10,000)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run: 1 run, 1,000 W1 schedules, short ceilings, docs untouched",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=120.0, help="seconds after the last due instant"
+    )
+    parser.add_argument("--lead", type=float, default=None, help="W1: seconds from now to T")
+    parser.add_argument("--w2-lead", type=float, default=2.0, help="W2: seconds to first due")
+    parser.add_argument("--ceiling-seconds", type=float, default=4.0)
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=1.0,
+        help="seconds to keep the service up after the last expected arrival (default 1); "
+        "above CHRONOQ_LEASE (30) redeliveries of unsettled occurrences show as duplicates",
+    )
+    parser.add_argument(
+        "--pg-admin-url",
+        default=os.environ.get("CHRONOQ_BENCH_PG_URL", DEFAULT_PG_ADMIN_URL),
+        help="maintenance database used to create and drop the benchmark databases",
+    )
+    parser.add_argument("--preliminary", action="store_true", help="label the docs preliminary")
+    parser.add_argument(
+        "--docs", action=argparse.BooleanOptionalAction, default=None, help="write the docs page"
+    )
+    parser.add_argument("--json", type=Path, default=None, help="also dump raw results here")
+    parser.add_argument(
+        "--strict", action="store_true", help="exit 1 when a PostgreSQL bar is not met"
+    )
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.runs = 1
+        if args.w1_count == 10_000:
+            args.w1_count = 1_000
+        args.ceiling_seconds = min(args.ceiling_seconds, 1.5)
+        args.timeout = min(args.timeout, 60.0)
+    if args.docs is None:
+        args.docs = not args.quick
+    args.code_version = code_version()
+    args.code_digest = code_digest()
+    if args.runs < 1 or args.w1_count < 1:
+        parser.error("--runs and --w1-count must be at least 1")
+    host = urlsplit(args.pg_admin_url).hostname
+    if args.dialect != "sqlite" and host not in LOCAL_HOSTS:
+        parser.error("the benchmark only talks to a PostgreSQL on 127.0.0.1")
+    return args
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    dialects = ["postgresql", "sqlite"] if args.dialect == "both" else [args.dialect]
+    procs = Processes()
+    databases = Databases(args.pg_admin_url)
+    log_dir = Path(tempfile.mkdtemp(prefix="chronoq_bench_logs_"))
+    results: list[dict[str, Any]] = []
+    problems: list[str] = []
+    ceilings: dict[str, list[dict[str, Any]]] = {"aiohttp": [], "httpx": []}
+    pg_version = None
+    connector = aiohttp.TCPConnector(limit=8)
+    timeout = aiohttp.ClientTimeout(total=300)
+    keep_logs = False
+    try:
+        async with aiohttp.ClientSession(
+            connector=connector, timeout=timeout, trust_env=False
+        ) as http:
+            receiver = ReceiverClient(procs, http)
+            await receiver.start()
+            ctx = Context(args, procs, http, receiver, databases, log_dir, problems)
+            if "postgresql" in dialects:
+                pg_version = await databases.server_version()
+            try:
+                for run in range(1, args.runs + 1):
+                    for client in ("aiohttp", "httpx"):
+                        ceiling = await measure_ceiling(ctx, client)
+                        ceilings[client].append(ceiling)
+                        log(f"run {run}: ceiling {client}: {ceiling['rps']:,.0f} req/s")
+                    for dialect in dialects:
+                        for workload in ("W1", "W2"):
+                            result = await run_workload(ctx, workload, dialect, run)
+                            results.append(result)
+                            log(
+                                f"run {run}: {dialect} {workload}: "
+                                f"create {fmt(result.get('create_per_s'))}/s, "
+                                f"deliveries {fmt(result.get('deliveries_per_s'))}/s, "
+                                f"lag p50 {fmt(result.get('lag_p50_ms'), 1)} ms, "
+                                f"p99 {fmt(result.get('lag_p99_ms'), 1)} ms, "
+                                f"lost {result['lost']}, dup {result['duplicates']}, "
+                                f"unsettled {result.get('unsettled')}, "
+                                f"db {result.get('db_status')}"
+                            )
+            finally:
+                await receiver.stop()
+    except BaseException:
+        keep_logs = True
+        raise
+    finally:
+        procs.kill_all()
+        await databases.drop_all()
+        if keep_logs or logs_worth_keeping(results):
+            log(f"service logs kept in {log_dir}")
+        else:
+            shutil.rmtree(log_dir, ignore_errors=True)
+    if code_digest() != args.code_digest:
+        problems.append(
+            f"the service source changed during the run: started on {args.code_version}, "
+            f"ended on {code_version()}; the runs mix both"
+        )
+    log(f"code under test: {args.code_version}")
+    summaries = {d: summarize(results, d) for d in dialects}
+    print_results(summaries, ceilings, problems)
+    if args.json is not None:
+        args.json.write_text(
+            json.dumps({"results": results, "ceilings": ceilings}, indent=2, default=str)
+        )
+    if args.docs:
+        write_docs(args, summaries, ceilings, problems, pg_version)
+    if args.strict and "postgresql" in summaries:
+        return 0 if all(ok for _, _, ok in bars(summaries["postgresql"])) else 1
+    return 0
+
+
+def logs_worth_keeping(results: list[dict[str, Any]]) -> bool:
+    return any(
+        r.get("log_problems") or r.get("lost") or r.get("exit_code") not in GRACEFUL_EXITS
+        for r in results
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(main_async(args))
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, task.cancel)
+    try:
+        return loop.run_until_complete(task)
+    except asyncio.CancelledError:
+        log("interrupted; subprocesses stopped and databases dropped")
+        return 130
+    finally:
+        loop.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
