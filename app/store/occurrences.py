@@ -7,15 +7,16 @@ token replaced and its late settle matches no row.
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import cache
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -43,26 +44,128 @@ LEASE_EXPIRED_ERROR = (
     "(its replica stopped or stalled); the attempt budget is spent"
 )
 
-_PARAM_TYPES: dict[str, sa.types.TypeEngine[Any]] = {
-    "token": sa.Uuid(),
-    "now": UTCDateTime(),
-    "lease_until": UTCDateTime(),
-}
+
+@cache
+def _claim_statement(dialect: str) -> sa.TextualSelect:
+    return (
+        query("claim", dialect)
+        .bindparams(
+            sa.bindparam("token", type_=sa.Uuid()),
+            *(
+                sa.bindparam(name, type_=UTCDateTime())
+                for name in ("now", "lease_until")
+                if dialect == "sqlite"
+            ),
+        )
+        .columns(
+            occurrence_id=sa.Uuid(),
+            schedule_id=sa.Uuid(),
+            fire_at=UTCDateTime(),
+            attempts=sa.Integer(),
+            origin=sa.String(),
+            claimed_at=UTCDateTime(),
+            event_type=sa.String(),
+            max_attempts=sa.Integer(),
+            body=sa.Text(),
+            target=sa.Text(),
+            trigger=sa.Text(),
+        )
+    )
 
 
-def _typed(clause: sa.TextClause) -> sa.TextualSelect:
-    present = [
-        sa.bindparam(name, type_=kind)
-        for name, kind in _PARAM_TYPES.items()
-        if re.search(rf":{name}\b", clause.text)
-    ]
-    return clause.bindparams(*present).columns(
-        occurrence_id=sa.Uuid(),
-        schedule_id=sa.Uuid(),
-        fire_at=UTCDateTime(),
-        attempts=sa.Integer(),
-        origin=sa.String(),
-        claimed_at=UTCDateTime(),
+def _now(dialect: str) -> sa.ColumnElement[datetime]:
+    """The transaction's instant inside a statement: now() on PostgreSQL, bound on SQLite."""
+    if dialect == "postgresql":
+        return sa.func.now(type_=UTCDateTime())
+    return sa.bindparam("now", type_=UTCDateTime())
+
+
+def _among(column: sa.ColumnElement[Any], name: str, dialect: str) -> sa.ColumnElement[bool]:
+    """`column` is one of the list bound as `name`: one array parameter on PostgreSQL
+    (no per-element bind rendering), an expanding IN on SQLite."""
+    if dialect == "postgresql":
+        return column == sa.any_(sa.bindparam(name, type_=postgresql.ARRAY(sa.Uuid())))
+    return column.in_(sa.bindparam(name, expanding=True, type_=sa.Uuid()))
+
+
+@dataclass(frozen=True)
+class _SettleStatements:
+    """The settle path's statements, built once per dialect and executed many times."""
+
+    delivered: sa.Update
+    retry: sa.Update
+    dead: sa.Update
+    finish_one_shots: sa.Update
+
+
+@cache
+def _settle_statements(dialect: str) -> _SettleStatements:
+    now = _now(dialect)
+    guard = (
+        (occurrences.c.occurrence_id == sa.bindparam("b_id", type_=sa.Uuid()))
+        & (occurrences.c.lease_token == sa.bindparam("b_token", type_=sa.Uuid()))
+        & (occurrences.c.status == OccurrenceStatus.PENDING)
+    )
+    if dialect == "postgresql":
+        retry_at: sa.ColumnElement[datetime] = now + sa.func.make_interval(
+            0, 0, 0, 0, 0, 0, sa.bindparam("b_delay", type_=sa.Float())
+        )
+    else:
+        retry_at = sa.bindparam("b_available_at", type_=UTCDateTime())
+    o = occurrences.alias("o")
+    nothing_pending = ~sa.exists().where(
+        o.c.schedule_id == schedules.c.id, o.c.status == OccurrenceStatus.PENDING
+    )
+    dead_lettered = sa.exists().where(
+        o.c.schedule_id == schedules.c.id,
+        o.c.origin == Origin.SCHEDULE,
+        o.c.status == OccurrenceStatus.DEAD_LETTERED,
+    )
+    return _SettleStatements(
+        delivered=occurrences.update()
+        .where(
+            _among(occurrences.c.occurrence_id, "ids", dialect),
+            occurrences.c.lease_token == sa.bindparam("token", type_=sa.Uuid()),
+            occurrences.c.status == OccurrenceStatus.PENDING,
+        )
+        .values(
+            status=OccurrenceStatus.DELIVERED,
+            delivered_at=now,
+            available_at=None,
+            updated_at=now,
+            lease_token=None,
+            last_error=None,
+        ),
+        # A retry due while the schedule was paused stays set; the claim skips paused
+        # schedules, so it waits for resume.
+        retry=occurrences.update()
+        .where(guard)
+        .values(
+            available_at=retry_at,
+            last_error=sa.bindparam("b_error"),
+            lease_token=None,
+            updated_at=now,
+        ),
+        dead=occurrences.update()
+        .where(guard)
+        .values(
+            status=OccurrenceStatus.DEAD_LETTERED,
+            dead_lettered_at=now,
+            available_at=None,
+            last_error=sa.bindparam("b_error"),
+            lease_token=None,
+            updated_at=now,
+        ),
+        finish_one_shots=schedules.update()
+        .where(
+            _among(schedules.c.id, "schedule_ids", dialect),
+            schedules.c.status.in_([ScheduleStatus.PENDING, ScheduleStatus.FAILED]),
+            nothing_pending,
+        )
+        .values(
+            status=sa.case((dead_lettered, ScheduleStatus.FAILED), else_=ScheduleStatus.COMPLETED),
+            updated_at=now,
+        ),
     )
 
 
@@ -126,8 +229,8 @@ class OccurrenceStore:
         has its future occurrence however long the current one keeps retrying.
         """
         token = uuid.uuid4()
-        # SQLite binds the host clock; PostgreSQL's statement reads now() itself.
-        now = datetime.now(UTC)
+        dialect = conn.dialect.name
+        now = datetime.now(UTC)  # used by SQLite only; PostgreSQL reads now() itself
         params = {
             "limit": limit,
             "lease": lease,
@@ -136,35 +239,18 @@ class OccurrenceStore:
             "now": now,
             "lease_until": now + timedelta(seconds=lease),
         }
-        raw = query("claim", conn.dialect.name)
-        wanted = {k: v for k, v in params.items() if re.search(rf":{k}\b", raw.text)}
-        claimed = (await conn.execute(_typed(raw), wanted)).all()
+        claimed = (await conn.execute(_claim_statement(dialect), params)).all()
         if not claimed:
             return []
         now = claimed[0].claimed_at
-        schedule_ids = {row.schedule_id for row in claimed}
-        definitions = {
-            row.id: row
-            for row in await conn.execute(
-                sa.select(
-                    schedules.c.id,
-                    schedules.c.event_type,
-                    sa.cast(schedules.c.payload, sa.Text).label("body"),
-                    schedules.c.target,
-                    schedules.c.trigger,
-                    schedules.c.max_attempts,
-                ).where(schedules.c.id.in_(schedule_ids))
-            )
-        }
         first_fires: dict[uuid.UUID, int] = defaultdict(int)
         next_rows: list[dict[str, Any]] = []
         deliveries: list[Delivery] = []
         exhausted: list[uuid.UUID] = []
         exhausted_one_shots: set[uuid.UUID] = set()
         for row in sorted(claimed, key=lambda r: (r.fire_at, r.occurrence_id)):
-            definition = definitions[row.schedule_id]
-            trigger: Trigger = codec.trigger(definition.trigger)
-            if row.attempts > definition.max_attempts:
+            trigger: Trigger = codec.trigger(row.trigger)
+            if row.attempts > row.max_attempts:
                 # Its last attempt's lease ran out with no result: the budget is spent, so
                 # it is dead-lettered rather than retried forever (a replica that crashes on
                 # it every time must not keep the fleet busy).
@@ -180,17 +266,17 @@ class OccurrenceStore:
                         next_rows.append(
                             new_occurrence(row.schedule_id, upcoming, now, Origin.SCHEDULE)
                         )
-            target: Target = codec.target(definition.target)
+            target: Target = codec.target(row.target)
             deliveries.append(
                 Delivery(
                     occurrence_id=row.occurrence_id,
                     schedule_id=row.schedule_id,
                     fire_at=row.fire_at,
                     attempt=row.attempts,
-                    max_attempts=definition.max_attempts,
+                    max_attempts=row.max_attempts,
                     lease_token=token,
-                    event_type=definition.event_type,
-                    body=(definition.body or "null").encode(),
+                    event_type=row.event_type,
+                    body=(row.body or "null").encode(),
                     target=target,
                     one_shot=not is_recurring(trigger),
                 )
@@ -199,6 +285,13 @@ class OccurrenceStore:
         if exhausted:
             await self._dead_letter_expired(conn, token, exhausted, now)
             await self.finish_one_shots(conn, exhausted_one_shots, now)
+        if dialect != "postgresql":  # PostgreSQL's claim statement counts them itself
+            await self._count_first_fires(conn, first_fires, now)
+        return deliveries
+
+    async def _count_first_fires(
+        self, conn: AsyncConnection, first_fires: dict[uuid.UUID, int], now: datetime
+    ) -> None:
         by_count: dict[int, list[uuid.UUID]] = defaultdict(list)
         for schedule_id, count in first_fires.items():
             by_count[count].append(schedule_id)
@@ -208,7 +301,6 @@ class OccurrenceStore:
                 .where(schedules.c.id.in_(ids))
                 .values(fire_count=schedules.c.fire_count + count, last_fired_at=now)
             )
-        return deliveries
 
     async def _dead_letter_expired(
         self,
@@ -236,7 +328,9 @@ class OccurrenceStore:
 
     async def settle(self, conn: AsyncConnection, settlements: Sequence[Settlement]) -> None:
         """Record finished attempts; each update matches only while its lease token is current."""
-        now = await transaction_now(conn)
+        dialect = conn.dialect.name
+        statements = _settle_statements(dialect)
+        now = datetime.now(UTC)  # bound on SQLite only; PostgreSQL uses now()
         delivered: dict[uuid.UUID, list[uuid.UUID]] = defaultdict(list)
         retries: list[dict[str, Any]] = []
         dead: list[dict[str, Any]] = []
@@ -247,75 +341,30 @@ class OccurrenceStore:
                 one_shots.add(d.schedule_id)
             if item.status is OccurrenceStatus.DELIVERED:
                 delivered[d.lease_token].append(d.occurrence_id)
-            elif item.status is OccurrenceStatus.DEAD_LETTERED:
-                dead.append(
-                    {
-                        "b_id": d.occurrence_id,
-                        "b_token": d.lease_token,
-                        "b_error": _truncate(item.error),
-                    }
-                )
+                continue
+            row: dict[str, Any] = {
+                "b_id": d.occurrence_id,
+                "b_token": d.lease_token,
+                "b_error": _truncate(item.error),
+                "now": now,
+            }
+            if item.status is OccurrenceStatus.DEAD_LETTERED:
+                dead.append(row)
             else:
                 assert item.retry_in is not None
-                retries.append(
-                    {
-                        "b_id": d.occurrence_id,
-                        "b_token": d.lease_token,
-                        "b_error": _truncate(item.error),
-                        "b_available_at": now + timedelta(seconds=item.retry_in),
-                    }
-                )
+                row["b_delay"] = item.retry_in
+                row["b_available_at"] = now + timedelta(seconds=item.retry_in)
+                retries.append(row)
         for token, ids in delivered.items():
-            await conn.execute(
-                occurrences.update()
-                .where(
-                    occurrences.c.occurrence_id.in_(ids),
-                    occurrences.c.lease_token == token,
-                    occurrences.c.status == OccurrenceStatus.PENDING,
-                )
-                .values(
-                    status=OccurrenceStatus.DELIVERED,
-                    delivered_at=now,
-                    available_at=None,
-                    updated_at=now,
-                    lease_token=None,
-                    last_error=None,
-                )
-            )
-        guard = (
-            (occurrences.c.occurrence_id == sa.bindparam("b_id", type_=sa.Uuid()))
-            & (occurrences.c.lease_token == sa.bindparam("b_token", type_=sa.Uuid()))
-            & (occurrences.c.status == OccurrenceStatus.PENDING)
-        )
+            await conn.execute(statements.delivered, {"ids": ids, "token": token, "now": now})
         if retries:
-            await conn.execute(
-                occurrences.update()
-                .where(guard)
-                .values(
-                    # A retry due while the schedule was paused stays set; claim skips
-                    # paused schedules, so it waits for resume.
-                    available_at=sa.bindparam("b_available_at", type_=UTCDateTime()),
-                    last_error=sa.bindparam("b_error"),
-                    lease_token=None,
-                    updated_at=now,
-                ),
-                retries,
-            )
+            await conn.execute(statements.retry, retries)
         if dead:
+            await conn.execute(statements.dead, dead)
+        if one_shots:
             await conn.execute(
-                occurrences.update()
-                .where(guard)
-                .values(
-                    status=OccurrenceStatus.DEAD_LETTERED,
-                    dead_lettered_at=now,
-                    available_at=None,
-                    last_error=sa.bindparam("b_error"),
-                    lease_token=None,
-                    updated_at=now,
-                ),
-                dead,
+                statements.finish_one_shots, {"schedule_ids": list(one_shots), "now": now}
             )
-        await self.finish_one_shots(conn, one_shots, now)
 
     async def release(
         self, conn: AsyncConnection, deliveries: Iterable[Delivery], *, started: bool
@@ -343,31 +392,9 @@ class OccurrenceStore:
         """A one-shot schedule with nothing left pending is completed, or failed if its firing
         was dead-lettered. A replay that later delivers it turns failed into completed."""
         ids = list(schedule_ids)
-        if not ids:
-            return
-        o = occurrences.alias("o")
-        nothing_pending = ~sa.exists().where(
-            o.c.schedule_id == schedules.c.id, o.c.status == OccurrenceStatus.PENDING
-        )
-        dead_lettered = sa.exists().where(
-            o.c.schedule_id == schedules.c.id,
-            o.c.origin == Origin.SCHEDULE,
-            o.c.status == OccurrenceStatus.DEAD_LETTERED,
-        )
-        await conn.execute(
-            schedules.update()
-            .where(
-                schedules.c.id.in_(ids),
-                schedules.c.status.in_([ScheduleStatus.PENDING, ScheduleStatus.FAILED]),
-                nothing_pending,
-            )
-            .values(
-                status=sa.case(
-                    (dead_lettered, ScheduleStatus.FAILED), else_=ScheduleStatus.COMPLETED
-                ),
-                updated_at=now,
-            )
-        )
+        if ids:
+            statement = _settle_statements(conn.dialect.name).finish_one_shots
+            await conn.execute(statement, {"schedule_ids": ids, "now": now})
 
     # -- schedule lifecycle -----------------------------------------------------------
 

@@ -13,6 +13,7 @@ import os
 import random
 import socket
 import uuid
+from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager, suppress
 
@@ -55,12 +56,17 @@ class Dispatcher:
         )
         self.owner = owner or replica_name()
         self._stopping = asyncio.Event()
-        self._slot_freed = asyncio.Event()
+        self._room = asyncio.Event()
         self._settle_ready = asyncio.Event()
         self._settle_lock = asyncio.Lock()
         self._inflight: dict[asyncio.Task[None], Delivery] = {}
+        # Claimed but not started: the next claim overlaps the deliveries in flight.
+        self._queued: deque[Delivery] = deque()
         self._to_settle: list[Settlement] = []
         self._task: asyncio.Task[None] | None = None
+        # At most `concurrency` in flight plus one batch queued behind them.
+        self._capacity = settings.concurrency + settings.batch_size
+        self._refill_at = max(1, settings.batch_size // 2)
         self.cycles = 0
         self.errors = 0
 
@@ -137,13 +143,15 @@ class Dispatcher:
         consecutive_errors = 0
         try:
             while not self._stopping.is_set():
-                free = self._settings.concurrency - len(self._inflight)
-                if free <= 0:
-                    await self._wait_for_slot()
+                room = self._capacity - len(self._inflight) - len(self._queued)
+                if room < self._refill_at:
+                    # Full: let part of the window drain and claim it in one statement,
+                    # rather than one claim round trip per freed slot.
+                    await self._wait_for_room()
                     continue
                 self.cycles += 1
                 try:
-                    deliveries = await self.claim(min(self._settings.batch_size, free))
+                    deliveries = await self.claim(min(self._settings.batch_size, room))
                 except Exception:
                     self.errors += 1
                     consecutive_errors += 1
@@ -155,11 +163,8 @@ class Dispatcher:
                     await self._pause(delay)
                     continue
                 consecutive_errors = 0
-                if self._stopping.is_set():
-                    await self._release_quietly(deliveries, started=False)
-                    break
-                for delivery in deliveries:
-                    self._start(delivery)
+                self._queued.extend(deliveries)
+                self._start_queued()
                 await self._pause(
                     self._settings.min_cycle_delay if deliveries else self._settings.poll_interval
                 )
@@ -169,14 +174,21 @@ class Dispatcher:
             with suppress(asyncio.CancelledError):
                 await settler
 
-    def _start(self, delivery: Delivery) -> None:
-        task = asyncio.create_task(self._deliver(delivery))
-        self._inflight[task] = delivery
-        task.add_done_callback(self._finished)
+    def _start_queued(self) -> None:
+        """Start queued deliveries while the in-flight window has room."""
+        while self._queued and len(self._inflight) < self._settings.concurrency:
+            if self._stopping.is_set():
+                return
+            delivery = self._queued.popleft()
+            task = asyncio.create_task(self._deliver(delivery))
+            self._inflight[task] = delivery
+            task.add_done_callback(self._finished)
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         self._inflight.pop(task, None)
-        self._slot_freed.set()
+        self._start_queued()
+        if self._capacity - len(self._inflight) - len(self._queued) >= self._refill_at:
+            self._room.set()
 
     async def _deliver(self, delivery: Delivery) -> None:
         settlement = await self.attempt(delivery)
@@ -184,20 +196,22 @@ class Dispatcher:
         self._to_settle.append(settlement)
         self._settle_ready.set()
 
-    async def _wait_for_slot(self) -> None:
-        self._slot_freed.clear()
+    async def _wait_for_room(self) -> None:
+        self._room.clear()
         stop = asyncio.ensure_future(self._stopping.wait())
-        slot = asyncio.ensure_future(self._slot_freed.wait())
+        room = asyncio.ensure_future(self._room.wait())
         try:
-            await asyncio.wait({stop, slot}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({stop, room}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             stop.cancel()
-            slot.cancel()
+            room.cancel()
 
     async def _settle_continuously(self) -> None:
         failures = 0
         while True:
             await self._settle_ready.wait()
+            # A short gather window turns a stream of finishing deliveries into few statements.
+            await asyncio.sleep(self._settings.min_cycle_delay)
             self._settle_ready.clear()
             if await self._flush():
                 failures = 0
@@ -229,8 +243,11 @@ class Dispatcher:
             log.exception("releasing %d occurrences failed", len(deliveries))
 
     async def _drain(self) -> None:
-        """Graceful stop: in-flight deliveries get the dispatch timeout to finish, then the
+        """Graceful stop: what was claimed but not started is handed back at once (its attempt
+        not counted); in-flight deliveries get the dispatch timeout to finish, then the
         stragglers are cancelled and handed back; every finished attempt is settled."""
+        queued, self._queued = list(self._queued), deque()
+        await self._release_quietly(queued, started=False)
         if self._inflight:
             await asyncio.wait(set(self._inflight), timeout=self._settings.dispatch_timeout)
         stragglers = list(self._inflight.items())

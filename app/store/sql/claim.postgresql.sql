@@ -1,6 +1,7 @@
 -- Lease up to :limit due occurrences, oldest available first, skipping rows another
--- replica holds; one statement so that select, attempt count and lease are atomic.
--- Times come from the database clock.
+-- replica holds, and return each with its schedule's definition. One statement: the
+-- select, the attempt count, the lease and the schedules' fire counters are atomic,
+-- and the claim costs a single round trip. Times come from the database clock.
 WITH due AS (
     SELECT o.occurrence_id
     FROM occurrences AS o
@@ -12,13 +13,30 @@ WITH due AS (
     ORDER BY o.available_at
     LIMIT :limit
     FOR UPDATE OF o SKIP LOCKED
+),
+claimed AS (
+    UPDATE occurrences AS o
+    SET attempts = o.attempts + 1,
+        available_at = now() + make_interval(secs => :lease),
+        lease_token = :token,
+        lease_owner = :owner,
+        updated_at = now()
+    FROM due
+    WHERE o.occurrence_id = due.occurrence_id
+    RETURNING o.occurrence_id, o.schedule_id, o.fire_at, o.attempts, o.origin
+),
+first_fires AS (
+    UPDATE schedules AS s
+    SET fire_count = s.fire_count + f.fired, last_fired_at = now()
+    FROM (
+        SELECT schedule_id, count(*) AS fired FROM claimed WHERE attempts = 1
+        GROUP BY schedule_id
+    ) AS f
+    WHERE s.id = f.schedule_id
 )
-UPDATE occurrences AS o
-SET attempts = o.attempts + 1,
-    available_at = now() + make_interval(secs => :lease),
-    lease_token = :token,
-    lease_owner = :owner,
-    updated_at = now()
-FROM due
-WHERE o.occurrence_id = due.occurrence_id
-RETURNING o.occurrence_id, o.schedule_id, o.fire_at, o.attempts, o.origin, now() AS claimed_at
+SELECT c.occurrence_id, c.schedule_id, c.fire_at, c.attempts, c.origin,
+       now() AS claimed_at,
+       s.event_type, s.max_attempts,
+       s.payload::text AS body, s.target::text AS target, s.trigger::text AS trigger
+FROM claimed AS c
+JOIN schedules AS s ON s.id = c.schedule_id

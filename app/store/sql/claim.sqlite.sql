@@ -1,6 +1,8 @@
--- Lease up to :limit due occurrences, oldest available first. SQLite has a single
--- writer (BEGIN IMMEDIATE), so the sub-select and the update cannot interleave with
--- another claim; :now is the database host's clock, which is this process's clock.
+-- Lease up to :limit due occurrences, oldest available first, and return each with its
+-- schedule's definition. SQLite has a single writer (BEGIN IMMEDIATE), so the sub-select
+-- and the update cannot interleave with another claim; the time parameter is the database
+-- host's clock, which is this process's clock. SQLite has no data-modifying CTE, so the
+-- schedules' fire counters are bumped by count_first_fires in the same transaction.
 UPDATE occurrences
 SET attempts = attempts + 1,
     available_at = :lease_until,
@@ -18,4 +20,10 @@ WHERE occurrence_id IN (
     ORDER BY o.available_at
     LIMIT :limit
 )
-RETURNING occurrence_id, schedule_id, fire_at, attempts, origin, :now AS claimed_at
+RETURNING occurrence_id, schedule_id, fire_at, attempts, origin,
+    :now AS claimed_at,
+    (SELECT s.event_type FROM schedules AS s WHERE s.id = schedule_id) AS event_type,
+    (SELECT s.max_attempts FROM schedules AS s WHERE s.id = schedule_id) AS max_attempts,
+    (SELECT s.payload FROM schedules AS s WHERE s.id = schedule_id) AS body,
+    (SELECT s.target FROM schedules AS s WHERE s.id = schedule_id) AS target,
+    (SELECT s.trigger FROM schedules AS s WHERE s.id = schedule_id) AS trigger
