@@ -92,6 +92,14 @@ def upgrade() -> None:
         ),
         sa.PrimaryKeyConstraint("occurrence_id", name=op.f("occurrences_pkey")),
     )
+    # The claim skips paused schedules through this tiny index, not a scan of schedules.
+    op.create_index(
+        "ix_schedules_paused",
+        "schedules",
+        ["id"],
+        postgresql_where=sa.text("status = 'paused'"),
+        sqlite_where=sa.text("status = 'paused'"),
+    )
     # The claim scans only pending rows, so its cost does not grow with history.
     op.create_index(
         "ix_occurrences_claim",

@@ -20,7 +20,8 @@ def uuid7(now: datetime, random_bits: int) -> uuid.UUID:
 
 def format_instant(instant: datetime) -> str:
     """RFC 3339 in UTC with microseconds, the canonical text of a fire instant."""
-    return instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # Same text as strftime("%Y-%m-%dT%H:%M:%S.%fZ"), at a fraction of the cost.
+    return instant.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def occurrence_id(schedule_id: uuid.UUID, fire_at: datetime) -> uuid.UUID:

@@ -18,6 +18,7 @@ from app.domain.target import WebhookTarget
 from app.sinks.signing import WebhookSigner
 
 RETRYABLE_STATUSES = frozenset({408, 429})
+_UNBOUNDED = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=None, sock_read=None)
 BODY_EXCERPT = 256
 
 
@@ -61,7 +62,11 @@ class WebhookSink:
             limit=self._concurrency, limit_per_host=0, ttl_dns_cache=60
         )
         self._session = aiohttp.ClientSession(
-            connector=connector, auto_decompress=False, trust_env=False, raise_for_status=False
+            connector=connector,
+            auto_decompress=False,
+            trust_env=False,
+            raise_for_status=False,
+            timeout=_UNBOUNDED,
         )
 
     async def close(self) -> None:
@@ -97,6 +102,9 @@ class WebhookSink:
         assert isinstance(target, WebhookTarget)
         assert self._session is not None, "WebhookSink.open() was not called"
         limit = min(self._max_timeout, target.timeout_seconds)
+        # The dispatcher bounds every delivery by the dispatch timeout already; a timer of
+        # our own is only needed when the target asks for less.
+        timeout = _UNBOUNDED if limit >= self._max_timeout else aiohttp.ClientTimeout(total=limit)
         try:
             async with self._session.request(
                 target.method,
@@ -104,7 +112,7 @@ class WebhookSink:
                 data=delivery.body,
                 headers=self.headers(delivery, target),
                 allow_redirects=False,
-                timeout=aiohttp.ClientTimeout(total=limit),
+                timeout=timeout,
             ) as response:
                 excerpt = ""
                 if not 200 <= response.status < 300:
