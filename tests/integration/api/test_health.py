@@ -1,0 +1,57 @@
+"""Liveness and readiness as a load balancer sees them."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from asgi_lifespan import LifespanManager
+from sqlalchemy.engine import make_url
+
+from app.main import create_app
+from tests.conftest import make_settings
+from tests.integration.conftest import Harness
+from tests.tcp_proxy import TcpProxy
+
+
+async def test_healthz_answers_while_the_process_is_up(harness: Harness) -> None:
+    response = await harness.client.get("/healthz")
+
+    assert response.status_code == 200
+    assert response.json()["status"] == "ok"
+
+
+async def test_readyz_reports_a_reachable_migrated_database(harness: Harness) -> None:
+    response = await harness.client.get("/readyz")
+
+    assert response.status_code == 200
+    assert response.json()["checks"] == {"database": "ok"}
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+async def test_readyz_is_503_while_the_database_is_unreachable_and_200_after(
+    database_url: str,
+) -> None:
+    url = make_url(database_url)
+    proxy = TcpProxy(url.host or "127.0.0.1", url.port or 5432)
+    await proxy.start()
+    proxied = url.set(port=proxy.port).render_as_string(hide_password=False)
+    app = create_app(make_settings(proxied, worker_enabled=True))
+    try:
+        async with LifespanManager(app) as manager:
+            transport = httpx.ASGITransport(app=manager.app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://c") as client:
+                ready = await client.get("/readyz")
+                assert ready.status_code == 200
+                assert ready.json()["checks"] == {"database": "ok", "worker": "ok"}
+
+                await proxy.cut()
+                down = await client.get("/readyz")
+                assert down.status_code == 503
+                assert down.json()["checks"]["database"].startswith("unreachable")
+                assert "127.0.0.1" not in down.text
+
+                await proxy.restore()
+                assert (await client.get("/readyz")).status_code == 200
+    finally:
+        await proxy.close()
