@@ -16,12 +16,18 @@ from app.store.database import Database
 # Any constant works; it only has to be the same in every replica.
 _MIGRATION_LOCK = 0x43_48_52_4F_4E_51  # "CHRONQ"
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+def _root() -> Path:
+    """Where alembic.ini and alembic/ live: the source checkout when running from one
+    (editable installs, tests), else the working directory (an installed package, as in
+    the container image, which copies them there)."""
+    checkout = Path(__file__).resolve().parent.parent.parent
+    return checkout if (checkout / "alembic.ini").is_file() else Path.cwd()
 
 
 def alembic_config() -> Config:
-    config = Config(str(ROOT / "alembic.ini"))
-    config.set_main_option("script_location", str(ROOT / "alembic"))
+    root = _root()
+    config = Config(str(root / "alembic.ini"))
+    config.set_main_option("script_location", str(root / "alembic"))
     return config
 
 

@@ -1,0 +1,22 @@
+# syntax=docker/dockerfile:1
+FROM python:3.11-slim AS build
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY app ./app
+RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+
+FROM python:3.11-slim
+RUN useradd --create-home --uid 10001 chronoq
+WORKDIR /srv/chronoq
+COPY --from=build /wheels /wheels
+RUN pip install --no-cache-dir /wheels/* && rm -rf /wheels
+# Migrations are read from the working directory (alembic.ini, alembic/).
+COPY alembic.ini ./
+COPY alembic ./alembic
+USER chronoq
+ENV PYTHONUNBUFFERED=1
+EXPOSE 8000
+HEALTHCHECK --interval=10s --timeout=3s --retries=3 \
+  CMD ["python", "-c", "import urllib.request,sys; sys.exit(urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=2).status != 200)"]
+# Exec form, so SIGTERM reaches uvicorn and the delivery loop stops gracefully.
+CMD ["uvicorn", "app.main:app", "--host", "0.0.0.0", "--port", "8000"]
