@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import random
-import uuid
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -21,27 +19,14 @@ from app.domain.occurrence import (
     settle,
 )
 from app.domain.retry import RetryPolicy
-from app.domain.target import WebhookTarget
+from tests import factories
 
 POLICY = RetryPolicy(base_delay=1.0, max_delay=300.0, jitter=True)
 STEADY = RetryPolicy(base_delay=1.0, max_delay=300.0, jitter=False)
 
 
 def make_delivery(**overrides: Any) -> Delivery:
-    values: dict[str, Any] = {
-        "occurrence_id": uuid.UUID("6f1d2c3b-4a59-5e8f-9d0c-1b2a3c4d5e6f"),
-        "schedule_id": uuid.UUID("01900000-0000-7000-8000-000000000001"),
-        "fire_at": datetime(2024, 3, 5, 10, 30, tzinfo=UTC),
-        "attempt": 1,
-        "max_attempts": 5,
-        "lease_token": uuid.UUID("01900000-0000-7000-8000-00000000000a"),
-        "event_type": "invoice.due",
-        "body": b'{"invoice": 42}',
-        "target": WebhookTarget(type="webhook", url="http://127.0.0.1:9/hook"),
-        "one_shot": False,
-    }
-    values.update(overrides)
-    return Delivery(**values)
+    return factories.make_delivery(**{"one_shot": False, **overrides})
 
 
 def test_a_delivered_outcome_settles_as_delivered() -> None:

@@ -20,6 +20,7 @@ from app.domain.occurrence import Delivery
 from app.domain.target import WebhookTarget
 from app.sinks.signing import WebhookSigner
 from app.sinks.webhook import WebhookSink
+from tests import factories
 
 BODY = b'{"invoice": 42, "customer": "Z\xc3\xbcrich"}'
 MESSAGE_ID = "6f1d2c3b-4a59-5e8f-9d0c-1b2a3c4d5e6f"
@@ -113,20 +114,12 @@ def test_any_json_payload_signs_verifiably(value: object) -> None:
 
 
 def make_delivery(**overrides: Any) -> Delivery:
-    values: dict[str, Any] = {
+    defaults: dict[str, Any] = {
         "occurrence_id": uuid.UUID(MESSAGE_ID),
-        "schedule_id": uuid.UUID("01900000-0000-7000-8000-000000000001"),
-        "fire_at": datetime(2024, 3, 5, 10, 30, tzinfo=UTC),
-        "attempt": 1,
-        "max_attempts": 5,
-        "lease_token": uuid.UUID("01900000-0000-7000-8000-00000000000a"),
-        "event_type": "invoice.due",
         "body": BODY,
-        "target": WebhookTarget(type="webhook", url="http://127.0.0.1:9/hook"),
         "one_shot": False,
     }
-    values.update(overrides)
-    return Delivery(**values)
+    return factories.make_delivery(**{**defaults, **overrides})
 
 
 def sink_headers(secret: str | None, delivery: Delivery) -> dict[str, str]:

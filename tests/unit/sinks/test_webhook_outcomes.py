@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from typing import Any
@@ -14,6 +13,7 @@ from hypothesis import strategies as st
 from app.domain.occurrence import Delivered, Delivery, Permanent, Retryable
 from app.domain.target import WebhookTarget
 from app.sinks.webhook import WebhookSink, outcome_for_status, parse_retry_after
+from tests import factories
 
 NOW = datetime(2024, 3, 5, 10, 30, tzinfo=UTC)
 
@@ -127,22 +127,11 @@ def test_any_delta_seconds_retry_after_is_read_exactly(seconds: int) -> None:
 
 
 def make_delivery(**overrides: Any) -> Delivery:
-    values: dict[str, Any] = {
-        "occurrence_id": uuid.UUID("6f1d2c3b-4a59-5e8f-9d0c-1b2a3c4d5e6f"),
-        "schedule_id": uuid.UUID("01900000-0000-7000-8000-000000000001"),
-        "fire_at": datetime(2024, 3, 5, 10, 30, tzinfo=UTC),
-        "attempt": 3,
-        "max_attempts": 5,
-        "lease_token": uuid.UUID("01900000-0000-7000-8000-00000000000a"),
-        "event_type": "invoice.due",
-        "body": b'{"invoice": 42}',
-        "target": WebhookTarget(
-            type="webhook", url="http://127.0.0.1:9/hook", headers={"Authorization": "Bearer t"}
-        ),
-        "one_shot": False,
-    }
-    values.update(overrides)
-    return Delivery(**values)
+    target = WebhookTarget(
+        type="webhook", url="http://127.0.0.1:9/hook", headers={"Authorization": "Bearer t"}
+    )
+    defaults: dict[str, Any] = {"attempt": 3, "target": target, "one_shot": False}
+    return factories.make_delivery(**{**defaults, **overrides})
 
 
 def test_every_delivery_carries_the_contract_headers() -> None:
