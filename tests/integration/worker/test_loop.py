@@ -126,3 +126,27 @@ async def test_the_running_loop_delivers_a_concurrent_stream_exactly_once(
 async def _all_completed(harness: Harness, count: int) -> bool:
     page = await harness.get("/v1/schedules?status=completed&limit=500")
     return len(page["items"]) == count
+
+
+async def test_stopping_hands_back_claimed_but_unstarted_occurrences_at_once(
+    harness: Harness,
+) -> None:
+    harness.receiver.always("/hook", Reply(delay=0.3))
+    settings = harness.settings.model_copy(update={"concurrency": 1, "batch_size": 10})
+    sink = WebhookSink(concurrency=1, max_timeout=settings.dispatch_timeout)
+    await sink.open()
+    dispatcher = Dispatcher(harness.database, Sinks({"webhook": sink}), settings)
+    try:
+        async with dispatcher.started():
+            ids = await _batch(harness, 6)
+            await _wait_until(lambda: _true(not _idle(dispatcher)))
+    finally:
+        await sink.close()
+
+    # One was in flight and finished; the rest come back due now, their attempt uncounted,
+    # without waiting for the 5 s lease.
+    harness.receiver.always("/hook", Reply())
+    assert len(harness.receiver.requests) == 1
+    assert await harness.step() == 5
+    assert {r.occurrence_id for r in harness.receiver.requests} == set(ids)
+    assert {r.headers["X-Attempt"] for r in harness.receiver.requests} == {"1"}
