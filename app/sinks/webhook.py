@@ -20,6 +20,8 @@ from app.sinks.signing import WebhookSigner
 RETRYABLE_STATUSES = frozenset({408, 429})
 _UNBOUNDED = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=None, sock_read=None)
 BODY_EXCERPT = 256
+MAX_DRAINED_BODY = 65536
+DELIVERED = Delivered()
 
 
 def parse_retry_after(value: str | None, now: datetime) -> float | None:
@@ -41,7 +43,7 @@ def parse_retry_after(value: str | None, now: datetime) -> float | None:
 def outcome_for_status(status: int, retry_after: str | None, excerpt: str) -> Outcome:
     """2xx delivered; 408, 429 and 5xx retried; anything else (3xx included) permanent."""
     if 200 <= status < 300:
-        return Delivered()
+        return DELIVERED
     error = f"HTTP {status}" + (f": {excerpt}" if excerpt else "")
     if status in RETRYABLE_STATUSES or status >= 500:
         return Retryable(error, parse_retry_after(retry_after, datetime.now(UTC)))
@@ -114,15 +116,17 @@ class WebhookSink:
                 allow_redirects=False,
                 timeout=timeout,
             ) as response:
-                excerpt = ""
-                if not 200 <= response.status < 300:
-                    raw = await response.content.read(BODY_EXCERPT)
-                    excerpt = raw.decode("utf-8", "replace").strip()
-                else:
-                    await response.read()
-                return outcome_for_status(
-                    response.status, response.headers.get("Retry-After"), excerpt
-                )
+                status = response.status
+                if 200 <= status < 300:
+                    length = response.content_length
+                    if length is not None and length > MAX_DRAINED_BODY:
+                        response.close()  # not worth reading to keep the connection
+                    else:
+                        await response.read()
+                    return DELIVERED
+                raw = await response.content.read(BODY_EXCERPT)
+                excerpt = raw.decode("utf-8", "replace").strip()
+                return outcome_for_status(status, response.headers.get("Retry-After"), excerpt)
         except TimeoutError:
             return Retryable(f"timed out after {limit:g}s")
         except aiohttp.ClientConnectorError as exc:
