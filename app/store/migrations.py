@@ -16,6 +16,7 @@ from app.store.database import Database
 # Any constant works; it only has to be the same in every replica.
 _MIGRATION_LOCK = 0x43_48_52_4F_4E_51  # "CHRONQ"
 
+
 def _root() -> Path:
     """Where alembic.ini and alembic/ live: the source checkout when running from one
     (editable installs, tests), else the working directory (an installed package, as in
