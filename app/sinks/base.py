@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from app.domain.occurrence import Delivery, Outcome, Permanent
+from app.domain.occurrence import Delivery, Outcome, Retryable
 
 
 class Sink(Protocol):
@@ -22,5 +22,7 @@ class Sinks:
     async def deliver(self, delivery: Delivery) -> Outcome:
         sink = self._by_type.get(delivery.target.type)
         if sink is None:
-            return Permanent(f"no sink configured for target type {delivery.target.type!r}")
+            # A replica without this sink (say, one without AMQP_URL) leaves the occurrence
+            # to a replica that has it, rather than dead-lettering it.
+            return Retryable(f"this replica cannot deliver {delivery.target.type} targets")
         return await sink.deliver(delivery)
