@@ -65,7 +65,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             _tune_garbage_collector()
             dispatcher = None
             if config.worker_enabled:
-                dispatcher = Dispatcher(database, Sinks({"webhook": webhook}), config)
+                # The loop's own pool: its claims and settles never queue behind API requests
+                # for a connection, and skip the per-checkout ping.
+                worker_database = Database(config.database_url, pool_size=4, pre_ping=False)
+                stack.push_async_callback(worker_database.close)
+                dispatcher = Dispatcher(worker_database, Sinks({"webhook": webhook}), config)
                 await stack.enter_async_context(dispatcher.started())
             yield State(
                 settings=config,

@@ -64,9 +64,10 @@ class Dispatcher:
         self._queued: deque[Delivery] = deque()
         self._to_settle: list[Settlement] = []
         self._task: asyncio.Task[None] | None = None
-        # At most `concurrency` in flight plus one batch queued behind them.
-        self._capacity = settings.concurrency + settings.batch_size
-        self._refill_at = max(1, settings.batch_size // 2)
+        # At most `concurrency` in flight plus two batches queued behind them, claimed a
+        # full batch at a time: the next claim is on its way before the queue runs dry.
+        self._capacity = settings.concurrency + 2 * settings.batch_size
+        self._refill_at = settings.batch_size
         self.cycles = 0
         self.errors = 0
 
