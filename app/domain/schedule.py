@@ -36,9 +36,14 @@ def check_resume(status: ScheduleStatus) -> None:
         raise ConflictError(f"a {status} schedule cannot be resumed")
 
 
-def check_patch(status: ScheduleStatus) -> None:
-    if status in TERMINAL:
-        raise ConflictError(f"a {status} schedule cannot be changed")
+def check_patch(status: ScheduleStatus, *, changes_trigger: bool) -> None:
+    """A cancelled schedule is closed. A completed or failed one can still be corrected
+    (target, payload, attempts, labels) so that a replay of its dead letter goes right, but it
+    gets no new trigger: it has fired."""
+    if status is ScheduleStatus.CANCELLED:
+        raise ConflictError("a cancelled schedule cannot be changed")
+    if changes_trigger and status in TERMINAL:
+        raise ConflictError(f"a {status} schedule has fired; it cannot get a new trigger")
 
 
 def check_trigger(status: ScheduleStatus) -> None:

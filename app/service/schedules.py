@@ -260,7 +260,7 @@ class ScheduleService:
 
         async def work(conn: Connection) -> Schedule:
             current = await self._locked(conn, schedule_id)
-            check_patch(current.status)
+            check_patch(current.status, changes_trigger=patch.trigger is not None)
             now = await transaction_now(conn)
             values: dict[str, object] = {
                 field: getattr(patch, field) for field in changes if field != "trigger"

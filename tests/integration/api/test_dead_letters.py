@@ -138,3 +138,21 @@ async def test_a_recurring_schedule_keeps_running_after_a_dead_letter(harness: H
     snapshot = await harness.get(f"/v1/schedules/{created['id']}")
     assert snapshot["status"] == "pending"
     assert snapshot["next_fire_at"] > created["next_fire_at"]
+
+
+async def test_a_failed_schedule_can_be_repointed_and_its_dead_letter_replayed(
+    harness: Harness,
+) -> None:
+    created = await _dead_letter(harness, path="/broken")
+    assert await harness.schedule_status(created["id"]) == "failed"
+
+    patched = await harness.client.patch(
+        f"/v1/schedules/{created['id']}", json={"target": harness.webhook("/fixed")}
+    )
+    assert patched.status_code == 200, patched.text
+    await harness.client.post(f"/v1/dead-letters/{created['next_occurrence_id']}/replay")
+    assert await harness.step() == 1
+
+    (request,) = harness.receiver.on("/fixed")
+    assert request.occurrence_id == created["next_occurrence_id"]
+    assert await harness.schedule_status(created["id"]) == "completed"

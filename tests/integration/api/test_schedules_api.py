@@ -527,16 +527,21 @@ async def _completed(harness: Harness) -> str:
     return str(created["id"])
 
 
-@pytest.mark.parametrize("make_terminal", [_cancelled, _completed], ids=["cancelled", "completed"])
+@pytest.mark.parametrize(
+    ("make_terminal", "patch"),
+    [
+        (_cancelled, {"payload": {"too": "late"}}),
+        (_completed, {"trigger": {"type": "immediate"}}),
+    ],
+    ids=["cancelled", "completed-new-trigger"],
+)
 async def test_patch_of_a_finished_schedule_is_a_conflict(
-    harness: Harness, make_terminal: Callable[[Harness], Any]
+    harness: Harness, make_terminal: Callable[[Harness], Any], patch: dict[str, Any]
 ) -> None:
     schedule_id = await make_terminal(harness)
     before = await harness.get(f"/v1/schedules/{schedule_id}")
 
-    response = await harness.client.patch(
-        f"/v1/schedules/{schedule_id}", json={"payload": {"too": "late"}}
-    )
+    response = await harness.client.patch(f"/v1/schedules/{schedule_id}", json=patch)
 
     assert response.status_code == 409, response.text
     assert response.headers["content-type"].startswith(PROBLEM)
