@@ -27,6 +27,7 @@ from app.store.occurrences import OccurrenceStore
 log = logging.getLogger(__name__)
 
 MAX_ERROR_BACKOFF = 5.0
+MAX_CLAIMS = 2
 
 
 def replica_name() -> str:
@@ -68,6 +69,10 @@ class Dispatcher:
         # full batch at a time: the next claim is on its way before the queue runs dry.
         self._capacity = settings.concurrency + 2 * settings.batch_size
         self._refill_at = settings.batch_size
+        self._claims: set[asyncio.Task[None]] = set()
+        self._claiming = 0  # rows asked for by claims still running
+        self._next_pause = settings.min_cycle_delay
+        self._consecutive_errors = 0
         self.cycles = 0
         self.errors = 0
 
@@ -140,40 +145,60 @@ class Dispatcher:
             await asyncio.wait_for(self._stopping.wait(), seconds)
 
     async def run(self) -> None:
+        """Claim, deliver and settle until stopped.
+
+        Claims run as tasks, up to MAX_CLAIMS at once: a claim's round trips wait behind the
+        delivery traffic on this event loop, so the next batch is requested before the last
+        one has arrived. `min_cycle_delay` (after a claim that found work) or `poll_interval`
+        (after an empty one; longer after a failed one) separates their starts.
+        """
         settler = asyncio.create_task(self._settle_continuously(), name="chronoq-settler")
-        consecutive_errors = 0
         try:
             while not self._stopping.is_set():
-                room = self._capacity - len(self._inflight) - len(self._queued)
-                if room < self._refill_at:
-                    # Full: let part of the window drain and claim it in one statement,
-                    # rather than one claim round trip per freed slot.
+                room = self._capacity - len(self._inflight) - len(self._queued) - self._claiming
+                if room < self._refill_at or len(self._claims) >= MAX_CLAIMS:
+                    # Full: let a batch's worth drain and claim it in one statement, rather
+                    # than one claim round trip per freed slot.
                     await self._wait_for_room()
                     continue
                 self.cycles += 1
-                try:
-                    deliveries = await self.claim(min(self._settings.batch_size, room))
-                except Exception:
-                    self.errors += 1
-                    consecutive_errors += 1
-                    delay = min(
-                        self._settings.poll_interval * 2 ** min(consecutive_errors, 10),
-                        max(MAX_ERROR_BACKOFF, self._settings.poll_interval),
-                    )
-                    log.exception("claim failed; retrying in %.2fs", delay)
-                    await self._pause(delay)
-                    continue
-                consecutive_errors = 0
-                self._queued.extend(deliveries)
-                self._start_queued()
-                await self._pause(
-                    self._settings.min_cycle_delay if deliveries else self._settings.poll_interval
-                )
+                limit = min(self._settings.batch_size, room)
+                self._claiming += limit
+                task = asyncio.create_task(self._claim_into_queue(limit))
+                self._claims.add(task)
+                task.add_done_callback(self._claims.discard)
+                await self._pause(self._next_pause)
         finally:
+            if self._claims:
+                await asyncio.wait(set(self._claims))
             await self._drain()
             settler.cancel()
             with suppress(asyncio.CancelledError):
                 await settler
+
+    async def _claim_into_queue(self, limit: int) -> None:
+        """One claim; its rows join the queue and start as slots allow. A failure is logged
+        and paces the next claim by an exponential backoff."""
+        try:
+            deliveries = await self.claim(limit)
+        except Exception:
+            self.errors += 1
+            self._consecutive_errors += 1
+            self._next_pause = min(
+                self._settings.poll_interval * 2 ** min(self._consecutive_errors, 10),
+                max(MAX_ERROR_BACKOFF, self._settings.poll_interval),
+            )
+            log.exception("claim failed; retrying in %.2fs", self._next_pause)
+            return
+        finally:
+            self._claiming -= limit
+            self._room.set()
+        self._consecutive_errors = 0
+        self._next_pause = (
+            self._settings.min_cycle_delay if deliveries else self._settings.poll_interval
+        )
+        self._queued.extend(deliveries)
+        self._start_queued()
 
     def _start_queued(self) -> None:
         """Start queued deliveries while the in-flight window has room."""
