@@ -15,8 +15,7 @@ from app.api.deps import State
 from app.service.dead_letters import DeadLetterService
 from app.service.schedules import ScheduleService
 from app.settings import Settings, load_settings
-from app.sinks.base import Sinks
-from app.sinks.webhook import WebhookSink
+from app.sinks import open_sinks
 from app.store.database import Database
 from app.store.migrations import upgrade_to_head
 from app.worker.dispatcher import Dispatcher
@@ -55,13 +54,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             stack.push_async_callback(database.close)
             if config.auto_migrate:
                 await upgrade_to_head(database)
-            webhook = WebhookSink(
-                concurrency=config.concurrency,
-                max_timeout=config.dispatch_timeout,
-                signing_secret=config.webhook_signing_secret,
-            )
-            await webhook.open()
-            stack.push_async_callback(webhook.close)
+            sinks = await stack.enter_async_context(open_sinks(config))
             _tune_garbage_collector()
             dispatcher = None
             if config.worker_enabled:
@@ -69,7 +62,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 # for a connection, and skip the per-checkout ping.
                 worker_database = Database(config.database_url, pool_size=4, pre_ping=False)
                 stack.push_async_callback(worker_database.close)
-                dispatcher = Dispatcher(worker_database, Sinks({"webhook": webhook}), config)
+                dispatcher = Dispatcher(worker_database, sinks, config)
                 await stack.enter_async_context(dispatcher.started())
             yield State(
                 settings=config,
@@ -77,6 +70,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 schedules=ScheduleService(database, config),
                 dead_letters=DeadLetterService(database),
                 dispatcher=dispatcher,
+                sinks=sinks,
             )
 
     app = FastAPI(

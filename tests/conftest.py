@@ -25,6 +25,7 @@ from app.store.migrations import upgrade_to_head
 from tests.receiver import Receiver
 
 REQUIRE_SERVICES = os.environ.get("CHRONOQ_REQUIRE_SERVICES") == "1"
+AMQP_URL = os.environ.get("CHRONOQ_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
 PG_ADMIN_URL = os.environ.get(
     "CHRONOQ_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
@@ -84,6 +85,22 @@ def postgres_url() -> Iterator[str]:
         yield database_url
     finally:
         _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def amqp_url() -> str:
+    """The local RabbitMQ; tests isolate themselves by queue and exchange names of their own."""
+    import aio_pika
+
+    async def ping() -> None:
+        connection = await aio_pika.connect(AMQP_URL, timeout=5)
+        await connection.close()
+
+    try:
+        run_sync(ping)
+    except Exception as exc:
+        service_missing("RabbitMQ", exc)
+    return AMQP_URL
 
 
 @pytest.fixture(scope="session")

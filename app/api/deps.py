@@ -9,6 +9,7 @@ from fastapi import Depends, Query, Request
 from app.service.dead_letters import DeadLetterService
 from app.service.schedules import ScheduleService
 from app.settings import Settings
+from app.sinks.base import Sinks
 from app.store.database import Database
 from app.worker.dispatcher import Dispatcher
 
@@ -19,6 +20,7 @@ class State(TypedDict):
     schedules: ScheduleService
     dead_letters: DeadLetterService
     dispatcher: Dispatcher | None
+    sinks: Sinks
 
 
 def _state(request: Request) -> State:

@@ -25,7 +25,8 @@ async def healthz() -> Health:
 
 @router.get("/readyz", responses={503: {"model": Health, "description": "Not ready"}})
 async def readyz(state: StateDep) -> JSONResponse:
-    """Ready to take traffic: database reachable and migrated, delivery loop alive."""
+    """Ready to take traffic: database reachable and migrated, the broker connected when
+    AMQP_URL is set, the delivery loop alive. The API keeps accepting schedules meanwhile."""
     checks: dict[str, str] = {}
     database = state["database"]
     try:
@@ -34,6 +35,9 @@ async def readyz(state: StateDep) -> JSONResponse:
         # The answer names the failure, never where the database lives; the log does.
         log.warning("readiness: database %s unreachable: %s", redact_url(database.url), exc)
         checks["database"] = f"unreachable: {type(exc).__name__}"
+    broker = state["sinks"].broker
+    if broker is not None:
+        checks["broker"] = "ok" if broker.connected else "unreachable"
     dispatcher = state["dispatcher"]
     if dispatcher is not None:
         checks["worker"] = "ok" if dispatcher.running else "stopped"

@@ -1,1 +1,37 @@
 """Outbound delivery to targets; no database access."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from app.settings import Settings
+from app.sinks.base import Sink, Sinks
+from app.sinks.rabbitmq import RabbitMQSink
+from app.sinks.webhook import WebhookSink
+
+
+@asynccontextmanager
+async def open_sinks(settings: Settings) -> AsyncIterator[Sinks]:
+    """The process's sinks: the webhook client always, RabbitMQ when AMQP_URL is set."""
+    webhook = WebhookSink(
+        concurrency=settings.concurrency,
+        max_timeout=settings.dispatch_timeout,
+        signing_secret=settings.webhook_signing_secret,
+    )
+    broker = (
+        RabbitMQSink(settings.amqp_url, concurrency=settings.concurrency)
+        if settings.amqp_url
+        else None
+    )
+    by_type: dict[str, Sink] = {"webhook": webhook}
+    await webhook.open()
+    try:
+        if broker is not None:
+            await broker.open()
+            by_type["rabbitmq"] = broker
+        yield Sinks(by_type, broker=broker)
+    finally:
+        if broker is not None:
+            await broker.close()
+        await webhook.close()

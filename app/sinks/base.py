@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from app.domain.occurrence import Delivery, Outcome, Retryable
+
+if TYPE_CHECKING:
+    from app.sinks.rabbitmq import RabbitMQSink
 
 
 class Sink(Protocol):
@@ -16,8 +19,9 @@ class Sink(Protocol):
 class Sinks:
     """One sink per target type, shared by every delivery of the process."""
 
-    def __init__(self, by_type: dict[str, Sink]) -> None:
+    def __init__(self, by_type: dict[str, Sink], *, broker: RabbitMQSink | None = None) -> None:
         self._by_type = by_type
+        self.broker = broker
 
     async def deliver(self, delivery: Delivery) -> Outcome:
         sink = self._by_type.get(delivery.target.type)

@@ -16,8 +16,8 @@ from asgi_lifespan import LifespanManager
 
 from app.main import create_app
 from app.settings import Settings
+from app.sinks import open_sinks
 from app.sinks.base import Sinks
-from app.sinks.webhook import WebhookSink
 from app.store.database import Database
 from app.worker.dispatcher import Dispatcher
 from tests.conftest import make_settings
@@ -31,6 +31,7 @@ class Harness:
     database: Database
     settings: Settings
     receiver: Receiver
+    sinks: Sinks
 
     def webhook(self, path: str = "/hook", **extra: Any) -> dict[str, Any]:
         return {"type": "webhook", "url": self.receiver.url(path), **extra}
@@ -80,22 +81,13 @@ async def running_harness(
     settings = make_settings(database_url, **overrides)
     app = create_app(settings)
     database = Database(settings.database_url)
-    sink = WebhookSink(
-        concurrency=settings.concurrency,
-        max_timeout=settings.dispatch_timeout,
-        signing_secret=settings.webhook_signing_secret,
-    )
-    await sink.open()
-    dispatcher = Dispatcher(
-        database, Sinks({"webhook": sink}), settings, rng=random.Random(7), owner="test"
-    )
     try:
-        async with LifespanManager(app) as manager:
+        async with open_sinks(settings) as sinks, LifespanManager(app) as manager:
+            dispatcher = Dispatcher(database, sinks, settings, rng=random.Random(7), owner="test")
             transport = httpx.ASGITransport(app=manager.app)
             async with httpx.AsyncClient(transport=transport, base_url="http://chronoq") as client:
-                yield Harness(client, dispatcher, database, settings, receiver)
+                yield Harness(client, dispatcher, database, settings, receiver, sinks)
     finally:
-        await sink.close()
         await database.close()
 
 

@@ -1,0 +1,158 @@
+"""The rabbitmq target against the real broker: what arrives, and how failures settle."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aio_pika
+import pytest
+
+from tests.integration.conftest import Harness
+
+pytestmark = pytest.mark.rabbitmq
+
+
+@pytest.fixture
+async def broker(amqp_url: str) -> AsyncIterator[aio_pika.abc.AbstractChannel]:
+    connection = await aio_pika.connect(amqp_url)
+    try:
+        yield await connection.channel()
+    finally:
+        await connection.close()
+
+
+@pytest.fixture
+async def queue(broker: aio_pika.abc.AbstractChannel) -> AsyncIterator[aio_pika.abc.AbstractQueue]:
+    declared = await broker.declare_queue(f"chronoq-test-{uuid.uuid4().hex[:12]}", durable=True)
+    try:
+        yield declared
+    finally:
+        await declared.delete(if_unused=False, if_empty=False)
+
+
+@pytest.fixture
+async def amqp_harness(make_harness, amqp_url: str) -> AsyncIterator[Harness]:  # type: ignore[no-untyped-def]
+    async with make_harness(amqp_url=amqp_url) as harness:
+        deadline = time.monotonic() + 15
+        while not (harness.sinks.broker and harness.sinks.broker.connected):
+            assert time.monotonic() < deadline, "the sink never connected to RabbitMQ"
+            await asyncio.sleep(0.05)
+        yield harness
+
+
+def rabbitmq(routing_key: str, exchange: str = "", **extra: Any) -> dict[str, Any]:
+    return {"type": "rabbitmq", "exchange": exchange, "routing_key": routing_key, **extra}
+
+
+async def _get(
+    queue: aio_pika.abc.AbstractQueue, timeout: float = 5.0
+) -> aio_pika.abc.AbstractIncomingMessage:
+    deadline = time.monotonic() + timeout
+    while True:
+        message = await queue.get(no_ack=True, fail=False)
+        if message is not None:
+            return message
+        assert time.monotonic() < deadline, "no message arrived"
+        await asyncio.sleep(0.05)
+
+
+async def test_an_occurrence_is_published_with_the_contract_properties_and_headers(
+    amqp_harness: Harness, queue: aio_pika.abc.AbstractQueue
+) -> None:
+    created = await amqp_harness.create(
+        event_type="invoice.due",
+        payload={"invoice": 7},
+        target=rabbitmq(queue.name, headers={"tenant": "acme", "priority": 3}),
+    )
+
+    assert await amqp_harness.step() == 1
+
+    message = await _get(queue)
+    assert message.body == b'{"invoice":7}'
+    assert message.message_id == created["next_occurrence_id"]
+    assert message.type == "invoice.due"
+    assert message.content_type == "application/json"
+    assert message.delivery_mode == aio_pika.DeliveryMode.PERSISTENT
+    assert message.timestamp is not None
+    headers = message.headers
+    assert headers["x-schedule-id"] == created["id"]
+    assert headers["x-scheduled-for"] == created["next_fire_at"]
+    assert headers["x-attempt"] == 1
+    assert headers["tenant"] == "acme"
+    assert headers["priority"] == 3
+    assert await amqp_harness.schedule_status(created["id"]) == "completed"
+
+
+async def test_an_unroutable_publish_is_a_failed_attempt_that_is_retried(
+    amqp_harness: Harness, broker: aio_pika.abc.AbstractChannel
+) -> None:
+    name = f"chronoq-test-late-{uuid.uuid4().hex[:12]}"
+    created = await amqp_harness.create(target=rabbitmq(name))
+
+    await amqp_harness.step()
+
+    (occurrence,) = await amqp_harness.occurrences(created["id"])
+    assert occurrence["status"] == "pending"
+    assert "NO_ROUTE" in occurrence["last_error"]
+
+    queue = await broker.declare_queue(name)
+    try:
+        await amqp_harness.step_until(lambda: _status(amqp_harness, created["id"], "completed"))
+        message = await _get(queue)
+        assert message.headers["x-attempt"] >= 2
+    finally:
+        await queue.delete(if_unused=False, if_empty=False)
+
+
+async def test_a_missing_exchange_fails_only_its_own_delivery(
+    amqp_harness: Harness, queue: aio_pika.abc.AbstractQueue
+) -> None:
+    missing = await amqp_harness.create(
+        target=rabbitmq("anything", exchange=f"chronoq-missing-{uuid.uuid4().hex[:8]}")
+    )
+    fine = [await amqp_harness.create(target=rabbitmq(queue.name)) for _ in range(3)]
+
+    assert await amqp_harness.step() == 4
+
+    (occurrence,) = await amqp_harness.occurrences(missing["id"])
+    assert occurrence["status"] == "pending"
+    assert "channel error" in occurrence["last_error"]
+    assert "NOT_FOUND" in occurrence["last_error"]
+    for schedule in fine:
+        assert await amqp_harness.schedule_status(schedule["id"]) == "completed"
+    received = {(await _get(queue)).message_id for _ in range(3)}
+    assert received == {s["next_occurrence_id"] for s in fine}
+
+
+async def test_readyz_reports_the_broker(amqp_harness: Harness) -> None:
+    response = await amqp_harness.client.get("/readyz")
+
+    assert response.status_code == 200
+    assert response.json()["checks"]["broker"] == "ok"
+
+
+async def test_a_broker_that_cannot_be_reached_is_a_retried_attempt_and_the_api_still_works(
+    make_harness,  # type: ignore[no-untyped-def]
+) -> None:
+    unreachable = "amqp://guest:secret@127.0.0.1:9/"
+    async with make_harness(amqp_url=unreachable) as harness:
+        created = await harness.create(target=rabbitmq("jobs"))
+
+        await harness.step()
+
+        (occurrence,) = await harness.occurrences(created["id"])
+        assert occurrence["status"] == "pending"
+        assert "unreachable" in occurrence["last_error"]
+        assert "secret" not in occurrence["last_error"]
+        ready = await harness.client.get("/readyz")
+        assert ready.status_code == 503
+        assert ready.json()["checks"]["broker"] == "unreachable"
+        assert "secret" not in ready.text
+
+
+async def _status(harness: Harness, schedule_id: str, status: str) -> bool:
+    return await harness.schedule_status(schedule_id) == status
