@@ -14,3 +14,5 @@ def configure(level: str = "INFO") -> None:
         root.addHandler(handler)
     root.setLevel(level)
     logging.getLogger("aiormq").setLevel(max(logging.WARNING, root.level))
+    # Each failed reconnect is an ERROR there; the RabbitMQ sink logs one warning instead.
+    logging.getLogger("aiormq.connection").setLevel(logging.CRITICAL)

@@ -25,7 +25,7 @@ from app.sinks.webhook import DELIVERED
 log = logging.getLogger(__name__)
 
 RECONNECT_MIN = 0.5
-RECONNECT_MAX = 10.0
+RECONNECT_MAX = 5.0
 
 
 def broker_host(url: str) -> str:
