@@ -1,4 +1,4 @@
-"""The `chronoq` command: serve, migrate, openapi, and a receiver for trying it out."""
+"""The `chronoq` command: serve, migrate, openapi, broker tools, and a receiver to try it."""
 
 from __future__ import annotations
 
@@ -87,6 +87,74 @@ def _receiver(args: argparse.Namespace) -> int:
     return 0
 
 
+class UsageError(Exception):
+    """The command line itself is wrong (exit 2)."""
+
+
+def _amqp_url(args: argparse.Namespace) -> str:
+    from app import logs
+
+    logs.configure("WARNING")  # the client library's reconnect noise stays out of the output
+    url: str | None = args.url or os.environ.get("AMQP_URL")
+    if not url:
+        raise UsageError("no broker: set AMQP_URL or pass --url")
+    if not url.startswith(("amqp://", "amqps://")):
+        raise UsageError("the broker URL must start with amqp:// or amqps://")
+    return url
+
+
+def _bus_declare(args: argparse.Namespace) -> int:
+    from app.sinks.topology import TopologyError, declare, describe_broker, load_topology
+
+    url = _amqp_url(args)
+    try:
+        text = Path(args.topology).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read {args.topology}: {exc.strerror}") from None
+    try:
+        topology = load_topology(text)
+    except TopologyError as exc:
+        raise UsageError(f"{args.topology}: {exc}") from None
+    try:
+        done = asyncio.run(declare(url, topology))
+    except Exception as exc:
+        print(f"chronoq: {describe_broker(url)}: {_brief(exc)}", file=sys.stderr)
+        return 1
+    print(
+        f"declared {done.exchanges} exchange(s), {done.queues} queue(s), "
+        f"{done.bindings} binding(s) on {describe_broker(url)}"
+    )
+    return 0
+
+
+def _bus_peek(args: argparse.Namespace) -> int:
+    from app.sinks.topology import describe_broker, peek
+
+    url = _amqp_url(args)
+    if args.count < 1:
+        raise UsageError("--count must be at least 1")
+    try:
+        messages = asyncio.run(peek(url, args.queue, args.count, raw=args.raw))
+    except Exception as exc:
+        print(f"chronoq: {describe_broker(url)}: {_brief(exc)}", file=sys.stderr)
+        return 1
+    if args.format == "json":
+        print(json.dumps([m.__dict__ for m in messages], indent=2, default=str))
+        return 0
+    print(f"{len(messages)} message(s) in {args.queue}, left in place")
+    for m in messages:
+        more = f" (first {len(m.body.encode())} of {m.size} bytes)" if m.truncated else ""
+        print(f"- id={m.message_id} type={m.type} routing_key={m.routing_key} size={m.size}")
+        print(f"  headers={json.dumps(m.headers, default=str)}")
+        print(f"  body{more}: {m.body}")
+    return 0
+
+
+def _brief(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="chronoq", description="Durable message scheduler.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -108,6 +176,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     receiver.set_defaults(run=_receiver)
 
+    bus = commands.add_parser("bus", help="RabbitMQ operator tools")
+    bus_commands = bus.add_subparsers(dest="bus_command", required=True)
+    declare = bus_commands.add_parser("declare", help="declare exchanges, queues and bindings")
+    declare.add_argument("--topology", required=True, metavar="FILE", help="TOML topology file")
+    declare.add_argument("--url", help="broker URL (default: AMQP_URL)")
+    declare.set_defaults(run=_bus_declare)
+    peek = bus_commands.add_parser("peek", help="show messages of a queue and leave them there")
+    peek.add_argument("--queue", required=True)
+    peek.add_argument("--count", type=int, default=10)
+    peek.add_argument("--raw", action="store_true", help="whole bodies, not a 1 KiB preview")
+    peek.add_argument("--format", choices=["text", "json"], default="text")
+    peek.add_argument("--url", help="broker URL (default: AMQP_URL)")
+    peek.set_defaults(run=_bus_peek)
+
     openapi = commands.add_parser("openapi", help="write the OpenAPI document")
     openapi.add_argument("--output", default="openapi/openapi.json")
     openapi.set_defaults(run=_openapi)
@@ -118,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         code: int = args.run(args)
-    except SettingsError as exc:
+    except (SettingsError, UsageError) as exc:
         print(f"chronoq: {exc}", file=sys.stderr)
         return 2
     return code
