@@ -40,9 +40,10 @@ check: lint test
 openapi: $(VENV)/.dev
 	$(BIN)/chronoq openapi --output openapi/openapi.json
 
-## bench: W1 and W2 on SQLite and PostgreSQL (see docs/benchmarks.md)
+## bench: W1 and W2 on SQLite and PostgreSQL, W1 with RabbitMQ (see docs/benchmarks*.md)
 bench: $(VENV)/.dev
 	$(BIN)/python bench/run.py
+	$(BIN)/python bench/rabbitmq.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

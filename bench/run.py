@@ -320,7 +320,7 @@ class Service:
             return ""
 
 
-def service_env(database_url: str) -> dict[str, str]:
+def service_env(database_url: str, extra: dict[str, str] | None = None) -> dict[str, str]:
     """The caller's environment minus every Chronoq setting: defaults except DATABASE_URL."""
     env = {
         key: value
@@ -329,18 +329,24 @@ def service_env(database_url: str) -> dict[str, str]:
     }
     env["DATABASE_URL"] = database_url
     env["NO_PROXY"] = "127.0.0.1,localhost"
+    env.update(extra or {})
     return env
 
 
 async def start_service(
-    procs: Processes, http: aiohttp.ClientSession, database_url: str, log_dir: Path, tag: str
+    procs: Processes,
+    http: aiohttp.ClientSession,
+    database_url: str,
+    log_dir: Path,
+    tag: str,
+    extra_env: dict[str, str] | None = None,
 ) -> Service:
     port = free_port()
     log_path = log_dir / f"service-{tag}.log"
     with log_path.open("wb") as sink:
         proc = procs.spawn(
             [*chronoq_command(), "serve", "--host", "127.0.0.1", "--port", str(port)],
-            env=service_env(database_url),
+            env=service_env(database_url, extra_env),
             stdout=sink,
             stderr=subprocess.STDOUT,
         )
@@ -773,7 +779,8 @@ def write_docs(
         ]
     out += [
         "Where the time goes, what was changed for speed and what was measured before: "
-        "`docs/performance.md` (kept by hand).",
+        "`docs/performance.md` (kept by hand). W1 with the RabbitMQ target: "
+        "`docs/benchmarks-rabbitmq.md` (`bench/rabbitmq.py`).",
         "",
     ]
     out += [

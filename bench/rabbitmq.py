@@ -1,0 +1,234 @@
+"""W1 with the RabbitMQ target, beside the ceiling of confirmed publishes with aio-pika alone.
+
+    .venv/bin/python bench/rabbitmq.py [--runs 3] [--count 10000]
+
+Each run: a fresh PostgreSQL database and service (default settings plus AMQP_URL), a
+durable queue of its own, 10,000 one-shot schedules due at one instant T publishing to it
+through the default exchange, and a consumer in this process recording each message's
+arrival. Deliveries/s = distinct occurrences received / (last first arrival - T). The
+ceiling, measured in the same run: aio-pika alone publishing as many persistent messages
+to a durable queue, 64 publishes in flight (the service's default concurrency), each
+awaiting its publisher confirm. Results: docs/benchmarks-rabbitmq.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import aio_pika
+import aiohttp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from run import (
+    ROOT,
+    Databases,
+    Processes,
+    fmt,
+    log,
+    median,
+    parse_instant,
+    percentile,
+    rfc3339,
+    start_service,
+)
+
+DOCS = ROOT / "docs" / "benchmarks-rabbitmq.md"
+CONCURRENCY = 64
+
+
+async def ceiling(url: str, count: int) -> float:
+    """Confirmed, persistent publishes per second with aio-pika alone."""
+    connection = await aio_pika.connect(url)
+    try:
+        channel = await connection.channel(publisher_confirms=True)
+        queue = await channel.declare_queue(
+            f"chronoq-bench-ceiling-{uuid.uuid4().hex[:8]}", durable=True
+        )
+        gate = asyncio.Semaphore(CONCURRENCY)
+
+        async def one(n: int) -> None:
+            async with gate:
+                await channel.default_exchange.publish(
+                    aio_pika.Message(
+                        b'{"n":%d}' % n,
+                        delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+                        message_id=str(n),
+                    ),
+                    queue.name,
+                    mandatory=True,
+                )
+
+        started = time.perf_counter()
+        await asyncio.gather(*(one(n) for n in range(count)))
+        rate = count / (time.perf_counter() - started)
+        await queue.delete(if_unused=False, if_empty=False)
+        return rate
+    finally:
+        await connection.close()
+
+
+async def one_run(
+    args: argparse.Namespace, procs: Processes, dbs: Databases, http: aiohttp.ClientSession, n: int
+) -> dict[str, Any]:
+    database_url, handle = await dbs.fresh("postgresql")
+    queue_name = f"chronoq-bench-{os.getpid()}-{n}"
+    connection = await aio_pika.connect(args.amqp_url)
+    service = None
+    try:
+        channel = await connection.channel()
+        await channel.set_qos(prefetch_count=1000)
+        queue = await channel.declare_queue(queue_name, durable=True)
+        arrivals: dict[str, list[tuple[float, str]]] = {}
+
+        async def on_message(message: aio_pika.abc.AbstractIncomingMessage) -> None:
+            at = time.time()
+            scheduled = str((message.headers or {}).get("x-scheduled-for", ""))
+            arrivals.setdefault(str(message.message_id), []).append((at, scheduled))
+            await message.ack()
+
+        await queue.consume(on_message)
+        with tempfile.TemporaryDirectory() as logs:
+            service = await start_service(
+                procs, http, database_url, Path(logs), f"amqp-{n}", {"AMQP_URL": args.amqp_url}
+            )
+            due = time.time() + args.lead
+            items = [
+                {
+                    "event_type": "bench.amqp",
+                    "payload": {"n": k},
+                    "target": {"type": "rabbitmq", "exchange": "", "routing_key": queue_name},
+                    "trigger": {"type": "once", "at": rfc3339(due)},
+                }
+                for k in range(args.count)
+            ]
+            created_at = time.perf_counter()
+            expected: set[str] = set()
+            for start in range(0, len(items), 1000):
+                async with http.post(
+                    service.base + "/v1/schedules/batch",
+                    json={"items": items[start : start + 1000]},
+                ) as response:
+                    body = await response.json()
+                    assert response.status == 201, body
+                    expected.update(item["next_occurrence_id"] for item in body["items"])
+            create_rate = args.count / (time.perf_counter() - created_at)
+            if time.time() > due:
+                log("creation finished after the due instant; raise --lead")
+            deadline = due + args.timeout
+            while not expected <= arrivals.keys() and time.time() < deadline:  # noqa: ASYNC110
+                await asyncio.sleep(0.1)
+            await procs.stop(service.proc)
+            service = None
+        received = [at for at, _ in (v[0] for k, v in arrivals.items() if k in expected)]
+        lags = sorted(
+            1000 * (v[0][0] - parse_instant(v[0][1])) for k, v in arrivals.items() if k in expected
+        )
+        last = max(received) if received else due
+        result = {
+            "create_rate": create_rate,
+            "deliveries_per_s": len(received) / max(last - due, 1e-9),
+            "lag_p50_ms": percentile(lags, 50) if lags else float("nan"),
+            "lag_p99_ms": percentile(lags, 99) if lags else float("nan"),
+            "lost": len(expected - arrivals.keys()),
+            "duplicates": sum(len(v) - 1 for k, v in arrivals.items() if k in expected),
+        }
+        await queue.delete(if_unused=False, if_empty=False)
+        return result
+    finally:
+        if service is not None:
+            await procs.stop(service.proc)
+        await connection.close()
+        await dbs.drop(handle)
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    procs = Processes()
+    dbs = Databases(args.pg_admin_url)
+    runs: list[dict[str, Any]] = []
+    ceilings: list[float] = []
+    try:
+        async with aiohttp.ClientSession() as http:
+            for n in range(1, args.runs + 1):
+                ceilings.append(await ceiling(args.amqp_url, args.count))
+                log(f"run {n}: ceiling {fmt(ceilings[-1])} confirmed publishes/s")
+                runs.append(await one_run(args, procs, dbs, http, n))
+                r = runs[-1]
+                log(
+                    f"run {n}: W1 rabbitmq: create {fmt(r['create_rate'])}/s, deliveries "
+                    f"{fmt(r['deliveries_per_s'])}/s, lag p50 {fmt(r['lag_p50_ms'])} ms, "
+                    f"p99 {fmt(r['lag_p99_ms'])} ms, lost {r['lost']}, dup {r['duplicates']}"
+                )
+    finally:
+        procs.kill_all()
+        await dbs.drop_all()
+    write_docs(args, runs, ceilings)
+    rate = median([r["deliveries_per_s"] for r in runs])
+    ok = rate >= 0.5 * median(ceilings) and all(r["lost"] == 0 for r in runs)
+    log(f"bar {'PASS' if ok else 'FAIL'}: W1 >= 50% of the ceiling with 0 lost")
+    return 0
+
+
+def write_docs(args: argparse.Namespace, runs: list[dict[str, Any]], ceilings: list[float]) -> None:
+    def row(name: str, key: str, digits: int = 0) -> str:
+        values = [r[key] for r in runs]
+        cells = " | ".join(fmt(v, digits) for v in values)
+        return f"| {name} | {fmt(median(values), digits)} | {cells} |"
+
+    rate, top = median([r["deliveries_per_s"] for r in runs]), median(ceilings)
+    header = " | ".join(f"run {n}" for n in range(1, len(runs) + 1))
+    lines = [
+        "# Benchmarks: the RabbitMQ target",
+        "",
+        f"Generated by `bench/rabbitmq.py` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())};"
+        f" medians of {len(runs)} runs on the same 2-core machine as `docs/benchmarks.md`"
+        " (PostgreSQL store, default settings plus `AMQP_URL`, RabbitMQ on 127.0.0.1).",
+        "",
+        f"W1: {args.count:,} one-shot schedules due at one instant, published through the default"
+        " exchange to a durable queue of the run's own, consumed in the benchmark process."
+        " Ceiling: aio-pika alone publishing as many persistent messages with publisher confirms,"
+        f" {CONCURRENCY} in flight, measured in the same run.",
+        "",
+        f"| metric | median | {header} |",
+        "| --- | --- |" + " --- |" * len(runs),
+        row("W1 create rate (schedules/s)", "create_rate"),
+        row("W1 deliveries/s (due instant to last arrival)", "deliveries_per_s"),
+        row("W1 lag p50 (ms)", "lag_p50_ms"),
+        row("W1 lag p99 (ms)", "lag_p99_ms"),
+        row("W1 lost", "lost"),
+        row("W1 duplicates", "duplicates"),
+        f"| confirmed-publish ceiling (aio-pika alone, msgs/s) | {fmt(top)} | "
+        + " | ".join(fmt(c) for c in ceilings)
+        + " |",
+        "",
+        f"Ratio W1 / ceiling: {fmt(rate / top if top else float('nan'), 2)} (bar: at least 0.50,"
+        " with 0 lost).",
+        "",
+    ]
+    DOCS.write_text("\n".join(lines), encoding="utf-8")
+    log(f"wrote {DOCS.relative_to(ROOT)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--count", type=int, default=10_000)
+    parser.add_argument("--lead", type=float, default=8.0, help="seconds from now to T")
+    parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument(
+        "--amqp-url", default=os.environ.get("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
+    )
+    parser.add_argument("--pg-admin-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
+    return asyncio.run(main_async(parser.parse_args(argv)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
