@@ -11,11 +11,14 @@ class TcpProxy:
         self._target = (target_host, target_port)
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self._flowing = asyncio.Event()
+        self._flowing.set()
         self.port = 0
 
     async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while data := await reader.read(65536):
+                await self._flowing.wait()
                 writer.write(data)
                 await writer.drain()
         except (ConnectionError, OSError):
@@ -46,10 +49,18 @@ class TcpProxy:
             writer.transport.abort()
         self._writers.clear()
 
+    def stall(self) -> None:
+        """Keep connections open but stop passing bytes: a peer that hangs."""
+        self._flowing.clear()
+
+    def flow(self) -> None:
+        self._flowing.set()
+
     async def restore(self) -> None:
         await self.start()
 
     async def close(self) -> None:
+        self._flowing.set()
         await self.cut()
         with contextlib.suppress(Exception):
             await asyncio.sleep(0)

@@ -156,3 +156,37 @@ async def test_a_broker_that_cannot_be_reached_is_a_retried_attempt_and_the_api_
 
 async def _status(harness: Harness, schedule_id: str, status: str) -> bool:
     return await harness.schedule_status(schedule_id) == status
+
+
+async def test_a_publish_to_a_hung_broker_gives_up_at_the_dispatch_timeout(
+    make_harness,  # type: ignore[no-untyped-def]
+    amqp_url: str,
+) -> None:
+    from urllib.parse import urlsplit
+
+    from tests.tcp_proxy import TcpProxy
+
+    parts = urlsplit(amqp_url)
+    proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5672)
+    await proxy.start()
+    proxied = parts._replace(netloc=f"{parts.username}:{parts.password}@127.0.0.1:{proxy.port}")
+    try:
+        async with make_harness(amqp_url=proxied.geturl(), dispatch_timeout=0.5) as harness:
+            deadline = time.monotonic() + 15
+            while not (harness.sinks.broker and harness.sinks.broker.connected):
+                assert time.monotonic() < deadline, "the sink never connected to RabbitMQ"
+                await asyncio.sleep(0.05)
+            created = await harness.create(target=rabbitmq("jobs"))
+            proxy.stall()
+
+            started = time.monotonic()
+            await harness.step()
+            took = time.monotonic() - started
+
+            assert took < 2.0
+            (occurrence,) = await harness.occurrences(created["id"])
+            assert occurrence["status"] == "pending"
+            assert "timed out" in occurrence["last_error"]
+            proxy.flow()
+    finally:
+        await proxy.close()
