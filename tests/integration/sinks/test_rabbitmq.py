@@ -190,3 +190,53 @@ async def test_a_publish_to_a_hung_broker_gives_up_at_the_dispatch_timeout(
             proxy.flow()
     finally:
         await proxy.close()
+
+
+async def test_a_nacked_publish_is_a_failed_attempt_that_is_retried(
+    amqp_harness: Harness, broker: aio_pika.abc.AbstractChannel
+) -> None:
+    full = await broker.declare_queue(
+        f"chronoq-test-full-{uuid.uuid4().hex[:10]}",
+        arguments={"x-max-length": 0, "x-overflow": "reject-publish"},
+    )
+    try:
+        created = await amqp_harness.create(target=rabbitmq(full.name))
+
+        await amqp_harness.step()
+
+        (occurrence,) = await amqp_harness.occurrences(created["id"])
+        assert occurrence["status"] == "pending"
+        assert "nack" in occurrence["last_error"]
+    finally:
+        await full.delete(if_unused=False, if_empty=False)
+
+
+@pytest.mark.parametrize(
+    ("target", "pointer"),
+    [
+        pytest.param(rabbitmq(""), "#/target", id="empty routing key on the default exchange"),
+        pytest.param(rabbitmq("k" * 256), "#/target", id="routing key over 255 bytes"),
+        pytest.param(rabbitmq("é" * 128), "#/target", id="routing key over 255 bytes in UTF-8"),
+        pytest.param(
+            rabbitmq("jobs", headers={"nested": {"a": 1}}),
+            "#/target/headers/nested",
+            id="a header value that is not a JSON scalar",
+        ),
+        pytest.param(rabbitmq("jobs", exchange="x" * 256), "#/target/exchange", id="long exchange"),
+    ],
+)
+async def test_an_invalid_rabbitmq_target_is_refused_and_nothing_is_stored(
+    make_harness,  # type: ignore[no-untyped-def]
+    target: dict[str, Any],
+    pointer: str,
+) -> None:
+    async with make_harness(amqp_url="amqp://guest:guest@127.0.0.1:9/") as harness:
+        response = await harness.client.post(
+            "/v1/schedules",
+            json={"event_type": "x", "target": target, "trigger": {"type": "immediate"}},
+        )
+
+        assert response.status_code == 422, response.text
+        pointers = [e["pointer"] for e in response.json()["errors"]]
+        assert any(p.startswith(pointer) for p in pointers), pointers
+        assert (await harness.get("/v1/schedules"))["items"] == []
