@@ -45,6 +45,7 @@ class RabbitMQSink:
         self._connection: AbstractConnection | None = None
         self._idle: list[AbstractChannel] = []
         self._task: asyncio.Task[None] | None = None
+        self._closing: set[asyncio.Task[None]] = set()
 
     @property
     def connected(self) -> bool:
@@ -108,7 +109,13 @@ class RabbitMQSink:
         if not channel.is_closed and len(self._idle) < self._max_channels:
             self._idle.append(channel)
         else:
-            asyncio.get_running_loop().create_task(_close_quietly(channel))
+            self._discard(channel)
+
+    def _discard(self, channel: AbstractChannel) -> None:
+        """Close a channel in the background; the task is held until it is done."""
+        task = asyncio.get_running_loop().create_task(_close_quietly(channel))
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
 
     def message(self, delivery: Delivery, target: RabbitMQTarget) -> aio_pika.Message:
         headers: dict[str, object] = dict(target.headers)
@@ -167,7 +174,7 @@ class RabbitMQSink:
             if healthy:
                 self._give_back(channel)
             else:
-                asyncio.get_running_loop().create_task(_close_quietly(channel))
+                self._discard(channel)
 
 
 async def _close_quietly(channel: AbstractChannel) -> None:
