@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
 
 import pytest
 from sqlalchemy.engine import make_url
 
-from app.sinks.base import Sinks
-from app.sinks.webhook import WebhookSink
+from app.settings import Settings
+from app.sinks import open_sinks
 from app.store.database import Database
 from app.worker.dispatcher import Dispatcher
 from tests.conftest import make_settings
@@ -25,6 +28,18 @@ async def _wait_until(condition, timeout: float = 20.0) -> None:  # type: ignore
         if time.monotonic() > deadline:
             raise AssertionError("condition not reached in time")
         await asyncio.sleep(0.05)
+
+
+@asynccontextmanager
+async def _running(
+    settings: Settings, database: Database, **loop: Any
+) -> AsyncIterator[Dispatcher]:
+    """A dispatcher running its loop with `settings` changed by `loop`, stopped on exit."""
+    settings = settings.model_copy(update=loop)
+    async with open_sinks(settings) as sinks:
+        dispatcher = Dispatcher(database, sinks, settings, rng=random.Random(1))
+        async with dispatcher.started():
+            yield dispatcher
 
 
 async def _batch(harness: Harness, count: int) -> list[str]:
@@ -47,11 +62,8 @@ async def test_the_loop_survives_a_database_outage_and_delivers_afterwards(
     proxied = url.set(port=proxy.port).render_as_string(hide_password=False)
     settings = make_settings(proxied, poll_interval=0.05)
     database = Database(settings.database_url)
-    sink = WebhookSink(concurrency=8, max_timeout=settings.dispatch_timeout)
-    await sink.open()
-    dispatcher = Dispatcher(database, Sinks({"webhook": sink}), settings, rng=random.Random(1))
     try:
-        async with dispatcher.started():
+        async with _running(settings, database, concurrency=8) as dispatcher:
             first = await _batch(harness, 10)
             await harness.receiver.wait_for(10)
 
@@ -66,7 +78,6 @@ async def test_the_loop_survives_a_database_outage_and_delivers_afterwards(
         received = {r.occurrence_id for r in harness.receiver.requests}
         assert received == set(first) | set(during)
     finally:
-        await sink.close()
         await database.close()
         await proxy.close()
 
@@ -75,20 +86,13 @@ async def test_stopping_lets_in_flight_deliveries_finish_and_settles_them(
     harness: Harness,
 ) -> None:
     harness.receiver.always("/hook", Reply(delay=0.5))
-    settings = harness.settings
-    sink = WebhookSink(concurrency=8, max_timeout=settings.dispatch_timeout)
-    await sink.open()
-    dispatcher = Dispatcher(harness.database, Sinks({"webhook": sink}), settings)
-    try:
-        async with dispatcher.started():
-            ids = await _batch(harness, 5)
-            await _wait_until(lambda: _true(dispatcher.cycles > 0 and not _idle(dispatcher)))
-            started = time.monotonic()
-        stopped_in = time.monotonic() - started
-    finally:
-        await sink.close()
+    async with _running(harness.settings, harness.database, concurrency=8) as dispatcher:
+        ids = await _batch(harness, 5)
+        await _wait_until(lambda: _true(dispatcher.cycles > 0 and not _idle(dispatcher)))
+        started = time.monotonic()
+    stopped_in = time.monotonic() - started
 
-    assert stopped_in < settings.dispatch_timeout + 1
+    assert stopped_in < harness.settings.dispatch_timeout + 1
     assert {r.occurrence_id for r in harness.receiver.requests} == set(ids)
     listed = (await harness.get("/v1/schedules?status=completed"))["items"]
     assert len(listed) == 5
@@ -106,17 +110,10 @@ async def test_the_running_loop_delivers_a_concurrent_stream_exactly_once(
     harness: Harness,
 ) -> None:
     harness.receiver.always("/hook", Reply(delay=0.05))
-    settings = harness.settings.model_copy(update={"concurrency": 16, "batch_size": 10})
-    sink = WebhookSink(concurrency=16, max_timeout=settings.dispatch_timeout)
-    await sink.open()
-    dispatcher = Dispatcher(harness.database, Sinks({"webhook": sink}), settings)
-    try:
-        async with dispatcher.started():
-            ids = await _batch(harness, 120)
-            await harness.receiver.wait_for(120, timeout=30)
-            await _wait_until(lambda: _all_completed(harness, 120))
-    finally:
-        await sink.close()
+    async with _running(harness.settings, harness.database, concurrency=16, batch_size=10):
+        ids = await _batch(harness, 120)
+        await harness.receiver.wait_for(120, timeout=30)
+        await _wait_until(lambda: _all_completed(harness, 120))
 
     received = [r.occurrence_id for r in harness.receiver.requests]
     assert sorted(received) == sorted(ids)
@@ -132,16 +129,10 @@ async def test_stopping_hands_back_claimed_but_unstarted_occurrences_at_once(
     harness: Harness,
 ) -> None:
     harness.receiver.always("/hook", Reply(delay=0.3))
-    settings = harness.settings.model_copy(update={"concurrency": 1, "batch_size": 10})
-    sink = WebhookSink(concurrency=1, max_timeout=settings.dispatch_timeout)
-    await sink.open()
-    dispatcher = Dispatcher(harness.database, Sinks({"webhook": sink}), settings)
-    try:
-        async with dispatcher.started():
-            ids = await _batch(harness, 6)
-            await _wait_until(lambda: _true(not _idle(dispatcher)))
-    finally:
-        await sink.close()
+    loop = {"concurrency": 1, "batch_size": 10}
+    async with _running(harness.settings, harness.database, **loop) as dispatcher:
+        ids = await _batch(harness, 6)
+        await _wait_until(lambda: _true(not _idle(dispatcher)))
 
     # One was in flight and finished; the rest come back due now, their attempt uncounted,
     # without waiting for the 5 s lease.
