@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Literal
-from zoneinfo import ZoneInfo, available_timezones
+from zoneinfo import available_timezones
 
 from croniter import CroniterBadCronError, CroniterBadDateError, croniter
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from app.domain import wallclock
+from app.domain.wallclock import DstGap, DstRepeat
 
 MACROS = {
     "@yearly": "0 0 1 1 *",
@@ -50,6 +53,14 @@ class CronTrigger(_TriggerModel):
     type: Literal["cron"]
     expression: str = Field(min_length=1, max_length=200)
     timezone: str = "UTC"
+    dst_gap: DstGap = Field(
+        default="shift",
+        description="A wall time skipped by a DST gap: fire once at the gap's end, or skip it",
+    )
+    dst_repeat: DstRepeat = Field(
+        default="first",
+        description="A wall time that occurs twice: fire at its first occurrence, or at both",
+    )
 
     @field_validator("timezone")
     @classmethod
@@ -146,12 +157,16 @@ def first_fire_at(trigger: Trigger, now: datetime) -> datetime:
 def next_fire_after(trigger: Trigger, after: datetime) -> datetime | None:
     """The first fire instant strictly after `after`, or None when the trigger has no more."""
     if isinstance(trigger, CronTrigger):
-        zone = ZoneInfo(trigger.timezone)
         try:
-            fire = _cron_iter(trigger.normalized, after.astimezone(zone)).get_next(datetime)
+            return wallclock.next_after(
+                trigger.normalized,
+                trigger.timezone,
+                after,
+                gap=trigger.dst_gap,
+                repeat=trigger.dst_repeat,
+            )
         except CroniterBadDateError:
             return None
-        return fire.astimezone(UTC)
     if isinstance(trigger, IntervalTrigger):
         assert trigger.start_at is not None, "resolve() the trigger first"
         start = trigger.start_at.astimezone(UTC)
