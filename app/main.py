@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
 from app import logs
-from app.api import dead_letters, health, problems, schedules
+from app.api import dead_letters, health, problems, schedules, triggers
 from app.api.deps import State
 from app.service.dead_letters import DeadLetterService
 from app.service.schedules import ScheduleService
@@ -84,6 +84,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(schedules.router)
     app.include_router(dead_letters.router)
+    app.include_router(triggers.router)
     return app
 
 

@@ -185,3 +185,20 @@ def next_after_firing(trigger: Trigger, fire_at: datetime, now: datetime) -> dat
     fired and the schedule realigns onto the first tick strictly after `now`: never a burst.
     """
     return next_fire_after(trigger, max(fire_at, now))
+
+
+def fire_times(trigger: Trigger, after: datetime, count: int, now: datetime) -> list[datetime]:
+    """The next `count` fire instants strictly after `after`, for a trigger created at `now`."""
+    resolved = resolve(trigger, now)
+    if not is_recurring(resolved):
+        fire = first_fire_at(resolved, now)
+        return [fire] if fire > after else []
+    times: list[datetime] = []
+    moment = after
+    while len(times) < count:
+        upcoming = next_fire_after(resolved, moment)
+        if upcoming is None:
+            break
+        times.append(upcoming)
+        moment = upcoming
+    return times

@@ -1,0 +1,34 @@
+"""Route under /v1/triggers: when would a trigger fire."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from fastapi import APIRouter
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from app.api.problems import responses
+from app.domain.trigger import Trigger, fire_times
+
+router = APIRouter(prefix="/v1/triggers", tags=["triggers"])
+
+
+class PreviewRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    trigger: Trigger
+    after: AwareDatetime | None = Field(default=None, description="Default: now")
+    count: int = Field(default=10, ge=1, le=100)
+
+
+class Preview(BaseModel):
+    fire_times: list[datetime]
+
+
+@router.post("/preview", responses=responses(422))
+async def preview_trigger(body: PreviewRequest) -> Preview:
+    """The next fire instants strictly after `after` (UTC), with the same rules and
+    validation as a schedule's trigger. A one-shot trigger has at most one."""
+    now = datetime.now(UTC)
+    after = body.after.astimezone(UTC) if body.after is not None else now
+    return Preview(fire_times=fire_times(body.trigger, after, body.count, now))
