@@ -30,6 +30,7 @@ class ScheduleOut(BaseModel):
     trigger: Trigger
     max_attempts: int
     labels: dict[str, str]
+    jitter_seconds: float
     status: ScheduleStatus
     next_fire_at: datetime | None = Field(description="Earliest pending occurrence's fire instant")
     next_occurrence_id: uuid.UUID | None
@@ -51,6 +52,7 @@ class ScheduleOut(BaseModel):
             trigger=s.trigger,
             max_attempts=s.max_attempts,
             labels=s.labels,
+            jitter_seconds=s.jitter_seconds,
             status=s.status,
             next_fire_at=s.next_fire_at,
             next_occurrence_id=s.next_occurrence_id,

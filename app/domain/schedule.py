@@ -64,6 +64,8 @@ class ScheduleDraft:
     max_attempts: int
     labels: dict[str, str]
     first_fire_at: datetime
+    jitter_seconds: float
+    first_delay: float = 0.0  # the first occurrence's jitter draw
     idempotency_key: str | None = None
     request_hash: str | None = None
 
@@ -80,6 +82,7 @@ class Schedule:
     trigger: Trigger
     max_attempts: int
     labels: dict[str, str]
+    jitter_seconds: float
     status: ScheduleStatus
     fire_count: int
     last_fired_at: datetime | None
@@ -104,6 +107,12 @@ class ScheduleSpec(BaseModel):
     trigger: Trigger
     max_attempts: int | None = Field(default=None, ge=1, le=1000)
     labels: dict[str, str] = Field(default_factory=dict, max_length=64)
+    jitter_seconds: float = Field(
+        default=0.0,
+        ge=0,
+        le=86400,
+        description="Spread each firing uniformly over [fire_at, fire_at + jitter_seconds)",
+    )
 
     @field_validator("labels")
     @classmethod
@@ -126,6 +135,7 @@ class SchedulePatch(BaseModel):
     trigger: Trigger | None = None
     max_attempts: int | None = Field(default=None, ge=1, le=1000)
     labels: dict[str, str] | None = None
+    jitter_seconds: float | None = Field(default=None, ge=0, le=86400)
 
     @field_validator("labels")
     @classmethod

@@ -99,9 +99,14 @@ class ScheduleService:
             max_attempts=spec.max_attempts or self._settings.max_attempts,
             labels=spec.labels,
             first_fire_at=first_fire_at(trigger, now),
+            jitter_seconds=spec.jitter_seconds,
+            first_delay=self._jitter(spec.jitter_seconds),
             idempotency_key=key,
             request_hash=request_hash,
         )
+
+    def _jitter(self, seconds: float) -> float:
+        return self._rng.uniform(0, seconds) if seconds else 0.0
 
     @staticmethod
     def _fresh(draft: ScheduleDraft, now: datetime) -> Schedule:
@@ -115,6 +120,7 @@ class ScheduleService:
             trigger=draft.trigger,
             max_attempts=draft.max_attempts,
             labels=draft.labels,
+            jitter_seconds=draft.jitter_seconds,
             status=ScheduleStatus.PENDING,
             fire_count=0,
             last_fired_at=None,
@@ -254,7 +260,7 @@ class ScheduleService:
         if "payload" in changes:
             self._check_payload(patch.payload, "#/payload")
         self._check_target(patch, "#/target/type")
-        for field in ("target", "trigger", "max_attempts", "labels"):
+        for field in ("target", "trigger", "max_attempts", "labels", "jitter_seconds"):
             if field in changes and changes[field] is None:
                 raise InvalidInputError(f"{field} cannot be null", pointer=f"#/{field}")
 
@@ -265,16 +271,28 @@ class ScheduleService:
             values: dict[str, object] = {
                 field: getattr(patch, field) for field in changes if field != "trigger"
             }
-            if patch.trigger is not None:
-                if not is_recurring(current.trigger) and current.fire_count > 0:
-                    raise ConflictError("this one-shot schedule has already fired")
-                trigger = resolve(patch.trigger, now)
-                values["trigger"] = trigger
+            if patch.trigger is not None or patch.jitter_seconds is not None:
+                # The not-yet-fired next occurrence is replaced: its instant or its jitter
+                # draw changes (an occurrence already fired keeps its own).
+                if patch.trigger is not None:
+                    if not is_recurring(current.trigger) and current.fire_count > 0:
+                        raise ConflictError("this one-shot schedule has already fired")
+                    values["trigger"] = resolve(patch.trigger, now)
+                trigger = resolve(patch.trigger or current.trigger, now)
+                jitter = (
+                    patch.jitter_seconds
+                    if patch.jitter_seconds is not None
+                    else current.jitter_seconds
+                )
                 await self._occurrences.drop_unfired_cadence(conn, schedule_id)
                 paused = current.status is ScheduleStatus.PAUSED
                 if not (paused and is_recurring(trigger)):
                     row = new_occurrence(
-                        schedule_id, first_fire_at(trigger, now), now, Origin.SCHEDULE
+                        schedule_id,
+                        first_fire_at(trigger, now),
+                        now,
+                        Origin.SCHEDULE,
+                        delay=self._jitter(jitter),
                     )
                     if paused:
                         row["available_at"] = None
@@ -314,7 +332,16 @@ class ScheduleService:
                 upcoming = next_fire_after(current.trigger, now)
                 if upcoming is not None:
                     await self._occurrences.insert(
-                        conn, [new_occurrence(schedule_id, upcoming, now, Origin.SCHEDULE)]
+                        conn,
+                        [
+                            new_occurrence(
+                                schedule_id,
+                                upcoming,
+                                now,
+                                Origin.SCHEDULE,
+                                delay=self._jitter(current.jitter_seconds),
+                            )
+                        ],
                     )
             else:
                 await self._occurrences.finish_one_shots(conn, [schedule_id], now)

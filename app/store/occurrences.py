@@ -7,6 +7,7 @@ token replaced and its late settle matches no row.
 
 from __future__ import annotations
 
+import random
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -66,6 +67,7 @@ def _claim_statement(dialect: str) -> sa.TextualSelect:
             claimed_at=UTCDateTime(),
             event_type=sa.String(),
             max_attempts=sa.Integer(),
+            jitter_seconds=sa.Float(),
             body=sa.Text(),
             target=sa.Text(),
             trigger=sa.Text(),
@@ -193,14 +195,20 @@ def to_occurrence(row: Row[Any]) -> Occurrence:
 
 
 def new_occurrence(
-    schedule_id: uuid.UUID, fire_at: datetime, now: datetime, origin: Origin
+    schedule_id: uuid.UUID,
+    fire_at: datetime,
+    now: datetime,
+    origin: Origin,
+    *,
+    delay: float = 0.0,
 ) -> dict[str, Any]:
-    """The row of a not-yet-fired occurrence; its id is derived, so inserting twice is a no-op."""
+    """The row of a not-yet-fired occurrence; its id is derived, so inserting twice is a no-op.
+    `delay` is its jitter: it becomes claimable that much after its nominal instant."""
     return {
         "occurrence_id": occurrence_id(schedule_id, fire_at),
         "schedule_id": schedule_id,
         "fire_at": fire_at,
-        "available_at": fire_at,
+        "available_at": fire_at + timedelta(seconds=delay) if delay else fire_at,
         "status": OccurrenceStatus.PENDING,
         "origin": origin,
         "attempts": 0,
@@ -217,6 +225,9 @@ class DeadLetterFilter:
 
 class OccurrenceStore:
     """Statements on `occurrences`; every method runs inside the caller's transaction."""
+
+    def __init__(self, rng: random.Random | None = None) -> None:
+        self._rng = rng or random.Random()  # jitter draws
 
     # -- the delivery loop -------------------------------------------------------------
 
@@ -263,8 +274,11 @@ class OccurrenceStore:
                 if row.origin == Origin.SCHEDULE and is_recurring(trigger):
                     upcoming = next_after_firing(trigger, row.fire_at, now)
                     if upcoming is not None:
+                        delay = self._rng.uniform(0, row.jitter_seconds or 0.0)
                         next_rows.append(
-                            new_occurrence(row.schedule_id, upcoming, now, Origin.SCHEDULE)
+                            new_occurrence(
+                                row.schedule_id, upcoming, now, Origin.SCHEDULE, delay=delay
+                            )
                         )
             target: Target = codec.target(row.target)
             deliveries.append(

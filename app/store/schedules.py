@@ -64,6 +64,7 @@ def _to_schedule(row: Row[Any]) -> Schedule:
         target=codec.target(row.target),
         trigger=codec.trigger(row.trigger),
         max_attempts=row.max_attempts,
+        jitter_seconds=row.jitter_seconds,
         labels=dict(row.labels or {}),
         status=ScheduleStatus(row.status),
         fire_count=row.fire_count,
@@ -96,6 +97,7 @@ class ScheduleStore:
                 "target_type": d.target.type,
                 "trigger": codec.dump(d.trigger),
                 "max_attempts": d.max_attempts,
+                "jitter_seconds": d.jitter_seconds,
                 "labels": d.labels,
                 "status": ScheduleStatus.PENDING,
                 "fire_count": 0,
@@ -115,7 +117,10 @@ class ScheduleStore:
         await insert_ignoring_conflicts(
             conn,
             occurrences,
-            [new_occurrence(d.id, d.first_fire_at, now, Origin.SCHEDULE) for d in drafts],
+            [
+                new_occurrence(d.id, d.first_fire_at, now, Origin.SCHEDULE, delay=d.first_delay)
+                for d in drafts
+            ],
             "occurrence_id",
         )
 

@@ -65,6 +65,7 @@ class ScheduleRow(SQLModel, table=True):
         sa.CheckConstraint(_in("status", SCHEDULE_STATUSES), name="status"),
         sa.CheckConstraint("max_attempts >= 1", name="max_attempts"),
         sa.CheckConstraint("fire_count >= 0", name="fire_count"),
+        sa.CheckConstraint("jitter_seconds >= 0", name="jitter_seconds"),
         # The claim skips paused schedules; this keeps that check off a scan of every schedule.
         sa.Index(
             "ix_schedules_paused",
@@ -83,6 +84,9 @@ class ScheduleRow(SQLModel, table=True):
     target_type: str = Field(sa_column=sa.Column(sa.String(20), nullable=False))
     trigger: dict[str, Any] = Field(sa_column=sa.Column(JSONType, nullable=False))
     max_attempts: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+    jitter_seconds: float = Field(
+        default=0.0, sa_column=sa.Column(sa.Float, nullable=False, server_default="0")
+    )
     labels: dict[str, str] = Field(sa_column=sa.Column(JSONType, nullable=False))
     status: str = Field(sa_column=sa.Column(sa.String(20), nullable=False))
     fire_count: int = Field(sa_column=sa.Column(sa.Integer, nullable=False, server_default="0"))

@@ -36,7 +36,7 @@ first_fires AS (
 )
 SELECT c.occurrence_id, c.schedule_id, c.fire_at, c.attempts, c.origin,
        now() AS claimed_at,
-       s.event_type, s.max_attempts,
+       s.event_type, s.max_attempts, s.jitter_seconds,
        s.payload::text AS body, s.target::text AS target, s.trigger::text AS trigger
 FROM claimed AS c
 JOIN schedules AS s ON s.id = c.schedule_id
