@@ -11,6 +11,7 @@ class TcpProxy:
         self._target = (target_host, target_port)
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self._handlers: set[asyncio.Task[None]] = set()
         self._flowing = asyncio.Event()
         self._flowing.set()
         self.port = 0
@@ -27,14 +28,25 @@ class TcpProxy:
             writer.close()
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # Every accepted socket is tracked from the first moment, so close() can end it
+        # and wait for its handler: nothing is left for the garbage collector to find.
+        handler = asyncio.current_task()
+        assert handler is not None
+        self._handlers.add(handler)
+        self._writers.add(writer)
+        up_writer: asyncio.StreamWriter | None = None
         try:
             up_reader, up_writer = await asyncio.open_connection(*self._target)
+            self._writers.add(up_writer)
+            await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
         except OSError:
-            writer.close()
-            return
-        self._writers |= {writer, up_writer}
-        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
-        self._writers -= {writer, up_writer}
+            pass
+        finally:
+            for end in (writer, up_writer):
+                if end is not None:
+                    end.close()
+                    self._writers.discard(end)
+            self._handlers.discard(handler)
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.port)
@@ -62,5 +74,7 @@ class TcpProxy:
     async def close(self) -> None:
         self._flowing.set()
         await self.cut()
+        if self._handlers:
+            await asyncio.wait(set(self._handlers), timeout=5)
         with contextlib.suppress(Exception):
             await asyncio.sleep(0)
