@@ -41,6 +41,7 @@ class Receiver:
         self._defaults: dict[str, Reply] = {}
         self._arrived = asyncio.Condition()
         self._runner: web.AppRunner | None = None
+        self._transports: set[asyncio.BaseTransport] = set()
         self.port = 0
 
     @property
@@ -57,6 +58,8 @@ class Receiver:
         self._defaults[path] = reply
 
     async def _handle(self, request: web.Request) -> web.Response:
+        if request.transport is not None:
+            self._transports.add(request.transport)
         body = await request.read()
         received = Received(request.method, request.path, dict(request.headers), body, time.time())
         queue = self._scripts.get(request.path)
@@ -97,3 +100,10 @@ class Receiver:
     async def __aexit__(self, *exc: object) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
+        # A connection whose request was cut off mid-reply can outlive the cleanup; close
+        # it here rather than leave the socket to the garbage collector.
+        for transport in self._transports:
+            if not transport.is_closing():
+                transport.abort()
+        self._transports.clear()
+        await asyncio.sleep(0)

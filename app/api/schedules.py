@@ -10,7 +10,16 @@ from fastapi import APIRouter, Header, Query, Response, status
 from app.api import pagination
 from app.api.deps import CursorQuery, LimitQuery, SchedulesDep
 from app.api.problems import responses
-from app.api.schemas import BatchCreate, BatchCreated, OccurrenceOut, Page, ScheduleOut
+from app.api.schemas import (
+    BackfillRequest,
+    BackfillResult,
+    BackfillTick,
+    BatchCreate,
+    BatchCreated,
+    OccurrenceOut,
+    Page,
+    ScheduleOut,
+)
 from app.domain.errors import InvalidInputError
 from app.domain.ids import format_instant
 from app.domain.occurrence import OccurrenceStatus
@@ -124,6 +133,24 @@ async def resume_schedule(schedule_id: uuid.UUID, service: SchedulesDep) -> Sche
 )
 async def trigger_schedule(schedule_id: uuid.UUID, service: SchedulesDep) -> OccurrenceOut:
     return OccurrenceOut.of(await service.trigger(schedule_id))
+
+
+@router.post("/{schedule_id}/backfill", responses=responses(404, 409, 422))
+async def backfill_schedule(
+    schedule_id: uuid.UUID, body: BackfillRequest, service: SchedulesDep
+) -> BackfillResult:
+    """One occurrence per tick of the trigger in [from, to] (at most 1000 ticks, none in
+    the future), each with its usual occurrence id: ticks that already have one are left
+    alone (a skipped one becomes due), so calling it twice creates nothing new."""
+    done = await service.backfill(schedule_id, body.from_, body.to)
+    created = set(done.created)
+    return BackfillResult(
+        created=len(created),
+        ticks=[
+            BackfillTick(fire_at=fire_at, occurrence_id=id_, created=id_ in created)
+            for fire_at, id_ in done.ticks
+        ],
+    )
 
 
 @router.get("/{schedule_id}/occurrences", responses=responses(404, 422))

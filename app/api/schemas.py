@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
+from app.domain.misfire import MisfirePolicy, SkipReason
 from app.domain.occurrence import DeadLetter, Occurrence, OccurrenceStatus, Origin
 from app.domain.schedule import Schedule, ScheduleSpec, ScheduleStatus
 from app.domain.target import Target
@@ -31,6 +32,10 @@ class ScheduleOut(BaseModel):
     max_attempts: int
     labels: dict[str, str]
     jitter_seconds: float
+    misfire_policy: MisfirePolicy
+    misfire_grace_seconds: float
+    max_catchup: int
+    max_occurrences: int | None
     status: ScheduleStatus
     next_fire_at: datetime | None = Field(description="Earliest pending occurrence's fire instant")
     next_occurrence_id: uuid.UUID | None
@@ -38,6 +43,8 @@ class ScheduleOut(BaseModel):
     last_error: str | None = Field(description="Error of the most recently fired occurrence")
     fire_count: int
     last_fired_at: datetime | None
+    skipped_count: int = Field(description="Ticks that did not fire (misfire, pause, DST gap)")
+    last_skip_reason: SkipReason | None
     created_at: datetime
     updated_at: datetime
 
@@ -53,6 +60,10 @@ class ScheduleOut(BaseModel):
             max_attempts=s.max_attempts,
             labels=s.labels,
             jitter_seconds=s.jitter_seconds,
+            misfire_policy=s.rules.policy,
+            misfire_grace_seconds=s.rules.grace_seconds,
+            max_catchup=s.rules.max_catchup,
+            max_occurrences=s.rules.max_occurrences,
             status=s.status,
             next_fire_at=s.next_fire_at,
             next_occurrence_id=s.next_occurrence_id,
@@ -60,6 +71,8 @@ class ScheduleOut(BaseModel):
             last_error=s.last_error,
             fire_count=s.fire_count,
             last_fired_at=s.last_fired_at,
+            skipped_count=s.skipped_count,
+            last_skip_reason=cast(SkipReason | None, s.last_skip_reason),
             created_at=s.created_at,
             updated_at=s.updated_at,
         )
@@ -76,6 +89,10 @@ class OccurrenceOut(BaseModel):
     last_error: str | None
     delivered_at: datetime | None
     dead_lettered_at: datetime | None
+    skip_reason: SkipReason | None = Field(description="Why a skipped tick did not fire")
+    skipped_count: int = Field(
+        description="Ticks a skipped entry stands for: 1, or the rest of a long gap"
+    )
     created_at: datetime
 
     @classmethod
@@ -91,6 +108,8 @@ class OccurrenceOut(BaseModel):
             last_error=o.last_error,
             delivered_at=o.delivered_at,
             dead_lettered_at=o.dead_lettered_at,
+            skip_reason=cast(SkipReason | None, o.skip_reason),
+            skipped_count=o.skipped_count,
             created_at=o.created_at,
         )
 
@@ -141,3 +160,21 @@ class ReplayAccepted(BaseModel):
 class Health(BaseModel):
     status: str
     checks: dict[str, str] = Field(default_factory=dict)
+
+
+class BackfillRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    from_: AwareDatetime = Field(alias="from", description="First instant of the range")
+    to: AwareDatetime = Field(description="Last instant of the range (inclusive, not future)")
+
+
+class BackfillTick(BaseModel):
+    fire_at: datetime
+    occurrence_id: uuid.UUID
+    created: bool = Field(description="False when the tick already had an occurrence")
+
+
+class BackfillResult(BaseModel):
+    created: int = Field(description="Occurrences this call made due")
+    ticks: list[BackfillTick]

@@ -8,7 +8,7 @@ from fastapi import APIRouter
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from app.api.problems import responses
-from app.domain.trigger import Trigger, fire_times
+from app.domain.trigger import Trigger, fire_times, first_fire_or_refuse, resolve
 
 router = APIRouter(prefix="/v1/triggers", tags=["triggers"])
 
@@ -19,6 +19,9 @@ class PreviewRequest(BaseModel):
     trigger: Trigger
     after: AwareDatetime | None = Field(default=None, description="Default: now")
     count: int = Field(default=10, ge=1, le=100)
+    max_occurrences: int | None = Field(
+        default=None, ge=1, description="The schedule's cap on fired ticks, if it has one"
+    )
 
 
 class Preview(BaseModel):
@@ -31,4 +34,6 @@ async def preview_trigger(body: PreviewRequest) -> Preview:
     validation as a schedule's trigger. A one-shot trigger has at most one."""
     now = datetime.now(UTC)
     after = body.after.astimezone(UTC) if body.after is not None else now
-    return Preview(fire_times=fire_times(body.trigger, after, body.count, now))
+    first_fire_or_refuse(resolve(body.trigger, now), now)
+    count = body.count if body.max_occurrences is None else min(body.count, body.max_occurrences)
+    return Preview(fire_times=fire_times(body.trigger, after, count, now))

@@ -27,3 +27,9 @@ def format_instant(instant: datetime) -> str:
 def occurrence_id(schedule_id: uuid.UUID, fire_at: datetime) -> uuid.UUID:
     """The id of the firing of `schedule_id` at `fire_at`: the same inputs give the same id."""
     return uuid.uuid5(OCCURRENCE_NAMESPACE, f"{schedule_id}/{format_instant(fire_at)}")
+
+
+def gap_entry_id(schedule_id: uuid.UUID, jump_at: datetime) -> uuid.UUID:
+    """The id of the record that wall times of `schedule_id` fell into the DST gap at
+    `jump_at` (never the id of a firing: `jump_at` may be a real tick as well)."""
+    return uuid.uuid5(OCCURRENCE_NAMESPACE, f"{schedule_id}/{format_instant(jump_at)}/dst_gap")

@@ -18,13 +18,17 @@ class OccurrenceStatus(StrEnum):
     DELIVERED = "delivered"
     DEAD_LETTERED = "dead_lettered"
     CANCELLED = "cancelled"
+    SKIPPED = "skipped"  # a tick that did not fire; see app.domain.misfire
 
 
 class Origin(StrEnum):
-    """Why an occurrence exists: the schedule's own cadence, or an operator's trigger."""
+    """Why an occurrence exists: the schedule's own cadence, a missed tick fired late
+    (misfire policy fire_all or skip), an operator's backfill, or an operator's trigger."""
 
     SCHEDULE = "schedule"
     TRIGGER = "trigger"
+    CATCHUP = "catchup"
+    BACKFILL = "backfill"
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +45,8 @@ class Occurrence:
     dead_lettered_at: datetime | None
     created_at: datetime
     updated_at: datetime
+    skip_reason: str | None = None
+    skipped_count: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +73,9 @@ class Delivery:
     body: bytes
     target: Target
     one_shot: bool
+    # The schedule may have nothing after this one (a bounded schedule's last tick, a
+    # catch-up or a backfill): its settle checks whether the schedule is done.
+    last: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.domain.errors import ConflictError
+from app.domain.misfire import DEFAULT_GRACE_SECONDS, DEFAULT_MAX_CATCHUP, MisfirePolicy, Rules
 from app.domain.target import Target
 from app.domain.trigger import Trigger
 
@@ -65,6 +66,7 @@ class ScheduleDraft:
     labels: dict[str, str]
     first_fire_at: datetime
     jitter_seconds: float
+    rules: Rules
     first_delay: float = 0.0  # the first occurrence's jitter draw
     idempotency_key: str | None = None
     request_hash: str | None = None
@@ -83,8 +85,11 @@ class Schedule:
     max_attempts: int
     labels: dict[str, str]
     jitter_seconds: float
+    rules: Rules
     status: ScheduleStatus
     fire_count: int
+    skipped_count: int
+    last_skip_reason: str | None
     last_fired_at: datetime | None
     created_at: datetime
     updated_at: datetime
@@ -113,6 +118,26 @@ class ScheduleSpec(BaseModel):
         le=86400,
         description="Spread each firing uniformly over [fire_at, fire_at + jitter_seconds)",
     )
+    misfire_policy: MisfirePolicy = Field(
+        default="fire_once",
+        description="Missed ticks: fire_once (one catch-up), skip (drop ticks later than "
+        "misfire_grace_seconds) or fire_all (each, up to max_catchup)",
+    )
+    misfire_grace_seconds: float = Field(
+        default=DEFAULT_GRACE_SECONDS,
+        ge=0,
+        le=86400 * 365,
+        description="How late a tick may fire under skip",
+    )
+    max_catchup: int = Field(
+        default=DEFAULT_MAX_CATCHUP,
+        ge=1,
+        le=1000,
+        description="Missed ticks fired (fire_all) or listed as skipped, per gap",
+    )
+    max_occurrences: int | None = Field(
+        default=None, ge=1, description="Fire at most this many ticks, then complete"
+    )
 
     @field_validator("labels")
     @classmethod
@@ -136,8 +161,34 @@ class SchedulePatch(BaseModel):
     max_attempts: int | None = Field(default=None, ge=1, le=1000)
     labels: dict[str, str] | None = None
     jitter_seconds: float | None = Field(default=None, ge=0, le=86400)
+    misfire_policy: MisfirePolicy | None = Field(
+        default=None,
+        description="Missed ticks: fire_once (one catch-up), skip (drop ticks later than "
+        "misfire_grace_seconds) or fire_all (each, up to max_catchup)",
+    )
+    misfire_grace_seconds: float | None = Field(
+        default=None, ge=0, le=86400 * 365, description="How late a tick may fire under skip"
+    )
+    max_catchup: int | None = Field(
+        default=None,
+        ge=1,
+        le=1000,
+        description="Missed ticks fired (fire_all) or listed as skipped, per gap",
+    )
+    max_occurrences: int | None = Field(
+        default=None, ge=1, description="Fire at most this many ticks, then complete"
+    )
 
     @field_validator("labels")
     @classmethod
     def _label_keys(cls, value: dict[str, str] | None) -> dict[str, str] | None:
         return None if value is None else ScheduleSpec._label_keys(value)
+
+
+def rules_of(spec: ScheduleSpec) -> Rules:
+    return Rules(
+        policy=spec.misfire_policy,
+        grace_seconds=spec.misfire_grace_seconds,
+        max_catchup=spec.max_catchup,
+        max_occurrences=spec.max_occurrences,
+    )

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from itertools import islice
 from typing import Annotated, Literal
 from zoneinfo import available_timezones
 
 from croniter import CroniterBadCronError, CroniterBadDateError, croniter
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from app.domain import wallclock
+from app.domain.errors import InvalidInputError
 from app.domain.wallclock import DstGap, DstRepeat
 
 MACROS = {
@@ -25,6 +36,17 @@ MACROS = {
 
 class _TriggerModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _after_start(value: datetime | None, info: ValidationInfo) -> datetime | None:
+    start = info.data.get("start_at")
+    if value is not None and start is not None and value <= start:
+        raise ValueError("end_at must be after start_at")
+    return value
+
+
+_START_AT = "No tick before this instant (inclusive)"
+_END_AT = "No tick after this instant (inclusive); the schedule then completes"
 
 
 class OnceTrigger(_TriggerModel):
@@ -61,6 +83,10 @@ class CronTrigger(_TriggerModel):
         default="first",
         description="A wall time that occurs twice: fire at its first occurrence, or at both",
     )
+    start_at: AwareDatetime | None = Field(default=None, description=_START_AT)
+    end_at: AwareDatetime | None = Field(default=None, description=_END_AT)
+
+    _end_after_start = field_validator("end_at")(_after_start)
 
     @field_validator("timezone")
     @classmethod
@@ -97,7 +123,12 @@ class IntervalTrigger(_TriggerModel):
 
     type: Literal["interval"]
     every_seconds: float = Field(ge=1)
-    start_at: AwareDatetime | None = None
+    start_at: AwareDatetime | None = Field(
+        default=None, description="The first tick (default: when the schedule is created)"
+    )
+    end_at: AwareDatetime | None = Field(default=None, description=_END_AT)
+
+    _end_after_start = field_validator("end_at")(_after_start)
 
 
 Trigger = Annotated[
@@ -131,12 +162,13 @@ def resolve(trigger: Trigger, now: datetime) -> Trigger:
     if isinstance(trigger, OnceTrigger) and trigger.delay_seconds is not None:
         return OnceTrigger(type="once", at=now + timedelta(seconds=trigger.delay_seconds))
     if isinstance(trigger, IntervalTrigger) and trigger.start_at is None:
-        return IntervalTrigger(type="interval", every_seconds=trigger.every_seconds, start_at=now)
+        return trigger.model_copy(update={"start_at": now})
     return trigger
 
 
-def first_fire_at(trigger: Trigger, now: datetime) -> datetime:
-    """The first fire instant of a resolved trigger that is created (or resumed) at `now`.
+def first_fire_at(trigger: Trigger, now: datetime) -> datetime | None:
+    """The first fire instant of a resolved trigger that is created (or resumed) at `now`,
+    or None when its bounds leave it nothing to fire.
 
     A one-shot instant in the past is due at once: it is late, not skipped.
     """
@@ -148,17 +180,35 @@ def first_fire_at(trigger: Trigger, now: datetime) -> datetime:
     if isinstance(trigger, IntervalTrigger):
         assert trigger.start_at is not None, "resolve() the trigger first"
         if trigger.start_at >= now:
-            return trigger.start_at.astimezone(UTC)
-    fire = next_fire_after(trigger, now - timedelta(microseconds=1))
-    assert fire is not None
+            return _bounded(trigger, trigger.start_at.astimezone(UTC))
+    return next_fire_after(trigger, now - timedelta(microseconds=1))
+
+
+def first_fire_or_refuse(trigger: Trigger, now: datetime, pointer: str = "#") -> datetime:
+    """The first fire instant of a resolved trigger; a trigger whose bounds leave nothing
+    to fire is refused, naming its end."""
+    first = first_fire_at(trigger, now)
+    if first is None:
+        raise InvalidInputError(
+            "end_at is before the trigger's first fire instant: it would never fire",
+            pointer=f"{pointer}/trigger/end_at",
+        )
+    return first
+
+
+def _bounded(trigger: CronTrigger | IntervalTrigger, fire: datetime | None) -> datetime | None:
+    if fire is None or (trigger.end_at is not None and fire > trigger.end_at):
+        return None
     return fire
 
 
 def next_fire_after(trigger: Trigger, after: datetime) -> datetime | None:
     """The first fire instant strictly after `after`, or None when the trigger has no more."""
     if isinstance(trigger, CronTrigger):
+        if trigger.start_at is not None:
+            after = max(after, trigger.start_at - timedelta(microseconds=1))
         try:
-            return wallclock.next_after(
+            fire = wallclock.next_after(
                 trigger.normalized,
                 trigger.timezone,
                 after,
@@ -167,24 +217,36 @@ def next_fire_after(trigger: Trigger, after: datetime) -> datetime | None:
             )
         except CroniterBadDateError:
             return None
+        return _bounded(trigger, fire)
     if isinstance(trigger, IntervalTrigger):
         assert trigger.start_at is not None, "resolve() the trigger first"
         start = trigger.start_at.astimezone(UTC)
         if after < start:
-            return start
+            return _bounded(trigger, start)
         step = timedelta(seconds=trigger.every_seconds)
         ticks = (after - start) // step + 1
-        return start + ticks * step
+        return _bounded(trigger, start + ticks * step)
     return None
 
 
-def next_after_firing(trigger: Trigger, fire_at: datetime, now: datetime) -> datetime | None:
-    """The tick that follows a firing at `fire_at` observed at `now` (misfire rule fire_once).
+def ticks_between(trigger: Trigger, after: datetime, until: datetime) -> Iterator[datetime]:
+    """The fire instants t of a resolved recurring trigger with after < t <= until, in order."""
+    moment = after
+    while (upcoming := next_fire_after(trigger, moment)) is not None and upcoming <= until:
+        yield upcoming
+        moment = upcoming
 
-    When the firing was late by several ticks, those ticks collapse into the one that just
-    fired and the schedule realigns onto the first tick strictly after `now`: never a burst.
-    """
-    return next_fire_after(trigger, max(fire_at, now))
+
+def count_ticks(trigger: Trigger, after: datetime, until: datetime, cap: int) -> int:
+    """How many ticks lie in (after, until], counted exactly up to `cap` (an interval's
+    count is arithmetic and always exact)."""
+    if isinstance(trigger, IntervalTrigger):
+        first = next_fire_after(trigger, after)
+        if first is None or first > until:
+            return 0
+        last = until if trigger.end_at is None else min(until, trigger.end_at)
+        return int((last - first) // timedelta(seconds=trigger.every_seconds)) + 1
+    return sum(1 for _ in islice(ticks_between(trigger, after, until), cap))
 
 
 def fire_times(trigger: Trigger, after: datetime, count: int, now: datetime) -> list[datetime]:
@@ -192,7 +254,7 @@ def fire_times(trigger: Trigger, after: datetime, count: int, now: datetime) -> 
     resolved = resolve(trigger, now)
     if not is_recurring(resolved):
         fire = first_fire_at(resolved, now)
-        return [fire] if fire > after else []
+        return [fire] if fire is not None and fire > after else []
     times: list[datetime] = []
     moment = after
     while len(times) < count:

@@ -103,3 +103,36 @@ def _earliest(wall: datetime, zone: ZoneInfo) -> datetime:
         wall.replace(tzinfo=zone, fold=0).astimezone(UTC),
         wall.replace(tzinfo=zone, fold=1).astimezone(UTC),
     )
+
+
+def gaps(
+    expression: str, zone_name: str, after: datetime, until: datetime
+) -> list[tuple[datetime, int]]:
+    """The DST gaps in (after, until] that swallow wall times of the expression: for each,
+    the instant the clocks jump (where `dst_gap="shift"` would fire) and how many of the
+    expression's wall times do not exist. The zone is sampled every 12 hours, so the cost
+    follows the length of the range, not the number of ticks in it."""
+    zone = ZoneInfo(zone_name)
+    found: list[tuple[datetime, int]] = []
+    step = timedelta(hours=12)
+    low = after.astimezone(UTC)
+    while low < until:
+        high = min(low + step, until)
+        before, later = low.astimezone(zone).utcoffset(), high.astimezone(zone).utcoffset()
+        if before is not None and later is not None and later > before:
+            change = _change_instant(zone, low, high)
+            first_missing = change.replace(tzinfo=None) + before
+            walls = croniter(
+                expression,
+                first_missing - timedelta(microseconds=1),
+                second_at_beginning=True,
+                day_or=True,
+            )
+            end = change.replace(tzinfo=None) + later
+            missing = 0
+            while walls.get_next(datetime) < end:
+                missing += 1
+            if missing:
+                found.append((change, missing))
+        low = high
+    return found

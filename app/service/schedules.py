@@ -8,10 +8,13 @@ import random
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
+from itertools import islice
+from typing import cast
 
 from app.domain.errors import ConflictError, InvalidInputError, NotFoundError, PayloadTooLargeError
-from app.domain.ids import occurrence_id, uuid7
+from app.domain.ids import format_instant, occurrence_id, uuid7
+from app.domain.misfire import skipped_range
 from app.domain.occurrence import Occurrence, OccurrenceStatus, Origin
 from app.domain.schedule import (
     TERMINAL,
@@ -24,8 +27,16 @@ from app.domain.schedule import (
     check_pause,
     check_resume,
     check_trigger,
+    rules_of,
 )
-from app.domain.trigger import first_fire_at, is_recurring, next_fire_after, resolve
+from app.domain.trigger import (
+    Trigger,
+    first_fire_or_refuse,
+    is_recurring,
+    next_fire_after,
+    resolve,
+    ticks_between,
+)
 from app.settings import Settings
 from app.store.clock import transaction_now
 from app.store.database import Connection, Database
@@ -33,6 +44,30 @@ from app.store.occurrences import OccurrenceStore, new_occurrence
 from app.store.schedules import ScheduleFilter, ScheduleStore
 
 MAX_BATCH = 1000
+MAX_BACKFILL = 1000
+# PATCH fields that may not be null (max_occurrences may: it lifts the bound).
+NOT_NULL = (
+    "target",
+    "trigger",
+    "max_attempts",
+    "labels",
+    "jitter_seconds",
+    "misfire_policy",
+    "misfire_grace_seconds",
+    "max_catchup",
+)
+# PATCH fields that change which ticks come, or when: the next occurrence is planned again.
+RECOMPUTE = frozenset({"trigger", "jitter_seconds", "max_occurrences"})
+# PATCH fields that change the cadence itself: refused once a schedule has finished.
+SHAPE = frozenset({"trigger", "max_occurrences"})
+
+
+@dataclass(frozen=True, slots=True)
+class Backfill:
+    """Every tick in the range with its occurrence id, and the ids this call made due."""
+
+    ticks: list[tuple[datetime, uuid.UUID]]
+    created: list[uuid.UUID]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,8 +122,10 @@ class ScheduleService:
         now: datetime,
         key: str | None = None,
         request_hash: str | None = None,
+        pointer: str = "#",
     ) -> ScheduleDraft:
         trigger = resolve(spec.trigger, now)
+        first = first_fire_or_refuse(trigger, now, pointer)
         return ScheduleDraft(
             id=uuid7(now, self._rng.getrandbits(74)),
             name=spec.name,
@@ -98,8 +135,9 @@ class ScheduleService:
             trigger=trigger,
             max_attempts=spec.max_attempts or self._settings.max_attempts,
             labels=spec.labels,
-            first_fire_at=first_fire_at(trigger, now),
+            first_fire_at=first,
             jitter_seconds=spec.jitter_seconds,
+            rules=rules_of(spec),
             first_delay=self._jitter(spec.jitter_seconds),
             idempotency_key=key,
             request_hash=request_hash,
@@ -121,8 +159,11 @@ class ScheduleService:
             max_attempts=draft.max_attempts,
             labels=draft.labels,
             jitter_seconds=draft.jitter_seconds,
+            rules=draft.rules,
             status=ScheduleStatus.PENDING,
             fire_count=0,
+            skipped_count=0,
+            last_skip_reason=None,
             last_fired_at=None,
             created_at=now,
             updated_at=now,
@@ -203,7 +244,10 @@ class ScheduleService:
         async def work(conn: Connection) -> list[Schedule]:
             await self._check_names(conn, specs, batch=True)
             now = await transaction_now(conn)
-            drafts = [self._draft(spec, now) for spec in specs]
+            drafts = [
+                self._draft(spec, now, pointer=f"#/items/{index}")
+                for index, spec in enumerate(specs)
+            ]
             await self._schedules.insert(conn, drafts, now)
             return [self._fresh(draft, now) for draft in drafts]
 
@@ -260,57 +304,67 @@ class ScheduleService:
         if "payload" in changes:
             self._check_payload(patch.payload, "#/payload")
         self._check_target(patch, "#/target/type")
-        for field in ("target", "trigger", "max_attempts", "labels", "jitter_seconds"):
+        for field in NOT_NULL:
             if field in changes and changes[field] is None:
                 raise InvalidInputError(f"{field} cannot be null", pointer=f"#/{field}")
+        recompute = bool(RECOMPUTE & changes.keys())
 
         async def work(conn: Connection) -> Schedule:
             current = await self._locked(conn, schedule_id)
-            check_patch(current.status, changes_trigger=patch.trigger is not None)
+            check_patch(current.status, changes_trigger=bool(SHAPE & changes.keys()))
             now = await transaction_now(conn)
             values: dict[str, object] = {
                 field: getattr(patch, field) for field in changes if field != "trigger"
             }
-            if patch.trigger is not None or patch.jitter_seconds is not None:
-                # The not-yet-fired next occurrence is replaced: its instant or its jitter
-                # draw changes (an occurrence already fired keeps its own).
-                if patch.trigger is not None:
-                    if not is_recurring(current.trigger) and current.fire_count > 0:
-                        raise ConflictError("this one-shot schedule has already fired")
-                    values["trigger"] = resolve(patch.trigger, now)
-                trigger = resolve(patch.trigger or current.trigger, now)
-                jitter = (
-                    patch.jitter_seconds
-                    if patch.jitter_seconds is not None
-                    else current.jitter_seconds
-                )
-                await self._occurrences.drop_unfired_cadence(conn, schedule_id)
-                paused = current.status is ScheduleStatus.PAUSED
-                if not (paused and is_recurring(trigger)):
-                    row = new_occurrence(
-                        schedule_id,
-                        first_fire_at(trigger, now),
-                        now,
-                        Origin.SCHEDULE,
-                        delay=self._jitter(jitter),
-                    )
-                    if paused:
-                        row["available_at"] = None
-                    await self._occurrences.insert(conn, [row])
+            if patch.trigger is not None:
+                if not is_recurring(current.trigger) and current.fire_count > 0:
+                    raise ConflictError("this one-shot schedule has already fired")
+                values["trigger"] = resolve(patch.trigger, now)
+            if recompute:
+                # The not-yet-fired next occurrence is replaced: its instant, its jitter
+                # draw or whether it comes at all changes (one already fired keeps its own).
+                await self._replan(conn, current, values, now)
             await self._schedules.update(conn, schedule_id, now, **values)
+            if recompute and current.status is ScheduleStatus.PENDING:
+                await self._occurrences.finish_recurring(conn, [schedule_id], now)
             return await self._require(conn, schedule_id)
 
         return await self._db.run(work)
 
+    async def _replan(
+        self, conn: Connection, current: Schedule, values: dict[str, object], now: datetime
+    ) -> None:
+        trigger = cast(Trigger, values.get("trigger", current.trigger))
+        first = first_fire_or_refuse(trigger, now)
+        await self._occurrences.drop_unfired_cadence(conn, current.id)
+        recurring = is_recurring(trigger)
+        budget = values.get("max_occurrences", current.rules.max_occurrences)
+        if recurring and isinstance(budget, int) and current.rules.fired >= budget:
+            return  # the new bound is already spent: the schedule completes
+        paused = current.status is ScheduleStatus.PAUSED
+        if paused and recurring:
+            return  # resume plans the next tick
+        jitter = cast(float, values.get("jitter_seconds", current.jitter_seconds))
+        row = new_occurrence(current.id, first, now, Origin.SCHEDULE, delay=self._jitter(jitter))
+        if paused:
+            row["available_at"] = None
+        await self._occurrences.insert(conn, [row])
+
     async def pause(self, schedule_id: uuid.UUID) -> Schedule:
+        """Nothing fires while paused; the schedule's ticks in the pause are recorded as
+        skipped (reason `paused`) when it resumes."""
+
         async def work(conn: Connection) -> Schedule:
             current = await self._locked(conn, schedule_id)
             check_pause(current.status)
             if current.status is ScheduleStatus.PAUSED:
                 return current
             now = await transaction_now(conn)
-            await self._schedules.update(conn, schedule_id, now, status=ScheduleStatus.PAUSED)
+            await self._schedules.update(
+                conn, schedule_id, now, status=ScheduleStatus.PAUSED, paused_at=now
+            )
             if is_recurring(current.trigger):
+                await self._occurrences.skip_due_cadence(conn, schedule_id, now, "paused")
                 await self._occurrences.drop_unfired_cadence(conn, schedule_id)
             await self._occurrences.hold(conn, schedule_id, now)
             return await self._require(conn, schedule_id)
@@ -318,7 +372,8 @@ class ScheduleService:
         return await self._db.run(work)
 
     async def resume(self, schedule_id: uuid.UUID) -> Schedule:
-        """Pause is not a misfire: the schedule realigns to its next strictly future tick."""
+        """Pause is not a misfire: the ticks that fell inside the pause are recorded as
+        skipped and the schedule realigns to its next strictly future tick."""
 
         async def work(conn: Connection) -> Schedule:
             current = await self._locked(conn, schedule_id)
@@ -326,26 +381,75 @@ class ScheduleService:
             if current.status is ScheduleStatus.PENDING:
                 return current
             now = await transaction_now(conn)
-            await self._schedules.update(conn, schedule_id, now, status=ScheduleStatus.PENDING)
+            paused_at = await self._schedules.paused_at(conn, schedule_id)
+            await self._schedules.update(
+                conn, schedule_id, now, status=ScheduleStatus.PENDING, paused_at=None
+            )
             await self._occurrences.unhold(conn, schedule_id, now)
-            if is_recurring(current.trigger):
-                upcoming = next_fire_after(current.trigger, now)
-                if upcoming is not None:
-                    await self._occurrences.insert(
-                        conn,
-                        [
-                            new_occurrence(
-                                schedule_id,
-                                upcoming,
-                                now,
-                                Origin.SCHEDULE,
-                                delay=self._jitter(current.jitter_seconds),
-                            )
-                        ],
+            trigger = current.trigger
+            if is_recurring(trigger):
+                if paused_at is not None:
+                    skips = skipped_range(
+                        trigger, paused_at, now, "paused", current.rules.max_catchup
                     )
+                    await self._occurrences.record_skips(conn, schedule_id, skips, now)
+                upcoming = next_fire_after(trigger, now)
+                if upcoming is not None and current.rules.budget != 0:
+                    row = new_occurrence(
+                        schedule_id,
+                        upcoming,
+                        now,
+                        Origin.SCHEDULE,
+                        delay=self._jitter(current.jitter_seconds),
+                    )
+                    await self._occurrences.insert(conn, [row])
+                await self._occurrences.finish_recurring(conn, [schedule_id], now)
             else:
                 await self._occurrences.finish_one_shots(conn, [schedule_id], now)
             return await self._require(conn, schedule_id)
+
+        return await self._db.run(work)
+
+    async def backfill(self, schedule_id: uuid.UUID, start: datetime, end: datetime) -> Backfill:
+        """One occurrence per tick of the trigger in [start, end], each with its usual id:
+        a second call creates nothing new. Only past ticks: the future is the cadence's."""
+        if end < start:
+            raise InvalidInputError("'to' is before 'from'", pointer="#/to")
+
+        async def work(conn: Connection) -> Backfill:
+            current = await self._locked(conn, schedule_id)
+            if current.status is ScheduleStatus.CANCELLED:
+                raise ConflictError("a cancelled schedule cannot be backfilled")
+            if not is_recurring(current.trigger):
+                raise ConflictError("a one-shot schedule has no ticks to backfill")
+            now = await transaction_now(conn)
+            if end > now:
+                raise InvalidInputError(
+                    "'to' is in the future: a backfill covers past ticks only", pointer="#/to"
+                )
+            ticks = list(
+                islice(
+                    ticks_between(current.trigger, start - timedelta(microseconds=1), end),
+                    MAX_BACKFILL + 1,
+                )
+            )
+            if len(ticks) > MAX_BACKFILL:
+                raise InvalidInputError(
+                    f"the range holds more than {MAX_BACKFILL} ticks; the last one a call "
+                    f"may cover is {format_instant(ticks[MAX_BACKFILL - 1])}",
+                    pointer="#/to",
+                )
+            made = await self._occurrences.backfill(
+                conn,
+                schedule_id,
+                ticks,
+                now,
+                held=current.status is ScheduleStatus.PAUSED,
+            )
+            return Backfill(
+                ticks=[(tick, occurrence_id(schedule_id, tick)) for tick in ticks],
+                created=made,
+            )
 
         return await self._db.run(work)
 

@@ -21,7 +21,8 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.domain.ids import occurrence_id
+from app.domain import misfire
+from app.domain.ids import gap_entry_id, occurrence_id
 from app.domain.occurrence import (
     DeadLetter,
     Delivery,
@@ -32,7 +33,7 @@ from app.domain.occurrence import (
 )
 from app.domain.schedule import ScheduleStatus
 from app.domain.target import Target
-from app.domain.trigger import Trigger, is_recurring, next_after_firing
+from app.domain.trigger import Trigger, is_recurring
 from app.store import codec
 from app.store.clock import transaction_now
 from app.store.inserts import insert_ignoring_conflicts
@@ -98,6 +99,7 @@ class _SettleStatements:
     retry: sa.Update
     dead: sa.Update
     finish_one_shots: sa.Update
+    finish_recurring: sa.Update
 
 
 @cache
@@ -168,6 +170,15 @@ def _settle_statements(dialect: str) -> _SettleStatements:
             status=sa.case((dead_lettered, ScheduleStatus.FAILED), else_=ScheduleStatus.COMPLETED),
             updated_at=now,
         ),
+        # A recurring schedule has a pending cadence occurrence until its bounds are spent;
+        # with nothing left pending it is complete (a dead letter does not fail it).
+        finish_recurring=schedules.update()
+        .where(
+            _among(schedules.c.id, "schedule_ids", dialect),
+            schedules.c.status == ScheduleStatus.PENDING,
+            nothing_pending,
+        )
+        .values(status=ScheduleStatus.COMPLETED, updated_at=now),
     )
 
 
@@ -191,7 +202,53 @@ def to_occurrence(row: Row[Any]) -> Occurrence:
         dead_lettered_at=row.dead_lettered_at,
         created_at=row.created_at,
         updated_at=row.updated_at,
+        skip_reason=row.skip_reason,
+        skipped_count=row.skipped_count,
     )
+
+
+def rules_of_row(row: Any) -> misfire.Rules:
+    return misfire.Rules(
+        policy=row.misfire_policy,
+        grace_seconds=row.misfire_grace_seconds,
+        max_catchup=row.max_catchup,
+        max_occurrences=row.max_occurrences,
+        fired=row.tick_count,
+    )
+
+
+def skipped_occurrence(schedule_id: uuid.UUID, skip: misfire.Skip, now: datetime) -> dict[str, Any]:
+    """The row that records a tick that did not fire. A skipped real tick keeps its usual
+    id (a backfill can still fire it); a DST gap entry gets an id of its own, since the
+    instant the clocks jump may also be a real tick."""
+    id_ = (
+        gap_entry_id(schedule_id, skip.fire_at)
+        if skip.reason == "dst_gap"
+        else occurrence_id(schedule_id, skip.fire_at)
+    )
+    return {
+        "occurrence_id": id_,
+        "schedule_id": schedule_id,
+        "fire_at": skip.fire_at,
+        "available_at": None,
+        "status": OccurrenceStatus.SKIPPED,
+        "origin": Origin.SCHEDULE,
+        "attempts": 0,
+        "skip_reason": skip.reason,
+        "skipped_count": skip.count,
+        "created_at": now,
+        "updated_at": now,
+    }
+
+
+@dataclass
+class _Tally:
+    """Per-schedule counter changes of one claim."""
+
+    ticks: int = 0
+    unfired: int = 0
+    skipped: int = 0
+    reason: str | None = None
 
 
 def new_occurrence(
@@ -256,30 +313,41 @@ class OccurrenceStore:
         now = claimed[0].claimed_at
         first_fires: dict[uuid.UUID, int] = defaultdict(int)
         next_rows: list[dict[str, Any]] = []
+        skipped_rows: list[dict[str, Any]] = []
+        unfired: list[uuid.UUID] = []
+        tallies: dict[uuid.UUID, _Tally] = {}
         deliveries: list[Delivery] = []
         exhausted: list[uuid.UUID] = []
         exhausted_one_shots: set[uuid.UUID] = set()
-        for row in sorted(claimed, key=lambda r: (r.fire_at, r.occurrence_id)):
+        done_recurring: set[uuid.UUID] = set()
+        rows = sorted(claimed, key=lambda r: (r.fire_at, r.occurrence_id))
+        rules = await self._rules(conn, rows)
+        for row in rows:
             trigger: Trigger = codec.trigger(row.trigger)
+            recurring = is_recurring(trigger)
             if row.attempts > row.max_attempts:
                 # Its last attempt's lease ran out with no result: the budget is spent, so
                 # it is dead-lettered rather than retried forever (a replica that crashes on
                 # it every time must not keep the fleet busy).
                 exhausted.append(row.occurrence_id)
-                if not is_recurring(trigger):
-                    exhausted_one_shots.add(row.schedule_id)
+                (done_recurring if recurring else exhausted_one_shots).add(row.schedule_id)
                 continue
+            # Whether the schedule may be done once this settles: true for everything but
+            # a cadence tick that planned its successor (the check itself is guarded by
+            # "nothing pending", so it is only ever a wasted statement).
+            last = True
             if row.attempts == 1:
                 first_fires[row.schedule_id] += 1
-                if row.origin == Origin.SCHEDULE and is_recurring(trigger):
-                    upcoming = next_after_firing(trigger, row.fire_at, now)
-                    if upcoming is not None:
-                        delay = self._rng.uniform(0, row.jitter_seconds or 0.0)
-                        next_rows.append(
-                            new_occurrence(
-                                row.schedule_id, upcoming, now, Origin.SCHEDULE, delay=delay
-                            )
-                        )
+                if row.schedule_id in rules and row.origin == Origin.SCHEDULE:
+                    plan = misfire.plan(trigger, rules[row.schedule_id], row.fire_at, now)
+                    tally = tallies.setdefault(row.schedule_id, _Tally())
+                    self._materialize(row, plan, now, tally, next_rows, skipped_rows)
+                    last = plan.upcoming is None
+                    if not plan.fire:
+                        unfired.append(row.occurrence_id)
+                        if last:
+                            done_recurring.add(row.schedule_id)
+                        continue
             target: Target = codec.target(row.target)
             deliveries.append(
                 Delivery(
@@ -292,16 +360,130 @@ class OccurrenceStore:
                     event_type=row.event_type,
                     body=(row.body or "null").encode(),
                     target=target,
-                    one_shot=not is_recurring(trigger),
+                    one_shot=not recurring,
+                    last=recurring and last,
                 )
             )
         await insert_ignoring_conflicts(conn, occurrences, next_rows, "occurrence_id")
+        if unfired:
+            await self._skip_claimed(conn, token, unfired, now)
+        await insert_ignoring_conflicts(conn, occurrences, skipped_rows, "occurrence_id")
+        await self._apply_tallies(conn, tallies)
         if exhausted:
             await self._dead_letter_expired(conn, token, exhausted, now)
             await self.finish_one_shots(conn, exhausted_one_shots, now)
         if dialect != "postgresql":  # PostgreSQL's claim statement counts them itself
             await self._count_first_fires(conn, first_fires, now)
+        if done_recurring:
+            await self.finish_recurring(conn, done_recurring, now)
         return deliveries
+
+    async def _rules(
+        self, conn: AsyncConnection, rows: Sequence[Row[Any]]
+    ) -> dict[uuid.UUID, misfire.Rules]:
+        """Misfire rules and tick counts of the schedules whose cadence fires in this claim
+        (one extra read, and only when recurring schedules fire)."""
+        ids = {
+            row.schedule_id
+            for row in rows
+            if row.attempts == 1
+            and row.origin == Origin.SCHEDULE
+            and is_recurring(codec.trigger(row.trigger))
+        }
+        if not ids:
+            return {}
+        result = await conn.execute(
+            sa.select(
+                schedules.c.id,
+                schedules.c.misfire_policy,
+                schedules.c.misfire_grace_seconds,
+                schedules.c.max_catchup,
+                schedules.c.max_occurrences,
+                schedules.c.tick_count,
+            ).where(schedules.c.id.in_(ids))
+        )
+        return {r.id: rules_of_row(r) for r in result}
+
+    def _materialize(
+        self,
+        row: Row[Any],
+        plan: misfire.Plan,
+        now: datetime,
+        tally: _Tally,
+        next_rows: list[dict[str, Any]],
+        skipped_rows: list[dict[str, Any]],
+    ) -> None:
+        """The rows a cadence claim writes: catch-ups, skipped ticks, the next tick."""
+        sid = row.schedule_id
+        for tick in plan.catch_up:
+            next_rows.append(new_occurrence(sid, tick, now, Origin.CATCHUP))
+        if plan.upcoming is not None:
+            delay = self._rng.uniform(0, row.jitter_seconds or 0.0)
+            next_rows.append(new_occurrence(sid, plan.upcoming, now, Origin.SCHEDULE, delay=delay))
+        for skip in plan.skips:
+            if skip.fire_at != row.fire_at or skip.reason == "dst_gap":
+                skipped_rows.append(skipped_occurrence(sid, skip, now))
+            tally.skipped += skip.count
+            tally.reason = skip.reason
+        tally.ticks += plan.fired
+        tally.unfired += 0 if plan.fire else 1
+
+    async def _skip_claimed(
+        self, conn: AsyncConnection, token: uuid.UUID, ids: list[uuid.UUID], now: datetime
+    ) -> None:
+        """Claimed cadence occurrences that their misfire policy drops: recorded as skipped,
+        their attempt not counted."""
+        await conn.execute(
+            occurrences.update()
+            .where(occurrences.c.occurrence_id.in_(ids), occurrences.c.lease_token == token)
+            .values(
+                status=OccurrenceStatus.SKIPPED,
+                skip_reason="misfire",
+                skipped_count=1,
+                attempts=0,
+                available_at=None,
+                lease_token=None,
+                updated_at=now,
+            )
+        )
+
+    async def _apply_tallies(self, conn: AsyncConnection, tallies: dict[uuid.UUID, _Tally]) -> None:
+        params = [
+            {
+                "s_id": sid,
+                "s_ticks": t.ticks,
+                "s_unfired": t.unfired,
+                "s_skipped": t.skipped,
+                "s_reason": t.reason,
+            }
+            for sid, t in tallies.items()
+            if t.ticks != 1 or t.unfired or t.skipped
+        ]
+        plain = [
+            sid for sid, t in tallies.items() if t.ticks == 1 and not t.unfired and not t.skipped
+        ]
+        if plain:  # the usual case: one tick fired on time, one statement for all
+            await conn.execute(
+                schedules.update()
+                .where(schedules.c.id.in_(plain))
+                .values(tick_count=schedules.c.tick_count + 1)
+            )
+        if params:
+            await conn.execute(
+                schedules.update()
+                .where(schedules.c.id == sa.bindparam("s_id", type_=sa.Uuid()))
+                .values(
+                    tick_count=schedules.c.tick_count + sa.bindparam("s_ticks", type_=sa.Integer()),
+                    fire_count=schedules.c.fire_count
+                    - sa.bindparam("s_unfired", type_=sa.Integer()),
+                    skipped_count=schedules.c.skipped_count
+                    + sa.bindparam("s_skipped", type_=sa.Integer()),
+                    last_skip_reason=sa.func.coalesce(
+                        sa.bindparam("s_reason", type_=sa.String()), schedules.c.last_skip_reason
+                    ),
+                ),
+                params,
+            )
 
     async def _count_first_fires(
         self, conn: AsyncConnection, first_fires: dict[uuid.UUID, int], now: datetime
@@ -349,10 +531,13 @@ class OccurrenceStore:
         retries: list[dict[str, Any]] = []
         dead: list[dict[str, Any]] = []
         one_shots: set[uuid.UUID] = set()
+        lasts: set[uuid.UUID] = set()
         for item in settlements:
             d = item.delivery
             if d.one_shot:
                 one_shots.add(d.schedule_id)
+            elif d.last:
+                lasts.add(d.schedule_id)
             if item.status is OccurrenceStatus.DELIVERED:
                 delivered[d.lease_token].append(d.occurrence_id)
                 continue
@@ -378,6 +563,10 @@ class OccurrenceStore:
         if one_shots:
             await conn.execute(
                 statements.finish_one_shots, {"schedule_ids": list(one_shots), "now": now}
+            )
+        if lasts:
+            await conn.execute(
+                statements.finish_recurring, {"schedule_ids": list(lasts), "now": now}
             )
 
     async def release(
@@ -409,6 +598,119 @@ class OccurrenceStore:
         if ids:
             statement = _settle_statements(conn.dialect.name).finish_one_shots
             await conn.execute(statement, {"schedule_ids": ids, "now": now})
+
+    async def finish_recurring(
+        self, conn: AsyncConnection, schedule_ids: Iterable[uuid.UUID], now: datetime
+    ) -> None:
+        """A recurring schedule whose bounds are spent and that has nothing left pending is
+        completed."""
+        ids = list(schedule_ids)
+        if ids:
+            statement = _settle_statements(conn.dialect.name).finish_recurring
+            await conn.execute(statement, {"schedule_ids": ids, "now": now})
+
+    async def record_skips(
+        self,
+        conn: AsyncConnection,
+        schedule_id: uuid.UUID,
+        skips: Sequence[misfire.Skip],
+        now: datetime,
+    ) -> None:
+        """Record ticks that did not fire, and count them on the schedule."""
+        if not skips:
+            return
+        rows = [skipped_occurrence(schedule_id, skip, now) for skip in skips]
+        await insert_ignoring_conflicts(conn, occurrences, rows, "occurrence_id")
+        await conn.execute(
+            schedules.update()
+            .where(schedules.c.id == schedule_id)
+            .values(
+                skipped_count=schedules.c.skipped_count + sum(skip.count for skip in skips),
+                last_skip_reason=skips[-1].reason,
+            )
+        )
+
+    async def skip_due_cadence(
+        self, conn: AsyncConnection, schedule_id: uuid.UUID, now: datetime, reason: str
+    ) -> int:
+        """The schedule's own unfired occurrences already due (the loop had not reached
+        them) are recorded as skipped; returns how many."""
+        result = await conn.execute(
+            occurrences.update()
+            .where(
+                occurrences.c.schedule_id == schedule_id,
+                occurrences.c.status == OccurrenceStatus.PENDING,
+                occurrences.c.origin == Origin.SCHEDULE,
+                occurrences.c.attempts == 0,
+                occurrences.c.fire_at <= now,
+            )
+            .values(
+                status=OccurrenceStatus.SKIPPED,
+                skip_reason=reason,
+                skipped_count=1,
+                available_at=None,
+                updated_at=now,
+            )
+            .returning(occurrences.c.occurrence_id)
+        )
+        skipped = len(result.all())
+        if skipped:
+            await conn.execute(
+                schedules.update()
+                .where(schedules.c.id == schedule_id)
+                .values(skipped_count=schedules.c.skipped_count + skipped, last_skip_reason=reason)
+            )
+        return skipped
+
+    async def backfill(
+        self,
+        conn: AsyncConnection,
+        schedule_id: uuid.UUID,
+        ticks: Sequence[datetime],
+        now: datetime,
+        *,
+        held: bool,
+    ) -> list[uuid.UUID]:
+        """One occurrence per tick, with its usual id; ticks that already have one are left
+        as they are, except skipped ones, which become due. Returns the ids made due."""
+        if not ticks:
+            return []
+        ids = [occurrence_id(schedule_id, tick) for tick in ticks]
+        existing = {
+            row.occurrence_id: row.status
+            for row in await conn.execute(
+                sa.select(occurrences.c.occurrence_id, occurrences.c.status).where(
+                    occurrences.c.occurrence_id.in_(ids)
+                )
+            )
+        }
+        rows = []
+        for tick, id_ in zip(ticks, ids, strict=True):
+            if id_ not in existing:
+                row = new_occurrence(schedule_id, tick, now, Origin.BACKFILL)
+                if held:
+                    row["available_at"] = None
+                rows.append(row)
+        revived = [id_ for id_, status in existing.items() if status == OccurrenceStatus.SKIPPED]
+        await insert_ignoring_conflicts(conn, occurrences, rows, "occurrence_id")
+        if revived:
+            await conn.execute(
+                occurrences.update()
+                .where(
+                    occurrences.c.occurrence_id.in_(revived),
+                    occurrences.c.status == OccurrenceStatus.SKIPPED,
+                )
+                .values(
+                    status=OccurrenceStatus.PENDING,
+                    origin=Origin.BACKFILL,
+                    skip_reason=None,
+                    skipped_count=0,
+                    available_at=None if held else occurrences.c.fire_at,
+                    updated_at=now,
+                )
+            )
+        made = {row["occurrence_id"] for row in rows} | set(revived)
+        return [id_ for id_ in ids if id_ in made]
 
     # -- schedule lifecycle -----------------------------------------------------------
 

@@ -18,7 +18,7 @@ from app.domain.occurrence import OccurrenceStatus, Origin
 from app.domain.schedule import Schedule, ScheduleDraft, ScheduleStatus
 from app.store import codec
 from app.store.inserts import insert_ignoring_conflicts
-from app.store.occurrences import new_occurrence
+from app.store.occurrences import new_occurrence, rules_of_row
 from app.store.tables import occurrences, schedules
 
 
@@ -65,9 +65,12 @@ def _to_schedule(row: Row[Any]) -> Schedule:
         trigger=codec.trigger(row.trigger),
         max_attempts=row.max_attempts,
         jitter_seconds=row.jitter_seconds,
+        rules=rules_of_row(row),
         labels=dict(row.labels or {}),
         status=ScheduleStatus(row.status),
         fire_count=row.fire_count,
+        skipped_count=row.skipped_count,
+        last_skip_reason=row.last_skip_reason,
         last_fired_at=row.last_fired_at,
         created_at=row.created_at,
         updated_at=row.updated_at,
@@ -98,6 +101,12 @@ class ScheduleStore:
                 "trigger": codec.dump(d.trigger),
                 "max_attempts": d.max_attempts,
                 "jitter_seconds": d.jitter_seconds,
+                "misfire_policy": d.rules.policy,
+                "misfire_grace_seconds": d.rules.grace_seconds,
+                "max_catchup": d.rules.max_catchup,
+                "max_occurrences": d.rules.max_occurrences,
+                "tick_count": 0,
+                "skipped_count": 0,
                 "labels": d.labels,
                 "status": ScheduleStatus.PENDING,
                 "fire_count": 0,
@@ -171,6 +180,11 @@ class ScheduleStore:
             statement = statement.where(schedules.c.id < after)
         statement = statement.order_by(schedules.c.id.desc()).limit(limit)
         return [_to_schedule(row) for row in await conn.execute(statement)]
+
+    async def paused_at(self, conn: AsyncConnection, id_: uuid.UUID) -> datetime | None:
+        result = await conn.execute(sa.select(schedules.c.paused_at).where(schedules.c.id == id_))
+        value: datetime | None = result.scalar_one_or_none()
+        return value
 
     async def update(
         self, conn: AsyncConnection, id_: uuid.UUID, now: datetime, **changes: Any

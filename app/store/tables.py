@@ -51,8 +51,10 @@ class UTCDateTime(sa.TypeDecorator[datetime]):
 JSONType = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
 
 SCHEDULE_STATUSES = ("pending", "paused", "completed", "cancelled", "failed")
-OCCURRENCE_STATUSES = ("pending", "delivered", "dead_lettered", "cancelled")
-ORIGINS = ("schedule", "trigger")
+OCCURRENCE_STATUSES = ("pending", "delivered", "dead_lettered", "cancelled", "skipped")
+ORIGINS = ("schedule", "trigger", "catchup", "backfill")
+MISFIRE_POLICIES = ("fire_once", "skip", "fire_all")
+SKIP_REASONS = ("misfire", "paused", "dst_gap")
 
 
 def _in(column: str, values: tuple[str, ...]) -> str:
@@ -66,6 +68,16 @@ class ScheduleRow(SQLModel, table=True):
         sa.CheckConstraint("max_attempts >= 1", name="max_attempts"),
         sa.CheckConstraint("fire_count >= 0", name="fire_count"),
         sa.CheckConstraint("jitter_seconds >= 0", name="jitter_seconds"),
+        sa.CheckConstraint(_in("misfire_policy", MISFIRE_POLICIES), name="misfire_policy"),
+        sa.CheckConstraint("misfire_grace_seconds >= 0", name="misfire_grace_seconds"),
+        sa.CheckConstraint("max_catchup >= 1", name="max_catchup"),
+        sa.CheckConstraint(
+            "max_occurrences IS NULL OR max_occurrences >= 1", name="max_occurrences"
+        ),
+        sa.CheckConstraint(
+            "last_skip_reason IS NULL OR " + _in("last_skip_reason", SKIP_REASONS),
+            name="last_skip_reason",
+        ),
         # The claim skips paused schedules; this keeps that check off a scan of every schedule.
         sa.Index(
             "ix_schedules_paused",
@@ -87,9 +99,31 @@ class ScheduleRow(SQLModel, table=True):
     jitter_seconds: float = Field(
         default=0.0, sa_column=sa.Column(sa.Float, nullable=False, server_default="0")
     )
+    misfire_policy: str = Field(
+        default="fire_once",
+        sa_column=sa.Column(sa.String(20), nullable=False, server_default="fire_once"),
+    )
+    misfire_grace_seconds: float = Field(
+        default=60.0, sa_column=sa.Column(sa.Float, nullable=False, server_default="60")
+    )
+    max_catchup: int = Field(
+        default=100, sa_column=sa.Column(sa.Integer, nullable=False, server_default="100")
+    )
+    max_occurrences: int | None = Field(default=None, sa_column=sa.Column(sa.Integer))
     labels: dict[str, str] = Field(sa_column=sa.Column(JSONType, nullable=False))
     status: str = Field(sa_column=sa.Column(sa.String(20), nullable=False))
     fire_count: int = Field(sa_column=sa.Column(sa.Integer, nullable=False, server_default="0"))
+    # Ticks of the trigger that fired (or were planned to fire, for catch-ups): what
+    # max_occurrences bounds. Manual triggers and backfills are not counted.
+    tick_count: int = Field(
+        default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
+    )
+    skipped_count: int = Field(
+        default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
+    )
+    last_skip_reason: str | None = Field(default=None, sa_column=sa.Column(sa.String(20)))
+    # Set while paused: the ticks between it and the resume are recorded as skipped.
+    paused_at: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
     last_fired_at: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
     idempotency_key: str | None = Field(
         default=None, sa_column=sa.Column(sa.String(255), unique=True)
@@ -110,6 +144,10 @@ class OccurrenceRow(SQLModel, table=True):
         ),
         sa.CheckConstraint(
             "status <> 'dead_lettered' OR dead_lettered_at IS NOT NULL", name="dead_lettered_at"
+        ),
+        sa.CheckConstraint("(status = 'skipped') = (skip_reason IS NOT NULL)", name="skip_reason"),
+        sa.CheckConstraint(
+            "skip_reason IS NULL OR " + _in("skip_reason", SKIP_REASONS), name="skip_reason_value"
         ),
         sa.Index(
             "ix_occurrences_claim",
@@ -148,6 +186,11 @@ class OccurrenceRow(SQLModel, table=True):
     lease_token: uuid.UUID | None = Field(default=None, sa_column=sa.Column(sa.Uuid))
     lease_owner: str | None = Field(default=None, sa_column=sa.Column(sa.String(100)))
     last_error: str | None = Field(default=None, sa_column=sa.Column(sa.Text))
+    skip_reason: str | None = Field(default=None, sa_column=sa.Column(sa.String(20)))
+    # How many ticks a skipped entry stands for: 1, or the rest of a long gap.
+    skipped_count: int = Field(
+        default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
+    )
     delivered_at: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
     dead_lettered_at: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
     created_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))

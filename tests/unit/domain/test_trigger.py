@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
+from app.domain import misfire
 from app.domain.trigger import (
     CronTrigger,
     ImmediateTrigger,
@@ -18,12 +19,16 @@ from app.domain.trigger import (
     Trigger,
     first_fire_at,
     is_recurring,
-    next_after_firing,
     next_fire_after,
     resolve,
 )
 
 TRIGGER: TypeAdapter[Trigger] = TypeAdapter(Trigger)
+
+
+def next_after_firing(fired: Trigger, fire_at: datetime, now: datetime) -> datetime | None:
+    """The tick planned after a firing at `fire_at` claimed at `now` (default rules)."""
+    return misfire.plan(fired, misfire.Rules(), fire_at, now).upcoming
 
 
 def trigger(**spec: Any) -> Trigger:
