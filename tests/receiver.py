@@ -41,7 +41,7 @@ class Receiver:
         self._defaults: dict[str, Reply] = {}
         self._arrived = asyncio.Condition()
         self._runner: web.AppRunner | None = None
-        self._transports: set[asyncio.BaseTransport] = set()
+        self._transports: set[asyncio.Transport] = set()
         self.port = 0
 
     @property
