@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 # Fixed forever: changing it would change every occurrence id consumers dedupe on.
 OCCURRENCE_NAMESPACE = uuid.UUID("5b0c2f6e-8d1a-4f3e-9c41-2d8f0a7b6e13")
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MILLISECOND = timedelta(milliseconds=1)
+
+
 def uuid7(now: datetime, random_bits: int) -> uuid.UUID:
     """A UUIDv7 from a wall-clock instant and 74 random bits (RFC 9562 section 5.7)."""
-    millis = int(now.timestamp() * 1000) & ((1 << 48) - 1)
+    # Exact integer milliseconds: a float timestamp can round two instants a millisecond
+    # apart onto the same value and break the time order.
+    millis = ((now - _EPOCH) // _MILLISECOND) & ((1 << 48) - 1)
     rand_a = (random_bits >> 62) & 0xFFF
     rand_b = random_bits & ((1 << 62) - 1)
     value = (millis << 80) | (0x7 << 76) | (rand_a << 64) | (0b10 << 62) | rand_b

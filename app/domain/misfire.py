@@ -145,7 +145,22 @@ def plan(trigger: Trigger, rules: Rules, fire_at: datetime, now: datetime) -> Pl
         skips += _listed_range(trigger, start, now, "misfire", rules.max_catchup)
     fired = int(fire) + len(catch_up)
     upcoming = next_fire_after(trigger, max(fire_at, now))
-    if budget is not None and budget <= fired:
+    spent = budget is not None and budget <= fired
+    if spent:
         upcoming = None
-    skips += dst_gap_skips(trigger, fire_at, upcoming or now)
+    skips += dst_gap_skips(trigger, fire_at, _gaps_until(trigger, upcoming, now, spent))
     return Plan(fire=fire, catch_up=catch_up, skips=skips, upcoming=upcoming)
+
+
+def _gaps_until(
+    trigger: Trigger, upcoming: datetime | None, now: datetime, spent: bool
+) -> datetime:
+    """Where this plan's DST gap record ends: at the next tick, whose own plan records
+    what follows; when none follows because end_at has passed, at end_at, since no later
+    plan will record a gap before it."""
+    if upcoming is not None:
+        return upcoming
+    end_at = trigger.end_at if isinstance(trigger, CronTrigger) else None
+    if spent or end_at is None:
+        return now
+    return max(now, end_at)

@@ -18,3 +18,17 @@ async def insert_ignoring_conflicts(
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
     statement = dialect.insert(table).on_conflict_do_nothing(index_elements=[key])
     await conn.execute(statement, rows)
+
+
+async def insert_new(
+    conn: AsyncConnection, table: sa.Table, rows: list[dict[str, Any]], key: str
+) -> set[Any]:
+    """Like insert_ignoring_conflicts, and returns the keys of the rows actually inserted."""
+    if not rows:
+        return set()
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    statement = (
+        dialect.insert(table).on_conflict_do_nothing(index_elements=[key]).returning(table.c[key])
+    )
+    result = await conn.execute(statement, rows)
+    return {row[0] for row in result}

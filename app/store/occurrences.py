@@ -36,7 +36,7 @@ from app.domain.target import Target
 from app.domain.trigger import Trigger, is_recurring
 from app.store import codec
 from app.store.clock import transaction_now
-from app.store.inserts import insert_ignoring_conflicts
+from app.store.inserts import insert_ignoring_conflicts, insert_new
 from app.store.sql import query
 from app.store.tables import UTCDateTime, occurrences, schedules
 
@@ -367,7 +367,14 @@ class OccurrenceStore:
         await insert_ignoring_conflicts(conn, occurrences, next_rows, "occurrence_id")
         if unfired:
             await self._skip_claimed(conn, token, unfired, now)
-        await insert_ignoring_conflicts(conn, occurrences, skipped_rows, "occurrence_id")
+        recorded = await insert_new(conn, occurrences, skipped_rows, "occurrence_id")
+        for skipped in skipped_rows:
+            # Counted only where recorded: a tick that already has an entry (a backfill,
+            # or a DST gap an earlier plan recorded) is not counted twice.
+            if skipped["occurrence_id"] in recorded:
+                tally = tallies[skipped["schedule_id"]]
+                tally.skipped += skipped["skipped_count"]
+                tally.reason = skipped["skip_reason"]
         await self._apply_tallies(conn, tallies)
         if exhausted:
             await self._dead_letter_expired(conn, token, exhausted, now)
@@ -423,10 +430,11 @@ class OccurrenceStore:
         for skip in plan.skips:
             if skip.fire_at != row.fire_at or skip.reason == "dst_gap":
                 skipped_rows.append(skipped_occurrence(sid, skip, now))
-            tally.skipped += skip.count
-            tally.reason = skip.reason
         tally.ticks += plan.fired
-        tally.unfired += 0 if plan.fire else 1
+        if not plan.fire:  # the claimed occurrence itself is recorded as skipped
+            tally.unfired += 1
+            tally.skipped += 1
+            tally.reason = "misfire"
 
     async def _skip_claimed(
         self, conn: AsyncConnection, token: uuid.UUID, ids: list[uuid.UUID], now: datetime
@@ -617,16 +625,17 @@ class OccurrenceStore:
         now: datetime,
     ) -> None:
         """Record ticks that did not fire, and count them on the schedule."""
-        if not skips:
-            return
         rows = [skipped_occurrence(schedule_id, skip, now) for skip in skips]
-        await insert_ignoring_conflicts(conn, occurrences, rows, "occurrence_id")
+        recorded = await insert_new(conn, occurrences, rows, "occurrence_id")
+        fresh = [row for row in rows if row["occurrence_id"] in recorded]
+        if not fresh:
+            return
         await conn.execute(
             schedules.update()
             .where(schedules.c.id == schedule_id)
             .values(
-                skipped_count=schedules.c.skipped_count + sum(skip.count for skip in skips),
-                last_skip_reason=skips[-1].reason,
+                skipped_count=schedules.c.skipped_count + sum(r["skipped_count"] for r in fresh),
+                last_skip_reason=fresh[-1]["skip_reason"],
             )
         )
 
