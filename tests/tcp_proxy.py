@@ -14,6 +14,10 @@ class TcpProxy:
         self._handlers: set[asyncio.Task[None]] = set()
         self._flowing = asyncio.Event()
         self._flowing.set()
+        # While cut, the listening socket stays open and every new connection is reset at
+        # once: closing the server while a connection is being accepted can leave that
+        # socket open in asyncio (Python 3.11) and leak it.
+        self._refusing = False
         self.port = 0
 
     async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -30,6 +34,9 @@ class TcpProxy:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         # Every accepted socket is tracked from the first moment, so close() can end it
         # and wait for its handler: nothing is left for the garbage collector to find.
+        if self._refusing:
+            writer.transport.abort()
+            return
         handler = asyncio.current_task()
         assert handler is not None
         self._handlers.add(handler)
@@ -53,10 +60,8 @@ class TcpProxy:
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def cut(self) -> None:
-        """Refuse new connections and drop the open ones."""
-        if self._server is not None:
-            self._server.close()
-            self._server = None
+        """Reset new connections and drop the open ones."""
+        self._refusing = True
         for writer in list(self._writers):
             writer.transport.abort()
         self._writers.clear()
@@ -69,12 +74,16 @@ class TcpProxy:
         self._flowing.set()
 
     async def restore(self) -> None:
-        await self.start()
+        self._refusing = False
 
     async def close(self) -> None:
         self._flowing.set()
         await self.cut()
         if self._handlers:
             await asyncio.wait(set(self._handlers), timeout=5)
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
         with contextlib.suppress(Exception):
             await asyncio.sleep(0)
