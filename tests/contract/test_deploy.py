@@ -1,0 +1,230 @@
+"""docker-compose.yml, the Dockerfile and deploy/nginx.conf agree with each other and with the
+service: what one file names, another provides. Docker itself is not needed."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pydantic import AliasChoices
+
+from app.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+REPLICA = re.compile(r"chronoq-\d+")
+
+
+def compose() -> dict[str, Any]:
+    document: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    return document
+
+
+def services() -> dict[str, dict[str, Any]]:
+    found: dict[str, dict[str, Any]] = compose()["services"]
+    return found
+
+
+def replicas() -> dict[str, dict[str, Any]]:
+    return {name: s for name, s in services().items() if REPLICA.fullmatch(name)}
+
+
+def depends_on(service: dict[str, Any]) -> dict[str, str]:
+    """Dependency -> condition; the short list form means `service_started`."""
+    value = service.get("depends_on", {})
+    if isinstance(value, list):
+        return dict.fromkeys(value, "service_started")
+    return {name: spec.get("condition", "service_started") for name, spec in value.items()}
+
+
+def environment(service: dict[str, Any]) -> dict[str, str]:
+    value = service.get("environment", {})
+    if isinstance(value, list):
+        return dict(item.partition("=")[::2] for item in value)
+    return {key: str(text) for key, text in value.items()}
+
+
+def command(value: str | list[str]) -> list[str]:
+    return shlex.split(value) if isinstance(value, str) else list(value)
+
+
+def published_container_ports(service: dict[str, Any]) -> dict[int, str]:
+    """Container port -> the host side it is published on (`ip:port` or `port`)."""
+    found: dict[int, str] = {}
+    for entry in service.get("ports", []):
+        if isinstance(entry, dict):
+            found[int(entry["target"])] = f"{entry.get('host_ip', '')}:{entry['published']}"
+        else:
+            host, _, container = str(entry).rpartition(":")
+            found[int(container.split("/")[0])] = host
+    return found
+
+
+def seconds(duration: str | int | float) -> float:
+    """A compose duration such as `30s`, `1m30s` or `1500ms`."""
+    if isinstance(duration, int | float):
+        return float(duration)
+    units = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001, "us": 1e-6}
+    parts = re.findall(r"(\d+(?:\.\d+)?)(h|ms|us|m|s)", duration)
+    assert parts, f"duration {duration!r}"
+    assert "".join(n + u for n, u in parts) == duration, f"duration {duration!r}"
+    return sum(float(n) * units[u] for n, u in parts)
+
+
+def dockerfile_final_stage() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of the last build stage, continuation lines joined."""
+    text = (ROOT / "Dockerfile").read_text()
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
+    joined = re.sub(r"\\\n\s*", " ", "\n".join(lines))
+    instructions = [
+        (keyword.upper(), rest.strip())
+        for keyword, _, rest in (line.strip().partition(" ") for line in joined.splitlines())
+        if keyword
+    ]
+    stages = [i for i, (keyword, _) in enumerate(instructions) if keyword == "FROM"]
+    assert len(stages) >= 2, "the Dockerfile builds in one stage and runs in another"
+    return instructions[stages[-1] :]
+
+
+def instruction(name: str) -> str:
+    found = [rest for keyword, rest in dockerfile_final_stage() if keyword == name]
+    assert found, f"the final stage of the Dockerfile has no {name}"
+    return found[-1]  # the last one is the one that counts
+
+
+def exposed_port() -> int:
+    return int(instruction("EXPOSE").split()[0].split("/")[0])
+
+
+def exec_form(arguments: str) -> list[str]:
+    """The JSON array of an exec-form CMD (shell form would put /bin/sh in front of the
+    server, and SIGTERM would stop the shell instead of uvicorn)."""
+    try:
+        parsed = json.loads(arguments)
+    except json.JSONDecodeError:
+        pytest.fail(f"not exec form: {arguments}")
+    assert isinstance(parsed, list), arguments
+    assert all(isinstance(part, str) for part in parsed), arguments
+    return parsed
+
+
+def option(argv: list[str], name: str) -> str:
+    assert name in argv, f"{name} missing from {argv}"
+    return argv[argv.index(name) + 1]
+
+
+def nginx_conf() -> str:
+    """deploy/nginx.conf without its comments."""
+    text = (ROOT / "deploy" / "nginx.conf").read_text()
+    return re.sub(r"#[^\n]*", "", text)
+
+
+def upstream_block(conf: str) -> tuple[str, str]:
+    blocks = re.findall(r"\bupstream\s+(\S+)\s*\{([^}]*)\}", conf)
+    assert len(blocks) == 1, "deploy/nginx.conf has one upstream"
+    name, body = blocks[0]
+    return name, body
+
+
+def setting_variables() -> set[str]:
+    """The environment variable of every field of Settings."""
+    names: set[str] = set()
+    for field, info in Settings.model_fields.items():
+        alias = info.validation_alias
+        if isinstance(alias, AliasChoices):
+            names.update(c for c in alias.choices if isinstance(c, str) and c.isupper())
+        else:
+            names.add(f"CHRONOQ_{field.upper()}")
+    return names
+
+
+def test_postgres_and_rabbitmq_have_healthchecks() -> None:
+    for name in ("postgres", "rabbitmq"):
+        check = services()[name].get("healthcheck", {})
+        assert check.get("test"), f"{name} has no healthcheck, so nothing can wait for it"
+        assert not check.get("disable"), name
+
+
+def test_migrate_runs_once_when_postgres_is_healthy() -> None:
+    migrate = services()["migrate"]
+    assert command(migrate["command"]) == ["chronoq", "migrate"]
+    assert depends_on(migrate).get("postgres") == "service_healthy"
+    assert migrate.get("restart", "no") == "no", "a one-shot service is not restarted"
+
+
+def test_replicas_start_after_the_migration_and_the_broker() -> None:
+    fleet = replicas()
+    assert len(fleet) >= 2, "several replicas, so that the balancer has somewhere to go"
+    migrate = services()["migrate"]
+    dispatch_timeout = Settings.model_fields["dispatch_timeout"].default
+    for name, replica in fleet.items():
+        needs = depends_on(replica)
+        assert needs.get("migrate") == "service_completed_successfully", name
+        assert needs.get("rabbitmq") == "service_healthy", name
+        env = environment(replica)
+        assert env.get("CHRONOQ_AUTO_MIGRATE") == "false", f"{name}: migrate migrates, once"
+        assert env.get("DATABASE_URL") == environment(migrate)["DATABASE_URL"], name
+        assert "@rabbitmq:" in env.get("AMQP_URL", ""), f"{name}: AMQP_URL to the rabbitmq service"
+        assert (replica.get("image"), replica.get("build")) == (
+            migrate.get("image"),
+            migrate.get("build"),
+        ), f"{name} runs the image that migrate runs"
+        assert not replica.get("ports"), f"{name}: traffic goes through nginx"
+        # SIGTERM lets deliveries in flight finish within the dispatch timeout.
+        grace = seconds(replica.get("stop_grace_period", "10s"))
+        assert grace > dispatch_timeout, f"{name}: stop_grace_period {grace:g}s"
+
+
+def test_every_variable_the_services_set_is_a_setting() -> None:
+    known = setting_variables()
+    assert {"DATABASE_URL", "AMQP_URL", "CHRONOQ_LEASE"} <= known
+    for name in ["migrate", *replicas()]:
+        unknown = set(environment(services()[name])) - known
+        assert not unknown, f"{name} sets {sorted(unknown)}, which the service does not read"
+
+
+def test_nginx_publishes_8080_and_mounts_the_repository_config() -> None:
+    nginx = services()["nginx"]
+    assert published_container_ports(nginx) == {8080: "127.0.0.1:8080"}
+    mounts = [str(v).split(":") for v in nginx.get("volumes", [])]
+    assert ["./deploy/nginx.conf", "/etc/nginx/nginx.conf", "ro"] in mounts
+    assert set(replicas()) <= set(depends_on(nginx)), "nginx starts after every replica"
+
+
+def test_nginx_balances_over_exactly_the_replicas() -> None:
+    conf = nginx_conf()
+    name, body = upstream_block(conf)
+    servers = re.findall(r"^\s*server\s+([^\s;]+)", body, re.MULTILINE)
+    assert sorted(servers) == sorted(f"{r}:{exposed_port()}" for r in replicas())
+    assert re.search(rf"\bproxy_pass\s+http://{re.escape(name)}\s*;", conf)
+    listens = re.findall(r"\blisten\s+([^;\s]+)", conf)
+    ports = [int(listen.rpartition(":")[2]) for listen in listens]
+    assert ports == list(published_container_ports(services()["nginx"]))
+
+
+def test_nginx_keeps_connections_to_the_replicas_alive() -> None:
+    conf = nginx_conf()
+    _, body = upstream_block(conf)
+    assert re.search(r"\bkeepalive\s+\d+\s*;", body)
+    assert re.search(r"\bproxy_http_version\s+1\.1\s*;", conf)
+    assert re.search(r'\bproxy_set_header\s+Connection\s+""\s*;', conf)
+    # nginx must close an idle connection before uvicorn does, or a request can be sent on a
+    # connection the replica is closing.
+    idle = re.search(r"\bkeepalive_timeout\s+(\d+)s\s*;", body)
+    assert idle, "the upstream sets keepalive_timeout"
+    uvicorn_idle = float(option(exec_form(instruction("CMD")), "--timeout-keep-alive"))
+    assert float(idle.group(1)) < uvicorn_idle
+
+
+def test_image_runs_uvicorn_as_a_user_in_exec_form_and_checks_healthz() -> None:
+    user = instruction("USER").split(":")[0]
+    assert user not in {"root", "0"}, "the image runs as a non-root user"
+    argv = exec_form(instruction("CMD"))
+    assert argv[:2] == ["uvicorn", "app.main:app"], argv
+    assert int(option(argv, "--port")) == exposed_port()
+    check = instruction("HEALTHCHECK")
+    assert re.search(rf"127\.0\.0\.1:{exposed_port()}/healthz\b", check), check
