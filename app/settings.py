@@ -30,7 +30,7 @@ class Settings(BaseSettings):
     amqp_url: str | None = Field(
         default=None, validation_alias=AliasChoices("AMQP_URL", "amqp_url")
     )
-    poll_interval: float = 0.1
+    poll_interval: float = 1.0
     batch_size: int = 100
     concurrency: int = 64
     lease: float = 30.0
@@ -43,6 +43,11 @@ class Settings(BaseSettings):
     worker_enabled: bool = True
     auto_migrate: bool = True
     max_payload_bytes: int = 262144
+    # Finished occurrences (delivered, cancelled, skipped) are deleted this long after
+    # their last change, up to `retention_batch` per statement, every `retention_interval`.
+    retention: float = 604800.0
+    retention_batch: int = 500
+    retention_interval: float = 60.0
     webhook_signing_secret: str | None = None
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
@@ -53,6 +58,8 @@ class Settings(BaseSettings):
             "lease": "CHRONOQ_LEASE",
             "dispatch_timeout": "CHRONOQ_DISPATCH_TIMEOUT",
             "retry_base_delay": "CHRONOQ_RETRY_BASE_DELAY",
+            "retention": "CHRONOQ_RETENTION",
+            "retention_interval": "CHRONOQ_RETENTION_INTERVAL",
         }
         for field, env in positive.items():
             if getattr(self, field) <= 0:
@@ -62,6 +69,7 @@ class Settings(BaseSettings):
             "concurrency": "CHRONOQ_CONCURRENCY",
             "max_attempts": "CHRONOQ_MAX_ATTEMPTS",
             "max_payload_bytes": "CHRONOQ_MAX_PAYLOAD_BYTES",
+            "retention_batch": "CHRONOQ_RETENTION_BATCH",
         }
         for field, env in at_least_one.items():
             if getattr(self, field) < 1:

@@ -55,10 +55,16 @@ OCCURRENCE_STATUSES = ("pending", "delivered", "dead_lettered", "cancelled", "sk
 ORIGINS = ("schedule", "trigger", "catchup", "backfill")
 MISFIRE_POLICIES = ("fire_once", "skip", "fire_all")
 SKIP_REASONS = ("misfire", "paused", "dst_gap")
+# Finished occurrences that retention deletes; pending and dead-lettered ones are kept.
+PRUNABLE_STATUSES = ("delivered", "cancelled", "skipped")
 
 
 def _in(column: str, values: tuple[str, ...]) -> str:
     return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+# The pruning statement repeats this text, so that both dialects prove the index usable.
+PRUNABLE = _in("status", PRUNABLE_STATUSES)
 
 
 class ScheduleRow(SQLModel, table=True):
@@ -168,6 +174,13 @@ class OccurrenceRow(SQLModel, table=True):
             "dead_lettered_at",
             postgresql_where=sa.text("status = 'dead_lettered'"),
             sqlite_where=sa.text("status = 'dead_lettered'"),
+        ),
+        # Retention finds expired rows without scanning the history it keeps.
+        sa.Index(
+            "ix_occurrences_retention",
+            "updated_at",
+            postgresql_where=sa.text(PRUNABLE),
+            sqlite_where=sa.text(PRUNABLE),
         ),
     )
 

@@ -28,7 +28,7 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     ("field", "default"),
     [
         ("amqp_url", None),
-        ("poll_interval", 0.1),
+        ("poll_interval", 1.0),
         ("batch_size", 100),
         ("concurrency", 64),
         ("lease", 30.0),
@@ -236,3 +236,54 @@ def test_serve_refuses_to_start_with_a_zero_lease(tmp_path: Path) -> None:
     assert "CHRONOQ_LEASE" in finished.stderr
     assert "Uvicorn running" not in finished.stderr
     assert not (tmp_path / "chronoq.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("field", "default"),
+    [("retention", 604800.0), ("retention_batch", 500), ("retention_interval", 60.0)],
+)
+def test_retention_defaults_to_a_week_in_batches_of_500_every_minute(
+    field: str, default: object
+) -> None:
+    assert getattr(load_settings(), field) == default
+
+
+@pytest.mark.parametrize(
+    ("variable", "text", "field", "value"),
+    [
+        ("CHRONOQ_RETENTION", "86400", "retention", 86400.0),
+        ("CHRONOQ_RETENTION", "0.5", "retention", 0.5),
+        ("CHRONOQ_RETENTION_BATCH", "1", "retention_batch", 1),
+        ("CHRONOQ_RETENTION_INTERVAL", "2.5", "retention_interval", 2.5),
+    ],
+)
+def test_retention_settings_are_read_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, variable: str, text: str, field: str, value: object
+) -> None:
+    monkeypatch.setenv(variable, text)
+
+    assert getattr(load_settings(), field) == value
+
+
+@pytest.mark.parametrize(
+    ("variable", "text"),
+    [
+        ("CHRONOQ_RETENTION", "0"),
+        ("CHRONOQ_RETENTION", "-3600"),
+        ("CHRONOQ_RETENTION", "nan"),
+        ("CHRONOQ_RETENTION", "a week"),
+        ("CHRONOQ_RETENTION_BATCH", "0"),
+        ("CHRONOQ_RETENTION_BATCH", "-1"),
+        ("CHRONOQ_RETENTION_BATCH", "2.5"),
+        ("CHRONOQ_RETENTION_INTERVAL", "0"),
+        ("CHRONOQ_RETENTION_INTERVAL", "-60"),
+        ("CHRONOQ_RETENTION_INTERVAL", "inf"),
+    ],
+)
+def test_incoherent_retention_settings_are_refused_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, variable: str, text: str
+) -> None:
+    monkeypatch.setenv(variable, text)
+
+    with pytest.raises(SettingsError, match=rf"{variable}\b"):
+        load_settings()

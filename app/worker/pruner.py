@@ -1,0 +1,120 @@
+"""The retention loop: every `retention_interval`, delete expired finished occurrences in batches.
+
+Invariant: what is deleted is decided by `app.store.retention.prune` alone (finished
+occurrences past `retention`, never pending ones or dead letters). Each batch is a short
+transaction of its own that skips locked rows, with a pause between batches, so claims
+and settles interleave and never wait behind pruning. Replicas take turns through an
+advisory lock; a failure is logged and retried later, and never stops the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from datetime import timedelta
+
+from app.settings import Settings
+from app.store.clock import transaction_now
+from app.store.database import Connection, Database
+from app.store.retention import prune
+
+log = logging.getLogger(__name__)
+
+BATCH_PAUSE = 0.05
+MAX_ERROR_BACKOFF = 300.0
+STOP_GRACE = 5.0
+
+
+class Pruner:
+    """Owns one replica's share of retention."""
+
+    def __init__(self, database: Database, settings: Settings) -> None:
+        self._db = database
+        self._settings = settings
+        self._stopping = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.pruned_total = 0
+        self.rounds = 0
+        self.errors = 0
+
+    async def _prune_batch(self, conn: Connection) -> int:
+        now = await transaction_now(conn)
+        try:
+            cutoff = now - timedelta(seconds=self._settings.retention)
+        except OverflowError:
+            return 0  # a retention reaching before year 1: nothing is that old
+        return await prune(conn, older_than=cutoff, limit=self._settings.retention_batch)
+
+    async def run_once(self) -> int:
+        """One round: batches until one comes back short (or the loop is stopping); returns
+        how many occurrences it deleted."""
+        batch = self._settings.retention_batch
+        total = 0
+        try:
+            while True:
+                deleted = await self._db.run(self._prune_batch)
+                total += deleted
+                self.pruned_total += deleted
+                if deleted < batch or self._stopping.is_set():
+                    break
+                # Let claims and settles in between; each batch holds its rows briefly.
+                await self._pause(BATCH_PAUSE)
+        finally:
+            self.rounds += 1
+            if total:
+                log.info("pruned %d finished occurrences", total)
+        return total
+
+    # -- the loop -------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    @asynccontextmanager
+    async def started(self) -> AsyncIterator[Pruner]:
+        """Run the loop for the duration of the block; stop it on exit."""
+        self._stopping.clear()
+        self._task = asyncio.create_task(self.run(), name="chronoq-pruner")
+        try:
+            yield self
+        finally:
+            await self.stop()
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        if self._task is not None:
+            # A batch in flight is one short statement; past the grace, cancelling it
+            # rolls it back, which loses nothing.
+            await asyncio.wait({self._task}, timeout=STOP_GRACE)
+            if not self._task.done():
+                self._task.cancel()
+                with suppress(asyncio.CancelledError):
+                    await self._task
+
+    async def _pause(self, seconds: float) -> None:
+        with suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+
+    async def run(self) -> None:
+        """Prune a round every `retention_interval` until stopped; after a failed round,
+        wait longer each time (doubling, capped) before the next."""
+        interval = self._settings.retention_interval
+        failures = 0
+        delay = interval
+        while True:
+            await self._pause(delay)
+            if self._stopping.is_set():
+                return
+            try:
+                await self.run_once()
+            except Exception:
+                self.errors += 1
+                failures += 1
+                delay = min(interval * 2 ** min(failures, 10), max(interval, MAX_ERROR_BACKOFF))
+                log.exception("pruning failed; retrying in %.1fs", delay)
+            else:
+                failures = 0
+                delay = interval
