@@ -18,7 +18,9 @@ from app.settings import Settings, load_settings
 from app.sinks import open_sinks
 from app.store.database import Database
 from app.store.migrations import upgrade_to_head
+from app.store.wakeups import Wakeups
 from app.worker.dispatcher import Dispatcher
+from app.worker.pruner import Pruner
 
 _GC_THRESHOLDS = (20_000, 50, 100)
 
@@ -42,8 +44,9 @@ def _operation_id(route: APIRoute) -> str:
     return route.name
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """The ASGI app; settings are read from the environment when not given."""
+def create_app(settings: Settings | None = None, wakeups: Wakeups | None = None) -> FastAPI:
+    """The ASGI app; settings are read from the environment when not given. `wakeups`
+    lets a caller's own delivery loop hear this app's announcements (tests)."""
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[State]:
@@ -56,19 +59,23 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 await upgrade_to_head(database)
             sinks = await stack.enter_async_context(open_sinks(config))
             _tune_garbage_collector()
+            hub = wakeups or Wakeups()
             dispatcher = None
             if config.worker_enabled:
                 # The loop's own pool: its claims and settles never queue behind API requests
                 # for a connection, and skip the per-checkout ping.
                 worker_database = Database(config.database_url, pool_size=4, pre_ping=False)
                 stack.push_async_callback(worker_database.close)
-                dispatcher = Dispatcher(worker_database, sinks, config)
+                dispatcher = Dispatcher(worker_database, sinks, config, wakeups=hub)
                 await stack.enter_async_context(dispatcher.started())
+                # Retention runs beside the loop; an advisory lock keeps it to one replica
+                # at a time, and API-only replicas leave it to the workers.
+                await stack.enter_async_context(Pruner(worker_database, config).started())
             yield State(
                 settings=config,
                 database=database,
-                schedules=ScheduleService(database, config),
-                dead_letters=DeadLetterService(database),
+                schedules=ScheduleService(database, config, wakeups=hub),
+                dead_letters=DeadLetterService(database, hub),
                 dispatcher=dispatcher,
                 sinks=sinks,
             )

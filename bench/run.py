@@ -340,12 +340,13 @@ async def start_service(
     log_dir: Path,
     tag: str,
     extra_env: dict[str, str] | None = None,
+    command: list[str] | None = None,
 ) -> Service:
     port = free_port()
     log_path = log_dir / f"service-{tag}.log"
     with log_path.open("wb") as sink:
         proc = procs.spawn(
-            [*chronoq_command(), "serve", "--host", "127.0.0.1", "--port", str(port)],
+            [*(command or chronoq_command()), "serve", "--host", "127.0.0.1", "--port", str(port)],
             env=service_env(database_url, extra_env),
             stdout=sink,
             stderr=subprocess.STDOUT,

@@ -11,14 +11,16 @@ from app.domain.occurrence import DeadLetter, OccurrenceStatus
 from app.store.clock import transaction_now
 from app.store.database import Connection, Database
 from app.store.occurrences import DeadLetterFilter, OccurrenceStore
+from app.store.wakeups import Wakeups
 
 MAX_REPLAY_IDS = 1000
 
 
 class DeadLetterService:
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, wakeups: Wakeups | None = None) -> None:
         self._db = database
         self._occurrences = OccurrenceStore()
+        self._wakeups = wakeups or Wakeups()
 
     async def list_dead_letters(
         self, where: DeadLetterFilter, *, limit: int, after: tuple[datetime, uuid.UUID] | None
@@ -56,6 +58,7 @@ class DeadLetterService:
             await self._require(conn, occurrence_id, for_update=True)
             now = await transaction_now(conn)
             await self._occurrences.replay(conn, now, ids=[occurrence_id])
+            await self._wakeups.announce(conn, now)
             return occurrence_id
 
         return await self._db.run(work)
@@ -76,7 +79,9 @@ class DeadLetterService:
 
         async def work(conn: Connection) -> list[uuid.UUID]:
             now = await transaction_now(conn)
-            return await self._occurrences.replay(conn, now, ids=ids, where=where)
+            replayed = await self._occurrences.replay(conn, now, ids=ids, where=where)
+            await self._wakeups.announce(conn, now if replayed else None)
+            return replayed
 
         return await self._db.run(work)
 

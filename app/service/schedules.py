@@ -42,6 +42,7 @@ from app.store.clock import transaction_now
 from app.store.database import Connection, Database
 from app.store.occurrences import OccurrenceStore, new_occurrence
 from app.store.schedules import ScheduleFilter, ScheduleStore
+from app.store.wakeups import Wakeups
 
 MAX_BATCH = 1000
 MAX_BACKFILL = 1000
@@ -76,6 +77,11 @@ class Created:
     created: bool
 
 
+def _due(draft: ScheduleDraft) -> datetime:
+    """When a new schedule's first occurrence becomes claimable."""
+    return draft.first_fire_at + timedelta(seconds=draft.first_delay)
+
+
 def _fingerprint(spec: ScheduleSpec) -> str:
     canonical = json.dumps(spec.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
@@ -88,8 +94,10 @@ class ScheduleService:
         settings: Settings,
         *,
         rng: random.Random | None = None,
+        wakeups: Wakeups | None = None,
     ) -> None:
         self._db = database
+        self._wakeups = wakeups or Wakeups()
         self._settings = settings
         self._rng = rng or random.SystemRandom()
         self._schedules = ScheduleStore()
@@ -220,6 +228,7 @@ class ScheduleService:
             now = await transaction_now(conn)
             draft = self._draft(spec, now, idempotency_key, request_hash)
             await self._schedules.insert(conn, [draft], now)
+            await self._wakeups.announce(conn, _due(draft))
             return Created(self._fresh(draft, now), created=True)
 
         try:
@@ -249,6 +258,7 @@ class ScheduleService:
                 for index, spec in enumerate(specs)
             ]
             await self._schedules.insert(conn, drafts, now)
+            await self._wakeups.announce(conn, min(map(_due, drafts), default=None))
             return [self._fresh(draft, now) for draft in drafts]
 
         return await self._db.run(work)
@@ -349,6 +359,7 @@ class ScheduleService:
         if paused:
             row["available_at"] = None
         await self._occurrences.insert(conn, [row])
+        await self._wakeups.announce(conn, row["available_at"])
 
     async def pause(self, schedule_id: uuid.UUID) -> Schedule:
         """Nothing fires while paused; the schedule's ticks in the pause are recorded as
@@ -386,6 +397,7 @@ class ScheduleService:
                 conn, schedule_id, now, status=ScheduleStatus.PENDING, paused_at=None
             )
             await self._occurrences.unhold(conn, schedule_id, now)
+            await self._wakeups.announce(conn, now)
             trigger = current.trigger
             if is_recurring(trigger):
                 if paused_at is not None:
@@ -403,6 +415,7 @@ class ScheduleService:
                         delay=self._jitter(current.jitter_seconds),
                     )
                     await self._occurrences.insert(conn, [row])
+                    await self._wakeups.announce(conn, row["available_at"])
                 await self._occurrences.finish_recurring(conn, [schedule_id], now)
             else:
                 await self._occurrences.finish_one_shots(conn, [schedule_id], now)
@@ -446,6 +459,8 @@ class ScheduleService:
                 now,
                 held=current.status is ScheduleStatus.PAUSED,
             )
+            if made and current.status is not ScheduleStatus.PAUSED:
+                await self._wakeups.announce(conn, now)
             return Backfill(
                 ticks=[(tick, occurrence_id(schedule_id, tick)) for tick in ticks],
                 created=made,
@@ -476,6 +491,7 @@ class ScheduleService:
             now = await transaction_now(conn)
             row = new_occurrence(schedule_id, now, now, Origin.TRIGGER)
             await self._occurrences.insert(conn, [row])
+            await self._wakeups.announce(conn, now)
             return Occurrence(
                 occurrence_id=row["occurrence_id"],
                 schedule_id=schedule_id,

@@ -21,13 +21,17 @@ from app.domain.occurrence import Delivery, Outcome, Retryable, Settlement, sett
 from app.domain.retry import RetryPolicy
 from app.settings import Settings
 from app.sinks.base import Sinks
-from app.store.database import Database
+from app.store.clock import transaction_now
+from app.store.database import Connection, Database
 from app.store.occurrences import OccurrenceStore
+from app.store.wakeups import PgListener, Wakeups, next_due_in
 
 log = logging.getLogger(__name__)
 
 MAX_ERROR_BACKOFF = 5.0
 MAX_CLAIMS = 2
+# Wake this long after an occurrence's instant, so the claim's clock has passed it.
+WAKE_MARGIN = 0.001
 
 
 def replica_name() -> str:
@@ -46,8 +50,10 @@ class Dispatcher:
         store: OccurrenceStore | None = None,
         rng: random.Random | None = None,
         owner: str | None = None,
+        wakeups: Wakeups | None = None,
     ) -> None:
         self._db = database
+        self._wakeups = wakeups or Wakeups()
         self._sinks = sinks
         self._settings = settings
         self._store = store or OccurrenceStore()
@@ -72,6 +78,11 @@ class Dispatcher:
         self._claims: set[asyncio.Task[None]] = set()
         self._claiming = 0  # rows asked for by claims still running
         self._next_pause = settings.min_cycle_delay
+        # The idle sleep ends at `_wake_at` (event-loop time); an announcement or a claim
+        # that learns of an earlier due instant moves it earlier and sets `_rewake`.
+        self._wake_at = 0.0
+        self._rewake = asyncio.Event()
+        self._due_in: float | None = None  # from the last empty claim
         self._consecutive_errors = 0
         self.cycles = 0
         self.errors = 0
@@ -79,12 +90,18 @@ class Dispatcher:
     # -- steps ----------------------------------------------------------------------
 
     async def claim(self, limit: int) -> list[Delivery]:
+        """Lease up to `limit` due occurrences. When there are none, the same transaction
+        reads how soon the next one is due, for the idle sleep."""
         settings = self._settings
-        return await self._db.run(
-            lambda conn: self._store.claim_due(
+
+        async def work(conn: Connection) -> list[Delivery]:
+            found = await self._store.claim_due(
                 conn, limit=limit, lease=settings.lease, owner=self.owner
             )
-        )
+            self._due_in = None if found else await next_due_in(conn)
+            return found
+
+        return await self._db.run(work)
 
     async def attempt(self, delivery: Delivery) -> Settlement:
         """One delivery under the dispatch timeout; any failure becomes a retryable outcome."""
@@ -103,10 +120,22 @@ class Dispatcher:
     async def settle(self, settlements: Sequence[Settlement]) -> None:
         if settlements:
             await self._db.run(lambda conn: self._store.settle(conn, settlements))
+            retries = [s.retry_in for s in settlements if s.retry_in is not None]
+            if retries and self.running:
+                self.wake_in(min(retries))
 
     async def release(self, deliveries: Sequence[Delivery], *, started: bool) -> None:
-        if deliveries:
-            await self._db.run(lambda conn: self._store.release(conn, deliveries, started=started))
+        """Hand occurrences back, due now, and tell the other replicas so that one of them
+        takes them at once (this one is stopping)."""
+        if not deliveries:
+            return
+
+        async def work(conn: Connection) -> None:
+            await self._store.release(conn, deliveries, started=started)
+            if conn.dialect.name == "postgresql":
+                await self._wakeups.announce(conn, await transaction_now(conn))
+
+        await self._db.run(work)
 
     async def run_once(self) -> int:
         """Claim one batch, deliver it, settle it; returns how many were claimed (for tests)."""
@@ -141,8 +170,28 @@ class Dispatcher:
                     await self._task
 
     async def _pause(self, seconds: float) -> None:
-        with suppress(TimeoutError):
-            await asyncio.wait_for(self._stopping.wait(), seconds)
+        """Sleep `seconds`, or less if a wake-up moves the end earlier, or until stopped."""
+        loop = asyncio.get_running_loop()
+        self._wake_at = loop.time() + seconds
+        while not self._stopping.is_set():
+            remaining = self._wake_at - loop.time()
+            if remaining <= 0:
+                return
+            self._rewake.clear()
+            woken = asyncio.ensure_future(self._rewake.wait())
+            stop = asyncio.ensure_future(self._stopping.wait())
+            try:
+                await asyncio.wait({woken, stop}, timeout=remaining, return_when="FIRST_COMPLETED")
+            finally:
+                woken.cancel()
+                stop.cancel()
+
+    def wake_in(self, seconds: float) -> None:
+        """Something is due in `seconds`: end the current sleep by then, if it lasts longer."""
+        at = asyncio.get_running_loop().time() + max(seconds, 0.0) + WAKE_MARGIN
+        if at < self._wake_at:
+            self._wake_at = at
+            self._rewake.set()
 
     async def run(self) -> None:
         """Claim, deliver and settle until stopped.
@@ -153,6 +202,11 @@ class Dispatcher:
         (after an empty one; longer after a failed one) separates their starts.
         """
         settler = asyncio.create_task(self._settle_continuously(), name="chronoq-settler")
+        self._wakeups.subscribe(self.wake_in)
+        listener = None
+        if self._db.dialect == "postgresql":
+            listener = PgListener(self._db.url, self._wakeups)
+            listener.start()
         try:
             while not self._stopping.is_set():
                 room = self._capacity - len(self._inflight) - len(self._queued) - self._claiming
@@ -169,6 +223,9 @@ class Dispatcher:
                 task.add_done_callback(self._claims.discard)
                 await self._pause(self._next_pause)
         finally:
+            self._wakeups.unsubscribe(self.wake_in)
+            if listener is not None:
+                await listener.stop()
             if self._claims:
                 await asyncio.wait(set(self._claims))
             await self._drain()
@@ -194,9 +251,14 @@ class Dispatcher:
             self._claiming -= limit
             self._room.set()
         self._consecutive_errors = 0
-        self._next_pause = (
-            self._settings.min_cycle_delay if deliveries else self._settings.poll_interval
-        )
+        if deliveries:
+            self._next_pause = self._settings.min_cycle_delay
+        else:
+            # Idle: sleep until the next known due instant, polling at least this often.
+            due_in = self._due_in
+            poll = self._settings.poll_interval
+            self._next_pause = poll if due_in is None else min(poll, due_in + WAKE_MARGIN)
+        self.wake_in(self._next_pause)
         self._queued.extend(deliveries)
         self._start_queued()
 

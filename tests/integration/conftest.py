@@ -19,6 +19,7 @@ from app.settings import Settings
 from app.sinks import open_sinks
 from app.sinks.base import Sinks
 from app.store.database import Database
+from app.store.wakeups import Wakeups
 from app.worker.dispatcher import Dispatcher
 from tests.conftest import make_settings
 from tests.receiver import Receiver
@@ -32,6 +33,7 @@ class Harness:
     settings: Settings
     receiver: Receiver
     sinks: Sinks
+    wakeups: Wakeups
 
     def webhook(self, path: str = "/hook", **extra: Any) -> dict[str, Any]:
         return {"type": "webhook", "url": self.receiver.url(path), **extra}
@@ -79,14 +81,15 @@ async def running_harness(
     database_url: str, receiver: Receiver, **overrides: Any
 ) -> AsyncIterator[Harness]:
     settings = make_settings(database_url, **overrides)
-    app = create_app(settings)
+    wakeups = Wakeups()
+    app = create_app(settings, wakeups)
     database = Database(settings.database_url)
     try:
         async with open_sinks(settings) as sinks, LifespanManager(app) as manager:
             dispatcher = Dispatcher(database, sinks, settings, rng=random.Random(7), owner="test")
             transport = httpx.ASGITransport(app=manager.app)
             async with httpx.AsyncClient(transport=transport, base_url="http://chronoq") as client:
-                yield Harness(client, dispatcher, database, settings, receiver, sinks)
+                yield Harness(client, dispatcher, database, settings, receiver, sinks, wakeups)
     finally:
         await database.close()
 

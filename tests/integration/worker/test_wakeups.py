@@ -1,0 +1,166 @@
+"""Wake-ups: with a poll interval far longer than the test, the loop still fires on time,
+because it sleeps until the next due instant it knows of and writes announce earlier ones
+(LISTEN/NOTIFY on PostgreSQL, in process on SQLite)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from app.store.database import Database
+from app.worker.dispatcher import Dispatcher
+from tests.integration.conftest import Harness
+from tests.receiver import Reply
+
+POLL = 60.0  # never reached: anything that arrives in time was woken up
+PROMPT = 5.0  # generous bound for "at once" on a busy 2-core machine
+
+
+def _iso(instant: datetime) -> str:
+    return instant.isoformat().replace("+00:00", "Z")
+
+
+async def _within(seconds: float, condition: Callable[[], Awaitable[bool]]) -> float:
+    """Wait until `condition` holds; returns how long it took, fails after `seconds`."""
+    started = time.monotonic()
+    while not await condition():
+        elapsed = time.monotonic() - started
+        assert elapsed < seconds, f"not within {seconds}s"
+        await asyncio.sleep(0.01)
+    return time.monotonic() - started
+
+
+@asynccontextmanager
+async def _idle_loop(harness: Harness) -> AsyncIterator[Dispatcher]:
+    """A running loop that polls only every POLL seconds, and has gone idle."""
+    settings = harness.settings.model_copy(update={"poll_interval": POLL})
+    dispatcher = Dispatcher(
+        harness.database,
+        harness.sinks,
+        settings,
+        rng=random.Random(5),
+        wakeups=harness.wakeups,
+    )
+    async with dispatcher.started():
+        await _within(PROMPT, lambda: _true(dispatcher.cycles >= 1))
+        await asyncio.sleep(0.3)  # its first claim found nothing; it sleeps
+        yield dispatcher
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+def _received(harness: Harness, count: int) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        return len(harness.receiver.requests) >= count
+
+    return check
+
+
+async def test_a_new_schedule_wakes_an_idle_loop(harness: Harness) -> None:
+    async with _idle_loop(harness):
+        await harness.create(trigger={"type": "immediate"})
+        await _within(PROMPT, _received(harness, 1))
+
+
+async def test_an_idle_loop_sleeps_until_the_next_due_instant(harness: Harness) -> None:
+    due = datetime.now(UTC) + timedelta(seconds=1.5)
+    await harness.create(trigger={"type": "once", "at": _iso(due)})
+    async with _idle_loop(harness):
+        await _within(PROMPT, _received(harness, 1))
+
+    arrived = datetime.fromtimestamp(harness.receiver.requests[0].at, UTC)
+    assert timedelta(0) <= arrived - due < timedelta(seconds=1)
+
+
+async def test_a_recurring_schedule_keeps_its_cadence_without_polling(harness: Harness) -> None:
+    start = datetime.now(UTC) + timedelta(milliseconds=500)
+    async with _idle_loop(harness):
+        await harness.create(
+            trigger={"type": "interval", "every_seconds": 1, "start_at": _iso(start)}
+        )
+        await _within(PROMPT + 3, _received(harness, 3))
+
+    for n, request in enumerate(harness.receiver.requests[:3]):
+        arrived = datetime.fromtimestamp(request.at, UTC)
+        assert arrived - (start + n * timedelta(seconds=1)) < timedelta(seconds=1)
+
+
+async def test_a_retry_wakes_the_loop_when_it_comes_due(make_harness) -> None:  # type: ignore[no-untyped-def]
+    async with make_harness(retry_base_delay=0.2, retry_max_delay=0.4) as harness:
+        harness.receiver.script("/hook", Reply(status=503))
+        async with _idle_loop(harness):
+            await harness.create(trigger={"type": "immediate"})
+            await _within(PROMPT, _received(harness, 2))
+
+        assert [r.headers["X-Attempt"] for r in harness.receiver.requests] == ["1", "2"]
+
+
+async def test_trigger_replay_and_resume_wake_an_idle_loop(make_harness) -> None:  # type: ignore[no-untyped-def]
+    async with make_harness(max_attempts=1) as harness:
+        harness.receiver.script("/hook", Reply(status=400))
+        later = datetime.now(UTC) + timedelta(hours=1)
+        created = await harness.create(trigger={"type": "once", "at": _iso(later)})
+        paused = await harness.create(trigger={"type": "immediate"})
+        await harness.client.post(f"/v1/schedules/{paused['id']}/pause")
+        async with _idle_loop(harness):
+            await harness.client.post(f"/v1/schedules/{created['id']}/trigger")
+            await _within(PROMPT, _received(harness, 1))  # refused with 400: dead letter
+
+            async def dead_lettered() -> bool:
+                return bool((await harness.get("/v1/dead-letters"))["items"])
+
+            await _within(PROMPT, dead_lettered)
+            (letter,) = (await harness.get("/v1/dead-letters"))["items"]
+            await harness.client.post(f"/v1/dead-letters/{letter['occurrence_id']}/replay")
+            await _within(PROMPT, _received(harness, 2))
+
+            await harness.client.post(f"/v1/schedules/{paused['id']}/resume")
+            await _within(PROMPT, _received(harness, 3))
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+async def test_a_lost_listen_connection_is_re_established(harness: Harness) -> None:
+    async with _idle_loop(harness):
+        killed = await _terminate_listeners(harness.database)
+        assert killed >= 1
+        await asyncio.sleep(1.5)  # the listener notices and reconnects
+        await harness.create(trigger={"type": "immediate"})
+        await _within(PROMPT, _received(harness, 1))
+        assert await _listeners(harness.database) >= 1
+
+
+async def _terminate_listeners(database: Database) -> int:
+    async def work(conn):  # type: ignore[no-untyped-def]
+        result = await conn.execute(
+            sa.text(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = 'chronoq-listen' AND datname = current_database()"
+            )
+        )
+        return len(result.all())
+
+    killed: int = await database.run(work)
+    return killed
+
+
+async def _listeners(database: Database) -> int:
+    async def work(conn):  # type: ignore[no-untyped-def]
+        return await conn.scalar(
+            sa.text(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE application_name = 'chronoq-listen' AND datname = current_database()"
+            )
+        )
+
+    count: int = await database.run(work)
+    return count
