@@ -9,6 +9,7 @@ import os
 import sys
 from pathlib import Path
 
+from app import logs
 from app.settings import SettingsError, load_settings
 from app.store.database import Database, redact_url
 
@@ -18,12 +19,14 @@ def _serve(args: argparse.Namespace) -> int:
 
     if args.no_worker:
         os.environ["CHRONOQ_WORKER_ENABLED"] = "false"
-    load_settings()  # refuse a bad configuration before binding the port
+    settings = load_settings()  # refuse a bad configuration before binding the port
+    # uvicorn's own lines go through the same handler, so a JSON log is JSON throughout.
+    logs.configure(settings.log_level, settings.log_format)
     uvicorn.run(
         "app.main:app",
         host=args.host,
         port=args.port,
-        log_level="info",
+        log_config=None,
         access_log=args.access_log,
         lifespan="on",
     )
@@ -92,8 +95,6 @@ class UsageError(Exception):
 
 
 def _amqp_url(args: argparse.Namespace) -> str:
-    from app import logs
-
     logs.configure("WARNING")  # the client library's reconnect noise stays out of the output
     url: str | None = args.url or os.environ.get("AMQP_URL")
     if not url:

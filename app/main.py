@@ -9,7 +9,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
-from app import logs
+from app import logs, metrics
 from app.api import dead_letters, health, problems, schedules, triggers
 from app.api.deps import State
 from app.service.dead_letters import DeadLetterService
@@ -51,10 +51,12 @@ def create_app(settings: Settings | None = None, wakeups: Wakeups | None = None)
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[State]:
         config = settings or load_settings()
-        logs.configure(config.log_level)
+        logs.configure(config.log_level, config.log_format)
         async with AsyncExitStack() as stack:
             database = Database(config.database_url)
             stack.push_async_callback(database.close)
+            metrics.POOLS.watch("api", database)
+            stack.callback(metrics.POOLS.forget, "api")
             if config.auto_migrate:
                 await upgrade_to_head(database)
             sinks = await stack.enter_async_context(open_sinks(config))
@@ -66,6 +68,8 @@ def create_app(settings: Settings | None = None, wakeups: Wakeups | None = None)
                 # for a connection, and skip the per-checkout ping.
                 worker_database = Database(config.database_url, pool_size=4, pre_ping=False)
                 stack.push_async_callback(worker_database.close)
+                metrics.POOLS.watch("worker", worker_database)
+                stack.callback(metrics.POOLS.forget, "worker")
                 dispatcher = Dispatcher(worker_database, sinks, config, wakeups=hub)
                 await stack.enter_async_context(dispatcher.started())
                 # Retention runs beside the loop; an advisory lock keeps it to one replica

@@ -50,6 +50,7 @@ class Settings(BaseSettings):
     retention_interval: float = 60.0
     webhook_signing_secret: str | None = None
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_format: Literal["text", "json"] = "text"
 
     @model_validator(mode="after")
     def _refuse_incoherent(self) -> Settings:

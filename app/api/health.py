@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from app.api.deps import StateDep
 from app.api.schemas import Health
@@ -44,3 +45,13 @@ async def readyz(state: StateDep) -> JSONResponse:
     ready = all(value == "ok" for value in checks.values())
     body = Health(status="ready" if ready else "not ready", checks=checks)
     return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
+
+
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={200: {"content": {CONTENT_TYPE_LATEST: {}}, "description": "Prometheus text"}},
+)
+async def metrics() -> Response:
+    """Prometheus metrics of this replica (text exposition format)."""
+    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)

@@ -80,6 +80,13 @@ class Database:
         else:
             raise ValueError(f"unsupported database {redact_url(url)}")
 
+    def pool_in_use(self) -> int:
+        """Connections checked out of the pool now (a metric)."""
+        return int(self.engine.pool.checkedout())  # type: ignore[attr-defined]
+
+    def pool_size(self) -> int:
+        return int(self.engine.pool.size())  # type: ignore[attr-defined]
+
     def _sqlite_engine(self, path: str | None) -> AsyncEngine:
         if path and path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from datetime import timedelta
 
+from app import metrics
 from app.settings import Settings
 from app.store.clock import transaction_now
 from app.store.database import Connection, Database
@@ -57,6 +58,7 @@ class Pruner:
                 deleted = await self._db.run(self._prune_batch)
                 total += deleted
                 self.pruned_total += deleted
+                metrics.PRUNED.inc(deleted)
                 if deleted < batch or self._stopping.is_set():
                     break
                 # Let claims and settles in between; each batch holds its rows briefly.
