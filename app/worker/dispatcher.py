@@ -12,12 +12,21 @@ import logging
 import os
 import random
 import socket
+import time
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager, suppress
 
-from app.domain.occurrence import Delivery, Outcome, Retryable, Settlement, settle
+from app import metrics
+from app.domain.occurrence import (
+    Delivery,
+    OccurrenceStatus,
+    Outcome,
+    Retryable,
+    Settlement,
+    settle,
+)
 from app.domain.retry import RetryPolicy
 from app.settings import Settings
 from app.sinks.base import Sinks
@@ -32,6 +41,60 @@ MAX_ERROR_BACKOFF = 5.0
 MAX_CLAIMS = 2
 # Wake this long after an occurrence's instant, so the claim's clock has passed it.
 WAKE_MARGIN = 0.001
+
+
+def _observe(settlement: Settlement, seconds: float) -> None:
+    """Metrics and the log line of one finished attempt. Log lines carry ids, the attempt and
+    the outcome; never a payload, a header or a URL."""
+    delivery = settlement.delivery
+    target_type = delivery.target.type
+    status = settlement.status
+    outcome = OUTCOMES[status]
+    metrics.DURATION.labels(target_type).observe(seconds)
+    metrics.DELIVERIES.labels(outcome, target_type).inc()
+    fields = {
+        "schedule_id": str(delivery.schedule_id),
+        "occurrence_id": str(delivery.occurrence_id),
+        "attempt": delivery.attempt,
+        "outcome": outcome,
+    }
+    if status is OccurrenceStatus.DELIVERED:
+        metrics.LATENESS.observe(max(time.time() - delivery.fire_at.timestamp(), 0.0))
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("delivered occurrence %s", delivery.occurrence_id, extra=fields)
+    elif status is OccurrenceStatus.DEAD_LETTERED:
+        metrics.DEAD_LETTERS.inc()
+        reason = _reason(settlement.error)
+        log.warning(
+            "dead-lettered occurrence %s after attempt %d: %s",
+            delivery.occurrence_id,
+            delivery.attempt,
+            reason,
+            extra={**fields, "reason": reason},
+        )
+    else:
+        reason = _reason(settlement.error)
+        log.info(
+            "occurrence %s failed attempt %d, retrying in %.1fs: %s",
+            delivery.occurrence_id,
+            delivery.attempt,
+            settlement.retry_in or 0.0,
+            reason,
+            extra={**fields, "reason": reason, "retry_in": settlement.retry_in},
+        )
+
+
+def _reason(error: str | None) -> str:
+    """The kind of a failure without its detail: a target's reply may echo the payload and
+    a client error may name a URL with a token in it. The full text is on the occurrence."""
+    return (error or "unknown").split(":", 1)[0][:80]
+
+
+OUTCOMES = {
+    OccurrenceStatus.DELIVERED: "delivered",
+    OccurrenceStatus.PENDING: "retry",
+    OccurrenceStatus.DEAD_LETTERED: "dead_lettered",
+}
 
 
 def replica_name() -> str:
@@ -70,6 +133,9 @@ class Dispatcher:
         # Claimed but not started: the next claim overlaps the deliveries in flight.
         self._queued: deque[Delivery] = deque()
         self._to_settle: list[Settlement] = []
+        # Schedules with a delivery in flight, and their deliveries waiting behind it.
+        self._busy: dict[uuid.UUID, deque[Delivery]] = {}
+        self._held = 0
         self._task: asyncio.Task[None] | None = None
         # At most `concurrency` in flight plus two batches queued behind them, claimed a
         # full batch at a time: the next claim is on its way before the queue runs dry.
@@ -101,12 +167,15 @@ class Dispatcher:
             self._due_in = None if found else await next_due_in(conn)
             return found
 
-        return await self._db.run(work)
+        found = await self._db.run(work)
+        metrics.CLAIMED.inc(len(found))
+        return found
 
     async def attempt(self, delivery: Delivery) -> Settlement:
         """One delivery under the dispatch timeout; any failure becomes a retryable outcome."""
         timeout = self._settings.dispatch_timeout
         outcome: Outcome
+        started = time.perf_counter()
         try:
             async with asyncio.timeout(timeout):
                 outcome = await self._sinks.deliver(delivery)
@@ -115,7 +184,9 @@ class Dispatcher:
         except Exception as exc:
             log.exception("delivery of occurrence %s raised", delivery.occurrence_id)
             outcome = Retryable(f"internal error: {type(exc).__name__}")
-        return settle(delivery, outcome, self._policy, self._rng)
+        settlement = settle(delivery, outcome, self._policy, self._rng)
+        _observe(settlement, time.perf_counter() - started)
+        return settlement
 
     async def settle(self, settlements: Sequence[Settlement]) -> None:
         if settlements:
@@ -140,8 +211,15 @@ class Dispatcher:
     async def run_once(self) -> int:
         """Claim one batch, deliver it, settle it; returns how many were claimed (for tests)."""
         deliveries = await self.claim(min(self._settings.batch_size, self._settings.concurrency))
-        settlements = await asyncio.gather(*(self.attempt(d) for d in deliveries))
-        await self.settle(settlements)
+        by_schedule: dict[uuid.UUID, list[Delivery]] = {}
+        for delivery in deliveries:
+            by_schedule.setdefault(delivery.schedule_id, []).append(delivery)
+
+        async def in_order(group: list[Delivery]) -> list[Settlement]:
+            return [await self.attempt(delivery) for delivery in group]
+
+        groups = await asyncio.gather(*(in_order(g) for g in by_schedule.values()))
+        await self.settle([settlement for group in groups for settlement in group])
         return len(deliveries)
 
     # -- the loop -------------------------------------------------------------------
@@ -209,13 +287,20 @@ class Dispatcher:
             listener.start()
         try:
             while not self._stopping.is_set():
-                room = self._capacity - len(self._inflight) - len(self._queued) - self._claiming
+                room = (
+                    self._capacity
+                    - len(self._inflight)
+                    - len(self._queued)
+                    - self._held
+                    - self._claiming
+                )
                 if room < self._refill_at or len(self._claims) >= MAX_CLAIMS:
                     # Full: let a batch's worth drain and claim it in one statement, rather
                     # than one claim round trip per freed slot.
                     await self._wait_for_room()
                     continue
                 self.cycles += 1
+                metrics.LOOP_CYCLES.inc()
                 limit = min(self._settings.batch_size, room)
                 self._claiming += limit
                 task = asyncio.create_task(self._claim_into_queue(limit))
@@ -240,6 +325,7 @@ class Dispatcher:
             deliveries = await self.claim(limit)
         except Exception:
             self.errors += 1
+            metrics.LOOP_ERRORS.inc()
             self._consecutive_errors += 1
             self._next_pause = min(
                 self._settings.poll_interval * 2 ** min(self._consecutive_errors, 10),
@@ -263,19 +349,44 @@ class Dispatcher:
         self._start_queued()
 
     def _start_queued(self) -> None:
-        """Start queued deliveries while the in-flight window has room."""
+        """Start queued deliveries while the in-flight window has room. A schedule has one
+        delivery in flight at a time: its others wait behind it, in claim order, so that
+        catch-ups and backfills arrive in tick order."""
         while self._queued and len(self._inflight) < self._settings.concurrency:
             if self._stopping.is_set():
                 return
             delivery = self._queued.popleft()
-            task = asyncio.create_task(self._deliver(delivery))
-            self._inflight[task] = delivery
-            task.add_done_callback(self._finished)
+            waiting = self._busy.get(delivery.schedule_id)
+            if waiting is not None:
+                waiting.append(delivery)
+                self._held += 1
+                continue
+            self._busy[delivery.schedule_id] = deque()
+            self._launch(delivery)
+
+    def _launch(self, delivery: Delivery) -> None:
+        task = asyncio.create_task(self._deliver(delivery))
+        self._inflight[task] = delivery
+        metrics.IN_FLIGHT.inc()
+        task.add_done_callback(self._finished)
 
     def _finished(self, task: asyncio.Task[None]) -> None:
-        self._inflight.pop(task, None)
+        delivery = self._inflight.pop(task, None)
+        if delivery is not None:
+            metrics.IN_FLIGHT.dec()
+            waiting = self._busy.pop(delivery.schedule_id, None)
+            if waiting:
+                self._held -= 1
+                following = waiting.popleft()
+                if self._stopping.is_set():
+                    self._queued.appendleft(following)  # handed back by the drain
+                    self._queued.extend(waiting)
+                    self._held -= len(waiting)
+                else:
+                    self._busy[following.schedule_id] = waiting
+                    self._launch(following)
         self._start_queued()
-        if self._capacity - len(self._inflight) - len(self._queued) >= self._refill_at:
+        if self._capacity - len(self._inflight) - len(self._queued) - self._held >= self._refill_at:
             self._room.set()
 
     async def _deliver(self, delivery: Delivery) -> None:
@@ -318,6 +429,7 @@ class Dispatcher:
                 await self.settle(batch)
             except Exception:
                 self.errors += 1
+                metrics.LOOP_ERRORS.inc()
                 log.exception("settling %d deliveries failed; will retry", len(batch))
                 self._to_settle[:0] = batch
                 return False
@@ -335,6 +447,10 @@ class Dispatcher:
         not counted); in-flight deliveries get the dispatch timeout to finish, then the
         stragglers are cancelled and handed back; every finished attempt is settled."""
         queued, self._queued = list(self._queued), deque()
+        for waiting in self._busy.values():
+            queued.extend(waiting)
+            waiting.clear()
+        self._held = 0
         await self._release_quietly(queued, started=False)
         if self._inflight:
             await asyncio.wait(set(self._inflight), timeout=self._settings.dispatch_timeout)

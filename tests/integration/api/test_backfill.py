@@ -165,3 +165,28 @@ async def test_a_paused_schedule_keeps_its_backfill_until_it_resumes(harness: Ha
         start,
         start + MINUTE,
     ]
+
+
+async def test_a_backfill_arrives_in_tick_order_even_when_early_replies_are_slow(
+    harness: Harness,
+) -> None:
+    import random
+
+    from app.worker.dispatcher import Dispatcher
+    from tests.receiver import Reply
+
+    # Slow first replies would let later ticks overtake them if they ran side by side.
+    harness.receiver.script("/hook", *(Reply(delay=0.3 - 0.05 * n) for n in range(6)))
+    start = datetime.now(UTC).replace(second=0, microsecond=0) - 10 * MINUTE
+    schedule_id = await _minutely_since(harness, start)
+    await _backfill(harness, schedule_id, start, start + 5 * MINUTE)
+
+    dispatcher = Dispatcher(harness.database, harness.sinks, harness.settings, rng=random.Random(4))
+    async with dispatcher.started():
+        await harness.receiver.wait_for(6, timeout=20)
+
+    # Recorded as each reply completes: side by side, the later ticks would finish first.
+    received = harness.receiver.requests
+    assert [_at(r.headers["X-Scheduled-For"]) for r in received] == [
+        start + n * MINUTE for n in range(6)
+    ]
