@@ -881,7 +881,8 @@ def write_docs(
     if problems:
         out += ["## Anomalies observed in this run", "", "```text", *problems, "```", ""]
     DOCS.parent.mkdir(parents=True, exist_ok=True)
-    DOCS.write_text("\n".join(out), encoding="utf-8")
+    kept = kept_sections(DOCS.read_text(encoding="utf-8") if DOCS.exists() else "")
+    DOCS.write_text("\n".join(out) + ("\n" + kept if kept else ""), encoding="utf-8")
     log(f"wrote {DOCS.relative_to(ROOT)}")
 
 
@@ -1017,6 +1018,34 @@ async def main_async(args: argparse.Namespace) -> int:
     if args.strict and "postgresql" in summaries:
         return 0 if all(ok for _, _, ok in bars(summaries["postgresql"])) else 1
     return 0
+
+
+# Sections that other benchmark scripts write into docs/benchmarks.md between these markers
+# (bench/wakeups.py); regenerating the rest of the file keeps them.
+KEEP_BEGIN = "<!-- section: "
+KEEP_END = "<!-- end section -->"
+
+
+def kept_sections(text: str) -> str:
+    blocks = []
+    while (start := text.find(KEEP_BEGIN)) != -1:
+        end = text.find(KEEP_END, start)
+        if end == -1:
+            break
+        blocks.append(text[start : end + len(KEEP_END)])
+        text = text[end + len(KEEP_END) :]
+    return "\n\n".join(blocks) + ("\n" if blocks else "")
+
+
+def replace_section(text: str, name: str, body: str) -> str:
+    """`text` with the marked section `name` set to `body` (appended when absent)."""
+    begin = f"{KEEP_BEGIN}{name} -->"
+    block = f"{begin}\n{body.rstrip()}\n{KEEP_END}"
+    start = text.find(begin)
+    if start == -1:
+        return text.rstrip() + "\n\n" + block + "\n"
+    end = text.find(KEEP_END, start)
+    return text[:start] + block + text[end + len(KEEP_END) :]
 
 
 def logs_worth_keeping(results: list[dict[str, Any]]) -> bool:

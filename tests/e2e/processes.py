@@ -41,9 +41,11 @@ def service_environment(settings: Mapping[str, str]) -> dict[str, str]:
 class Service:
     """One `chronoq serve` process on 127.0.0.1; its stdout and stderr go to `log_path`."""
 
-    def __init__(self, name: str, settings: Mapping[str, str], log_path: Path) -> None:
+    def __init__(
+        self, name: str, settings: Mapping[str, str], log_path: Path, port: int | None = None
+    ) -> None:
         self.name = name
-        self.port = free_port()
+        self.port = port or free_port()
         self.log_path = log_path
         self._log: IO[bytes] = log_path.open("ab")
         command = [str(CHRONOQ), "serve", "--host", "127.0.0.1", "--port", str(self.port)]
@@ -135,12 +137,19 @@ class Services:
         self.running: list[Service] = []  # started, healthy, and not stopped on purpose
 
     async def start(
-        self, name: str, settings: Mapping[str, str], *, timeout: float = 30.0, tries: int = 3
+        self,
+        name: str,
+        settings: Mapping[str, str],
+        *,
+        timeout: float = 30.0,
+        tries: int = 3,
+        port: int | None = None,
     ) -> Service:
-        """Start a replica and wait until it serves; a port taken meanwhile gets another."""
+        """Start a replica and wait until it serves; a port taken meanwhile gets another
+        (unless `port` pins it, as for a replica restarted on its old address)."""
         for attempt in range(1, tries + 1):
             suffix = "" if attempt == 1 else f".{attempt}"
-            service = Service(name, settings, self._log_dir / f"{name}{suffix}.log")
+            service = Service(name, settings, self._log_dir / f"{name}{suffix}.log", port)
             self.started.append(service)
             try:
                 await service.wait_healthy(timeout)

@@ -33,14 +33,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
-from unittest import mock
 
 import httpx
 import pytest
 
 from app.domain.ids import occurrence_id
 from tests.conftest import service_missing
-from tests.e2e import processes
 from tests.e2e.processes import Service, Services, free_port
 from tests.receiver import Received, Receiver, Reply
 
@@ -415,8 +413,7 @@ async def restart_on_port(
 ) -> Service:
     """A replica on the port of the one it replaces, as a restarted container keeps its
     address: the rendered upstream list stays valid."""
-    with mock.patch.object(processes, "free_port", return_value=port):
-        return await services.start(name, settings)
+    return await services.start(name, settings, port=port)
 
 
 async def probe(client: httpx.AsyncClient, figures: Figures, done: asyncio.Event) -> None:
