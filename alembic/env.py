@@ -1,24 +1,53 @@
-"""Alembic environment: async engines, URL from the caller or from the settings."""
+"""Alembic environment: async engines, URL and schema from the caller or from the settings.
+
+With a schema (CHRONOQ_DB_SCHEMA), the schema is created when missing, the migrations run
+with it as the connection's search_path, and `alembic_version` lives in it too, so each
+installation in a shared database has its own migration history.
+"""
 
 from __future__ import annotations
 
 import asyncio
 
+import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from alembic import context
-from app.store.database import Database
+from app.store.database import Database, normalize_url, quote_schema
 from app.store.tables import metadata
 
 config = context.config
 
 
+def _schema() -> str | None:
+    if "schema" in config.attributes:
+        schema = config.attributes["schema"]
+        return None if schema is None else str(schema)
+    from app.settings import load_settings
+
+    return load_settings().db_schema
+
+
+def _ensure_schema(connection: Connection, schema: str) -> None:
+    # Looked up first: CREATE SCHEMA IF NOT EXISTS needs the CREATE privilege on the
+    # database even when the schema exists, which a role given only its schema lacks.
+    exists = connection.scalar(
+        sa.text("SELECT 1 FROM pg_namespace WHERE nspname = :schema"), {"schema": schema}
+    )
+    if not exists:
+        connection.execute(sa.text(f"CREATE SCHEMA IF NOT EXISTS {quote_schema(schema)}"))
+
+
 def _configure(connection: Connection) -> None:
+    schema = _schema() if connection.dialect.name == "postgresql" else None
+    if schema is not None:
+        _ensure_schema(connection, schema)
     context.configure(
         connection=connection,
         target_metadata=metadata,
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        version_table_schema=schema,
     )
     with context.begin_transaction():
         context.run_migrations()
@@ -34,7 +63,9 @@ def _url() -> str:
 
 
 async def _run_online() -> None:
-    database = Database(_url())
+    url = _url()
+    schema = _schema() if url.startswith(("postgres", "postgresql")) else None
+    database = Database(url, schema=schema)
     try:
         async with database.engine.connect() as connection:
             await connection.run_sync(_configure)
@@ -44,10 +75,17 @@ async def _run_online() -> None:
 
 
 def _run_offline() -> None:
-    from app.store.database import normalize_url
-
-    context.configure(url=normalize_url(_url()), target_metadata=metadata, literal_binds=True)
+    url = normalize_url(_url())
+    schema = _schema() if url.startswith("postgresql") else None
+    context.configure(
+        url=url, target_metadata=metadata, literal_binds=True, version_table_schema=schema
+    )
     with context.begin_transaction():
+        if schema is not None:
+            # A session-wide SET, not SET LOCAL: it holds whether the script is run as one
+            # transaction or statement by statement.
+            context.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_schema(schema)}")
+            context.execute(f"SET search_path TO {quote_schema(schema)}")
         context.run_migrations()
 
 

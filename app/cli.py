@@ -1,4 +1,5 @@
-"""The `chronoq` command: serve, migrate, openapi, broker tools, and a receiver to try it."""
+"""The `chronoq` command: serve, migrate, schema DDL, openapi, broker tools, and a receiver to
+try it."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import sys
 from pathlib import Path
 
 from app import logs
+from app.operator_cli import add_operator_commands
 from app.settings import SettingsError, load_settings
-from app.store.database import Database, redact_url
+from app.store.database import Database, describe_failure, redact_url
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -34,12 +36,27 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    from app.store.migrations import upgrade_to_head
+    from app.store.migrations import upgrade_sql, upgrade_to_head
 
     settings = load_settings()
+    where = redact_url(settings.database_url)
+    if settings.db_schema is not None:
+        where += f" (schema {settings.db_schema})"
+    if args.sql:
+        if settings.database_url.startswith("sqlite"):
+            raise UsageError(
+                "migrate --sql is for PostgreSQL: SQLite migrations rebuild tables from the "
+                "live database; for a new SQLite database use `chronoq schema --dialect sqlite`"
+            )
+        try:
+            sys.stdout.write(upgrade_sql(settings.database_url, settings.db_schema))
+        except Exception as exc:
+            print(f"chronoq: cannot render the migrations: {_brief(exc)}", file=sys.stderr)
+            return 1
+        return 0
 
     async def run() -> None:
-        database = Database(settings.database_url)
+        database = Database(settings.database_url, schema=settings.db_schema)
         try:
             await upgrade_to_head(database)
         finally:
@@ -48,9 +65,32 @@ def _migrate(args: argparse.Namespace) -> int:
     try:
         asyncio.run(run())
     except OSError as exc:
-        print(f"chronoq: cannot reach {redact_url(settings.database_url)}: {exc}", file=sys.stderr)
+        print(
+            f"chronoq: cannot reach {where}: {describe_failure(exc, settings.database_url)}",
+            file=sys.stderr,
+        )
         return 1
-    print(f"schema at head on {redact_url(settings.database_url)}")
+    except Exception as exc:
+        print(
+            f"chronoq: migration failed on {where}: {describe_failure(exc, settings.database_url)}",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"schema at head on {where}")
+    return 0
+
+
+def _schema(args: argparse.Namespace) -> int:
+    from app.settings import schema_name_problem
+    from app.store.ddl import schema_ddl
+
+    if args.db_schema is not None:
+        if args.dialect != "postgresql":
+            raise UsageError("--db-schema is for PostgreSQL only")
+        problem = schema_name_problem(args.db_schema)
+        if problem:
+            raise UsageError(f"--db-schema {problem}")
+    sys.stdout.write(schema_ddl(args.dialect, args.db_schema))
     return 0
 
 
@@ -168,7 +208,22 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(run=_serve)
 
     migrate = commands.add_parser("migrate", help="upgrade the database schema to head")
+    migrate.add_argument(
+        "--sql",
+        action="store_true",
+        help="print the SQL from an empty database to head instead of applying it "
+        "(PostgreSQL; only DATABASE_URL's dialect is used, no connection is made)",
+    )
     migrate.set_defaults(run=_migrate)
+
+    schema = commands.add_parser(
+        "schema", help="print the DDL of the current schema (no database needed)"
+    )
+    schema.add_argument("--dialect", required=True, choices=["postgresql", "sqlite"])
+    schema.add_argument(
+        "--db-schema", metavar="NAME", help="PostgreSQL schema to create and qualify names with"
+    )
+    schema.set_defaults(run=_schema)
 
     receiver = commands.add_parser("receiver", help="print webhook deliveries (for trying out)")
     receiver.add_argument("--port", type=int, default=9000)
@@ -194,6 +249,8 @@ def build_parser() -> argparse.ArgumentParser:
     openapi = commands.add_parser("openapi", help="write the OpenAPI document")
     openapi.add_argument("--output", default="openapi/openapi.json")
     openapi.set_defaults(run=_openapi)
+
+    add_operator_commands(commands)
     return parser
 
 

@@ -53,7 +53,7 @@ def create_app(settings: Settings | None = None, wakeups: Wakeups | None = None)
         config = settings or load_settings()
         logs.configure(config.log_level, config.log_format)
         async with AsyncExitStack() as stack:
-            database = Database(config.database_url)
+            database = Database(config.database_url, schema=config.db_schema)
             stack.push_async_callback(database.close)
             metrics.POOLS.watch("api", database)
             stack.callback(metrics.POOLS.forget, "api")
@@ -66,7 +66,9 @@ def create_app(settings: Settings | None = None, wakeups: Wakeups | None = None)
             if config.worker_enabled:
                 # The loop's own pool: its claims and settles never queue behind API requests
                 # for a connection, and skip the per-checkout ping.
-                worker_database = Database(config.database_url, pool_size=4, pre_ping=False)
+                worker_database = Database(
+                    config.database_url, schema=config.db_schema, pool_size=4, pre_ping=False
+                )
                 stack.push_async_callback(worker_database.close)
                 metrics.POOLS.watch("worker", worker_database)
                 stack.callback(metrics.POOLS.forget, "worker")

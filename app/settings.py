@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from typing import Literal
 
-from pydantic import AliasChoices, Field, model_validator
+from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_DATABASE_URL = "sqlite:///./data/chronoq.db"
+
+# A schema name that needs no quoting anywhere it appears (search_path, DDL, channel names).
+SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
 class SettingsError(ValueError):
@@ -30,6 +34,9 @@ class Settings(BaseSettings):
     amqp_url: str | None = Field(
         default=None, validation_alias=AliasChoices("AMQP_URL", "amqp_url")
     )
+    # PostgreSQL schema holding this installation's tables (None: the server's search_path),
+    # so that independent installations can share one database.
+    db_schema: str | None = None
     poll_interval: float = 1.0
     batch_size: int = 100
     concurrency: int = 64
@@ -51,6 +58,12 @@ class Settings(BaseSettings):
     webhook_signing_secret: str | None = None
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["text", "json"] = "text"
+
+    @field_validator("db_schema", mode="before")
+    @classmethod
+    def _unset_when_empty(cls, value: object) -> object:
+        # `CHRONOQ_DB_SCHEMA=` (as compose files render an unset variable) means unset.
+        return None if value == "" else value
 
     @model_validator(mode="after")
     def _refuse_incoherent(self) -> Settings:
@@ -88,6 +101,14 @@ class Settings(BaseSettings):
             )
         if not self.database_url.startswith(("postgresql", "postgres://", "sqlite")):
             raise SettingsError("DATABASE_URL must be a postgresql:// or sqlite:/// URL")
+        if self.db_schema is not None:
+            problem = schema_name_problem(self.db_schema)
+            if problem:
+                raise SettingsError(f"CHRONOQ_DB_SCHEMA {problem}")
+            if self.database_url.startswith("sqlite"):
+                raise SettingsError(
+                    "CHRONOQ_DB_SCHEMA is for PostgreSQL only; DATABASE_URL names SQLite"
+                )
         if self.amqp_url is not None and not self.amqp_url.startswith(("amqp://", "amqps://")):
             raise SettingsError("AMQP_URL must be an amqp:// or amqps:// URL")
         if self.webhook_signing_secret is not None and not signing_key(self.webhook_signing_secret):
@@ -95,6 +116,18 @@ class Settings(BaseSettings):
                 "CHRONOQ_WEBHOOK_SIGNING_SECRET must be whsec_ followed by a non-empty base64 key"
             )
         return self
+
+
+def schema_name_problem(name: str) -> str | None:
+    """Why `name` cannot be a Chronoq schema (None: it can)."""
+    if not SCHEMA_NAME.fullmatch(name):
+        return (
+            f"must be a plain identifier: a lower-case letter or _, then up to 62 "
+            f"lower-case letters, digits or _ (got {name!r})"
+        )
+    if name.startswith("pg_") or name == "information_schema":
+        return f"names a PostgreSQL system schema ({name!r})"
+    return None
 
 
 def signing_key(secret: str) -> bytes:

@@ -69,6 +69,12 @@ def _migrate(url: str) -> None:
     run_sync(run)
 
 
+def _url_of(name: str) -> str:
+    url = make_url(PG_ADMIN_URL.replace("postgresql://", "postgresql+asyncpg://", 1))
+    database_url = url.set(database=name).render_as_string(hide_password=False)
+    return database_url.replace("postgresql+asyncpg://", "postgresql://", 1)
+
+
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     """A database of this run's own, migrated once, dropped at the end."""
@@ -77,14 +83,33 @@ def postgres_url() -> Iterator[str]:
         _admin(f'CREATE DATABASE "{name}"')
     except Exception as exc:
         service_missing("PostgreSQL", exc)
-    url = make_url(PG_ADMIN_URL.replace("postgresql://", "postgresql+asyncpg://", 1))
-    database_url = url.set(database=name).render_as_string(hide_password=False)
-    database_url = database_url.replace("postgresql+asyncpg://", "postgresql://", 1)
+    database_url = _url_of(name)
     try:
         _migrate(database_url)
         yield database_url
     finally:
         _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def empty_postgres() -> Iterator[Callable[[], str]]:
+    """Makes empty databases (no tables, no migrations), each dropped after the test."""
+    names: list[str] = []
+
+    def make() -> str:
+        name = f"chronoq_empty_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+        try:
+            _admin(f'CREATE DATABASE "{name}"')
+        except Exception as exc:
+            service_missing("PostgreSQL", exc)
+        names.append(name)
+        return _url_of(name)
+
+    try:
+        yield make
+    finally:
+        for name in names:
+            _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -24,6 +25,10 @@ Connection = AsyncConnection
 
 _TRANSIENT_SQLSTATES = frozenset({"40001", "40P01"})  # serialization failure, deadlock
 
+# The engine-wide execution option that tells code holding only a connection which
+# installation it works for (wake-up channel, advisory lock keys).
+_SCHEMA_OPTION = "chronoq_schema"
+
 
 def normalize_url(url: str) -> str:
     """Map the conventional URL forms onto the async drivers Chronoq uses."""
@@ -44,6 +49,49 @@ def redact_url(url: str) -> str:
         return "<unparseable database URL>"
 
 
+def describe_failure(exc: BaseException, url: str) -> str:
+    """One line for an operator: what failed, never the database password."""
+    cause: BaseException = exc
+    if isinstance(exc, DBAPIError) and exc.orig is not None:
+        # The driver's own exception names the problem (InvalidPasswordError, ...); the
+        # DBAPI wrapper around it only says "Error".
+        cause = exc.orig.__cause__ or exc.orig
+    lines = str(cause).strip().splitlines()
+    text = f"{type(cause).__name__}: {lines[0]}" if lines else type(cause).__name__
+    for form in {url, normalize_url(url)}:
+        text = text.replace(form, redact_url(form))
+    try:
+        password = make_url(normalize_url(url)).password
+    except Exception:
+        password = None
+    # A password quoted on its own (a driver repeating its DSN's parts); too short a one
+    # would blank out ordinary letters of the message instead.
+    if password is not None and len(str(password)) >= 4:
+        text = text.replace(str(password), "***")
+    return text
+
+
+def quote_schema(schema: str) -> str:
+    """`schema` as a PostgreSQL identifier, quoted whatever it is (a keyword such as `user`
+    is a valid schema name)."""
+    return '"' + schema.replace('"', '""') + '"'
+
+
+def advisory_key(purpose: str, schema: str | None, default: int) -> int:
+    """A PostgreSQL advisory lock key (signed 64 bits) for `purpose` in `schema`; the
+    installation without a schema keeps `default`, the key it has always used."""
+    if schema is None:
+        return default
+    digest = hashlib.blake2b(f"chronoq:{purpose}:{schema}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def schema_of(conn: AsyncConnection) -> str | None:
+    """The schema of the installation this connection belongs to (None: the default)."""
+    schema = conn.sync_engine.get_execution_options().get(_SCHEMA_OPTION)
+    return None if schema is None else str(schema)
+
+
 def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
@@ -58,15 +106,33 @@ def _is_transient(exc: BaseException) -> bool:
 
 
 class Database:
-    """One engine and the dialect it speaks; all writes go through `run`."""
+    """One engine and the dialect it speaks; all writes go through `run`.
 
-    def __init__(self, url: str, *, pool_size: int = 10, pre_ping: bool = True) -> None:
+    With a `schema` (PostgreSQL only), every connection's `search_path` is that schema
+    alone, so the Core statements and the raw SQL files, which name tables unqualified,
+    reach this installation's tables and no other's.
+    """
+
+    def __init__(
+        self, url: str, *, schema: str | None = None, pool_size: int = 10, pre_ping: bool = True
+    ) -> None:
         self.url = normalize_url(url)
+        self.schema = schema
         parsed = make_url(self.url)
         self.dialect = parsed.get_backend_name()
         if self.dialect == "sqlite":
+            if schema is not None:
+                raise ValueError("CHRONOQ_DB_SCHEMA is for PostgreSQL only")
             self.engine = self._sqlite_engine(parsed.database)
         elif self.dialect == "postgresql":
+            connect_args: dict[str, Any] = {}
+            options: dict[str, Any] = {}
+            if schema is not None:
+                options[_SCHEMA_OPTION] = schema
+                # Sent in the startup packet: in force before the first statement, and kept
+                # by every pooled connection. Only the schema: a table missing from it must
+                # fail, not be found in `public` (another installation's, perhaps).
+                connect_args["server_settings"] = {"search_path": quote_schema(schema)}
             self.engine = create_async_engine(
                 self.url,
                 pool_size=pool_size,
@@ -76,6 +142,8 @@ class Database:
                 # dead pooled connection is dropped on its first error.
                 pool_pre_ping=pre_ping,
                 json_serializer=_dumps,
+                connect_args=connect_args,
+                execution_options=options,
             )
         else:
             raise ValueError(f"unsupported database {redact_url(url)}")

@@ -1,7 +1,12 @@
-"""Schema migrations at start: upgrade to head under an advisory lock; readiness check."""
+"""Schema migrations at start: upgrade to head under an advisory lock; readiness check.
+
+Invariant: one installation (one schema) is migrated by one replica at a time; another
+installation in the same database takes a lock of its own and migrates alongside.
+"""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -11,10 +16,14 @@ from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Connection
 
 from alembic import command
-from app.store.database import Database
+from app.store.database import Database, advisory_key
 
 # Any constant works; it only has to be the same in every replica.
 _MIGRATION_LOCK = 0x43_48_52_4F_4E_51  # "CHRONQ"
+
+
+def migration_lock_key(schema: str | None) -> int:
+    return advisory_key("migrate", schema, _MIGRATION_LOCK)
 
 
 def _root() -> Path:
@@ -32,37 +41,53 @@ def alembic_config() -> Config:
     return config
 
 
-def _upgrade(connection: Connection) -> None:
+def _upgrade(connection: Connection, schema: str | None) -> None:
     config = alembic_config()
     config.attributes["connection"] = connection
+    config.attributes["schema"] = schema
     command.upgrade(config, "head")
 
 
-def _current_heads(connection: Connection) -> set[str]:
-    return set(MigrationContext.configure(connection).get_current_heads())
+def _current_heads(connection: Connection, schema: str | None) -> set[str]:
+    context = MigrationContext.configure(connection, opts={"version_table_schema": schema})
+    return set(context.get_current_heads())
 
 
 def head_revisions() -> set[str]:
     return set(ScriptDirectory.from_config(alembic_config()).get_heads())
 
 
+def upgrade_sql(url: str, schema: str | None) -> str:
+    """The SQL that takes an empty database to head, in the dialect of `url`, without
+    connecting to it (alembic's offline mode)."""
+    output = io.StringIO()
+    config = alembic_config()
+    config.output_buffer = output
+    config.attributes["url"] = url
+    config.attributes["schema"] = schema
+    command.upgrade(config, "head", sql=True)
+    return output.getvalue()
+
+
 async def upgrade_to_head(database: Database) -> None:
     """Upgrade the schema; replicas starting together wait on one advisory lock."""
+    key = migration_lock_key(database.schema)
     async with database.engine.connect() as conn:
         if database.is_postgresql:
-            await conn.execute(sa.text("SELECT pg_advisory_lock(:key)"), {"key": _MIGRATION_LOCK})
+            await conn.execute(sa.text("SELECT pg_advisory_lock(:key)"), {"key": key})
         try:
-            await conn.run_sync(_upgrade)
+            await conn.run_sync(_upgrade, database.schema)
             await conn.commit()
         finally:
             if database.is_postgresql:
-                await conn.execute(
-                    sa.text("SELECT pg_advisory_unlock(:key)"), {"key": _MIGRATION_LOCK}
-                )
+                # After a failed upgrade the transaction is aborted: end it first, so the
+                # unlock runs and the upgrade's own error is the one raised.
+                await conn.rollback()
+                await conn.execute(sa.text("SELECT pg_advisory_unlock(:key)"), {"key": key})
                 await conn.commit()
 
 
 async def is_at_head(database: Database) -> bool:
     async with database.engine.connect() as conn:
-        current = await conn.run_sync(_current_heads)
+        current = await conn.run_sync(_current_heads, database.schema)
     return current == head_revisions()

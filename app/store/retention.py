@@ -16,7 +16,8 @@ than the retention period materializes those ticks again, with the same occurren
 
 A batch is one statement on the partial index `ix_occurrences_retention`. On PostgreSQL
 it skips rows another transaction holds (SKIP LOCKED), so it never waits behind a claim
-or a settle, and it runs only in the replica holding a transaction-scoped advisory lock.
+or a settle, and it runs only in the replica holding a transaction-scoped advisory lock
+(one per installation: with CHRONOQ_DB_SCHEMA the key derives from the schema).
 SQLite has a single process and a single writer, so it needs neither.
 """
 
@@ -28,13 +29,19 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.store.database import advisory_key, schema_of
 from app.store.tables import PRUNABLE, UTCDateTime, occurrences
 
 # Any constant works; it only has to be the same in every replica and differ from the
 # migration lock.
 PRUNING_LOCK = 0x43_48_52_4F_4E_51_52_54  # "CHRONQRT"
 
-_TRY_LOCK = sa.text("SELECT pg_try_advisory_xact_lock(:key)").bindparams(key=PRUNING_LOCK)
+_TRY_LOCK = sa.text("SELECT pg_try_advisory_xact_lock(:key)")
+
+
+def pruning_lock_key(schema: str | None) -> int:
+    """The pruning lock of the installation in `schema` (None: the default one)."""
+    return advisory_key("prune", schema, PRUNING_LOCK)
 
 
 def _prune_statement(dialect: str) -> sa.Delete:
@@ -69,7 +76,8 @@ async def try_lock_pruning(conn: AsyncConnection) -> bool:
     Always true on SQLite."""
     if conn.dialect.name != "postgresql":
         return True
-    return bool((await conn.execute(_TRY_LOCK)).scalar_one())
+    key = pruning_lock_key(schema_of(conn))
+    return bool((await conn.execute(_TRY_LOCK, {"key": key})).scalar_one())
 
 
 async def prune(conn: AsyncConnection, *, older_than: datetime, limit: int) -> int:

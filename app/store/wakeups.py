@@ -7,11 +7,15 @@ write's own transaction, so it reaches every replica's `LISTEN` connection when,
 if, the write commits. On SQLite, whose only replica is this process, it goes straight to
 the loop. Announcements are hints: a lost one costs at most one poll interval, since the
 loop never sleeps longer than that.
+
+Each installation has a channel of its own (`chronoq_due_<schema>` with CHRONOQ_DB_SCHEMA),
+so installations sharing a database do not wake each other's loops.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 from collections.abc import Callable
 from contextlib import suppress
@@ -23,11 +27,13 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.occurrence import OccurrenceStatus
+from app.store.database import schema_of
 from app.store.tables import UTCDateTime, occurrences
 
 log = logging.getLogger(__name__)
 
 CHANNEL = "chronoq_due"
+_MAX_CHANNEL = 63  # PostgreSQL identifiers, channel names included, are cut at 63 bytes
 RECONNECT_MIN = 0.5
 RECONNECT_MAX = 10.0
 PING_INTERVAL = 30.0
@@ -37,6 +43,17 @@ Listener = Callable[[float], None]
 _NOTIFY = sa.text(
     "SELECT pg_notify(:channel, CAST(EXTRACT(EPOCH FROM (:at - now())) AS text))"
 ).bindparams(sa.bindparam("at", type_=UTCDateTime()))
+
+
+def due_channel(schema: str | None) -> str:
+    """The NOTIFY channel of the installation in `schema` (None: the default one)."""
+    if schema is None:
+        return CHANNEL
+    channel = f"{CHANNEL}_{schema}"
+    if len(channel) <= _MAX_CHANNEL:
+        return channel
+    digest = hashlib.blake2b(schema.encode(), digest_size=8).hexdigest()
+    return f"{channel[: _MAX_CHANNEL - len(digest) - 1]}_{digest}"
 
 
 class Wakeups:
@@ -62,7 +79,7 @@ class Wakeups:
         if at is None:
             return
         if conn.dialect.name == "postgresql":
-            await conn.execute(_NOTIFY, {"channel": CHANNEL, "at": at})
+            await conn.execute(_NOTIFY, {"channel": due_channel(schema_of(conn)), "at": at})
         else:
             # SQLite: the loop's claim waits for this transaction's write lock, so waking it
             # before the commit cannot make it miss the row.
@@ -101,8 +118,9 @@ class PgListener:
     """One `LISTEN` connection per replica, re-established whenever it is lost; polling
     covers the gap while it is down."""
 
-    def __init__(self, url: str, wakeups: Wakeups) -> None:
+    def __init__(self, url: str, wakeups: Wakeups, *, schema: str | None = None) -> None:
         parsed = make_url(url)
+        self.channel = due_channel(schema)
         self._dsn = parsed.set(drivername="postgresql").render_as_string(hide_password=False)
         self._host = f"{parsed.host or 'localhost'}:{parsed.port or 5432}"
         self._wakeups = wakeups
@@ -148,7 +166,7 @@ class PgListener:
             lost = asyncio.Event()
             conn.add_termination_listener(lambda _conn, lost=lost: lost.set())
             try:
-                await conn.add_listener(CHANNEL, self._heard)
+                await conn.add_listener(self.channel, self._heard)
                 delay = RECONNECT_MIN
                 self.connections += 1
                 self.connected.set()

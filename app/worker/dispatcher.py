@@ -283,7 +283,7 @@ class Dispatcher:
         self._wakeups.subscribe(self.wake_in)
         listener = None
         if self._db.dialect == "postgresql":
-            listener = PgListener(self._db.url, self._wakeups)
+            listener = PgListener(self._db.url, self._wakeups, schema=self._db.schema)
             listener.start()
         try:
             while not self._stopping.is_set():

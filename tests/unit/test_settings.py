@@ -287,3 +287,58 @@ def test_incoherent_retention_settings_are_refused_naming_the_variable(
 
     with pytest.raises(SettingsError, match=rf"{variable}\b"):
         load_settings()
+
+
+PG_URL = "postgresql://chronoq@127.0.0.1:5432/chronoq"
+
+
+def test_the_database_schema_is_unset_by_default() -> None:
+    assert load_settings().db_schema is None
+
+
+@pytest.mark.parametrize("name", ["alpha", "tenant_2", "_private", "user", "a" * 63])
+def test_a_plain_schema_name_is_accepted_with_postgresql(
+    monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", PG_URL)
+    monkeypatch.setenv("CHRONOQ_DB_SCHEMA", name)
+
+    assert load_settings().db_schema == name
+
+
+def test_an_empty_schema_variable_means_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATABASE_URL", PG_URL)
+    monkeypatch.setenv("CHRONOQ_DB_SCHEMA", "")
+
+    assert load_settings().db_schema is None
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Alpha",  # PostgreSQL would fold it unquoted and keep it quoted: two names for one
+        "9lives",
+        "with-dash",
+        "with space",
+        'quo"te',
+        "a" * 64,  # PostgreSQL cuts identifiers at 63 bytes
+        "pg_chronoq",  # reserved for system schemas
+        "information_schema",
+    ],
+)
+def test_a_schema_name_that_is_not_a_plain_identifier_is_refused(
+    monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", PG_URL)
+    monkeypatch.setenv("CHRONOQ_DB_SCHEMA", name)
+
+    with pytest.raises(SettingsError, match="CHRONOQ_DB_SCHEMA"):
+        load_settings()
+
+
+def test_a_schema_is_refused_with_sqlite(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATABASE_URL", "sqlite:////tmp/chronoq.db")
+    monkeypatch.setenv("CHRONOQ_DB_SCHEMA", "alpha")
+
+    with pytest.raises(SettingsError, match=r"CHRONOQ_DB_SCHEMA.*PostgreSQL only"):
+        load_settings()

@@ -1,0 +1,535 @@
+"""Operator commands of `chronoq`: list, inspect, pause, resume, cancel and dead-letter
+list|replay, run against the database through the same services as the HTTP API.
+
+Exit codes: 0 done, 1 the database or the service refused (unreachable, unknown id, a
+conflict), 2 the command line is wrong. Every error is one line on stderr; a database URL
+is only ever shown with its password hidden.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, NoReturn
+
+from app.api.schemas import DeadLetterOut, OccurrenceOut, ReplayAccepted, ScheduleOut
+from app.domain.errors import ChronoqError, ConflictError, InvalidInputError, NotFoundError
+from app.domain.occurrence import OccurrenceStatus
+from app.domain.schedule import Schedule, ScheduleStatus
+from app.domain.target import Target, WebhookTarget
+from app.domain.trigger import CronTrigger, IntervalTrigger, OnceTrigger, Trigger
+from app.service.dead_letters import DeadLetterService
+from app.service.schedules import ScheduleService
+from app.settings import Settings, load_settings
+from app.store.database import Database, describe_failure, normalize_url, redact_url
+from app.store.occurrences import DeadLetterFilter
+from app.store.schedules import ScheduleFilter
+
+MAX_LIMIT = 500  # the HTTP API's largest page
+CELL_WIDTH = 40  # longer table cells are cut, with an ellipsis
+PAYLOAD_PREVIEW = 200
+
+
+class _Parser(argparse.ArgumentParser):
+    """A subcommand's parser: a usage error is one line, like every other error of these
+    commands, and arguments it does not know are refused here rather than by the top
+    parser (which would print its whole usage first)."""
+
+    def parse_known_args(
+        self, args: Iterable[str] | None = None, namespace: Any = None
+    ) -> tuple[Any, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"chronoq: {message} (see: {self.prog} --help)\n")
+
+
+# -- argument types -------------------------------------------------------------------
+
+
+def _id(text: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a UUID") from None
+
+
+def _label(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition(":")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} is not key:value")
+    return key, value
+
+
+def _limit(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 1 <= value <= MAX_LIMIT:
+        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_LIMIT}")
+    return value
+
+
+# -- running against the database -------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Services:
+    schedules: ScheduleService
+    dead_letters: DeadLetterService
+
+
+@dataclass(frozen=True, slots=True)
+class _Output:
+    document: Any  # what --format json prints
+    text: str  # what --format text prints
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    # A SettingsError reaches `chronoq`'s main, which makes it a usage error (exit 2).
+    if args.conn is not None:
+        return load_settings(database_url=args.conn)
+    return load_settings()
+
+
+def _missing_sqlite_file(url: str) -> Path | None:
+    """The file a SQLite URL names, when it does not exist: opening it would create an
+    empty database, and the command would then fail with a puzzling "no such table"."""
+    normalized = normalize_url(url)
+    prefix = "sqlite+aiosqlite:///"
+    if not normalized.startswith(prefix):
+        return None
+    path = normalized[len(prefix) :].partition("?")[0]
+    if path in ("", ":memory:") or Path(path).exists():
+        return None
+    return Path(path)
+
+
+async def _against(settings: Settings, work: Callable[[_Services], Awaitable[_Output]]) -> _Output:
+    # Only a Database and the services: no migration, no delivery loop.
+    database = Database(settings.database_url, schema=settings.db_schema)
+    try:
+        return await work(
+            _Services(ScheduleService(database, settings), DeadLetterService(database))
+        )
+    finally:
+        await database.close()
+
+
+def _execute(args: argparse.Namespace, work: Callable[[_Services], Awaitable[_Output]]) -> int:
+    settings = _settings(args)
+    url = settings.database_url
+    where = redact_url(url)
+    if settings.db_schema is not None:
+        where += f" (schema {settings.db_schema})"
+    missing = _missing_sqlite_file(url)
+    if missing is not None:
+        return _fail(f"cannot reach {where}: no database file at {missing}")
+    try:
+        output = asyncio.run(_against(settings, work))
+    except InvalidInputError as exc:
+        print(f"chronoq: {exc.detail}", file=sys.stderr)
+        return 2
+    except NotFoundError as exc:
+        return _fail(f"{exc.detail} in {where}")
+    except ChronoqError as exc:
+        return _fail(exc.detail)
+    except OSError as exc:  # refused, unknown host, timed out: raised by the driver as is
+        return _fail(f"cannot reach {where}: {describe_failure(exc, url)}")
+    except Exception as exc:
+        return _fail(f"{where}: {describe_failure(exc, url)}")
+    if args.format == "json":
+        print(json.dumps(output.document, indent=2))
+    else:
+        print(output.text)
+    return 0
+
+
+def _fail(message: str) -> int:
+    print(f"chronoq: {message}", file=sys.stderr)
+    return 1
+
+
+# -- text rendering ---------------------------------------------------------------------
+
+
+def _when(instant: datetime | None) -> str:
+    return "-" if instant is None else instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _one_line(text: str | None, width: int | None = CELL_WIDTH) -> str:
+    if not text:
+        return "-"
+    flat = " ".join(text.split())
+    if width is not None and len(flat) > width:
+        return flat[: width - 1] + "…"
+    return flat
+
+
+def _trigger(trigger: Trigger) -> str:
+    if isinstance(trigger, CronTrigger):
+        return f"cron {trigger.expression} ({trigger.timezone})"
+    if isinstance(trigger, IntervalTrigger):
+        return f"every {trigger.every_seconds:g}s"
+    if isinstance(trigger, OnceTrigger):
+        return f"once at {_when(trigger.at)}"
+    return "immediate"
+
+
+def _target(target: Target) -> str:
+    if isinstance(target, WebhookTarget):
+        return f"{target.method} {target.url}"
+    return f"rabbitmq {target.exchange or '(default)'} {target.routing_key or '-'}"
+
+
+def _labels(labels: dict[str, str]) -> str:
+    return ",".join(f"{key}:{value}" for key, value in sorted(labels.items())) or "-"
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Columns aligned on the widest cell, two spaces apart, a header row first."""
+    widths = [max(len(cells[i]) for cells in [headers, *rows]) for i in range(len(headers))]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True)).rstrip()
+        for cells in [headers, *rows]
+    ]
+    return "\n".join(lines)
+
+
+def _fields(pairs: Sequence[tuple[str, str]]) -> str:
+    width = max(len(key) for key, _ in pairs)
+    return "\n".join(f"{key.ljust(width)}  {value}" for key, value in pairs)
+
+
+def _more(shown: int, noun: str) -> str:
+    return f"\n\n(the first {shown} {noun}; more match: raise --limit or narrow the filters)"
+
+
+SCHEDULE_COLUMNS = (
+    "ID",
+    "STATUS",
+    "NAME",
+    "EVENT TYPE",
+    "TRIGGER",
+    "TARGET",
+    "NEXT FIRE AT",
+    "FIRED",
+    "LABELS",
+)
+
+
+def _schedule_row(s: ScheduleOut) -> list[str]:
+    return [
+        str(s.id),
+        s.status,
+        _one_line(s.name),
+        _one_line(s.event_type),
+        _one_line(_trigger(s.trigger)),
+        _one_line(_target(s.target)),
+        _when(s.next_fire_at),
+        str(s.fire_count),
+        _one_line(_labels(s.labels), width=None),
+    ]
+
+
+def _snapshot(s: ScheduleOut) -> str:
+    payload = json.dumps(s.payload, separators=(",", ":"), ensure_ascii=False)
+    return _fields(
+        [
+            ("id", str(s.id)),
+            ("name", s.name or "-"),
+            ("status", s.status),
+            ("event type", s.event_type),
+            ("trigger", _trigger(s.trigger)),
+            ("target", _target(s.target)),
+            ("labels", _labels(s.labels)),
+            ("max attempts", str(s.max_attempts)),
+            ("next fire at", _when(s.next_fire_at)),
+            ("next occurrence", str(s.next_occurrence_id or "-")),
+            ("fired", f"{s.fire_count} (last at {_when(s.last_fired_at)})"),
+            ("attempts", str(s.attempts)),
+            ("last error", _one_line(s.last_error, width=None)),
+            ("skipped", f"{s.skipped_count} (last reason: {s.last_skip_reason or '-'})"),
+            ("created at", _when(s.created_at)),
+            ("updated at", _when(s.updated_at)),
+            ("payload", _one_line(payload, width=PAYLOAD_PREVIEW)),
+        ]
+    )
+
+
+def _occurrence_table(occurrences: Sequence[OccurrenceOut]) -> str:
+    headers = (
+        "OCCURRENCE ID",
+        "FIRE AT",
+        "STATUS",
+        "ORIGIN",
+        "ATTEMPTS",
+        "AVAILABLE AT",
+        "DELIVERED AT",
+        "LAST ERROR",
+    )
+    rows = [
+        [
+            str(o.occurrence_id),
+            _when(o.fire_at),
+            o.status if o.skip_reason is None else f"{o.status} ({o.skip_reason})",
+            o.origin,
+            str(o.attempts),
+            _when(o.available_at),
+            _when(o.delivered_at),
+            _one_line(o.last_error, width=60),
+        ]
+        for o in occurrences
+    ]
+    return _table(headers, rows)
+
+
+def _dead_letter_table(dead_letters: Sequence[DeadLetterOut]) -> str:
+    headers = (
+        "OCCURRENCE ID",
+        "SCHEDULE ID",
+        "EVENT TYPE",
+        "FIRE AT",
+        "DEAD-LETTERED AT",
+        "ATTEMPTS",
+        "LAST ERROR",
+    )
+    rows = [
+        [
+            str(d.occurrence_id),
+            str(d.schedule_id),
+            _one_line(d.event_type),
+            _when(d.fire_at),
+            _when(d.dead_lettered_at),
+            str(d.attempts),
+            _one_line(d.last_error, width=60),
+        ]
+        for d in dead_letters
+    ]
+    return _table(headers, rows)
+
+
+# -- the commands -----------------------------------------------------------------------
+
+
+def _list(args: argparse.Namespace) -> int:
+    where = ScheduleFilter(
+        status=None if args.status is None else ScheduleStatus(args.status),
+        event_type=args.event_type,
+        target_type=args.target_type,
+        name=args.name,
+        labels=dict(args.label),
+    )
+
+    async def work(services: _Services) -> _Output:
+        found = await services.schedules.list_schedules(where, limit=args.limit + 1, after=None)
+        page = [ScheduleOut.of(s) for s in found[: args.limit]]
+        if not page:
+            text = "no schedules match"
+        else:
+            text = _table(SCHEDULE_COLUMNS, [_schedule_row(s) for s in page])
+            if len(found) > args.limit:
+                text += _more(len(page), "schedules")
+        return _Output([s.model_dump(mode="json") for s in page], text)
+
+    return _execute(args, work)
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    async def work(services: _Services) -> _Output:
+        schedule = ScheduleOut.of(await services.schedules.get(args.id))
+        history = await services.schedules.history(args.id, limit=args.limit, after=None)
+        occurrences = [OccurrenceOut.of(o) for o in history]
+        if occurrences:
+            shown = f"occurrences, latest first:\n{_occurrence_table(occurrences)}"
+        else:
+            shown = "no occurrences"
+        return _Output(
+            {
+                "schedule": schedule.model_dump(mode="json"),
+                "occurrences": [o.model_dump(mode="json") for o in occurrences],
+            },
+            f"{_snapshot(schedule)}\n\n{shown}",
+        )
+
+    return _execute(args, work)
+
+
+def _change(
+    action: Callable[[ScheduleService, uuid.UUID], Awaitable[Schedule]],
+) -> Callable[[argparse.Namespace], int]:
+    """pause, resume, cancel: the service's rule, then the schedule as it now is."""
+
+    def run(args: argparse.Namespace) -> int:
+        async def work(services: _Services) -> _Output:
+            schedule = ScheduleOut.of(await action(services.schedules, args.id))
+            return _Output(schedule.model_dump(mode="json"), _snapshot(schedule))
+
+        return _execute(args, work)
+
+    return run
+
+
+def _dead_letter_list(args: argparse.Namespace) -> int:
+    where = DeadLetterFilter(schedule_id=args.schedule_id, event_type=args.event_type)
+
+    async def work(services: _Services) -> _Output:
+        found = await services.dead_letters.list_dead_letters(
+            where, limit=args.limit + 1, after=None
+        )
+        page = [DeadLetterOut.of_dead_letter(d) for d in found[: args.limit]]
+        if not page:
+            text = "no dead letters match"
+        else:
+            text = _dead_letter_table(page)
+            if len(found) > args.limit:
+                text += _more(len(page), "dead letters, most recent first")
+        return _Output([d.model_dump(mode="json") for d in page], text)
+
+    return _execute(args, work)
+
+
+def _dead_letter_replay(args: argparse.Namespace) -> int:
+    async def work(services: _Services) -> _Output:
+        try:
+            before = DeadLetterOut.of_dead_letter(await services.dead_letters.get(args.id))
+        except ChronoqError:
+            before = None  # the replay itself says precisely why it cannot be done
+        try:
+            await services.dead_letters.replay(args.id)
+        except ConflictError as exc:
+            raise ConflictError(f"not replayable: {exc.detail}") from None
+        done = ReplayAccepted(occurrence_id=args.id, status=OccurrenceStatus.PENDING)
+        text = f"replayed occurrence {args.id}: attempts reset to 0, due now (status pending)"
+        if before is not None:
+            text += (
+                f"\nschedule {before.schedule_id} ({before.event_type}), fire at "
+                f"{_when(before.fire_at)}; it was dead-lettered at "
+                f"{_when(before.dead_lettered_at)} after {before.attempts} attempt(s): "
+                f"{_one_line(before.last_error, width=None)}"
+            )
+        return _Output(done.model_dump(mode="json"), text)
+
+    return _execute(args, work)
+
+
+# -- registration -----------------------------------------------------------------------
+
+
+def _common() -> _Parser:
+    common = _Parser(add_help=False)
+    common.add_argument(
+        "--conn",
+        metavar="URL",
+        help="database URL (default: DATABASE_URL); the schema is not migrated",
+    )
+    common.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help="text: aligned columns; json: one document, as the HTTP API returns it",
+    )
+    return common
+
+
+def _add_limit(parser: argparse.ArgumentParser, default: int, what: str) -> None:
+    parser.add_argument(
+        "--limit",
+        type=_limit,
+        default=default,
+        metavar="N",
+        help=f"at most N {what} (1 to {MAX_LIMIT}; default {default})",
+    )
+
+
+def _add_id(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("id", type=_id, metavar="ID", help=what)
+
+
+def add_operator_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register list, inspect, pause, resume, cancel and dead-letter list|replay."""
+    common = _common()
+    # argparse has no public way to choose the parser class of one subcommand.
+    default_class = commands._parser_class
+    commands._parser_class = _Parser
+    try:
+        _register(commands, common)
+    finally:
+        commands._parser_class = default_class
+
+
+def _register(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], common: _Parser
+) -> None:
+    listing = commands.add_parser(
+        "list", parents=[common], help="list schedules, newest first, with the API's filters"
+    )
+    listing.add_argument("--status", choices=[s.value for s in ScheduleStatus])
+    listing.add_argument("--event-type", metavar="TYPE")
+    listing.add_argument("--target-type", choices=["webhook", "rabbitmq"])
+    listing.add_argument(
+        "--label",
+        type=_label,
+        action="append",
+        default=[],
+        metavar="KEY:VALUE",
+        help="only schedules with this label (repeatable: all must match)",
+    )
+    listing.add_argument("--name", help="the schedule with this name")
+    _add_limit(listing, 50, "schedules")
+    listing.set_defaults(run=_list)
+
+    inspect = commands.add_parser(
+        "inspect", parents=[common], help="show a schedule and its latest occurrences"
+    )
+    _add_id(inspect, "schedule id")
+    _add_limit(inspect, 10, "occurrences, latest first")
+    inspect.set_defaults(run=_inspect)
+
+    changes: list[tuple[str, str, Callable[[ScheduleService, uuid.UUID], Awaitable[Schedule]]]] = [
+        ("pause", "pause a schedule: nothing fires until it is resumed", ScheduleService.pause),
+        (
+            "resume",
+            "resume a paused schedule at its next future tick",
+            ScheduleService.resume,
+        ),
+        (
+            "cancel",
+            "cancel a schedule and its pending occurrences (terminal schedules stay as they are)",
+            ScheduleService.cancel,
+        ),
+    ]
+    for name, help_text, action in changes:
+        parser = commands.add_parser(name, parents=[common], help=help_text)
+        _add_id(parser, "schedule id")
+        parser.set_defaults(run=_change(action))
+
+    dead_letter = commands.add_parser("dead-letter", help="list and replay dead letters")
+    dead_letter_commands = dead_letter.add_subparsers(
+        dest="dead_letter_command", metavar="{list,replay}", required=True, parser_class=_Parser
+    )
+    listed = dead_letter_commands.add_parser(
+        "list", parents=[common], help="dead letters, most recently dead-lettered first"
+    )
+    listed.add_argument("--schedule-id", type=_id, metavar="ID")
+    listed.add_argument("--event-type", metavar="TYPE")
+    _add_limit(listed, 50, "dead letters")
+    listed.set_defaults(run=_dead_letter_list)
+    replay = dead_letter_commands.add_parser(
+        "replay",
+        parents=[common],
+        help="deliver a dead letter again: same occurrence id, attempts reset, due now",
+    )
+    _add_id(replay, "occurrence id")
+    replay.set_defaults(run=_dead_letter_replay)
