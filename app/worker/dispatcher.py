@@ -8,6 +8,7 @@ re-claims. Nothing a replica holds is lost when it stops or dies.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
 import os
 import random
@@ -17,6 +18,7 @@ import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager, suppress
+from datetime import datetime
 
 from app import metrics
 from app.domain.occurrence import (
@@ -97,6 +99,10 @@ OUTCOMES = {
 }
 
 
+def _tick_order(delivery: Delivery) -> tuple[datetime, uuid.UUID]:
+    return delivery.fire_at, delivery.occurrence_id
+
+
 def replica_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
@@ -133,8 +139,9 @@ class Dispatcher:
         # Claimed but not started: the next claim overlaps the deliveries in flight.
         self._queued: deque[Delivery] = deque()
         self._to_settle: list[Settlement] = []
-        # Schedules with a delivery in flight, and their deliveries waiting behind it.
-        self._busy: dict[uuid.UUID, deque[Delivery]] = {}
+        # Schedules with a delivery in flight, and their deliveries waiting behind it in tick
+        # order (two claims running side by side can each take some of one schedule's rows).
+        self._busy: dict[uuid.UUID, list[Delivery]] = {}
         self._held = 0
         self._task: asyncio.Task[None] | None = None
         # At most `concurrency` in flight plus two batches queued behind them, claimed a
@@ -350,7 +357,7 @@ class Dispatcher:
 
     def _start_queued(self) -> None:
         """Start queued deliveries while the in-flight window has room. A schedule has one
-        delivery in flight at a time: its others wait behind it, in claim order, so that
+        delivery in flight at a time: its others wait behind it, in tick order, so that
         catch-ups and backfills arrive in tick order."""
         while self._queued and len(self._inflight) < self._settings.concurrency:
             if self._stopping.is_set():
@@ -358,10 +365,10 @@ class Dispatcher:
             delivery = self._queued.popleft()
             waiting = self._busy.get(delivery.schedule_id)
             if waiting is not None:
-                waiting.append(delivery)
+                bisect.insort(waiting, delivery, key=_tick_order)
                 self._held += 1
                 continue
-            self._busy[delivery.schedule_id] = deque()
+            self._busy[delivery.schedule_id] = []
             self._launch(delivery)
 
     def _launch(self, delivery: Delivery) -> None:
@@ -377,7 +384,7 @@ class Dispatcher:
             waiting = self._busy.pop(delivery.schedule_id, None)
             if waiting:
                 self._held -= 1
-                following = waiting.popleft()
+                following = waiting.pop(0)
                 if self._stopping.is_set():
                     self._queued.appendleft(following)  # handed back by the drain
                     self._queued.extend(waiting)
