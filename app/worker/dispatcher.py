@@ -341,6 +341,12 @@ class Dispatcher:
             log.exception("claim failed; retrying in %.2fs", self._next_pause)
             return
         finally:
+            # Out of `_claims` before the loop is woken: a done-callback would run only after
+            # the woken loop had looked, and a loop that saw a finished claim still counted
+            # could wait for a room signal that no one is left to send.
+            current = asyncio.current_task()
+            if current is not None:
+                self._claims.discard(current)
             self._claiming -= limit
             self._room.set()
         self._consecutive_errors = 0
@@ -403,11 +409,17 @@ class Dispatcher:
         self._settle_ready.set()
 
     async def _wait_for_room(self) -> None:
+        """Until a claim or a settle frees room; the poll interval bounds the wait, so a
+        missed signal costs a poll, never the loop."""
         self._room.clear()
         stop = asyncio.ensure_future(self._stopping.wait())
         room = asyncio.ensure_future(self._room.wait())
         try:
-            await asyncio.wait({stop, room}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                {stop, room},
+                timeout=self._settings.poll_interval,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
         finally:
             stop.cancel()
             room.cancel()

@@ -80,7 +80,9 @@ async def test_every_occurrence_arrives_across_a_broker_restart(
                     rabbitmqctl("await_startup")
                 seen = await _drain(amqp_url, queue_name, set(ids), timeout=90)
                 missing = set(ids) - set(seen)
-                assert not missing, await _states(harness, schedule_ids, missing)
+                assert not missing, (
+                    await _states(harness, schedule_ids, missing) + "\n" + _loop_state(dispatcher)
+                )
             assert harness.sinks.broker is not None
             assert harness.sinks.broker.connected
             ready = await harness.client.get("/readyz")
@@ -113,12 +115,24 @@ async def _stream(harness: Harness, queue_name: str) -> tuple[list[str], list[st
     return [item["id"] for item in created], [item["next_occurrence_id"] for item in created]
 
 
+def _loop_state(dispatcher: Dispatcher) -> str:
+    task = dispatcher._task
+    died = task.exception() if task is not None and task.done() else None
+    return (
+        f"loop: running={dispatcher.running} died={died!r} cycles={dispatcher.cycles} "
+        f"errors={dispatcher.errors} in_flight={len(dispatcher._inflight)} "
+        f"queued={len(dispatcher._queued)} held={dispatcher._held} "
+        f"claims={len(dispatcher._claims)} claiming={dispatcher._claiming} "
+        f"wake_in={dispatcher._wake_at - asyncio.get_running_loop().time():.2f}s"
+    )
+
+
 async def _states(harness: Harness, schedule_ids: list[str], missing: set[str]) -> str:
     """Why occurrences did not arrive: their status, attempts and last error, tallied."""
     tally: Counter[str] = Counter()
     for schedule_id in schedule_ids:
         for occurrence in await harness.occurrences(schedule_id):
-            if occurrence["id"] in missing:
+            if occurrence["occurrence_id"] in missing:
                 error = (occurrence.get("last_error") or "")[:80]
                 tally[f"{occurrence['status']} attempts={occurrence['attempts']} {error}"] += 1
     lines = [f"{len(missing)} occurrences never arrived:"]

@@ -141,3 +141,18 @@ async def test_stopping_hands_back_claimed_but_unstarted_occurrences_at_once(
     assert await harness.step() == 5
     assert {r.occurrence_id for r in harness.receiver.requests} == set(ids)
     assert {r.headers["X-Attempt"] for r in harness.receiver.requests} == {"1"}
+
+
+async def test_a_missed_room_signal_costs_at_most_a_poll_interval(harness: Harness) -> None:
+    """The loop waits for room while two claims are counted; if they leave without a signal
+    (a lost wake-up), the poll interval still brings it back."""
+    settings = harness.settings.model_copy(update={"poll_interval": 0.5})
+    dispatcher = Dispatcher(harness.database, harness.sinks, settings)
+    stale = [asyncio.ensure_future(asyncio.sleep(0)) for _ in range(2)]
+    await asyncio.wait(stale)
+    dispatcher._claims.update(stale)  # counted as running, though finished
+    async with dispatcher.started():
+        await asyncio.sleep(0.2)
+        assert dispatcher.cycles == 0  # waiting for room
+        dispatcher._claims.clear()  # gone, and no one signals
+        await _wait_until(lambda: _true(dispatcher.cycles > 0), timeout=3.0)
