@@ -33,3 +33,7 @@ class InvalidInputError(ChronoqError):
 
 class PayloadTooLargeError(ChronoqError):
     """The payload is larger than the configured limit."""
+
+
+class StoreUnavailableError(ChronoqError):
+    """The database cannot be reached right now; the request may be retried."""
