@@ -356,8 +356,8 @@ class ScheduleService:
             return  # resume plans the next tick
         jitter = cast(float, values.get("jitter_seconds", current.jitter_seconds))
         row = new_occurrence(current.id, first, now, Origin.SCHEDULE, delay=self._jitter(jitter))
-        if paused:
-            row["available_at"] = None
+        if paused:  # held: resume gives it back its instant
+            row["held_until"], row["available_at"] = row["available_at"], None
         await self._occurrences.insert(conn, [row])
         await self._wakeups.announce(conn, row["available_at"])
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import random
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any
@@ -65,6 +65,7 @@ def _claim_statement(dialect: str) -> sa.TextualSelect:
             fire_at=UTCDateTime(),
             attempts=sa.Integer(),
             origin=sa.String(),
+            first_claim=sa.Boolean(),
             claimed_at=UTCDateTime(),
             event_type=sa.String(),
             max_attempts=sa.Integer(),
@@ -183,7 +184,13 @@ def _settle_statements(dialect: str) -> _SettleStatements:
 
 
 def _truncate(error: str | None) -> str | None:
-    if error is None or len(error) <= MAX_ERROR_LENGTH:
+    """An error as the store can hold it on every dialect: valid UTF-8 without NUL (a
+    target's reply or an exception message may carry either), at most MAX_ERROR_LENGTH."""
+    if error is None:
+        return None
+    if "\x00" in error or not error.isascii():
+        error = error.encode("utf-8", "replace").decode("utf-8").replace("\x00", "\ufffd")
+    if len(error) <= MAX_ERROR_LENGTH:
         return error
     return error[: MAX_ERROR_LENGTH - 1] + "…"
 
@@ -251,6 +258,109 @@ class _Tally:
     reason: str | None = None
 
 
+@dataclass
+class _RowPlan:
+    """What one claimed row becomes, before it joins the claim's batch."""
+
+    recurring: bool
+    exhausted: bool = False  # its lease ran out on its last allowed attempt
+    planned: bool = False  # its cadence was planned (a cadence tick's first claim)
+    ticks: int = 0  # ticks of the trigger this claim fired
+    unfired: bool = False  # its misfire policy drops it: recorded as skipped
+    last: bool = True
+    next_rows: list[dict[str, Any]] = field(default_factory=list)
+    skipped_rows: list[dict[str, Any]] = field(default_factory=list)
+    delivery: Delivery | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Unplannable:
+    """A claimed row whose definition could not be read or planned."""
+
+    occurrence_id: uuid.UUID
+    schedule_id: uuid.UUID
+    attempt: int
+    max_attempts: int
+    first_claim: bool
+    error: str
+
+    @property
+    def spent(self) -> bool:
+        return self.attempt >= self.max_attempts
+
+
+@dataclass
+class _ClaimBatch:
+    """Everything one claim writes, gathered row by row."""
+
+    deliveries: list[Delivery] = field(default_factory=list)
+    next_rows: list[dict[str, Any]] = field(default_factory=list)
+    skipped_rows: list[dict[str, Any]] = field(default_factory=list)
+    unfired: list[uuid.UUID] = field(default_factory=list)
+    exhausted: list[uuid.UUID] = field(default_factory=list)
+    failed: list[_Unplannable] = field(default_factory=list)
+    tallies: dict[uuid.UUID, _Tally] = field(default_factory=dict)
+    first_fires: dict[uuid.UUID, int] = field(default_factory=lambda: defaultdict(int))
+    finished_one_shots: set[uuid.UUID] = field(default_factory=set)
+    done_recurring: set[uuid.UUID] = field(default_factory=set)
+
+    def add(self, row: Row[Any], plan: _RowPlan) -> None:
+        sid = row.schedule_id
+        if plan.exhausted:
+            self.exhausted.append(row.occurrence_id)
+            (self.done_recurring if plan.recurring else self.finished_one_shots).add(sid)
+            return
+        if row.first_claim:
+            self.first_fires[sid] += 1
+        if plan.planned:
+            tally = self.tallies.setdefault(sid, _Tally())
+            tally.ticks += plan.ticks
+            if plan.unfired:  # the claimed occurrence itself is recorded as skipped
+                tally.unfired += 1
+                tally.skipped += 1
+                tally.reason = "misfire"
+        self.next_rows.extend(plan.next_rows)
+        self.skipped_rows.extend(plan.skipped_rows)
+        if plan.unfired:
+            self.unfired.append(row.occurrence_id)
+            if plan.last:
+                self.done_recurring.add(sid)
+            return
+        assert plan.delivery is not None
+        self.deliveries.append(plan.delivery)
+
+    def fail(self, row: Row[Any], error: str) -> None:
+        """The row is settled as a failed attempt; it did not fire, so a first claim's
+        firing is not counted (PostgreSQL's claim statement has counted it already)."""
+        failed = _Unplannable(
+            row.occurrence_id,
+            row.schedule_id,
+            row.attempts,
+            row.max_attempts,
+            bool(row.first_claim),
+            _truncate(error) or "",
+        )
+        self.failed.append(failed)
+        if failed.first_claim:
+            self.first_fires[row.schedule_id] += 1
+            self.tallies.setdefault(row.schedule_id, _Tally()).unfired += 1
+        if failed.spent:
+            self.finished_one_shots.add(row.schedule_id)
+
+
+def _describe(exc: BaseException) -> str:
+    """An exception as one line: its type and the start of its message."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__
+
+
+def _is_recurring_row(row: Row[Any]) -> bool:
+    try:
+        return is_recurring(codec.trigger(row.trigger))
+    except Exception:  # an unreadable trigger fails its row in the claim loop
+        return False
+
+
 def new_occurrence(
     schedule_id: uuid.UUID,
     fire_at: datetime,
@@ -289,12 +399,23 @@ class OccurrenceStore:
     # -- the delivery loop -------------------------------------------------------------
 
     async def claim_due(
-        self, conn: AsyncConnection, *, limit: int, lease: float, owner: str
+        self,
+        conn: AsyncConnection,
+        *,
+        limit: int,
+        lease: float,
+        owner: str,
+        backoff: Callable[[int], float] = lambda attempt: 1.0,
     ) -> list[Delivery]:
         """Lease due occurrences and materialize the next tick of each recurring schedule.
 
         The next tick is written in this same transaction, so a recurring schedule always
         has its future occurrence however long the current one keeps retrying.
+
+        Each row is planned on its own: a row whose stored definition cannot be read or
+        planned (an older version's data, a bug) does not fail the claim. Its attempt is
+        settled here, as a failure that names the cause: retried after `backoff(attempt)`
+        seconds, dead-lettered once its budget is spent. Every other row goes on as usual.
         """
         token = uuid.uuid4()
         dialect = conn.dialect.name
@@ -311,79 +432,88 @@ class OccurrenceStore:
         if not claimed:
             return []
         now = claimed[0].claimed_at
-        first_fires: dict[uuid.UUID, int] = defaultdict(int)
-        next_rows: list[dict[str, Any]] = []
-        skipped_rows: list[dict[str, Any]] = []
-        unfired: list[uuid.UUID] = []
-        tallies: dict[uuid.UUID, _Tally] = {}
-        deliveries: list[Delivery] = []
-        exhausted: list[uuid.UUID] = []
-        exhausted_one_shots: set[uuid.UUID] = set()
-        done_recurring: set[uuid.UUID] = set()
+        batch = _ClaimBatch()
         rows = sorted(claimed, key=lambda r: (r.fire_at, r.occurrence_id))
         rules = await self._rules(conn, rows)
         for row in rows:
-            trigger: Trigger = codec.trigger(row.trigger)
-            recurring = is_recurring(trigger)
-            if row.attempts > row.max_attempts:
-                # Its last attempt's lease ran out with no result: the budget is spent, so
-                # it is dead-lettered rather than retried forever (a replica that crashes on
-                # it every time must not keep the fleet busy).
-                exhausted.append(row.occurrence_id)
-                (done_recurring if recurring else exhausted_one_shots).add(row.schedule_id)
+            try:
+                planned = self._plan(row, rules.get(row.schedule_id), now, token)
+            except Exception as exc:  # isolated: this row fails, the batch goes on
+                batch.fail(row, f"cannot plan this occurrence: {_describe(exc)}")
                 continue
-            # Whether the schedule may be done once this settles: true for everything but
-            # a cadence tick that planned its successor (the check itself is guarded by
-            # "nothing pending", so it is only ever a wasted statement).
-            last = True
-            if row.attempts == 1:
-                first_fires[row.schedule_id] += 1
-                if row.schedule_id in rules and row.origin == Origin.SCHEDULE:
-                    plan = misfire.plan(trigger, rules[row.schedule_id], row.fire_at, now)
-                    tally = tallies.setdefault(row.schedule_id, _Tally())
-                    self._materialize(row, plan, now, tally, next_rows, skipped_rows)
-                    last = plan.upcoming is None
-                    if not plan.fire:
-                        unfired.append(row.occurrence_id)
-                        if last:
-                            done_recurring.add(row.schedule_id)
-                        continue
-            target: Target = codec.target(row.target)
-            deliveries.append(
-                Delivery(
-                    occurrence_id=row.occurrence_id,
-                    schedule_id=row.schedule_id,
-                    fire_at=row.fire_at,
-                    attempt=row.attempts,
-                    max_attempts=row.max_attempts,
-                    lease_token=token,
-                    event_type=row.event_type,
-                    body=(row.body or "null").encode(),
-                    target=target,
-                    one_shot=not recurring,
-                    last=recurring and last,
-                )
-            )
-        await insert_ignoring_conflicts(conn, occurrences, next_rows, "occurrence_id")
-        if unfired:
-            await self._skip_claimed(conn, token, unfired, now)
-        recorded = await insert_new(conn, occurrences, skipped_rows, "occurrence_id")
-        for skipped in skipped_rows:
+            batch.add(row, planned)
+        await insert_ignoring_conflicts(conn, occurrences, batch.next_rows, "occurrence_id")
+        if batch.unfired:
+            await self._skip_claimed(conn, token, batch.unfired, now)
+        recorded = await insert_new(conn, occurrences, batch.skipped_rows, "occurrence_id")
+        for skipped in batch.skipped_rows:
             # Counted only where recorded: a tick that already has an entry (a backfill,
             # or a DST gap an earlier plan recorded) is not counted twice.
             if skipped["occurrence_id"] in recorded:
-                tally = tallies[skipped["schedule_id"]]
+                tally = batch.tallies[skipped["schedule_id"]]
                 tally.skipped += skipped["skipped_count"]
                 tally.reason = skipped["skip_reason"]
-        await self._apply_tallies(conn, tallies)
-        if exhausted:
-            await self._dead_letter_expired(conn, token, exhausted, now)
-            await self.finish_one_shots(conn, exhausted_one_shots, now)
         if dialect != "postgresql":  # PostgreSQL's claim statement counts them itself
-            await self._count_first_fires(conn, first_fires, now)
-        if done_recurring:
-            await self.finish_recurring(conn, done_recurring, now)
-        return deliveries
+            # Before the tallies: they take back the firings that did not fire, and the
+            # counter may never go below zero, even for a statement.
+            await self._count_first_fires(conn, batch.first_fires, now)
+        await self._apply_tallies(conn, batch.tallies)
+        if batch.exhausted:
+            await self._dead_letter_expired(conn, token, batch.exhausted, now)
+        if batch.failed:
+            await self._settle_unplannable(conn, token, batch.failed, now, backoff)
+        await self.finish_one_shots(conn, batch.finished_one_shots, now)
+        if batch.done_recurring:
+            await self.finish_recurring(conn, batch.done_recurring, now)
+        return batch.deliveries
+
+    def _plan(
+        self,
+        row: Row[Any],
+        rules: misfire.Rules | None,
+        now: datetime,
+        token: uuid.UUID,
+    ) -> _RowPlan:
+        """What one claimed row becomes: a delivery, a skipped tick or a dead letter, and
+        the rows its cadence writes. Pure apart from the jitter draw; may raise on a row
+        whose stored definition is not valid, which the caller isolates."""
+        trigger: Trigger = codec.trigger(row.trigger)
+        recurring = is_recurring(trigger)
+        plan = _RowPlan(recurring=recurring)
+        if row.attempts > row.max_attempts:
+            # Its last attempt's lease ran out with no result: the budget is spent, so it
+            # is dead-lettered rather than retried forever (a replica that crashes on it
+            # every time must not keep the fleet busy).
+            plan.exhausted = True
+            return plan
+        # Whether the schedule may be done once this settles: true for everything but a
+        # cadence tick that planned its successor (the check itself is guarded by
+        # "nothing pending", so it is only ever a wasted statement).
+        last = True
+        if row.first_claim and rules is not None and row.origin == Origin.SCHEDULE:
+            cadence = misfire.plan(trigger, rules, row.fire_at, now)
+            plan.planned = True
+            self._materialize(row, cadence, now, plan)
+            last = cadence.upcoming is None
+            if not cadence.fire:
+                plan.unfired = True
+                plan.last = last
+                return plan
+        target: Target = codec.target(row.target)
+        plan.delivery = Delivery(
+            occurrence_id=row.occurrence_id,
+            schedule_id=row.schedule_id,
+            fire_at=row.fire_at,
+            attempt=row.attempts,
+            max_attempts=row.max_attempts,
+            lease_token=token,
+            event_type=row.event_type,
+            body=(row.body or "null").encode(),
+            target=target,
+            one_shot=not recurring,
+            last=recurring and last,
+        )
+        return plan
 
     async def _rules(
         self, conn: AsyncConnection, rows: Sequence[Row[Any]]
@@ -393,9 +523,7 @@ class OccurrenceStore:
         ids = {
             row.schedule_id
             for row in rows
-            if row.attempts == 1
-            and row.origin == Origin.SCHEDULE
-            and is_recurring(codec.trigger(row.trigger))
+            if row.first_claim and row.origin == Origin.SCHEDULE and _is_recurring_row(row)
         }
         if not ids:
             return {}
@@ -412,29 +540,21 @@ class OccurrenceStore:
         return {r.id: rules_of_row(r) for r in result}
 
     def _materialize(
-        self,
-        row: Row[Any],
-        plan: misfire.Plan,
-        now: datetime,
-        tally: _Tally,
-        next_rows: list[dict[str, Any]],
-        skipped_rows: list[dict[str, Any]],
+        self, row: Row[Any], cadence: misfire.Plan, now: datetime, plan: _RowPlan
     ) -> None:
         """The rows a cadence claim writes: catch-ups, skipped ticks, the next tick."""
         sid = row.schedule_id
-        for tick in plan.catch_up:
-            next_rows.append(new_occurrence(sid, tick, now, Origin.CATCHUP))
-        if plan.upcoming is not None:
+        for tick in cadence.catch_up:
+            plan.next_rows.append(new_occurrence(sid, tick, now, Origin.CATCHUP))
+        if cadence.upcoming is not None:
             delay = self._rng.uniform(0, row.jitter_seconds or 0.0)
-            next_rows.append(new_occurrence(sid, plan.upcoming, now, Origin.SCHEDULE, delay=delay))
-        for skip in plan.skips:
+            plan.next_rows.append(
+                new_occurrence(sid, cadence.upcoming, now, Origin.SCHEDULE, delay=delay)
+            )
+        for skip in cadence.skips:
             if skip.fire_at != row.fire_at or skip.reason == "dst_gap":
-                skipped_rows.append(skipped_occurrence(sid, skip, now))
-        tally.ticks += plan.fired
-        if not plan.fire:  # the claimed occurrence itself is recorded as skipped
-            tally.unfired += 1
-            tally.skipped += 1
-            tally.reason = "misfire"
+                plan.skipped_rows.append(skipped_occurrence(sid, skip, now))
+        plan.ticks = cadence.fired
 
     async def _skip_claimed(
         self, conn: AsyncConnection, token: uuid.UUID, ids: list[uuid.UUID], now: datetime
@@ -529,6 +649,63 @@ class OccurrenceStore:
                 updated_at=now,
             )
         )
+
+    async def _settle_unplannable(
+        self,
+        conn: AsyncConnection,
+        token: uuid.UUID,
+        failed: list[_Unplannable],
+        now: datetime,
+        backoff: Callable[[int], float],
+    ) -> None:
+        """Claimed rows that could not be planned: each a failed attempt, retried with the
+        usual backoff or dead-lettered when its budget is spent. A first claim stays
+        unplanned, so the retry plans it again (and a replay of the dead letter too)."""
+        guard = (occurrences.c.occurrence_id == sa.bindparam("b_id", type_=sa.Uuid())) & (
+            occurrences.c.lease_token == token
+        )
+        first_attempt = sa.case(
+            (sa.bindparam("b_reset", type_=sa.Boolean()), sa.null()),
+            else_=occurrences.c.first_attempt_at,
+        )
+        dead = [f for f in failed if f.spent]
+        retry = [f for f in failed if not f.spent]
+        if dead:
+            await conn.execute(
+                occurrences.update()
+                .where(guard)
+                .values(
+                    status=OccurrenceStatus.DEAD_LETTERED,
+                    dead_lettered_at=now,
+                    available_at=None,
+                    lease_token=None,
+                    last_error=sa.bindparam("b_error"),
+                    first_attempt_at=first_attempt,
+                    updated_at=now,
+                ),
+                [{"b_id": f.occurrence_id, "b_error": f.error, "b_reset": True} for f in dead],
+            )
+        if retry:
+            await conn.execute(
+                occurrences.update()
+                .where(guard)
+                .values(
+                    available_at=sa.bindparam("b_at", type_=UTCDateTime()),
+                    lease_token=None,
+                    last_error=sa.bindparam("b_error"),
+                    first_attempt_at=first_attempt,
+                    updated_at=now,
+                ),
+                [
+                    {
+                        "b_id": f.occurrence_id,
+                        "b_error": f.error,
+                        "b_reset": f.first_claim,
+                        "b_at": now + timedelta(seconds=backoff(f.attempt)),
+                    }
+                    for f in retry
+                ],
+            )
 
     async def settle(self, conn: AsyncConnection, settlements: Sequence[Settlement]) -> None:
         """Record finished attempts; each update matches only while its lease token is current."""
@@ -757,10 +934,17 @@ class OccurrenceStore:
                 occurrences.c.schedule_id == schedule_id,
                 occurrences.c.status == OccurrenceStatus.PENDING,
             )
-            .values(available_at=None, updated_at=now)
+            .values(
+                held_until=sa.func.coalesce(occurrences.c.available_at, occurrences.c.held_until),
+                available_at=None,
+                updated_at=now,
+            )
         )
 
     async def unhold(self, conn: AsyncConnection, schedule_id: uuid.UUID, now: datetime) -> None:
+        """Give each held occurrence back its own instant (its jittered fire instant, its
+        retry instant or its lease's end); one held without an instant (a replay or a
+        backfill made during the pause) is due now."""
         await conn.execute(
             occurrences.update()
             .where(
@@ -768,7 +952,13 @@ class OccurrenceStore:
                 occurrences.c.status == OccurrenceStatus.PENDING,
                 occurrences.c.available_at.is_(None),
             )
-            .values(available_at=now, updated_at=now)
+            .values(
+                available_at=sa.func.coalesce(
+                    occurrences.c.held_until, sa.literal(now, UTCDateTime())
+                ),
+                held_until=None,
+                updated_at=now,
+            )
         )
 
     async def cancel_pending(

@@ -193,6 +193,10 @@ class OccurrenceRow(SQLModel, table=True):
     fire_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
     # NULL while the schedule is paused: held, not claimable.
     available_at: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
+    # While held: the instant it was due, which resume gives back.
+    held_until: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
+    # Set by the first claim: the cadence is planned and `fire_count` counted only then.
+    first_attempt_at: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
     status: str = Field(sa_column=sa.Column(sa.String(20), nullable=False))
     origin: str = Field(sa_column=sa.Column(sa.String(20), nullable=False))
     attempts: int = Field(sa_column=sa.Column(sa.Integer, nullable=False, server_default="0"))

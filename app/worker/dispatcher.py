@@ -162,6 +162,9 @@ class Dispatcher:
 
     # -- steps ----------------------------------------------------------------------
 
+    def _backoff(self, attempt: int) -> float:
+        return self._policy.delay(attempt, self._rng)
+
     async def claim(self, limit: int) -> list[Delivery]:
         """Lease up to `limit` due occurrences. When there are none, the same transaction
         reads how soon the next one is due, for the idle sleep."""
@@ -169,7 +172,7 @@ class Dispatcher:
 
         async def work(conn: Connection) -> list[Delivery]:
             found = await self._store.claim_due(
-                conn, limit=limit, lease=settings.lease, owner=self.owner
+                conn, limit=limit, lease=settings.lease, owner=self.owner, backoff=self._backoff
             )
             self._due_in = None if found else await next_due_in(conn)
             return found

@@ -2,8 +2,10 @@
 -- replica holds, and return each with its schedule's definition. One statement: the
 -- select, the attempt count, the lease and the schedules' fire counters are atomic,
 -- and the claim costs a single round trip. Times come from the database clock.
+-- `first_claim` marks an occurrence's first claim ever (a replay resets `attempts`, not
+-- `first_attempt_at`): only then is it counted as a firing and its cadence planned.
 WITH due AS (
-    SELECT o.occurrence_id
+    SELECT o.occurrence_id, o.first_attempt_at IS NULL AS first_claim
     FROM occurrences AS o
     WHERE o.status = 'pending'
       AND o.available_at <= now()
@@ -20,21 +22,22 @@ claimed AS (
         available_at = now() + make_interval(secs => :lease),
         lease_token = :token,
         lease_owner = :owner,
+        first_attempt_at = coalesce(o.first_attempt_at, now()),
         updated_at = now()
     FROM due
     WHERE o.occurrence_id = due.occurrence_id
-    RETURNING o.occurrence_id, o.schedule_id, o.fire_at, o.attempts, o.origin
+    RETURNING o.occurrence_id, o.schedule_id, o.fire_at, o.attempts, o.origin, due.first_claim
 ),
 first_fires AS (
     UPDATE schedules AS s
     SET fire_count = s.fire_count + f.fired, last_fired_at = now()
     FROM (
-        SELECT schedule_id, count(*) AS fired FROM claimed WHERE attempts = 1
+        SELECT schedule_id, count(*) AS fired FROM claimed WHERE first_claim
         GROUP BY schedule_id
     ) AS f
     WHERE s.id = f.schedule_id
 )
-SELECT c.occurrence_id, c.schedule_id, c.fire_at, c.attempts, c.origin,
+SELECT c.occurrence_id, c.schedule_id, c.fire_at, c.attempts, c.origin, c.first_claim,
        now() AS claimed_at,
        s.event_type, s.max_attempts, s.jitter_seconds,
        s.payload::text AS body, s.target::text AS target, s.trigger::text AS trigger

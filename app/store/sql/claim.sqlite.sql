@@ -2,12 +2,13 @@
 -- schedule's definition. SQLite has a single writer (BEGIN IMMEDIATE), so the sub-select
 -- and the update cannot interleave with another claim; the time parameter is the database
 -- host's clock, which is this process's clock. SQLite has no data-modifying CTE, so the
--- schedules' fire counters are bumped by count_first_fires in the same transaction.
+-- schedules' fire counters are bumped by _count_first_fires in the same transaction.
 UPDATE occurrences
 SET attempts = attempts + 1,
     available_at = :lease_until,
     lease_token = :token,
     lease_owner = :owner,
+    first_attempt_at = coalesce(first_attempt_at, :now),
     updated_at = :now
 WHERE occurrence_id IN (
     SELECT o.occurrence_id
@@ -21,6 +22,9 @@ WHERE occurrence_id IN (
     LIMIT :limit
 )
 RETURNING occurrence_id, schedule_id, fire_at, attempts, origin,
+    -- RETURNING sees the new row: a first claim is one that set the instant just now (a
+    -- re-claim comes a lease later, so an earlier first attempt never equals :now).
+    first_attempt_at = :now AS first_claim,
     :now AS claimed_at,
     (SELECT s.event_type FROM schedules AS s WHERE s.id = schedule_id) AS event_type,
     (SELECT s.max_attempts FROM schedules AS s WHERE s.id = schedule_id) AS max_attempts,
