@@ -18,11 +18,16 @@ from app.domain.errors import (
     InvalidInputError,
     NotFoundError,
     PayloadTooLargeError,
+    StoreUnavailableError,
 )
 
 log = logging.getLogger(__name__)
 
 MEDIA_TYPE = "application/problem+json"
+
+# How long a client should wait before retrying a request the database could not serve: a
+# restart or failover takes a few seconds, and the pool reconnects on the next checkout.
+RETRY_AFTER_SECONDS = 2
 
 # class -> (status, type slug, title)
 _TABLE: dict[type[ChronoqError], tuple[int, str, str]] = {
@@ -30,6 +35,7 @@ _TABLE: dict[type[ChronoqError], tuple[int, str, str]] = {
     ConflictError: (409, "conflict", "Conflict"),
     InvalidInputError: (422, "invalid-input", "Invalid input"),
     PayloadTooLargeError: (413, "payload-too-large", "Payload too large"),
+    StoreUnavailableError: (503, "unavailable", "Service unavailable"),
 }
 
 _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
@@ -124,11 +130,22 @@ def _allowed_methods(request: Request) -> str:
 
 def install(app: FastAPI) -> None:
     @app.exception_handler(ChronoqError)
-    async def _chronoq(_: Request, exc: ChronoqError) -> JSONResponse:
+    async def _chronoq(request: Request, exc: ChronoqError) -> JSONResponse:
         status, slug, title = next(
             (value for cls, value in _TABLE.items() if isinstance(exc, cls)),
             (400, "bad-request", "Bad request"),
         )
+        if isinstance(exc, StoreUnavailableError):
+            # The store's detail names the database for operators; the client learns only
+            # that it may retry, and when.
+            log.warning("%s %s: %s", request.method, request.url.path, exc.detail)
+            return problem_response(
+                status,
+                title,
+                f"the database cannot be reached; retry in {RETRY_AFTER_SECONDS} seconds",
+                slug=slug,
+                headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+            )
         errors = None
         if exc.pointer is not None:
             field = ".".join(exc.pointer.lstrip("#/").split("/")) if exc.pointer != "#" else "body"

@@ -1,4 +1,8 @@
-"""The database handle: engine per dialect, short transactions, retries on lock conflicts."""
+"""The database handle: engine per dialect, short transactions, retries on lock conflicts.
+
+Invariant: a transaction that fails because the database cannot be reached leaves `run` as
+`StoreUnavailableError` (the caller may retry); every other failure leaves it unchanged.
+"""
 
 from __future__ import annotations
 
@@ -13,8 +17,11 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from app.domain.errors import StoreUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +31,15 @@ T = TypeVar("T")
 Connection = AsyncConnection
 
 _TRANSIENT_SQLSTATES = frozenset({"40001", "40P01"})  # serialization failure, deadlock
+
+# PostgreSQL states that say the server cannot be used now, not that the statement is wrong:
+# too many connections, and an administrator or a crash shutting the server down.
+_UNAVAILABLE_SQLSTATES = frozenset({"53300", "57P01", "57P02", "57P03"})
+_CONNECTION_SQLSTATE_CLASS = "08"  # connection exception
+# SQLite primary result codes of the same kind: busy or locked past busy_timeout and the
+# retries, an I/O error, a full disk, a file that cannot be opened, a lock protocol error.
+# SQLITE_ERROR ("no such table", a syntax error) and constraint failures are not among them.
+_UNAVAILABLE_SQLITE_CODES = frozenset({5, 6, 10, 13, 14, 15})
 
 # The engine-wide execution option that tells code holding only a connection which
 # installation it works for (wake-up channel, advisory lock keys).
@@ -105,6 +121,43 @@ def _is_transient(exc: BaseException) -> bool:
     return False
 
 
+def _driver_errors(exc: BaseException) -> list[BaseException]:
+    """`exc`, the driver's own exception under SQLAlchemy's wrapper, and their causes."""
+    found: list[BaseException] = []
+    pending: list[BaseException | None] = [exc]
+    while pending:
+        current = pending.pop()
+        if current is None or any(current is seen for seen in found):
+            continue
+        found.append(current)
+        pending.extend([getattr(current, "orig", None), current.__cause__])
+    return found
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """Whether `exc` means the database cannot be reached or used right now (connection
+    refused, reset or lost, pool exhausted, server shutting down, SQLite file busy or
+    unreadable), as opposed to a statement it refused (constraint, syntax, missing table)."""
+    if isinstance(exc, OSError | PoolTimeoutError | InterfaceError):
+        return True  # OSError covers ConnectionError and the built-in TimeoutError
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    if not isinstance(exc, DBAPIError):
+        return False
+    for error in _driver_errors(exc):
+        if isinstance(error, OSError):
+            return True
+        sqlstate = getattr(error, "sqlstate", None)
+        if isinstance(sqlstate, str) and (
+            sqlstate in _UNAVAILABLE_SQLSTATES or sqlstate.startswith(_CONNECTION_SQLSTATE_CLASS)
+        ):
+            return True
+        code = getattr(error, "sqlite_errorcode", None)
+        if isinstance(code, int) and code & 0xFF in _UNAVAILABLE_SQLITE_CODES:
+            return True
+    return False
+
+
 class Database:
     """One engine and the dialect it speaks; all writes go through `run`.
 
@@ -117,6 +170,8 @@ class Database:
         self, url: str, *, schema: str | None = None, pool_size: int = 10, pre_ping: bool = True
     ) -> None:
         self.url = normalize_url(url)
+        # As the operator wrote it, password hidden: what an unavailable store reports.
+        self._where = redact_url(url) + (f" (schema {schema})" if schema is not None else "")
         self.schema = schema
         parsed = make_url(self.url)
         self.dialect = parsed.get_backend_name()
@@ -186,17 +241,34 @@ class Database:
         return self.dialect == "postgresql"
 
     async def run(self, work: Callable[[AsyncConnection], Awaitable[T]], *, attempts: int = 5) -> T:
-        """Run `work` in one transaction; retry it whole on a deadlock or lock timeout."""
+        """Run `work` in one transaction; retry it whole on a deadlock or lock timeout.
+
+        Raises StoreUnavailableError when the database cannot be reached (the transaction
+        did not commit, or its outcome is unknown if the connection dropped during COMMIT);
+        any other failure propagates as it is.
+        """
         for attempt in range(1, attempts + 1):
             try:
                 async with self.engine.begin() as conn:
                     return await work(conn)
             except DBAPIError as exc:
-                if attempt == attempts or not _is_transient(exc):
-                    raise
-                log.info("transaction conflict, retrying (attempt %d): %s", attempt, exc.orig)
-                await asyncio.sleep(0.01 * attempt)
+                if attempt < attempts and _is_transient(exc):
+                    log.info("transaction conflict, retrying (attempt %d): %s", attempt, exc.orig)
+                    await asyncio.sleep(0.01 * attempt)
+                    continue
+                if is_unavailable(exc):
+                    raise self._unavailable(exc) from exc
+                raise
+            except (OSError, PoolTimeoutError) as exc:
+                raise self._unavailable(exc) from exc
         raise AssertionError("unreachable")
+
+    def _unavailable(self, exc: BaseException) -> StoreUnavailableError:
+        # The detail is for operators (the CLI prints it, the API logs it); the API answers
+        # with its own words and never shows where the database lives.
+        return StoreUnavailableError(
+            f"cannot reach {self._where}: {describe_failure(exc, self.url)}"
+        )
 
     async def ping(self) -> None:
         async with self.engine.connect() as conn:
