@@ -37,6 +37,10 @@ IN_FLIGHT = Gauge("chronoq_deliveries_in_flight", "Deliveries running now")
 DEAD_LETTERS = Counter(
     "chronoq_dead_letters_total", "Occurrences this replica dead-lettered (budget spent)"
 )
+HANDED_BACK = Counter(
+    "chronoq_occurrences_handed_back_total",
+    "Claimed occurrences released unstarted because their lease ran short",
+)
 LOOP_CYCLES = Counter("chronoq_loop_cycles_total", "Claims the delivery loop started")
 LOOP_ERRORS = Counter(
     "chronoq_loop_errors_total", "Claims and settles that failed and were retried"

@@ -27,7 +27,8 @@ async def healthz() -> Health:
 @router.get("/readyz", responses={503: {"model": Health, "description": "Not ready"}})
 async def readyz(state: StateDep) -> JSONResponse:
     """Ready to take traffic: database reachable and migrated, the broker connected when
-    AMQP_URL is set, the delivery loop alive. The API keeps accepting schedules meanwhile."""
+    AMQP_URL is set, the delivery loop alive and its claims working. The API keeps accepting
+    schedules meanwhile."""
     checks: dict[str, str] = {}
     database = state["database"]
     try:
@@ -41,7 +42,7 @@ async def readyz(state: StateDep) -> JSONResponse:
         checks["broker"] = "ok" if broker.connected else "unreachable"
     dispatcher = state["dispatcher"]
     if dispatcher is not None:
-        checks["worker"] = "ok" if dispatcher.running else "stopped"
+        checks["worker"] = dispatcher.health()
     ready = all(value == "ok" for value in checks.values())
     body = Health(status="ready" if ready else "not ready", checks=checks)
     return JSONResponse(body.model_dump(), status_code=200 if ready else 503)

@@ -3,46 +3,56 @@
 Invariant: every claimed occurrence ends in exactly one of settle (delivered, retry,
 dead letter), release (handed back, due now), or an expired lease that any replica
 re-claims. Nothing a replica holds is lost when it stops or dies.
+
+The loop is put together from parts that each keep one promise (and have tests of their
+own): `Lanes` (per-schedule order, the in-flight window, no start on a short lease),
+`SettleBatcher` (batched writes that drop nothing), `Alarm` (the idle sleep and its
+wake-ups), `drain` (the stop) and `ClaimHealth` (readiness). What is left here is the
+cycle that joins them: claims, in issue order, feed the lanes; finished deliveries feed
+the batcher.
 """
 
 from __future__ import annotations
 
 import asyncio
-import bisect
 import logging
 import os
 import random
 import socket
 import time
 import uuid
-from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager, suppress
-from datetime import datetime
 
 from app import metrics
-from app.domain.occurrence import (
-    Delivery,
-    OccurrenceStatus,
-    Outcome,
-    Retryable,
-    Settlement,
-    settle,
-)
+from app.domain.occurrence import Delivery, OccurrenceStatus, Outcome, Retryable, Settlement, settle
 from app.domain.retry import RetryPolicy
 from app.settings import Settings
 from app.sinks.base import Sinks
-from app.store.clock import transaction_now
-from app.store.database import Connection, Database
-from app.store.occurrences import OccurrenceStore
-from app.store.wakeups import PgListener, Wakeups, next_due_in
+from app.store.database import Database
+from app.store.queue import Claimed, DeliveryQueue, Queue
+from app.store.wakeups import Wakeups
+from app.worker.alarm import WAKE_MARGIN, Alarm
+from app.worker.drain import drain
+from app.worker.health import ClaimHealth
+from app.worker.lanes import Lanes
+from app.worker.settler import SettleBatcher
 
 log = logging.getLogger(__name__)
 
 MAX_ERROR_BACKOFF = 5.0
 MAX_CLAIMS = 2
-# Wake this long after an occurrence's instant, so the claim's clock has passed it.
-WAKE_MARGIN = 0.001
+# Claims that keep failing for this many poll intervals make the replica unready.
+UNHEALTHY_POLLS = 3
+# The least a lease must have left for its delivery to start: the dispatch timeout, and
+# up to this much more for the settle to land before the lease ends.
+SETTLE_ALLOWANCE = 1.0
+
+OUTCOMES = {
+    OccurrenceStatus.DELIVERED: "delivered",
+    OccurrenceStatus.PENDING: "retry",
+    OccurrenceStatus.DEAD_LETTERED: "dead_lettered",
+}
 
 
 def _observe(settlement: Settlement, seconds: float) -> None:
@@ -92,19 +102,14 @@ def _reason(error: str | None) -> str:
     return (error or "unknown").split(":", 1)[0][:80]
 
 
-OUTCOMES = {
-    OccurrenceStatus.DELIVERED: "delivered",
-    OccurrenceStatus.PENDING: "retry",
-    OccurrenceStatus.DEAD_LETTERED: "dead_lettered",
-}
-
-
-def _tick_order(delivery: Delivery) -> tuple[datetime, uuid.UUID]:
-    return delivery.fire_at, delivery.occurrence_id
-
-
 def replica_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+def min_lease(settings: Settings) -> float:
+    """How much of its lease a delivery needs left to start."""
+    spare = settings.lease - settings.dispatch_timeout
+    return settings.dispatch_timeout + min(SETTLE_ALLOWANCE, spare / 2)
 
 
 class Dispatcher:
@@ -112,20 +117,22 @@ class Dispatcher:
 
     def __init__(
         self,
-        database: Database,
+        database: Database | None,
         sinks: Sinks,
         settings: Settings,
         *,
-        store: OccurrenceStore | None = None,
+        queue: Queue | None = None,
         rng: random.Random | None = None,
         owner: str | None = None,
         wakeups: Wakeups | None = None,
     ) -> None:
-        self._db = database
         self._wakeups = wakeups or Wakeups()
+        if queue is None:
+            assert database is not None, "give a database or a queue"
+            queue = DeliveryQueue(database, self._wakeups)
+        self._queue = queue
         self._sinks = sinks
         self._settings = settings
-        self._store = store or OccurrenceStore()
         self._rng = rng or random.Random()
         self._policy = RetryPolicy(
             settings.retry_base_delay, settings.retry_max_delay, settings.jitter
@@ -133,53 +140,62 @@ class Dispatcher:
         self.owner = owner or replica_name()
         self._stopping = asyncio.Event()
         self._room = asyncio.Event()
-        self._settle_ready = asyncio.Event()
-        self._settle_lock = asyncio.Lock()
-        self._inflight: dict[asyncio.Task[None], Delivery] = {}
-        # Claimed but not started: the next claim overlaps the deliveries in flight.
-        self._queued: deque[Delivery] = deque()
-        self._to_settle: list[Settlement] = []
-        # Schedules with a delivery in flight, and their deliveries waiting behind it in tick
-        # order (two claims running side by side can each take some of one schedule's rows).
-        self._busy: dict[uuid.UUID, list[Delivery]] = {}
-        self._held = 0
+        self._alarm = Alarm(self._stopping)
+        self._lanes = Lanes(settings.concurrency, min_lease(settings))
+        self._settler = SettleBatcher(
+            self._write_settlements,
+            gather=settings.min_cycle_delay,
+            backoff=settings.poll_interval,
+            max_backoff=MAX_ERROR_BACKOFF,
+            on_error=self._count_error,
+        )
+        self._health = ClaimHealth(UNHEALTHY_POLLS * settings.poll_interval)
+        self._in_flight: dict[asyncio.Task[None], Delivery] = {}
+        self._claims: list[asyncio.Task[None]] = []  # in the order they were issued
+        self._claiming = 0  # rows asked for by claims still running
+        self._releases: set[asyncio.Task[None]] = set()
         self._task: asyncio.Task[None] | None = None
-        # At most `concurrency` in flight plus two batches queued behind them, claimed a
-        # full batch at a time: the next claim is on its way before the queue runs dry.
+        # At most `concurrency` in flight plus two batches waiting behind them, claimed a
+        # full batch at a time: the next claim is on its way before the lanes run dry.
         self._capacity = settings.concurrency + 2 * settings.batch_size
         self._refill_at = settings.batch_size
-        self._claims: set[asyncio.Task[None]] = set()
-        self._claiming = 0  # rows asked for by claims still running
         self._next_pause = settings.min_cycle_delay
-        # The idle sleep ends at `_wake_at` (event-loop time); an announcement or a claim
-        # that learns of an earlier due instant moves it earlier and sets `_rewake`.
-        self._wake_at = 0.0
-        self._rewake = asyncio.Event()
-        self._due_in: float | None = None  # from the last empty claim
         self._consecutive_errors = 0
         self.cycles = 0
         self.errors = 0
 
-    # -- steps ----------------------------------------------------------------------
+    # -- what others read ------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def health(self) -> str:
+        """ "ok", "stopped", or why claims are failing: what readiness reports."""
+        if not self.running:
+            return "stopped"
+        return self._health.problem() or "ok"
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    @property
+    def waiting(self) -> int:
+        return self._lanes.waiting
+
+    # -- steps -----------------------------------------------------------------------
 
     def _backoff(self, attempt: int) -> float:
         return self._policy.delay(attempt, self._rng)
 
-    async def claim(self, limit: int) -> list[Delivery]:
-        """Lease up to `limit` due occurrences. When there are none, the same transaction
-        reads how soon the next one is due, for the idle sleep."""
-        settings = self._settings
-
-        async def work(conn: Connection) -> list[Delivery]:
-            found = await self._store.claim_due(
-                conn, limit=limit, lease=settings.lease, owner=self.owner, backoff=self._backoff
-            )
-            self._due_in = None if found else await next_due_in(conn)
-            return found
-
-        found = await self._db.run(work)
-        metrics.CLAIMED.inc(len(found))
-        return found
+    async def claim(self, limit: int) -> Claimed:
+        """Lease up to `limit` due occurrences."""
+        claimed = await self._queue.claim(
+            limit=limit, lease=self._settings.lease, owner=self.owner, backoff=self._backoff
+        )
+        metrics.CLAIMED.inc(len(claimed.deliveries))
+        return claimed
 
     async def attempt(self, delivery: Delivery) -> Settlement:
         """One delivery under the dispatch timeout; any failure becomes a retryable outcome."""
@@ -193,50 +209,62 @@ class Dispatcher:
             outcome = Retryable(f"dispatch timed out after {timeout:g}s")
         except Exception as exc:
             log.exception("delivery of occurrence %s raised", delivery.occurrence_id)
-            outcome = Retryable(f"internal error: {type(exc).__name__}")
+            outcome = Retryable(f"internal error: {type(exc).__name__}: {exc}"[:500])
         settlement = settle(delivery, outcome, self._policy, self._rng)
         _observe(settlement, time.perf_counter() - started)
         return settlement
 
-    async def settle(self, settlements: Sequence[Settlement]) -> None:
-        if settlements:
-            await self._db.run(lambda conn: self._store.settle(conn, settlements))
-            retries = [s.retry_in for s in settlements if s.retry_in is not None]
-            if retries and self.running:
-                self.wake_in(min(retries))
+    async def _write_settlements(self, settlements: Sequence[Settlement]) -> None:
+        await self._queue.settle(settlements)
+        retries = [s.retry_in for s in settlements if s.retry_in is not None]
+        if retries and self.running:
+            self.wake_in(min(retries))
 
     async def release(self, deliveries: Sequence[Delivery], *, started: bool) -> None:
-        """Hand occurrences back, due now, and tell the other replicas so that one of them
-        takes them at once (this one is stopping)."""
+        """Hand occurrences back, due now; one that never started is not counted."""
+        await self._queue.release(deliveries, started=started)
+
+    async def _release_quietly(self, deliveries: Sequence[Delivery], started: bool) -> None:
         if not deliveries:
             return
+        try:
+            await self.release(deliveries, started=started)
+        except Exception:
+            # Their leases run out instead; another replica takes them then.
+            self._count_error()
+            log.exception("releasing %d occurrences failed", len(deliveries))
 
-        async def work(conn: Connection) -> None:
-            await self._store.release(conn, deliveries, started=started)
-            if conn.dialect.name == "postgresql":
-                await self._wakeups.announce(conn, await transaction_now(conn))
+    def _hand_back(self, deliveries: list[Delivery]) -> None:
+        """Release, in the background, claimed deliveries whose lease is too short to start."""
+        if not deliveries:
+            return
+        metrics.HANDED_BACK.inc(len(deliveries))
+        log.info("handing back %d claimed occurrences whose lease ran short", len(deliveries))
+        task = asyncio.create_task(self._release_quietly(deliveries, False))
+        self._releases.add(task)
+        task.add_done_callback(self._releases.discard)
 
-        await self._db.run(work)
+    def _count_error(self) -> None:
+        self.errors += 1
+        metrics.LOOP_ERRORS.inc()
 
     async def run_once(self) -> int:
-        """Claim one batch, deliver it, settle it; returns how many were claimed (for tests)."""
-        deliveries = await self.claim(min(self._settings.batch_size, self._settings.concurrency))
-        by_schedule: dict[uuid.UUID, list[Delivery]] = {}
-        for delivery in deliveries:
-            by_schedule.setdefault(delivery.schedule_id, []).append(delivery)
+        """One cycle of the loop's own parts, for tests that step it: claim one batch, let
+        the lanes start it (in order, one per schedule at a time), wait until every
+        delivery of it has finished, and write the settlements. Returns how many it
+        claimed. Not for use while `run` is running."""
+        assert not self.running, "run_once steps a loop that is not running"
+        claimed = await self.claim(min(self._settings.batch_size, self._settings.concurrency))
+        self._admit(claimed, asyncio.get_running_loop().time())
+        while self._in_flight:
+            await asyncio.wait(set(self._in_flight))
+        if self._releases:
+            await asyncio.wait(set(self._releases))
+        if not await self._settler.flush():
+            raise RuntimeError("settling failed; see the log")
+        return len(claimed.deliveries)
 
-        async def in_order(group: list[Delivery]) -> list[Settlement]:
-            return [await self.attempt(delivery) for delivery in group]
-
-        groups = await asyncio.gather(*(in_order(g) for g in by_schedule.values()))
-        await self.settle([settlement for group in groups for settlement in group])
-        return len(deliveries)
-
-    # -- the loop -------------------------------------------------------------------
-
-    @property
-    def running(self) -> bool:
-        return self._task is not None and not self._task.done()
+    # -- the loop --------------------------------------------------------------------
 
     @asynccontextmanager
     async def started(self) -> AsyncIterator[Dispatcher]:
@@ -248,38 +276,23 @@ class Dispatcher:
             await self.stop()
 
     async def stop(self) -> None:
+        """Stop gracefully: the loop bounds its grace period by the dispatch timeout. If
+        this is cancelled (a shutdown that ran out of time), the loop is cancelled too and
+        waited for: its drain then ends every delivery before this returns."""
         self._stopping.set()
-        if self._task is not None:
-            # The loop itself bounds the grace period by the dispatch timeout.
-            await asyncio.wait({self._task}, timeout=self._settings.dispatch_timeout + 5)
-            if not self._task.done():
-                self._task.cancel()
-                with suppress(asyncio.CancelledError):
-                    await self._task
-
-    async def _pause(self, seconds: float) -> None:
-        """Sleep `seconds`, or less if a wake-up moves the end earlier, or until stopped."""
-        loop = asyncio.get_running_loop()
-        self._wake_at = loop.time() + seconds
-        while not self._stopping.is_set():
-            remaining = self._wake_at - loop.time()
-            if remaining <= 0:
-                return
-            self._rewake.clear()
-            woken = asyncio.ensure_future(self._rewake.wait())
-            stop = asyncio.ensure_future(self._stopping.wait())
-            try:
-                await asyncio.wait({woken, stop}, timeout=remaining, return_when="FIRST_COMPLETED")
-            finally:
-                woken.cancel()
-                stop.cancel()
+        task = self._task
+        if task is None:
+            return
+        try:
+            await asyncio.wait({task}, timeout=self._settings.dispatch_timeout + 5)
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.wait({task})
 
     def wake_in(self, seconds: float) -> None:
         """Something is due in `seconds`: end the current sleep by then, if it lasts longer."""
-        at = asyncio.get_running_loop().time() + max(seconds, 0.0) + WAKE_MARGIN
-        if at < self._wake_at:
-            self._wake_at = at
-            self._rewake.set()
+        self._alarm.wake_in(seconds)
 
     async def run(self) -> None:
         """Claim, deliver and settle until stopped.
@@ -289,127 +302,136 @@ class Dispatcher:
         one has arrived. `min_cycle_delay` (after a claim that found work) or `poll_interval`
         (after an empty one; longer after a failed one) separates their starts.
         """
-        settler = asyncio.create_task(self._settle_continuously(), name="chronoq-settler")
+        loop = asyncio.get_running_loop()
+        self._settler.start()
         self._wakeups.subscribe(self.wake_in)
-        listener = None
-        if self._db.dialect == "postgresql":
-            listener = PgListener(self._db.url, self._wakeups, schema=self._db.schema)
-            listener.start()
         try:
-            while not self._stopping.is_set():
-                room = (
-                    self._capacity
-                    - len(self._inflight)
-                    - len(self._queued)
-                    - self._held
-                    - self._claiming
-                )
-                if room < self._refill_at or len(self._claims) >= MAX_CLAIMS:
-                    # Full: let a batch's worth drain and claim it in one statement, rather
-                    # than one claim round trip per freed slot.
-                    await self._wait_for_room()
-                    continue
-                self.cycles += 1
-                metrics.LOOP_CYCLES.inc()
-                limit = min(self._settings.batch_size, room)
-                self._claiming += limit
-                task = asyncio.create_task(self._claim_into_queue(limit))
-                self._claims.add(task)
-                task.add_done_callback(self._claims.discard)
-                await self._pause(self._next_pause)
+            async with self._queue.listening():
+                while not self._stopping.is_set():
+                    self._hand_back(self._lanes.expiring(loop.time()))
+                    room = (
+                        self._capacity - len(self._in_flight) - self._lanes.waiting - self._claiming
+                    )
+                    if room < self._refill_at or len(self._claims) >= MAX_CLAIMS:
+                        # Full: let a batch's worth drain and claim it in one statement,
+                        # rather than one claim round trip per freed slot.
+                        await self._wait_for_room()
+                        continue
+                    self.cycles += 1
+                    metrics.LOOP_CYCLES.inc()
+                    self._issue_claim(min(self._settings.batch_size, room))
+                    await self._alarm.sleep(self._next_pause)
         finally:
             self._wakeups.unsubscribe(self.wake_in)
-            if listener is not None:
-                await listener.stop()
-            if self._claims:
-                await asyncio.wait(set(self._claims))
-            await self._drain()
-            settler.cancel()
-            with suppress(asyncio.CancelledError):
-                await settler
-
-    async def _claim_into_queue(self, limit: int) -> None:
-        """One claim; its rows join the queue and start as slots allow. A failure is logged
-        and paces the next claim by an exponential backoff."""
-        try:
-            deliveries = await self.claim(limit)
-        except Exception:
-            self.errors += 1
-            metrics.LOOP_ERRORS.inc()
-            self._consecutive_errors += 1
-            self._next_pause = min(
-                self._settings.poll_interval * 2 ** min(self._consecutive_errors, 10),
-                max(MAX_ERROR_BACKOFF, self._settings.poll_interval),
+            await self._stop_claims()
+            await drain(
+                lanes=self._lanes,
+                in_flight=self._in_flight,
+                release=self._release_quietly,
+                settler=self._settler,
+                grace=self._settings.dispatch_timeout,
             )
-            log.exception("claim failed; retrying in %.2fs", self._next_pause)
+            if self._releases:
+                await asyncio.wait(set(self._releases))
+
+    async def _stop_claims(self) -> None:
+        """Let running claims finish (their rows are then handed back by the drain); if
+        the stop is cancelled meanwhile, cancel them: their leases run out."""
+        claims = list(self._claims)
+        if not claims:
             return
+        try:
+            await asyncio.wait(claims)
+        finally:
+            for claim in claims:
+                claim.cancel()
+            with suppress(asyncio.CancelledError):
+                await asyncio.wait(claims)
+
+    def _issue_claim(self, limit: int) -> None:
+        previous = self._claims[-1] if self._claims else None
+        self._claiming += limit
+        task = asyncio.create_task(self._claim_into_lanes(limit, previous))
+        self._claims.append(task)
+
+    async def _claim_into_lanes(self, limit: int, previous: asyncio.Task[None] | None) -> None:
+        """One claim; its rows join the lanes after those of every claim issued before it
+        (two claims at once can each take some of one schedule's ticks, and the earlier
+        claim holds the earlier ticks), then start as the lanes allow. A failure is logged
+        and paces the next claim by an exponential backoff."""
+        issued = asyncio.get_running_loop().time()
+        claimed: Claimed | None = None
+        try:
+            try:
+                claimed = await self.claim(limit)
+            except Exception as exc:
+                self._claim_failed(exc)
+            if previous is not None:
+                await asyncio.wait({previous})
         finally:
             # Out of `_claims` before the loop is woken: a done-callback would run only after
             # the woken loop had looked, and a loop that saw a finished claim still counted
             # could wait for a room signal that no one is left to send.
             current = asyncio.current_task()
-            if current is not None:
-                self._claims.discard(current)
+            if current in self._claims:
+                self._claims.remove(current)
             self._claiming -= limit
             self._room.set()
+        if claimed is None:
+            return
         self._consecutive_errors = 0
-        if deliveries:
+        self._health.succeeded()
+        if claimed.deliveries:
             self._next_pause = self._settings.min_cycle_delay
         else:
             # Idle: sleep until the next known due instant, polling at least this often.
-            due_in = self._due_in
             poll = self._settings.poll_interval
+            due_in = claimed.due_in
             self._next_pause = poll if due_in is None else min(poll, due_in + WAKE_MARGIN)
         self.wake_in(self._next_pause)
-        self._queued.extend(deliveries)
-        self._start_queued()
+        self._admit(claimed, issued)
 
-    def _start_queued(self) -> None:
-        """Start queued deliveries while the in-flight window has room. A schedule has one
-        delivery in flight at a time: its others wait behind it, in tick order, so that
-        catch-ups and backfills arrive in tick order."""
-        while self._queued and len(self._inflight) < self._settings.concurrency:
-            if self._stopping.is_set():
-                return
-            delivery = self._queued.popleft()
-            waiting = self._busy.get(delivery.schedule_id)
-            if waiting is not None:
-                bisect.insort(waiting, delivery, key=_tick_order)
-                self._held += 1
-                continue
-            self._busy[delivery.schedule_id] = []
-            self._launch(delivery)
+    def _claim_failed(self, exc: Exception) -> None:
+        self._count_error()
+        self._health.failed(exc)
+        self._consecutive_errors += 1
+        self._next_pause = min(
+            self._settings.poll_interval * 2 ** min(self._consecutive_errors, 10),
+            max(MAX_ERROR_BACKOFF, self._settings.poll_interval),
+        )
+        log.exception("claim failed; retrying in %.2fs", self._next_pause)
 
-    def _launch(self, delivery: Delivery) -> None:
-        task = asyncio.create_task(self._deliver(delivery))
-        self._inflight[task] = delivery
-        metrics.IN_FLIGHT.inc()
-        task.add_done_callback(self._finished)
+    def _admit(self, claimed: Claimed, issued: float) -> None:
+        """The lease began no earlier than the claim was issued: it ends by then + lease."""
+        self._lanes.admit(claimed.deliveries, issued + self._settings.lease)
+        self._start_ready()
 
-    def _finished(self, task: asyncio.Task[None]) -> None:
-        delivery = self._inflight.pop(task, None)
-        if delivery is not None:
-            metrics.IN_FLIGHT.dec()
-            waiting = self._busy.pop(delivery.schedule_id, None)
-            if waiting:
-                self._held -= 1
-                following = waiting.pop(0)
-                if self._stopping.is_set():
-                    self._queued.appendleft(following)  # handed back by the drain
-                    self._queued.extend(waiting)
-                    self._held -= len(waiting)
-                else:
-                    self._busy[following.schedule_id] = waiting
-                    self._launch(following)
-        self._start_queued()
-        if self._capacity - len(self._inflight) - len(self._queued) - self._held >= self._refill_at:
-            self._room.set()
+    def _start_ready(self) -> None:
+        if self._stopping.is_set() and self.running:
+            return  # the drain hands back what is waiting
+        started = self._lanes.start(asyncio.get_running_loop().time())
+        self._hand_back(started.hand_back)
+        for delivery in started.launch:
+            task = asyncio.create_task(self._deliver(delivery))
+            self._in_flight[task] = delivery
+            metrics.IN_FLIGHT.inc()
+            task.add_done_callback(self._finished)
 
     async def _deliver(self, delivery: Delivery) -> None:
-        settlement = await self.attempt(delivery)
-        # Append only after the await: the settler swaps the list out while we wait.
-        self._to_settle.append(settlement)
-        self._settle_ready.set()
+        # The settlement joins the batcher as the task's last step: a finished task's
+        # attempt is always there to settle, whether or not its callback has run.
+        self._settler.add(await self.attempt(delivery))
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        delivery = self._in_flight.pop(task, None)
+        if delivery is None:
+            return
+        metrics.IN_FLIGHT.dec()
+        self._lanes.finished(delivery)
+        self._start_ready()
+        room = self._capacity - len(self._in_flight) - self._lanes.waiting
+        if room >= self._refill_at:
+            self._room.set()
 
     async def _wait_for_room(self) -> None:
         """Until a claim or a settle frees room; the poll interval bounds the wait, so a
@@ -426,63 +448,3 @@ class Dispatcher:
         finally:
             stop.cancel()
             room.cancel()
-
-    async def _settle_continuously(self) -> None:
-        failures = 0
-        while True:
-            await self._settle_ready.wait()
-            # A short gather window turns a stream of finishing deliveries into few statements.
-            await asyncio.sleep(self._settings.min_cycle_delay)
-            self._settle_ready.clear()
-            if await self._flush():
-                failures = 0
-            else:
-                failures += 1
-                await asyncio.sleep(
-                    min(self._settings.poll_interval * 2**failures, MAX_ERROR_BACKOFF)
-                )
-                self._settle_ready.set()
-
-    async def _flush(self) -> bool:
-        """Write every finished attempt in one transaction; on failure keep them for later."""
-        async with self._settle_lock:
-            batch, self._to_settle = self._to_settle, []
-            try:
-                await self.settle(batch)
-            except Exception:
-                self.errors += 1
-                metrics.LOOP_ERRORS.inc()
-                log.exception("settling %d deliveries failed; will retry", len(batch))
-                self._to_settle[:0] = batch
-                return False
-            return True
-
-    async def _release_quietly(self, deliveries: Sequence[Delivery], *, started: bool) -> None:
-        try:
-            await self.release(deliveries, started=started)
-        except Exception:
-            # Their leases run out instead; another replica takes them then.
-            log.exception("releasing %d occurrences failed", len(deliveries))
-
-    async def _drain(self) -> None:
-        """Graceful stop: what was claimed but not started is handed back at once (its attempt
-        not counted); in-flight deliveries get the dispatch timeout to finish, then the
-        stragglers are cancelled and handed back; every finished attempt is settled."""
-        queued, self._queued = list(self._queued), deque()
-        for waiting in self._busy.values():
-            queued.extend(waiting)
-            waiting.clear()
-        self._held = 0
-        await self._release_quietly(queued, started=False)
-        if self._inflight:
-            await asyncio.wait(set(self._inflight), timeout=self._settings.dispatch_timeout)
-        stragglers = list(self._inflight.items())
-        for task, _ in stragglers:
-            task.cancel()
-        if stragglers:
-            await asyncio.wait({task for task, _ in stragglers})
-            await self._release_quietly([d for _, d in stragglers], started=True)
-        for _ in range(3):
-            if await self._flush():
-                break
-            await asyncio.sleep(0.2)

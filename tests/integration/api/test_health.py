@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Callable
+
 import httpx
 import pytest
 from asgi_lifespan import LifespanManager
@@ -50,8 +54,24 @@ async def test_readyz_is_503_while_the_database_is_unreachable_and_200_after(
                 assert down.status_code == 503
                 assert down.json()["checks"]["database"].startswith("unreachable")
                 assert "127.0.0.1" not in down.text
+                # Once its claims have failed for a few poll intervals, the loop says so.
+                worker = await _worker_check(client, lambda w: w.startswith("claims failing"))
+                assert worker.endswith("StoreUnavailableError")
 
                 await proxy.restore()
+                # It recovers by itself: the next claim that works makes it ready again.
+                await _worker_check(client, lambda w: w == "ok")
                 assert (await client.get("/readyz")).status_code == 200
     finally:
         await proxy.close()
+
+
+async def _worker_check(client: httpx.AsyncClient, wanted: Callable[[str], bool]) -> str:
+    """The readiness check of the delivery loop, once `wanted` holds (20 s at most)."""
+    deadline = time.monotonic() + 20
+    while True:
+        worker = str((await client.get("/readyz")).json()["checks"].get("worker"))
+        if wanted(worker):
+            return worker
+        assert time.monotonic() < deadline, f"the worker check stayed {worker!r}"
+        await asyncio.sleep(0.05)

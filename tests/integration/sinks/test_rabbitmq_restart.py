@@ -120,10 +120,10 @@ def _loop_state(dispatcher: Dispatcher) -> str:
     died = task.exception() if task is not None and task.done() else None
     return (
         f"loop: running={dispatcher.running} died={died!r} cycles={dispatcher.cycles} "
-        f"errors={dispatcher.errors} in_flight={len(dispatcher._inflight)} "
-        f"queued={len(dispatcher._queued)} held={dispatcher._held} "
+        f"errors={dispatcher.errors} in_flight={dispatcher.in_flight} "
+        f"waiting={dispatcher.waiting} health={dispatcher.health()} "
         f"claims={len(dispatcher._claims)} claiming={dispatcher._claiming} "
-        f"wake_in={dispatcher._wake_at - asyncio.get_running_loop().time():.2f}s"
+        f"wake_in={dispatcher._alarm.remaining():.2f}s"
     )
 
 

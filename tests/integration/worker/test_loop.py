@@ -99,7 +99,7 @@ async def test_stopping_lets_in_flight_deliveries_finish_and_settles_them(
 
 
 def _idle(dispatcher: Dispatcher) -> bool:
-    return not dispatcher._inflight
+    return not dispatcher.in_flight
 
 
 async def _true(value: bool) -> bool:
@@ -150,9 +150,24 @@ async def test_a_missed_room_signal_costs_at_most_a_poll_interval(harness: Harne
     dispatcher = Dispatcher(harness.database, harness.sinks, settings)
     stale = [asyncio.ensure_future(asyncio.sleep(0)) for _ in range(2)]
     await asyncio.wait(stale)
-    dispatcher._claims.update(stale)  # counted as running, though finished
+    dispatcher._claims.extend(stale)  # counted as running, though finished
     async with dispatcher.started():
         await asyncio.sleep(0.2)
         assert dispatcher.cycles == 0  # waiting for room
         dispatcher._claims.clear()  # gone, and no one signals
         await _wait_until(lambda: _true(dispatcher.cycles > 0), timeout=3.0)
+
+
+async def test_a_delivery_never_starts_on_a_lease_too_short_to_finish(harness: Harness) -> None:
+    """One delivery at a time, most of a second each, under a 3 s lease: the later ones
+    would start with their lease nearly gone (another claim could take them meanwhile).
+    They are handed back instead and claimed afresh: each is delivered once, as attempt 1."""
+    harness.receiver.always("/hook", Reply(delay=0.8))
+    loop = {"concurrency": 1, "batch_size": 10, "lease": 3.0, "dispatch_timeout": 1.0}
+    async with _running(harness.settings, harness.database, **loop):
+        ids = await _batch(harness, 6)
+        await _wait_until(lambda: _all_completed(harness, 6), timeout=30)
+
+    received = [r.occurrence_id for r in harness.receiver.requests]
+    assert sorted(received) == sorted(ids)
+    assert {r.headers["X-Attempt"] for r in harness.receiver.requests} == {"1"}

@@ -1,0 +1,96 @@
+"""The delivery loop's view of the store: claim, settle and release, each one transaction.
+
+Everything the loop needs from the database goes through `DeliveryQueue`, so the loop
+never asks which database it runs on, and its tests can put a fake in its place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from typing import Protocol
+
+from app.domain.occurrence import Delivery, Settlement
+from app.store.clock import transaction_now
+from app.store.database import Connection, Database
+from app.store.occurrences import OccurrenceStore
+from app.store.wakeups import PgListener, Wakeups, next_due_in
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """What one claim leased, and, when it found nothing, how soon the next occurrence
+    is due (None: nothing is scheduled, or the claim found work)."""
+
+    deliveries: list[Delivery]
+    due_in: float | None = None
+
+
+class Queue(Protocol):
+    """What the delivery loop asks of the store."""
+
+    async def claim(
+        self, *, limit: int, lease: float, owner: str, backoff: Callable[[int], float]
+    ) -> Claimed: ...
+
+    async def settle(self, settlements: Sequence[Settlement]) -> None: ...
+
+    async def release(self, deliveries: Sequence[Delivery], *, started: bool) -> None: ...
+
+    def listening(self) -> AbstractAsyncContextManager[None]: ...
+
+
+class DeliveryQueue:
+    """The store behind the delivery loop."""
+
+    def __init__(
+        self, database: Database, wakeups: Wakeups, store: OccurrenceStore | None = None
+    ) -> None:
+        self._db = database
+        self._wakeups = wakeups
+        self._store = store or OccurrenceStore()
+
+    async def claim(
+        self, *, limit: int, lease: float, owner: str, backoff: Callable[[int], float]
+    ) -> Claimed:
+        """Lease up to `limit` due occurrences. When there are none, the same transaction
+        reads how soon the next one is due, for the idle sleep."""
+
+        async def work(conn: Connection) -> Claimed:
+            found = await self._store.claim_due(
+                conn, limit=limit, lease=lease, owner=owner, backoff=backoff
+            )
+            return Claimed(found, None if found else await next_due_in(conn))
+
+        return await self._db.run(work)
+
+    async def settle(self, settlements: Sequence[Settlement]) -> None:
+        if settlements:
+            await self._db.run(lambda conn: self._store.settle(conn, settlements))
+
+    async def release(self, deliveries: Sequence[Delivery], *, started: bool) -> None:
+        """Hand occurrences back, due now, and tell the other replicas so that one of them
+        takes them at once."""
+        if not deliveries:
+            return
+
+        async def work(conn: Connection) -> None:
+            await self._store.release(conn, deliveries, started=started)
+            await self._wakeups.announce(conn, await transaction_now(conn))
+
+        await self._db.run(work)
+
+    @asynccontextmanager
+    async def listening(self) -> AsyncIterator[None]:
+        """While open, announcements from other replicas reach this process's wake-ups:
+        a LISTEN connection on PostgreSQL; on SQLite every writer is this process."""
+        if not self._db.is_postgresql:
+            yield
+            return
+        listener = PgListener(self._db.url, self._wakeups, schema=self._db.schema)
+        listener.start()
+        try:
+            yield
+        finally:
+            await listener.stop()

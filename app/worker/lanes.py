@@ -1,0 +1,135 @@
+"""Lanes: claimed deliveries waiting to start, one lane per schedule.
+
+Invariants:
+- a schedule has at most one delivery in flight; its others wait in its lane in tick order
+  (`fire_at`, then id), so catch-ups and backfills arrive in tick order, whichever claim
+  brought them;
+- at most `limit` deliveries are in flight;
+- nothing starts once its lease is too short to finish: a delivery whose lease ends within
+  `min_lease` seconds is handed back instead, with the rest of its lane, so that the lane's
+  order survives and no lease expires on an occurrence that was never attempted.
+
+No I/O and no clock of its own: callers pass the loop's time.
+"""
+
+from __future__ import annotations
+
+import bisect
+import uuid
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from app.domain.occurrence import Delivery
+
+
+def tick_order(delivery: Delivery) -> tuple[datetime, uuid.UUID]:
+    return delivery.fire_at, delivery.occurrence_id
+
+
+@dataclass(frozen=True, slots=True)
+class _Waiting:
+    delivery: Delivery
+    deadline: float  # loop time at which its lease ends
+
+    @property
+    def order(self) -> tuple[datetime, uuid.UUID]:
+        return tick_order(self.delivery)
+
+
+@dataclass(slots=True)
+class Started:
+    """What `Lanes.start` decided: deliveries to launch now, and deliveries to hand back."""
+
+    launch: list[Delivery] = field(default_factory=list)
+    hand_back: list[Delivery] = field(default_factory=list)
+
+
+class Lanes:
+    def __init__(self, limit: int, min_lease: float) -> None:
+        self._limit = limit
+        self._min_lease = min_lease
+        self._lanes: dict[uuid.UUID, list[_Waiting]] = {}  # non-empty lanes only
+        self._ready: deque[uuid.UUID] = deque()  # lanes with a head that may start
+        self._busy: set[uuid.UUID] = set()  # schedules with a delivery in flight
+        self._waiting = 0
+        self._soonest = float("inf")  # no waiting lease ends before this
+
+    @property
+    def waiting(self) -> int:
+        return self._waiting
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._busy)
+
+    def admit(self, deliveries: Iterable[Delivery], deadline: float) -> None:
+        """Queue a claim's deliveries; `deadline` is when their lease ends (loop time)."""
+        for delivery in deliveries:
+            sid = delivery.schedule_id
+            lane = self._lanes.get(sid)
+            if lane is None:
+                lane = self._lanes[sid] = []
+                if sid not in self._busy:
+                    self._ready.append(sid)
+            bisect.insort(lane, _Waiting(delivery, deadline), key=lambda w: w.order)
+            self._waiting += 1
+        self._soonest = min(self._soonest, deadline)
+
+    def start(self, now: float) -> Started:
+        """Take the heads of ready lanes while the in-flight window has room."""
+        started = Started()
+        while self._ready and len(self._busy) < self._limit:
+            sid = self._ready.popleft()
+            lane = self._lanes[sid]
+            head = lane[0]
+            if head.deadline - now < self._min_lease:
+                started.hand_back.extend(self._drop(sid))
+                continue
+            lane.pop(0)
+            self._waiting -= 1
+            if not lane:
+                del self._lanes[sid]
+            self._busy.add(sid)
+            started.launch.append(head.delivery)
+        return started
+
+    def finished(self, delivery: Delivery) -> None:
+        """The schedule's delivery in flight is done: its lane's next may start."""
+        sid = delivery.schedule_id
+        self._busy.discard(sid)
+        if sid in self._lanes:
+            self._ready.append(sid)
+
+    def expiring(self, now: float) -> list[Delivery]:
+        """Remove and return every waiting lane that holds a delivery whose lease is too
+        short to start; cheap when none is (one comparison)."""
+        if self._soonest - now >= self._min_lease:
+            return []
+        out: list[Delivery] = []
+        for sid in [s for s, lane in self._lanes.items() if self._expires(lane, now)]:
+            out.extend(self._drop(sid))
+        self._soonest = min(
+            (w.deadline for lane in self._lanes.values() for w in lane), default=float("inf")
+        )
+        return out
+
+    def take_all(self) -> list[Delivery]:
+        """Remove and return every waiting delivery (the loop is stopping)."""
+        out = [w.delivery for lane in self._lanes.values() for w in lane]
+        self._lanes.clear()
+        self._ready.clear()
+        self._waiting = 0
+        self._soonest = float("inf")
+        return out
+
+    def _expires(self, lane: list[_Waiting], now: float) -> bool:
+        return any(w.deadline - now < self._min_lease for w in lane)
+
+    def _drop(self, sid: uuid.UUID) -> list[Delivery]:
+        lane = self._lanes.pop(sid)
+        self._waiting -= len(lane)
+        if sid in self._ready:
+            self._ready.remove(sid)
+        return [w.delivery for w in lane]

@@ -1,0 +1,217 @@
+"""The production loop (`Dispatcher.run`, not a stepping double) on a fake store and sink:
+the properties its invariant needs, each shown where it could break."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from app.domain.errors import StoreUnavailableError
+from app.domain.occurrence import Delivered, Delivery, Outcome, Settlement
+from app.domain.target import WebhookTarget
+from app.settings import Settings
+from app.sinks.base import Sinks
+from app.store.queue import Claimed
+from app.worker.dispatcher import Dispatcher, min_lease
+
+EPOCH = datetime(2030, 1, 1, tzinfo=UTC)
+TARGET = WebhookTarget(type="webhook", url="http://127.0.0.1:9/hook")
+
+
+def delivery(schedule: uuid.UUID | None = None, tick: int = 0) -> Delivery:
+    return Delivery(
+        occurrence_id=uuid.uuid4(),
+        schedule_id=schedule or uuid.uuid4(),
+        fire_at=EPOCH + timedelta(seconds=tick),
+        attempt=1,
+        max_attempts=5,
+        lease_token=uuid.uuid4(),
+        event_type="test",
+        body=b"{}",
+        target=TARGET,
+        one_shot=True,
+    )
+
+
+@dataclass
+class FakeQueue:
+    """Claims hand out scripted batches, each after its own delay; then nothing."""
+
+    batches: list[tuple[float, list[Delivery]]] = field(default_factory=list)
+    fail_claims: int = 0  # the first this many claims raise
+    settle_gate: asyncio.Event | None = None  # the first settle waits for it
+    settled: list[Settlement] = field(default_factory=list)
+    released: list[tuple[list[Delivery], bool]] = field(default_factory=list)
+    claims: int = 0
+
+    async def claim(
+        self, *, limit: int, lease: float, owner: str, backoff: Callable[[int], float]
+    ) -> Claimed:
+        self.claims += 1
+        if self.fail_claims:
+            self.fail_claims -= 1
+            raise StoreUnavailableError("the database is down")
+        if not self.batches:
+            return Claimed([], None)
+        delay, batch = self.batches.pop(0)
+        await asyncio.sleep(delay)
+        return Claimed(batch[:limit])
+
+    async def settle(self, settlements: Sequence[Settlement]) -> None:
+        gate, self.settle_gate = self.settle_gate, None
+        if gate is not None:
+            await gate.wait()
+        self.settled.extend(settlements)
+
+    async def release(self, deliveries: Sequence[Delivery], *, started: bool) -> None:
+        self.released.append((list(deliveries), started))
+
+    @asynccontextmanager
+    async def listening(self) -> AsyncIterator[None]:
+        yield
+
+
+@dataclass
+class FakeSink:
+    delay: float = 0.0
+    block: bool = False
+    started: list[tuple[float, Delivery]] = field(default_factory=list)
+    cancelled: list[Delivery] = field(default_factory=list)
+
+    async def deliver(self, d: Delivery) -> Outcome:
+        self.started.append((time.monotonic(), d))
+        try:
+            if self.block:
+                await asyncio.Event().wait()
+            await asyncio.sleep(self.delay)
+        except asyncio.CancelledError:
+            self.cancelled.append(d)
+            raise
+        return Delivered()
+
+
+def settings(**overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "database_url": "sqlite:///unused.db",
+        "poll_interval": 0.05,
+        "min_cycle_delay": 0.0,
+        "lease": 5.0,
+        "dispatch_timeout": 1.0,
+        "retry_base_delay": 0.05,
+        "retry_max_delay": 0.2,
+        "concurrency": 8,
+        "batch_size": 10,
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+def dispatcher(queue: FakeQueue, sink: FakeSink, **overrides: Any) -> Dispatcher:
+    return Dispatcher(None, Sinks({"webhook": sink}), settings(**overrides), queue=queue)
+
+
+async def until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.01)
+
+
+async def test_the_loop_delivers_and_settles_every_claimed_occurrence_once() -> None:
+    batch = [delivery() for _ in range(30)]
+    queue = FakeQueue(batches=[(0.0, batch[:10]), (0.0, batch[10:20]), (0.0, batch[20:])])
+    sink = FakeSink(delay=0.01)
+    async with dispatcher(queue, sink).started():
+        await until(lambda: len(queue.settled) == 30)
+    assert sorted(s.delivery.occurrence_id for s in queue.settled) == sorted(
+        d.occurrence_id for d in batch
+    )
+    assert len(sink.started) == 30
+    assert queue.released == []
+
+
+async def test_ticks_split_between_two_claims_in_flight_go_out_in_tick_order() -> None:
+    """The first claim holds ticks 1 and 3 and answers late; the second holds tick 2 and
+    answers at once. Tick 2 must not go out first."""
+    schedule = uuid.uuid4()
+    one, two, three = (delivery(schedule, tick) for tick in (1, 2, 3))
+    queue = FakeQueue(batches=[(0.3, [one, three]), (0.0, [two])])
+    sink = FakeSink()
+    async with dispatcher(queue, sink).started():
+        await until(lambda: len(queue.settled) == 3)
+    assert [d.fire_at for _, d in sink.started] == [one.fire_at, two.fire_at, three.fire_at]
+
+
+async def test_nothing_starts_once_its_lease_is_too_short_to_finish() -> None:
+    """One delivery at a time, each taking most of a second, under a 3 s lease that needs
+    2 s left to start: the first two start, the rest are handed back unstarted."""
+    config = {"lease": 3.0, "dispatch_timeout": 1.0, "concurrency": 1}
+    batch = [delivery() for _ in range(5)]
+    queue = FakeQueue(batches=[(0.0, batch)])
+    sink = FakeSink(delay=0.8)
+    claimed_at = time.monotonic()
+    loop = dispatcher(queue, sink, **config)
+    async with loop.started():
+        await until(lambda: sum(len(r[0]) for r in queue.released) + len(sink.started) >= 5)
+        await until(lambda: len(queue.settled) == len(sink.started))
+    need = min_lease(settings(**config))
+    for started, _ in sink.started:
+        assert started - claimed_at <= 3.0 - need + 0.2  # it had `need` left, give or take
+    handed_back = [d for deliveries, started in queue.released for d in deliveries]
+    assert all(not started for _, started in queue.released)  # not counted as attempts
+    assert {d.occurrence_id for d in handed_back} | {d.occurrence_id for _, d in sink.started} == {
+        d.occurrence_id for d in batch
+    }
+    assert len(sink.started) == 2
+
+
+async def test_a_stop_cancelled_part_way_leaves_no_delivery_or_settler_running() -> None:
+    queue = FakeQueue(batches=[(0.0, [delivery()])])
+    sink = FakeSink(block=True)
+    loop = dispatcher(queue, sink, dispatch_timeout=3.0, lease=10.0)
+    async with asyncio.timeout(10):
+        loop._task = asyncio.create_task(loop.run())
+        await until(lambda: loop.in_flight == 1)
+        stopping = asyncio.create_task(loop.stop())
+        await asyncio.sleep(0.2)  # the drain is waiting for the blocked delivery
+        stopping.cancel()
+        await asyncio.wait({stopping})
+    assert not loop.running
+    assert len(sink.cancelled) == 1  # ended before the sinks could close
+    ((released, started),) = queue.released
+    assert started
+    assert [d.occurrence_id for d in released] == [d.occurrence_id for _, d in sink.started]
+    names = {task.get_name() for task in asyncio.all_tasks()}
+    assert "chronoq-settler" not in names
+
+
+async def test_a_batch_being_written_when_the_stop_comes_is_still_written() -> None:
+    gate = asyncio.Event()  # the first settle hangs until the stop cancels it
+    batch = [delivery() for _ in range(3)]
+    queue = FakeQueue(batches=[(0.0, batch)], settle_gate=gate)
+    loop = dispatcher(queue, FakeSink())
+    async with loop.started():
+        await until(lambda: queue.settle_gate is None)  # the write has begun and hangs
+    assert sorted(s.delivery.occurrence_id for s in queue.settled) == sorted(
+        d.occurrence_id for d in batch
+    )
+    assert queue.released == []
+
+
+async def test_readiness_reports_failing_claims_and_recovers_by_itself() -> None:
+    queue = FakeQueue(fail_claims=1_000_000)
+    loop = dispatcher(queue, FakeSink(), poll_interval=0.05)
+    async with loop.started():
+        assert loop.health() == "ok"
+        await until(lambda: loop.health() != "ok")
+        assert loop.health().startswith("claims failing for ")
+        assert loop.health().endswith(": StoreUnavailableError")
+        queue.fail_claims = 0
+        await until(lambda: loop.health() == "ok", timeout=10)
+    assert loop.health() == "stopped"
