@@ -3,6 +3,8 @@ nothing leaks about where the database lives, and nothing is half-stored."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,12 +163,17 @@ async def test_a_statement_the_database_refuses_is_not_an_outage(database_url: s
 
 
 async def test_a_sqlite_file_that_cannot_be_opened_is_an_outage(tmp_path: Path) -> None:
+    before = set(threading.enumerate())
     database = Database(f"sqlite:///{tmp_path}")  # a directory, not a database file
     try:
         with pytest.raises(StoreUnavailableError, match="cannot reach"):
             await database.run(lambda conn: conn.execute(sa.text("SELECT 1")))
     finally:
         await database.close()
+        # aiosqlite stops the thread of a connection that failed to open without waiting
+        # for it; it must finish while this test's loop can still take its last callback.
+        for thread in set(threading.enumerate()) - before:
+            await asyncio.to_thread(thread.join, 5)
 
 
 @pytest.mark.postgres
