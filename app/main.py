@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
@@ -42,6 +43,14 @@ def _tune_garbage_collector() -> None:
 
 def _operation_id(route: APIRoute) -> str:
     return route.name
+
+
+class _Chronoq(FastAPI):
+    def openapi(self) -> dict[str, Any]:
+        """FastAPI's document, with the problems every operation can answer with."""
+        if self.openapi_schema is None:
+            self.openapi_schema = problems.document(super().openapi())
+        return self.openapi_schema
 
 
 def create_app(settings: Settings | None = None, wakeups: Wakeups | None = None) -> FastAPI:
@@ -86,7 +95,7 @@ def create_app(settings: Settings | None = None, wakeups: Wakeups | None = None)
                 sinks=sinks,
             )
 
-    app = FastAPI(
+    app = _Chronoq(
         title="Chronoq",
         version="0.1.0",
         summary="Durable message scheduler: schedules in, occurrences delivered at least once.",
@@ -95,8 +104,9 @@ def create_app(settings: Settings | None = None, wakeups: Wakeups | None = None)
     )
     problems.install(app)
     app.include_router(health.router)
-    app.include_router(schedules.router)
-    app.include_router(dead_letters.router)
+    # Every route of these two reaches the database, so any of them can find it unreachable.
+    app.include_router(schedules.router, responses=problems.responses(503))
+    app.include_router(dead_letters.router, responses=problems.responses(503))
     app.include_router(triggers.router)
     return app
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -36,6 +37,17 @@ _TABLE: dict[type[ChronoqError], tuple[int, str, str]] = {
     InvalidInputError: (422, "invalid-input", "Invalid input"),
     PayloadTooLargeError: (413, "payload-too-large", "Payload too large"),
     StoreUnavailableError: (503, "unavailable", "Service unavailable"),
+}
+
+# What each problem status means, for the OpenAPI document.
+_DESCRIPTIONS = {
+    400: "The body could not be read (JSON text must be UTF-8)",
+    404: "Not found",
+    409: "Conflict with the resource's current state",
+    413: "Payload too large",
+    415: "The body is not application/json",
+    422: "Invalid input; `errors` names each offending field or parameter",
+    503: "The database cannot be reached; retry after `Retry-After` seconds",
 }
 
 _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
@@ -117,8 +129,33 @@ def field_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
     return result
 
 
+def _template_pattern(template: str) -> re.Pattern[str]:
+    return re.compile("^" + re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template)) + "$")
+
+
+def _documented_methods(request: Request) -> tuple[set[str], bool] | None:
+    """The methods documented for the request's path, and whether its template is a literal
+    path. A path matching several templates is the most literal one's: /v1/schedules/batch
+    is the batch resource, never a schedule whose id is "batch"."""
+    best: tuple[int, set[str]] | None = None
+    paths: dict[str, dict[str, Any]] = request.app.openapi().get("paths", {})
+    for template, operations in paths.items():
+        if not _template_pattern(template).match(request.url.path):
+            continue
+        parameters = template.count("{")
+        if best is None or parameters < best[0]:
+            best = (parameters, {method.upper() for method in operations})
+    if best is None:
+        return None
+    return best[1], best[0] == 0
+
+
 def _allowed_methods(request: Request) -> str:
-    """Every method some route accepts on this path (Starlette reports only the first route)."""
+    """Every method the resource at this path accepts (Starlette reports only the first
+    route's): the documented ones, or for an undocumented path what its routes accept."""
+    documented = _documented_methods(request)
+    if documented is not None:
+        return ", ".join(sorted(documented[0]))
     allowed = {
         method
         for method in _METHODS
@@ -126,6 +163,22 @@ def _allowed_methods(request: Request) -> str:
         if route.matches({**request.scope, "method": method})[0] is Match.FULL
     }
     return ", ".join(sorted(allowed))
+
+
+def _method_not_allowed(request: Request) -> JSONResponse:
+    return problem_response(
+        405,
+        "Method Not Allowed",
+        "Method Not Allowed",
+        headers={"Allow": _allowed_methods(request)},
+    )
+
+
+def _reached_a_sibling(request: Request) -> bool:
+    """Whether a request for a literal path (/v1/schedules/batch) with a method that path
+    does not accept was routed to its parameterised sibling (/v1/schedules/{schedule_id})."""
+    documented = _documented_methods(request)
+    return documented is not None and documented[1] and request.method not in documented[0]
 
 
 def install(app: FastAPI) -> None:
@@ -155,7 +208,18 @@ def install(app: FastAPI) -> None:
         return problem_response(status, title, exc.detail, slug=slug, errors=errors)
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        if _reached_a_sibling(request):
+            return _method_not_allowed(request)
+        if isinstance(exc.body, bytes) and exc.body:
+            # FastAPI leaves a body it did not parse as bytes: its Content-Type was not JSON.
+            return problem_response(
+                415,
+                "Unsupported Media Type",
+                "the request body must be application/json",
+                slug="unsupported-media-type",
+                headers={"Accept-Post": "application/json"},
+            )
         errors = field_errors(exc)
         fields = ", ".join(sorted({e["field"] for e in errors}))
         return problem_response(
@@ -168,7 +232,12 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        titles = {404: "Not Found", 405: "Method Not Allowed", 413: "Payload Too Large"}
+        titles = {
+            400: "Bad Request",
+            404: "Not Found",
+            405: "Method Not Allowed",
+            413: "Payload Too Large",
+        }
         headers = dict(exc.headers or {})
         if exc.status_code == 405:
             headers["Allow"] = _allowed_methods(request)
@@ -187,9 +256,62 @@ def install(app: FastAPI) -> None:
         )
 
 
+_PROBLEM_REF = "#/components/schemas/Problem"
+
+
+def _declaration(status: int) -> dict[str, Any]:
+    declaration: dict[str, Any] = {
+        "description": _DESCRIPTIONS.get(status, "Problem"),
+        "content": {MEDIA_TYPE: {"schema": {"$ref": _PROBLEM_REF}}},
+    }
+    if status == 503:
+        declaration["headers"] = {
+            "Retry-After": {
+                "description": "Seconds to wait before retrying",
+                "required": True,
+                "schema": {"type": "string", "pattern": "^[0-9]+$"},
+            }
+        }
+    return declaration
+
+
 def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI declarations of the problems a route can answer with."""
-    return {
-        status: {"model": Problem, "content": {MEDIA_TYPE: {}}, "description": "Problem"}
-        for status in statuses
-    }
+    return {status: _declaration(status) for status in statuses}
+
+
+def document(openapi: dict[str, Any]) -> dict[str, Any]:
+    """Complete an OpenAPI document with the problems every operation can answer with
+    whatever its route declares: 400 (body not JSON text), 415 (not application/json) and
+    422 (validation) wherever there is a body, 422 wherever there are parameters. Problems
+    are application/problem+json, FastAPI's own 422 declaration included."""
+    schemas = openapi.setdefault("components", {}).setdefault("schemas", {})
+    problem = Problem.model_json_schema(ref_template="#/components/schemas/{model}")
+    schemas.update(problem.pop("$defs", {}))
+    schemas["Problem"] = problem
+    for operations in openapi.get("paths", {}).values():
+        for operation in operations.values():
+            declared: dict[str, Any] = operation.setdefault("responses", {})
+            statuses: list[int] = []
+            if "requestBody" in operation:
+                statuses += [400, 415, 422]
+            if operation.get("parameters"):
+                statuses.append(422)
+            for status in statuses:
+                declared.setdefault(str(status), _declaration(status))
+            default_422 = declared.get("422", {}).get("content", {}).get("application/json", {})
+            if default_422.get("schema", {}).get("$ref", "").endswith("/HTTPValidationError"):
+                declared["422"] = _declaration(422)
+            operation["responses"] = dict(sorted(declared.items()))
+    for unused in ("HTTPValidationError", "ValidationError"):
+        if not _referenced(openapi, f"#/components/schemas/{unused}"):
+            schemas.pop(unused, None)
+    return openapi
+
+
+def _referenced(node: Any, ref: str) -> bool:
+    if isinstance(node, dict):
+        return node.get("$ref") == ref or any(_referenced(value, ref) for value in node.values())
+    if isinstance(node, list):
+        return any(_referenced(value, ref) for value in node)
+    return False
