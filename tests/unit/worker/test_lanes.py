@@ -1,0 +1,261 @@
+"""Lanes: one delivery per schedule in flight, tick order, the window, short leases."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from app.domain.occurrence import Delivery
+from app.domain.target import WebhookTarget
+from app.worker.lanes import Lanes
+from tests import factories
+
+MIN_LEASE = 10.0
+LONG = 100.0  # a lease deadline far enough ahead to start
+SHORT = 5.0  # a lease deadline within MIN_LEASE of time 0
+
+SCHEDULE_A = uuid.UUID("01900000-0000-7000-8000-00000000000a")
+SCHEDULE_B = uuid.UUID("01900000-0000-7000-8000-00000000000b")
+SCHEDULE_C = uuid.UUID("01900000-0000-7000-8000-00000000000c")
+
+FIRST_TICK = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
+TARGET = WebhookTarget(type="webhook", url="http://127.0.0.1:9/x")
+
+
+def delivery(schedule_id: uuid.UUID, tick: int, occurrence_id: uuid.UUID | None = None) -> Delivery:
+    """The schedule's delivery for its `tick`-th minute."""
+    return factories.make_delivery(
+        occurrence_id=occurrence_id or uuid.uuid4(),
+        schedule_id=schedule_id,
+        fire_at=FIRST_TICK + timedelta(minutes=tick),
+        lease_token=uuid.uuid4(),
+        target=TARGET,
+        one_shot=False,
+    )
+
+
+def launch_order(lanes: Lanes, now: float = 0.0) -> list[Delivery]:
+    """Start and finish deliveries one at a time until nothing more starts."""
+    order: list[Delivery] = []
+    while launched := lanes.start(now).launch:
+        for started in launched:
+            order.append(started)
+            lanes.finished(started)
+    return order
+
+
+def test_a_schedule_has_at_most_one_delivery_in_flight() -> None:
+    lanes = Lanes(limit=10, min_lease=MIN_LEASE)
+    lanes.admit([delivery(SCHEDULE_A, tick) for tick in range(3)], deadline=LONG)
+
+    first = lanes.start(0.0)
+    again = lanes.start(0.0)
+
+    assert len(first.launch) == 1
+    assert again.launch == []
+    assert lanes.in_flight == 1
+    assert lanes.waiting == 2
+
+
+def test_different_schedules_start_side_by_side() -> None:
+    lanes = Lanes(limit=10, min_lease=MIN_LEASE)
+    lanes.admit([delivery(SCHEDULE_A, 0), delivery(SCHEDULE_B, 0)], deadline=LONG)
+
+    started = lanes.start(0.0)
+
+    assert {d.schedule_id for d in started.launch} == {SCHEDULE_A, SCHEDULE_B}
+    assert lanes.in_flight == 2
+
+
+def test_a_schedules_deliveries_start_in_tick_order_when_two_claims_admit_them_in_reverse() -> None:
+    lanes = Lanes(limit=10, min_lease=MIN_LEASE)
+    later = [delivery(SCHEDULE_A, 3), delivery(SCHEDULE_A, 2)]
+    earlier = [delivery(SCHEDULE_A, 1), delivery(SCHEDULE_A, 0)]
+
+    lanes.admit(later, deadline=LONG)
+    lanes.admit(earlier, deadline=LONG)
+
+    assert [d.fire_at for d in launch_order(lanes)] == [
+        FIRST_TICK + timedelta(minutes=tick) for tick in range(4)
+    ]
+
+
+def test_deliveries_with_the_same_fire_at_start_in_occurrence_id_order() -> None:
+    lanes = Lanes(limit=10, min_lease=MIN_LEASE)
+    low = delivery(SCHEDULE_A, 0, occurrence_id=uuid.UUID(int=1))
+    high = delivery(SCHEDULE_A, 0, occurrence_id=uuid.UUID(int=2))
+
+    lanes.admit([high], deadline=LONG)
+    lanes.admit([low], deadline=LONG)
+
+    assert launch_order(lanes) == [low, high]
+
+
+def test_no_more_than_limit_deliveries_are_in_flight() -> None:
+    lanes = Lanes(limit=2, min_lease=MIN_LEASE)
+    lanes.admit(
+        [delivery(schedule, 0) for schedule in (SCHEDULE_A, SCHEDULE_B, SCHEDULE_C)],
+        deadline=LONG,
+    )
+
+    started = lanes.start(0.0)
+
+    assert len(started.launch) == 2
+    assert lanes.start(0.0).launch == []
+    assert lanes.in_flight == 2
+    assert lanes.waiting == 1
+
+
+def test_a_finished_delivery_frees_its_place_in_the_window() -> None:
+    lanes = Lanes(limit=2, min_lease=MIN_LEASE)
+    deliveries = [delivery(schedule, 0) for schedule in (SCHEDULE_A, SCHEDULE_B, SCHEDULE_C)]
+    lanes.admit(deliveries, deadline=LONG)
+    first, _ = lanes.start(0.0).launch
+
+    lanes.finished(first)
+    started = lanes.start(0.0)
+
+    assert started.launch == [deliveries[2]]
+    assert lanes.in_flight == 2
+    assert lanes.waiting == 0
+
+
+def test_finished_lets_the_lanes_next_delivery_start() -> None:
+    lanes = Lanes(limit=10, min_lease=MIN_LEASE)
+    first, second = delivery(SCHEDULE_A, 0), delivery(SCHEDULE_A, 1)
+    lanes.admit([first, second], deadline=LONG)
+    assert lanes.start(0.0).launch == [first]
+
+    lanes.finished(first)
+
+    assert lanes.start(0.0).launch == [second]
+    assert lanes.waiting == 0
+    assert lanes.in_flight == 1
+
+
+def test_a_delivery_admitted_while_its_schedule_is_in_flight_waits_for_finished() -> None:
+    lanes = Lanes(limit=10, min_lease=MIN_LEASE)
+    first, second = delivery(SCHEDULE_A, 0), delivery(SCHEDULE_A, 1)
+    lanes.admit([first], deadline=LONG)
+    assert lanes.start(0.0).launch == [first]
+
+    lanes.admit([second], deadline=LONG)
+    before = lanes.start(0.0)
+    lanes.finished(first)
+    after = lanes.start(0.0)
+
+    assert before.launch == []
+    assert after.launch == [second]
+
+
+def test_a_head_with_a_short_lease_is_handed_back_with_its_whole_lane() -> None:
+    lanes = Lanes(limit=1, min_lease=MIN_LEASE)
+    short_head = delivery(SCHEDULE_A, 0)
+    rest = delivery(SCHEDULE_A, 1)  # a later claim: a long lease, but behind the head
+    other = delivery(SCHEDULE_B, 0)
+    lanes.admit([short_head], deadline=SHORT)
+    lanes.admit([rest, other], deadline=LONG)
+
+    started = lanes.start(0.0)
+
+    assert sorted(started.hand_back, key=lambda d: d.fire_at) == [short_head, rest]
+    # The hand back takes no room in the window: the other schedule still starts.
+    assert started.launch == [other]
+    assert lanes.waiting == 0
+    assert lanes.in_flight == 1
+
+
+def test_a_handed_back_lane_is_never_launched_later() -> None:
+    lanes = Lanes(limit=10, min_lease=MIN_LEASE)
+    lanes.admit([delivery(SCHEDULE_A, 0), delivery(SCHEDULE_A, 1)], deadline=SHORT)
+    handed_back = lanes.start(0.0).hand_back
+
+    later = lanes.start(0.0)
+
+    assert len(handed_back) == 2
+    assert later.launch == []
+    assert later.hand_back == []
+    assert lanes.in_flight == 0
+
+
+def test_a_lease_exactly_min_lease_away_may_still_start() -> None:
+    lanes = Lanes(limit=10, min_lease=MIN_LEASE)
+    lanes.admit([delivery(SCHEDULE_A, 0)], deadline=MIN_LEASE)
+
+    started = lanes.start(0.0)
+
+    assert len(started.launch) == 1
+    assert started.hand_back == []
+
+
+def test_expiring_returns_nothing_when_no_lease_is_short() -> None:
+    lanes = Lanes(limit=10, min_lease=MIN_LEASE)
+    lanes.admit([delivery(SCHEDULE_A, 0), delivery(SCHEDULE_B, 0)], deadline=LONG)
+
+    assert lanes.expiring(0.0) == []
+    assert lanes.waiting == 2
+
+
+def test_expiring_returns_whole_lanes_holding_a_short_lease_and_leaves_the_others() -> None:
+    lanes = Lanes(limit=10, min_lease=MIN_LEASE)
+    head = delivery(SCHEDULE_A, 0)  # long lease, but its lane holds a short one
+    behind = delivery(SCHEDULE_A, 1)
+    other = delivery(SCHEDULE_B, 0)
+    lanes.admit([head, other], deadline=LONG)
+    lanes.admit([behind], deadline=SHORT)
+
+    expiring = lanes.expiring(0.0)
+
+    assert sorted(expiring, key=lambda d: d.fire_at) == [head, behind]
+    assert lanes.waiting == 1
+    assert lanes.expiring(0.0) == []
+    assert lanes.start(0.0).launch == [other]
+
+
+def test_expiring_takes_the_waiting_lane_of_a_schedule_in_flight() -> None:
+    lanes = Lanes(limit=10, min_lease=MIN_LEASE)
+    running = delivery(SCHEDULE_A, 0)
+    lanes.admit([running], deadline=LONG)
+    assert lanes.start(0.0).launch == [running]
+    waiting = delivery(SCHEDULE_A, 1)
+    lanes.admit([waiting], deadline=SHORT)
+
+    expiring = lanes.expiring(0.0)
+    lanes.finished(running)
+
+    assert expiring == [waiting]
+    assert lanes.waiting == 0
+    assert lanes.start(0.0).launch == []
+    assert lanes.in_flight == 0
+
+
+def test_expiring_finds_leases_that_became_short_as_time_passed() -> None:
+    lanes = Lanes(limit=10, min_lease=MIN_LEASE)
+    soon, later = delivery(SCHEDULE_A, 0), delivery(SCHEDULE_B, 0)
+    lanes.admit([soon], deadline=50.0)
+    lanes.admit([later], deadline=LONG)
+
+    assert lanes.expiring(0.0) == []
+    assert lanes.expiring(45.0) == [soon]
+    assert lanes.expiring(45.0) == []
+    assert lanes.expiring(95.0) == [later]
+    assert lanes.waiting == 0
+
+
+def test_take_all_empties_every_lane_and_leaves_the_in_flight_ones_alone() -> None:
+    lanes = Lanes(limit=10, min_lease=MIN_LEASE)
+    running = delivery(SCHEDULE_A, 0)
+    waiting = [delivery(SCHEDULE_A, 1), delivery(SCHEDULE_B, 0), delivery(SCHEDULE_C, 0)]
+    lanes.admit([running], deadline=LONG)
+    assert lanes.start(0.0).launch == [running]
+    lanes.admit(waiting, deadline=LONG)
+
+    taken = lanes.take_all()
+    lanes.finished(running)
+
+    assert sorted(taken, key=lambda d: (d.schedule_id, d.fire_at)) == waiting
+    assert lanes.waiting == 0
+    assert lanes.take_all() == []
+    assert lanes.expiring(1000.0) == []
+    assert lanes.start(0.0).launch == []
+    assert lanes.in_flight == 0
