@@ -22,7 +22,7 @@ import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 
 from app import metrics
 from app.domain.occurrence import Delivery, OccurrenceStatus, Outcome, Retryable, Settlement, settle
@@ -345,8 +345,7 @@ class Dispatcher:
         finally:
             for claim in claims:
                 claim.cancel()
-            with suppress(asyncio.CancelledError):
-                await asyncio.wait(claims)
+            await asyncio.wait(claims)
 
     def _issue_claim(self, limit: int) -> None:
         previous = self._claims[-1] if self._claims else None

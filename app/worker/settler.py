@@ -16,7 +16,6 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import suppress
 
 from app.domain.errors import StoreUnavailableError
 from app.domain.occurrence import Settlement
@@ -86,11 +85,18 @@ class SettleBatcher:
                 self._failed("settling %d deliveries failed; will retry", len(batch))
                 return False
             except Exception:
+                if len(batch) == 1:
+                    self._failed("settling %d delivery failed; will retry", 1)
+                    self._keep([s for s in batch if self._strike(s)])
+                    return not self._pending
                 self._failed("settling %d deliveries failed; writing them one by one", len(batch))
                 return await self._one_by_one(batch)
             except BaseException:  # cancelled mid-write: keep the batch for the next try
                 self._keep(batch)
                 raise
+            if self._strikes:  # written at last: their earlier refusals no longer count
+                for settlement in batch:
+                    self._strikes.pop(settlement.delivery.occurrence_id, None)
             return True
 
     async def _one_by_one(self, batch: list[Settlement]) -> bool:
@@ -151,9 +157,13 @@ class SettleBatcher:
         return not self._pending
 
     async def stop(self) -> None:
-        """Stop the background writer; what is pending stays pending."""
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with suppress(asyncio.CancelledError):
-                await task
+        """Stop the background writer and wait until it has ended (a write it was making
+        puts its batch back first); what is pending stays pending. A cancellation of the
+        caller meanwhile goes through, and the writer is still known until it has ended,
+        so that a later `stop` waits for it again."""
+        task = self._task
+        if task is None:
+            return
+        task.cancel()
+        await asyncio.wait({task})
+        self._task = None
