@@ -2,8 +2,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
+FUZZ_EXAMPLES ?= 300
 
-.PHONY: run test check lint openapi bench clean
+.PHONY: run test fuzz check lint openapi bench clean
 
 $(BIN)/chronoq: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +26,10 @@ run: $(BIN)/chronoq
 ## test: the whole suite (PostgreSQL and RabbitMQ tests skip locally when those are down)
 test: $(VENV)/.dev
 	$(BIN)/pytest
+
+## fuzz: the suite's schemathesis run at length: FUZZ_EXAMPLES (300) examples per operation, not 10
+fuzz: $(VENV)/.dev
+	CHRONOQ_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest tests/contract/test_fuzz.py
 
 ## lint: formatting, lint, types, import layers
 lint: $(VENV)/.dev

@@ -1,0 +1,148 @@
+"""Fuzzing the served OpenAPI document: every operation, every check schemathesis has.
+
+The app runs in-process on a SQLite database of its own, with the delivery loop off. Runs
+are derandomized, so the suite sees the same examples each time; `make fuzz` runs the same
+tests with many more (CHRONOQ_FUZZ_EXAMPLES per operation and phase, three times as many
+workflows).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import hypothesis
+import pytest
+import schemathesis
+from fastapi import FastAPI
+
+from app.main import create_app
+from tests.conftest import make_settings
+
+EXAMPLES = int(os.environ.get("CHRONOQ_FUZZ_EXAMPLES", "10"))
+# Workflows are cheap next to the single-operation runs (no coverage phase), and they are
+# where reads and changes meet schedules that exist: three times as many.
+WORKFLOWS = 3 * EXAMPLES
+WORKFLOW_STEPS = 10
+
+# Values a JSON Schema cannot describe but a schedule needs to be created at all: with
+# them, some generated creates succeed, and the workflows go on to read, change, pause and
+# cancel what they made. Every target stays on 127.0.0.1 (and nothing delivers to it).
+DICTIONARIES = {
+    "urls": {"values": ["http://127.0.0.1:9/hooks", "https://127.0.0.1:9/h?x=1"]},
+    "crons": {"values": ["*/5 * * * *", "@daily", "0 9 * * 1-5", "30 2 * * *", "*/10 * * * * *"]},
+    "zones": {"values": ["UTC", "Europe/Paris", "America/New_York", "Asia/Kolkata"]},
+    "events": {"values": ["invoice.due", "report.sent"]},
+}
+BOUND = {
+    "event_type": "events",
+    "target.url": "urls",
+    "trigger.expression": "crons",
+    "trigger.timezone": "zones",
+}
+# In a schedule, in each item of a batch, in a PATCH and in a trigger preview alike.
+PARAMETERS = {
+    f"body.{where}{field}": {"dictionary": dictionary, "probability": 0.7}
+    for field, dictionary in BOUND.items()
+    for where in ("", "items[*].")
+}
+
+# Requests whose schema-valid forms the service may still refuse with a 422, because the
+# rule is one a JSON Schema does not state: a webhook URL's scheme, exactly one of `at` and
+# `delay_seconds`, cron grammar and IANA zone names, instants in order and not in the future,
+# `key:value` label filters, opaque cursors (no generated string is one this API issued),
+# and a replay that names neither ids nor a filter. Every other check applies to them.
+SEMANTIC_RULES = [
+    "create_schedule",
+    "create_schedules",
+    "list_schedules",
+    "patch_schedule",
+    "backfill_schedule",
+    "list_occurrences",
+    "list_dead_letters",
+    "replay_dead_letters",
+    "preview_trigger",
+]
+ACCEPTED = ["2xx", "3xx", "401", "403", "404", "409", "429", "5xx"]
+# DELETE on a schedule cancels it (DESIGN section 6): the cancelled schedule and its history
+# stay readable, which is what use_after_free takes for a deleted resource still served.
+CANCELLED_STAYS_READABLE = ["get_schedule", "list_occurrences"]
+
+
+def _operations() -> list[dict[str, Any]]:
+    lenient = {"positive_data_acceptance": {"expected-statuses": [*ACCEPTED, "422"]}}
+    readable = {"use_after_free": {"enabled": False}}
+    configs = []
+    for operation_id in sorted({*SEMANTIC_RULES, *CANCELLED_STAYS_READABLE}):
+        checks: dict[str, Any] = {}
+        if operation_id in SEMANTIC_RULES:
+            checks.update(lenient)
+        if operation_id in CANCELLED_STAYS_READABLE:
+            checks.update(readable)
+        configs.append({"include-operation-id": operation_id, "checks": checks})
+    return configs
+
+
+CONFIG = schemathesis.Config.from_dict(
+    {
+        "generation": {"max-examples": EXAMPLES, "deterministic": True, "database": "none"},
+        "checks": {"enabled": True},
+        "phases": {"stateful": {"max-steps": WORKFLOW_STEPS}},
+        "dictionaries": DICTIONARIES,
+        "parameters": PARAMETERS,
+        "operations": _operations(),
+    }
+)
+
+# The document the app serves at /openapi.json. The app itself starts on the first request
+# schemathesis sends it, and its lifespan ends with each test (schemathesis' pytest plugin).
+schema = schemathesis.openapi.from_dict(create_app().openapi(), config=CONFIG)
+
+
+@pytest.fixture(scope="module")
+def database_path(tmp_path_factory: pytest.TempPathFactory, sqlite_template: Path) -> Path:
+    path = tmp_path_factory.mktemp("fuzz") / "chronoq.db"
+    shutil.copy(sqlite_template, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def app(database_path: Path) -> FastAPI:
+    return create_app(make_settings(f"sqlite:///{database_path}"))
+
+
+@schema.parametrize()
+def test_every_operation_answers_within_its_contract(case: schemathesis.Case, app: FastAPI) -> None:
+    case.call_and_validate(app=app)
+
+
+def test_workflows_across_linked_operations_answer_within_the_contract(
+    app: FastAPI, database_path: Path
+) -> None:
+    """Sequences that follow the links schemathesis infers (a create's Location to the
+    schedule's own operations), so reads and changes reach schedules that exist."""
+
+    class Workflow(schema.as_state_machine()):
+        def setup(self) -> None:
+            # Each workflow starts from an empty database, so that Hypothesis replaying one
+            # (to shrink a failure) sees the answers it saw the first time.
+            with closing(sqlite3.connect(database_path, timeout=10)) as conn, conn:
+                conn.execute("DELETE FROM occurrences")
+                conn.execute("DELETE FROM schedules")
+
+        def get_call_kwargs(self, case: schemathesis.Case) -> dict[str, Any]:
+            return {"app": app}
+
+    Workflow.run(
+        settings=hypothesis.settings(
+            max_examples=WORKFLOWS,
+            stateful_step_count=WORKFLOW_STEPS,
+            derandomize=True,
+            deadline=None,
+            database=None,
+        )
+    )
