@@ -6,8 +6,9 @@ import uuid
 from datetime import datetime
 from typing import Any, Generic, TypeVar, cast
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
+from app.domain.limits import EventType, Id, InputModel, Instant
 from app.domain.misfire import MisfirePolicy, SkipReason
 from app.domain.occurrence import DeadLetter, Occurrence, OccurrenceStatus, Origin
 from app.domain.schedule import Schedule, ScheduleSpec, ScheduleStatus
@@ -129,8 +130,8 @@ class DeadLetterOut(OccurrenceOut):
         )
 
 
-class BatchCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class BatchCreate(InputModel):
+    _text_checked = frozenset({"items"})  # each item checks its own
 
     items: list[ScheduleSpec] = Field(min_length=1, max_length=1000)
 
@@ -139,12 +140,10 @@ class BatchCreated(BaseModel):
     items: list[ScheduleOut]
 
 
-class ReplayRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    occurrence_ids: list[uuid.UUID] | None = Field(default=None, min_length=1, max_length=1000)
-    schedule_id: uuid.UUID | None = None
-    event_type: str | None = None
+class ReplayRequest(InputModel):
+    occurrence_ids: list[Id] | None = Field(default=None, min_length=1, max_length=1000)
+    schedule_id: Id | None = None
+    event_type: EventType | None = None
 
 
 class Replayed(BaseModel):
@@ -162,11 +161,11 @@ class Health(BaseModel):
     checks: dict[str, str] = Field(default_factory=dict)
 
 
-class BackfillRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+class BackfillRequest(InputModel):
+    model_config = ConfigDict(populate_by_name=True)
 
-    from_: AwareDatetime = Field(alias="from", description="First instant of the range")
-    to: AwareDatetime = Field(description="Last instant of the range (inclusive, not future)")
+    from_: Instant = Field(alias="from", description="First instant of the range")
+    to: Instant = Field(description="Last instant of the range (inclusive, not future)")
 
 
 class BackfillTick(BaseModel):

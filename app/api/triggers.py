@@ -5,22 +5,24 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from fastapi import APIRouter
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from app.api.problems import responses
+from app.domain.limits import MAX_COUNT, InputModel, Instant
 from app.domain.trigger import Trigger, fire_times, first_fire_or_refuse, resolve
 
 router = APIRouter(prefix="/v1/triggers", tags=["triggers"])
 
 
-class PreviewRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class PreviewRequest(InputModel):
     trigger: Trigger
-    after: AwareDatetime | None = Field(default=None, description="Default: now")
+    after: Instant | None = Field(default=None, description="Default: now")
     count: int = Field(default=10, ge=1, le=100)
     max_occurrences: int | None = Field(
-        default=None, ge=1, description="The schedule's cap on fired ticks, if it has one"
+        default=None,
+        ge=1,
+        le=MAX_COUNT,
+        description="The schedule's cap on fired ticks, if it has one",
     )
 
 

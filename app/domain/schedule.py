@@ -8,9 +8,10 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field
 
 from app.domain.errors import ConflictError
+from app.domain.limits import MAX_COUNT, EventType, InputModel, JsonPayload, Labels, Name
 from app.domain.misfire import DEFAULT_GRACE_SECONDS, DEFAULT_MAX_CATCHUP, MisfirePolicy, Rules
 from app.domain.target import Target
 from app.domain.trigger import Trigger
@@ -100,89 +101,68 @@ class Schedule:
     request_hash: str | None = None
 
 
-class ScheduleSpec(BaseModel):
+_JITTER = "Spread each firing uniformly over [fire_at, fire_at + jitter_seconds)"
+_MISFIRE_POLICY = (
+    "Missed ticks: fire_once (one catch-up), skip (drop ticks later than "
+    "misfire_grace_seconds) or fire_all (each, up to max_catchup)"
+)
+_GRACE = "How late a tick may fire under skip"
+_CATCHUP = "Missed ticks fired (fire_all) or listed as skipped, per gap"
+_MAX_OCCURRENCES = "Fire at most this many ticks, then complete"
+MAX_ATTEMPTS = 1000
+MAX_JITTER_SECONDS = 86400
+MAX_GRACE_SECONDS = 86400 * 365
+MAX_CATCHUP = 1000
+
+
+class ScheduleSpec(InputModel):
     """What a client asks for when creating a schedule."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(frozen=True)
+    _text_checked = frozenset({"payload"})
 
-    name: str | None = Field(default=None, min_length=1, max_length=200)
-    event_type: str = Field(min_length=1, max_length=200)
-    payload: Any = Field(default_factory=dict)
+    name: Name | None = None
+    event_type: EventType
+    payload: JsonPayload = Field(default_factory=dict)
     target: Target
     trigger: Trigger
-    max_attempts: int | None = Field(default=None, ge=1, le=1000)
-    labels: dict[str, str] = Field(default_factory=dict, max_length=64)
-    jitter_seconds: float = Field(
-        default=0.0,
-        ge=0,
-        le=86400,
-        description="Spread each firing uniformly over [fire_at, fire_at + jitter_seconds)",
-    )
-    misfire_policy: MisfirePolicy = Field(
-        default="fire_once",
-        description="Missed ticks: fire_once (one catch-up), skip (drop ticks later than "
-        "misfire_grace_seconds) or fire_all (each, up to max_catchup)",
-    )
+    max_attempts: int | None = Field(default=None, ge=1, le=MAX_ATTEMPTS)
+    labels: Labels = Field(default_factory=dict)
+    jitter_seconds: float = Field(default=0.0, ge=0, le=MAX_JITTER_SECONDS, description=_JITTER)
+    misfire_policy: MisfirePolicy = Field(default="fire_once", description=_MISFIRE_POLICY)
     misfire_grace_seconds: float = Field(
-        default=DEFAULT_GRACE_SECONDS,
-        ge=0,
-        le=86400 * 365,
-        description="How late a tick may fire under skip",
+        default=DEFAULT_GRACE_SECONDS, ge=0, le=MAX_GRACE_SECONDS, description=_GRACE
     )
     max_catchup: int = Field(
-        default=DEFAULT_MAX_CATCHUP,
-        ge=1,
-        le=1000,
-        description="Missed ticks fired (fire_all) or listed as skipped, per gap",
+        default=DEFAULT_MAX_CATCHUP, ge=1, le=MAX_CATCHUP, description=_CATCHUP
     )
     max_occurrences: int | None = Field(
-        default=None, ge=1, description="Fire at most this many ticks, then complete"
+        default=None, ge=1, le=MAX_COUNT, description=_MAX_OCCURRENCES
     )
 
-    @field_validator("labels")
-    @classmethod
-    def _label_keys(cls, value: dict[str, str]) -> dict[str, str]:
-        for key, text in value.items():
-            if not key or len(key) > 100 or ":" in key:
-                raise ValueError(f"label key {key!r} must be 1-100 characters without ':'")
-            if len(text) > 200:
-                raise ValueError(f"label {key!r} is longer than 200 characters")
-        return value
 
+class SchedulePatch(InputModel):
+    """A partial change; absent fields stay as they are. The same limits as on create."""
 
-class SchedulePatch(BaseModel):
-    """A partial change; absent fields stay as they are."""
+    model_config = ConfigDict(frozen=True)
+    _text_checked = frozenset({"payload"})
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    payload: Any = None
+    payload: JsonPayload = None
     target: Target | None = None
     trigger: Trigger | None = None
-    max_attempts: int | None = Field(default=None, ge=1, le=1000)
-    labels: dict[str, str] | None = None
-    jitter_seconds: float | None = Field(default=None, ge=0, le=86400)
-    misfire_policy: MisfirePolicy | None = Field(
-        default=None,
-        description="Missed ticks: fire_once (one catch-up), skip (drop ticks later than "
-        "misfire_grace_seconds) or fire_all (each, up to max_catchup)",
+    max_attempts: int | None = Field(default=None, ge=1, le=MAX_ATTEMPTS)
+    labels: Labels | None = None
+    jitter_seconds: float | None = Field(
+        default=None, ge=0, le=MAX_JITTER_SECONDS, description=_JITTER
     )
+    misfire_policy: MisfirePolicy | None = Field(default=None, description=_MISFIRE_POLICY)
     misfire_grace_seconds: float | None = Field(
-        default=None, ge=0, le=86400 * 365, description="How late a tick may fire under skip"
+        default=None, ge=0, le=MAX_GRACE_SECONDS, description=_GRACE
     )
-    max_catchup: int | None = Field(
-        default=None,
-        ge=1,
-        le=1000,
-        description="Missed ticks fired (fire_all) or listed as skipped, per gap",
-    )
+    max_catchup: int | None = Field(default=None, ge=1, le=MAX_CATCHUP, description=_CATCHUP)
     max_occurrences: int | None = Field(
-        default=None, ge=1, description="Fire at most this many ticks, then complete"
+        default=None, ge=1, le=MAX_COUNT, description=_MAX_OCCURRENCES
     )
-
-    @field_validator("labels")
-    @classmethod
-    def _label_keys(cls, value: dict[str, str] | None) -> dict[str, str] | None:
-        return None if value is None else ScheduleSpec._label_keys(value)
 
 
 def rules_of(spec: ScheduleSpec) -> Rules:

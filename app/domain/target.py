@@ -2,11 +2,27 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+from app.domain.limits import (
+    INT64_MAX,
+    INT64_MIN,
+    MAX_AMQP_HEADER_KEY_BYTES,
+    MAX_HEADER_NAME,
+    MAX_HEADER_VALUE_BYTES,
+    MAX_HEADERS,
+    MAX_SHORT_STRING_BYTES,
+    MAX_TIMEOUT_SECONDS,
+    InputModel,
+    at_most,
+    check_text,
+    on_input,
+)
 
 JsonScalar = str | int | float | bool | None
 
@@ -30,57 +46,126 @@ RESERVED_HEADERS = frozenset(
     }
 )
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+# A URL has no spaces or control characters anywhere (RFC 3986); clients percent-encode them.
+_URL_UNSAFE = re.compile(r"[\x00-\x20\x7f-\x9f]")
+# A host whose last label is a number is an IPv4 address to URL parsers (WHATWG "ends in a
+# number"): 2130706433, 0177.0.0.1, 127.1 and 0x7f.0.0.1 all mean 127.0.0.1.
+_NUMERIC_LABEL = re.compile(r"^(?:[0-9]+|0[xX][0-9a-fA-F]*)$")
 
 
-class WebhookTarget(BaseModel):
+def _numeric_host_problem(host: str) -> str | None:
+    if ":" in host:  # an IPv6 literal ([::ffff:127.0.0.1] is one)
+        return None
+    labels = host.split(".")
+    last = labels[-1] if labels[-1] or len(labels) == 1 else labels[-2]
+    if not _NUMERIC_LABEL.match(last):
+        return None
+    try:
+        canonical = str(ipaddress.IPv4Address(host))
+    except ValueError:
+        canonical = None
+    if canonical == host:
+        return None
+    return (
+        f"host {host!r} is a numeric address but not in dotted-quad form (a.b.c.d, each "
+        "0-255 in decimal without leading zeros)"
+    )
+
+
+class WebhookTarget(InputModel):
     """An HTTP(S) endpoint called with the payload as its JSON body."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     type: Literal["webhook"]
     url: str = Field(max_length=2048)
     method: Literal["POST", "PUT", "PATCH"] = "POST"
-    headers: dict[str, str] = Field(default_factory=dict)
-    timeout_seconds: float = Field(default=10.0, gt=0)
+    headers: dict[str, str] = Field(
+        default_factory=dict, json_schema_extra={"maxProperties": MAX_HEADERS}
+    )
+    timeout_seconds: Annotated[float, at_most(MAX_TIMEOUT_SECONDS)] = Field(
+        default=10.0, gt=0, json_schema_extra={"maximum": MAX_TIMEOUT_SECONDS}
+    )
 
     @field_validator("url")
     @classmethod
-    def _http_url(cls, value: str) -> str:
+    def _http_url(cls, value: str, info: ValidationInfo) -> str:
         parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        host = parts.hostname
+        if parts.scheme not in ("http", "https") or not host:
             raise ValueError("url must be an absolute http:// or https:// URL")
+        if on_input(info):
+            if _URL_UNSAFE.search(value):
+                raise ValueError("url contains a space or a control character")
+            try:
+                parts.port  # noqa: B018 (raises on a port outside 0-65535)
+            except ValueError as exc:
+                raise ValueError(f"url has an invalid port: {exc}") from None
+            if problem := _numeric_host_problem(host):
+                raise ValueError(problem)
         return value
 
     @field_validator("headers")
     @classmethod
-    def _plain_headers(cls, value: dict[str, str]) -> dict[str, str]:
+    def _plain_headers(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        checked = on_input(info)
+        if checked and len(value) > MAX_HEADERS:
+            raise ValueError(f"at most {MAX_HEADERS} headers")
         for name, header in value.items():
-            if not _TOKEN.match(name):
-                raise ValueError(f"invalid header name {name!r}")
+            if not _TOKEN.match(name) or (checked and len(name) > MAX_HEADER_NAME):
+                raise ValueError(
+                    f"invalid header name {name!r}: a token (RFC 9110) of at most "
+                    f"{MAX_HEADER_NAME} characters"
+                )
             if name.lower() in RESERVED_HEADERS:
                 raise ValueError(f"header {name!r} is set by Chronoq and cannot be overridden")
             if "\r" in header or "\n" in header:
                 raise ValueError(f"header {name!r} contains a line break")
+            if checked:
+                check_text(header, f"header {name!r}", tab=True, max_bytes=MAX_HEADER_VALUE_BYTES)
         return value
 
 
-class RabbitMQTarget(BaseModel):
+class RabbitMQTarget(InputModel):
     """A publish to an exchange with a routing key, confirmed by the broker."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     type: Literal["rabbitmq"]
     exchange: str = Field(default="", max_length=255)
     routing_key: str = ""
-    headers: dict[str, JsonScalar] = Field(default_factory=dict)
+    headers: dict[str, JsonScalar] = Field(
+        default_factory=dict, json_schema_extra={"maxProperties": MAX_HEADERS}
+    )
 
     @model_validator(mode="after")
-    def _routable(self) -> RabbitMQTarget:
+    def _routable(self, info: ValidationInfo) -> RabbitMQTarget:
         if len(self.routing_key.encode()) > 255:
             raise ValueError("routing_key is longer than 255 bytes")
         if self.exchange == "" and not self.routing_key:
             raise ValueError("routing_key must not be empty with the default exchange")
+        if on_input(info):
+            check_text(self.exchange, "exchange", max_bytes=MAX_SHORT_STRING_BYTES)
+            check_text(self.routing_key, "routing_key")
         return self
+
+    @field_validator("headers")
+    @classmethod
+    def _table(cls, value: dict[str, JsonScalar], info: ValidationInfo) -> dict[str, JsonScalar]:
+        """What an AMQP field table carries unchanged: short keys, 64-bit integers, text."""
+        if not on_input(info):
+            return value
+        if len(value) > MAX_HEADERS:
+            raise ValueError(f"at most {MAX_HEADERS} headers")
+        for key, item in value.items():
+            if not key:
+                raise ValueError("a header name must not be empty")
+            check_text(key, f"header name {key!r}", max_bytes=MAX_AMQP_HEADER_KEY_BYTES)
+            if isinstance(item, str):
+                check_text(item, f"header {key!r}", tab=True, max_bytes=MAX_HEADER_VALUE_BYTES)
+            elif isinstance(item, int) and not INT64_MIN <= item <= INT64_MAX:
+                raise ValueError(f"header {key!r} is outside the 64-bit integer range")
+        return value
 
 
 Target = Annotated[WebhookTarget | RabbitMQTarget, Field(discriminator="type")]

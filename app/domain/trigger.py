@@ -9,18 +9,11 @@ from typing import Annotated, Literal
 from zoneinfo import available_timezones
 
 from croniter import CroniterBadCronError, CroniterBadDateError, croniter
-from pydantic import (
-    AwareDatetime,
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from app.domain import wallclock
 from app.domain.errors import InvalidInputError
+from app.domain.limits import HORIZON, MAX_PERIOD_SECONDS, InputModel, Instant, at_most
 from app.domain.wallclock import DstGap, DstRepeat
 
 MACROS = {
@@ -34,8 +27,8 @@ MACROS = {
 }
 
 
-class _TriggerModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class _TriggerModel(InputModel):
+    model_config = ConfigDict(frozen=True)
 
 
 def _after_start(value: datetime | None, info: ValidationInfo) -> datetime | None:
@@ -53,8 +46,8 @@ class OnceTrigger(_TriggerModel):
     """Fires once at `at`; `delay_seconds` is resolved to `at` when the schedule is created."""
 
     type: Literal["once"]
-    at: AwareDatetime | None = None
-    delay_seconds: float | None = Field(default=None, ge=0)
+    at: Instant | None = None
+    delay_seconds: float | None = Field(default=None, ge=0, le=MAX_PERIOD_SECONDS)
 
     @model_validator(mode="after")
     def _exactly_one(self) -> OnceTrigger:
@@ -83,8 +76,8 @@ class CronTrigger(_TriggerModel):
         default="first",
         description="A wall time that occurs twice: fire at its first occurrence, or at both",
     )
-    start_at: AwareDatetime | None = Field(default=None, description=_START_AT)
-    end_at: AwareDatetime | None = Field(default=None, description=_END_AT)
+    start_at: Instant | None = Field(default=None, description=_START_AT)
+    end_at: Instant | None = Field(default=None, description=_END_AT)
 
     _end_after_start = field_validator("end_at")(_after_start)
 
@@ -122,11 +115,13 @@ class IntervalTrigger(_TriggerModel):
     """Fires at start_at + k * every_seconds for k = 0, 1, 2, ..."""
 
     type: Literal["interval"]
-    every_seconds: float = Field(ge=1)
-    start_at: AwareDatetime | None = Field(
+    every_seconds: Annotated[float, at_most(MAX_PERIOD_SECONDS)] = Field(
+        ge=1, json_schema_extra={"maximum": MAX_PERIOD_SECONDS}
+    )
+    start_at: Instant | None = Field(
         default=None, description="The first tick (default: when the schedule is created)"
     )
-    end_at: AwareDatetime | None = Field(default=None, description=_END_AT)
+    end_at: Instant | None = Field(default=None, description=_END_AT)
 
     _end_after_start = field_validator("end_at")(_after_start)
 
@@ -197,7 +192,11 @@ def first_fire_or_refuse(trigger: Trigger, now: datetime, pointer: str = "#") ->
 
 
 def _bounded(trigger: CronTrigger | IntervalTrigger, fire: datetime | None) -> datetime | None:
-    if fire is None or (trigger.end_at is not None and fire > trigger.end_at):
+    # Nothing fires at or after the horizon: the year left before datetime's end holds
+    # what is added to a fire instant (jitter, a DST shift), and a trigger simply ends there.
+    if fire is None or fire >= HORIZON:
+        return None
+    if trigger.end_at is not None and fire > trigger.end_at:
         return None
     return fire
 
@@ -215,7 +214,8 @@ def next_fire_after(trigger: Trigger, after: datetime) -> datetime | None:
                 gap=trigger.dst_gap,
                 repeat=trigger.dst_repeat,
             )
-        except CroniterBadDateError:
+        except (CroniterBadDateError, OverflowError, ValueError):
+            # No tick left, or the next one lies past year 9999 (croniter raises either).
             return None
         return _bounded(trigger, fire)
     if isinstance(trigger, IntervalTrigger):
@@ -225,7 +225,10 @@ def next_fire_after(trigger: Trigger, after: datetime) -> datetime | None:
             return _bounded(trigger, start)
         step = timedelta(seconds=trigger.every_seconds)
         ticks = (after - start) // step + 1
-        return _bounded(trigger, start + ticks * step)
+        try:
+            return _bounded(trigger, start + ticks * step)
+        except OverflowError:  # past datetime's end, so past the horizon too
+            return None
     return None
 
 

@@ -130,8 +130,11 @@ def gaps(
             )
             end = change.replace(tzinfo=None) + later
             missing = 0
-            while walls.get_next(datetime) < end:
-                missing += 1
+            try:
+                while walls.get_next(datetime) < end:
+                    missing += 1
+            except (ValueError, OverflowError):
+                pass  # the expression's next wall time lies past year 9999: none is missing
             if missing:
                 found.append((change, missing))
         low = high

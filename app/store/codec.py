@@ -1,4 +1,8 @@
-"""Stored JSON definitions back into validated domain values (cached: claims read them hot)."""
+"""Stored JSON definitions back into validated domain values (cached: claims read them hot).
+
+Invariant: definitions are trusted as they were written (`STORED` skips input rules added
+since), so that a schedule accepted under the rules of its day stays readable.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from app.domain.limits import STORED
 from app.domain.target import Target
 from app.domain.trigger import Trigger
 
@@ -17,12 +22,12 @@ _TRIGGER: TypeAdapter[Trigger] = TypeAdapter(Trigger)
 
 @lru_cache(maxsize=4096)
 def _target(text: str) -> Target:
-    return _TARGET.validate_json(text)
+    return _TARGET.validate_json(text, strict=False, context=STORED)
 
 
 @lru_cache(maxsize=4096)
 def _trigger(text: str) -> Trigger:
-    return _TRIGGER.validate_json(text)
+    return _TRIGGER.validate_json(text, strict=False, context=STORED)
 
 
 def _key(value: Any) -> str:

@@ -1,0 +1,327 @@
+"""Limits on what clients send: strict JSON types, numbers and instants that leave room for
+arithmetic, text that a header, a queue and the database can carry, and payloads that every
+consumer can parse.
+
+Every rule here guards input. A target or trigger read back from the database is validated
+with `context=STORED` and trusted as it was written: a rule added later must not make a
+schedule accepted under the rules of its day unreadable (to the API or to the claim).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated, Any, ClassVar
+
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+# Instants: from the Unix epoch up to (not including) the year 9999 in UTC. The year left
+# before datetime's end holds every addition to an accepted instant (an interval step is
+# bounded separately, and no trigger fires at or after the horizon).
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+HORIZON = datetime(9999, 1, 1, tzinfo=UTC)
+# Ten years of seconds: the longest interval and the longest relative delay.
+MAX_PERIOD_SECONDS = 10 * 365 * 86400
+# Counts (max_occurrences): well inside the 32-bit integer columns that store them.
+MAX_COUNT = 1_000_000_000
+MAX_PAYLOAD_DEPTH = 64
+MAX_TIMEOUT_SECONDS = 3600.0
+MAX_LABELS = 64
+MAX_LABEL_KEY = 63
+MAX_LABEL_VALUE = 255
+MAX_LABEL_FILTERS = 20
+MAX_HEADERS = 64
+MAX_HEADER_NAME = 256
+MAX_HEADER_VALUE_BYTES = 8192
+# AMQP short strings (the message type, exchange names) hold 255 bytes; table keys are cut
+# to 128 bytes by the client library, so a longer key would arrive as another key.
+MAX_SHORT_STRING_BYTES = 255
+MAX_AMQP_HEADER_KEY_BYTES = 128
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+STORED: dict[str, Any] = {"stored": True}
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+_CONTROL_BUT_TAB = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}")
+
+
+def on_input(info: ValidationInfo) -> bool:
+    """Whether the value comes from a client (input rules apply) rather than the database."""
+    context = info.context
+    return not (isinstance(context, dict) and context.get("stored"))
+
+
+def _error(loc: tuple[str | int, ...], kind: str, message: str, value: Any) -> ValidationError:
+    """A validation error at `loc` below the field being validated (pydantic prefixes the
+    field's own location), so that a problem names the offending member itself."""
+    detail = InitErrorDetails(type=PydanticCustomError(kind, message), loc=loc, input=value)
+    return ValidationError.from_exception_data("input", [detail])
+
+
+def has_surrogate(text: str) -> bool:
+    """A lone UTF-16 surrogate (JSON "\\ud800") is not Unicode text: no encoder writes it."""
+    return not text.isascii() and _SURROGATE.search(text) is not None
+
+
+_SURROGATE_MESSAGE = "contains a lone UTF-16 surrogate, which is not Unicode text"
+
+
+def _surrogate_at(value: Any) -> tuple[str | int, ...] | None:
+    """Where the first string (or object key) with a lone surrogate lies in `value`. A bad
+    key is reported at its object: the key itself must not be echoed in the answer."""
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, ())]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            if has_surrogate(item):
+                return path
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if isinstance(key, str) and has_surrogate(key):
+                    return path
+                stack.append((child, (*path, key)))
+        elif isinstance(item, list | tuple):
+            stack.extend((child, (*path, index)) for index, child in enumerate(item))
+    return None
+
+
+class InputModel(BaseModel):
+    """A model of client input: strict JSON types (a number is never a string, a boolean
+    never a number), finite numbers, no unknown fields, and only Unicode text.
+
+    Request bodies are validated from the parsed JSON, so the per-field exceptions are
+    explicit: instants (`Instant`) and ids (`Id`) come as their JSON form, a string.
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+    # Fields whose values check their own text (a payload walks itself once).
+    _text_checked: ClassVar[frozenset[str]] = frozenset()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unicode_text(cls, data: Any) -> Any:
+        # Before anything else, so that no later error message can echo a lone surrogate.
+        if isinstance(data, dict):
+            for key, value in data.items():
+                if isinstance(key, str) and has_surrogate(key):
+                    raise _error((), "string_unicode", f"a field name {_SURROGATE_MESSAGE}", {})
+                if key in cls._text_checked:
+                    continue
+                where = _surrogate_at(value)
+                if where is not None:
+                    raise _error((key, *where), "string_unicode", _SURROGATE_MESSAGE, "")
+        return data
+
+
+# -- instants and ids ----------------------------------------------------------------------
+
+
+def _instant_text(value: Any, info: ValidationInfo) -> Any:
+    if isinstance(value, datetime) or not on_input(info):
+        return value
+    if isinstance(value, str) and _RFC3339.match(value):
+        return value
+    raise PydanticCustomError(
+        "datetime_type", "must be an RFC 3339 date-time string with an offset"
+    )
+
+
+def _instant_range(value: datetime, info: ValidationInfo) -> datetime:
+    # Compared as aware instants, never converted first: 9999-12-31T23:59:59-14:00 is
+    # beyond datetime's range once in UTC.
+    if on_input(info) and not EARLIEST <= value < HORIZON:
+        raise PydanticCustomError(
+            "datetime_range",
+            "must lie from 1970-01-01T00:00:00Z up to (not including) 9999-01-01T00:00:00Z",
+        )
+    return value
+
+
+Instant = Annotated[
+    AwareDatetime,
+    Strict(False),
+    BeforeValidator(_instant_text),
+    AfterValidator(_instant_range),
+]
+"""An RFC 3339 instant with an offset, within [1970-01-01Z, 9999-01-01Z)."""
+
+
+Id = Annotated[uuid.UUID, Strict(False)]
+"""A UUID, as its JSON form: a string."""
+
+
+# -- numbers -------------------------------------------------------------------------------
+
+
+def at_most(limit: float) -> Any:
+    """An upper bound on input (a stored value is trusted as it was written); pair it with
+    `Field(json_schema_extra={"maximum": limit})` so that the schema shows it."""
+
+    def check(value: float, info: ValidationInfo) -> float:
+        if on_input(info) and value > limit:
+            raise PydanticCustomError(
+                "less_than_equal", "must be at most {limit}", {"limit": f"{limit:g}"}
+            )
+        return value
+
+    return AfterValidator(check)
+
+
+# -- text ----------------------------------------------------------------------------------
+
+
+def _text_problem(value: str, *, tab: bool, max_bytes: int | None) -> str | None:
+    if (_CONTROL_BUT_TAB if tab else _CONTROL).search(value):
+        return "contains a control character" + (" other than a tab" if tab else "")
+    if max_bytes is not None and len(value.encode()) > max_bytes:
+        return f"is longer than {max_bytes} bytes in UTF-8"
+    return None
+
+
+def _text_rule(*, tab: bool, max_bytes: int | None) -> Any:
+    def check(value: Any, info: ValidationInfo) -> Any:
+        if not isinstance(value, str) or not on_input(info):
+            return value
+        if problem := _text_problem(value, tab=tab, max_bytes=max_bytes):
+            raise PydanticCustomError("string_text", f"the text {problem}")
+        return value
+
+    return AfterValidator(check)
+
+
+def one_line(max_bytes: int | None = None) -> Any:
+    """Text without control characters: a name, a filter, a header or message property."""
+    return _text_rule(tab=False, max_bytes=max_bytes)
+
+
+def check_text(value: str, what: str, *, tab: bool = False, max_bytes: int | None = None) -> None:
+    """The same rule inside a validator of a whole mapping; raises ValueError naming `what`."""
+    if problem := _text_problem(value, tab=tab, max_bytes=max_bytes):
+        raise ValueError(f"{what} {problem}")
+
+
+EventType = Annotated[
+    str, Field(min_length=1, max_length=200), one_line(max_bytes=MAX_SHORT_STRING_BYTES)
+]
+"""A schedule's event type: sent as the X-Event-Type header and the AMQP message type."""
+
+Name = Annotated[str, Field(min_length=1, max_length=200), one_line()]
+
+
+def _labels(value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+    if not on_input(info):
+        return value
+    for key, text in value.items():
+        if not key or len(key) > MAX_LABEL_KEY or ":" in key:
+            raise ValueError(f"label key {key!r} must be 1-{MAX_LABEL_KEY} characters without ':'")
+        check_text(key, f"label key {key!r}")
+        if len(text) > MAX_LABEL_VALUE:
+            raise ValueError(f"label {key!r} is longer than {MAX_LABEL_VALUE} characters")
+        check_text(text, f"label {key!r}")
+    return value
+
+
+Labels = Annotated[dict[str, str], Field(max_length=MAX_LABELS), AfterValidator(_labels)]
+"""At most 64 labels; keys of 1-63 characters without ':', values of up to 255."""
+
+
+# -- payloads ------------------------------------------------------------------------------
+
+_JSON_SCALARS = (str, int, float, bool, type(None))
+# The deepest payload a response shows: rows written before the input limit, or around the
+# API, may nest deeper than 64 levels, and the JSON encoder of responses stops near 250
+# (a payload sits a few levels down in a page of schedules).
+MAX_SHOWN_DEPTH = 200
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether arrays and objects nest more than `limit` levels deep in `value`."""
+    stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, dict | list) else []
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
+def _encodes(value: Any, *, allow_nan: bool) -> bool:
+    """Whether `value` is JSON that encodes as UTF-8 (the C encoder: fast)."""
+    try:
+        json.dumps(value, ensure_ascii=False, allow_nan=allow_nan, check_circular=False).encode()
+    except (ValueError, TypeError, RecursionError):  # NaN, a surrogate, not JSON, too deep
+        return False
+    return True
+
+
+def _json_payload(value: Any) -> Any:
+    """A JSON value that every consumer can parse back: nested at most 64 arrays and objects
+    deep, finite numbers only (NaN and Infinity are not JSON), only Unicode text."""
+    if _encodes(value, allow_nan=False):
+        if _deeper_than(value, MAX_PAYLOAD_DEPTH):
+            raise _depth_error()
+        return value
+    # Something is wrong: find the first offending member, to name it.
+    stack: list[tuple[Any, int, tuple[str | int, ...]]] = [(value, 1, ())]
+    while stack:
+        item, depth, path = stack.pop()
+        if not isinstance(item, dict | list):
+            _json_scalar(item, path)
+            continue
+        if depth > MAX_PAYLOAD_DEPTH:
+            raise _depth_error()
+        children = item.items() if isinstance(item, dict) else enumerate(item)
+        for key, child in children:
+            if isinstance(key, str) and has_surrogate(key):
+                raise _error(path, "string_unicode", f"a key {_SURROGATE_MESSAGE}", None)
+            stack.append((child, depth + 1, (*path, key)))
+    raise _error((), "json_type", "is not a JSON value", None)
+
+
+def _depth_error() -> ValidationError:
+    message = f"nests arrays and objects more than {MAX_PAYLOAD_DEPTH} levels deep"
+    return _error((), "json_depth", message, None)
+
+
+def _json_scalar(item: Any, path: tuple[str | int, ...]) -> None:
+    if isinstance(item, float):
+        if not math.isfinite(item):
+            raise _error(path, "finite_number", "NaN and Infinity are not JSON numbers", None)
+    elif isinstance(item, str):
+        if has_surrogate(item):
+            raise _error(path, "string_unicode", _SURROGATE_MESSAGE, None)
+    elif not isinstance(item, _JSON_SCALARS):
+        raise _error(path, "json_type", "is not a JSON value", None)
+
+
+JsonPayload = Annotated[Any, AfterValidator(_json_payload)]
+"""Any JSON value, within the limits every consumer can parse (see `_json_payload`)."""
+
+
+def shown_payload(value: Any) -> Any:
+    """A stored payload as a response shows it: itself, or None when no JSON response could
+    carry it (nested more than 200 levels deep, or not Unicode text). Only rows written
+    around the API, or before its limits, can be like that; deliveries still send them as
+    stored. NaN and Infinity (stored by older versions) are shown as null by the encoder."""
+    if _encodes(value, allow_nan=True) and not _deeper_than(value, MAX_SHOWN_DEPTH):
+        return value
+    return None

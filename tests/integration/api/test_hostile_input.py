@@ -1,0 +1,569 @@
+"""Hostile or careless input through the HTTP API: a 422 problem naming the field, nothing
+stored; and nothing a row may hold makes a later read fail."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from tests.integration.api.test_bad_input import (
+    PROBLEM,
+    assert_problem_names,
+    cron,
+    stored_schedules,
+    valid_body,
+    webhook,
+)
+from tests.integration.conftest import Harness
+
+TEN_YEARS = 10 * 365 * 86400
+
+
+def interval(every: Any, **extra: Any) -> dict[str, Any]:
+    return {"type": "interval", "every_seconds": every, **extra}
+
+
+def nested(depth: int) -> str:
+    """JSON text of arrays nested `depth` levels deep."""
+    return "[" * depth + "]" * depth
+
+
+def raw_body(payload_text: str, **changes: Any) -> bytes:
+    """A valid schedule whose payload is the given JSON text, spelled as-is (json.dumps
+    would refuse NaN with allow_nan=False and cannot write a lone surrogate)."""
+    body = json.dumps(valid_body(payload="PAYLOAD", **changes))
+    return body.replace('"PAYLOAD"', payload_text).encode()
+
+
+async def post_raw(harness: Harness, path: str, content: bytes) -> Any:
+    return await harness.client.post(
+        path, content=content, headers={"Content-Type": "application/json"}
+    )
+
+
+def assert_parameter_named(response: Any, parameter: str) -> None:
+    assert response.status_code == 422, response.text
+    assert response.headers["content-type"].startswith(PROBLEM)
+    named = [e.get("parameter", "") for e in response.json()["errors"]]
+    assert any(p == parameter or p.startswith(f"{parameter}.") for p in named), named
+
+
+@pytest.fixture
+async def offline(make_harness: Callable[..., Any]) -> AsyncIterator[Harness]:
+    async with make_harness(amqp_url=None) as running:
+        yield running
+
+
+# -- bounds on numbers and instants -----------------------------------------------------
+
+OUT_OF_BOUNDS = [
+    pytest.param(valid_body(trigger=interval(1e18)), "#/trigger/every_seconds", id="every 1e18"),
+    pytest.param(valid_body(trigger=interval(1e300)), "#/trigger/every_seconds", id="every 1e300"),
+    pytest.param(
+        valid_body(trigger=interval(TEN_YEARS + 1)),
+        "#/trigger/every_seconds",
+        id="every just over ten years",
+    ),
+    pytest.param(
+        valid_body(trigger={"type": "once", "delay_seconds": 1e18}),
+        "#/trigger/delay_seconds",
+        id="delay 1e18",
+    ),
+    pytest.param(valid_body(max_occurrences=2**63), "#/max_occurrences", id="max_occurrences 2^63"),
+    pytest.param(
+        valid_body(max_occurrences=10**9 + 1), "#/max_occurrences", id="max_occurrences 10^9+1"
+    ),
+    pytest.param(valid_body(jitter_seconds=86401), "#/jitter_seconds", id="jitter over a day"),
+    pytest.param(
+        valid_body(misfire_grace_seconds=1e18), "#/misfire_grace_seconds", id="grace 1e18"
+    ),
+    pytest.param(valid_body(max_catchup=10**12), "#/max_catchup", id="max_catchup 10^12"),
+    pytest.param(
+        valid_body(target=webhook(timeout_seconds=1e18)),
+        "#/target/timeout_seconds",
+        id="timeout 1e18",
+    ),
+    pytest.param(
+        valid_body(target=webhook(timeout_seconds=3601)),
+        "#/target/timeout_seconds",
+        id="timeout over an hour",
+    ),
+    pytest.param(
+        valid_body(trigger={"type": "once", "at": "9999-12-31T23:59:59-14:00"}),
+        "#/trigger/at",
+        id="at past year 9999 once in UTC",
+    ),
+    pytest.param(
+        valid_body(trigger={"type": "once", "at": "9999-01-01T00:00:00Z"}),
+        "#/trigger/at",
+        id="at the horizon",
+    ),
+    pytest.param(
+        valid_body(trigger={"type": "once", "at": "0001-01-01T00:00:00+14:00"}),
+        "#/trigger/at",
+        id="at before year 1 once in UTC",
+    ),
+    pytest.param(
+        valid_body(trigger={"type": "once", "at": "1969-12-31T23:59:59Z"}),
+        "#/trigger/at",
+        id="at before 1970",
+    ),
+    pytest.param(
+        valid_body(trigger=interval(60, start_at="0001-01-01T00:00:00Z")),
+        "#/trigger/start_at",
+        id="interval start_at in year 1",
+    ),
+    pytest.param(
+        valid_body(trigger=cron("0 9 * * *", end_at="9999-12-31T23:59:59Z")),
+        "#/trigger/end_at",
+        id="cron end_at in year 9999",
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "pointer"), OUT_OF_BOUNDS)
+async def test_numbers_and_instants_out_of_bounds_are_refused_and_nothing_stored(
+    offline: Harness, body: dict[str, Any], pointer: str
+) -> None:
+    response = await offline.client.post("/v1/schedules", json=body)
+
+    assert_problem_names(response, 422, pointer)
+    assert await stored_schedules(offline) == []
+
+
+async def test_the_largest_accepted_values_read_back_and_plan_without_overflow(
+    harness: Harness,
+) -> None:
+    last = "9998-12-31T23:59:59.999999Z"
+    created = [
+        await harness.create(
+            trigger={"type": "once", "at": last},
+            jitter_seconds=86400,
+            max_occurrences=10**9,
+            target=harness.webhook(timeout_seconds=3600),
+        ),
+        await harness.create(trigger=interval(TEN_YEARS, start_at=last), jitter_seconds=86400),
+        await harness.create(trigger=cron("59 23 31 12 *", timezone="Etc/GMT+12")),
+        await harness.create(trigger={"type": "once", "delay_seconds": TEN_YEARS}),
+    ]
+
+    for schedule in created:
+        snapshot = await harness.get(f"/v1/schedules/{schedule['id']}")
+        assert snapshot["next_fire_at"] < "9999"
+    assert len((await harness.get("/v1/schedules"))["items"]) == 4
+
+
+# -- the preview and backfill ------------------------------------------------------------
+
+
+async def test_a_preview_whose_ticks_overflow_is_refused_naming_the_interval(
+    harness: Harness,
+) -> None:
+    response = await harness.client.post(
+        "/v1/triggers/preview", json={"trigger": interval(1e10), "count": 100}
+    )
+
+    assert_problem_names(response, 422, "#/trigger/every_seconds")
+
+
+async def test_a_preview_stops_at_the_year_9999_edge(harness: Harness) -> None:
+    response = await harness.client.post(
+        "/v1/triggers/preview",
+        json={
+            "trigger": interval(TEN_YEARS / 10, start_at="9990-01-01T00:00:00Z"),
+            "after": "9989-01-01T00:00:00Z",
+            "count": 100,
+        },
+    )
+
+    assert response.status_code == 200, response.text
+    times = response.json()["fire_times"]
+    assert 0 < len(times) < 100
+    assert all(t < "9999" for t in times)
+
+
+@pytest.mark.parametrize(
+    ("body", "pointer"),
+    [
+        pytest.param({"trigger": interval(60), "after": "0001-01-01T00:00:00Z"}, "#/after"),
+        pytest.param({"trigger": interval(60), "after": 4102444800}, "#/after"),
+        pytest.param({"trigger": interval(60), "count": 10**6}, "#/count"),
+        pytest.param({"trigger": interval(60), "max_occurrences": 2**63}, "#/max_occurrences"),
+        pytest.param({"trigger": interval(60), "count": "5"}, "#/count"),
+    ],
+)
+async def test_a_preview_out_of_bounds_is_refused_naming_the_field(
+    harness: Harness, body: dict[str, Any], pointer: str
+) -> None:
+    response = await harness.client.post("/v1/triggers/preview", json=body)
+
+    assert_problem_names(response, 422, pointer)
+
+
+@pytest.mark.parametrize(
+    ("body", "pointer"),
+    [
+        pytest.param(
+            {"from": "0001-01-01T00:00:00Z", "to": "2020-01-01T00:00:00Z"},
+            "#/from",
+            id="from year 1",
+        ),
+        pytest.param(
+            {"from": "2020-01-01T00:00:00Z", "to": "9999-12-31T23:59:59-14:00"},
+            "#/to",
+            id="to past year 9999",
+        ),
+        pytest.param(
+            {"from": "1970-01-01T00:00:00Z", "to": "2020-01-01T00:00:00Z"},
+            "#/to",
+            id="more than 1000 ticks",
+        ),
+        pytest.param({"from": 0, "to": "2020-01-01T00:00:00Z"}, "#/from", id="from a number"),
+    ],
+)
+async def test_a_backfill_out_of_bounds_is_refused_naming_the_field_and_creates_nothing(
+    harness: Harness, body: dict[str, Any], pointer: str
+) -> None:
+    created = await harness.create(trigger=cron("0 * * * *", start_at="2019-01-01T00:00:00Z"))
+    before = await harness.occurrences(created["id"])
+
+    response = await harness.client.post(f"/v1/schedules/{created['id']}/backfill", json=body)
+
+    assert_problem_names(response, 422, pointer)
+    assert await harness.occurrences(created["id"]) == before
+
+
+BAD_PATCHES = [
+    pytest.param({"trigger": interval(1e18)}, "#/trigger/every_seconds", id="every 1e18"),
+    pytest.param({"max_occurrences": 2**63}, "#/max_occurrences", id="max_occurrences 2^63"),
+    pytest.param(
+        {"target": webhook(timeout_seconds=1e9)}, "#/target/timeout_seconds", id="timeout 1e9"
+    ),
+    pytest.param(
+        {"trigger": {"type": "once", "at": "9999-12-31T23:59:59-14:00"}},
+        "#/trigger/at",
+        id="at past year 9999",
+    ),
+    pytest.param({"labels": {f"k{i}": "v" for i in range(65)}}, "#/labels", id="65 labels"),
+    pytest.param({"max_attempts": "5"}, "#/max_attempts", id="max_attempts as a string"),
+    pytest.param(
+        {"target": webhook(url="http://127.1/hook")}, "#/target/url", id="short IPv4 form"
+    ),
+]
+
+
+@pytest.mark.parametrize(("patch", "pointer"), BAD_PATCHES)
+async def test_a_patch_has_the_bounds_of_a_create(
+    harness: Harness, patch: dict[str, Any], pointer: str
+) -> None:
+    created = await harness.create(trigger=cron("0 9 * * *"))
+    path = f"/v1/schedules/{created['id']}"
+    before = await harness.get(path)
+
+    response = await harness.client.patch(path, json=patch)
+
+    assert_problem_names(response, 422, pointer)
+    assert await harness.get(path) == before
+
+
+async def test_a_patch_nested_too_deep_is_refused_naming_the_payload(harness: Harness) -> None:
+    created = await harness.create(trigger=cron("0 9 * * *"))
+    path = f"/v1/schedules/{created['id']}"
+    before = await harness.get(path)
+
+    response = await harness.client.patch(
+        path,
+        content=f'{{"payload": {nested(65)}}}'.encode(),
+        headers={"Content-Type": "application/json"},
+    )
+
+    assert_problem_names(response, 422, "#/payload")
+    assert await harness.get(path) == before
+
+
+# -- payloads: nesting, NaN, surrogates ------------------------------------------------------
+
+
+async def test_a_payload_nested_64_deep_is_accepted_and_65_refused(harness: Harness) -> None:
+    accepted = await post_raw(harness, "/v1/schedules", raw_body(nested(64)))
+    refused = await post_raw(harness, "/v1/schedules", raw_body(nested(65)))
+    deeper = await post_raw(harness, "/v1/schedules", raw_body(nested(300)))
+
+    assert accepted.status_code == 201, accepted.text
+    assert_problem_names(refused, 422, "#/payload")
+    assert_problem_names(deeper, 422, "#/payload")
+    assert [s["id"] for s in await stored_schedules(harness)] == [accepted.json()["id"]]
+
+
+async def test_a_deeply_nested_object_payload_is_refused(harness: Harness) -> None:
+    payload = '{"a":' * 100 + "1" + "}" * 100
+
+    response = await post_raw(harness, "/v1/schedules", raw_body(payload))
+
+    assert_problem_names(response, 422, "#/payload")
+    assert await stored_schedules(harness) == []
+
+
+@pytest.mark.parametrize(
+    ("payload", "pointer"),
+    [
+        pytest.param('{"a": NaN}', "#/payload/a", id="NaN"),
+        pytest.param('{"a": [1, Infinity]}', "#/payload/a/1", id="Infinity"),
+        pytest.param("-Infinity", "#/payload", id="-Infinity at the top"),
+        pytest.param('{"a": {"b": 1e999}}', "#/payload/a/b", id="a number beyond float"),
+        pytest.param('{"a": ["ok", "\\ud800"]}', "#/payload/a/1", id="lone surrogate"),
+        pytest.param('{"a": {"\\udfff": 1}}', "#/payload/a", id="lone surrogate in a key"),
+    ],
+)
+async def test_a_payload_that_is_not_json_text_is_refused_naming_its_path(
+    harness: Harness, payload: str, pointer: str
+) -> None:
+    response = await post_raw(harness, "/v1/schedules", raw_body(payload))
+
+    assert_problem_names(response, 422, pointer)
+    assert await stored_schedules(harness) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "pointer"),
+    [
+        pytest.param(
+            '{"event_type": "\\ud800", "trigger": {"type": "immediate"}, "target": TARGET}',
+            "#/event_type",
+            id="event_type",
+        ),
+        pytest.param(
+            '{"event_type": "x", "name": "a\\ud800", "trigger": {"type": "immediate"}, '
+            '"target": TARGET}',
+            "#/name",
+            id="name",
+        ),
+        pytest.param(
+            '{"event_type": "x", "labels": {"team": "\\udc00"}, "trigger": {"type": "immediate"}, '
+            '"target": TARGET}',
+            "#/labels/team",
+            id="label value",
+        ),
+        pytest.param(
+            '{"event_type": "x", "labels": {"\\ud800": "v"}, "trigger": {"type": "immediate"}, '
+            '"target": TARGET}',
+            "#/labels",
+            id="label key",
+        ),
+        pytest.param(
+            '{"event_type": "x", "trigger": {"type": "immediate"}, '
+            '"target": {"type": "webhook", "url": "http://127.0.0.1:9/", '
+            '"headers": {"X-Team": "\\ud800"}}}',
+            "#/target/headers/X-Team",
+            id="header value",
+        ),
+        pytest.param(
+            '{"event_type": "x", "trigger": {"type": "\\ud800"}, "target": TARGET}',
+            "#/trigger/type",
+            id="trigger type",
+        ),
+        pytest.param(
+            '{"event_type": "x", "\\ud800": 1, "trigger": {"type": "immediate"}, "target": TARGET}',
+            "#",
+            id="unknown field name",
+        ),
+    ],
+)
+async def test_a_lone_surrogate_anywhere_is_refused_naming_the_field(
+    harness: Harness, text: str, pointer: str
+) -> None:
+    target = json.dumps(harness.webhook())
+
+    response = await post_raw(harness, "/v1/schedules", text.replace("TARGET", target).encode())
+
+    assert_problem_names(response, 422, pointer)
+    assert await stored_schedules(harness) == []
+
+
+async def test_a_lone_surrogate_in_a_batch_item_is_refused_naming_the_item(
+    harness: Harness,
+) -> None:
+    good = json.dumps(valid_body())
+    bad = good.replace('"invoice.due"', '"\\ud800"')
+
+    response = await post_raw(
+        harness, "/v1/schedules/batch", f'{{"items": [{good}, {bad}]}}'.encode()
+    )
+
+    assert_problem_names(response, 422, "#/items/1/event_type")
+    assert await stored_schedules(harness) == []
+
+
+# -- strings and numbers that cannot be delivered ---------------------------------------
+
+UNDELIVERABLE = [
+    pytest.param(
+        valid_body(target=webhook(headers={"X-A": "a\x00b"})), "#/target/headers", id="header NUL"
+    ),
+    pytest.param(
+        valid_body(target=webhook(headers={"X-A": "a\x0bb"})), "#/target/headers", id="header VT"
+    ),
+    pytest.param(
+        valid_body(target=webhook(headers={"X-A": "a\x0cb"})), "#/target/headers", id="header FF"
+    ),
+    pytest.param(
+        valid_body(target=webhook(headers={"X-A": "a\x1bb"})), "#/target/headers", id="header ESC"
+    ),
+    pytest.param(
+        valid_body(target=webhook(headers={"X-A": "x" * 8193})),
+        "#/target/headers",
+        id="header value over 8 KiB",
+    ),
+    pytest.param(
+        valid_body(target=webhook(headers={f"X-{i}": "v" for i in range(65)})),
+        "#/target/headers",
+        id="65 headers",
+    ),
+    pytest.param(valid_body(event_type="a\rb"), "#/event_type", id="event_type CR"),
+    pytest.param(valid_body(event_type="a\nb"), "#/event_type", id="event_type LF"),
+    pytest.param(valid_body(event_type="a\x00b"), "#/event_type", id="event_type NUL"),
+    pytest.param(valid_body(event_type="a\tb"), "#/event_type", id="event_type tab"),
+    pytest.param(valid_body(event_type="é" * 128), "#/event_type", id="event_type over 255 bytes"),
+    pytest.param(valid_body(name="a\x00"), "#/name", id="name NUL"),
+    pytest.param(valid_body(labels={"team": "a\x00"}), "#/labels", id="label value NUL"),
+    pytest.param(valid_body(labels={"k" * 64: "v"}), "#/labels", id="label key of 64"),
+    pytest.param(valid_body(labels={"k": "v" * 256}), "#/labels", id="label value of 256"),
+    pytest.param(
+        valid_body(target=webhook(url="http://2130706433/")), "#/target/url", id="integer host"
+    ),
+    pytest.param(
+        valid_body(target=webhook(url="http://0177.0.0.1/")), "#/target/url", id="octal host"
+    ),
+    pytest.param(
+        valid_body(target=webhook(url="http://127.1/")), "#/target/url", id="short dotted host"
+    ),
+    pytest.param(
+        valid_body(target=webhook(url="http://0x7f.0.0.1/")), "#/target/url", id="hex host"
+    ),
+    pytest.param(
+        valid_body(target=webhook(url="http://127.0.0.1.5/")),
+        "#/target/url",
+        id="five numeric labels",
+    ),
+    pytest.param(
+        valid_body(target=webhook(url="http://127.0.0.1:99999/")),
+        "#/target/url",
+        id="port out of range",
+    ),
+    pytest.param(
+        valid_body(target=webhook(url="http://exa mple.com/")), "#/target/url", id="url space"
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "pointer"), UNDELIVERABLE)
+async def test_text_that_cannot_be_delivered_is_refused_at_create(
+    harness: Harness, body: dict[str, Any], pointer: str
+) -> None:
+    response = await harness.client.post("/v1/schedules", json=body)
+
+    assert_problem_names(response, 422, pointer)
+    assert await stored_schedules(harness) == []
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:9/hook",
+        "http://[::1]:9/hook",
+        "http://[::ffff:127.0.0.1]:9/hook",
+        "https://hooks.example.com/x",
+        "http://10.0.0.1/x",
+    ],
+)
+async def test_canonical_hosts_are_accepted(offline: Harness, url: str) -> None:
+    response = await offline.client.post("/v1/schedules", json=valid_body(target=webhook(url=url)))
+
+    assert response.status_code == 201, response.text
+
+
+async def test_a_tab_inside_a_header_value_is_accepted(harness: Harness) -> None:
+    created = await harness.create(target=harness.webhook(headers={"X-A": "a\tb"}))
+
+    assert created["target"]["headers"] == {"X-A": "a\tb"}
+
+
+@pytest.mark.rabbitmq
+@pytest.mark.parametrize(
+    ("headers", "pointer"),
+    [
+        pytest.param({"k": 2**63}, "#/target/headers", id="integer over int64"),
+        pytest.param({"k": -(2**63) - 1}, "#/target/headers", id="integer under int64"),
+        pytest.param({"k" * 129: 1}, "#/target/headers", id="key over 128 bytes"),
+        pytest.param({"a\x00b": 1}, "#/target/headers", id="key with NUL"),
+        pytest.param({"k": "a\x00b"}, "#/target/headers", id="value with NUL"),
+    ],
+)
+async def test_rabbitmq_headers_an_amqp_table_cannot_carry_are_refused(
+    make_harness: Callable[..., Any], amqp_url: str, headers: dict[str, Any], pointer: str
+) -> None:
+    target = {"type": "rabbitmq", "exchange": "", "routing_key": "jobs", "headers": headers}
+    async with make_harness(amqp_url=amqp_url) as h:
+        response = await h.client.post("/v1/schedules", json=valid_body(target=target))
+
+        assert_problem_names(response, 422, pointer)
+        assert await stored_schedules(h) == []
+
+
+# -- strict JSON types -------------------------------------------------------------------
+
+NOT_STRICT = [
+    pytest.param(valid_body(max_attempts="5"), "#/max_attempts", id="max_attempts string"),
+    pytest.param(valid_body(max_attempts=5.0), "#/max_attempts", id="max_attempts float"),
+    pytest.param(valid_body(max_attempts=True), "#/max_attempts", id="max_attempts boolean"),
+    pytest.param(
+        valid_body(trigger={"type": "once", "at": 4102444800}), "#/trigger/at", id="at number"
+    ),
+    pytest.param(
+        valid_body(trigger={"type": "once", "at": "4102444800"}),
+        "#/trigger/at",
+        id="at digits",
+    ),
+    pytest.param(
+        valid_body(trigger=interval("60")), "#/trigger/every_seconds", id="every_seconds string"
+    ),
+    pytest.param(
+        valid_body(trigger=interval(True)), "#/trigger/every_seconds", id="every_seconds boolean"
+    ),
+    pytest.param(valid_body(name=5), "#/name", id="name number"),
+    pytest.param(valid_body(event_type=5), "#/event_type", id="event_type number"),
+    pytest.param(valid_body(labels={"team": 5}), "#/labels/team", id="label value number"),
+    pytest.param(valid_body(jitter_seconds="1"), "#/jitter_seconds", id="jitter string"),
+    pytest.param(
+        valid_body(target=webhook(timeout_seconds="5")),
+        "#/target/timeout_seconds",
+        id="timeout string",
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "pointer"), NOT_STRICT)
+async def test_a_value_of_the_wrong_json_type_is_refused_not_coerced(
+    harness: Harness, body: dict[str, Any], pointer: str
+) -> None:
+    response = await harness.client.post("/v1/schedules", json=body)
+
+    assert_problem_names(response, 422, pointer)
+    assert await stored_schedules(harness) == []
+
+
+async def test_instants_and_ids_come_as_strings(harness: Harness) -> None:
+    created = await harness.create(
+        trigger={"type": "once", "at": "2031-01-01T09:00:00+02:00"}, jitter_seconds=5
+    )
+
+    assert created["trigger"]["at"].startswith("2031-01-01T09:00:00")
+    response = await harness.client.post(
+        "/v1/dead-letters/replay", json={"schedule_id": created["id"]}
+    )
+    assert response.status_code == 202, response.text
+    refused = await harness.client.post("/v1/dead-letters/replay", json={"schedule_id": 5})
+    assert_problem_names(refused, 422, "#/schedule_id")
