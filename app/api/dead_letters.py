@@ -8,6 +8,7 @@ from fastapi import APIRouter, Response, status
 
 from app.api import pagination
 from app.api.deps import CursorQuery, DeadLettersDep, LimitQuery
+from app.api.filters import EventTypeQuery
 from app.api.problems import responses
 from app.api.schemas import DeadLetterOut, Page, ReplayAccepted, Replayed, ReplayRequest
 from app.domain.ids import format_instant
@@ -21,7 +22,7 @@ router = APIRouter(prefix="/v1/dead-letters", tags=["dead-letters"])
 async def list_dead_letters(
     service: DeadLettersDep,
     schedule_id: uuid.UUID | None = None,
-    event_type: str | None = None,
+    event_type: EventTypeQuery = None,
     limit: LimitQuery = 50,
     cursor: CursorQuery = None,
 ) -> Page[DeadLetterOut]:

@@ -1,13 +1,22 @@
-"""Opaque cursors: base64url of the last item's sort key."""
+"""Opaque cursors: base64url of the last item's sort key.
+
+A cursor comes back from the client, so it is input like any other: anything but a key this
+API could have issued (a tampered, truncated or oversized one) is a 422 naming `cursor`.
+"""
 
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 
 from app.domain.errors import InvalidInputError
+
+# An issued cursor is under 100 characters (an instant and a UUID); this leaves room and
+# keeps the decoder away from anything large or deeply nested.
+MAX_CURSOR_LENGTH = 256
 
 
 def encode(*key: str) -> str:
@@ -15,14 +24,20 @@ def encode(*key: str) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
+def _refused() -> InvalidInputError:
+    return InvalidInputError("cursor is not one this API issued", parameter="cursor")
+
+
 def _decode(cursor: str, size: int) -> list[str]:
+    if len(cursor) > MAX_CURSOR_LENGTH:
+        raise _refused()
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
-        key = json.loads(base64.urlsafe_b64decode(padded.encode()))
-    except (ValueError, TypeError):
+        key = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
+    except (ValueError, TypeError, RecursionError, binascii.Error):
         key = None
     if not isinstance(key, list) or len(key) != size or not all(isinstance(k, str) for k in key):
-        raise InvalidInputError("cursor is not one this API issued", parameter="cursor")
+        raise _refused()
     return key
 
 
@@ -33,7 +48,7 @@ def decode_id(cursor: str | None) -> uuid.UUID | None:
     try:
         return uuid.UUID(value)
     except ValueError:
-        raise InvalidInputError("cursor is not one this API issued", parameter="cursor") from None
+        raise _refused() from None
 
 
 def decode_instant_id(cursor: str | None) -> tuple[datetime, uuid.UUID] | None:
@@ -41,6 +56,11 @@ def decode_instant_id(cursor: str | None) -> tuple[datetime, uuid.UUID] | None:
         return None
     instant, value = _decode(cursor, 2)
     try:
-        return datetime.fromisoformat(instant), uuid.UUID(value)
-    except ValueError:
-        raise InvalidInputError("cursor is not one this API issued", parameter="cursor") from None
+        at, id_ = datetime.fromisoformat(instant), uuid.UUID(value)
+        # Issued cursors carry UTC instants: a naive one was not issued here, and one
+        # whose offset takes it past datetime's range (year 1 at +14:00) cannot be.
+        if at.utcoffset() is None:
+            raise ValueError("naive instant")
+        return at.astimezone(UTC), id_
+    except (ValueError, OverflowError):
+        raise _refused() from None

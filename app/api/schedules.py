@@ -9,6 +9,7 @@ from fastapi import APIRouter, Header, Query, Response, status
 
 from app.api import pagination
 from app.api.deps import CursorQuery, LimitQuery, SchedulesDep
+from app.api.filters import EventTypeQuery, LabelQuery, NameQuery
 from app.api.problems import responses
 from app.api.schemas import (
     BackfillRequest,
@@ -79,10 +80,10 @@ async def create_schedules(body: BatchCreate, service: SchedulesDep) -> BatchCre
 async def list_schedules(
     service: SchedulesDep,
     status_: Annotated[ScheduleStatus | None, Query(alias="status")] = None,
-    event_type: str | None = None,
+    event_type: EventTypeQuery = None,
     target_type: Annotated[str | None, Query(pattern="^(webhook|rabbitmq)$")] = None,
-    label: Annotated[list[str], Query(description="key:value, repeatable")] = [],  # noqa: B006
-    name: str | None = None,
+    label: LabelQuery = [],  # noqa: B006
+    name: NameQuery = None,
     limit: LimitQuery = 50,
     cursor: CursorQuery = None,
 ) -> Page[ScheduleOut]:

@@ -3,6 +3,7 @@ stored; and nothing a row may hold makes a later read fail."""
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -567,3 +568,70 @@ async def test_instants_and_ids_come_as_strings(harness: Harness) -> None:
     assert response.status_code == 202, response.text
     refused = await harness.client.post("/v1/dead-letters/replay", json={"schedule_id": 5})
     assert_problem_names(refused, 422, "#/schedule_id")
+
+
+# -- query parameters and cursors --------------------------------------------------------
+
+
+def cursor_of(value: Any) -> str:
+    return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
+
+
+SOME_ID = "0190c0de-7b1a-7c3e-9f00-1a2b3c4d5e6f"
+TAMPERED = [
+    pytest.param(base64.urlsafe_b64encode(nested(5000).encode()).decode(), id="deep array"),
+    pytest.param(cursor_of(["2020-01-01T00:00:00", SOME_ID]), id="naive instant"),
+    pytest.param(cursor_of(["0001-01-01T00:00:00+14:00", SOME_ID]), id="instant before year 1"),
+    pytest.param(cursor_of([10**300, SOME_ID]), id="huge number"),
+    pytest.param(cursor_of([1e308]), id="a float"),
+    pytest.param(cursor_of(SOME_ID), id="a bare string"),
+    pytest.param("é" * 10, id="not base64"),
+    pytest.param("A" * 10_000, id="very long"),
+]
+
+
+@pytest.mark.parametrize("cursor", TAMPERED)
+@pytest.mark.parametrize("path", ["/v1/schedules", "/v1/dead-letters", "OCCURRENCES"])
+async def test_a_tampered_cursor_is_refused_on_every_list(
+    harness: Harness, path: str, cursor: str
+) -> None:
+    if path == "OCCURRENCES":
+        created = await harness.create(trigger=cron("0 9 * * *"))
+        path = f"/v1/schedules/{created['id']}/occurrences"
+
+    response = await harness.client.get(path, params={"cursor": cursor})
+
+    assert_parameter_named(response, "cursor")
+
+
+async def test_more_than_20_label_filters_are_refused(harness: Harness) -> None:
+    twenty = [("label", f"k{i}:v") for i in range(20)]
+
+    assert (await harness.client.get("/v1/schedules", params=twenty)).status_code == 200
+    many = [("label", f"k{i}:v") for i in range(1000)]
+    assert_parameter_named(await harness.client.get("/v1/schedules", params=many), "label")
+    assert_parameter_named(
+        await harness.client.get("/v1/schedules", params=[*twenty, ("label", "k:v")]), "label"
+    )
+
+
+@pytest.mark.parametrize(
+    ("path", "parameter", "value"),
+    [
+        ("/v1/schedules", "event_type", "a\x00b"),
+        ("/v1/schedules", "name", "a\x00"),
+        ("/v1/schedules", "label", "a\x00:b"),
+        ("/v1/schedules", "label", "a:b\x00"),
+        ("/v1/schedules", "label", "k:" + "v" * 10_000),
+        ("/v1/schedules", "event_type", "x" * 10_000),
+        ("/v1/schedules", "limit", "9" * 40),
+        ("/v1/dead-letters", "event_type", "a\x00b"),
+        ("/v1/dead-letters", "limit", "-1"),
+    ],
+)
+async def test_query_values_no_schedule_can_match_are_refused(
+    harness: Harness, path: str, parameter: str, value: str
+) -> None:
+    response = await harness.client.get(path, params={parameter: value})
+
+    assert_parameter_named(response, parameter)
