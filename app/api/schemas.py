@@ -8,7 +8,7 @@ from typing import Any, Generic, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.domain.limits import EventType, Id, InputModel, Instant
+from app.domain.limits import EventType, Id, InputModel, Instant, shown_payload
 from app.domain.misfire import MisfirePolicy, SkipReason
 from app.domain.occurrence import DeadLetter, Occurrence, OccurrenceStatus, Origin
 from app.domain.schedule import Schedule, ScheduleSpec, ScheduleStatus
@@ -55,7 +55,7 @@ class ScheduleOut(BaseModel):
             id=s.id,
             name=s.name,
             event_type=s.event_type,
-            payload=s.payload,
+            payload=shown_payload(s.payload),
             target=s.target,
             trigger=s.trigger,
             max_attempts=s.max_attempts,
@@ -125,7 +125,7 @@ class DeadLetterOut(OccurrenceOut):
         return cls(
             **OccurrenceOut.of(d.occurrence).model_dump(),
             event_type=d.event_type,
-            payload=d.payload,
+            payload=shown_payload(d.payload),
             target=d.target,
         )
 

@@ -1,7 +1,9 @@
-"""Stored JSON definitions back into validated domain values (cached: claims read them hot).
+"""Stored JSON back into domain values: targets and triggers validated (cached: claims read
+them hot), payloads decoded.
 
-Invariant: definitions are trusted as they were written (`STORED` skips input rules added
-since), so that a schedule accepted under the rules of its day stays readable.
+Invariant: what the database holds reads back without failing. Definitions are trusted as
+they were written (`STORED` skips input rules added since); a payload this decoder cannot
+read comes back as None, while deliveries still send its stored text byte for byte.
 """
 
 from __future__ import annotations
@@ -50,3 +52,14 @@ def dump(value: Target | Trigger) -> dict[str, Any]:
     """The JSON form stored in the database."""
     dumped: dict[str, Any] = value.model_dump(mode="json", exclude_none=True)
     return dumped
+
+
+def payload(text: str | None) -> Any:
+    """A stored payload from its JSON text, or None when this decoder cannot read it back
+    (nested beyond Python's recursion limit, or a number too long to convert)."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None

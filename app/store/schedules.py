@@ -55,18 +55,33 @@ def _derived() -> list[Any]:
     ]
 
 
+def _columns() -> list[Any]:
+    """A schedule's columns, with the payload as its stored text: the driver's JSON decoder
+    would fail on a row nested too deep for it, and no read may fail on what a row holds."""
+    return [
+        sa.cast(column, sa.Text).label("payload") if column.name == "payload" else column
+        for column in schedules.c
+    ]
+
+
+def _labels(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict):
+        return {}
+    return {str(key): text for key, text in value.items() if isinstance(text, str)}
+
+
 def _to_schedule(row: Row[Any]) -> Schedule:
     return Schedule(
         id=row.id,
         name=row.name,
         event_type=row.event_type,
-        payload=row.payload,
+        payload=codec.payload(row.payload),
         target=codec.target(row.target),
         trigger=codec.trigger(row.trigger),
         max_attempts=row.max_attempts,
         jitter_seconds=row.jitter_seconds,
         rules=rules_of_row(row),
-        labels=dict(row.labels or {}),
+        labels=_labels(row.labels),
         status=ScheduleStatus(row.status),
         fire_count=row.fire_count,
         skipped_count=row.skipped_count,
@@ -136,7 +151,7 @@ class ScheduleStore:
     async def get(
         self, conn: AsyncConnection, id_: uuid.UUID, *, for_update: bool = False
     ) -> Schedule | None:
-        statement = sa.select(schedules, *_derived()).where(schedules.c.id == id_)
+        statement = sa.select(*_columns(), *_derived()).where(schedules.c.id == id_)
         if for_update:
             statement = statement.with_for_update(of=schedules)
         row = (await conn.execute(statement)).first()
@@ -145,7 +160,7 @@ class ScheduleStore:
     async def find_by_idempotency_key(self, conn: AsyncConnection, key: str) -> Schedule | None:
         row = (
             await conn.execute(
-                sa.select(schedules, *_derived()).where(schedules.c.idempotency_key == key)
+                sa.select(*_columns(), *_derived()).where(schedules.c.idempotency_key == key)
             )
         ).first()
         return None if row is None else _to_schedule(row)
@@ -165,7 +180,7 @@ class ScheduleStore:
         after: uuid.UUID | None,
     ) -> list[Schedule]:
         """Schedules newest first (UUIDv7 ids sort by creation)."""
-        statement = sa.select(schedules, *_derived())
+        statement = sa.select(*_columns(), *_derived())
         if where.status is not None:
             statement = statement.where(schedules.c.status == where.status)
         if where.event_type is not None:

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import base64
 import json
+import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from tests.integration.api.test_bad_input import (
     PROBLEM,
@@ -19,6 +21,7 @@ from tests.integration.api.test_bad_input import (
     webhook,
 )
 from tests.integration.conftest import Harness
+from tests.receiver import Reply
 
 TEN_YEARS = 10 * 365 * 86400
 
@@ -635,3 +638,97 @@ async def test_query_values_no_schedule_can_match_are_refused(
     response = await harness.client.get(path, params={parameter: value})
 
     assert_parameter_named(response, parameter)
+
+
+# -- reads of odd stored rows --------------------------------------------------------------
+
+ODD_PAYLOADS = [
+    pytest.param(nested(300), id="300 deep"),
+    pytest.param('{"a": NaN, "b": [Infinity]}', id="NaN"),
+    pytest.param('{"a": 1e999}', id="a number beyond float"),
+    pytest.param('{"a": ["\\ud800"]}', id="lone surrogate"),
+]
+
+
+async def plant_payload(harness: Harness, schedule_id: str, text: str) -> None:
+    """Write a payload around the API, as an older version or an operator could have."""
+    value = "CAST(:payload AS json)" if harness.database.dialect == "postgresql" else ":payload"
+    async with harness.database.engine.begin() as conn:
+        statement = sa.text(f"UPDATE schedules SET payload = {value} WHERE id = :id")
+        await conn.execute(
+            statement.bindparams(sa.bindparam("id", type_=sa.Uuid())),
+            {"payload": text, "id": uuid.UUID(schedule_id)},
+        )
+
+
+async def dead_letter(harness: Harness) -> dict[str, Any]:
+    """A schedule whose only occurrence was dead-lettered (its target refused it)."""
+    harness.receiver.always("/refuses", Reply(status=400))
+    created = await harness.create(target=harness.webhook("/refuses"))
+
+    async def dead() -> bool:
+        return bool((await harness.get("/v1/dead-letters"))["items"])
+
+    await harness.step_until(dead)
+    return created
+
+
+@pytest.mark.parametrize("text", ODD_PAYLOADS)
+async def test_a_row_with_an_odd_payload_still_reads(harness: Harness, text: str) -> None:
+    if "NaN" in text and harness.database.dialect == "postgresql":
+        pytest.skip("PostgreSQL's json type cannot hold NaN")
+    created = await dead_letter(harness)
+    other = await harness.create(payload={"fine": True})
+    await plant_payload(harness, created["id"], text)
+
+    one = await harness.client.get(f"/v1/schedules/{created['id']}")
+    listed = await harness.client.get("/v1/schedules")
+    dead = await harness.client.get("/v1/dead-letters")
+    letter = await harness.client.get(
+        f"/v1/dead-letters/{dead.json()['items'][0]['occurrence_id']}"
+    )
+
+    for response in (one, listed, dead, letter):
+        assert response.status_code == 200, response.text
+        json.loads(response.text)  # strict JSON: no NaN literals
+    assert {s["id"] for s in listed.json()["items"]} == {created["id"], other["id"]}
+    assert next(s for s in listed.json()["items"] if s["id"] == other["id"])["payload"] == {
+        "fine": True
+    }
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param(nested(5000), id="5000 deep"),
+        pytest.param('{"n": 1' + "0" * 5000 + "}", id="an integer too long to convert"),
+    ],
+)
+async def test_a_schedule_whose_payload_json_cannot_decode_still_reads(
+    harness: Harness, text: str
+) -> None:
+    created = await harness.create(trigger=cron("0 9 * * *"))
+    await plant_payload(harness, created["id"], text)
+
+    one = await harness.client.get(f"/v1/schedules/{created['id']}")
+    listed = await harness.client.get("/v1/schedules")
+
+    assert one.status_code == 200, one.text
+    assert one.json()["payload"] is None
+    assert listed.status_code == 200, listed.text
+
+
+async def test_a_payload_nested_64_deep_is_delivered_and_reads_back(harness: Harness) -> None:
+    body = raw_body(nested(64), target=harness.webhook(), trigger={"type": "immediate"})
+    response = await post_raw(harness, "/v1/schedules", body)
+    created = response.json()
+
+    await harness.step_until(lambda: _delivered(harness))
+
+    assert harness.receiver.requests[0].body == nested(64).encode()
+    snapshot = await harness.get(f"/v1/schedules/{created['id']}")
+    assert json.dumps(snapshot["payload"], separators=(",", ":")) == nested(64)
+
+
+async def _delivered(harness: Harness) -> bool:
+    return len(harness.receiver.requests) >= 1
