@@ -41,7 +41,7 @@ _TABLE: dict[type[ChronoqError], tuple[int, str, str]] = {
 
 # What each problem status means, for the OpenAPI document.
 _DESCRIPTIONS = {
-    400: "The body could not be read (JSON text must be UTF-8)",
+    400: "The body is not JSON text (malformed, or not UTF-8)",
     404: "Not found",
     409: "Conflict with the resource's current state",
     413: "Payload too large",
@@ -221,6 +221,15 @@ def install(app: FastAPI) -> None:
                 headers={"Accept-Post": "application/json"},
             )
         errors = field_errors(exc)
+        if any(error.get("type") == "json_invalid" for error in exc.errors()):
+            # Not a value that breaks a rule: text that is not JSON at all.
+            return problem_response(
+                400,
+                "Bad Request",
+                "the request body is not valid JSON",
+                slug="malformed-json",
+                errors=errors,
+            )
         fields = ", ".join(sorted({e["field"] for e in errors}))
         return problem_response(
             422,

@@ -261,7 +261,7 @@ async def test_body_that_is_not_json_is_refused_and_nothing_stored(harness: Harn
         headers={"Content-Type": "application/json"},
     )
 
-    assert_problem_names(response, 422, "#")
+    assert_problem_names(response, 400, "#")
     assert await stored_schedules(harness) == []
 
 
