@@ -141,10 +141,35 @@ class ScheduleSpec(InputModel):
     )
 
 
+# PATCH fields that may be left out but never set to null (the service names the field):
+# their schema does not offer null. `payload` and `max_occurrences` take null as a value.
+NOT_NULLABLE = (
+    "target",
+    "trigger",
+    "max_attempts",
+    "labels",
+    "jitter_seconds",
+    "misfire_policy",
+    "misfire_grace_seconds",
+    "max_catchup",
+)
+
+
+def _without_null(schema: dict[str, Any]) -> None:
+    for name in NOT_NULLABLE:
+        prop = schema["properties"][name]
+        prop.pop("default", None)
+        options = [option for option in prop.pop("anyOf", []) if option.get("type") != "null"]
+        if len(options) == 1:
+            prop.update(options[0])
+        elif options:
+            prop["anyOf"] = options
+
+
 class SchedulePatch(InputModel):
     """A partial change; absent fields stay as they are. The same limits as on create."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, json_schema_extra=_without_null)
     _text_checked = frozenset({"payload"})
 
     payload: JsonPayload = None

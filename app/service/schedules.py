@@ -17,6 +17,7 @@ from app.domain.ids import format_instant, occurrence_id, uuid7
 from app.domain.misfire import skipped_range
 from app.domain.occurrence import Occurrence, OccurrenceStatus, Origin
 from app.domain.schedule import (
+    NOT_NULLABLE,
     TERMINAL,
     Schedule,
     ScheduleDraft,
@@ -47,16 +48,6 @@ from app.store.wakeups import Wakeups
 MAX_BATCH = 1000
 MAX_BACKFILL = 1000
 # PATCH fields that may not be null (max_occurrences may: it lifts the bound).
-NOT_NULL = (
-    "target",
-    "trigger",
-    "max_attempts",
-    "labels",
-    "jitter_seconds",
-    "misfire_policy",
-    "misfire_grace_seconds",
-    "max_catchup",
-)
 # PATCH fields that change which ticks come, or when: the next occurrence is planned again.
 RECOMPUTE = frozenset({"trigger", "jitter_seconds", "max_occurrences"})
 # PATCH fields that change the cadence itself: refused once a schedule has finished.
@@ -314,7 +305,7 @@ class ScheduleService:
         if "payload" in changes:
             self._check_payload(patch.payload, "#/payload")
         self._check_target(patch, "#/target/type")
-        for field in NOT_NULL:
+        for field in NOT_NULLABLE:
             if field in changes and changes[field] is None:
                 raise InvalidInputError(f"{field} cannot be null", pointer=f"#/{field}")
         recompute = bool(RECOMPUTE & changes.keys())

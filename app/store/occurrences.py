@@ -1007,7 +1007,9 @@ class OccurrenceStore:
         return sa.select(
             occurrences,
             schedules.c.event_type,
-            schedules.c.payload,
+            # As text: the driver's JSON decoder fails on what it can store (very deep
+            # nesting, very long numbers); the codec reads it back safely.
+            sa.cast(schedules.c.payload, sa.Text).label("payload"),
             schedules.c.target,
         ).join(schedules, schedules.c.id == occurrences.c.schedule_id)
 
@@ -1016,7 +1018,7 @@ class OccurrenceStore:
         return DeadLetter(
             occurrence=to_occurrence(row),
             event_type=row.event_type,
-            payload=row.payload,
+            payload=codec.payload(row.payload),
             target=codec.target(row.target),
         )
 

@@ -718,6 +718,30 @@ async def test_a_schedule_whose_payload_json_cannot_decode_still_reads(
     assert listed.status_code == 200, listed.text
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param(nested(5000), id="5000 deep"),
+        pytest.param('{"n": 1' + "0" * 5000 + "}", id="an integer too long to convert"),
+    ],
+)
+async def test_a_dead_letter_whose_payload_json_cannot_decode_still_reads(
+    harness: Harness, text: str
+) -> None:
+    harness.receiver.always("/gone", Reply(410))
+    created = await harness.create(target=harness.webhook("/gone"))
+    assert await harness.step() == 1  # dead-lettered at once
+    await plant_payload(harness, created["id"], text)
+
+    listed = await harness.client.get("/v1/dead-letters")
+    one = await harness.client.get(f"/v1/dead-letters/{created['next_occurrence_id']}")
+
+    assert listed.status_code == 200, listed.text
+    assert [d["payload"] for d in listed.json()["items"]] == [None]
+    assert one.status_code == 200, one.text
+    assert one.json()["payload"] is None
+
+
 async def test_a_payload_nested_64_deep_is_delivered_and_reads_back(harness: Harness) -> None:
     body = raw_body(nested(64), target=harness.webhook(), trigger={"type": "immediate"})
     response = await post_raw(harness, "/v1/schedules", body)

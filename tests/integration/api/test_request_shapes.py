@@ -3,10 +3,12 @@ document declares those answers."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
+from app.domain.schedule import NOT_NULLABLE
 from app.main import create_app
 from tests.integration.conftest import Harness
 
@@ -99,3 +101,31 @@ def test_every_declared_problem_is_application_problem_json() -> None:
                 assert list(response["content"]) == [PROBLEM], (method, path, status)
                 schema = response["content"][PROBLEM]["schema"]
                 assert schema == {"$ref": "#/components/schemas/Problem"}
+
+
+@pytest.mark.parametrize("field", NOT_NULLABLE)
+async def test_a_patch_field_the_schema_does_not_offer_null_refuses_null(
+    harness: Harness, field: str
+) -> None:
+    schema = create_app().openapi()["components"]["schemas"]["SchedulePatch"]
+    assert "null" not in json.dumps(schema["properties"][field])
+    created = await harness.create(trigger={"type": "cron", "expression": "0 9 * * *"})
+
+    response = await harness.client.patch(f"/v1/schedules/{created['id']}", json={field: None})
+
+    assert response.status_code == 422, response.text
+    assert [e["pointer"] for e in response.json()["errors"]] == [f"#/{field}"]
+
+
+@pytest.mark.parametrize("field", ["payload", "max_occurrences"])
+async def test_a_patch_field_the_schema_offers_null_takes_null(
+    harness: Harness, field: str
+) -> None:
+    created = await harness.create(
+        trigger={"type": "cron", "expression": "0 9 * * *"}, max_occurrences=5
+    )
+
+    response = await harness.client.patch(f"/v1/schedules/{created['id']}", json={field: None})
+
+    assert response.status_code == 200, response.text
+    assert response.json()[field] is None
