@@ -19,6 +19,7 @@ from app.domain.errors import (
     InvalidInputError,
     NotFoundError,
     PayloadTooLargeError,
+    PreconditionFailedError,
     StoreUnavailableError,
 )
 
@@ -36,6 +37,7 @@ _TABLE: dict[type[ChronoqError], tuple[int, str, str]] = {
     ConflictError: (409, "conflict", "Conflict"),
     InvalidInputError: (422, "invalid-input", "Invalid input"),
     PayloadTooLargeError: (413, "payload-too-large", "Payload too large"),
+    PreconditionFailedError: (412, "precondition-failed", "Precondition failed"),
     StoreUnavailableError: (503, "unavailable", "Service unavailable"),
 }
 
@@ -44,6 +46,7 @@ _DESCRIPTIONS = {
     400: "The body is not JSON text (malformed, or not UTF-8)",
     404: "Not found",
     409: "Conflict with the resource's current state",
+    412: "If-Match names a version the schedule is no longer at; nothing changed",
     413: "Payload too large",
     415: "The body is not application/json",
     422: "Invalid input; `errors` names each offending field or parameter",

@@ -24,7 +24,7 @@ from app.api.schemas import (
 from app.domain.errors import InvalidInputError
 from app.domain.ids import format_instant
 from app.domain.occurrence import OccurrenceStatus
-from app.domain.schedule import SchedulePatch, ScheduleSpec, ScheduleStatus
+from app.domain.schedule import Schedule, SchedulePatch, ScheduleSpec, ScheduleStatus
 from app.store.schedules import ScheduleFilter
 
 router = APIRouter(prefix="/v1/schedules", tags=["schedules"])
@@ -37,6 +37,37 @@ IdempotencyKey = Annotated[
         description="Repeat a create safely: the same key and body return the original",
     ),
 ]
+
+
+IfMatch = Annotated[
+    str | None,
+    Header(
+        alias="If-Match",
+        max_length=1024,
+        description='Change only if the schedule is at this version: its ETag ("3"), or *',
+    ),
+]
+
+
+def _versions(if_match: str | None) -> frozenset[int] | None:
+    """The versions an If-Match header names; None for any (absent, or *). A weak or
+    malformed tag names no version (If-Match compares strongly), so it never matches."""
+    if if_match is None:
+        return None
+    tags = [tag.strip() for tag in if_match.split(",")]
+    if "*" in tags:
+        return None
+    return frozenset(
+        int(tag[1:-1])
+        for tag in tags
+        if len(tag) >= 3 and tag[0] == tag[-1] == '"' and tag[1:-1].isdigit() and len(tag) < 20
+    )
+
+
+def _one(response: Response, schedule: Schedule) -> ScheduleOut:
+    """A response carrying one schedule: its version is its ETag."""
+    response.headers["ETag"] = f'"{schedule.version}"'
+    return ScheduleOut.of(schedule)
 
 
 def _labels(values: list[str]) -> dict[str, str]:
@@ -67,7 +98,7 @@ async def create_schedule(
     response.headers["Location"] = f"/v1/schedules/{created.schedule.id}"
     if not created.created:
         response.status_code = status.HTTP_200_OK
-    return ScheduleOut.of(created.schedule)
+    return _one(response, created.schedule)
 
 
 @router.post("/batch", status_code=status.HTTP_201_CREATED, responses=responses(409, 413, 422))
@@ -101,49 +132,63 @@ async def list_schedules(
 
 
 @router.get("/{schedule_id}", responses=responses(404, 422))
-async def get_schedule(schedule_id: uuid.UUID, service: SchedulesDep) -> ScheduleOut:
-    return ScheduleOut.of(await service.get(schedule_id))
-
-
-@router.patch("/{schedule_id}", responses=responses(404, 409, 413, 422))
-async def patch_schedule(
-    schedule_id: uuid.UUID, patch: SchedulePatch, service: SchedulesDep
+async def get_schedule(
+    schedule_id: uuid.UUID, service: SchedulesDep, response: Response
 ) -> ScheduleOut:
-    return ScheduleOut.of(await service.patch(schedule_id, patch))
+    return _one(response, await service.get(schedule_id))
 
 
-@router.delete("/{schedule_id}", responses=responses(404, 422))
-async def cancel_schedule(schedule_id: uuid.UUID, service: SchedulesDep) -> ScheduleOut:
-    return ScheduleOut.of(await service.cancel(schedule_id))
+@router.patch("/{schedule_id}", responses=responses(404, 409, 412, 413, 422))
+async def patch_schedule(
+    schedule_id: uuid.UUID,
+    patch: SchedulePatch,
+    service: SchedulesDep,
+    response: Response,
+    if_match: IfMatch = None,
+) -> ScheduleOut:
+    return _one(response, await service.patch(schedule_id, patch, _versions(if_match)))
 
 
-@router.post("/{schedule_id}/pause", responses=responses(404, 409, 422))
-async def pause_schedule(schedule_id: uuid.UUID, service: SchedulesDep) -> ScheduleOut:
-    return ScheduleOut.of(await service.pause(schedule_id))
+@router.delete("/{schedule_id}", responses=responses(404, 412, 422))
+async def cancel_schedule(
+    schedule_id: uuid.UUID, service: SchedulesDep, response: Response, if_match: IfMatch = None
+) -> ScheduleOut:
+    return _one(response, await service.cancel(schedule_id, _versions(if_match)))
 
 
-@router.post("/{schedule_id}/resume", responses=responses(404, 409, 422))
-async def resume_schedule(schedule_id: uuid.UUID, service: SchedulesDep) -> ScheduleOut:
-    return ScheduleOut.of(await service.resume(schedule_id))
+@router.post("/{schedule_id}/pause", responses=responses(404, 409, 412, 422))
+async def pause_schedule(
+    schedule_id: uuid.UUID, service: SchedulesDep, response: Response, if_match: IfMatch = None
+) -> ScheduleOut:
+    return _one(response, await service.pause(schedule_id, _versions(if_match)))
+
+
+@router.post("/{schedule_id}/resume", responses=responses(404, 409, 412, 422))
+async def resume_schedule(
+    schedule_id: uuid.UUID, service: SchedulesDep, response: Response, if_match: IfMatch = None
+) -> ScheduleOut:
+    return _one(response, await service.resume(schedule_id, _versions(if_match)))
 
 
 @router.post(
     "/{schedule_id}/trigger",
     status_code=status.HTTP_202_ACCEPTED,
-    responses=responses(404, 409, 422),
+    responses=responses(404, 409, 412, 422),
 )
-async def trigger_schedule(schedule_id: uuid.UUID, service: SchedulesDep) -> OccurrenceOut:
-    return OccurrenceOut.of(await service.trigger(schedule_id))
+async def trigger_schedule(
+    schedule_id: uuid.UUID, service: SchedulesDep, if_match: IfMatch = None
+) -> OccurrenceOut:
+    return OccurrenceOut.of(await service.trigger(schedule_id, _versions(if_match)))
 
 
-@router.post("/{schedule_id}/backfill", responses=responses(404, 409, 422))
+@router.post("/{schedule_id}/backfill", responses=responses(404, 409, 412, 422))
 async def backfill_schedule(
-    schedule_id: uuid.UUID, body: BackfillRequest, service: SchedulesDep
+    schedule_id: uuid.UUID, body: BackfillRequest, service: SchedulesDep, if_match: IfMatch = None
 ) -> BackfillResult:
     """One occurrence per tick of the trigger in [from, to] (at most 1000 ticks, none in
     the future), each with its usual occurrence id: ticks that already have one are left
     alone (a skipped one becomes due), so calling it twice creates nothing new."""
-    done = await service.backfill(schedule_id, body.from_, body.to)
+    done = await service.backfill(schedule_id, body.from_, body.to, _versions(if_match))
     created = set(done.created)
     return BackfillResult(
         created=len(created),

@@ -48,6 +48,13 @@ class ScheduleOut(BaseModel):
     last_skip_reason: SkipReason | None
     created_at: datetime
     updated_at: datetime
+    version: int = Field(
+        description="Grows with every change a client or operator makes; the ETag of this "
+        "schedule, for If-Match"
+    )
+    created_by: str | None = Field(
+        description="Name of the API key that created it ('cli' from the operator CLI)"
+    )
 
     @classmethod
     def of(cls, s: Schedule) -> ScheduleOut:
@@ -76,6 +83,8 @@ class ScheduleOut(BaseModel):
             last_skip_reason=cast(SkipReason | None, s.last_skip_reason),
             created_at=s.created_at,
             updated_at=s.updated_at,
+            version=s.version,
+            created_by=s.created_by,
         )
 
 

@@ -31,6 +31,10 @@ class InvalidInputError(ChronoqError):
     """The request is not valid."""
 
 
+class PreconditionFailedError(ChronoqError):
+    """The resource has changed since the version the request names (If-Match)."""
+
+
 class PayloadTooLargeError(ChronoqError):
     """The payload is larger than the configured limit."""
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import ConfigDict, Field
 
-from app.domain.errors import ConflictError
+from app.domain.errors import ConflictError, PreconditionFailedError
 from app.domain.limits import MAX_COUNT, EventType, InputModel, JsonPayload, Labels, Name
 from app.domain.misfire import DEFAULT_GRACE_SECONDS, DEFAULT_MAX_CATCHUP, MisfirePolicy, Rules
 from app.domain.target import Target
@@ -26,6 +26,16 @@ class ScheduleStatus(StrEnum):
 
 
 TERMINAL = frozenset({ScheduleStatus.COMPLETED, ScheduleStatus.CANCELLED, ScheduleStatus.FAILED})
+
+
+def check_version(current: int, expected: frozenset[int] | None) -> None:
+    """Optimistic concurrency: `expected` holds the versions a client's If-Match names
+    (None: any version will do)."""
+    if expected is not None and current not in expected:
+        named = ", ".join(f'"{v}"' for v in sorted(expected)) or "no version of it"
+        raise PreconditionFailedError(
+            f"the schedule is at version {current}; If-Match named {named}"
+        )
 
 
 def check_pause(status: ScheduleStatus) -> None:
@@ -71,6 +81,7 @@ class ScheduleDraft:
     first_delay: float = 0.0  # the first occurrence's jitter draw
     idempotency_key: str | None = None
     request_hash: str | None = None
+    created_by: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +110,8 @@ class Schedule:
     attempts: int
     last_error: str | None
     request_hash: str | None = None
+    version: int = 1
+    created_by: str | None = None
 
 
 _JITTER = "Spread each firing uniformly over [fire_at, fire_at + jitter_seconds)"

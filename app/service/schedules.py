@@ -28,6 +28,7 @@ from app.domain.schedule import (
     check_pause,
     check_resume,
     check_trigger,
+    check_version,
     rules_of,
 )
 from app.domain.trigger import (
@@ -171,6 +172,7 @@ class ScheduleService:
             attempts=0,
             last_error=None,
             request_hash=draft.request_hash,
+            created_by=draft.created_by,
         )
 
     async def _check_names(
@@ -295,12 +297,19 @@ class ScheduleService:
 
     # -- change ---------------------------------------------------------------------
 
-    async def _locked(self, conn: Connection, schedule_id: uuid.UUID) -> Schedule:
+    async def _locked(
+        self, conn: Connection, schedule_id: uuid.UUID, if_match: frozenset[int] | None
+    ) -> Schedule:
+        """The schedule, locked for a change, at one of the versions `if_match` names."""
         # Occurrences first, then the schedule: the same order as the claim.
         await self._occurrences.lock_pending(conn, schedule_id)
-        return await self._require(conn, schedule_id, for_update=True)
+        current = await self._require(conn, schedule_id, for_update=True)
+        check_version(current.version, if_match)
+        return current
 
-    async def patch(self, schedule_id: uuid.UUID, patch: SchedulePatch) -> Schedule:
+    async def patch(
+        self, schedule_id: uuid.UUID, patch: SchedulePatch, if_match: frozenset[int] | None = None
+    ) -> Schedule:
         changes = patch.model_dump(exclude_unset=True)
         if "payload" in changes:
             self._check_payload(patch.payload, "#/payload")
@@ -311,7 +320,7 @@ class ScheduleService:
         recompute = bool(RECOMPUTE & changes.keys())
 
         async def work(conn: Connection) -> Schedule:
-            current = await self._locked(conn, schedule_id)
+            current = await self._locked(conn, schedule_id, if_match)
             check_patch(current.status, changes_trigger=bool(SHAPE & changes.keys()))
             now = await transaction_now(conn)
             values: dict[str, object] = {
@@ -352,12 +361,14 @@ class ScheduleService:
         await self._occurrences.insert(conn, [row])
         await self._wakeups.announce(conn, row["available_at"])
 
-    async def pause(self, schedule_id: uuid.UUID) -> Schedule:
+    async def pause(
+        self, schedule_id: uuid.UUID, if_match: frozenset[int] | None = None
+    ) -> Schedule:
         """Nothing fires while paused; the schedule's ticks in the pause are recorded as
         skipped (reason `paused`) when it resumes."""
 
         async def work(conn: Connection) -> Schedule:
-            current = await self._locked(conn, schedule_id)
+            current = await self._locked(conn, schedule_id, if_match)
             check_pause(current.status)
             if current.status is ScheduleStatus.PAUSED:
                 return current
@@ -373,12 +384,14 @@ class ScheduleService:
 
         return await self._db.run(work)
 
-    async def resume(self, schedule_id: uuid.UUID) -> Schedule:
+    async def resume(
+        self, schedule_id: uuid.UUID, if_match: frozenset[int] | None = None
+    ) -> Schedule:
         """Pause is not a misfire: the ticks that fell inside the pause are recorded as
         skipped and the schedule realigns to its next strictly future tick."""
 
         async def work(conn: Connection) -> Schedule:
-            current = await self._locked(conn, schedule_id)
+            current = await self._locked(conn, schedule_id, if_match)
             check_resume(current.status)
             if current.status is ScheduleStatus.PENDING:
                 return current
@@ -414,14 +427,20 @@ class ScheduleService:
 
         return await self._db.run(work)
 
-    async def backfill(self, schedule_id: uuid.UUID, start: datetime, end: datetime) -> Backfill:
+    async def backfill(
+        self,
+        schedule_id: uuid.UUID,
+        start: datetime,
+        end: datetime,
+        if_match: frozenset[int] | None = None,
+    ) -> Backfill:
         """One occurrence per tick of the trigger in [start, end], each with its usual id:
         a second call creates nothing new. Only past ticks: the future is the cadence's."""
         if end < start:
             raise InvalidInputError("'to' is before 'from'", pointer="#/to")
 
         async def work(conn: Connection) -> Backfill:
-            current = await self._locked(conn, schedule_id)
+            current = await self._locked(conn, schedule_id, if_match)
             if current.status is ScheduleStatus.CANCELLED:
                 raise ConflictError("a cancelled schedule cannot be backfilled")
             if not is_recurring(current.trigger):
@@ -450,8 +469,10 @@ class ScheduleService:
                 now,
                 held=current.status is ScheduleStatus.PAUSED,
             )
-            if made and current.status is not ScheduleStatus.PAUSED:
-                await self._wakeups.announce(conn, now)
+            if made:  # a backfill that creates nothing changes nothing
+                await self._schedules.bump_version(conn, schedule_id, now)
+                if current.status is not ScheduleStatus.PAUSED:
+                    await self._wakeups.announce(conn, now)
             return Backfill(
                 ticks=[(tick, occurrence_id(schedule_id, tick)) for tick in ticks],
                 created=made,
@@ -459,11 +480,13 @@ class ScheduleService:
 
         return await self._db.run(work)
 
-    async def cancel(self, schedule_id: uuid.UUID) -> Schedule:
+    async def cancel(
+        self, schedule_id: uuid.UUID, if_match: frozenset[int] | None = None
+    ) -> Schedule:
         """Idempotent; a terminal schedule stays as it is."""
 
         async def work(conn: Connection) -> Schedule:
-            current = await self._locked(conn, schedule_id)
+            current = await self._locked(conn, schedule_id, if_match)
             if current.status in TERMINAL:
                 return current
             now = await transaction_now(conn)
@@ -473,15 +496,19 @@ class ScheduleService:
 
         return await self._db.run(work)
 
-    async def trigger(self, schedule_id: uuid.UUID) -> Occurrence:
+    async def trigger(
+        self, schedule_id: uuid.UUID, if_match: frozenset[int] | None = None
+    ) -> Occurrence:
         """An extra occurrence due now; the regular cadence is left alone."""
 
         async def work(conn: Connection) -> Occurrence:
-            current = await self._require(conn, schedule_id)
+            current = await self._require(conn, schedule_id, for_update=True)
+            check_version(current.version, if_match)
             check_trigger(current.status)
             now = await transaction_now(conn)
             row = new_occurrence(schedule_id, now, now, Origin.TRIGGER)
             await self._occurrences.insert(conn, [row])
+            await self._schedules.bump_version(conn, schedule_id, now)
             await self._wakeups.announce(conn, now)
             return Occurrence(
                 occurrence_id=row["occurrence_id"],

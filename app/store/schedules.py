@@ -94,6 +94,8 @@ def _to_schedule(row: Row[Any]) -> Schedule:
         attempts=row.last_attempts or 0,
         last_error=row.last_error,
         request_hash=row.request_hash,
+        version=row.version,
+        created_by=row.created_by,
     )
 
 
@@ -127,6 +129,8 @@ class ScheduleStore:
                 "fire_count": 0,
                 "idempotency_key": d.idempotency_key,
                 "request_hash": d.request_hash,
+                "created_by": d.created_by,
+                "version": 1,
                 "created_at": now,
                 "updated_at": now,
             }
@@ -204,6 +208,7 @@ class ScheduleStore:
     async def update(
         self, conn: AsyncConnection, id_: uuid.UUID, now: datetime, **changes: Any
     ) -> None:
+        """A change a client or an operator makes: its `version` grows by one."""
         values = dict(changes)
         if "target" in values:
             values["target_type"] = values["target"].type
@@ -211,5 +216,11 @@ class ScheduleStore:
         if "trigger" in values:
             values["trigger"] = codec.dump(values["trigger"])
         await conn.execute(
-            schedules.update().where(schedules.c.id == id_).values(updated_at=now, **values)
+            schedules.update()
+            .where(schedules.c.id == id_)
+            .values(updated_at=now, version=schedules.c.version + 1, **values)
         )
+
+    async def bump_version(self, conn: AsyncConnection, id_: uuid.UUID, now: datetime) -> None:
+        """A change to the schedule that writes none of its columns (a trigger, a backfill)."""
+        await self.update(conn, id_, now)

@@ -73,6 +73,7 @@ class ScheduleRow(SQLModel, table=True):
         sa.CheckConstraint(_in("status", SCHEDULE_STATUSES), name="status"),
         sa.CheckConstraint("max_attempts >= 1", name="max_attempts"),
         sa.CheckConstraint("fire_count >= 0", name="fire_count"),
+        sa.CheckConstraint("version >= 1", name="version"),
         sa.CheckConstraint("jitter_seconds >= 0", name="jitter_seconds"),
         sa.CheckConstraint(_in("misfire_policy", MISFIRE_POLICIES), name="misfire_policy"),
         sa.CheckConstraint("misfire_grace_seconds >= 0", name="misfire_grace_seconds"),
@@ -137,6 +138,12 @@ class ScheduleRow(SQLModel, table=True):
     request_hash: str | None = Field(default=None, sa_column=sa.Column(sa.String(64)))
     created_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
     updated_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
+    # +1 on every change a client or operator makes; deliveries leave it alone.
+    version: int = Field(
+        default=1, sa_column=sa.Column(sa.Integer, nullable=False, server_default="1")
+    )
+    # The API key's name (or "cli") that created it; NULL when no keys are set.
+    created_by: str | None = Field(default=None, sa_column=sa.Column(sa.String(64)))
 
 
 class OccurrenceRow(SQLModel, table=True):

@@ -20,7 +20,7 @@ def _at(text: str) -> datetime:
 
 
 def _soon() -> datetime:
-    return datetime.now(UTC) + timedelta(milliseconds=100)
+    return datetime.now(UTC) + timedelta(milliseconds=500)
 
 
 async def _completed(harness: Harness, schedule_id: str) -> bool:
