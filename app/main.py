@@ -12,6 +12,7 @@ from fastapi.routing import APIRoute
 
 from app import logs, metrics
 from app.api import dead_letters, health, problems, schedules, triggers
+from app.api.body_limits import BodyLimitMiddleware
 from app.api.deps import State
 from app.service.dead_letters import DeadLetterService
 from app.service.schedules import ScheduleService
@@ -103,6 +104,8 @@ def create_app(settings: Settings | None = None, wakeups: Wakeups | None = None)
         generate_unique_id_function=_operation_id,
     )
     problems.install(app)
+    # Bodies are counted as they arrive: an oversized or stalled one is never buffered.
+    app.add_middleware(BodyLimitMiddleware)
     app.include_router(health.router)
     # Every route of these two reaches the database, so any of them can find it unreachable.
     app.include_router(schedules.router, responses=problems.responses(503))

@@ -50,6 +50,15 @@ class Settings(BaseSettings):
     worker_enabled: bool = True
     auto_migrate: bool = True
     max_payload_bytes: int = 262144
+    # A request body over this is refused before it is read (Content-Length) or as soon as
+    # a chunked body passes it; a body that sends nothing for `request_body_timeout`
+    # seconds is refused too, so a slow client cannot hold a worker's memory or a slot.
+    max_request_bytes: int = 8 * 1024 * 1024
+    request_body_timeout: float = 30.0
+    # Webhook target addresses (DESIGN section 8): CIDRs denied beside the built-in denials;
+    # when set, the only CIDRs and host names a webhook may reach. Comma-separated.
+    target_deny: str = ""
+    target_allow: str | None = None
     # Finished occurrences (delivered, cancelled, skipped) are deleted this long after
     # their last change, up to `retention_batch` per statement, every `retention_interval`.
     retention: float = 604800.0
@@ -74,6 +83,7 @@ class Settings(BaseSettings):
             "retry_base_delay": "CHRONOQ_RETRY_BASE_DELAY",
             "retention": "CHRONOQ_RETENTION",
             "retention_interval": "CHRONOQ_RETENTION_INTERVAL",
+            "request_body_timeout": "CHRONOQ_REQUEST_BODY_TIMEOUT",
         }
         for field, env in positive.items():
             if getattr(self, field) <= 0:
@@ -83,6 +93,7 @@ class Settings(BaseSettings):
             "concurrency": "CHRONOQ_CONCURRENCY",
             "max_attempts": "CHRONOQ_MAX_ATTEMPTS",
             "max_payload_bytes": "CHRONOQ_MAX_PAYLOAD_BYTES",
+            "max_request_bytes": "CHRONOQ_MAX_REQUEST_BYTES",
             "retention_batch": "CHRONOQ_RETENTION_BATCH",
         }
         for field, env in at_least_one.items():

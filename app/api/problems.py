@@ -248,6 +248,7 @@ def install(app: FastAPI) -> None:
             400: "Bad Request",
             404: "Not Found",
             405: "Method Not Allowed",
+            408: "Request Timeout",
             413: "Payload Too Large",
         }
         headers = dict(exc.headers or {})

@@ -45,6 +45,12 @@ RESERVED_HEADERS = frozenset(
         "webhook-signature",
     }
 )
+# Hop-by-hop and framing headers: they describe one connection or the body's encoding, which
+# the HTTP client owns; a target that set them could smuggle a second request or corrupt
+# the body. Any `Proxy-*` header is refused too.
+FRAMING_HEADERS = frozenset(
+    {"connection", "upgrade", "te", "trailer", "keep-alive", "expect", "content-encoding"}
+)
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 # A URL has no spaces or control characters anywhere (RFC 3986); clients percent-encode them.
 _URL_UNSAFE = re.compile(r"[\x00-\x20\x7f-\x9f]")
@@ -111,6 +117,8 @@ class WebhookTarget(InputModel):
         checked = on_input(info)
         if checked and len(value) > MAX_HEADERS:
             raise ValueError(f"at most {MAX_HEADERS} headers")
+        if checked and len({name.lower() for name in value}) < len(value):
+            raise ValueError("header names differ only in case: HTTP treats them as one")
         for name, header in value.items():
             if not _TOKEN.match(name) or (checked and len(name) > MAX_HEADER_NAME):
                 raise ValueError(
@@ -119,6 +127,11 @@ class WebhookTarget(InputModel):
                 )
             if name.lower() in RESERVED_HEADERS:
                 raise ValueError(f"header {name!r} is set by Chronoq and cannot be overridden")
+            if checked and (name.lower() in FRAMING_HEADERS or name.lower().startswith("proxy-")):
+                raise ValueError(
+                    f"header {name!r} is a hop-by-hop or framing header, which the HTTP "
+                    "client sets for each connection"
+                )
             if "\r" in header or "\n" in header:
                 raise ValueError(f"header {name!r} contains a line break")
             if checked:
