@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -22,8 +24,21 @@ def _serve(args: argparse.Namespace) -> int:
     if args.no_worker:
         os.environ["CHRONOQ_WORKER_ENABLED"] = "false"
     settings = load_settings()  # refuse a bad configuration before binding the port
+    api_keys = settings.api_key_entries()
+    if not api_keys and not _is_loopback(args.host) and not settings.allow_unauthenticated:
+        raise UsageError(
+            f"refusing to serve on {args.host} with no API keys: set CHRONOQ_API_KEYS (or "
+            "CHRONOQ_API_KEYS_FILE), or CHRONOQ_ALLOW_UNAUTHENTICATED=true to serve it open"
+        )
     # uvicorn's own lines go through the same handler, so a JSON log is JSON throughout.
-    logs.configure(settings.log_level, settings.log_format)
+    logs.configure(settings.log_level, settings.log_format, secrets=[k.key for k in api_keys])
+    if not api_keys:
+        logging.getLogger("app.cli").warning(
+            "no API keys are set (CHRONOQ_API_KEYS): the API on %s:%s is open to anyone "
+            "who can reach it",
+            args.host,
+            args.port,
+        )
     uvicorn.run(
         "app.main:app",
         host=args.host,
@@ -31,8 +46,19 @@ def _serve(args: argparse.Namespace) -> int:
         log_config=None,
         access_log=args.access_log,
         lifespan="on",
+        timeout_keep_alive=args.timeout_keep_alive,
     )
     return 0
+
+
+def _is_loopback(host: str) -> bool:
+    """Whether `host` is a loopback address (127.0.0.0/8, ::1) or `localhost`."""
+    if host.lower().rstrip(".") == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def _migrate(args: argparse.Namespace) -> int:
@@ -205,6 +231,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
     serve.add_argument("--no-worker", action="store_true", help="API only: no delivery loop")
     serve.add_argument("--access-log", action="store_true")
+    serve.add_argument(
+        "--timeout-keep-alive",
+        type=int,
+        default=5,
+        metavar="SECONDS",
+        help="close an idle keep-alive connection after this long",
+    )
     serve.set_defaults(run=_serve)
 
     migrate = commands.add_parser("migrate", help="upgrade the database schema to head")

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -35,17 +37,42 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str, ensure_ascii=False)
 
 
-def configure(level: str = "INFO", fmt: LogFormat = "text") -> None:
+# The credentials of an Authorization header, wherever a line would quote one.
+_AUTHORIZATION = re.compile(
+    r"""(?i)(authorization['"]?\s*[:=,]\s*(?:b?['"])?\s*(?:(?:bearer|basic)\s+)?)[^\s'",;)\]}]+"""
+)
+
+
+class _Redacting(logging.Formatter):
+    """Formats with another formatter, then masks API keys and Authorization credentials,
+    so that no line (an exception's text included) can print one."""
+
+    def __init__(self, inner: logging.Formatter, secrets: Iterable[str]) -> None:
+        super().__init__()
+        self._inner = inner
+        self._secrets = sorted(set(secrets), key=len, reverse=True)
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = self._inner.format(record)
+        for secret in self._secrets:
+            text = text.replace(secret, "[redacted]")
+        return _AUTHORIZATION.sub(r"\1[redacted]", text)
+
+
+def configure(level: str = "INFO", fmt: LogFormat = "text", secrets: Iterable[str] = ()) -> None:
+    """Log to stderr at `level`; `secrets` (API keys) are masked wherever a line holds one."""
     root = logging.getLogger()
     handler = next((h for h in root.handlers if getattr(h, "_chronoq", False)), None)
     if handler is None:
         handler = logging.StreamHandler()
         handler._chronoq = True  # type: ignore[attr-defined]
         root.addHandler(handler)
-    if fmt == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    inner = (
+        JsonFormatter()
+        if fmt == "json"
+        else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    )
+    handler.setFormatter(_Redacting(inner, secrets))
     root.setLevel(level)
     logging.getLogger("aiormq").setLevel(max(logging.WARNING, root.level))
     logging.getLogger("alembic.runtime.plugins").setLevel(max(logging.WARNING, root.level))

@@ -11,7 +11,8 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
 from app import logs, metrics
-from app.api import dead_letters, health, problems, schedules, triggers
+from app.api import auth, dead_letters, health, problems, schedules, triggers
+from app.api.auth import ApiKeyMiddleware, KeyRing
 from app.api.body_limits import BodyLimitMiddleware
 from app.api.deps import State
 from app.service.dead_letters import DeadLetterService
@@ -50,7 +51,7 @@ class _Chronoq(FastAPI):
     def openapi(self) -> dict[str, Any]:
         """FastAPI's document, with the problems every operation can answer with."""
         if self.openapi_schema is None:
-            self.openapi_schema = problems.document(super().openapi())
+            self.openapi_schema = problems.document(auth.document(super().openapi()))
         return self.openapi_schema
 
 
@@ -61,7 +62,8 @@ def create_app(settings: Settings | None = None, wakeups: Wakeups | None = None)
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[State]:
         config = settings or load_settings()
-        logs.configure(config.log_level, config.log_format)
+        api_keys = config.api_key_entries()
+        logs.configure(config.log_level, config.log_format, secrets=[k.key for k in api_keys])
         async with AsyncExitStack() as stack:
             database = Database(config.database_url, schema=config.db_schema)
             stack.push_async_callback(database.close)
@@ -94,6 +96,7 @@ def create_app(settings: Settings | None = None, wakeups: Wakeups | None = None)
                 dead_letters=DeadLetterService(database, hub),
                 dispatcher=dispatcher,
                 sinks=sinks,
+                keys=KeyRing(api_keys),
             )
 
     app = _Chronoq(
@@ -106,6 +109,8 @@ def create_app(settings: Settings | None = None, wakeups: Wakeups | None = None)
     problems.install(app)
     # Bodies are counted as they arrive: an oversized or stalled one is never buffered.
     app.add_middleware(BodyLimitMiddleware)
+    # Every route, present and future, is behind the key check: none opts in.
+    app.add_middleware(ApiKeyMiddleware)
     app.include_router(health.router)
     # Every route of these two reaches the database, so any of them can find it unreachable.
     app.include_router(schedules.router, responses=problems.responses(503))

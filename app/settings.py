@@ -4,16 +4,23 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import re
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, field_validator, model_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_DATABASE_URL = "sqlite:///./data/chronoq.db"
 
 # A schema name that needs no quoting anywhere it appears (search_path, DDL, channel names).
 SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+# An API key's name (what is recorded as `created_by`) and the key itself (never recorded).
+API_KEY_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+API_KEY = re.compile(r"[!-~]{16,}")  # printable, no space; `:` and `,` are refused apart
 
 
 class SettingsError(ValueError):
@@ -24,7 +31,12 @@ class Settings(BaseSettings):
     """Every knob of a replica. Durations are seconds."""
 
     model_config = SettingsConfigDict(
-        env_prefix="CHRONOQ_", extra="ignore", frozen=True, allow_inf_nan=False
+        env_prefix="CHRONOQ_",
+        extra="ignore",
+        frozen=True,
+        allow_inf_nan=False,
+        # A refused value can be an API key or a URL with a password: errors never echo it.
+        hide_input_in_errors=True,
     )
 
     database_url: str = Field(
@@ -67,12 +79,49 @@ class Settings(BaseSettings):
     webhook_signing_secret: str | None = None
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["text", "json"] = "text"
+    # `name:key` or `name:key:read` entries, comma-separated; the file has one a line.
+    api_keys: SecretStr | None = None
+    api_keys_file: Path | None = None
+    # No keys set: `chronoq serve` listens on a non-loopback address only with this.
+    allow_unauthenticated: bool = False
 
     @field_validator("db_schema", mode="before")
     @classmethod
     def _unset_when_empty(cls, value: object) -> object:
         # `CHRONOQ_DB_SCHEMA=` (as compose files render an unset variable) means unset.
         return None if value == "" else value
+
+    @field_validator("api_keys", "api_keys_file", mode="before")
+    @classmethod
+    def _no_keys_when_empty(cls, value: object) -> object:
+        return None if value == "" else value
+
+    def api_key_entries(self) -> tuple[ApiKey, ...]:
+        """Every configured key, from CHRONOQ_API_KEYS then CHRONOQ_API_KEYS_FILE; refused
+        with a SettingsError naming the variable and the entry, never the key."""
+        entries: list[ApiKey] = []
+        if self.api_keys is not None:
+            for index, text in enumerate(self.api_keys.get_secret_value().split(","), 1):
+                entries.append(parse_api_key(text.strip(), f"CHRONOQ_API_KEYS entry {index}"))
+        if self.api_keys_file is not None:
+            try:
+                lines = self.api_keys_file.read_text(encoding="utf-8").splitlines()
+            except (OSError, UnicodeDecodeError) as exc:
+                why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+                raise SettingsError(
+                    f"CHRONOQ_API_KEYS_FILE: cannot read {self.api_keys_file}: {why}"
+                ) from None
+            for number, line in enumerate(lines, 1):
+                text = line.strip()
+                if text and not text.startswith("#"):
+                    entries.append(parse_api_key(text, f"CHRONOQ_API_KEYS_FILE line {number}"))
+        names = [entry.name for entry in entries]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise SettingsError(
+                f"CHRONOQ_API_KEYS: the name {twice[0]!r} is given to more than one key"
+            )
+        return tuple(entries)
 
     @model_validator(mode="after")
     def _refuse_incoherent(self) -> Settings:
@@ -126,7 +175,33 @@ class Settings(BaseSettings):
             raise SettingsError(
                 "CHRONOQ_WEBHOOK_SIGNING_SECRET must be whsec_ followed by a non-empty base64 key"
             )
+        self.api_key_entries()
         return self
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """One configured API key: its name is what is recorded, the key never is."""
+
+    name: str
+    key: str = dataclasses.field(repr=False)
+    read_only: bool = False
+
+
+def parse_api_key(entry: str, where: str) -> ApiKey:
+    """`name:key` or `name:key:read`; a SettingsError names `where`, never the key."""
+    parts = entry.split(":")
+    if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] != "read"):
+        raise SettingsError(f"{where}: expected name:key or name:key:read")
+    name, key = parts[0], parts[1]
+    if not API_KEY_NAME.fullmatch(name):
+        raise SettingsError(f"{where}: the name must be 1 to 64 of A-Z a-z 0-9 _ . -")
+    if not API_KEY.fullmatch(key):
+        raise SettingsError(
+            f"{where}: the key must be at least 16 printable characters, "
+            "with no ':', ',' or whitespace"
+        )
+    return ApiKey(name=name, key=key, read_only=len(parts) == 3)
 
 
 def schema_name_problem(name: str) -> str | None:

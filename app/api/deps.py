@@ -6,6 +6,7 @@ from typing import Annotated, TypedDict, cast
 
 from fastapi import Depends, Query, Request
 
+from app.api.auth import KeyRing
 from app.service.dead_letters import DeadLetterService
 from app.service.schedules import ScheduleService
 from app.settings import Settings
@@ -21,6 +22,7 @@ class State(TypedDict):
     dead_letters: DeadLetterService
     dispatcher: Dispatcher | None
     sinks: Sinks
+    keys: KeyRing  # read by the API key middleware; empty: the API is open
 
 
 def _state(request: Request) -> State:

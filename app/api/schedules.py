@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Query, Response, status
 
 from app.api import pagination
+from app.api.auth import PrincipalDep
 from app.api.deps import CursorQuery, LimitQuery, SchedulesDep
 from app.api.filters import EventTypeQuery, LabelQuery, NameQuery
 from app.api.problems import responses
@@ -92,9 +93,10 @@ async def create_schedule(
     spec: ScheduleSpec,
     service: SchedulesDep,
     response: Response,
+    principal: PrincipalDep,
     idempotency_key: IdempotencyKey = None,
 ) -> ScheduleOut:
-    created = await service.create(spec, idempotency_key)
+    created = await service.create(spec, idempotency_key, created_by=principal)
     response.headers["Location"] = f"/v1/schedules/{created.schedule.id}"
     if not created.created:
         response.status_code = status.HTTP_200_OK
@@ -102,8 +104,10 @@ async def create_schedule(
 
 
 @router.post("/batch", status_code=status.HTTP_201_CREATED, responses=responses(409, 413, 422))
-async def create_schedules(body: BatchCreate, service: SchedulesDep) -> BatchCreated:
-    created = await service.create_many(body.items)
+async def create_schedules(
+    body: BatchCreate, service: SchedulesDep, principal: PrincipalDep
+) -> BatchCreated:
+    created = await service.create_many(body.items, created_by=principal)
     return BatchCreated(items=[ScheduleOut.of(s) for s in created])
 
 

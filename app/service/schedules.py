@@ -123,6 +123,7 @@ class ScheduleService:
         key: str | None = None,
         request_hash: str | None = None,
         pointer: str = "#",
+        created_by: str | None = None,
     ) -> ScheduleDraft:
         trigger = resolve(spec.trigger, now)
         first = first_fire_or_refuse(trigger, now, pointer)
@@ -141,6 +142,7 @@ class ScheduleService:
             first_delay=self._jitter(spec.jitter_seconds),
             idempotency_key=key,
             request_hash=request_hash,
+            created_by=created_by,
         )
 
     def _jitter(self, seconds: float) -> float:
@@ -195,9 +197,15 @@ class ScheduleService:
                 )
             seen.add(spec.name)
 
-    async def create(self, spec: ScheduleSpec, idempotency_key: str | None = None) -> Created:
+    async def create(
+        self,
+        spec: ScheduleSpec,
+        idempotency_key: str | None = None,
+        created_by: str | None = None,
+    ) -> Created:
         """Store a schedule and its first occurrence. The same idempotency key with the same
-        body returns the original; with another body it is a conflict."""
+        body returns the original; with another body it is a conflict. `created_by` is the
+        name of the API key that asked (None: the API is open)."""
         self._check_payload(spec.payload, "#/payload")
         self._check_target(spec, "#/target/type")
         request_hash = _fingerprint(spec) if idempotency_key else None
@@ -219,7 +227,7 @@ class ScheduleService:
                 return earlier
             await self._check_names(conn, [spec], batch=False)
             now = await transaction_now(conn)
-            draft = self._draft(spec, now, idempotency_key, request_hash)
+            draft = self._draft(spec, now, idempotency_key, request_hash, created_by=created_by)
             await self._schedules.insert(conn, [draft], now)
             await self._wakeups.announce(conn, _due(draft))
             return Created(self._fresh(draft, now), created=True)
@@ -235,7 +243,9 @@ class ScheduleService:
                 raise
             return earlier
 
-    async def create_many(self, specs: Sequence[ScheduleSpec]) -> list[Schedule]:
+    async def create_many(
+        self, specs: Sequence[ScheduleSpec], created_by: str | None = None
+    ) -> list[Schedule]:
         """All or nothing, in one transaction."""
         if len(specs) > MAX_BATCH:
             raise InvalidInputError(f"a batch holds at most {MAX_BATCH} items", pointer="#/items")
@@ -247,7 +257,7 @@ class ScheduleService:
             await self._check_names(conn, specs, batch=True)
             now = await transaction_now(conn)
             drafts = [
-                self._draft(spec, now, pointer=f"#/items/{index}")
+                self._draft(spec, now, pointer=f"#/items/{index}", created_by=created_by)
                 for index, spec in enumerate(specs)
             ]
             await self._schedules.insert(conn, drafts, now)

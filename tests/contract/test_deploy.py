@@ -220,11 +220,39 @@ def test_nginx_keeps_connections_to_the_replicas_alive() -> None:
     assert float(idle.group(1)) < uvicorn_idle
 
 
-def test_image_runs_uvicorn_as_a_user_in_exec_form_and_checks_healthz() -> None:
+def test_image_runs_chronoq_serve_as_a_user_in_exec_form_and_checks_healthz() -> None:
     user = instruction("USER").split(":")[0]
     assert user not in {"root", "0"}, "the image runs as a non-root user"
     argv = exec_form(instruction("CMD"))
-    assert argv[:2] == ["uvicorn", "app.main:app"], argv
+    # `chronoq serve`, not uvicorn itself: it refuses a non-loopback address without keys.
+    assert argv[:2] == ["chronoq", "serve"], argv
     assert int(option(argv, "--port")) == exposed_port()
     check = instruction("HEALTHCHECK")
     assert re.search(rf"127\.0\.0\.1:{exposed_port()}/healthz\b", check), check
+
+
+def test_the_image_is_never_open_by_default() -> None:
+    """It listens on 0.0.0.0: `chronoq serve` starts it only with keys, so nothing in the
+    image may say unauthenticated serving is fine."""
+    argv = exec_form(instruction("CMD"))
+    assert option(argv, "--host") == "0.0.0.0"
+    environment = " ".join(rest for keyword, rest in dockerfile_final_stage() if keyword == "ENV")
+    assert "CHRONOQ_ALLOW_UNAUTHENTICATED" not in environment
+    assert "CHRONOQ_API_KEYS" not in environment, "keys come from where the image runs"
+
+
+def test_replicas_take_api_keys_from_the_host_or_refuse_to_start() -> None:
+    for name, replica in replicas().items():
+        env = environment(replica)
+        assert env.get("CHRONOQ_ALLOW_UNAUTHENTICATED", "false") == "false", name
+        keys = env.get("CHRONOQ_API_KEYS", "")
+        # `${VAR:?message}`: compose stops with the message when the host has no keys.
+        assert re.fullmatch(r"\$\{CHRONOQ_API_KEYS:\?[^}]+\}", keys), f"{name}: {keys!r}"
+
+
+def test_the_api_key_settings_are_settings() -> None:
+    assert {
+        "CHRONOQ_API_KEYS",
+        "CHRONOQ_API_KEYS_FILE",
+        "CHRONOQ_ALLOW_UNAUTHENTICATED",
+    } <= setting_variables()

@@ -8,9 +8,11 @@ workflows).
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import sqlite3
+import tempfile
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ import pytest
 import schemathesis
 from fastapi import FastAPI
 
+from app.api.auth import CHALLENGE, is_open
 from app.main import create_app
 from tests.conftest import make_settings
 
@@ -87,20 +90,50 @@ def _operations() -> list[dict[str, Any]]:
     return configs
 
 
-CONFIG = schemathesis.Config.from_dict(
+def _config(**extra: Any) -> schemathesis.Config:
+    return schemathesis.Config.from_dict(
+        {
+            "generation": {"max-examples": EXAMPLES, "deterministic": True, "database": "none"},
+            "checks": {"enabled": True},
+            "phases": {"stateful": {"max-steps": WORKFLOW_STEPS}},
+            "dictionaries": DICTIONARIES,
+            "parameters": PARAMETERS,
+            "operations": _operations(),
+            **extra,
+        }
+    )
+
+
+# The app with API keys set: the fuzzer calls it as the write key, and one pass calls it
+# with no key at all.
+WRITE_KEY = "fuzz-0123456789abcdef"
+KEYS = f"fuzzer:{WRITE_KEY},viewer:fuzz-viewer-0123456789:read"
+# Without keys the API is open by design, so a success without credentials is no finding.
+OPEN_CONFIG = _config(checks={"enabled": True, "ignored_auth": {"enabled": False}})
+KEYED_CONFIG = _config()
+# A few requests per operation suffice to see that nothing answers without a key.
+UNAUTHENTICATED_CONFIG = schemathesis.Config.from_dict(
     {
-        "generation": {"max-examples": EXAMPLES, "deterministic": True, "database": "none"},
-        "checks": {"enabled": True},
-        "phases": {"stateful": {"max-steps": WORKFLOW_STEPS}},
-        "dictionaries": DICTIONARIES,
-        "parameters": PARAMETERS,
-        "operations": _operations(),
+        "generation": {"max-examples": 2, "deterministic": True, "database": "none"},
+        "phases": {"coverage": {"enabled": False}},
     }
 )
 
 # The document the app serves at /openapi.json. The app itself starts on the first request
 # schemathesis sends it, and its lifespan ends with each test (schemathesis' pytest plugin).
-schema = schemathesis.openapi.from_dict(create_app().openapi(), config=CONFIG)
+DOCUMENT = create_app().openapi()
+schema = schemathesis.openapi.from_dict(DOCUMENT, config=OPEN_CONFIG)
+keyed_schema = schemathesis.openapi.from_dict(DOCUMENT, config=KEYED_CONFIG)
+
+# The keyed passes call the app through the schema, not by argument: ignored_auth sends its
+# probes (no key, a wrong key) to the schema's app. It is built here, so its database is too,
+# and the `keyed_app` fixture fills that database before the first request.
+KEYED_DIRECTORY = Path(tempfile.mkdtemp(prefix="chronoq-fuzz-"))
+atexit.register(shutil.rmtree, KEYED_DIRECTORY, ignore_errors=True)
+KEYED_APP = create_app(make_settings(f"sqlite:///{KEYED_DIRECTORY / 'chronoq.db'}", api_keys=KEYS))
+keyed_schema.app = KEYED_APP
+unauthenticated_schema = schemathesis.openapi.from_dict(DOCUMENT, config=UNAUTHENTICATED_CONFIG)
+unauthenticated_schema.app = KEYED_APP
 
 
 @pytest.fixture(scope="module")
@@ -115,9 +148,38 @@ def app(database_path: Path) -> FastAPI:
     return create_app(make_settings(f"sqlite:///{database_path}"))
 
 
+@pytest.fixture(scope="module")
+def keyed_app(sqlite_template: Path) -> FastAPI:
+    shutil.copy(sqlite_template, KEYED_DIRECTORY / "chronoq.db")
+    return KEYED_APP
+
+
 @schema.parametrize()
 def test_every_operation_answers_within_its_contract(case: schemathesis.Case, app: FastAPI) -> None:
     case.call_and_validate(app=app)
+
+
+@keyed_schema.parametrize()
+def test_every_operation_answers_within_its_contract_with_a_write_key(
+    case: schemathesis.Case, keyed_app: FastAPI
+) -> None:
+    """Every check, ignored_auth included: each success is probed again without a key and
+    with a wrong one, and must then be a 401."""
+    case.call_and_validate(headers={"Authorization": f"Bearer {WRITE_KEY}"})
+
+
+@unauthenticated_schema.parametrize()
+def test_without_a_key_every_protected_operation_is_401(
+    case: schemathesis.Case, keyed_app: FastAPI
+) -> None:
+    response = case.call()
+    if is_open(case.operation.path):
+        assert response.status_code != 401
+        return
+    assert response.status_code == 401, response.text
+    assert response.headers["content-type"] == ["application/problem+json"]
+    assert response.headers["www-authenticate"] == [CHALLENGE]
+    case.validate_response(response)
 
 
 def test_workflows_across_linked_operations_answer_within_the_contract(

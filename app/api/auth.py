@@ -1,0 +1,237 @@
+"""API keys: who may call which route, decided once for every route of the app.
+
+A pure ASGI middleware, so a route added later is covered without opting in. When no key is
+configured the API is open; otherwise every path but the open ones (health, metrics, the
+docs and their assets) needs a key, and a read-only key may only read. The key's name
+reaches the routes as the request's principal; the key itself is never logged, stored or
+echoed, and is compared in constant time against every configured key.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import copy
+import hashlib
+import hmac
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app.api.problems import MEDIA_TYPE, problem_type
+from app.settings import ApiKey
+
+CHALLENGE = 'Bearer realm="chronoq", Basic realm="chronoq"'
+
+# Paths that never need a key: probes, metrics, and the documentation with its assets.
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/docs", "/redoc", "/openapi.json"})
+OPEN_PREFIXES = ("/docs/", "/redoc/", "/static/")
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def is_open(path: str) -> bool:
+    if path in OPEN_PATHS:
+        return True
+    # A dot segment never reaches a route, but it is not an asset either.
+    return path.startswith(OPEN_PREFIXES) and "/." not in path and "//" not in path
+
+
+@dataclass(frozen=True)
+class _Entry:
+    name: str
+    digest: bytes
+    read_only: bool
+
+
+class KeyRing:
+    """The configured keys, as digests: equal lengths, so comparing leaks no length."""
+
+    def __init__(self, keys: Sequence[ApiKey]) -> None:
+        self._entries = tuple(
+            _Entry(key.name, hashlib.sha256(key.key.encode()).digest(), key.read_only)
+            for key in keys
+        )
+
+    def __bool__(self) -> bool:
+        return bool(self._entries)
+
+    def find(self, candidate: str) -> _Entry | None:
+        """The entry whose key is `candidate`. Every key is compared, whichever matches, so
+        the time taken says nothing about which one did."""
+        digest = hashlib.sha256(candidate.encode("utf-8", "surrogateescape")).digest()
+        found: _Entry | None = None
+        for entry in self._entries:
+            if hmac.compare_digest(digest, entry.digest) and found is None:
+                found = entry
+        return found
+
+
+def presented_key(headers: Sequence[tuple[bytes, bytes]]) -> str | None:
+    """The key an Authorization header carries (Bearer, or Basic with the key as the
+    password and any user name); None when absent, repeated or malformed."""
+    values = [value for name, value in headers if name.lower() == b"authorization"]
+    if len(values) != 1:
+        return None
+    try:
+        text = values[0].decode("ascii")
+    except UnicodeDecodeError:
+        return None
+    scheme, _, credentials = text.strip().partition(" ")
+    credentials = credentials.strip()
+    if not credentials:
+        return None
+    if scheme.lower() == "bearer":
+        return credentials
+    if scheme.lower() == "basic":
+        try:
+            decoded = base64.b64decode(credentials, validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+        _, colon, password = decoded.partition(":")
+        return password if colon and password else None
+    return None
+
+
+async def _answer(
+    send: Send, status: int, slug: str, title: str, detail: str, headers: list[tuple[bytes, bytes]]
+) -> None:
+    problem = {"type": problem_type(slug), "title": title, "status": status, "detail": detail}
+    body = json.dumps(problem).encode()
+    start = [
+        (b"content-type", MEDIA_TYPE.encode()),
+        (b"content-length", str(len(body)).encode()),
+        *headers,
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": start})
+    await send({"type": "http.response.body", "body": body})
+
+
+class ApiKeyMiddleware:
+    """Refuses requests without a valid key (401) and changes by read-only keys (403);
+    passes the key's name on as the request state's `principal` (None: no keys set)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        state: dict[str, Any] = dict(scope.get("state") or {})
+        path = scope["path"]
+        root = scope.get("root_path", "")
+        if root and path.startswith(root):
+            path = path[len(root) :]
+        ring: KeyRing | None = state.get("keys")
+        if ring is None and not is_open(path):
+            # Only the lifespan builds the key ring: without it, nothing but the open
+            # paths is served.
+            await self._refuse(
+                scope, send, 503, "unavailable", "Service unavailable", "the service is starting"
+            )
+            return
+        principal: str | None = None
+        if ring and not is_open(path):
+            candidate = presented_key(scope.get("headers", []))
+            entry = ring.find(candidate) if candidate is not None else None
+            if entry is None:
+                detail = (
+                    "this route needs an API key: Authorization: Bearer <key>"
+                    if candidate is None
+                    else "the API key is not one this service knows"
+                )
+                await self._refuse(
+                    scope,
+                    send,
+                    401,
+                    "unauthorized",
+                    "Unauthorized",
+                    detail,
+                    [(b"www-authenticate", CHALLENGE.encode())],
+                )
+                return
+            if entry.read_only and scope.get("method", "GET") not in READ_METHODS:
+                await self._refuse(
+                    scope,
+                    send,
+                    403,
+                    "forbidden",
+                    "Forbidden",
+                    f"the API key {entry.name!r} is read-only",
+                )
+                return
+            principal = entry.name
+        state["principal"] = principal
+        await self.app({**scope, "state": state}, receive, send)
+
+    @staticmethod
+    async def _refuse(
+        scope: Scope,
+        send: Send,
+        status: int,
+        slug: str,
+        title: str,
+        detail: str,
+        headers: list[tuple[bytes, bytes]] | None = None,
+    ) -> None:
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        await _answer(send, status, slug, title, detail, headers or [])
+
+
+SECURITY_SCHEMES = {
+    "bearer": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "An API key (CHRONOQ_API_KEYS): `Authorization: Bearer <key>`",
+    },
+    "basic": {
+        "type": "http",
+        "scheme": "basic",
+        "description": "The API key as the password, any user name (for a browser)",
+    },
+}
+_PROBLEM = {MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+_UNAUTHORIZED = {
+    "description": "No API key, or one this service does not know (only when keys are set)",
+    "headers": {
+        "WWW-Authenticate": {
+            "description": "The schemes to authenticate with",
+            "required": True,
+            "schema": {"type": "string"},
+        }
+    },
+    "content": _PROBLEM,
+}
+_FORBIDDEN = {"description": "The API key is read-only", "content": _PROBLEM}
+
+
+def document(openapi: dict[str, Any]) -> dict[str, Any]:
+    """Declare the key schemes, and on every operation that is not open that it needs a
+    key (401) and, for a change, a key that is not read-only (403)."""
+    components = openapi.setdefault("components", {})
+    components["securitySchemes"] = copy.deepcopy(SECURITY_SCHEMES)
+    for path, operations in openapi.get("paths", {}).items():
+        if is_open(path):
+            continue
+        for method, operation in operations.items():
+            operation["security"] = [{"bearer": []}, {"basic": []}]
+            declared = operation.setdefault("responses", {})
+            declared.setdefault("401", copy.deepcopy(_UNAUTHORIZED))
+            if method.upper() not in READ_METHODS:
+                declared.setdefault("403", copy.deepcopy(_FORBIDDEN))
+    return openapi
+
+
+def _principal(request: Request) -> str | None:
+    principal: str | None = request.state._state.get("principal")
+    return principal
+
+
+# The name of the key the request came with; None when the API is open (no keys set).
+PrincipalDep = Annotated[str | None, Depends(_principal)]
