@@ -159,14 +159,16 @@ async def test_a_missed_room_signal_costs_at_most_a_poll_interval(harness: Harne
 
 
 async def test_a_delivery_never_starts_on_a_lease_too_short_to_finish(harness: Harness) -> None:
-    """One delivery at a time, most of a second each, under a 3 s lease: the later ones
-    would start with their lease nearly gone (another claim could take them meanwhile).
-    They are handed back instead and claimed afresh: each is delivered once, as attempt 1."""
-    harness.receiver.always("/hook", Reply(delay=0.8))
-    loop = {"concurrency": 1, "batch_size": 10, "lease": 3.0, "dispatch_timeout": 1.0}
+    """One delivery at a time, half a second each, under a 4 s lease: ten claimed at once
+    take 5 s, so the later ones would start with their lease nearly gone or spent (another
+    claim could take them meanwhile). They are handed back instead and claimed afresh:
+    each is delivered once, as attempt 1. (The dispatch timeout is 4x a delivery, so a slow
+    machine does not turn one into a timed-out retry.)"""
+    harness.receiver.always("/hook", Reply(delay=0.5))
+    loop = {"concurrency": 1, "batch_size": 10, "lease": 4.0, "dispatch_timeout": 2.0}
     async with _running(harness.settings, harness.database, **loop):
-        ids = await _batch(harness, 6)
-        await _wait_until(lambda: _all_completed(harness, 6), timeout=30)
+        ids = await _batch(harness, 10)
+        await _wait_until(lambda: _all_completed(harness, 10), timeout=60)
 
     received = [r.occurrence_id for r in harness.receiver.requests]
     assert sorted(received) == sorted(ids)
