@@ -15,6 +15,7 @@ from app.api import auth, dead_letters, health, problems, schedules, triggers
 from app.api.auth import ApiKeyMiddleware, KeyRing
 from app.api.body_limits import BodyLimitMiddleware
 from app.api.deps import State
+from app.service.addresses import HostResolver
 from app.service.dead_letters import DeadLetterService
 from app.service.schedules import ScheduleService
 from app.settings import Settings, load_settings
@@ -55,9 +56,15 @@ class _Chronoq(FastAPI):
         return self.openapi_schema
 
 
-def create_app(settings: Settings | None = None, wakeups: Wakeups | None = None) -> FastAPI:
+def create_app(
+    settings: Settings | None = None,
+    wakeups: Wakeups | None = None,
+    *,
+    resolver: HostResolver | None = None,
+) -> FastAPI:
     """The ASGI app; settings are read from the environment when not given. `wakeups`
-    lets a caller's own delivery loop hear this app's announcements (tests)."""
+    lets a caller's own delivery loop hear this app's announcements, and `resolver`
+    stands in for DNS when webhook hosts are checked at create (tests)."""
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[State]:
@@ -92,7 +99,7 @@ def create_app(settings: Settings | None = None, wakeups: Wakeups | None = None)
             yield State(
                 settings=config,
                 database=database,
-                schedules=ScheduleService(database, config, wakeups=hub),
+                schedules=ScheduleService(database, config, wakeups=hub, resolver=resolver),
                 dead_letters=DeadLetterService(database, hub),
                 dispatcher=dispatcher,
                 sinks=sinks,

@@ -5,15 +5,25 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import ipaddress
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_DATABASE_URL = "sqlite:///./data/chronoq.db"
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 # A schema name that needs no quoting anywhere it appears (search_path, DDL, channel names).
 SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -90,6 +100,29 @@ class Settings(BaseSettings):
     def _unset_when_empty(cls, value: object) -> object:
         # `CHRONOQ_DB_SCHEMA=` (as compose files render an unset variable) means unset.
         return None if value == "" else value
+
+    @field_validator("target_deny", "target_allow", mode="before")
+    @classmethod
+    def _target_list(cls, value: object, info: ValidationInfo) -> object:
+        if not isinstance(value, str):
+            return value
+        env = f"CHRONOQ_{str(info.field_name).upper()}"
+        if info.field_name == "target_allow" and value.strip() == "":
+            return None  # empty: unset, every address not denied is admitted
+        listed = target_list(value, env, names=info.field_name == "target_allow")
+        if info.field_name == "target_allow" and not (listed.networks or listed.names):
+            raise SettingsError(f"{env} lists nothing; leave it unset to admit every address")
+        return value
+
+    def target_rules(
+        self,
+    ) -> tuple[tuple[IPNetwork, ...], tuple[IPNetwork, ...] | None, tuple[str, ...]]:
+        """The denied CIDRs, the allowed ones (None: no allow list) and the allowed names."""
+        deny = target_list(self.target_deny, "CHRONOQ_TARGET_DENY", names=False).networks
+        if self.target_allow is None:
+            return deny, None, ()
+        allow = target_list(self.target_allow, "CHRONOQ_TARGET_ALLOW", names=True)
+        return deny, allow.networks, allow.names
 
     @field_validator("api_keys", "api_keys_file", mode="before")
     @classmethod
@@ -242,3 +275,42 @@ def load_settings(**overrides: object) -> Settings:
         field = str(first["loc"][0]) if first["loc"] else "?"
         env = field.upper() if field in {"database_url", "amqp_url"} else f"CHRONOQ_{field.upper()}"
         raise SettingsError(f"{env}: {first['msg']}") from None
+
+
+# A host name in CHRONOQ_TARGET_ALLOW: letters, digits and hyphens in dot-separated labels,
+# optionally under a leading `*.` (any name ending in the rest).
+_HOST_NAME = re.compile(
+    r"(?:\*\.)?(?:[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?\.)*[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+)
+
+
+@dataclass(frozen=True)
+class TargetList:
+    """CIDRs and host names (lower case, no trailing dot) from a target address setting."""
+
+    networks: tuple[IPNetwork, ...]
+    names: tuple[str, ...]
+
+
+def target_list(text: str, env: str, *, names: bool) -> TargetList:
+    """Comma-separated CIDRs (a bare address is its /32 or /128) and, with `names`, host
+    names; an entry that is neither refuses start naming `env`."""
+    networks: list[IPNetwork] = []
+    hosts: list[str] = []
+    for entry in (part.strip() for part in text.split(",")):
+        if not entry:
+            continue
+        try:
+            networks.append(ipaddress.ip_network(entry))
+            continue
+        except ValueError as exc:
+            problem = str(exc)
+        name = entry.lower().removesuffix(".")
+        numeric = name.rsplit(".", 1)[-1].isdigit() or "/" in name or ":" in name
+        if names and not numeric and _HOST_NAME.fullmatch(name):
+            hosts.append(name)
+            continue
+        what = "a CIDR or a host name" if names else "a CIDR"
+        detail = "" if names and not numeric else f" ({problem})"
+        raise SettingsError(f"{env}: {entry!r} is not {what}{detail}")
+    return TargetList(tuple(networks), tuple(hosts))

@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from app.domain.addresses import AddressPolicy, HostSpellingError, parse_host
 from app.domain.limits import (
     INT64_MAX,
     INT64_MIN,
@@ -58,6 +59,9 @@ _URL_UNSAFE = re.compile(r"[\x00-\x20\x7f-\x9f]")
 # number"): 2130706433, 0177.0.0.1, 127.1 and 0x7f.0.0.1 all mean 127.0.0.1.
 _NUMERIC_LABEL = re.compile(r"^(?:[0-9]+|0[xX][0-9a-fA-F]*)$")
 
+# Numeric spellings of these name the denial they hit, not only their spelling.
+BUILT_IN_DENIALS = AddressPolicy()
+
 
 def _numeric_host_problem(host: str) -> str | None:
     if ":" in host:  # an IPv6 literal ([::ffff:127.0.0.1] is one)
@@ -72,6 +76,12 @@ def _numeric_host_problem(host: str) -> str | None:
         canonical = None
     if canonical == host:
         return None
+    try:
+        address = parse_host(host)
+    except HostSpellingError:
+        address = None
+    if address is not None and (denial := BUILT_IN_DENIALS.denial(address)) is not None:
+        return f"the host {host} is {denial}"  # 2852039166 is 169.254.169.254, ...
     return (
         f"host {host!r} is a numeric address but not in dotted-quad form (a.b.c.d, each "
         "0-255 in decimal without leading zeros)"

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from itertools import islice
 from typing import cast
 
+from app.domain.addresses import AddressPolicy
 from app.domain.errors import ConflictError, InvalidInputError, NotFoundError, PayloadTooLargeError
 from app.domain.ids import format_instant, occurrence_id, uuid7
 from app.domain.misfire import skipped_range
@@ -31,6 +32,7 @@ from app.domain.schedule import (
     check_version,
     rules_of,
 )
+from app.domain.target import WebhookTarget
 from app.domain.trigger import (
     Trigger,
     first_fire_or_refuse,
@@ -39,6 +41,7 @@ from app.domain.trigger import (
     resolve,
     ticks_between,
 )
+from app.service.addresses import HostResolver, TargetAddresses
 from app.settings import Settings
 from app.store.clock import transaction_now
 from app.store.database import Connection, Database
@@ -87,6 +90,7 @@ class ScheduleService:
         *,
         rng: random.Random | None = None,
         wakeups: Wakeups | None = None,
+        resolver: HostResolver | None = None,
     ) -> None:
         self._db = database
         self._wakeups = wakeups or Wakeups()
@@ -94,6 +98,7 @@ class ScheduleService:
         self._rng = rng or random.SystemRandom()
         self._schedules = ScheduleStore()
         self._occurrences = OccurrenceStore()
+        self._addresses = TargetAddresses(AddressPolicy.of(*settings.target_rules()), resolver)
 
     # -- create ---------------------------------------------------------------------
 
@@ -115,6 +120,15 @@ class ScheduleService:
             raise InvalidInputError(
                 "a rabbitmq target needs AMQP_URL to be configured on the service", pointer=pointer
             )
+
+    async def _check_urls(self, specs: Sequence[tuple[ScheduleSpec | SchedulePatch, str]]) -> None:
+        """Webhook hosts that are, or resolve to, a denied address are refused (DESIGN 8);
+        each (spec, pointer prefix) names its URL as `<prefix>/target/url`."""
+        await self._addresses.check(
+            (spec.target, f"{prefix}/target/url")
+            for spec, prefix in specs
+            if isinstance(spec.target, WebhookTarget)
+        )
 
     def _draft(
         self,
@@ -208,6 +222,7 @@ class ScheduleService:
         name of the API key that asked (None: the API is open)."""
         self._check_payload(spec.payload, "#/payload")
         self._check_target(spec, "#/target/type")
+        await self._check_urls([(spec, "#")])
         request_hash = _fingerprint(spec) if idempotency_key else None
 
         async def replay_key(conn: Connection) -> Created | None:
@@ -252,6 +267,7 @@ class ScheduleService:
         for index, spec in enumerate(specs):
             self._check_payload(spec.payload, f"#/items/{index}/payload")
             self._check_target(spec, f"#/items/{index}/target/type")
+        await self._check_urls([(spec, f"#/items/{index}") for index, spec in enumerate(specs)])
 
         async def work(conn: Connection) -> list[Schedule]:
             await self._check_names(conn, specs, batch=True)
@@ -324,6 +340,7 @@ class ScheduleService:
         if "payload" in changes:
             self._check_payload(patch.payload, "#/payload")
         self._check_target(patch, "#/target/type")
+        await self._check_urls([(patch, "#")])
         for field in NOT_NULLABLE:
             if field in changes and changes[field] is None:
                 raise InvalidInputError(f"{field} cannot be null", pointer=f"#/{field}")

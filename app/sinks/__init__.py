@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from aiohttp.abc import AbstractResolver
+
+from app.domain.addresses import AddressPolicy
 from app.settings import Settings
 from app.sinks.base import Sink, Sinks
 from app.sinks.rabbitmq import RabbitMQSink
@@ -12,11 +15,16 @@ from app.sinks.webhook import WebhookSink
 
 
 @asynccontextmanager
-async def open_sinks(settings: Settings) -> AsyncIterator[Sinks]:
-    """The process's sinks: the webhook client always, RabbitMQ when AMQP_URL is set."""
+async def open_sinks(
+    settings: Settings, *, resolver: AbstractResolver | None = None
+) -> AsyncIterator[Sinks]:
+    """The process's sinks: the webhook client always, RabbitMQ when AMQP_URL is set.
+    `resolver` answers webhook DNS lookups instead of the system's (tests)."""
     webhook = WebhookSink(
         concurrency=settings.concurrency,
         max_timeout=settings.dispatch_timeout,
+        policy=AddressPolicy.of(*settings.target_rules()),
+        resolver=resolver,
         signing_secret=settings.webhook_signing_secret,
     )
     broker = (

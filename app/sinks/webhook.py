@@ -11,10 +11,13 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
 import aiohttp
+from aiohttp.abc import AbstractResolver
 
+from app.domain.addresses import AddressPolicy
 from app.domain.ids import format_instant
 from app.domain.occurrence import Delivered, Delivery, Outcome, Permanent, Retryable
 from app.domain.target import WebhookTarget
+from app.sinks.addresses import CheckingResolver, DeniedAddressError, LiteralHosts
 from app.sinks.signing import WebhookSigner
 
 RETRYABLE_STATUSES = frozenset({408, 429})
@@ -22,6 +25,8 @@ _UNBOUNDED = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=None, 
 BODY_EXCERPT = 256
 MAX_DRAINED_BODY = 65536
 DELIVERED = Delivered()
+# How long a resolved (and checked) name is reused before it is resolved and checked again.
+DNS_CACHE_SECONDS = 60
 
 
 def parse_retry_after(value: str | None, now: datetime) -> float | None:
@@ -52,16 +57,31 @@ def outcome_for_status(status: int, retry_after: str | None, excerpt: str) -> Ou
 
 class WebhookSink:
     def __init__(
-        self, *, concurrency: int, max_timeout: float, signing_secret: str | None = None
+        self,
+        *,
+        concurrency: int,
+        max_timeout: float,
+        signing_secret: str | None = None,
+        policy: AddressPolicy | None = None,
+        resolver: AbstractResolver | None = None,
     ) -> None:
         self._concurrency = concurrency
+        # Target addresses (DESIGN 8): literal hosts judged before sending, names inside the
+        # connector's resolver; `resolver` replaces the system's DNS (tests).
+        self._policy = policy or AddressPolicy()
+        self._literals = LiteralHosts(self._policy)
+        self._resolver = resolver
         self._max_timeout = max_timeout
         self._signer = WebhookSigner(signing_secret) if signing_secret else None
         self._session: aiohttp.ClientSession | None = None
 
     async def open(self) -> None:
+        self._checked_dns = CheckingResolver(self._policy, self._resolver)
         connector = aiohttp.TCPConnector(
-            limit=self._concurrency, limit_per_host=0, ttl_dns_cache=60
+            limit=self._concurrency,
+            limit_per_host=0,
+            ttl_dns_cache=DNS_CACHE_SECONDS,
+            resolver=self._checked_dns,
         )
         self._session = aiohttp.ClientSession(
             connector=connector,
@@ -75,6 +95,7 @@ class WebhookSink:
         if self._session is not None:
             await self._session.close()
             self._session = None
+            await self._checked_dns.close()  # a resolver given to the connector stays ours
 
     def headers(self, delivery: Delivery, target: WebhookTarget) -> dict[str, str]:
         occurrence = str(delivery.occurrence_id)
@@ -103,6 +124,8 @@ class WebhookSink:
         target = delivery.target
         assert isinstance(target, WebhookTarget)
         assert self._session is not None, "WebhookSink.open() was not called"
+        if (denied := self._literals.problem(target.url)) is not None:
+            return Permanent(f"address denied: {denied}")
         limit = min(self._max_timeout, target.timeout_seconds)
         # The dispatcher bounds every delivery by the dispatch timeout already; a timer of
         # our own is only needed when the target asks for less.
@@ -130,6 +153,8 @@ class WebhookSink:
         except TimeoutError:
             return Retryable(f"timed out after {limit:g}s")
         except aiohttp.ClientConnectorError as exc:
+            if isinstance(exc.os_error, DeniedAddressError):
+                return Permanent(f"address denied: {exc.os_error}")
             return Retryable(f"connection failed: {exc.os_error or exc}")
         except (aiohttp.ClientError, OSError) as exc:
             return Retryable(f"{type(exc).__name__}: {exc}")

@@ -25,6 +25,7 @@ from fastapi import FastAPI
 from app.api.auth import CHALLENGE, is_open
 from app.main import create_app
 from tests.conftest import make_settings
+from tests.dns import FakeDNS
 
 EXAMPLES = int(os.environ.get("CHRONOQ_FUZZ_EXAMPLES", "10"))
 # Workflows are cheap next to the single-operation runs (no coverage phase), and they are
@@ -130,7 +131,9 @@ keyed_schema = schemathesis.openapi.from_dict(DOCUMENT, config=KEYED_CONFIG)
 # and the `keyed_app` fixture fills that database before the first request.
 KEYED_DIRECTORY = Path(tempfile.mkdtemp(prefix="chronoq-fuzz-"))
 atexit.register(shutil.rmtree, KEYED_DIRECTORY, ignore_errors=True)
-KEYED_APP = create_app(make_settings(f"sqlite:///{KEYED_DIRECTORY / 'chronoq.db'}", api_keys=KEYS))
+KEYED_APP = create_app(
+    make_settings(f"sqlite:///{KEYED_DIRECTORY / 'chronoq.db'}", api_keys=KEYS), resolver=FakeDNS()
+)
 keyed_schema.app = KEYED_APP
 unauthenticated_schema = schemathesis.openapi.from_dict(DOCUMENT, config=UNAUTHENTICATED_CONFIG)
 unauthenticated_schema.app = KEYED_APP
@@ -145,7 +148,8 @@ def database_path(tmp_path_factory: pytest.TempPathFactory, sqlite_template: Pat
 
 @pytest.fixture(scope="module")
 def app(database_path: Path) -> FastAPI:
-    return create_app(make_settings(f"sqlite:///{database_path}"))
+    # Generated URLs name hosts of every kind: none of them is looked up in real DNS.
+    return create_app(make_settings(f"sqlite:///{database_path}"), resolver=FakeDNS())
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,7 @@ from app.store.database import Database
 from app.store.wakeups import Wakeups
 from app.worker.dispatcher import Dispatcher
 from tests.conftest import make_settings
+from tests.dns import FakeDNS
 from tests.receiver import Receiver
 
 
@@ -34,6 +35,7 @@ class Harness:
     receiver: Receiver
     sinks: Sinks
     wakeups: Wakeups
+    dns: FakeDNS
 
     def webhook(self, path: str = "/hook", **extra: Any) -> dict[str, Any]:
         return {"type": "webhook", "url": self.receiver.url(path), **extra}
@@ -78,18 +80,23 @@ class Harness:
 
 @asynccontextmanager
 async def running_harness(
-    database_url: str, receiver: Receiver, **overrides: Any
+    database_url: str, receiver: Receiver, dns: FakeDNS | None = None, **overrides: Any
 ) -> AsyncIterator[Harness]:
+    """`dns` answers the app's and the sinks' lookups (default: no name resolves)."""
     settings = make_settings(database_url, **overrides)
     wakeups = Wakeups()
-    app = create_app(settings, wakeups)
+    dns = dns or FakeDNS()
+    app = create_app(settings, wakeups, resolver=dns)
     database = Database(settings.database_url)
     try:
-        async with open_sinks(settings) as sinks, LifespanManager(app) as manager:
+        async with (
+            open_sinks(settings, resolver=dns) as sinks,
+            LifespanManager(app) as manager,
+        ):
             dispatcher = Dispatcher(database, sinks, settings, rng=random.Random(7), owner="test")
             transport = httpx.ASGITransport(app=manager.app)
             async with httpx.AsyncClient(transport=transport, base_url="http://chronoq") as client:
-                yield Harness(client, dispatcher, database, settings, receiver, sinks, wakeups)
+                yield Harness(client, dispatcher, database, settings, receiver, sinks, wakeups, dns)
     finally:
         await database.close()
 
@@ -102,9 +109,10 @@ async def harness(database_url: str, receiver: Receiver) -> AsyncIterator[Harnes
 
 @pytest.fixture
 def make_harness(database_url: str, receiver: Receiver) -> Callable[..., Any]:
-    """For tests that need other settings: `async with make_harness(max_attempts=2) as h:`."""
+    """For tests that need other settings: `async with make_harness(max_attempts=2) as h:`
+    (and `dns=FakeDNS({...})` for names that resolve)."""
 
-    def build(**overrides: Any) -> Any:
-        return running_harness(database_url, receiver, **overrides)
+    def build(dns: FakeDNS | None = None, **overrides: Any) -> Any:
+        return running_harness(database_url, receiver, dns, **overrides)
 
     return build

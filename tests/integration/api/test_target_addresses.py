@@ -1,0 +1,229 @@
+"""Webhook target addresses through the API and the loop (DESIGN 8, target addresses): a host
+that is, or resolves to, a denied address is a 422 naming target.url at create, batch and
+PATCH, and a name that resolves to one at delivery dead-letters at once.
+
+Names resolve through the harness's FakeDNS; nothing is sent anywhere but 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.dns import FakeDNS
+from tests.integration.api.test_bad_input import assert_problem_names, stored_schedules
+from tests.integration.conftest import Harness
+
+METADATA = "169.254.169.254"
+
+DENIED_HOSTS = [
+    pytest.param(METADATA, id="metadata"),
+    pytest.param("169.254.0.1", id="link-local"),
+    pytest.param("2852039166", id="integer"),
+    pytest.param("0xA9FEA9FE", id="hex integer"),
+    pytest.param("0251.0376.0251.0376", id="octal"),
+    pytest.param("169.254.43518", id="short"),
+    pytest.param("0xa9.0xfe.0xa9.0xfe", id="hex parts"),
+    pytest.param("[::ffff:169.254.169.254]", id="ipv4-mapped"),
+    pytest.param("[::ffff:a9fe:a9fe]", id="ipv4-mapped hex"),
+    pytest.param("[64:ff9b::a9fe:a9fe]", id="nat64"),
+    pytest.param("[2002:a9fe:a9fe::]", id="6to4"),
+    pytest.param("0.0.0.0", id="this network"),
+    pytest.param("0", id="zero"),
+    pytest.param("[::]", id="unspecified"),
+    pytest.param("[fe80::1]", id="ipv6 link-local"),
+    pytest.param("224.0.0.1", id="multicast"),
+    pytest.param("[ff02::1]", id="ipv6 multicast"),
+    pytest.param("255.255.255.255", id="broadcast"),
+]
+
+
+def body(url: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "event_type": "test.event",
+        "payload": {"n": 1},
+        "target": {"type": "webhook", "url": url},
+        "trigger": {"type": "cron", "expression": "*/5 * * * *"},
+        **extra,
+    }
+
+
+def detail_of(response: Any) -> str:
+    detail: str = response.json()["errors"][0]["detail"]
+    return detail
+
+
+@pytest.mark.parametrize("host", DENIED_HOSTS)
+async def test_a_denied_host_is_refused_at_create(harness: Harness, host: str) -> None:
+    response = await harness.client.post("/v1/schedules", json=body(f"http://{host}/latest"))
+
+    assert_problem_names(response, 422, "#/target/url")
+    assert "denied address" in detail_of(response)
+    assert await stored_schedules(harness) == []
+
+
+@pytest.mark.parametrize("host", DENIED_HOSTS)
+async def test_a_denied_host_is_refused_at_patch(harness: Harness, host: str) -> None:
+    created = await harness.create(trigger={"type": "cron", "expression": "*/5 * * * *"})
+
+    response = await harness.client.patch(
+        f"/v1/schedules/{created['id']}",
+        json={"target": {"type": "webhook", "url": f"http://{host}/latest"}},
+    )
+
+    assert_problem_names(response, 422, "#/target/url")
+    assert "denied address" in detail_of(response)
+    unchanged = await harness.get(f"/v1/schedules/{created['id']}")
+    assert unchanged["target"]["url"] == created["target"]["url"]
+
+
+async def test_a_numeric_spelling_is_refused_naming_the_address_it_means(
+    harness: Harness,
+) -> None:
+    response = await harness.client.post("/v1/schedules", json=body("http://2852039166/"))
+
+    assert_problem_names(response, 422, "#/target/url")
+    assert "the host 2852039166 is 169.254.169.254, a denied address" in detail_of(response)
+
+
+async def test_a_denied_host_in_a_batch_names_its_item(harness: Harness) -> None:
+    items = [body(harness.receiver.url("/ok")), body(f"http://{METADATA}/")]
+
+    response = await harness.client.post("/v1/schedules/batch", json={"items": items})
+
+    assert_problem_names(response, 422, "#/items/1/target/url")
+    assert await stored_schedules(harness) == []
+
+
+async def test_a_name_that_resolves_to_a_denied_address_is_refused_at_create(
+    make_harness: Callable[..., Any],
+) -> None:
+    dns = FakeDNS({"metadata.test": [METADATA]})
+    async with make_harness(dns=dns) as h:
+        response = await h.client.post("/v1/schedules", json=body("http://metadata.test/x"))
+
+        assert_problem_names(response, 422, "#/target/url")
+        assert detail_of(response) == (
+            "the host metadata.test resolves to 169.254.169.254, a denied address "
+            "(in 169.254.0.0/16, always denied)"
+        )
+        assert dns.checks == {"metadata.test": 1}
+        assert await stored_schedules(h) == []
+
+
+async def test_a_name_is_resolved_once_for_a_whole_batch(make_harness: Callable[..., Any]) -> None:
+    dns = FakeDNS({"hooks.test": ["127.0.0.1"]})
+    async with make_harness(dns=dns) as h:
+        items = [body(f"http://hooks.test:{h.receiver.port}/{n}") for n in range(5)]
+
+        response = await h.client.post("/v1/schedules/batch", json={"items": items})
+
+        assert response.status_code == 201, response.text
+        assert dns.checks == {"hooks.test": 1}
+
+
+async def test_a_name_that_does_not_resolve_yet_is_accepted(harness: Harness) -> None:
+    response = await harness.client.post("/v1/schedules", json=body("http://later.test/x"))
+
+    assert response.status_code == 201, response.text
+
+
+async def test_a_name_rebound_to_a_denied_address_after_create_is_dead_lettered(
+    make_harness: Callable[..., Any],
+) -> None:
+    dns = FakeDNS({"hooks.test": ["127.0.0.1"]})
+    async with make_harness(dns=dns) as h:
+        url = f"http://hooks.test:{h.receiver.port}/hook"
+        created = await h.create(target={"type": "webhook", "url": url})
+        dns.names["hooks.test"] = [METADATA]  # DNS rebinding: the answer changes
+
+        async def dead() -> bool:
+            return [o["status"] for o in await h.occurrences(created["id"])] == ["dead_lettered"]
+
+        await h.step_until(dead)
+
+        [occurrence] = await h.occurrences(created["id"])
+        assert occurrence["attempts"] == 1
+        assert occurrence["last_error"] == (
+            "address denied: the host hooks.test resolves to 169.254.169.254, a denied "
+            "address (in 169.254.0.0/16, always denied)"
+        )
+        assert h.receiver.requests == []
+        assert dns.lookups == {"hooks.test": 1}
+
+
+async def test_the_deny_list_refuses_the_loopback_receiver(
+    make_harness: Callable[..., Any],
+) -> None:
+    async with make_harness(target_deny="10.0.0.0/8,127.0.0.0/8") as h:
+        response = await h.client.post("/v1/schedules", json=body(h.receiver.url("/hook")))
+
+        assert_problem_names(response, 422, "#/target/url")
+        assert detail_of(response) == (
+            "the host 127.0.0.1 is a denied address (in 127.0.0.0/8, on the deny list)"
+        )
+        assert await stored_schedules(h) == []
+
+
+async def test_the_deny_list_applies_to_what_a_name_resolves_to(
+    make_harness: Callable[..., Any],
+) -> None:
+    dns = FakeDNS({"hooks.test": ["127.0.0.1"]})
+    async with make_harness(dns=dns, target_deny="127.0.0.0/8") as h:
+        response = await h.client.post("/v1/schedules", json=body("http://hooks.test/x"))
+
+        assert_problem_names(response, 422, "#/target/url")
+        assert "127.0.0.0/8, on the deny list" in detail_of(response)
+
+
+async def test_an_allowed_name_is_accepted_and_delivered(make_harness: Callable[..., Any]) -> None:
+    dns = FakeDNS({"hooks.test": ["127.0.0.1"], "other.test": ["127.0.0.1"]})
+    async with make_harness(dns=dns, target_allow="hooks.test") as h:
+        port = h.receiver.port
+        allowed = await h.client.post("/v1/schedules", json=body(f"http://hooks.test:{port}/"))
+        refused = await h.client.post("/v1/schedules", json=body(f"http://other.test:{port}/"))
+        literal = await h.client.post("/v1/schedules", json=body(h.receiver.url("/")))
+
+        assert allowed.status_code == 201, allowed.text
+        assert_problem_names(refused, 422, "#/target/url")
+        assert "not on the allow list" in detail_of(refused)
+        assert_problem_names(literal, 422, "#/target/url")
+
+        created = await h.create(target={"type": "webhook", "url": f"http://hooks.test:{port}/"})
+        await h.step()
+        await h.receiver.wait_for(1)
+        assert h.receiver.requests[0].headers["X-Schedule-Id"] == created["id"]
+
+
+async def test_an_allowed_cidr_admits_the_addresses_inside_it(
+    make_harness: Callable[..., Any],
+) -> None:
+    async with make_harness(target_allow="127.0.0.0/8") as h:
+        inside = await h.client.post("/v1/schedules", json=body(h.receiver.url("/")))
+        outside = await h.client.post("/v1/schedules", json=body("http://10.1.2.3/"))
+
+        assert inside.status_code == 201, inside.text
+        assert_problem_names(outside, 422, "#/target/url")
+
+
+async def test_an_ip_literal_is_not_resolved_at_create_or_delivery(harness: Harness) -> None:
+    created = await harness.create()
+
+    async def delivered() -> bool:
+        return [o["status"] for o in await harness.occurrences(created["id"])] == ["delivered"]
+
+    await harness.step_until(delivered)
+
+    assert harness.dns.checks == {}
+    assert harness.dns.lookups == {}
+
+
+async def test_a_rabbitmq_target_is_not_an_address(make_harness: Callable[..., Any]) -> None:
+    target = {"type": "rabbitmq", "exchange": "", "routing_key": "jobs"}
+    async with make_harness(amqp_url=None, target_allow="hooks.test") as h:
+        response = await h.client.post("/v1/schedules", json=body("http://x/", target=target))
+
+        # Refused for want of a broker, never for an address.
+        assert_problem_names(response, 422, "#/target/type")
