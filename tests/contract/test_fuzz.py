@@ -71,7 +71,9 @@ SEMANTIC_RULES = [
     "replay_dead_letters",
     "preview_trigger",
 ]
-ACCEPTED = ["2xx", "3xx", "401", "403", "404", "409", "429", "5xx"]
+# 412: an If-Match that is well-formed but names another version than the schedule's (a
+# generated one almost always does) is refused by design, like a 409 conflict.
+ACCEPTED = ["2xx", "3xx", "401", "403", "404", "409", "412", "429", "5xx"]
 # DELETE on a schedule cancels it (DESIGN section 6): the cancelled schedule and its history
 # stay readable, which is what use_after_free takes for a deleted resource still served.
 CANCELLED_STAYS_READABLE = ["get_schedule", "list_occurrences"]
