@@ -49,6 +49,7 @@ DEFAULT_PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 
 BATCH = 1000
+BENCH_KEY = "bench-key-0123456789abcdef"
 W2_COUNT = 300
 W2_SPACING = 0.020
 CONCURRENCY = 64
@@ -467,7 +468,10 @@ async def run_workload(ctx: Context, workload: str, dialect: str, run: int) -> d
     database_url, handle = await ctx.databases.fresh(dialect)
     result: dict[str, Any] = {"workload": workload, "dialect": dialect, "run": run}
     try:
-        service = await start_service(ctx.procs, ctx.http, database_url, ctx.log_dir, tag)
+        keys = {"CHRONOQ_API_KEYS": f"bench:{BENCH_KEY}"} if ctx.args.api_key else None
+        service = await start_service(
+            ctx.procs, ctx.http, database_url, ctx.log_dir, tag, extra_env=keys
+        )
         try:
             await ctx.receiver.reset()
             hook = ctx.receiver.base + "/hook"
@@ -927,6 +931,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--json", type=Path, default=None, help="also dump raw results here")
     parser.add_argument(
+        "--api-key",
+        action="store_true",
+        help="run the service with CHRONOQ_API_KEYS set and authenticate every request",
+    )
+    parser.add_argument(
         "--strict", action="store_true", help="exit 1 when a PostgreSQL bar is not met"
     )
     args = parser.parse_args(argv)
@@ -961,8 +970,10 @@ async def main_async(args: argparse.Namespace) -> int:
     timeout = aiohttp.ClientTimeout(total=300)
     keep_logs = False
     try:
+        # With --api-key every request carries the key (the receiver ignores it).
+        auth = {"Authorization": f"Bearer {BENCH_KEY}"} if args.api_key else None
         async with aiohttp.ClientSession(
-            connector=connector, timeout=timeout, trust_env=False
+            connector=connector, timeout=timeout, trust_env=False, headers=auth
         ) as http:
             receiver = ReceiverClient(procs, http)
             await receiver.start()
