@@ -19,11 +19,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
-from app.api.schemas import DeadLetterOut, OccurrenceOut, ReplayAccepted, ScheduleOut
+from app.api.schemas import (
+    DeadLetterOut,
+    OccurrenceOut,
+    RabbitMQTargetOut,
+    ReplayAccepted,
+    ScheduleOut,
+    WebhookTargetOut,
+)
 from app.domain.errors import ChronoqError, ConflictError, InvalidInputError, NotFoundError
 from app.domain.occurrence import OccurrenceStatus
 from app.domain.schedule import Schedule, ScheduleStatus
-from app.domain.target import Target, WebhookTarget
 from app.domain.trigger import CronTrigger, IntervalTrigger, OnceTrigger, Trigger
 from app.service.dead_letters import DeadLetterService
 from app.service.schedules import ScheduleService
@@ -187,8 +193,9 @@ def _trigger(trigger: Trigger) -> str:
     return "immediate"
 
 
-def _target(target: Target) -> str:
-    if isinstance(target, WebhookTarget):
+def _target(target: WebhookTargetOut | RabbitMQTargetOut) -> str:
+    # The response model's target: its secrets are redacted already.
+    if isinstance(target, WebhookTargetOut):
         return f"{target.method} {target.url}"
     return f"rabbitmq {target.exchange or '(default)'} {target.routing_key or '-'}"
 

@@ -87,6 +87,8 @@ class Settings(BaseSettings):
     retention_batch: int = 500
     retention_interval: float = 60.0
     webhook_signing_secret: str | None = None
+    # Newest first, comma- or space-separated: each one signs every delivery (rotation).
+    webhook_signing_secrets: SecretStr | None = None
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["text", "json"] = "text"
     # `name:key` or `name:key:read` entries, comma-separated; the file has one a line.
@@ -156,6 +158,16 @@ class Settings(BaseSettings):
             )
         return tuple(entries)
 
+    @property
+    def webhook_secrets(self) -> tuple[str, ...]:
+        """The signing secrets, newest first: CHRONOQ_WEBHOOK_SIGNING_SECRETS, else the
+        single CHRONOQ_WEBHOOK_SIGNING_SECRET; empty when deliveries go unsigned."""
+        if self.webhook_signing_secrets is not None:
+            listed = self.webhook_signing_secrets.get_secret_value().replace(",", " ").split()
+            if listed:
+                return tuple(listed)
+        return (self.webhook_signing_secret,) if self.webhook_signing_secret else ()
+
     @model_validator(mode="after")
     def _refuse_incoherent(self) -> Settings:
         positive = {
@@ -208,8 +220,30 @@ class Settings(BaseSettings):
             raise SettingsError(
                 "CHRONOQ_WEBHOOK_SIGNING_SECRET must be whsec_ followed by a non-empty base64 key"
             )
+        self._check_signing_secrets()
         self.api_key_entries()
         return self
+
+    def _check_signing_secrets(self) -> None:
+        # Entries are named by position: an error message never shows a secret.
+        if self.webhook_signing_secrets is None:
+            return
+        listed = self.webhook_signing_secrets.get_secret_value().replace(",", " ").split()
+        if listed and self.webhook_signing_secret is not None:
+            raise SettingsError(
+                "CHRONOQ_WEBHOOK_SIGNING_SECRETS and CHRONOQ_WEBHOOK_SIGNING_SECRET are both "
+                "set: list every secret in CHRONOQ_WEBHOOK_SIGNING_SECRETS and unset the other"
+            )
+        for index, secret in enumerate(listed, 1):
+            if not signing_key(secret):
+                raise SettingsError(
+                    f"CHRONOQ_WEBHOOK_SIGNING_SECRETS entry {index} must be whsec_ followed by "
+                    "a non-empty base64 key"
+                )
+            if secret in listed[: index - 1]:
+                raise SettingsError(
+                    f"CHRONOQ_WEBHOOK_SIGNING_SECRETS entry {index} repeats an earlier entry"
+                )
 
 
 @dataclass(frozen=True)

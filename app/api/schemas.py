@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any, Generic, TypeVar, cast
+from typing import Annotated, Any, Generic, Literal, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -12,7 +12,8 @@ from app.domain.limits import EventType, Id, InputModel, Instant, shown_payload
 from app.domain.misfire import MisfirePolicy, SkipReason
 from app.domain.occurrence import DeadLetter, Occurrence, OccurrenceStatus, Origin
 from app.domain.schedule import Schedule, ScheduleSpec, ScheduleStatus
-from app.domain.target import Target
+from app.domain.secrets import redacted_headers, redacted_secret, redacted_url
+from app.domain.target import JsonScalar, Target, WebhookTarget
 from app.domain.trigger import Trigger
 
 T = TypeVar("T")
@@ -23,12 +24,61 @@ class Page(BaseModel, Generic[T]):
     next_cursor: str | None
 
 
+class WebhookTargetOut(BaseModel):
+    """A webhook target as responses show it. Secrets are redacted: the password of the
+    URL's userinfo and the values of Authorization, Proxy-Authorization, Cookie and of any
+    header whose name contains token, secret, key or password show as ***. Sent back in a
+    PATCH to the same address, a redacted form keeps the stored value."""
+
+    type: Literal["webhook"]
+    url: str
+    method: Literal["POST", "PUT", "PATCH"]
+    headers: dict[str, str]
+    timeout_seconds: float
+    signing_secret: str | None = Field(
+        description="The target's own signing secret, redacted to whsec_… and its last 4 "
+        "characters; null when the service's secrets sign its deliveries"
+    )
+
+
+class RabbitMQTargetOut(BaseModel):
+    """A RabbitMQ target as responses show it: secret headers redacted as on webhooks (***,
+    kept by a PATCH that sends it back)."""
+
+    type: Literal["rabbitmq"]
+    exchange: str
+    routing_key: str
+    headers: dict[str, JsonScalar]
+
+
+TargetOut = Annotated[WebhookTargetOut | RabbitMQTargetOut, Field(discriminator="type")]
+
+
+def target_out(t: Target) -> WebhookTargetOut | RabbitMQTargetOut:
+    """What a response shows of a target; the stored target keeps the real values."""
+    if isinstance(t, WebhookTarget):
+        return WebhookTargetOut(
+            type=t.type,
+            url=redacted_url(t.url),
+            method=t.method,
+            headers=redacted_headers(t.headers),
+            timeout_seconds=t.timeout_seconds,
+            signing_secret=redacted_secret(t.signing_secret) if t.signing_secret else None,
+        )
+    return RabbitMQTargetOut(
+        type=t.type,
+        exchange=t.exchange,
+        routing_key=t.routing_key,
+        headers=redacted_headers(t.headers),
+    )
+
+
 class ScheduleOut(BaseModel):
     id: uuid.UUID
     name: str | None
     event_type: str
     payload: Any
-    target: Target
+    target: TargetOut
     trigger: Trigger
     max_attempts: int
     labels: dict[str, str]
@@ -63,7 +113,7 @@ class ScheduleOut(BaseModel):
             name=s.name,
             event_type=s.event_type,
             payload=shown_payload(s.payload),
-            target=s.target,
+            target=target_out(s.target),
             trigger=s.trigger,
             max_attempts=s.max_attempts,
             labels=s.labels,
@@ -127,7 +177,7 @@ class OccurrenceOut(BaseModel):
 class DeadLetterOut(OccurrenceOut):
     event_type: str
     payload: Any
-    target: Target
+    target: TargetOut
 
     @classmethod
     def of_dead_letter(cls, d: DeadLetter) -> DeadLetterOut:
@@ -135,7 +185,7 @@ class DeadLetterOut(OccurrenceOut):
             **OccurrenceOut.of(d.occurrence).model_dump(),
             event_type=d.event_type,
             payload=shown_payload(d.payload),
-            target=d.target,
+            target=target_out(d.target),
         )
 
 

@@ -24,6 +24,7 @@ from app.domain.limits import (
     check_text,
     on_input,
 )
+from app.domain.secrets import REDACTED_SECRET, signing_key
 
 JsonScalar = str | int | float | bool | None
 
@@ -102,6 +103,12 @@ class WebhookTarget(InputModel):
     timeout_seconds: Annotated[float, at_most(MAX_TIMEOUT_SECONDS)] = Field(
         default=10.0, gt=0, json_schema_extra={"maximum": MAX_TIMEOUT_SECONDS}
     )
+    signing_secret: str | None = Field(
+        default=None,
+        max_length=1024,
+        description="Standard Webhooks secret (whsec_...) signing this target's deliveries "
+        "instead of the service's; write-only: responses show it redacted",
+    )
 
     @field_validator("url")
     @classmethod
@@ -119,6 +126,16 @@ class WebhookTarget(InputModel):
                 raise ValueError(f"url has an invalid port: {exc}") from None
             if problem := _numeric_host_problem(host):
                 raise ValueError(problem)
+        return value
+
+    @field_validator("signing_secret")
+    @classmethod
+    def _usable_secret(cls, value: str | None, info: ValidationInfo) -> str | None:
+        # The redacted form passes here: the service puts the stored secret back for it.
+        if value is None or not on_input(info) or REDACTED_SECRET.fullmatch(value):
+            return value
+        if not signing_key(value):
+            raise ValueError("signing_secret must be whsec_ followed by a non-empty base64 key")
         return value
 
     @field_validator("headers")

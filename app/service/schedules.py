@@ -17,6 +17,7 @@ from app.domain.errors import ConflictError, InvalidInputError, NotFoundError, P
 from app.domain.ids import format_instant, occurrence_id, uuid7
 from app.domain.misfire import skipped_range
 from app.domain.occurrence import Occurrence, OccurrenceStatus, Origin
+from app.domain.placeholders import PlaceholderError, keep_stored_secrets
 from app.domain.schedule import (
     NOT_NULLABLE,
     TERMINAL,
@@ -32,7 +33,7 @@ from app.domain.schedule import (
     check_version,
     rules_of,
 )
-from app.domain.target import WebhookTarget
+from app.domain.target import Target, WebhookTarget
 from app.domain.trigger import (
     Trigger,
     first_fire_or_refuse,
@@ -56,6 +57,15 @@ MAX_BACKFILL = 1000
 RECOMPUTE = frozenset({"trigger", "jitter_seconds", "max_occurrences"})
 # PATCH fields that change the cadence itself: refused once a schedule has finished.
 SHAPE = frozenset({"trigger", "max_occurrences"})
+
+
+def _kept_secrets(new: Target, stored: Target | None, pointer: str) -> Target:
+    """`new` with each redacted form a client sent back replaced by the stored secret
+    (`app.domain.placeholders`); one that nothing stored stands for is refused."""
+    try:
+        return keep_stored_secrets(new, stored)
+    except PlaceholderError as exc:
+        raise InvalidInputError(str(exc), pointer=f"{pointer}/{exc.field}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +233,7 @@ class ScheduleService:
         self._check_payload(spec.payload, "#/payload")
         self._check_target(spec, "#/target/type")
         await self._check_urls([(spec, "#")])
+        _kept_secrets(spec.target, None, "#/target")
         request_hash = _fingerprint(spec) if idempotency_key else None
 
         async def replay_key(conn: Connection) -> Created | None:
@@ -267,6 +278,7 @@ class ScheduleService:
         for index, spec in enumerate(specs):
             self._check_payload(spec.payload, f"#/items/{index}/payload")
             self._check_target(spec, f"#/items/{index}/target/type")
+            _kept_secrets(spec.target, None, f"#/items/{index}/target")
         await self._check_urls([(spec, f"#/items/{index}") for index, spec in enumerate(specs)])
 
         async def work(conn: Connection) -> list[Schedule]:
@@ -353,6 +365,8 @@ class ScheduleService:
             values: dict[str, object] = {
                 field: getattr(patch, field) for field in changes if field != "trigger"
             }
+            if patch.target is not None:
+                values["target"] = _kept_secrets(patch.target, current.target, "#/target")
             if patch.trigger is not None:
                 if not is_recurring(current.trigger) and current.fire_count > 0:
                     raise ConflictError("this one-shot schedule has already fired")

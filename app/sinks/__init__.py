@@ -25,7 +25,7 @@ async def open_sinks(
         max_timeout=settings.dispatch_timeout,
         policy=AddressPolicy.of(*settings.target_rules()),
         resolver=resolver,
-        signing_secret=settings.webhook_signing_secret,
+        signing_secrets=settings.webhook_secrets,
     )
     broker = (
         RabbitMQSink(settings.amqp_url, concurrency=settings.concurrency)

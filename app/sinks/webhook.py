@@ -7,8 +7,10 @@ requests/s and degrades under concurrency, aiohttp's near 10,000/s.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
+from functools import lru_cache
 
 import aiohttp
 from aiohttp.abc import AbstractResolver
@@ -45,6 +47,12 @@ def parse_retry_after(value: str | None, now: datetime) -> float | None:
     return max(0.0, (when - now).total_seconds())
 
 
+@lru_cache(maxsize=4096)
+def _target_signer(secret: str) -> WebhookSigner:
+    """A target's own signer, keyed once per secret rather than once per delivery."""
+    return WebhookSigner(secret)
+
+
 def outcome_for_status(status: int, retry_after: str | None, excerpt: str) -> Outcome:
     """2xx delivered; 408, 429 and 5xx retried; anything else (3xx included) permanent."""
     if 200 <= status < 300:
@@ -61,7 +69,7 @@ class WebhookSink:
         *,
         concurrency: int,
         max_timeout: float,
-        signing_secret: str | None = None,
+        signing_secrets: Sequence[str] = (),
         policy: AddressPolicy | None = None,
         resolver: AbstractResolver | None = None,
     ) -> None:
@@ -72,7 +80,8 @@ class WebhookSink:
         self._literals = LiteralHosts(self._policy)
         self._resolver = resolver
         self._max_timeout = max_timeout
-        self._signer = WebhookSigner(signing_secret) if signing_secret else None
+        # Newest first; a target's own signing_secret replaces them for that target.
+        self._signer = WebhookSigner(signing_secrets) if signing_secrets else None
         self._session: aiohttp.ClientSession | None = None
 
     async def open(self) -> None:
@@ -111,13 +120,12 @@ class WebhookSink:
                 "Idempotency-Key": occurrence,
             }
         )
-        if self._signer is not None:
+        signer = _target_signer(target.signing_secret) if target.signing_secret else self._signer
+        if signer is not None:
             timestamp = int(time.time())
             headers["webhook-id"] = occurrence
             headers["webhook-timestamp"] = str(timestamp)
-            headers["webhook-signature"] = self._signer.signature(
-                occurrence, timestamp, delivery.body
-            )
+            headers["webhook-signature"] = signer.signature(occurrence, timestamp, delivery.body)
         return headers
 
     async def deliver(self, delivery: Delivery) -> Outcome:

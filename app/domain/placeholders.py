@@ -1,0 +1,113 @@
+"""What a write that sends a redacted form back means: keep the stored secret.
+
+A client doing GET-modify-PATCH sends back what the response showed: `"***"` for a secret
+header or a URL password, `"whsec_…abcd"` for a signing secret. Each such value stands for
+the stored one and is replaced by it before anything is stored, so that neither the store
+nor a delivery ever sees a placeholder:
+
+- `signing_secret` equal to the stored secret's redacted form keeps the stored secret (any
+  other redacted form is refused);
+- a secret header (by name, `app.domain.secrets`) whose value is `"***"` keeps the stored
+  value of the header of that name, compared case-insensitively;
+- a URL password `***` keeps the stored URL's password.
+
+Headers and URL passwords stand in only while the destination stays the same (a webhook's
+scheme, host and port; any RabbitMQ target, which goes to the one broker): a write that
+moves the target elsewhere must send the real values, or it could redirect a credential it
+cannot read. Where nothing stored can stand in (a create, another destination, a header
+the stored target lacks), the write is refused naming the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TypeVar
+
+from app.domain.secrets import (
+    PLACEHOLDER,
+    REDACTED_SECRET,
+    is_secret_header,
+    origin,
+    redacted_secret,
+    url_password,
+    with_password,
+)
+from app.domain.target import RabbitMQTarget, Target, WebhookTarget
+
+V = TypeVar("V")
+
+
+class PlaceholderError(ValueError):
+    """A redacted form that no stored value stands in for; `field` is its path below the
+    target (`signing_secret`, `url`, `headers/Authorization`)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def keep_stored_secrets(new: Target, stored: Target | None) -> Target:
+    """`new` with every placeholder replaced by the stored value it stands for."""
+    if isinstance(new, RabbitMQTarget):
+        old_headers = stored.headers if isinstance(stored, RabbitMQTarget) else None
+        headers = _headers(new.headers, old_headers)
+        return new if headers == new.headers else new.model_copy(update={"headers": headers})
+    old = stored if isinstance(stored, WebhookTarget) else None
+    same = old is not None and origin(old.url) == origin(new.url)
+    update = {
+        "url": _url(new.url, old.url if same and old else None),
+        "headers": _headers(new.headers, old.headers if same and old else None),
+        "signing_secret": _signing_secret(new.signing_secret, old.signing_secret if old else None),
+    }
+    changed = {key: value for key, value in update.items() if value != getattr(new, key)}
+    return new.model_copy(update=changed) if changed else new
+
+
+def has_placeholders(target: Target) -> bool:
+    """Whether `target` carries a redacted form (so a create must be refused)."""
+    try:
+        keep_stored_secrets(target, None)
+    except PlaceholderError:
+        return True
+    return False
+
+
+def _url(new: str, stored: str | None) -> str:
+    if url_password(new) != PLACEHOLDER:
+        return new
+    kept = url_password(stored) if stored is not None else None
+    if kept is None:
+        raise PlaceholderError(
+            "url",
+            f"the url's password is the redaction placeholder {PLACEHOLDER!r} and no stored "
+            "password for this address stands in for it: send the real password",
+        )
+    return with_password(new, kept)
+
+
+def _headers(new: Mapping[str, V], stored: Mapping[str, V] | None) -> dict[str, V]:
+    by_name = {name.lower(): value for name, value in (stored or {}).items()}
+    kept: dict[str, V] = {}
+    for name, value in new.items():
+        if value == PLACEHOLDER and is_secret_header(name):
+            if name.lower() not in by_name:
+                raise PlaceholderError(
+                    f"headers/{name.replace('~', '~0')}",
+                    f"header {name!r} is the redaction placeholder {PLACEHOLDER!r} and no "
+                    "stored value for this destination stands in for it: send the real value",
+                )
+            value = by_name[name.lower()]
+        kept[name] = value
+    return kept
+
+
+def _signing_secret(new: str | None, stored: str | None) -> str | None:
+    if new is None or not REDACTED_SECRET.fullmatch(new):
+        return new
+    if stored is None or redacted_secret(stored) != new:
+        raise PlaceholderError(
+            "signing_secret",
+            "signing_secret is a redacted form that does not match the stored secret: send "
+            "the whole secret (whsec_ followed by base64)",
+        )
+    return stored

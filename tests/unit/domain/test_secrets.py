@@ -1,0 +1,153 @@
+"""Which target values are secret, their redacted forms, and what a write sending a redacted
+form back keeps (app.domain.secrets, app.domain.placeholders)."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.domain.placeholders import PlaceholderError, keep_stored_secrets
+from app.domain.secrets import (
+    PLACEHOLDER,
+    is_secret_header,
+    redacted_headers,
+    redacted_secret,
+    redacted_url,
+)
+from app.domain.target import RabbitMQTarget, WebhookTarget
+
+SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+OTHER_SECRET = "whsec_c2Vjb25kIHNlY3JldCBrZXkgZm9yIHRlc3Rz"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Authorization",
+        "authorization",
+        "Proxy-Authorization",
+        "Cookie",
+        "X-Api-Key",
+        "X-Auth-Token",
+        "Client-Secret",
+        "X-PASSWORD",
+        "apikey",
+    ],
+)
+def test_credential_headers_are_secret(name: str) -> None:
+    assert is_secret_header(name)
+
+
+@pytest.mark.parametrize("name", ["X-Tenant", "Accept", "Set-Cookie2x", "X-Request-Id"])
+def test_other_headers_are_not_secret(name: str) -> None:
+    # "Set-Cookie2x" is no credential name: only Cookie itself and the listed words count.
+    assert not is_secret_header(name)
+
+
+def test_redacted_headers_hide_only_the_secret_values() -> None:
+    shown = redacted_headers({"Authorization": "Bearer abc", "X-Tenant": "acme"})
+
+    assert shown == {"Authorization": PLACEHOLDER, "X-Tenant": "acme"}
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://user:pa55@example.com/hook", "https://user:***@example.com/hook"),
+        ("https://user:p%40ss@example.com:8443/h?q=1", "https://user:***@example.com:8443/h?q=1"),
+        ("https://:pa55@example.com/", "https://:***@example.com/"),
+        ("https://user@example.com/", "https://user@example.com/"),
+        ("https://example.com/hook", "https://example.com/hook"),
+        ("http://u:p@[::1]:8080/", "http://u:***@[::1]:8080/"),
+    ],
+)
+def test_a_url_shows_its_userinfo_password_redacted(url: str, shown: str) -> None:
+    assert redacted_url(url) == shown
+
+
+def test_a_signing_secret_shows_its_last_four_characters() -> None:
+    assert redacted_secret(SECRET) == "whsec_…LaSw"
+
+
+def webhook(**fields: object) -> WebhookTarget:
+    return WebhookTarget.model_validate({"type": "webhook", "url": "https://h.test/a", **fields})
+
+
+def test_a_redacted_form_sent_back_keeps_every_stored_secret() -> None:
+    stored = webhook(
+        url="https://u:pa55@h.test/a",
+        headers={"Authorization": "Bearer abc", "X-Tenant": "acme"},
+        signing_secret=SECRET,
+    )
+    sent = webhook(
+        url="https://u:***@h.test/b",
+        headers={"authorization": PLACEHOLDER, "X-Tenant": "beta"},
+        signing_secret=redacted_secret(SECRET),
+        timeout_seconds=3,
+    )
+
+    kept = keep_stored_secrets(sent, stored)
+
+    assert isinstance(kept, WebhookTarget)
+    assert kept.url == "https://u:pa55@h.test/b"
+    assert kept.headers == {"authorization": "Bearer abc", "X-Tenant": "beta"}
+    assert kept.signing_secret == SECRET
+    assert kept.timeout_seconds == 3
+
+
+def test_a_new_value_replaces_the_stored_one() -> None:
+    stored = webhook(headers={"Authorization": "Bearer abc"}, signing_secret=SECRET)
+    sent = webhook(headers={"Authorization": "Bearer new"}, signing_secret=OTHER_SECRET)
+
+    assert keep_stored_secrets(sent, stored) == sent
+
+
+@pytest.mark.parametrize(
+    ("sent", "field"),
+    [
+        ({"headers": {"Authorization": PLACEHOLDER}}, "headers/Authorization"),
+        ({"url": "https://u:***@h.test/a"}, "url"),
+        ({"signing_secret": "whsec_…LaSw"}, "signing_secret"),
+    ],
+)
+def test_a_placeholder_with_nothing_stored_is_refused_naming_the_field(
+    sent: dict[str, object], field: str
+) -> None:
+    with pytest.raises(PlaceholderError) as refused:
+        keep_stored_secrets(webhook(**sent), None)
+
+    assert refused.value.field == field
+
+
+def test_another_redacted_form_than_the_stored_one_is_refused() -> None:
+    with pytest.raises(PlaceholderError, match="signing_secret"):
+        keep_stored_secrets(webhook(signing_secret="whsec_…abcd"), webhook(signing_secret=SECRET))
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["https://elsewhere.test/a", "http://h.test/a", "https://h.test:8443/a"],
+)
+def test_placeholders_do_not_follow_the_target_to_another_address(url: str) -> None:
+    stored = webhook(headers={"Authorization": "Bearer abc"})
+
+    with pytest.raises(PlaceholderError, match="Authorization"):
+        keep_stored_secrets(webhook(url=url, headers={"Authorization": PLACEHOLDER}), stored)
+
+
+def test_a_placeholder_in_a_header_that_is_not_secret_is_a_value() -> None:
+    sent = webhook(headers={"X-Mode": PLACEHOLDER})
+
+    assert keep_stored_secrets(sent, None) == sent
+
+
+def test_rabbitmq_header_placeholders_keep_the_stored_values() -> None:
+    stored = RabbitMQTarget(type="rabbitmq", routing_key="a", headers={"x-token": "t0k"})
+    sent = RabbitMQTarget(type="rabbitmq", routing_key="b", headers={"x-token": PLACEHOLDER})
+
+    assert keep_stored_secrets(sent, stored).headers == {"x-token": "t0k"}
+
+
+@pytest.mark.parametrize("secret", ["whsec_", "whsec_not-base64!", "c2VjcmV0", "whsec_…"])
+def test_a_target_refuses_a_signing_secret_without_a_usable_key(secret: str) -> None:
+    with pytest.raises(ValueError, match="signing_secret"):
+        webhook(signing_secret=secret)
