@@ -75,6 +75,8 @@ def configure(level: str = "INFO", fmt: LogFormat = "text", secrets: Iterable[st
     handler.setFormatter(_Redacting(inner, secrets))
     root.setLevel(level)
     logging.getLogger("aiormq").setLevel(max(logging.WARNING, root.level))
+    # At DEBUG aiosqlite logs every statement with its parameters: targets' secrets included.
+    logging.getLogger("aiosqlite").setLevel(max(logging.WARNING, root.level))
     logging.getLogger("alembic.runtime.plugins").setLevel(max(logging.WARNING, root.level))
     # Each failed reconnect is an ERROR there; the RabbitMQ sink logs one warning instead.
     logging.getLogger("aiormq.connection").setLevel(logging.CRITICAL)
