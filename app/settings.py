@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import dataclasses
 import ipaddress
 import re
@@ -20,6 +18,8 @@ from pydantic import (
     model_validator,
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from app.domain.secrets import signing_key
 
 DEFAULT_DATABASE_URL = "sqlite:///./data/chronoq.db"
 
@@ -281,18 +281,6 @@ def schema_name_problem(name: str) -> str | None:
     if name.startswith("pg_") or name == "information_schema":
         return f"names a PostgreSQL system schema ({name!r})"
     return None
-
-
-def signing_key(secret: str) -> bytes:
-    """The HMAC key of a Standard Webhooks secret (`whsec_` + base64, padding optional);
-    empty when the secret is malformed."""
-    if not secret.startswith("whsec_"):
-        return b""
-    encoded = secret.removeprefix("whsec_")
-    try:
-        return base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True)
-    except binascii.Error:
-        return b""
 
 
 def load_settings(**overrides: object) -> Settings:
