@@ -18,6 +18,7 @@ import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 BODY = json.dumps({"n": 1, "kind": "ceiling"}).encode()
 
@@ -90,7 +91,9 @@ async def run_httpx(url: str, concurrency: int, counter: Counter) -> None:
         await asyncio.gather(*(drive(send, counter) for _ in range(concurrency)))
 
 
-async def measure(client: str, url: str, concurrency: int, duration: float, warmup: float) -> dict:
+async def measure(
+    client: str, url: str, concurrency: int, duration: float, warmup: float
+) -> dict[str, Any]:
     start = time.perf_counter()
     counter = Counter(start + warmup, start + warmup + duration)
     runner = run_aiohttp if client == "aiohttp" else run_httpx

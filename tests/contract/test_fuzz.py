@@ -161,13 +161,15 @@ def keyed_app(sqlite_template: Path) -> FastAPI:
 
 
 @schema.parametrize()
-def test_every_operation_answers_within_its_contract(case: schemathesis.Case, app: FastAPI) -> None:
+def test_every_operation_answers_within_its_contract(
+    case: schemathesis.Case[Any], app: FastAPI
+) -> None:
     case.call_and_validate(app=app)
 
 
 @keyed_schema.parametrize()
 def test_every_operation_answers_within_its_contract_with_a_write_key(
-    case: schemathesis.Case, keyed_app: FastAPI
+    case: schemathesis.Case[Any], keyed_app: FastAPI
 ) -> None:
     """Every check, ignored_auth included: each success is probed again without a key and
     with a wrong one, and must then be a 401."""
@@ -176,7 +178,7 @@ def test_every_operation_answers_within_its_contract_with_a_write_key(
 
 @unauthenticated_schema.parametrize()
 def test_without_a_key_every_protected_operation_is_401(
-    case: schemathesis.Case, keyed_app: FastAPI
+    case: schemathesis.Case[Any], keyed_app: FastAPI
 ) -> None:
     response = case.call()
     if is_open(case.operation.path):
@@ -194,7 +196,8 @@ def test_workflows_across_linked_operations_answer_within_the_contract(
     """Sequences that follow the links schemathesis infers (a create's Location to the
     schedule's own operations), so reads and changes reach schedules that exist."""
 
-    class Workflow(schema.as_state_machine()):
+    # The machine's class is built from the schema at run time, which mypy cannot follow.
+    class Workflow(schema.as_state_machine()):  # type: ignore[misc]
         def setup(self) -> None:
             # Each workflow starts from an empty database, so that Hypothesis replaying one
             # (to shrink a failure) sees the answers it saw the first time.
@@ -202,7 +205,7 @@ def test_workflows_across_linked_operations_answer_within_the_contract(
                 conn.execute("DELETE FROM occurrences")
                 conn.execute("DELETE FROM schedules")
 
-        def get_call_kwargs(self, case: schemathesis.Case) -> dict[str, Any]:
+        def get_call_kwargs(self, case: schemathesis.Case[Any]) -> dict[str, Any]:
             return {"app": app}
 
     Workflow.run(

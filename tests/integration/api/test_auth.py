@@ -108,7 +108,7 @@ async def test_a_read_key_reads_but_every_change_is_403(make_harness: Callable[.
         for path in ["/v1/schedules", f"/v1/schedules/{schedule_id}", "/v1/dead-letters"]:
             assert (await h.client.get(path, headers=bearer(READER))).status_code == 200
             assert (await h.client.head(path, headers=bearer(READER))).status_code != 403
-        changes = [
+        changes: list[tuple[str, str, dict[str, Any] | None]] = [
             ("POST", "/v1/schedules", spec(h)),
             ("POST", "/v1/schedules/batch", {"items": [spec(h)]}),
             ("PATCH", f"/v1/schedules/{schedule_id}", {"max_attempts": 2}),

@@ -24,6 +24,8 @@ from tests.integration.conftest import Harness
 from tests.receiver import Reply
 
 TEN_YEARS = 10 * 365 * 86400
+# Query parameters as the (name, value) pairs httpx takes, repeated names included.
+QueryPairs = list[tuple[str, str | int | float | bool | None]]
 
 
 def interval(every: Any, **extra: Any) -> dict[str, Any]:
@@ -608,10 +610,10 @@ async def test_a_tampered_cursor_is_refused_on_every_list(
 
 
 async def test_more_than_20_label_filters_are_refused(harness: Harness) -> None:
-    twenty = [("label", f"k{i}:v") for i in range(20)]
+    twenty: QueryPairs = [("label", f"k{i}:v") for i in range(20)]
 
     assert (await harness.client.get("/v1/schedules", params=twenty)).status_code == 200
-    many = [("label", f"k{i}:v") for i in range(1000)]
+    many: QueryPairs = [("label", f"k{i}:v") for i in range(1000)]
     assert_parameter_named(await harness.client.get("/v1/schedules", params=many), "label")
     assert_parameter_named(
         await harness.client.get("/v1/schedules", params=[*twenty, ("label", "k:v")]), "label"

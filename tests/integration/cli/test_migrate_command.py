@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -69,7 +70,7 @@ def test_a_missing_database_exits_1_with_one_line_and_no_password(postgres_url: 
     ],
 )
 def test_a_bad_configuration_exits_2_naming_the_variable(
-    variables: dict[str, str], complaint: str
+    variables: dict[str, Any], complaint: str
 ) -> None:
     result = chronoq("migrate", **variables)
 
@@ -94,7 +95,7 @@ def test_migrate_sql_is_refused_for_sqlite_pointing_to_schema(tmp_path: Path) ->
 async def test_migrate_sql_takes_an_empty_postgresql_database_to_head(
     empty_postgres: Callable[[], str], db_schema: str | None
 ) -> None:
-    variables = {"DATABASE_URL": UNREACHABLE}
+    variables: dict[str, Any] = {"DATABASE_URL": UNREACHABLE}
     if db_schema is not None:
         variables["CHRONOQ_DB_SCHEMA"] = db_schema
     printed = chronoq("migrate", "--sql", **variables)

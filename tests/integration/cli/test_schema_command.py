@@ -9,6 +9,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -131,7 +132,7 @@ async def test_the_ddl_builds_what_the_migrations_build_on_postgresql(
 ) -> None:
     from_ddl, migrated = empty_postgres(), empty_postgres()
     await run_script(from_ddl, ddl("postgresql", db_schema))
-    variables = {"DATABASE_URL": migrated}
+    variables: dict[str, Any] = {"DATABASE_URL": migrated}
     if db_schema is not None:
         variables["CHRONOQ_DB_SCHEMA"] = db_schema
     result = chronoq("migrate", **variables)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -33,7 +35,7 @@ def _value(samples: dict, name: str, **labels: str) -> float:  # type: ignore[ty
 
 
 async def test_metrics_count_claims_deliveries_lateness_and_dead_letters(
-    make_harness,  # type: ignore[no-untyped-def]
+    make_harness: Callable[..., Any],
 ) -> None:
     async with make_harness(max_attempts=1) as harness:
         before = await _samples(harness)
@@ -78,7 +80,7 @@ async def test_the_running_loop_counts_its_cycles(harness: Harness) -> None:
 
 
 async def test_delivery_log_lines_carry_ids_and_outcome_but_no_payload_or_secret(
-    make_harness,  # type: ignore[no-untyped-def]
+    make_harness: Callable[..., Any],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     async with make_harness(max_attempts=2) as harness:

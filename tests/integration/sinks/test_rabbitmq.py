@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from typing import Any, cast
 
 import aio_pika
 import pytest
@@ -35,7 +35,7 @@ async def queue(broker: aio_pika.abc.AbstractChannel) -> AsyncIterator[aio_pika.
 
 
 @pytest.fixture
-async def amqp_harness(make_harness, amqp_url: str) -> AsyncIterator[Harness]:  # type: ignore[no-untyped-def]
+async def amqp_harness(make_harness: Callable[..., Any], amqp_url: str) -> AsyncIterator[Harness]:
     async with make_harness(amqp_url=amqp_url) as harness:
         deadline = time.monotonic() + 15
         while not (harness.sinks.broker and harness.sinks.broker.connected):
@@ -103,7 +103,7 @@ async def test_an_unroutable_publish_is_a_failed_attempt_that_is_retried(
     try:
         await amqp_harness.step_until(lambda: _status(amqp_harness, created["id"], "completed"))
         message = await _get(queue)
-        assert message.headers["x-attempt"] >= 2
+        assert cast(int, message.headers["x-attempt"]) >= 2
     finally:
         await queue.delete(if_unused=False, if_empty=False)
 
@@ -136,7 +136,7 @@ async def test_readyz_reports_the_broker(amqp_harness: Harness) -> None:
 
 
 async def test_a_broker_that_cannot_be_reached_is_a_retried_attempt_and_the_api_still_works(
-    make_harness,  # type: ignore[no-untyped-def]
+    make_harness: Callable[..., Any],
 ) -> None:
     unreachable = "amqp://guest:secret@127.0.0.1:9/"
     async with make_harness(amqp_url=unreachable) as harness:
@@ -159,7 +159,7 @@ async def _status(harness: Harness, schedule_id: str, status: str) -> bool:
 
 
 async def test_a_publish_to_a_hung_broker_gives_up_at_the_dispatch_timeout(
-    make_harness,  # type: ignore[no-untyped-def]
+    make_harness: Callable[..., Any],
     amqp_url: str,
 ) -> None:
     from urllib.parse import urlsplit
@@ -226,7 +226,7 @@ async def test_a_nacked_publish_is_a_failed_attempt_that_is_retried(
     ],
 )
 async def test_an_invalid_rabbitmq_target_is_refused_and_nothing_is_stored(
-    make_harness,  # type: ignore[no-untyped-def]
+    make_harness: Callable[..., Any],
     target: dict[str, Any],
     pointer: str,
 ) -> None:

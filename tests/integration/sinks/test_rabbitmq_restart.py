@@ -8,6 +8,7 @@ import sys
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import aio_pika
@@ -50,7 +51,7 @@ async def _drain(url: str, queue_name: str, want: set[str], timeout: float) -> l
 
 @pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
 async def test_every_occurrence_arrives_across_a_broker_restart(
-    make_harness,  # type: ignore[no-untyped-def]
+    make_harness: Callable[..., Any],
     amqp_url: str,
 ) -> None:
     queue_name = f"chronoq-test-restart-{uuid.uuid4().hex[:10]}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -35,7 +36,7 @@ async def _row(harness: Harness, schedule_id: str) -> tuple[str, int]:
 
 
 async def test_poisoned_rows_are_settled_alone_and_every_other_schedule_is_delivered(
-    make_harness,  # type: ignore[no-untyped-def]
+    make_harness: Callable[..., Any],
 ) -> None:
     async with make_harness(max_attempts=2) as h:
         start = (datetime.now(UTC) + timedelta(seconds=0.2)).isoformat()
