@@ -35,7 +35,7 @@ from app.service.dead_letters import DeadLetterService
 from app.service.schedules import ScheduleService
 from app.settings import Settings, load_settings
 from app.store.database import Database, describe_failure, normalize_url, redact_url
-from app.store.occurrences import DeadLetterFilter
+from app.store.dead_letters import DeadLetterFilter
 from app.store.schedules import ScheduleFilter
 
 MAX_LIMIT = 500  # the HTTP API's largest page

@@ -13,7 +13,7 @@ from app.api.problems import responses
 from app.api.schemas import DeadLetterOut, Page, ReplayAccepted, Replayed, ReplayRequest
 from app.domain.ids import format_instant
 from app.domain.occurrence import OccurrenceStatus
-from app.store.occurrences import DeadLetterFilter
+from app.store.dead_letters import DeadLetterFilter
 
 router = APIRouter(prefix="/v1/dead-letters", tags=["dead-letters"])
 

@@ -10,7 +10,7 @@ from app.domain.errors import ConflictError, InvalidInputError, NotFoundError
 from app.domain.occurrence import DeadLetter, OccurrenceStatus
 from app.store.clock import transaction_now
 from app.store.database import Connection, Database
-from app.store.occurrences import DeadLetterFilter, OccurrenceStore
+from app.store.dead_letters import DeadLetterFilter, DeadLetterStore
 from app.store.wakeups import Wakeups
 
 MAX_REPLAY_IDS = 1000
@@ -19,20 +19,20 @@ MAX_REPLAY_IDS = 1000
 class DeadLetterService:
     def __init__(self, database: Database, wakeups: Wakeups | None = None) -> None:
         self._db = database
-        self._occurrences = OccurrenceStore()
+        self._dead_letters = DeadLetterStore()
         self._wakeups = wakeups or Wakeups()
 
     async def list_dead_letters(
         self, where: DeadLetterFilter, *, limit: int, after: tuple[datetime, uuid.UUID] | None
     ) -> list[DeadLetter]:
         return await self._db.run(
-            lambda conn: self._occurrences.list_dead_letters(conn, where, limit=limit, after=after)
+            lambda conn: self._dead_letters.list_dead_letters(conn, where, limit=limit, after=after)
         )
 
     async def _require(
         self, conn: Connection, occurrence_id: uuid.UUID, *, for_update: bool = False
     ) -> DeadLetter:
-        found = await self._occurrences.get_with_definition(
+        found = await self._dead_letters.get_with_definition(
             conn, occurrence_id, for_update=for_update
         )
         if found is None:
@@ -44,7 +44,7 @@ class DeadLetterService:
 
     async def get(self, occurrence_id: uuid.UUID) -> DeadLetter:
         async def work(conn: Connection) -> DeadLetter:
-            found = await self._occurrences.get_with_definition(conn, occurrence_id)
+            found = await self._dead_letters.get_with_definition(conn, occurrence_id)
             if found is None or found.occurrence.status is not OccurrenceStatus.DEAD_LETTERED:
                 raise NotFoundError(f"no dead letter with occurrence id {occurrence_id}")
             return found
@@ -57,7 +57,7 @@ class DeadLetterService:
         async def work(conn: Connection) -> uuid.UUID:
             await self._require(conn, occurrence_id, for_update=True)
             now = await transaction_now(conn)
-            await self._occurrences.replay(conn, now, ids=[occurrence_id])
+            await self._dead_letters.replay(conn, now, ids=[occurrence_id])
             await self._wakeups.announce(conn, now)
             return occurrence_id
 
@@ -79,7 +79,7 @@ class DeadLetterService:
 
         async def work(conn: Connection) -> list[uuid.UUID]:
             now = await transaction_now(conn)
-            replayed = await self._occurrences.replay(conn, now, ids=ids, where=where)
+            replayed = await self._dead_letters.replay(conn, now, ids=ids, where=where)
             await self._wakeups.announce(conn, now if replayed else None)
             return replayed
 
@@ -88,6 +88,6 @@ class DeadLetterService:
     async def discard(self, occurrence_id: uuid.UUID) -> None:
         async def work(conn: Connection) -> None:
             await self._require(conn, occurrence_id, for_update=True)
-            await self._occurrences.discard(conn, occurrence_id, await transaction_now(conn))
+            await self._dead_letters.discard(conn, occurrence_id, await transaction_now(conn))
 
         await self._db.run(work)

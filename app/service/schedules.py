@@ -44,9 +44,11 @@ from app.domain.trigger import (
 )
 from app.service.addresses import HostResolver, TargetAddresses
 from app.settings import Settings
+from app.store import settlements
+from app.store.cadence import CadenceStore
 from app.store.clock import transaction_now
 from app.store.database import Connection, Database
-from app.store.occurrences import OccurrenceStore, new_occurrence
+from app.store.rows import new_occurrence
 from app.store.schedules import ScheduleFilter, ScheduleStore
 from app.store.wakeups import Wakeups
 
@@ -107,7 +109,7 @@ class ScheduleService:
         self._settings = settings
         self._rng = rng or random.SystemRandom()
         self._schedules = ScheduleStore()
-        self._occurrences = OccurrenceStore()
+        self._occurrences = CadenceStore()
         self._addresses = TargetAddresses(AddressPolicy.of(*settings.target_rules()), resolver)
 
     # -- create ---------------------------------------------------------------------
@@ -377,7 +379,7 @@ class ScheduleService:
                 await self._replan(conn, current, values, now)
             await self._schedules.update(conn, schedule_id, now, **values)
             if recompute and current.status is ScheduleStatus.PENDING:
-                await self._occurrences.finish_recurring(conn, [schedule_id], now)
+                await settlements.finish_recurring(conn, [schedule_id], now)
             return await self._require(conn, schedule_id)
 
         return await self._db.run(work)
@@ -461,9 +463,9 @@ class ScheduleService:
                     )
                     await self._occurrences.insert(conn, [row])
                     await self._wakeups.announce(conn, row["available_at"])
-                await self._occurrences.finish_recurring(conn, [schedule_id], now)
+                await settlements.finish_recurring(conn, [schedule_id], now)
             else:
-                await self._occurrences.finish_one_shots(conn, [schedule_id], now)
+                await settlements.finish_one_shots(conn, [schedule_id], now)
             return await self._require(conn, schedule_id)
 
         return await self._db.run(work)

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from app.domain.occurrence import Delivery, Settlement
+from app.store.claims import ClaimStore
 from app.store.clock import transaction_now
 from app.store.database import Connection, Database
-from app.store.occurrences import OccurrenceStore
+from app.store.settlements import SettlementStore
 from app.store.wakeups import PgListener, Wakeups, next_due_in
 
 
@@ -45,11 +46,12 @@ class DeliveryQueue:
     """The store behind the delivery loop."""
 
     def __init__(
-        self, database: Database, wakeups: Wakeups, store: OccurrenceStore | None = None
+        self, database: Database, wakeups: Wakeups, claims: ClaimStore | None = None
     ) -> None:
         self._db = database
         self._wakeups = wakeups
-        self._store = store or OccurrenceStore()
+        self._claims = claims or ClaimStore()
+        self._settlements = SettlementStore()
 
     async def claim(
         self, *, limit: int, lease: float, owner: str, backoff: Callable[[int], float]
@@ -58,7 +60,7 @@ class DeliveryQueue:
         reads how soon the next one is due, for the idle sleep."""
 
         async def work(conn: Connection) -> Claimed:
-            found = await self._store.claim_due(
+            found = await self._claims.claim_due(
                 conn, limit=limit, lease=lease, owner=owner, backoff=backoff
             )
             return Claimed(found, None if found else await next_due_in(conn))
@@ -67,7 +69,7 @@ class DeliveryQueue:
 
     async def settle(self, settlements: Sequence[Settlement]) -> None:
         if settlements:
-            await self._db.run(lambda conn: self._store.settle(conn, settlements))
+            await self._db.run(lambda conn: self._settlements.settle(conn, settlements))
 
     async def release(self, deliveries: Sequence[Delivery], *, started: bool) -> None:
         """Hand occurrences back, due now, and tell the other replicas so that one of them
@@ -76,7 +78,7 @@ class DeliveryQueue:
             return
 
         async def work(conn: Connection) -> None:
-            await self._store.release(conn, deliveries, started=started)
+            await self._settlements.release(conn, deliveries, started=started)
             await self._wakeups.announce(conn, await transaction_now(conn))
 
         await self._db.run(work)

@@ -18,7 +18,7 @@ from app.domain.occurrence import OccurrenceStatus, Origin
 from app.domain.schedule import Schedule, ScheduleDraft, ScheduleStatus
 from app.store import codec
 from app.store.inserts import insert_ignoring_conflicts
-from app.store.occurrences import new_occurrence, rules_of_row
+from app.store.rows import new_occurrence, rules_of_row
 from app.store.tables import occurrences, schedules
 
 

@@ -11,13 +11,15 @@ from typing import Any
 import sqlalchemy as sa
 
 from app.domain.occurrence import OccurrenceStatus, Settlement
+from app.store.claims import ClaimStore
 from app.store.database import Database
-from app.store.occurrences import OccurrenceStore
+from app.store.settlements import SettlementStore
 from app.store.sql import query
 from app.store.tables import occurrences
 from tests.integration.conftest import Harness
 
-STORE = OccurrenceStore()
+CLAIMS = ClaimStore()
+SETTLEMENTS = SettlementStore()
 
 
 async def _immediate(harness: Harness, count: int) -> list[str]:
@@ -32,7 +34,7 @@ async def _immediate(harness: Harness, count: int) -> list[str]:
 
 async def _claim(database: Database, limit: int, lease: float = 30.0) -> list[Any]:
     return await database.run(
-        lambda conn: STORE.claim_due(conn, limit=limit, lease=lease, owner="t")
+        lambda conn: CLAIMS.claim_due(conn, limit=limit, lease=lease, owner="t")
     )
 
 
@@ -93,12 +95,12 @@ async def test_an_expired_lease_is_claimed_again_and_the_stale_settle_is_ignored
     assert second.lease_token != first.lease_token
 
     stale = Settlement(first, OccurrenceStatus.DEAD_LETTERED, error="late")
-    await harness.database.run(lambda conn: STORE.settle(conn, [stale]))
+    await harness.database.run(lambda conn: SETTLEMENTS.settle(conn, [stale]))
     (row,) = await harness.occurrences(str(first.schedule_id))
     assert row["status"] == "pending"
 
     await harness.database.run(
-        lambda conn: STORE.settle(conn, [Settlement(second, OccurrenceStatus.DELIVERED)])
+        lambda conn: SETTLEMENTS.settle(conn, [Settlement(second, OccurrenceStatus.DELIVERED)])
     )
     (row,) = await harness.occurrences(str(first.schedule_id))
     assert row["status"] == "delivered"
@@ -111,7 +113,7 @@ async def test_release_of_an_unstarted_claim_makes_it_due_now_without_counting(
     await _immediate(harness, 2)
     batch = await _claim(harness.database, 2)
 
-    await harness.database.run(lambda conn: STORE.release(conn, batch, started=False))
+    await harness.database.run(lambda conn: SETTLEMENTS.release(conn, batch, started=False))
 
     again = await _claim(harness.database, 2)
     assert sorted(d.occurrence_id for d in again) == sorted(d.occurrence_id for d in batch)

@@ -1,0 +1,235 @@
+"""A schedule's occurrences as its lifecycle changes them: inserted, held, given back,
+cancelled, skipped, backfilled, and listed.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.domain import misfire
+from app.domain.ids import occurrence_id
+from app.domain.occurrence import (
+    Occurrence,
+    OccurrenceStatus,
+    Origin,
+)
+from app.store.inserts import insert_ignoring_conflicts, insert_new
+from app.store.rows import new_occurrence, skipped_occurrence, to_occurrence
+from app.store.tables import UTCDateTime, occurrences, schedules
+
+
+class CadenceStore:
+    """Statements on a schedule's occurrences; every method runs inside the caller's transaction."""
+
+    async def record_skips(
+        self,
+        conn: AsyncConnection,
+        schedule_id: uuid.UUID,
+        skips: Sequence[misfire.Skip],
+        now: datetime,
+    ) -> None:
+        """Record ticks that did not fire, and count them on the schedule."""
+        rows = [skipped_occurrence(schedule_id, skip, now) for skip in skips]
+        recorded = await insert_new(conn, occurrences, rows, "occurrence_id")
+        fresh = [row for row in rows if row["occurrence_id"] in recorded]
+        if not fresh:
+            return
+        await conn.execute(
+            schedules.update()
+            .where(schedules.c.id == schedule_id)
+            .values(
+                skipped_count=schedules.c.skipped_count + sum(r["skipped_count"] for r in fresh),
+                last_skip_reason=fresh[-1]["skip_reason"],
+            )
+        )
+
+    async def skip_due_cadence(
+        self, conn: AsyncConnection, schedule_id: uuid.UUID, now: datetime, reason: str
+    ) -> int:
+        """The schedule's own unfired occurrences already due (the loop had not reached
+        them) are recorded as skipped; returns how many."""
+        result = await conn.execute(
+            occurrences.update()
+            .where(
+                occurrences.c.schedule_id == schedule_id,
+                occurrences.c.status == OccurrenceStatus.PENDING,
+                occurrences.c.origin == Origin.SCHEDULE,
+                occurrences.c.attempts == 0,
+                occurrences.c.fire_at <= now,
+            )
+            .values(
+                status=OccurrenceStatus.SKIPPED,
+                skip_reason=reason,
+                skipped_count=1,
+                available_at=None,
+                updated_at=now,
+            )
+            .returning(occurrences.c.occurrence_id)
+        )
+        skipped = len(result.all())
+        if skipped:
+            await conn.execute(
+                schedules.update()
+                .where(schedules.c.id == schedule_id)
+                .values(skipped_count=schedules.c.skipped_count + skipped, last_skip_reason=reason)
+            )
+        return skipped
+
+    async def backfill(
+        self,
+        conn: AsyncConnection,
+        schedule_id: uuid.UUID,
+        ticks: Sequence[datetime],
+        now: datetime,
+        *,
+        held: bool,
+    ) -> list[uuid.UUID]:
+        """One occurrence per tick, with its usual id; ticks that already have one are left
+        as they are, except skipped ones, which become due. Returns the ids made due."""
+        if not ticks:
+            return []
+        ids = [occurrence_id(schedule_id, tick) for tick in ticks]
+        existing = {
+            row.occurrence_id: row.status
+            for row in await conn.execute(
+                sa.select(occurrences.c.occurrence_id, occurrences.c.status).where(
+                    occurrences.c.occurrence_id.in_(ids)
+                )
+            )
+        }
+        rows = []
+        for tick, id_ in zip(ticks, ids, strict=True):
+            if id_ not in existing:
+                row = new_occurrence(schedule_id, tick, now, Origin.BACKFILL)
+                if held:
+                    row["available_at"] = None
+                rows.append(row)
+        revived = [id_ for id_, status in existing.items() if status == OccurrenceStatus.SKIPPED]
+        await insert_ignoring_conflicts(conn, occurrences, rows, "occurrence_id")
+        if revived:
+            await conn.execute(
+                occurrences.update()
+                .where(
+                    occurrences.c.occurrence_id.in_(revived),
+                    occurrences.c.status == OccurrenceStatus.SKIPPED,
+                )
+                .values(
+                    status=OccurrenceStatus.PENDING,
+                    origin=Origin.BACKFILL,
+                    skip_reason=None,
+                    skipped_count=0,
+                    available_at=None if held else occurrences.c.fire_at,
+                    updated_at=now,
+                )
+            )
+        made = {row["occurrence_id"] for row in rows} | set(revived)
+        return [id_ for id_ in ids if id_ in made]
+
+    # -- schedule lifecycle -----------------------------------------------------------
+
+    async def insert(self, conn: AsyncConnection, rows: list[dict[str, Any]]) -> None:
+        await insert_ignoring_conflicts(conn, occurrences, rows, "occurrence_id")
+
+    async def lock_pending(self, conn: AsyncConnection, schedule_id: uuid.UUID) -> None:
+        """Lock a schedule's pending occurrences before its row: the claim locks in this
+        order too, so the two cannot deadlock."""
+        await conn.execute(
+            sa.select(occurrences.c.occurrence_id)
+            .where(
+                occurrences.c.schedule_id == schedule_id,
+                occurrences.c.status == OccurrenceStatus.PENDING,
+            )
+            .with_for_update()
+        )
+
+    async def drop_unfired_cadence(self, conn: AsyncConnection, schedule_id: uuid.UUID) -> None:
+        """Remove the schedule's own future occurrences that no attempt has touched yet."""
+        await conn.execute(
+            occurrences.delete().where(
+                occurrences.c.schedule_id == schedule_id,
+                occurrences.c.status == OccurrenceStatus.PENDING,
+                occurrences.c.origin == Origin.SCHEDULE,
+                occurrences.c.attempts == 0,
+            )
+        )
+
+    async def hold(self, conn: AsyncConnection, schedule_id: uuid.UUID, now: datetime) -> None:
+        """Make the schedule's pending occurrences unclaimable (paused)."""
+        await conn.execute(
+            occurrences.update()
+            .where(
+                occurrences.c.schedule_id == schedule_id,
+                occurrences.c.status == OccurrenceStatus.PENDING,
+            )
+            .values(
+                held_until=sa.func.coalesce(occurrences.c.available_at, occurrences.c.held_until),
+                available_at=None,
+                updated_at=now,
+            )
+        )
+
+    async def unhold(self, conn: AsyncConnection, schedule_id: uuid.UUID, now: datetime) -> None:
+        """Give each held occurrence back its own instant (its jittered fire instant, its
+        retry instant or its lease's end); one held without an instant (a replay or a
+        backfill made during the pause) is due now."""
+        await conn.execute(
+            occurrences.update()
+            .where(
+                occurrences.c.schedule_id == schedule_id,
+                occurrences.c.status == OccurrenceStatus.PENDING,
+                occurrences.c.available_at.is_(None),
+            )
+            .values(
+                available_at=sa.func.coalesce(
+                    occurrences.c.held_until, sa.literal(now, UTCDateTime())
+                ),
+                held_until=None,
+                updated_at=now,
+            )
+        )
+
+    async def cancel_pending(
+        self, conn: AsyncConnection, schedule_id: uuid.UUID, now: datetime
+    ) -> None:
+        await conn.execute(
+            occurrences.update()
+            .where(
+                occurrences.c.schedule_id == schedule_id,
+                occurrences.c.status == OccurrenceStatus.PENDING,
+            )
+            .values(
+                status=OccurrenceStatus.CANCELLED,
+                available_at=None,
+                lease_token=None,
+                updated_at=now,
+            )
+        )
+
+    async def history(
+        self,
+        conn: AsyncConnection,
+        schedule_id: uuid.UUID,
+        *,
+        limit: int,
+        after: tuple[datetime, uuid.UUID] | None,
+        status: OccurrenceStatus | None = None,
+    ) -> list[Occurrence]:
+        """A schedule's occurrences, latest fire instant first."""
+        statement = sa.select(occurrences).where(occurrences.c.schedule_id == schedule_id)
+        if status is not None:
+            statement = statement.where(occurrences.c.status == status)
+        if after is not None:
+            statement = statement.where(
+                sa.tuple_(occurrences.c.fire_at, occurrences.c.occurrence_id)
+                < sa.tuple_(sa.literal(after[0], UTCDateTime()), sa.literal(after[1], sa.Uuid()))
+            )
+        statement = statement.order_by(
+            occurrences.c.fire_at.desc(), occurrences.c.occurrence_id.desc()
+        ).limit(limit)
+        return [to_occurrence(row) for row in await conn.execute(statement)]

@@ -1,0 +1,138 @@
+"""Dead letters: occurrences whose attempt budget is spent, listed, replayed and discarded."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Row
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.domain.occurrence import (
+    DeadLetter,
+    OccurrenceStatus,
+)
+from app.domain.schedule import ScheduleStatus
+from app.store import codec
+from app.store.rows import to_occurrence
+from app.store.tables import UTCDateTime, occurrences, schedules
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterFilter:
+    schedule_id: uuid.UUID | None = None
+    event_type: str | None = None
+
+
+class DeadLetterStore:
+    """Statements on dead-lettered occurrences; run inside the caller's transaction."""
+
+    def _dead_letters(self) -> sa.Select[Any]:
+        return sa.select(
+            occurrences,
+            schedules.c.event_type,
+            # As text: the driver's JSON decoder fails on what it can store (very deep
+            # nesting, very long numbers); the codec reads it back safely.
+            sa.cast(schedules.c.payload, sa.Text).label("payload"),
+            schedules.c.target,
+        ).join(schedules, schedules.c.id == occurrences.c.schedule_id)
+
+    @staticmethod
+    def _to_dead_letter(row: Row[Any]) -> DeadLetter:
+        return DeadLetter(
+            occurrence=to_occurrence(row),
+            event_type=row.event_type,
+            payload=codec.payload(row.payload),
+            target=codec.target(row.target),
+        )
+
+    @staticmethod
+    def _filtered(statement: Any, where: DeadLetterFilter) -> Any:
+        if where.schedule_id is not None:
+            statement = statement.where(occurrences.c.schedule_id == where.schedule_id)
+        if where.event_type is not None:
+            statement = statement.where(
+                occurrences.c.schedule_id.in_(
+                    sa.select(schedules.c.id).where(schedules.c.event_type == where.event_type)
+                )
+            )
+        return statement
+
+    async def list_dead_letters(
+        self,
+        conn: AsyncConnection,
+        where: DeadLetterFilter,
+        *,
+        limit: int,
+        after: tuple[datetime, uuid.UUID] | None,
+    ) -> list[DeadLetter]:
+        """Dead letters, most recently dead-lettered first."""
+        statement = self._filtered(
+            self._dead_letters().where(occurrences.c.status == OccurrenceStatus.DEAD_LETTERED),
+            where,
+        )
+        if after is not None:
+            statement = statement.where(
+                sa.tuple_(occurrences.c.dead_lettered_at, occurrences.c.occurrence_id)
+                < sa.tuple_(sa.literal(after[0], UTCDateTime()), sa.literal(after[1], sa.Uuid()))
+            )
+        statement = statement.order_by(
+            occurrences.c.dead_lettered_at.desc(), occurrences.c.occurrence_id.desc()
+        ).limit(limit)
+        return [self._to_dead_letter(row) for row in await conn.execute(statement)]
+
+    async def get_with_definition(
+        self, conn: AsyncConnection, id_: uuid.UUID, *, for_update: bool = False
+    ) -> DeadLetter | None:
+        statement = self._dead_letters().where(occurrences.c.occurrence_id == id_)
+        if for_update:
+            statement = statement.with_for_update(of=occurrences)
+        row = (await conn.execute(statement)).first()
+        return None if row is None else self._to_dead_letter(row)
+
+    async def replay(
+        self,
+        conn: AsyncConnection,
+        now: datetime,
+        *,
+        ids: Sequence[uuid.UUID] | None = None,
+        where: DeadLetterFilter | None = None,
+    ) -> list[uuid.UUID]:
+        """Dead letters back to pending, attempts reset, due now (held if the schedule is
+        paused). The occurrence id stays, so consumers still dedupe on it."""
+        paused = sa.exists().where(
+            schedules.c.id == occurrences.c.schedule_id,
+            schedules.c.status == ScheduleStatus.PAUSED,
+        )
+        statement = occurrences.update().where(
+            occurrences.c.status == OccurrenceStatus.DEAD_LETTERED
+        )
+        if ids is not None:
+            statement = statement.where(occurrences.c.occurrence_id.in_(list(ids)))
+        if where is not None:
+            statement = self._filtered(statement, where)
+        statement = statement.values(
+            status=OccurrenceStatus.PENDING,
+            attempts=0,
+            available_at=sa.case((paused, sa.null()), else_=sa.literal(now, UTCDateTime())),
+            dead_lettered_at=None,
+            lease_token=None,
+            updated_at=now,
+        ).returning(occurrences.c.occurrence_id)
+        return [row.occurrence_id for row in await conn.execute(statement)]
+
+    async def discard(self, conn: AsyncConnection, id_: uuid.UUID, now: datetime) -> bool:
+        result = await conn.execute(
+            occurrences.update()
+            .where(
+                occurrences.c.occurrence_id == id_,
+                occurrences.c.status == OccurrenceStatus.DEAD_LETTERED,
+            )
+            .values(status=OccurrenceStatus.CANCELLED, updated_at=now)
+            .returning(occurrences.c.occurrence_id)
+        )
+        return result.first() is not None

@@ -1,0 +1,230 @@
+"""Settlements: finished attempts recorded, guarded by the lease token; claims handed back.
+
+Invariant: only the holder of the current lease token can settle or release an
+occurrence; a replica whose lease ran out (and was re-claimed elsewhere) finds its
+token replaced and its late settle matches no row.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from functools import cache
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.domain.occurrence import (
+    Delivery,
+    OccurrenceStatus,
+    Origin,
+    Settlement,
+)
+from app.domain.schedule import ScheduleStatus
+from app.store.clock import transaction_now
+from app.store.rows import truncate_error
+from app.store.tables import UTCDateTime, occurrences, schedules
+
+
+def _now(dialect: str) -> sa.ColumnElement[datetime]:
+    """The transaction's instant inside a statement: now() on PostgreSQL, bound on SQLite."""
+    if dialect == "postgresql":
+        return sa.func.now(type_=UTCDateTime())
+    return sa.bindparam("now", type_=UTCDateTime())
+
+
+def _among(column: sa.ColumnElement[Any], name: str, dialect: str) -> sa.ColumnElement[bool]:
+    """`column` is one of the list bound as `name`: one array parameter on PostgreSQL
+    (no per-element bind rendering), an expanding IN on SQLite."""
+    if dialect == "postgresql":
+        return column == sa.any_(sa.bindparam(name, type_=postgresql.ARRAY(sa.Uuid())))
+    return column.in_(sa.bindparam(name, expanding=True, type_=sa.Uuid()))
+
+
+@dataclass(frozen=True)
+class _SettleStatements:
+    """The settle path's statements, built once per dialect and executed many times."""
+
+    delivered: sa.Update
+    retry: sa.Update
+    dead: sa.Update
+    finish_one_shots: sa.Update
+    finish_recurring: sa.Update
+
+
+@cache
+def _settle_statements(dialect: str) -> _SettleStatements:
+    now = _now(dialect)
+    guard = (
+        (occurrences.c.occurrence_id == sa.bindparam("b_id", type_=sa.Uuid()))
+        & (occurrences.c.lease_token == sa.bindparam("b_token", type_=sa.Uuid()))
+        & (occurrences.c.status == OccurrenceStatus.PENDING)
+    )
+    if dialect == "postgresql":
+        retry_at: sa.ColumnElement[datetime] = now + sa.func.make_interval(
+            0, 0, 0, 0, 0, 0, sa.bindparam("b_delay", type_=sa.Float())
+        )
+    else:
+        retry_at = sa.bindparam("b_available_at", type_=UTCDateTime())
+    o = occurrences.alias("o")
+    nothing_pending = ~sa.exists().where(
+        o.c.schedule_id == schedules.c.id, o.c.status == OccurrenceStatus.PENDING
+    )
+    dead_lettered = sa.exists().where(
+        o.c.schedule_id == schedules.c.id,
+        o.c.origin == Origin.SCHEDULE,
+        o.c.status == OccurrenceStatus.DEAD_LETTERED,
+    )
+    return _SettleStatements(
+        delivered=occurrences.update()
+        .where(
+            _among(occurrences.c.occurrence_id, "ids", dialect),
+            occurrences.c.lease_token == sa.bindparam("token", type_=sa.Uuid()),
+            occurrences.c.status == OccurrenceStatus.PENDING,
+        )
+        .values(
+            status=OccurrenceStatus.DELIVERED,
+            delivered_at=now,
+            available_at=None,
+            updated_at=now,
+            lease_token=None,
+            last_error=None,
+        ),
+        # A retry due while the schedule was paused stays set; the claim skips paused
+        # schedules, so it waits for resume.
+        retry=occurrences.update()
+        .where(guard)
+        .values(
+            available_at=retry_at,
+            last_error=sa.bindparam("b_error"),
+            lease_token=None,
+            updated_at=now,
+        ),
+        dead=occurrences.update()
+        .where(guard)
+        .values(
+            status=OccurrenceStatus.DEAD_LETTERED,
+            dead_lettered_at=now,
+            available_at=None,
+            last_error=sa.bindparam("b_error"),
+            lease_token=None,
+            updated_at=now,
+        ),
+        finish_one_shots=schedules.update()
+        .where(
+            _among(schedules.c.id, "schedule_ids", dialect),
+            schedules.c.status.in_([ScheduleStatus.PENDING, ScheduleStatus.FAILED]),
+            nothing_pending,
+        )
+        .values(
+            status=sa.case((dead_lettered, ScheduleStatus.FAILED), else_=ScheduleStatus.COMPLETED),
+            updated_at=now,
+        ),
+        # A recurring schedule has a pending cadence occurrence until its bounds are spent;
+        # with nothing left pending it is complete (a dead letter does not fail it).
+        finish_recurring=schedules.update()
+        .where(
+            _among(schedules.c.id, "schedule_ids", dialect),
+            schedules.c.status == ScheduleStatus.PENDING,
+            nothing_pending,
+        )
+        .values(status=ScheduleStatus.COMPLETED, updated_at=now),
+    )
+
+
+class SettlementStore:
+    """Statements that end or hand back an attempt; run inside the caller's transaction."""
+
+    async def settle(self, conn: AsyncConnection, settlements: Sequence[Settlement]) -> None:
+        """Record finished attempts; each update matches only while its lease token is current."""
+        dialect = conn.dialect.name
+        statements = _settle_statements(dialect)
+        now = datetime.now(UTC)  # bound on SQLite only; PostgreSQL uses now()
+        delivered: dict[uuid.UUID, list[uuid.UUID]] = defaultdict(list)
+        retries: list[dict[str, Any]] = []
+        dead: list[dict[str, Any]] = []
+        one_shots: set[uuid.UUID] = set()
+        lasts: set[uuid.UUID] = set()
+        for item in settlements:
+            d = item.delivery
+            if d.one_shot:
+                one_shots.add(d.schedule_id)
+            elif d.last:
+                lasts.add(d.schedule_id)
+            if item.status is OccurrenceStatus.DELIVERED:
+                delivered[d.lease_token].append(d.occurrence_id)
+                continue
+            row: dict[str, Any] = {
+                "b_id": d.occurrence_id,
+                "b_token": d.lease_token,
+                "b_error": truncate_error(item.error),
+                "now": now,
+            }
+            if item.status is OccurrenceStatus.DEAD_LETTERED:
+                dead.append(row)
+            else:
+                assert item.retry_in is not None
+                row["b_delay"] = item.retry_in
+                row["b_available_at"] = now + timedelta(seconds=item.retry_in)
+                retries.append(row)
+        for token, ids in delivered.items():
+            await conn.execute(statements.delivered, {"ids": ids, "token": token, "now": now})
+        if retries:
+            await conn.execute(statements.retry, retries)
+        if dead:
+            await conn.execute(statements.dead, dead)
+        if one_shots:
+            await conn.execute(
+                statements.finish_one_shots, {"schedule_ids": list(one_shots), "now": now}
+            )
+        if lasts:
+            await conn.execute(
+                statements.finish_recurring, {"schedule_ids": list(lasts), "now": now}
+            )
+
+    async def release(
+        self, conn: AsyncConnection, deliveries: Iterable[Delivery], *, started: bool
+    ) -> None:
+        """Hand claimed occurrences back, due now; an attempt that never started is not counted."""
+        now = await transaction_now(conn)
+        by_token: dict[uuid.UUID, list[uuid.UUID]] = defaultdict(list)
+        for d in deliveries:
+            by_token[d.lease_token].append(d.occurrence_id)
+        attempts = occurrences.c.attempts if started else occurrences.c.attempts - 1
+        for token, ids in by_token.items():
+            await conn.execute(
+                occurrences.update()
+                .where(
+                    occurrences.c.occurrence_id.in_(ids),
+                    occurrences.c.lease_token == token,
+                    occurrences.c.status == OccurrenceStatus.PENDING,
+                )
+                .values(available_at=now, attempts=attempts, lease_token=None, updated_at=now)
+            )
+
+
+async def finish_one_shots(
+    conn: AsyncConnection, schedule_ids: Iterable[uuid.UUID], now: datetime
+) -> None:
+    """A one-shot schedule with nothing left pending is completed, or failed if its firing
+    was dead-lettered. A replay that later delivers it turns failed into completed."""
+    ids = list(schedule_ids)
+    if ids:
+        statement = _settle_statements(conn.dialect.name).finish_one_shots
+        await conn.execute(statement, {"schedule_ids": ids, "now": now})
+
+
+async def finish_recurring(
+    conn: AsyncConnection, schedule_ids: Iterable[uuid.UUID], now: datetime
+) -> None:
+    """A recurring schedule whose bounds are spent and that has nothing left pending is
+    completed."""
+    ids = list(schedule_ids)
+    if ids:
+        statement = _settle_statements(conn.dialect.name).finish_recurring
+        await conn.execute(statement, {"schedule_ids": ids, "now": now})
