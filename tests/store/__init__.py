@@ -1,0 +1,1 @@
+"""The store conformance suite: every dialect of the store passes the same tests."""

@@ -1,0 +1,88 @@
+"""What a database's schema holds, read by SQLAlchemy's reflection, in the same terms on
+every dialect: tables, columns, keys, indexes and check constraints by name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from tests.store.ports import Database
+
+Catalog = dict[str, set[tuple[Any, ...]]]
+
+
+def _affinity(type_: sa.types.TypeEngine[Any]) -> str:
+    """The generic kind of a reflected type (String, Integer, DateTime, JSON, ...): what
+    both builds must agree on, whatever name the dialect spells it with."""
+    generic = type_._type_affinity  # SQLAlchemy's own classification of types
+    return (generic or type(type_)).__name__
+
+
+def _predicate(index: dict[str, Any]) -> str | None:
+    """A partial index's WHERE clause as the dialect reflects it."""
+    options = index.get("dialect_options", {})
+    wheres = [str(value) for key, value in options.items() if key.endswith("_where")]
+    return " ".join(wheres) or None
+
+
+def _read(conn: Connection) -> Catalog:
+    inspector = sa.inspect(conn)
+    catalog: Catalog = {"tables": set(), "columns": set(), "keys": set(), "indexes": set()}
+    catalog["checks"] = set()
+    for table in inspector.get_table_names():
+        catalog["tables"].add((table,))
+        for column in inspector.get_columns(table):
+            catalog["columns"].add(
+                (table, column["name"], _affinity(column["type"]), column["nullable"])
+            )
+        primary = inspector.get_pk_constraint(table)
+        catalog["keys"].add(
+            (table, "primary", primary["name"], tuple(primary["constrained_columns"]))
+        )
+        for unique in inspector.get_unique_constraints(table):
+            catalog["keys"].add((table, "unique", unique["name"], tuple(unique["column_names"])))
+        for foreign in inspector.get_foreign_keys(table):
+            catalog["keys"].add(
+                (
+                    table,
+                    "foreign",
+                    foreign["name"],
+                    tuple(foreign["constrained_columns"]),
+                    foreign["referred_table"],
+                    tuple(foreign["referred_columns"]),
+                    foreign.get("options", {}).get("ondelete"),
+                )
+            )
+        for index in inspector.get_indexes(table):
+            catalog["indexes"].add(
+                (
+                    table,
+                    index["name"],
+                    tuple(index["column_names"]),
+                    bool(index["unique"]),
+                    _predicate(dict(index)),
+                )
+            )
+        for check in inspector.get_check_constraints(table):
+            catalog["checks"].add((table, check["name"]))
+    return catalog
+
+
+async def read_catalog(database: Database) -> Catalog:
+    async with database.engine.connect() as conn:
+        return await conn.run_sync(_read)
+
+
+def differences(built: Catalog, expected: Catalog) -> list[str]:
+    """What `built` lacks or has beyond `expected`, part by part (empty: the same)."""
+    found = []
+    for part in expected:
+        missing = sorted(expected[part] - built[part], key=str)
+        extra = sorted(built[part] - expected[part], key=str)
+        if missing:
+            found.append(f"{part} missing: {missing}")
+        if extra:
+            found.append(f"{part} extra: {extra}")
+    return found

@@ -1,0 +1,326 @@
+"""The store as the conformance suite sees it: every call into the store's modules is here.
+
+The tests import this module and the domain types only, so a store reshaped inside (its
+modules split, a dialect layer added) changes the imports below and nothing else. Each
+function is one transaction through `Database.run`, as the service and the delivery loop
+use the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from app.domain.ids import uuid7
+from app.domain.misfire import Rules
+from app.domain.occurrence import Delivery, OccurrenceStatus, Origin, Settlement
+from app.domain.schedule import ScheduleDraft, ScheduleStatus
+from app.domain.target import WebhookTarget
+from app.domain.trigger import (
+    CronTrigger,
+    ImmediateTrigger,
+    IntervalTrigger,
+    OnceTrigger,
+    Trigger,
+    first_fire_at,
+    resolve,
+)
+from app.store import retention
+from app.store.cadence import CadenceStore
+from app.store.clock import transaction_now
+from app.store.database import Connection, Database
+from app.store.ddl import schema_ddl
+from app.store.migrations import head_revisions, is_at_head, upgrade_to_head
+from app.store.queue import DeliveryQueue
+from app.store.schedules import ScheduleStore
+from app.store.tables import occurrences, schedules
+from app.store.wakeups import Wakeups
+
+__all__ = [
+    "Database",
+    "OccurrenceRow",
+    "build_from_ddl",
+    "cancel",
+    "claim",
+    "claim_when_due",
+    "cron",
+    "database_now",
+    "draft",
+    "head_revisions",
+    "hold",
+    "holding_pruning_lock",
+    "immediate",
+    "insert_schedules",
+    "interval",
+    "is_at_head",
+    "once",
+    "prune",
+    "read_occurrence_rows",
+    "read_schedule_status",
+    "release",
+    "settle",
+    "skip_due_ticks",
+    "unhold",
+    "upgrade_to_head",
+]
+
+OWNER = "conformance"
+_RNG = random.Random(20240305)
+_TARGET = WebhookTarget(type="webhook", url="http://127.0.0.1:9/hook")
+
+
+# -- building schedules ----------------------------------------------------------------
+
+
+def once(at: datetime) -> OnceTrigger:
+    return OnceTrigger(type="once", at=at)
+
+
+def immediate() -> ImmediateTrigger:
+    return ImmediateTrigger(type="immediate")
+
+
+def interval(every_seconds: float, start_at: datetime | None = None) -> IntervalTrigger:
+    return IntervalTrigger(type="interval", every_seconds=every_seconds, start_at=start_at)
+
+
+def cron(expression: str) -> CronTrigger:
+    return CronTrigger(type="cron", expression=expression)
+
+
+def draft(
+    trigger: Trigger,
+    *,
+    fire_at: datetime | None = None,
+    max_attempts: int = 5,
+    payload: Any = None,
+) -> ScheduleDraft:
+    """A schedule about to be stored, as the service builds one. Its first occurrence is
+    the trigger's first instant from now, or `fire_at` (a tick already past, as a
+    schedule that was behind would have)."""
+    now = datetime.now(UTC)
+    resolved = resolve(trigger, now)
+    first = fire_at or first_fire_at(resolved, now)
+    assert first is not None, "the trigger has nothing to fire"
+    return ScheduleDraft(
+        id=uuid7(now, _RNG.getrandbits(74)),
+        name=None,
+        event_type="conformance.test",
+        payload={"n": 1} if payload is None else payload,
+        target=_TARGET,
+        trigger=resolved,
+        max_attempts=max_attempts,
+        labels={},
+        first_fire_at=first,
+        jitter_seconds=0.0,
+        rules=Rules(),
+    )
+
+
+async def insert_schedules(database: Database, drafts: Sequence[ScheduleDraft]) -> None:
+    """Store the schedules with their first occurrences, in one transaction."""
+
+    async def work(conn: Connection) -> None:
+        await ScheduleStore().insert(conn, drafts, await transaction_now(conn))
+
+    await database.run(work)
+
+
+# -- the delivery loop's port ------------------------------------------------------------
+
+
+def _queue(database: Database) -> DeliveryQueue:
+    return DeliveryQueue(database, Wakeups())
+
+
+async def claim(
+    database: Database, *, limit: int, lease: float = 30.0, owner: str = OWNER
+) -> list[Delivery]:
+    """Lease up to `limit` due occurrences; a row whose definition cannot be planned is
+    retried one second later."""
+    claimed = await _queue(database).claim(
+        limit=limit, lease=lease, owner=owner, backoff=lambda _attempt: 1.0
+    )
+    return claimed.deliveries
+
+
+async def claim_when_due(
+    database: Database, *, limit: int = 10, lease: float = 30.0, within: float = 5.0
+) -> list[Delivery]:
+    """Claim as soon as something is due, polling; fails after `within` seconds."""
+    deadline = time.monotonic() + within
+    while not (found := await claim(database, limit=limit, lease=lease)):
+        assert time.monotonic() < deadline, f"nothing became claimable within {within}s"
+        await asyncio.sleep(0.05)
+    return found
+
+
+async def settle(database: Database, settlements: Sequence[Settlement]) -> None:
+    await _queue(database).settle(settlements)
+
+
+async def release(database: Database, deliveries: Sequence[Delivery], *, started: bool) -> None:
+    await _queue(database).release(deliveries, started=started)
+
+
+# -- schedule lifecycle ------------------------------------------------------------------
+
+
+async def hold(database: Database, schedule_id: uuid.UUID) -> None:
+    """Pause the schedule: its pending occurrences are held (unclaimable)."""
+
+    async def work(conn: Connection) -> None:
+        now = await transaction_now(conn)
+        await ScheduleStore().update(
+            conn, schedule_id, now, status=ScheduleStatus.PAUSED, paused_at=now
+        )
+        await CadenceStore().hold(conn, schedule_id, now)
+
+    await database.run(work)
+
+
+async def unhold(database: Database, schedule_id: uuid.UUID) -> None:
+    """Resume the schedule: each held occurrence gets its own instant back."""
+
+    async def work(conn: Connection) -> None:
+        now = await transaction_now(conn)
+        await ScheduleStore().update(
+            conn, schedule_id, now, status=ScheduleStatus.PENDING, paused_at=None
+        )
+        await CadenceStore().unhold(conn, schedule_id, now)
+
+    await database.run(work)
+
+
+async def cancel(database: Database, schedule_id: uuid.UUID) -> None:
+    """Cancel the schedule's pending occurrences."""
+
+    async def work(conn: Connection) -> None:
+        await CadenceStore().cancel_pending(conn, schedule_id, await transaction_now(conn))
+
+    await database.run(work)
+
+
+async def skip_due_ticks(database: Database, schedule_id: uuid.UUID) -> int:
+    """Record the schedule's own due, never attempted occurrences as skipped (what a pause
+    does to a recurring schedule's due tick); returns how many."""
+
+    async def work(conn: Connection) -> int:
+        now = await transaction_now(conn)
+        return await CadenceStore().skip_due_cadence(conn, schedule_id, now, "paused")
+
+    return await database.run(work)
+
+
+# -- retention ---------------------------------------------------------------------------
+
+
+async def prune(database: Database, *, older_than: datetime, limit: int) -> int:
+    return await database.run(
+        lambda conn: retention.prune(conn, older_than=older_than, limit=limit)
+    )
+
+
+@asynccontextmanager
+async def holding_pruning_lock(database: Database) -> AsyncIterator[bool]:
+    """An open transaction that tried to take the pruning lock; yields whether it got it.
+    The lock is released when the block ends."""
+    async with database.engine.begin() as conn:
+        yield await retention.try_lock_pruning(conn)
+
+
+# -- schema ------------------------------------------------------------------------------
+
+
+def ddl_statements(dialect: str) -> list[str]:
+    """The statements of `chronoq schema --dialect <dialect>`, one by one, without the
+    script's comments and its BEGIN and COMMIT."""
+    statements: list[str] = []
+    lines: list[str] = []
+    for line in schema_ddl(dialect).splitlines():
+        if not lines and (not line.strip() or line.startswith("--")):
+            continue
+        lines.append(line)
+        if line.endswith(";"):
+            statement = "\n".join(lines)[:-1]
+            lines = []
+            if statement not in ("BEGIN", "COMMIT"):
+                statements.append(statement)
+    assert not lines, "the DDL ends inside a statement"
+    return statements
+
+
+async def build_from_ddl(database: Database) -> None:
+    """Build the schema in an empty database from the DDL, as an operator would run it."""
+    async with database.engine.begin() as conn:
+        for statement in ddl_statements(database.dialect):
+            await conn.exec_driver_sql(statement)
+
+
+# -- reading back ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OccurrenceRow:
+    """An `occurrences` row as stored."""
+
+    occurrence_id: uuid.UUID
+    schedule_id: uuid.UUID
+    fire_at: datetime
+    available_at: datetime | None
+    status: OccurrenceStatus
+    origin: Origin
+    attempts: int
+    lease_token: uuid.UUID | None
+    last_error: str | None
+    delivered_at: datetime | None
+    dead_lettered_at: datetime | None
+    updated_at: datetime
+
+
+async def read_occurrence_rows(
+    database: Database, schedule_id: uuid.UUID | None = None
+) -> list[OccurrenceRow]:
+    """The occurrences of `schedule_id` (None: all of them), by fire instant then id."""
+    statement = sa.select(
+        *(occurrences.c[field] for field in OccurrenceRow.__dataclass_fields__)
+    ).order_by(occurrences.c.fire_at, occurrences.c.occurrence_id)
+    if schedule_id is not None:
+        statement = statement.where(occurrences.c.schedule_id == schedule_id)
+
+    async def work(conn: Connection) -> list[OccurrenceRow]:
+        rows = (await conn.execute(statement)).mappings().all()
+        return [
+            OccurrenceRow(
+                **{
+                    **row,
+                    "status": OccurrenceStatus(row["status"]),
+                    "origin": Origin(row["origin"]),
+                }
+            )
+            for row in rows
+        ]
+
+    return await database.run(work)
+
+
+async def read_schedule_status(database: Database, schedule_id: uuid.UUID) -> ScheduleStatus:
+    async def work(conn: Connection) -> ScheduleStatus:
+        statement = sa.select(schedules.c.status).where(schedules.c.id == schedule_id)
+        return ScheduleStatus((await conn.execute(statement)).scalar_one())
+
+    return await database.run(work)
+
+
+async def database_now(database: Database) -> datetime:
+    """The database clock, read in a transaction of its own."""
+    return await database.run(transaction_now)

@@ -1,0 +1,110 @@
+"""Claims: exclusive leases, oldest due first, attempts counted, leases that run out."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+from app.domain.occurrence import Delivery, OccurrenceStatus, Settlement
+from tests.store import ports
+from tests.store.ports import Database, claim_when_due
+
+
+async def test_concurrent_claimers_each_take_every_occurrence_exactly_once(
+    database: Database, store_url: str
+) -> None:
+    drafts = [ports.draft(ports.immediate()) for _ in range(300)]
+    await ports.insert_schedules(database, drafts)
+    expected = {row.occurrence_id for row in await ports.read_occurrence_rows(database)}
+    assert len(expected) == 300
+    # Each claimer has a pool of its own, as separate replicas do.
+    claimers = [Database(store_url) for _ in range(4)]
+
+    async def drain(claimer: Database) -> list[Delivery]:
+        mine: list[Delivery] = []
+        while batch := await ports.claim(claimer, limit=25, owner=f"replica-{id(claimer)}"):
+            assert len(batch) <= 25
+            mine += batch
+        return mine
+
+    try:
+        results = await asyncio.gather(*(drain(claimer) for claimer in claimers))
+    finally:
+        for claimer in claimers:
+            await claimer.close()
+
+    counts = Counter(d.occurrence_id for claimed in results for d in claimed)
+    assert set(counts) == expected, "an occurrence was skipped"
+    assert max(counts.values()) == 1, "an occurrence was claimed twice"
+    assert {d.attempt for claimed in results for d in claimed} == {1}
+    rows = await ports.read_occurrence_rows(database)
+    assert {row.attempts for row in rows} == {1}
+    # Every lease is one of the tokens handed out, so each claimer can settle its own.
+    tokens = {d.occurrence_id: d.lease_token for claimed in results for d in claimed}
+    assert all(row.lease_token == tokens[row.occurrence_id] for row in rows)
+
+
+async def test_claim_takes_the_oldest_due_first_counts_the_attempt_and_keeps_the_limit(
+    database: Database,
+) -> None:
+    now = datetime.now(UTC)
+    # Stored newest first: the claim must still hand out the oldest due first.
+    due = [ports.draft(ports.once(now - timedelta(seconds=k))) for k in range(1, 6)]
+    future = ports.draft(ports.once(now + timedelta(hours=1)))
+    await ports.insert_schedules(database, [*due, future])
+    oldest_first = [d.id for d in reversed(due)]
+
+    batch = await ports.claim(database, limit=3)
+
+    assert [d.schedule_id for d in batch] == oldest_first[:3]
+    assert [d.attempt for d in batch] == [1, 1, 1]
+    assert len({d.lease_token for d in batch}) == 1, "one claim, one lease token"
+    for d in batch:
+        (row,) = await ports.read_occurrence_rows(database, d.schedule_id)
+        assert (row.status, row.attempts, row.lease_token) == (
+            OccurrenceStatus.PENDING,
+            1,
+            d.lease_token,
+        )
+
+    rest = await ports.claim(database, limit=10)
+    assert [d.schedule_id for d in rest] == oldest_first[3:]
+    assert await ports.claim(database, limit=10) == [], "a future occurrence was claimed"
+    (row,) = await ports.read_occurrence_rows(database, future.id)
+    assert (row.attempts, row.lease_token) == (0, None)
+
+
+async def test_an_expired_lease_is_claimed_again_and_only_the_new_token_settles(
+    database: Database,
+) -> None:
+    lease = 0.5
+    schedule = ports.draft(ports.immediate())
+    await ports.insert_schedules(database, [schedule])
+
+    started = time.monotonic()
+    (first,) = await ports.claim(database, limit=1, lease=lease)
+    early = await ports.claim(database, limit=1)
+    if time.monotonic() - started < lease:  # always, unless this machine stalled
+        assert early == [], "claimed again before its lease ran out"
+
+    (second,) = await claim_when_due(database, limit=1)
+    assert time.monotonic() - started >= lease * 0.9, "claimed again well before the lease end"
+    assert second.occurrence_id == first.occurrence_id
+    assert second.attempt == 2
+    assert second.lease_token != first.lease_token
+
+    await ports.settle(database, [Settlement(first, OccurrenceStatus.DELIVERED)])
+    (row,) = await ports.read_occurrence_rows(database, schedule.id)
+    assert (row.status, row.attempts, row.lease_token) == (
+        OccurrenceStatus.PENDING,
+        2,
+        second.lease_token,
+    ), "a settle under the expired lease changed the row"
+
+    await ports.settle(database, [Settlement(second, OccurrenceStatus.DELIVERED)])
+    (row,) = await ports.read_occurrence_rows(database, schedule.id)
+    assert row.status is OccurrenceStatus.DELIVERED
+    assert row.delivered_at is not None
+    assert row.lease_token is None
