@@ -22,7 +22,7 @@ import sqlalchemy as sa
 
 from app.domain.ids import uuid7
 from app.domain.misfire import Rules
-from app.domain.occurrence import Delivery, OccurrenceStatus, Origin, Settlement
+from app.domain.occurrence import DeadLetter, Delivery, OccurrenceStatus, Origin, Settlement
 from app.domain.schedule import ScheduleDraft, ScheduleStatus
 from app.domain.target import WebhookTarget
 from app.domain.trigger import (
@@ -39,6 +39,7 @@ from app.store.cadence import CadenceStore
 from app.store.clock import transaction_now
 from app.store.database import Connection, Database
 from app.store.ddl import schema_ddl
+from app.store.dead_letters import DeadLetterFilter, DeadLetterStore
 from app.store.migrations import head_revisions, is_at_head, upgrade_to_head
 from app.store.queue import DeliveryQueue
 from app.store.schedules import ScheduleStore
@@ -54,6 +55,7 @@ __all__ = [
     "claim_when_due",
     "cron",
     "database_now",
+    "dead_letters",
     "draft",
     "head_revisions",
     "hold",
@@ -67,6 +69,7 @@ __all__ = [
     "read_occurrence_rows",
     "read_schedule_status",
     "release",
+    "replay",
     "settle",
     "skip_due_ticks",
     "unhold",
@@ -217,6 +220,28 @@ async def skip_due_ticks(database: Database, schedule_id: uuid.UUID) -> int:
     async def work(conn: Connection) -> int:
         now = await transaction_now(conn)
         return await CadenceStore().skip_due_cadence(conn, schedule_id, now, "paused")
+
+    return await database.run(work)
+
+
+# -- dead letters ------------------------------------------------------------------------
+
+
+async def dead_letters(database: Database, *, limit: int = 100) -> list[DeadLetter]:
+    """Every dead letter, most recently dead-lettered first."""
+    return await database.run(
+        lambda conn: DeadLetterStore().list_dead_letters(
+            conn, DeadLetterFilter(), limit=limit, after=None
+        )
+    )
+
+
+async def replay(database: Database, occurrence_ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
+    """Dead letters back to pending, due now; returns the ids replayed."""
+
+    async def work(conn: Connection) -> list[uuid.UUID]:
+        now = await transaction_now(conn)
+        return await DeadLetterStore().replay(conn, now, ids=occurrence_ids)
 
     return await database.run(work)
 

@@ -1,0 +1,64 @@
+"""Dead letters: an attempt budget spent, by failures or by leases that ran out, ends in
+a dead letter; a replay makes it due again under the same id."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from app.domain.occurrence import OccurrenceStatus, Settlement
+from app.domain.schedule import ScheduleStatus
+from tests.store import ports
+from tests.store.ports import Database
+
+
+async def test_a_replayed_dead_letter_is_due_at_once_with_its_id_and_a_new_budget(
+    database: Database,
+) -> None:
+    schedule = ports.draft(ports.immediate(), max_attempts=1)
+    await ports.insert_schedules(database, [schedule])
+    (delivery,) = await ports.claim(database, limit=1)
+    await ports.settle(
+        database, [Settlement(delivery, OccurrenceStatus.DEAD_LETTERED, error="410")]
+    )
+    assert await ports.read_schedule_status(database, schedule.id) is ScheduleStatus.FAILED
+    (letter,) = await ports.dead_letters(database)
+    assert letter.occurrence.occurrence_id == delivery.occurrence_id
+    assert (letter.occurrence.attempts, letter.occurrence.last_error) == (1, "410")
+    assert letter.payload == schedule.payload
+
+    assert await ports.replay(database, [delivery.occurrence_id]) == [delivery.occurrence_id]
+
+    (row,) = await ports.read_occurrence_rows(database, schedule.id)
+    assert (row.status, row.attempts, row.dead_lettered_at) == (OccurrenceStatus.PENDING, 0, None)
+    assert await ports.dead_letters(database) == []
+    (again,) = await ports.claim(database, limit=1)
+    assert (again.occurrence_id, again.attempt) == (delivery.occurrence_id, 1)
+    await ports.settle(database, [Settlement(again, OccurrenceStatus.DELIVERED)])
+    assert await ports.read_schedule_status(database, schedule.id) is ScheduleStatus.COMPLETED
+    assert await ports.replay(database, [delivery.occurrence_id]) == [], "replayed a delivery"
+
+
+async def test_a_last_attempt_whose_lease_ran_out_is_dead_lettered_not_retried(
+    database: Database,
+) -> None:
+    schedule = ports.draft(ports.immediate(), max_attempts=2)
+    await ports.insert_schedules(database, [schedule])
+    (first,) = await ports.claim(database, limit=1, lease=0.2)
+    (last,) = await ports.claim_when_due(database, limit=1, lease=0.2)
+    assert (first.attempt, last.attempt) == (1, 2)
+
+    # Once the last lease runs out, a claim finds it and dead-letters it instead.
+    deadline = time.monotonic() + 5.0
+    while (row := (await ports.read_occurrence_rows(database, schedule.id))[0]).status is (
+        OccurrenceStatus.PENDING
+    ):
+        assert await ports.claim(database, limit=1) == [], "claimed beyond its attempt budget"
+        assert time.monotonic() < deadline, "the spent occurrence was never dead-lettered"
+        await asyncio.sleep(0.05)
+
+    assert row.status is OccurrenceStatus.DEAD_LETTERED
+    assert row.attempts == 2
+    assert row.last_error is not None
+    assert "lease" in row.last_error
+    assert await ports.read_schedule_status(database, schedule.id) is ScheduleStatus.FAILED
