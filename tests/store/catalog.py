@@ -14,10 +14,15 @@ Catalog = dict[str, set[tuple[Any, ...]]]
 
 
 def _affinity(type_: sa.types.TypeEngine[Any]) -> str:
-    """The generic kind of a reflected type (String, Integer, DateTime, JSON, ...): what
-    both builds must agree on, whatever name the dialect spells it with."""
+    """The generic kind of a reflected type (String, Integer, DateTime, JSON, ...)."""
     generic = type_._type_affinity  # SQLAlchemy's own classification of types
     return (generic or type(type_)).__name__
+
+
+def _spelled(type_: sa.types.TypeEngine[Any], dialect: sa.engine.Dialect) -> str:
+    """The type as the dialect writes it, size and precision included (VARCHAR(200),
+    DATETIME(6)): a narrower column or coarser instants in one build show here."""
+    return str(type_.compile(dialect=dialect))
 
 
 def _predicate(index: dict[str, Any]) -> str | None:
@@ -35,7 +40,14 @@ def _read(conn: Connection) -> Catalog:
         catalog["tables"].add((table,))
         for column in inspector.get_columns(table):
             catalog["columns"].add(
-                (table, column["name"], _affinity(column["type"]), column["nullable"])
+                (
+                    table,
+                    column["name"],
+                    _affinity(column["type"]),
+                    _spelled(column["type"], conn.dialect),
+                    column["nullable"],
+                    column.get("default"),
+                )
             )
         primary = inspector.get_pk_constraint(table)
         catalog["keys"].add(

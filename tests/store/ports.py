@@ -287,7 +287,7 @@ def ddl_statements(dialect: str) -> list[str]:
 async def build_from_ddl(database: Database) -> None:
     """Build the schema in an empty database from the DDL, as an operator would run it."""
     async with database.engine.begin() as conn:
-        for statement in ddl_statements(database.dialect):
+        for statement in ddl_statements(conn.dialect.name):
             await conn.exec_driver_sql(statement)
 
 
