@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
+from app.domain.ids import occurrence_id
 from app.domain.occurrence import Delivery, OccurrenceStatus, Settlement
 from tests.store import ports
 from tests.store.ports import Database, claim_when_due
@@ -108,3 +110,24 @@ async def test_an_expired_lease_is_claimed_again_and_only_the_new_token_settles(
     assert row.status is OccurrenceStatus.DELIVERED
     assert row.delivered_at is not None
     assert row.lease_token is None
+
+
+async def test_a_claim_hands_out_the_schedule_definition_and_its_payload_as_stored(
+    database: Database,
+) -> None:
+    # Keys out of order, text beyond ASCII, numbers a float would round: all kept.
+    payload = {"zeta": 1, "alpha": ["é ✓", None, 0.1, 2**60], "mid": {"b": True, "a": "x"}}
+    schedule = ports.draft(ports.immediate(), max_attempts=3, payload=payload)
+    await ports.insert_schedules(database, [schedule])
+
+    (delivery,) = await ports.claim(database, limit=1)
+
+    assert delivery.schedule_id == schedule.id
+    assert delivery.occurrence_id == occurrence_id(schedule.id, schedule.first_fire_at)
+    assert delivery.fire_at == schedule.first_fire_at
+    assert (delivery.event_type, delivery.target) == (schedule.event_type, schedule.target)
+    assert (delivery.max_attempts, delivery.one_shot) == (3, True)
+    assert json.loads(delivery.body, object_pairs_hook=list) == json.loads(
+        json.dumps(payload), object_pairs_hook=list
+    ), "the payload changed, or its keys were reordered"
+    assert delivery.body == json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
