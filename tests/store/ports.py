@@ -57,6 +57,7 @@ __all__ = [
     "database_now",
     "dead_letters",
     "draft",
+    "due_in",
     "head_revisions",
     "hold",
     "holding_pruning_lock",
@@ -154,6 +155,16 @@ async def claim(
         limit=limit, lease=lease, owner=owner, backoff=lambda _attempt: 1.0
     )
     return claimed.deliveries
+
+
+async def due_in(database: Database) -> float | None:
+    """A claim that must find nothing due: how soon, in seconds, the next occurrence is
+    (None: none is scheduled), which is how long an idle delivery loop sleeps."""
+    claimed = await _queue(database).claim(
+        limit=1, lease=30.0, owner=OWNER, backoff=lambda _attempt: 1.0
+    )
+    assert claimed.deliveries == [], "the claim found something due"
+    return claimed.due_in
 
 
 async def claim_when_due(

@@ -131,3 +131,21 @@ async def test_a_claim_hands_out_the_schedule_definition_and_its_payload_as_stor
         json.dumps(payload), object_pairs_hook=list
     ), "the payload changed, or its keys were reordered"
     assert delivery.body == json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+async def test_a_claim_that_finds_nothing_due_tells_how_soon_the_next_occurrence_is(
+    database: Database,
+) -> None:
+    assert await ports.due_in(database) is None, "nothing is scheduled"
+    soon = ports.draft(ports.once(datetime.now(UTC) + timedelta(seconds=60)))
+    later = ports.draft(ports.once(datetime.now(UTC) + timedelta(hours=2)))
+    await ports.insert_schedules(database, [later, soon])
+
+    due = await ports.due_in(database)
+    assert due is not None
+    assert 50 < due <= 60
+
+    await ports.hold(database, soon.id)  # a held occurrence is not waited for
+    due = await ports.due_in(database)
+    assert due is not None
+    assert 7100 < due <= 7200
