@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.domain.limits import EventType, Id, InputModel, Instant, shown_payload
 from app.domain.misfire import MisfirePolicy, SkipReason
 from app.domain.occurrence import DeadLetter, Occurrence, OccurrenceStatus, Origin
-from app.domain.schedule import Schedule, ScheduleSpec, ScheduleStatus
+from app.domain.schedule import Schedule, ScheduleSpec, ScheduleStatus, flat
 from app.domain.secrets import redacted_headers, redacted_secret, redacted_url
 from app.domain.target import JsonScalar, Target, WebhookTarget
 from app.domain.trigger import Trigger
@@ -73,6 +73,10 @@ def target_out(t: Target) -> WebhookTargetOut | RabbitMQTargetOut:
     )
 
 
+# Schedule fields a response leaves out: internal to the idempotent create.
+NOT_SHOWN = frozenset({"request_hash"})
+
+
 class ScheduleOut(BaseModel):
     id: uuid.UUID
     name: str | None
@@ -108,33 +112,10 @@ class ScheduleOut(BaseModel):
 
     @classmethod
     def of(cls, s: Schedule) -> ScheduleOut:
-        return cls(
-            id=s.id,
-            name=s.name,
-            event_type=s.event_type,
-            payload=shown_payload(s.payload),
-            target=target_out(s.target),
-            trigger=s.trigger,
-            max_attempts=s.max_attempts,
-            labels=s.labels,
-            jitter_seconds=s.jitter_seconds,
-            misfire_policy=s.rules.policy,
-            misfire_grace_seconds=s.rules.grace_seconds,
-            max_catchup=s.rules.max_catchup,
-            max_occurrences=s.rules.max_occurrences,
-            status=s.status,
-            next_fire_at=s.next_fire_at,
-            next_occurrence_id=s.next_occurrence_id,
-            attempts=s.attempts,
-            last_error=s.last_error,
-            fire_count=s.fire_count,
-            last_fired_at=s.last_fired_at,
-            skipped_count=s.skipped_count,
-            last_skip_reason=cast(SkipReason | None, s.last_skip_reason),
-            created_at=s.created_at,
-            updated_at=s.updated_at,
-            version=s.version,
-            created_by=s.created_by,
+        """The schedule's fields as they are, but for what a response shows otherwise."""
+        values = flat(s) | {"payload": shown_payload(s.payload), "target": target_out(s.target)}
+        return cls.model_validate(
+            {name: value for name, value in values.items() if name not in NOT_SHOWN}
         )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import ConfigDict, Field
 
 from app.domain.errors import ConflictError, PreconditionFailedError
+from app.domain.ids import occurrence_id
 from app.domain.limits import MAX_COUNT, EventType, InputModel, JsonPayload, Labels, Name
 from app.domain.misfire import DEFAULT_GRACE_SECONDS, DEFAULT_MAX_CATCHUP, MisfirePolicy, Rules
 from app.domain.target import Target
@@ -63,9 +64,10 @@ def check_trigger(status: ScheduleStatus) -> None:
         raise ConflictError(f"a {status} schedule cannot be triggered; resume it first")
 
 
-@dataclass(frozen=True, slots=True)
-class ScheduleDraft:
-    """A validated schedule that is about to be stored."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScheduleDefinition:
+    """The fields a schedule is created with: the one list its draft and its snapshot share,
+    and that the store's columns and the API's response follow."""
 
     id: uuid.UUID
     name: str | None
@@ -75,29 +77,25 @@ class ScheduleDraft:
     trigger: Trigger
     max_attempts: int
     labels: dict[str, str]
-    first_fire_at: datetime
     jitter_seconds: float
     rules: Rules
-    first_delay: float = 0.0  # the first occurrence's jitter draw
-    idempotency_key: str | None = None
     request_hash: str | None = None
     created_by: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Schedule:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScheduleDraft(ScheduleDefinition):
+    """A validated schedule that is about to be stored, with its first occurrence."""
+
+    first_fire_at: datetime
+    first_delay: float = 0.0  # the first occurrence's jitter draw
+    idempotency_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Schedule(ScheduleDefinition):
     """A schedule as stored, with what is derived from its occurrences."""
 
-    id: uuid.UUID
-    name: str | None
-    event_type: str
-    payload: Any
-    target: Target
-    trigger: Trigger
-    max_attempts: int
-    labels: dict[str, str]
-    jitter_seconds: float
-    rules: Rules
     status: ScheduleStatus
     fire_count: int
     skipped_count: int
@@ -105,13 +103,61 @@ class Schedule:
     last_fired_at: datetime | None
     created_at: datetime
     updated_at: datetime
+    version: int = 1
+    # Read from the schedule's occurrences, never written as such.
     next_fire_at: datetime | None
     next_occurrence_id: uuid.UUID | None
     attempts: int
     last_error: str | None
-    request_hash: str | None = None
-    version: int = 1
-    created_by: str | None = None
+
+
+# Schedule fields that its occurrences hold: the earliest pending one, the latest attempted.
+DERIVED_FIELDS = frozenset({"next_fire_at", "next_occurrence_id", "attempts", "last_error"})
+
+# How `Rules` reads as flat fields (flat name: Rules attribute): the names of the spec's
+# fields, of the columns and of the response. `fired`, a count the store keeps, is no setting.
+RULE_FIELDS: dict[str, str] = {
+    "misfire_policy": "policy",
+    "misfire_grace_seconds": "grace_seconds",
+    "max_catchup": "max_catchup",
+    "max_occurrences": "max_occurrences",
+}
+
+
+def definition(draft: ScheduleDefinition) -> dict[str, Any]:
+    """The fields a schedule was created with, by name."""
+    return {f.name: getattr(draft, f.name) for f in fields(ScheduleDefinition)}
+
+
+def first_snapshot(draft: ScheduleDraft, now: datetime) -> Schedule:
+    """The schedule a draft becomes when stored at `now`: pending, nothing fired yet, its
+    first occurrence next."""
+    return Schedule(
+        **definition(draft),
+        status=ScheduleStatus.PENDING,
+        fire_count=0,
+        skipped_count=0,
+        last_skip_reason=None,
+        last_fired_at=None,
+        created_at=now,
+        updated_at=now,
+        version=1,
+        next_fire_at=draft.first_fire_at,
+        next_occurrence_id=occurrence_id(draft.id, draft.first_fire_at),
+        attempts=0,
+        last_error=None,
+    )
+
+
+def flat_rules(rules: Rules) -> dict[str, Any]:
+    """`rules` under their flat names (RULE_FIELDS)."""
+    return {name: getattr(rules, attribute) for name, attribute in RULE_FIELDS.items()}
+
+
+def flat(schedule: Schedule) -> dict[str, Any]:
+    """A schedule's fields by name, with its rules spread into their flat names."""
+    values = {f.name: getattr(schedule, f.name) for f in fields(Schedule) if f.name != "rules"}
+    return values | flat_rules(schedule.rules)
 
 
 _JITTER = "Spread each firing uniformly over [fire_at, fire_at + jitter_seconds)"
@@ -203,10 +249,9 @@ class SchedulePatch(InputModel):
     )
 
 
-def rules_of(spec: ScheduleSpec) -> Rules:
+def rules_of(values: object, *, fired: int = 0) -> Rules:
+    """The rules that `values` (a spec, a stored row) holds under their flat names."""
     return Rules(
-        policy=spec.misfire_policy,
-        grace_seconds=spec.misfire_grace_seconds,
-        max_catchup=spec.max_catchup,
-        max_occurrences=spec.max_occurrences,
+        **{attribute: getattr(values, name) for name, attribute in RULE_FIELDS.items()},
+        fired=fired,
     )

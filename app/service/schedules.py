@@ -31,6 +31,7 @@ from app.domain.schedule import (
     check_resume,
     check_trigger,
     check_version,
+    first_snapshot,
     rules_of,
 )
 from app.domain.target import Target, WebhookTarget
@@ -174,35 +175,6 @@ class ScheduleService:
     def _jitter(self, seconds: float) -> float:
         return self._rng.uniform(0, seconds) if seconds else 0.0
 
-    @staticmethod
-    def _fresh(draft: ScheduleDraft, now: datetime) -> Schedule:
-        """The snapshot of a schedule just inserted, without reading it back."""
-        return Schedule(
-            id=draft.id,
-            name=draft.name,
-            event_type=draft.event_type,
-            payload=draft.payload,
-            target=draft.target,
-            trigger=draft.trigger,
-            max_attempts=draft.max_attempts,
-            labels=draft.labels,
-            jitter_seconds=draft.jitter_seconds,
-            rules=draft.rules,
-            status=ScheduleStatus.PENDING,
-            fire_count=0,
-            skipped_count=0,
-            last_skip_reason=None,
-            last_fired_at=None,
-            created_at=now,
-            updated_at=now,
-            next_fire_at=draft.first_fire_at,
-            next_occurrence_id=occurrence_id(draft.id, draft.first_fire_at),
-            attempts=0,
-            last_error=None,
-            request_hash=draft.request_hash,
-            created_by=draft.created_by,
-        )
-
     async def _check_names(
         self, conn: Connection, specs: Sequence[ScheduleSpec], batch: bool
     ) -> None:
@@ -258,7 +230,7 @@ class ScheduleService:
             draft = self._draft(spec, now, idempotency_key, request_hash, created_by=created_by)
             await self._schedules.insert(conn, [draft], now)
             await self._wakeups.announce(conn, _due(draft))
-            return Created(self._fresh(draft, now), created=True)
+            return Created(first_snapshot(draft, now), created=True)
 
         try:
             return await self._db.run(work)
@@ -292,7 +264,7 @@ class ScheduleService:
             ]
             await self._schedules.insert(conn, drafts, now)
             await self._wakeups.announce(conn, min(map(_due, drafts), default=None))
-            return [self._fresh(draft, now) for draft in drafts]
+            return [first_snapshot(draft, now) for draft in drafts]
 
         return await self._db.run(work)
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
@@ -15,10 +15,19 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.errors import ConflictError
 from app.domain.occurrence import OccurrenceStatus, Origin
-from app.domain.schedule import Schedule, ScheduleDraft, ScheduleStatus
+from app.domain.schedule import (
+    DERIVED_FIELDS,
+    RULE_FIELDS,
+    Schedule,
+    ScheduleDraft,
+    ScheduleStatus,
+    first_snapshot,
+    flat_rules,
+    rules_of,
+)
 from app.store import codec
 from app.store.inserts import insert_ignoring_conflicts
-from app.store.rows import new_occurrence, rules_of_row
+from app.store.rows import new_occurrence
 from app.store.tables import occurrences, schedules
 
 
@@ -31,7 +40,39 @@ class ScheduleFilter:
     labels: dict[str, str] = field(default_factory=dict)
 
 
+def _labels(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict):
+        return {}
+    return {str(key): text for key, text in value.items() if isinstance(text, str)}
+
+
+# The row mapping follows the domain's fields: a field is the column of its name, read and
+# written as it is unless named below. The exceptions, each named once:
+# - columns no domain field holds, written by the statements that own them;
+STORE_ONLY_COLUMNS = frozenset({"idempotency_key", "paused_at"})
+# - columns copied from a field, for filtering (column: the field, what is copied);
+COPIED_COLUMNS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "target_type": ("target", lambda target: target.type),
+}
+# - the rules, kept as their flat columns (`RULE_FIELDS`) and the tick count;
+RULES_COLUMNS = frozenset({*RULE_FIELDS, "tick_count"})
+# - fields in another form than their column's;
+_READ: dict[str, Callable[[Any], Any]] = {
+    "payload": codec.payload,
+    "target": codec.target,
+    "trigger": codec.trigger,
+    "labels": _labels,
+    "status": ScheduleStatus,
+    "attempts": lambda value: value or 0,  # NULL: no occurrence attempted yet
+}
+_WRITE: dict[str, Callable[[Any], Any]] = {"target": codec.dump, "trigger": codec.dump}
+# - and fields read from the schedule's occurrences (`_derived`), never written.
+READ_FIELDS = tuple(f.name for f in fields(Schedule) if f.name != "rules")
+STORED_FIELDS = tuple(name for name in READ_FIELDS if name not in DERIVED_FIELDS)
+
+
 def _derived() -> list[Any]:
+    """The fields a schedule's occurrences hold, each labelled with the field's name."""
     o = occurrences.alias("o")
     pending = (
         sa.select(o.c.fire_at, o.c.occurrence_id)
@@ -50,7 +91,7 @@ def _derived() -> list[Any]:
     return [
         pending.with_only_columns(o.c.fire_at).scalar_subquery().label("next_fire_at"),
         pending.with_only_columns(o.c.occurrence_id).scalar_subquery().label("next_occurrence_id"),
-        attempted.with_only_columns(o.c.attempts).scalar_subquery().label("last_attempts"),
+        attempted.with_only_columns(o.c.attempts).scalar_subquery().label("attempts"),
         attempted.with_only_columns(o.c.last_error).scalar_subquery().label("last_error"),
     ]
 
@@ -64,39 +105,31 @@ def _columns() -> list[Any]:
     ]
 
 
-def _labels(value: Any) -> dict[str, str]:
-    if not isinstance(value, dict):
-        return {}
-    return {str(key): text for key, text in value.items() if isinstance(text, str)}
+def _as_is(value: Any) -> Any:
+    return value
 
 
 def _to_schedule(row: Row[Any]) -> Schedule:
+    values = row._mapping
     return Schedule(
-        id=row.id,
-        name=row.name,
-        event_type=row.event_type,
-        payload=codec.payload(row.payload),
-        target=codec.target(row.target),
-        trigger=codec.trigger(row.trigger),
-        max_attempts=row.max_attempts,
-        jitter_seconds=row.jitter_seconds,
-        rules=rules_of_row(row),
-        labels=_labels(row.labels),
-        status=ScheduleStatus(row.status),
-        fire_count=row.fire_count,
-        skipped_count=row.skipped_count,
-        last_skip_reason=row.last_skip_reason,
-        last_fired_at=row.last_fired_at,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        next_fire_at=row.next_fire_at,
-        next_occurrence_id=row.next_occurrence_id,
-        attempts=row.last_attempts or 0,
-        last_error=row.last_error,
-        request_hash=row.request_hash,
-        version=row.version,
-        created_by=row.created_by,
+        **{name: _READ.get(name, _as_is)(values[name]) for name in READ_FIELDS},
+        rules=rules_of(row, fired=row.tick_count),
     )
+
+
+def _written(changes: dict[str, Any]) -> dict[str, Any]:
+    """Column values for domain values by field name (any subset of a row)."""
+    values = {name: _WRITE.get(name, _as_is)(value) for name, value in changes.items()}
+    for column, (name, copy) in COPIED_COLUMNS.items():
+        if name in changes:
+            values[column] = copy(changes[name])
+    return values
+
+
+def _to_row(schedule: Schedule) -> dict[str, Any]:
+    """The whole row of `schedule`, but for the store-only columns."""
+    values = _written({name: getattr(schedule, name) for name in STORED_FIELDS})
+    return values | flat_rules(schedule.rules) | {"tick_count": schedule.rules.fired}
 
 
 class ScheduleStore:
@@ -108,33 +141,7 @@ class ScheduleStore:
         """Store schedules with their first occurrence, in the caller's transaction."""
         statement = schedules.insert()
         rows = [
-            {
-                "id": d.id,
-                "name": d.name,
-                "event_type": d.event_type,
-                "payload": d.payload,
-                "target": codec.dump(d.target),
-                "target_type": d.target.type,
-                "trigger": codec.dump(d.trigger),
-                "max_attempts": d.max_attempts,
-                "jitter_seconds": d.jitter_seconds,
-                "misfire_policy": d.rules.policy,
-                "misfire_grace_seconds": d.rules.grace_seconds,
-                "max_catchup": d.rules.max_catchup,
-                "max_occurrences": d.rules.max_occurrences,
-                "tick_count": 0,
-                "skipped_count": 0,
-                "labels": d.labels,
-                "status": ScheduleStatus.PENDING,
-                "fire_count": 0,
-                "idempotency_key": d.idempotency_key,
-                "request_hash": d.request_hash,
-                "created_by": d.created_by,
-                "version": 1,
-                "created_at": now,
-                "updated_at": now,
-            }
-            for d in drafts
+            _to_row(first_snapshot(d, now)) | {"idempotency_key": d.idempotency_key} for d in drafts
         ]
         try:
             await conn.execute(statement, rows)
@@ -209,12 +216,7 @@ class ScheduleStore:
         self, conn: AsyncConnection, id_: uuid.UUID, now: datetime, **changes: Any
     ) -> None:
         """A change a client or an operator makes: its `version` grows by one."""
-        values = dict(changes)
-        if "target" in values:
-            values["target_type"] = values["target"].type
-            values["target"] = codec.dump(values["target"])
-        if "trigger" in values:
-            values["trigger"] = codec.dump(values["trigger"])
+        values = _written(changes)
         await conn.execute(
             schedules.update()
             .where(schedules.c.id == id_)
