@@ -8,15 +8,22 @@ installation in a shared database has its own migration history.
 from __future__ import annotations
 
 import asyncio
+import warnings
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from alembic import context
-from app.store.database import Database, normalize_url, quote_schema
+from app.store import dialects
+from app.store.database import Database, normalize_url
+from app.store.dialects.base import Dialect
+from app.store.dialects.postgresql import quote_schema
 from app.store.tables import metadata
 
 config = context.config
+
+# MySQL names no primary key; the constraint names the tables give are for the others.
+warnings.filterwarnings("ignore", r"Name '.*' ignored for PRIMARY key", sa.exc.SAWarning)
 
 
 def _schema() -> str | None:
@@ -38,14 +45,20 @@ def _ensure_schema(connection: Connection, schema: str) -> None:
         connection.execute(sa.text(f"CREATE SCHEMA IF NOT EXISTS {quote_schema(schema)}"))
 
 
+def _dialect(url: object) -> Dialect:
+    return dialects.for_url(str(url))
+
+
 def _configure(connection: Connection) -> None:
-    schema = _schema() if connection.dialect.name == "postgresql" else None
+    dialect = _dialect(connection.engine.url)
+    schema = _schema() if dialect.schemas else None
     if schema is not None:
         _ensure_schema(connection, schema)
     context.configure(
         connection=connection,
         target_metadata=metadata,
-        render_as_batch=connection.dialect.name == "sqlite",
+        # SQLite alters a table by rebuilding it.
+        render_as_batch=dialect.batch_migrations,
         compare_type=True,
         version_table_schema=schema,
     )
@@ -64,7 +77,7 @@ def _url() -> str:
 
 async def _run_online() -> None:
     url = _url()
-    schema = _schema() if url.startswith(("postgres", "postgresql")) else None
+    schema = _schema() if _dialect(url).schemas else None
     database = Database(url, schema=schema)
     try:
         async with database.engine.connect() as connection:
@@ -76,7 +89,7 @@ async def _run_online() -> None:
 
 def _run_offline() -> None:
     url = normalize_url(_url())
-    schema = _schema() if url.startswith("postgresql") else None
+    schema = _schema() if _dialect(url).schemas else None
     context.configure(
         url=url, target_metadata=metadata, literal_binds=True, version_table_schema=schema
     )

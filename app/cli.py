@@ -15,6 +15,7 @@ from pathlib import Path
 from app import logs
 from app.operator_cli import add_operator_commands
 from app.settings import SettingsError, load_settings
+from app.store import dialects
 from app.store.database import Database, describe_failure, redact_url
 
 
@@ -69,10 +70,11 @@ def _migrate(args: argparse.Namespace) -> int:
     if settings.db_schema is not None:
         where += f" (schema {settings.db_schema})"
     if args.sql:
-        if settings.database_url.startswith("sqlite"):
+        if dialects.for_url(settings.database_url).batch_migrations:
             raise UsageError(
-                "migrate --sql is for PostgreSQL: SQLite migrations rebuild tables from the "
-                "live database; for a new SQLite database use `chronoq schema --dialect sqlite`"
+                "migrate --sql is for the database servers: SQLite migrations rebuild tables "
+                "from the live database; for a new SQLite database use "
+                "`chronoq schema --dialect sqlite`"
             )
         try:
             sys.stdout.write(upgrade_sql(settings.database_url, settings.db_schema))
@@ -111,7 +113,7 @@ def _schema(args: argparse.Namespace) -> int:
     from app.store.ddl import schema_ddl
 
     if args.db_schema is not None:
-        if args.dialect != "postgresql":
+        if not dialects.named(args.dialect).schemas:
             raise UsageError("--db-schema is for PostgreSQL only")
         problem = schema_name_problem(args.db_schema)
         if problem:
@@ -252,7 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     schema = commands.add_parser(
         "schema", help="print the DDL of the current schema (no database needed)"
     )
-    schema.add_argument("--dialect", required=True, choices=["postgresql", "sqlite"])
+    schema.add_argument("--dialect", required=True, choices=list(dialects.NAMES))
     schema.add_argument(
         "--db-schema", metavar="NAME", help="PostgreSQL schema to create and qualify names with"
     )

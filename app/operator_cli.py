@@ -16,7 +16,6 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, NoReturn
 
 from app.api.schemas import (
@@ -34,7 +33,7 @@ from app.domain.trigger import CronTrigger, IntervalTrigger, OnceTrigger, Trigge
 from app.service.dead_letters import DeadLetterService
 from app.service.schedules import ScheduleService
 from app.settings import Settings, load_settings
-from app.store.database import Database, describe_failure, normalize_url, redact_url
+from app.store.database import Database, describe_failure, missing_database, redact_url
 from app.store.dead_letters import DeadLetterFilter
 from app.store.schedules import ScheduleFilter
 
@@ -109,19 +108,6 @@ def _settings(args: argparse.Namespace) -> Settings:
     return load_settings()
 
 
-def _missing_sqlite_file(url: str) -> Path | None:
-    """The file a SQLite URL names, when it does not exist: opening it would create an
-    empty database, and the command would then fail with a puzzling "no such table"."""
-    normalized = normalize_url(url)
-    prefix = "sqlite+aiosqlite:///"
-    if not normalized.startswith(prefix):
-        return None
-    path = normalized[len(prefix) :].partition("?")[0]
-    if path in ("", ":memory:") or Path(path).exists():
-        return None
-    return Path(path)
-
-
 async def _against(settings: Settings, work: Callable[[_Services], Awaitable[_Output]]) -> _Output:
     # Only a Database and the services: no migration, no delivery loop.
     database = Database(settings.database_url, schema=settings.db_schema)
@@ -139,9 +125,11 @@ def _execute(args: argparse.Namespace, work: Callable[[_Services], Awaitable[_Ou
     where = redact_url(url)
     if settings.db_schema is not None:
         where += f" (schema {settings.db_schema})"
-    missing = _missing_sqlite_file(url)
+    # A file that does not exist: opening it would create an empty database, and the
+    # command would then fail with a puzzling "no such table".
+    missing = missing_database(url)
     if missing is not None:
-        return _fail(f"cannot reach {where}: no database file at {missing}")
+        return _fail(f"cannot reach {where}: {missing}")
     try:
         output = asyncio.run(_against(settings, work))
     except InvalidInputError as exc:

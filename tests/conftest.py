@@ -1,7 +1,8 @@
 """Shared fixtures: real databases migrated by the real migrations, settings, a receiver.
 
-PostgreSQL tests skip when the server is down, unless CHRONOQ_REQUIRE_SERVICES=1
-(set by .ci/run), where they fail instead: a missing service never passes silently.
+PostgreSQL and MySQL/MariaDB tests skip when the server is down, unless
+CHRONOQ_REQUIRE_SERVICES=1 (set by .ci/run), where they fail instead: a missing service
+never passes silently.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ AMQP_URL = os.environ.get("CHRONOQ_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1
 PG_ADMIN_URL = os.environ.get(
     "CHRONOQ_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
+MYSQL_ADMIN_URL = os.environ.get("CHRONOQ_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/mysql")
 
 
 def service_missing(what: str, why: object) -> None:
@@ -45,9 +47,9 @@ def run_sync(factory: Callable[[], Coroutine[Any, Any, None]]) -> None:
         pool.submit(asyncio.run, factory()).result()
 
 
-def _admin(sql: str) -> None:
+def _admin(sql: str, url: str = PG_ADMIN_URL) -> None:
     async def run() -> None:
-        database = Database(PG_ADMIN_URL)
+        database = Database(url)
         try:
             async with database.engine.connect() as conn:
                 conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
@@ -73,6 +75,19 @@ def _url_of(name: str) -> str:
     url = make_url(PG_ADMIN_URL.replace("postgresql://", "postgresql+asyncpg://", 1))
     database_url = url.set(database=name).render_as_string(hide_password=False)
     return database_url.replace("postgresql+asyncpg://", "postgresql://", 1)
+
+
+def _mysql_url_of(name: str) -> str:
+    return make_url(MYSQL_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+
+
+def _create_mysql(prefix: str) -> str:
+    name = f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    try:
+        _admin(f"CREATE DATABASE `{name}`", MYSQL_ADMIN_URL)
+    except Exception as exc:
+        service_missing("MySQL/MariaDB", exc)
+    return name
 
 
 @pytest.fixture(scope="session")
@@ -113,6 +128,34 @@ def empty_postgres() -> Iterator[Callable[[], str]]:
 
 
 @pytest.fixture(scope="session")
+def mysql_url() -> Iterator[str]:
+    """A MySQL/MariaDB database of this run's own, migrated once, dropped at the end."""
+    name = _create_mysql("chronoq_test")
+    try:
+        database_url = _mysql_url_of(name)
+        _migrate(database_url)
+        yield database_url
+    finally:
+        _admin(f"DROP DATABASE IF EXISTS `{name}`", MYSQL_ADMIN_URL)
+
+
+@pytest.fixture
+def empty_mysql() -> Iterator[Callable[[], str]]:
+    """Makes empty MySQL/MariaDB databases, each dropped after the test."""
+    names: list[str] = []
+
+    def make() -> str:
+        names.append(_create_mysql("chronoq_empty"))
+        return _mysql_url_of(names[-1])
+
+    try:
+        yield make
+    finally:
+        for name in names:
+            _admin(f"DROP DATABASE IF EXISTS `{name}`", MYSQL_ADMIN_URL)
+
+
+@pytest.fixture(scope="session")
 def amqp_url() -> str:
     """The local RabbitMQ; tests isolate themselves by queue and exchange names of their own."""
     import aio_pika
@@ -135,23 +178,40 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+_EMPTY_TABLES = {
+    "postgresql": ["TRUNCATE occurrences, schedules CASCADE"],
+    # TRUNCATE is refused on a table a foreign key references, and slower than DELETE on
+    # the few rows a test leaves.
+    "mysql": ["DELETE FROM occurrences", "DELETE FROM schedules"],
+}
+
+
 async def _truncate(url: str) -> None:
     database = Database(url)
     try:
         async with database.engine.begin() as conn:
-            await conn.execute(sa.text("TRUNCATE occurrences, schedules CASCADE"))
+            for statement in _EMPTY_TABLES[database.dialect.name]:
+                await conn.execute(sa.text(statement))
     finally:
         await database.close()
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+STORES = [
+    "sqlite",
+    pytest.param("postgresql", marks=pytest.mark.postgres),
+    pytest.param("mysql", marks=pytest.mark.mysql),
+]
+
+
+@pytest.fixture(params=STORES)
 def database_url(request: pytest.FixtureRequest, tmp_path: Path, sqlite_template: Path) -> str:
-    """An empty, migrated database of either dialect; every test gets a clean one."""
+    """An empty, migrated database of each store; every test gets a clean one."""
     if request.param == "sqlite":
         path = tmp_path / "chronoq.db"
         shutil.copy(sqlite_template, path)
         return f"sqlite:///{path}"
-    url: str = request.getfixturevalue("postgres_url")
+    fixture = {"postgresql": "postgres_url", "mysql": "mysql_url"}[request.param]
+    url: str = request.getfixturevalue(fixture)
     run_sync(lambda: _truncate(url))
     return url
 

@@ -8,6 +8,7 @@ Create Date: 2026-11-29 12:00:00
 from collections.abc import Sequence
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
 
 from alembic import op
 
@@ -17,11 +18,13 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
+# A double everywhere: MySQL's FLOAT is single precision.
+DOUBLE = sa.Float().with_variant(mysql.DOUBLE(), "mysql", "mariadb")
+
+
 def upgrade() -> None:
     with op.batch_alter_table("schedules") as batch:
-        batch.add_column(
-            sa.Column("jitter_seconds", sa.Float(), server_default="0", nullable=False)
-        )
+        batch.add_column(sa.Column("jitter_seconds", DOUBLE, server_default="0", nullable=False))
         batch.create_check_constraint("schedules_jitter_seconds_check", "jitter_seconds >= 0")
 
 

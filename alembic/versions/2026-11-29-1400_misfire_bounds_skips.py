@@ -13,6 +13,7 @@ Create Date: 2026-11-29 14:00:00
 from collections.abc import Sequence
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
 
 from alembic import op
 
@@ -28,13 +29,19 @@ NEW_ORIGINS = "origin IN ('schedule', 'trigger', 'catchup', 'backfill')"
 REASONS = "('misfire', 'paused', 'dst_gap')"
 
 
+# A double everywhere: MySQL's FLOAT is single precision.
+DOUBLE = sa.Float().with_variant(mysql.DOUBLE(), "mysql", "mariadb")
+
+INSTANT = sa.DateTime(timezone=True).with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
+
+
 def upgrade() -> None:
     with op.batch_alter_table("schedules") as batch:
         batch.add_column(
             sa.Column("misfire_policy", sa.String(20), server_default="fire_once", nullable=False)
         )
         batch.add_column(
-            sa.Column("misfire_grace_seconds", sa.Float(), server_default="60", nullable=False)
+            sa.Column("misfire_grace_seconds", DOUBLE, server_default="60", nullable=False)
         )
         batch.add_column(
             sa.Column("max_catchup", sa.Integer(), server_default="100", nullable=False)
@@ -45,7 +52,7 @@ def upgrade() -> None:
             sa.Column("skipped_count", sa.Integer(), server_default="0", nullable=False)
         )
         batch.add_column(sa.Column("last_skip_reason", sa.String(20), nullable=True))
-        batch.add_column(sa.Column("paused_at", sa.DateTime(timezone=True), nullable=True))
+        batch.add_column(sa.Column("paused_at", INSTANT, nullable=True))
         # 0002 let the naming convention wrap its name a second time; it gets the
         # conventional one here.
         batch.drop_constraint(op.f("schedules_schedules_jitter_seconds_check_check"), type_="check")

@@ -18,6 +18,7 @@ Create Date: 2026-12-01 09:00:00
 from collections.abc import Sequence
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
 
 from alembic import op
 
@@ -27,10 +28,13 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
+INSTANT = sa.DateTime(timezone=True).with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
+
+
 def upgrade() -> None:
     with op.batch_alter_table("occurrences") as batch:
-        batch.add_column(sa.Column("held_until", sa.DateTime(timezone=True), nullable=True))
-        batch.add_column(sa.Column("first_attempt_at", sa.DateTime(timezone=True), nullable=True))
+        batch.add_column(sa.Column("held_until", INSTANT, nullable=True))
+        batch.add_column(sa.Column("first_attempt_at", INSTANT, nullable=True))
     # Every occurrence that has been attempted counts as fired already; the instant of its
     # last change is the best record of it that older rows have.
     op.execute(

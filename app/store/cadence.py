@@ -19,9 +19,9 @@ from app.domain.occurrence import (
     OccurrenceStatus,
     Origin,
 )
-from app.store.inserts import insert_ignoring_conflicts, insert_new
+from app.store.dialects import dialect_of
 from app.store.rows import new_occurrence, skipped_occurrence, to_occurrence
-from app.store.tables import UTCDateTime, occurrences, schedules
+from app.store.tables import UUID, UTCDateTime, occurrences, schedules
 
 
 class CadenceStore:
@@ -36,7 +36,7 @@ class CadenceStore:
     ) -> None:
         """Record ticks that did not fire, and count them on the schedule."""
         rows = [skipped_occurrence(schedule_id, skip, now) for skip in skips]
-        recorded = await insert_new(conn, occurrences, rows, "occurrence_id")
+        recorded = await dialect_of(conn).insert_new(conn, occurrences, rows, "occurrence_id")
         fresh = [row for row in rows if row["occurrence_id"] in recorded]
         if not fresh:
             return
@@ -111,7 +111,7 @@ class CadenceStore:
                     row["available_at"] = None
                 rows.append(row)
         revived = [id_ for id_, status in existing.items() if status == OccurrenceStatus.SKIPPED]
-        await insert_ignoring_conflicts(conn, occurrences, rows, "occurrence_id")
+        await dialect_of(conn).insert_ignoring(conn, occurrences, rows, "occurrence_id")
         if revived:
             await conn.execute(
                 occurrences.update()
@@ -134,7 +134,7 @@ class CadenceStore:
     # -- schedule lifecycle -----------------------------------------------------------
 
     async def insert(self, conn: AsyncConnection, rows: list[dict[str, Any]]) -> None:
-        await insert_ignoring_conflicts(conn, occurrences, rows, "occurrence_id")
+        await dialect_of(conn).insert_ignoring(conn, occurrences, rows, "occurrence_id")
 
     async def lock_pending(self, conn: AsyncConnection, schedule_id: uuid.UUID) -> None:
         """Lock a schedule's pending occurrences before its row: the claim locks in this
@@ -227,7 +227,7 @@ class CadenceStore:
         if after is not None:
             statement = statement.where(
                 sa.tuple_(occurrences.c.fire_at, occurrences.c.occurrence_id)
-                < sa.tuple_(sa.literal(after[0], UTCDateTime()), sa.literal(after[1], sa.Uuid()))
+                < sa.tuple_(sa.literal(after[0], UTCDateTime()), sa.literal(after[1], UUID))
             )
         statement = statement.order_by(
             occurrences.c.fire_at.desc(), occurrences.c.occurrence_id.desc()

@@ -12,8 +12,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from functools import cache
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -29,46 +28,15 @@ from app.domain.occurrence import (
 from app.domain.target import Target
 from app.domain.trigger import Trigger, is_recurring
 from app.store import codec
-from app.store.inserts import insert_ignoring_conflicts, insert_new
+from app.store.dialects import dialect_of
 from app.store.rows import new_occurrence, rules_of_row, skipped_occurrence, truncate_error
 from app.store.settlements import finish_one_shots, finish_recurring
-from app.store.sql import query
-from app.store.tables import UTCDateTime, occurrences, schedules
+from app.store.tables import UUID, UTCDateTime, occurrences, schedules
 
 LEASE_EXPIRED_ERROR = (
     "the lease of the last attempt expired with no result recorded "
     "(its replica stopped or stalled); the attempt budget is spent"
 )
-
-
-@cache
-def _claim_statement(dialect: str) -> sa.TextualSelect:
-    return (
-        query("claim", dialect)
-        .bindparams(
-            sa.bindparam("token", type_=sa.Uuid()),
-            *(
-                sa.bindparam(name, type_=UTCDateTime())
-                for name in ("now", "lease_until")
-                if dialect == "sqlite"
-            ),
-        )
-        .columns(
-            occurrence_id=sa.Uuid(),
-            schedule_id=sa.Uuid(),
-            fire_at=UTCDateTime(),
-            attempts=sa.Integer(),
-            origin=sa.String(),
-            first_claim=sa.Boolean(),
-            claimed_at=UTCDateTime(),
-            event_type=sa.String(),
-            max_attempts=sa.Integer(),
-            jitter_seconds=sa.Float(),
-            body=sa.Text(),
-            target=sa.Text(),
-            trigger=sa.Text(),
-        )
-    )
 
 
 @dataclass
@@ -154,7 +122,7 @@ class _ClaimBatch:
 
     def fail(self, row: Row[Any], error: str) -> None:
         """The row is settled as a failed attempt; it did not fire, so a first claim's
-        firing is not counted (PostgreSQL's claim statement has counted it already)."""
+        firing is not counted (a claim statement that counts firings has counted it already)."""
         failed = _Unplannable(
             row.occurrence_id,
             row.schedule_id,
@@ -210,17 +178,8 @@ class ClaimStore:
         seconds, dead-lettered once its budget is spent. Every other row goes on as usual.
         """
         token = uuid.uuid4()
-        dialect = conn.dialect.name
-        now = datetime.now(UTC)  # used by SQLite only; PostgreSQL reads now() itself
-        params = {
-            "limit": limit,
-            "lease": lease,
-            "token": token,
-            "owner": owner,
-            "now": now,
-            "lease_until": now + timedelta(seconds=lease),
-        }
-        claimed = (await conn.execute(_claim_statement(dialect), params)).all()
+        dialect = dialect_of(conn)
+        claimed = await dialect.claim(conn, limit=limit, lease=lease, token=token, owner=owner)
         if not claimed:
             return []
         now = claimed[0].claimed_at
@@ -234,10 +193,10 @@ class ClaimStore:
                 batch.fail(row, f"cannot plan this occurrence: {_describe(exc)}")
                 continue
             batch.add(row, planned)
-        await insert_ignoring_conflicts(conn, occurrences, batch.next_rows, "occurrence_id")
+        await dialect.insert_ignoring(conn, occurrences, batch.next_rows, "occurrence_id")
         if batch.unfired:
             await self._skip_claimed(conn, token, batch.unfired, now)
-        recorded = await insert_new(conn, occurrences, batch.skipped_rows, "occurrence_id")
+        recorded = await dialect.insert_new(conn, occurrences, batch.skipped_rows, "occurrence_id")
         for skipped in batch.skipped_rows:
             # Counted only where recorded: a tick that already has an entry (a backfill,
             # or a DST gap an earlier plan recorded) is not counted twice.
@@ -245,7 +204,7 @@ class ClaimStore:
                 tally = batch.tallies[skipped["schedule_id"]]
                 tally.skipped += skipped["skipped_count"]
                 tally.reason = skipped["skip_reason"]
-        if dialect != "postgresql":  # PostgreSQL's claim statement counts them itself
+        if not dialect.claim_counts_fires:
             # Before the tallies: they take back the firings that did not fire, and the
             # counter may never go below zero, even for a statement.
             await self._count_first_fires(conn, batch.first_fires, now)
@@ -391,7 +350,7 @@ class ClaimStore:
         if params:
             await conn.execute(
                 schedules.update()
-                .where(schedules.c.id == sa.bindparam("s_id", type_=sa.Uuid()))
+                .where(schedules.c.id == sa.bindparam("s_id", type_=UUID))
                 .values(
                     tick_count=schedules.c.tick_count + sa.bindparam("s_ticks", type_=sa.Integer()),
                     fire_count=schedules.c.fire_count
@@ -453,7 +412,7 @@ class ClaimStore:
         """Claimed rows that could not be planned: each a failed attempt, retried with the
         usual backoff or dead-lettered when its budget is spent. A first claim stays
         unplanned, so the retry plans it again (and a replay of the dead letter too)."""
-        guard = (occurrences.c.occurrence_id == sa.bindparam("b_id", type_=sa.Uuid())) & (
+        guard = (occurrences.c.occurrence_id == sa.bindparam("b_id", type_=UUID)) & (
             occurrences.c.lease_token == token
         )
         first_attempt = sa.case(

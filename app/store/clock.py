@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
-import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.store.tables import UTCDateTime
-
-_NOW = sa.select(sa.func.now(type_=UTCDateTime()))
+from app.store.dialects import dialect_of
 
 
 async def transaction_now(conn: AsyncConnection) -> datetime:
-    """The current transaction's instant: PostgreSQL's now(), or the host clock for SQLite.
-
-    An embedded SQLite file belongs to one host, so that host's clock is the database clock.
-    """
-    if conn.dialect.name == "postgresql":
-        value = (await conn.execute(_NOW)).scalar_one()
-        assert isinstance(value, datetime)
-        return value
-    return datetime.now(UTC)
+    """The instant this transaction's writes are stamped with, from the database's clock
+    (an embedded SQLite file belongs to one host, whose clock is the database's)."""
+    return await dialect_of(conn).transaction_now(conn)

@@ -10,22 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Dialect
 from sqlalchemy.schema import CreateIndex, CreateTable, ExecutableDDLElement
 
+from app.store import dialects
 from app.store.migrations import head_revisions
-from app.store.tables import metadata
+from app.store.tables import metadata, table_indexes
 
-DIALECTS = ("postgresql", "sqlite")
-
-
-def _dialect(name: str) -> Dialect:
-    if name == "postgresql":
-        return postgresql.dialect()  # type: ignore[no-untyped-call]
-    if name == "sqlite":
-        return sqlite.dialect()
-    raise ValueError(f"unknown dialect {name!r}; expected one of {', '.join(DIALECTS)}")
+DIALECTS = dialects.NAMES
 
 
 def _version_table(schema: str | None) -> sa.Table:
@@ -42,9 +33,10 @@ def _version_table(schema: str | None) -> sa.Table:
 def schema_ddl(dialect_name: str, schema: str | None = None) -> str:
     """The statements that build the current schema in an empty database (or, on
     PostgreSQL, in `schema`, created if missing), each ending with `;`, in one transaction."""
-    dialect = _dialect(dialect_name)
-    if schema is not None and dialect.name != "postgresql":
+    ours = dialects.named(dialect_name)
+    if schema is not None and not ours.schemas:
         raise ValueError("a database schema is for PostgreSQL only")
+    dialect = ours.sql_dialect()
     # Tables are defined without a schema; a given one qualifies every name they render.
     translate: dict[str, Any] = {}
     if schema is not None:
@@ -66,7 +58,7 @@ def schema_ddl(dialect_name: str, schema: str | None = None) -> str:
         statements.append(f"CREATE SCHEMA IF NOT EXISTS {quoted};")
     for table in metadata.sorted_tables:
         statements.append(render(CreateTable(table)))
-        for index in sorted(table.indexes, key=lambda index: str(index.name)):
+        for index in table_indexes(table, dialect.name):
             statements.append(render(CreateIndex(index)))
     # Stamped at head: the service counts the database as migrated, and a later
     # `chronoq migrate` applies only the revisions added after this one.

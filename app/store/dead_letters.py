@@ -19,7 +19,7 @@ from app.domain.occurrence import (
 from app.domain.schedule import ScheduleStatus
 from app.store import codec
 from app.store.rows import to_occurrence
-from app.store.tables import UTCDateTime, occurrences, schedules
+from app.store.tables import UUID, UTCDateTime, occurrences, schedules
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +78,7 @@ class DeadLetterStore:
         if after is not None:
             statement = statement.where(
                 sa.tuple_(occurrences.c.dead_lettered_at, occurrences.c.occurrence_id)
-                < sa.tuple_(sa.literal(after[0], UTCDateTime()), sa.literal(after[1], sa.Uuid()))
+                < sa.tuple_(sa.literal(after[0], UTCDateTime()), sa.literal(after[1], UUID))
             )
         statement = statement.order_by(
             occurrences.c.dead_lettered_at.desc(), occurrences.c.occurrence_id.desc()

@@ -1,4 +1,4 @@
-"""Schema migrations at start: upgrade to head under an advisory lock; readiness check.
+"""Schema migrations at start: upgrade to head under the migration lock; readiness check.
 
 Invariant: one installation (one schema) is migrated by one replica at a time; another
 installation in the same database takes a lock of its own and migrates alongside.
@@ -9,21 +9,13 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-import sqlalchemy as sa
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Connection
 
 from alembic import command
-from app.store.database import Database, advisory_key
-
-# Any constant works; it only has to be the same in every replica.
-_MIGRATION_LOCK = 0x43_48_52_4F_4E_51  # "CHRONQ"
-
-
-def migration_lock_key(schema: str | None) -> int:
-    return advisory_key("migrate", schema, _MIGRATION_LOCK)
+from app.store.database import Database
 
 
 def _root() -> Path:
@@ -70,21 +62,14 @@ def upgrade_sql(url: str, schema: str | None) -> str:
 
 
 async def upgrade_to_head(database: Database) -> None:
-    """Upgrade the schema; replicas starting together wait on one advisory lock."""
-    key = migration_lock_key(database.schema)
-    async with database.engine.connect() as conn:
-        if database.is_postgresql:
-            await conn.execute(sa.text("SELECT pg_advisory_lock(:key)"), {"key": key})
-        try:
-            await conn.run_sync(_upgrade, database.schema)
-            await conn.commit()
-        finally:
-            if database.is_postgresql:
-                # After a failed upgrade the transaction is aborted: end it first, so the
-                # unlock runs and the upgrade's own error is the one raised.
-                await conn.rollback()
-                await conn.execute(sa.text("SELECT pg_advisory_unlock(:key)"), {"key": key})
-                await conn.commit()
+    """Upgrade the schema; replicas starting together take turns on the dialect's
+    migration lock, and the later ones find it at head."""
+    async with (
+        database.engine.connect() as conn,
+        database.dialect.migrating(conn, database.schema),
+    ):
+        await conn.run_sync(_upgrade, database.schema)
+        await conn.commit()
 
 
 async def is_at_head(database: Database) -> bool:

@@ -16,7 +16,7 @@ from app.store.claims import ClaimStore
 from app.store.clock import transaction_now
 from app.store.database import Connection, Database
 from app.store.settlements import SettlementStore
-from app.store.wakeups import PgListener, Wakeups, next_due_in
+from app.store.wakeups import Wakeups, next_due_in
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,13 +86,7 @@ class DeliveryQueue:
     @asynccontextmanager
     async def listening(self) -> AsyncIterator[None]:
         """While open, announcements from other replicas reach this process's wake-ups:
-        a LISTEN connection on PostgreSQL; on SQLite every writer is this process."""
-        if not self._db.is_postgresql:
+        as the dialect has them (a LISTEN connection on PostgreSQL; none where other
+        replicas' work is found by polling, or where every writer is this process)."""
+        async with self._db.dialect.listening(self._db.url, self._db.schema, self._wakeups):
             yield
-            return
-        listener = PgListener(self._db.url, self._wakeups, schema=self._db.schema)
-        listener.start()
-        try:
-            yield
-        finally:
-            await listener.stop()

@@ -26,7 +26,7 @@ from app.domain.schedule import (
     rules_of,
 )
 from app.store import codec
-from app.store.inserts import insert_ignoring_conflicts
+from app.store.dialects import dialect_of
 from app.store.rows import new_occurrence
 from app.store.tables import occurrences, schedules
 
@@ -149,7 +149,7 @@ class ScheduleStore:
             raise ConflictError(
                 "a schedule with this name or Idempotency-Key already exists"
             ) from None
-        await insert_ignoring_conflicts(
+        await dialect_of(conn).insert_ignoring(
             conn,
             occurrences,
             [

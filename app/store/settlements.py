@@ -11,12 +11,11 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.occurrence import (
@@ -27,23 +26,10 @@ from app.domain.occurrence import (
 )
 from app.domain.schedule import ScheduleStatus
 from app.store.clock import transaction_now
+from app.store.dialects import dialect_of
+from app.store.dialects.base import Dialect
 from app.store.rows import truncate_error
-from app.store.tables import UTCDateTime, occurrences, schedules
-
-
-def _now(dialect: str) -> sa.ColumnElement[datetime]:
-    """The transaction's instant inside a statement: now() on PostgreSQL, bound on SQLite."""
-    if dialect == "postgresql":
-        return sa.func.now(type_=UTCDateTime())
-    return sa.bindparam("now", type_=UTCDateTime())
-
-
-def _among(column: sa.ColumnElement[Any], name: str, dialect: str) -> sa.ColumnElement[bool]:
-    """`column` is one of the list bound as `name`: one array parameter on PostgreSQL
-    (no per-element bind rendering), an expanding IN on SQLite."""
-    if dialect == "postgresql":
-        return column == sa.any_(sa.bindparam(name, type_=postgresql.ARRAY(sa.Uuid())))
-    return column.in_(sa.bindparam(name, expanding=True, type_=sa.Uuid()))
+from app.store.tables import UUID, occurrences, schedules
 
 
 @dataclass(frozen=True)
@@ -58,19 +44,14 @@ class _SettleStatements:
 
 
 @cache
-def _settle_statements(dialect: str) -> _SettleStatements:
-    now = _now(dialect)
+def _settle_statements(dialect: Dialect) -> _SettleStatements:
+    now = dialect.now()
     guard = (
-        (occurrences.c.occurrence_id == sa.bindparam("b_id", type_=sa.Uuid()))
-        & (occurrences.c.lease_token == sa.bindparam("b_token", type_=sa.Uuid()))
+        (occurrences.c.occurrence_id == sa.bindparam("b_id", type_=UUID))
+        & (occurrences.c.lease_token == sa.bindparam("b_token", type_=UUID))
         & (occurrences.c.status == OccurrenceStatus.PENDING)
     )
-    if dialect == "postgresql":
-        retry_at: sa.ColumnElement[datetime] = now + sa.func.make_interval(
-            0, 0, 0, 0, 0, 0, sa.bindparam("b_delay", type_=sa.Float())
-        )
-    else:
-        retry_at = sa.bindparam("b_available_at", type_=UTCDateTime())
+    retry_at = dialect.retry_at()
     o = occurrences.alias("o")
     nothing_pending = ~sa.exists().where(
         o.c.schedule_id == schedules.c.id, o.c.status == OccurrenceStatus.PENDING
@@ -83,8 +64,8 @@ def _settle_statements(dialect: str) -> _SettleStatements:
     return _SettleStatements(
         delivered=occurrences.update()
         .where(
-            _among(occurrences.c.occurrence_id, "ids", dialect),
-            occurrences.c.lease_token == sa.bindparam("token", type_=sa.Uuid()),
+            dialect.among(occurrences.c.occurrence_id, "ids"),
+            occurrences.c.lease_token == sa.bindparam("token", type_=UUID),
             occurrences.c.status == OccurrenceStatus.PENDING,
         )
         .values(
@@ -117,7 +98,7 @@ def _settle_statements(dialect: str) -> _SettleStatements:
         ),
         finish_one_shots=schedules.update()
         .where(
-            _among(schedules.c.id, "schedule_ids", dialect),
+            dialect.among(schedules.c.id, "schedule_ids"),
             schedules.c.status.in_([ScheduleStatus.PENDING, ScheduleStatus.FAILED]),
             nothing_pending,
         )
@@ -129,7 +110,7 @@ def _settle_statements(dialect: str) -> _SettleStatements:
         # with nothing left pending it is complete (a dead letter does not fail it).
         finish_recurring=schedules.update()
         .where(
-            _among(schedules.c.id, "schedule_ids", dialect),
+            dialect.among(schedules.c.id, "schedule_ids"),
             schedules.c.status == ScheduleStatus.PENDING,
             nothing_pending,
         )
@@ -142,9 +123,9 @@ class SettlementStore:
 
     async def settle(self, conn: AsyncConnection, settlements: Sequence[Settlement]) -> None:
         """Record finished attempts; each update matches only while its lease token is current."""
-        dialect = conn.dialect.name
+        dialect = dialect_of(conn)
         statements = _settle_statements(dialect)
-        now = datetime.now(UTC)  # bound on SQLite only; PostgreSQL uses now()
+        now = await dialect.bound_now(conn)
         delivered: dict[uuid.UUID, list[uuid.UUID]] = defaultdict(list)
         retries: list[dict[str, Any]] = []
         dead: list[dict[str, Any]] = []
@@ -215,7 +196,7 @@ async def finish_one_shots(
     was dead-lettered. A replay that later delivers it turns failed into completed."""
     ids = list(schedule_ids)
     if ids:
-        statement = _settle_statements(conn.dialect.name).finish_one_shots
+        statement = _settle_statements(dialect_of(conn)).finish_one_shots
         await conn.execute(statement, {"schedule_ids": ids, "now": now})
 
 
@@ -226,5 +207,5 @@ async def finish_recurring(
     completed."""
     ids = list(schedule_ids)
     if ids:
-        statement = _settle_statements(conn.dialect.name).finish_recurring
+        statement = _settle_statements(dialect_of(conn)).finish_recurring
         await conn.execute(statement, {"schedule_ids": ids, "now": now})

@@ -7,13 +7,15 @@ much delivered history the table keeps.
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql
+from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.engine import Dialect
+from sqlalchemy.types import TypeEngine
 from sqlmodel import Field, SQLModel
 
 NAMING_CONVENTION = {
@@ -28,11 +30,26 @@ SQLModel.metadata.naming_convention = NAMING_CONVENTION
 metadata = SQLModel.metadata
 
 
+# UUIDs as 32 hex characters on MySQL and MariaDB alike (MariaDB's own UUID type would make
+# the schema depend on the server's version); native elsewhere.
+UUID = sa.Uuid().with_variant(sa.Uuid(native_uuid=False), "mysql", "mariadb")
+
+# Databases whose instant type holds no offset: they store naive UTC.
+_NAIVE_INSTANTS = frozenset({"sqlite", "mysql", "mariadb"})
+# An instant with microseconds on MySQL (DATETIME alone drops them); elsewhere as it was.
+INSTANT = sa.DateTime(timezone=True).with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
+
+
 class UTCDateTime(sa.TypeDecorator[datetime]):
-    """Timezone-aware UTC instants on every dialect (SQLite stores naive UTC text)."""
+    """Timezone-aware UTC instants on every dialect (SQLite and MySQL store naive UTC)."""
 
     impl = sa.DateTime(timezone=True)
     cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name in ("mysql", "mariadb"):
+            return dialect.type_descriptor(mysql.DATETIME(fsp=6))
+        return dialect.type_descriptor(sa.DateTime(timezone=True))
 
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         if value is None:
@@ -40,7 +57,7 @@ class UTCDateTime(sa.TypeDecorator[datetime]):
         if value.tzinfo is None:
             raise ValueError("naive datetime given to a UTC column")
         value = value.astimezone(UTC)
-        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+        return value.replace(tzinfo=None) if dialect.name in _NAIVE_INSTANTS else value
 
     def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         if value is None:
@@ -48,7 +65,32 @@ class UTCDateTime(sa.TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+class JSONText(sa.TypeDecorator[Any]):
+    """JSON kept as the text written, on a database whose JSON type would rewrite it
+    (MySQL's reorders keys and spaces them out): a payload is sent byte for byte."""
+
+    impl = mysql.LONGTEXT()
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> str:
+        return _dumps(value)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> Any:
+        return None if value is None else json.loads(value)
+
+
 JSONType = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
+# The payload: plain JSON, not JSONB, and text on MySQL: stored as written, sent as stored.
+PAYLOAD = sa.JSON().with_variant(JSONText(), "mysql", "mariadb")
+# A double everywhere: MySQL's FLOAT is single precision.
+DOUBLE = sa.Float().with_variant(mysql.DOUBLE(), "mysql", "mariadb")
+# MySQL tables: InnoDB, and a binary collation, so that names, event types and keys
+# compare as they do elsewhere (case and accents count).
+MYSQL_TABLE = {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"}
 
 SCHEDULE_STATUSES = ("pending", "paused", "completed", "cancelled", "failed")
 OCCURRENCE_STATUSES = ("pending", "delivered", "dead_lettered", "cancelled", "skipped")
@@ -65,6 +107,35 @@ def _in(column: str, values: tuple[str, ...]) -> str:
 
 # The pruning statement repeats this text, so that both dialects prove the index usable.
 PRUNABLE = _in("status", PRUNABLE_STATUSES)
+
+_PARTIAL_DIALECTS = ("postgresql", "sqlite")
+_MYSQL_DIALECTS = ("mysql", "mariadb")
+
+
+def _partial(name: str, *columns: str, where: str, mysql: tuple[str, ...]) -> list[sa.Index]:
+    """An index over `columns` of the rows `where` selects: partial on PostgreSQL and
+    SQLite, so its size follows the rows that matter, not the history kept. MySQL has no
+    partial indexes; there the index is over `mysql`, which leads or ends with the column
+    `where` tests, so each lookup is still a range scan of the index. Both carry the
+    dialects they belong to (`info`); DDL takes a table's indexes from `table_indexes`."""
+    return [
+        sa.Index(
+            name,
+            *columns,
+            postgresql_where=sa.text(where),
+            sqlite_where=sa.text(where),
+            info={"dialects": _PARTIAL_DIALECTS},
+        ),
+        sa.Index(name, *mysql, info={"dialects": _MYSQL_DIALECTS}),
+    ]
+
+
+def table_indexes(table: sa.Table, dialect: str) -> list[sa.Index]:
+    """The indexes `table` has on `dialect`, by name."""
+    return sorted(
+        (i for i in table.indexes if dialect in i.info.get("dialects", (dialect,))),
+        key=lambda index: str(index.name),
+    )
 
 
 class ScheduleRow(SQLModel, table=True):
@@ -86,32 +157,28 @@ class ScheduleRow(SQLModel, table=True):
             name="last_skip_reason",
         ),
         # The claim skips paused schedules; this keeps that check off a scan of every schedule.
-        sa.Index(
-            "ix_schedules_paused",
-            "id",
-            postgresql_where=sa.text("status = 'paused'"),
-            sqlite_where=sa.text("status = 'paused'"),
-        ),
+        *_partial("ix_schedules_paused", "id", where="status = 'paused'", mysql=("status", "id")),
+        MYSQL_TABLE,
     )
 
-    id: uuid.UUID = Field(sa_column=sa.Column(sa.Uuid, primary_key=True))
+    id: uuid.UUID = Field(sa_column=sa.Column(UUID, primary_key=True))
     name: str | None = Field(default=None, sa_column=sa.Column(sa.String(200), unique=True))
     event_type: str = Field(sa_column=sa.Column(sa.String(200), nullable=False))
     # Plain JSON, not JSONB: the stored text is the payload as given, sent byte for byte.
-    payload: Any = Field(sa_column=sa.Column(sa.JSON, nullable=True))
+    payload: Any = Field(sa_column=sa.Column(PAYLOAD, nullable=True))
     target: dict[str, Any] = Field(sa_column=sa.Column(JSONType, nullable=False))
     target_type: str = Field(sa_column=sa.Column(sa.String(20), nullable=False))
     trigger: dict[str, Any] = Field(sa_column=sa.Column(JSONType, nullable=False))
     max_attempts: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
     jitter_seconds: float = Field(
-        default=0.0, sa_column=sa.Column(sa.Float, nullable=False, server_default="0")
+        default=0.0, sa_column=sa.Column(DOUBLE, nullable=False, server_default="0")
     )
     misfire_policy: str = Field(
         default="fire_once",
         sa_column=sa.Column(sa.String(20), nullable=False, server_default="fire_once"),
     )
     misfire_grace_seconds: float = Field(
-        default=60.0, sa_column=sa.Column(sa.Float, nullable=False, server_default="60")
+        default=60.0, sa_column=sa.Column(DOUBLE, nullable=False, server_default="60")
     )
     max_catchup: int = Field(
         default=100, sa_column=sa.Column(sa.Integer, nullable=False, server_default="100")
@@ -162,40 +229,37 @@ class OccurrenceRow(SQLModel, table=True):
         sa.CheckConstraint(
             "skip_reason IS NULL OR " + _in("skip_reason", SKIP_REASONS), name="skip_reason_value"
         ),
-        sa.Index(
+        *_partial(
             "ix_occurrences_claim",
             "available_at",
-            postgresql_where=sa.text("status = 'pending'"),
-            sqlite_where=sa.text("status = 'pending'"),
+            where="status = 'pending'",
+            mysql=("status", "available_at"),
         ),
         sa.Index("ix_occurrences_schedule_id_fire_at", "schedule_id", "fire_at"),
-        sa.Index(
+        *_partial(
             "ix_occurrences_pending_by_schedule",
             "schedule_id",
             "fire_at",
-            postgresql_where=sa.text("status = 'pending'"),
-            sqlite_where=sa.text("status = 'pending'"),
+            where="status = 'pending'",
+            mysql=("schedule_id", "status", "fire_at"),
         ),
-        sa.Index(
+        *_partial(
             "ix_occurrences_dead_letters",
             "dead_lettered_at",
-            postgresql_where=sa.text("status = 'dead_lettered'"),
-            sqlite_where=sa.text("status = 'dead_lettered'"),
+            where="status = 'dead_lettered'",
+            mysql=("status", "dead_lettered_at"),
         ),
-        # Retention finds expired rows without scanning the history it keeps.
-        sa.Index(
-            "ix_occurrences_retention",
-            "updated_at",
-            postgresql_where=sa.text(PRUNABLE),
-            sqlite_where=sa.text(PRUNABLE),
+        # Retention finds expired rows without scanning the history it keeps (on MySQL it
+        # reads the oldest first and skips kept rows inside the index).
+        *_partial(
+            "ix_occurrences_retention", "updated_at", where=PRUNABLE, mysql=("updated_at", "status")
         ),
+        MYSQL_TABLE,
     )
 
-    occurrence_id: uuid.UUID = Field(sa_column=sa.Column(sa.Uuid, primary_key=True))
+    occurrence_id: uuid.UUID = Field(sa_column=sa.Column(UUID, primary_key=True))
     schedule_id: uuid.UUID = Field(
-        sa_column=sa.Column(
-            sa.Uuid, sa.ForeignKey("schedules.id", ondelete="CASCADE"), nullable=False
-        )
+        sa_column=sa.Column(UUID, sa.ForeignKey("schedules.id", ondelete="CASCADE"), nullable=False)
     )
     fire_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
     # NULL while the schedule is paused: held, not claimable.
@@ -207,7 +271,7 @@ class OccurrenceRow(SQLModel, table=True):
     status: str = Field(sa_column=sa.Column(sa.String(20), nullable=False))
     origin: str = Field(sa_column=sa.Column(sa.String(20), nullable=False))
     attempts: int = Field(sa_column=sa.Column(sa.Integer, nullable=False, server_default="0"))
-    lease_token: uuid.UUID | None = Field(default=None, sa_column=sa.Column(sa.Uuid))
+    lease_token: uuid.UUID | None = Field(default=None, sa_column=sa.Column(UUID))
     lease_owner: str | None = Field(default=None, sa_column=sa.Column(sa.String(100)))
     last_error: str | None = Field(default=None, sa_column=sa.Column(sa.Text))
     skip_reason: str | None = Field(default=None, sa_column=sa.Column(sa.String(20)))

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from app.settings import database_backend
 from tests.e2e.processes import Service, Services
 from tests.receiver import Receiver, Reply
 
@@ -155,9 +156,10 @@ async def completed_schedules(client: httpx.AsyncClient, service: Service) -> li
 async def test_killed_replica_loses_no_occurrence(
     database_url: str, receiver: Receiver, services: Services
 ) -> None:
-    dialect = "postgresql" if database_url.startswith("postgres") else "sqlite"
-    # SQLite has a single writer: one replica. PostgreSQL: a survivor keeps running too.
-    replicas = 2 if dialect == "postgresql" else 1
+    dialect = database_backend(database_url)
+    assert dialect is not None
+    # SQLite has a single writer: one replica. The servers: a survivor keeps running too.
+    replicas = 1 if dialect == "sqlite" else 2
     figures = Figures(dialect, replicas, receiver)
     try:
         await kill_and_recover(database_url, receiver, services, figures)

@@ -133,7 +133,7 @@ def test_settings_are_frozen() -> None:
             {"CHRONOQ_RETRY_BASE_DELAY": "10", "CHRONOQ_RETRY_MAX_DELAY": "5"},
             "CHRONOQ_RETRY_MAX_DELAY",
         ),
-        ({"DATABASE_URL": "mysql://root@127.0.0.1/chronoq"}, "DATABASE_URL"),
+        ({"DATABASE_URL": "oracle://scott@127.0.0.1/chronoq"}, "DATABASE_URL"),
         ({"DATABASE_URL": "/var/lib/chronoq.db"}, "DATABASE_URL"),
         ({"AMQP_URL": "http://127.0.0.1:15672/"}, "AMQP_URL"),
         ({"CHRONOQ_WEBHOOK_SIGNING_SECRET": "c2VjcmV0"}, "CHRONOQ_WEBHOOK_SIGNING_SECRET"),

@@ -1,20 +1,34 @@
-"""Named dialect-specific statements, one file per name and dialect, loaded once."""
+"""Named dialect-specific statements, one file per name and dialect, loaded once.
+
+A file holds one statement, or several separated by a `;` at the end of a line, run in
+order by the dialect that needs more than one (MySQL's claim has no UPDATE ... RETURNING).
+"""
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from importlib import resources
 
 import sqlalchemy as sa
 
 NAMES = ("claim",)
-DIALECTS = ("postgresql", "sqlite")
+DIALECTS = ("postgresql", "sqlite", "mysql")
+
+_END = re.compile(r";[ \t]*$", re.MULTILINE)
 
 
 @cache
-def query(name: str, dialect: str) -> sa.TextClause:
-    """The statement `name` written for `dialect` (files `<name>.<dialect>.sql`)."""
+def queries(name: str, dialect: str) -> tuple[sa.TextClause, ...]:
+    """The statements of `name` written for `dialect` (file `<name>.<dialect>.sql`)."""
     source = resources.files(__package__).joinpath(f"{name}.{dialect}.sql").read_text("utf-8")
     # Comments are for readers; dropping them keeps a ":name" in prose from becoming a parameter.
     lines = [line for line in source.splitlines() if not line.lstrip().startswith("--")]
-    return sa.text("\n".join(lines))
+    parts = [part.strip() for part in _END.split("\n".join(lines))]
+    return tuple(sa.text(part) for part in parts if part)
+
+
+def query(name: str, dialect: str) -> sa.TextClause:
+    """The single statement of `name` written for `dialect`."""
+    (statement,) = queries(name, dialect)
+    return statement

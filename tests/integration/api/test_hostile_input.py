@@ -654,7 +654,9 @@ ODD_PAYLOADS = [
 
 async def plant_payload(harness: Harness, schedule_id: str, text: str) -> None:
     """Write a payload around the API, as an older version or an operator could have."""
-    value = "CAST(:payload AS json)" if harness.database.dialect == "postgresql" else ":payload"
+    value = (
+        "CAST(:payload AS json)" if harness.database.dialect.name == "postgresql" else ":payload"
+    )
     async with harness.database.engine.begin() as conn:
         statement = sa.text(f"UPDATE schedules SET payload = {value} WHERE id = :id")
         await conn.execute(
@@ -679,7 +681,7 @@ async def dead_letter(harness: Harness) -> dict[str, Any]:
 async def test_a_row_with_an_odd_payload_still_reads(harness: Harness, text: str) -> None:
     created = await dead_letter(harness)
     other = await harness.create(payload={"fine": True})
-    if "NaN" in text and harness.database.dialect == "postgresql":
+    if "NaN" in text and harness.database.dialect.name == "postgresql":
         # PostgreSQL's json type refuses NaN, so no such row can exist there.
         with pytest.raises(sa.exc.DBAPIError):
             await plant_payload(harness, created["id"], text)

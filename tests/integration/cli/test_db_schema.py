@@ -14,11 +14,13 @@ import asyncpg
 import httpx
 import pytest
 from asgi_lifespan import LifespanManager
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.main import create_app
 from app.store.database import Database
-from app.store.migrations import is_at_head, migration_lock_key
-from app.store.retention import try_lock_pruning
+from app.store.dialects import dialect_of
+from app.store.dialects.postgresql import migration_lock_key
+from app.store.migrations import is_at_head
 from app.store.wakeups import Wakeups
 from tests.conftest import make_settings
 from tests.integration.cli.commands import chronoq, describe, start
@@ -168,6 +170,12 @@ async def test_one_installation_migrates_while_another_waits_for_its_own_lock(
     assert (await describe(url, "alpha"))["tables"] == CHRONOQ_TABLES
 
 
+async def _holds_pruning_lock(conn: AsyncConnection) -> bool:
+    """Takes the pruning lock for the rest of `conn`'s transaction, if it is free."""
+    async with dialect_of(conn).exclusive(conn, "prune") as held:
+        return held
+
+
 async def test_each_installation_prunes_under_its_own_lock(
     empty_postgres: Callable[[], str],
 ) -> None:
@@ -180,11 +188,11 @@ async def test_each_installation_prunes_under_its_own_lock(
     }
     try:
         async with databases["alpha"].engine.begin() as pruning_alpha:
-            assert await try_lock_pruning(pruning_alpha)
+            assert await _holds_pruning_lock(pruning_alpha)
             async with databases["alpha again"].engine.begin() as other_alpha:
-                assert not await try_lock_pruning(other_alpha)
+                assert not await _holds_pruning_lock(other_alpha)
             async with databases["beta"].engine.begin() as beta:
-                assert await try_lock_pruning(beta)
+                assert await _holds_pruning_lock(beta)
     finally:
         for database in databases.values():
             await database.close()

@@ -66,7 +66,7 @@ def test_a_missing_database_exits_1_with_one_line_and_no_password(postgres_url: 
     [
         ({"DATABASE_URL": "sqlite:///chronoq.db", "CHRONOQ_DB_SCHEMA": "alpha"}, "PostgreSQL only"),
         ({"DATABASE_URL": UNREACHABLE, "CHRONOQ_DB_SCHEMA": "Alpha"}, "CHRONOQ_DB_SCHEMA must"),
-        ({"DATABASE_URL": "mysql://root@127.0.0.1/chronoq"}, "DATABASE_URL"),
+        ({"DATABASE_URL": "oracle://scott@127.0.0.1/chronoq"}, "DATABASE_URL"),
     ],
 )
 def test_a_bad_configuration_exits_2_naming_the_variable(

@@ -19,7 +19,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from app.store.database import Database
-from app.store.retention import PRUNING_LOCK, prune
+from app.store.dialects.postgresql import PRUNING_LOCK
+from app.store.retention import prune
 from app.store.tables import occurrences
 from app.worker.pruner import Pruner
 from tests.conftest import make_settings

@@ -7,12 +7,19 @@ import re
 
 import pytest
 
-from app.store.database import Database, advisory_key, describe_failure, quote_schema
+from app.store.database import Database, describe_failure
 from app.store.ddl import schema_ddl
-from app.store.migrations import head_revisions, migration_lock_key
-from app.store.retention import PRUNING_LOCK, pruning_lock_key
+from app.store.dialects.postgresql import (
+    CHANNEL,
+    PRUNING_LOCK,
+    advisory_key,
+    due_channel,
+    migration_lock_key,
+    pruning_lock_key,
+    quote_schema,
+)
+from app.store.migrations import head_revisions
 from app.store.tables import metadata
-from app.store.wakeups import CHANNEL, due_channel
 
 
 def test_the_default_installation_keeps_its_channel_and_lock_keys() -> None:

@@ -8,14 +8,14 @@ import pytest
 import sqlalchemy as sa
 
 from app.store import sql
-from app.store.sql import DIALECTS, NAMES, query
+from app.store.sql import DIALECTS, NAMES, queries
 
 EVERY_STATEMENT = [(name, dialect) for name in NAMES for dialect in DIALECTS]
 
 
 def test_there_are_names_and_dialects() -> None:
     assert NAMES
-    assert set(DIALECTS) == {"postgresql", "sqlite"}
+    assert set(DIALECTS) == {"postgresql", "sqlite", "mysql"}
 
 
 @pytest.mark.parametrize(("name", "dialect"), EVERY_STATEMENT)
@@ -25,15 +25,18 @@ def test_every_name_has_a_file_for_every_dialect(name: str, dialect: str) -> Non
 
 @pytest.mark.parametrize(("name", "dialect"), EVERY_STATEMENT)
 def test_every_statement_loads_as_sql_text(name: str, dialect: str) -> None:
-    statement = query(name, dialect)
+    statements = queries(name, dialect)
 
-    assert isinstance(statement, sa.TextClause)
-    assert statement.text.strip()
+    assert statements
+    for statement in statements:
+        assert isinstance(statement, sa.TextClause)
+        assert statement.text.strip()
+        assert not statement.text.rstrip().endswith(";")
 
 
 @pytest.mark.parametrize(("name", "dialect"), EVERY_STATEMENT)
 def test_no_loaded_statement_keeps_a_comment_line(name: str, dialect: str) -> None:
-    lines = query(name, dialect).text.splitlines()
+    lines = [line for s in queries(name, dialect) for line in s.text.splitlines()]
 
     assert not [line for line in lines if line.lstrip().startswith("--")]
 
@@ -46,4 +49,4 @@ def test_every_sql_file_is_a_known_name_and_dialect() -> None:
 
 def test_an_unknown_name_does_not_load() -> None:
     with pytest.raises(FileNotFoundError):
-        query("no_such_statement", "sqlite")
+        queries("no_such_statement", "sqlite")

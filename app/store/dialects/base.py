@@ -1,0 +1,195 @@
+"""What differs by database, behind one interface: each dialect is a module of its own.
+
+A `Dialect` is chosen once, when the `Database` is built, from the URL's scheme; the rest of
+the store asks it, never the database's name. Adding a database means writing one module
+here and making the store conformance suite (tests/store/) pass on it.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect as SqlDialect
+from sqlalchemy.engine import Row
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from app.domain.occurrence import OccurrenceStatus
+from app.store.tables import UUID, UTCDateTime, occurrences
+
+if TYPE_CHECKING:
+    from app.store.wakeups import Wakeups
+
+# Callbacks to run once the current `Database.run` transaction has committed.
+AFTER_COMMIT: ContextVar[list[Callable[[], None]] | None] = ContextVar(
+    "chronoq_after_commit", default=None
+)
+
+# The columns every dialect's claim returns, typed the same way.
+CLAIM_COLUMNS: dict[str, Any] = {
+    "occurrence_id": UUID,
+    "schedule_id": UUID,
+    "fire_at": UTCDateTime(),
+    "attempts": sa.Integer(),
+    "origin": sa.String(),
+    "first_claim": sa.Boolean(),
+    "claimed_at": UTCDateTime(),
+    "event_type": sa.String(),
+    "max_attempts": sa.Integer(),
+    "jitter_seconds": sa.Float(),
+    "body": sa.Text(),
+    "target": sa.Text(),
+    "trigger": sa.Text(),
+}
+
+
+def dumps(value: Any) -> str:
+    """JSON as every dialect stores it: compact, UTF-8 kept as it is."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def after_commit(callback: Callable[[], None]) -> None:
+    """Run `callback` once the enclosing `Database.run` transaction commits (at once when
+    there is none); a transaction that fails drops it."""
+    pending = AFTER_COMMIT.get()
+    if pending is None:
+        callback()
+    else:
+        pending.append(callback)
+
+
+class Dialect(ABC):
+    """One database's ways: connection, clock, claim, locks, conflicts and wake-ups."""
+
+    name: ClassVar[str]
+    # URL backends this dialect serves (`postgres`, `mariadb`, ...).
+    backends: ClassVar[tuple[str, ...]]
+    # Whether several replicas may share the database.
+    multi_replica: ClassVar[bool] = True
+    # Whether CHRONOQ_DB_SCHEMA (an installation per schema) is supported.
+    schemas: ClassVar[bool] = False
+    # Whether the claim statement counts first firings on the schedules itself.
+    claim_counts_fires: ClassVar[bool] = False
+    # Whether migrations alter a table by rebuilding it (alembic's batch mode): they then
+    # need the live database, and `chronoq migrate --sql` cannot render them.
+    batch_migrations: ClassVar[bool] = False
+
+    # -- connections --------------------------------------------------------------------
+
+    @abstractmethod
+    def normalize_url(self, url: str) -> str:
+        """The URL with the async driver Chronoq uses when none is named."""
+
+    @abstractmethod
+    def engine(
+        self, url: str, *, schema: str | None, pool_size: int, pre_ping: bool
+    ) -> AsyncEngine: ...
+
+    @abstractmethod
+    def sql_dialect(self) -> SqlDialect:
+        """SQLAlchemy's dialect, to render DDL with no connection."""
+
+    def is_transient(self, error: BaseException) -> bool:
+        """A driver error that a retry of the whole transaction may not meet again."""
+        return False
+
+    def is_unavailable(self, error: BaseException) -> bool:
+        """A driver error that says the server cannot be used now."""
+        return False
+
+    def missing_database(self, url: str) -> str | None:
+        """A reason the operator CLI should not connect (a file that does not exist)."""
+        return None
+
+    # -- the clock ----------------------------------------------------------------------
+
+    @abstractmethod
+    async def transaction_now(self, conn: AsyncConnection) -> datetime:
+        """The database clock's current instant, for this transaction's writes."""
+
+    async def bound_now(self, conn: AsyncConnection) -> datetime:
+        """The value of the `now` parameter of statements built with `now()`."""
+        return await self.transaction_now(conn)
+
+    def now(self) -> sa.ColumnElement[datetime]:
+        """The transaction's instant inside a statement (bound as `now` by default)."""
+        return sa.bindparam("now", type_=UTCDateTime())
+
+    def retry_at(self) -> sa.ColumnElement[datetime]:
+        """`now` plus the `b_delay` seconds of a retry (bound as `b_available_at` by default)."""
+        return sa.bindparam("b_available_at", type_=UTCDateTime())
+
+    def among(self, column: sa.ColumnElement[Any], name: str) -> sa.ColumnElement[bool]:
+        """`column` is one of the list bound as `name`."""
+        return column.in_(sa.bindparam(name, expanding=True, type_=UUID))
+
+    # -- writes -------------------------------------------------------------------------
+
+    @abstractmethod
+    async def insert_ignoring(
+        self, conn: AsyncConnection, table: sa.Table, rows: list[dict[str, Any]], key: str
+    ) -> None:
+        """Insert `rows`, skipping any whose `key` exists already."""
+
+    @abstractmethod
+    async def insert_new(
+        self, conn: AsyncConnection, table: sa.Table, rows: list[dict[str, Any]], key: str
+    ) -> set[Any]:
+        """Like `insert_ignoring`; returns the keys of the rows it inserted."""
+
+    @abstractmethod
+    async def claim(
+        self, conn: AsyncConnection, *, limit: int, lease: float, token: Any, owner: str
+    ) -> Sequence[Row[Any]]:
+        """Lease up to `limit` due occurrences (CLAIM_COLUMNS for each)."""
+
+    @abstractmethod
+    async def prune(self, conn: AsyncConnection, *, cutoff: datetime, limit: int) -> int:
+        """Delete at most `limit` finished occurrences last changed before `cutoff`."""
+
+    # -- locks --------------------------------------------------------------------------
+
+    def migrating(
+        self, conn: AsyncConnection, schema: str | None
+    ) -> AbstractAsyncContextManager[None]:
+        """Held while this installation's schema is migrated: replicas take turns."""
+        return nullcontext()
+
+    @asynccontextmanager
+    async def exclusive(self, conn: AsyncConnection, purpose: str) -> AsyncIterator[bool]:
+        """Whether this replica holds `purpose`'s lock for the rest of the block (one
+        replica at a time; never waits)."""
+        yield True
+
+    # -- wake-ups -----------------------------------------------------------------------
+
+    async def announce(self, conn: AsyncConnection, wakeups: Wakeups, at: datetime) -> None:
+        """Inside a write's transaction: something is due at `at`. By default the news
+        reaches this process's loop once the write commits (other replicas poll)."""
+        after_commit(lambda: wakeups.due_in((at - datetime.now(UTC)).total_seconds()))
+
+    async def next_due_in(self, conn: AsyncConnection) -> float | None:
+        """Seconds until the earliest pending occurrence not yet due (None: none)."""
+        now = await self.bound_now(conn)
+        at = await conn.scalar(
+            sa.select(sa.func.min(occurrences.c.available_at)).where(
+                occurrences.c.status == OccurrenceStatus.PENDING,
+                occurrences.c.available_at > sa.literal(now, UTCDateTime()),
+            )
+        )
+        if at is None:
+            return None
+        when = at if isinstance(at, datetime) else datetime.fromisoformat(str(at))
+        when = when.replace(tzinfo=UTC) if when.tzinfo is None else when
+        return (when - now).total_seconds()
+
+    def listening(self, url: str, schema: str | None, wakeups: Wakeups) -> Any:
+        """An async context manager: while open, other replicas' announcements reach
+        `wakeups` (nothing by default: the loop's poll interval covers them)."""
+        return nullcontext()

@@ -1,0 +1,211 @@
+"""MySQL 8.0+ and MariaDB 10.6+ (asyncmy, or aiomysql when named): a store for several
+replicas, like PostgreSQL, without LISTEN/NOTIFY.
+
+- The claim locks due rows with `FOR UPDATE SKIP LOCKED` on the database clock, then leases
+  and reads them: three statements in one transaction (there is no UPDATE ... RETURNING).
+- READ COMMITTED: a locking read takes no gap locks, so claims and inserts do not block
+  each other on ranges; each session runs in UTC.
+- The clock is read once per transaction (`UTC_TIMESTAMP(6)`) and bound into statements:
+  NOW() would be each statement's own instant.
+- Locks are named locks (`GET_LOCK`), server-wide, named after the database.
+- Wake-ups reach this process's loop after the write commits; other replicas find new
+  work by polling, at most CHRONOQ_POLL_INTERVAL later.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
+from sqlalchemy.engine import Dialect as SqlDialect
+from sqlalchemy.engine import Row, make_url
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from app.store.dialects.base import CLAIM_COLUMNS, Dialect, dumps
+from app.store.sql import queries
+from app.store.tables import PRUNABLE, UUID, UTCDateTime, occurrences
+
+_DRIVERS = ("asyncmy", "aiomysql")
+_DEADLOCK, _LOCK_WAIT_TIMEOUT = 1213, 1205
+# Server and client codes that say the server cannot be used now: too many connections,
+# shutting down, cannot connect, server gone away, connection lost, connection killed,
+# disconnected for inactivity.
+_UNAVAILABLE_CODES = frozenset({1040, 1053, 1927, 2002, 2003, 2006, 2013, 2055, 4031})
+
+_NOW = sa.text("SELECT UTC_TIMESTAMP(6)").columns(sa.column("now", UTCDateTime()))
+_LOCK_NAME_LIMIT = 64
+
+_due, _lease, _rows = queries("claim", "mysql")
+_DUE = _due.bindparams(sa.bindparam("now", type_=UTCDateTime())).columns(
+    sa.column("occurrence_id", UUID), sa.column("first_claim", sa.Boolean())
+)
+_LEASE = _lease.bindparams(
+    sa.bindparam("ids", expanding=True, type_=UUID),
+    sa.bindparam("token", type_=UUID),
+    sa.bindparam("now", type_=UTCDateTime()),
+    sa.bindparam("lease_until", type_=UTCDateTime()),
+)
+_ROWS = _rows.bindparams(
+    sa.bindparam("ids", expanding=True, type_=UUID),
+    sa.bindparam("now", type_=UTCDateTime()),
+).columns(**CLAIM_COLUMNS)
+
+# Rows another transaction holds are skipped, as on PostgreSQL: pruning never waits
+# behind a claim. MySQL cannot delete from a table its own sub-select reads with a
+# LIMIT, so the keys are read first.
+_EXPIRED = (
+    sa.select(occurrences.c.occurrence_id)
+    .where(
+        sa.text(PRUNABLE),
+        occurrences.c.updated_at < sa.bindparam("cutoff", type_=UTCDateTime()),
+    )
+    .order_by(occurrences.c.updated_at)
+    .limit(sa.bindparam("limit", type_=sa.Integer()))
+    .with_for_update(skip_locked=True)
+)
+
+
+def lock_name(purpose: str, database: str | None) -> str:
+    """The named lock of `purpose` for the installation in `database` (locks are
+    server-wide, so the database is part of the name)."""
+    name = f"chronoq:{purpose}:{database or ''}"
+    return name[:_LOCK_NAME_LIMIT]
+
+
+def _database_of(conn: AsyncConnection) -> str | None:
+    return conn.sync_engine.url.database
+
+
+def _code(error: BaseException) -> int | None:
+    args = getattr(error, "args", ())
+    return args[0] if args and isinstance(args[0], int) else None
+
+
+class MySQL(Dialect):
+    name = "mysql"
+    backends = ("mysql", "mariadb")
+
+    def normalize_url(self, url: str) -> str:
+        parsed = make_url(url)
+        driver = parsed.get_driver_name()
+        # mariadb:// is the same server family; SQLAlchemy's mysql dialect detects it.
+        if parsed.get_backend_name() == "mariadb" or driver not in _DRIVERS:
+            driver = driver if driver in _DRIVERS else "asyncmy"
+            parsed = parsed.set(drivername=f"mysql+{driver}")
+        return parsed.render_as_string(hide_password=False)
+
+    def engine(
+        self, url: str, *, schema: str | None, pool_size: int, pre_ping: bool
+    ) -> AsyncEngine:
+        if schema is not None:
+            raise ValueError("CHRONOQ_DB_SCHEMA is for PostgreSQL only")
+        return create_async_engine(
+            url,
+            pool_size=pool_size,
+            max_overflow=pool_size,
+            pool_pre_ping=pre_ping,
+            # Below the server's default wait_timeout (8 h) and any proxy's idle cut.
+            pool_recycle=1800,
+            isolation_level="READ COMMITTED",
+            json_serializer=dumps,
+            connect_args={"charset": "utf8mb4", "init_command": "SET time_zone = '+00:00'"},
+        )
+
+    def sql_dialect(self) -> SqlDialect:
+        return mysql.dialect()
+
+    def is_transient(self, error: BaseException) -> bool:
+        return _code(error) in (_DEADLOCK, _LOCK_WAIT_TIMEOUT)
+
+    def is_unavailable(self, error: BaseException) -> bool:
+        return _code(error) in _UNAVAILABLE_CODES
+
+    async def transaction_now(self, conn: AsyncConnection) -> datetime:
+        value = (await conn.execute(_NOW)).scalar_one()
+        assert isinstance(value, datetime)
+        return value
+
+    async def insert_ignoring(
+        self, conn: AsyncConnection, table: sa.Table, rows: list[dict[str, Any]], key: str
+    ) -> None:
+        if rows:
+            # A no-op update of the key on a duplicate: unlike INSERT IGNORE, every other
+            # error (a foreign key, a CHECK) still fails the statement.
+            column = table.c[key]
+            statement = mysql.insert(table).on_duplicate_key_update({column.name: column})
+            await conn.execute(statement, rows)
+
+    async def insert_new(
+        self, conn: AsyncConnection, table: sa.Table, rows: list[dict[str, Any]], key: str
+    ) -> set[Any]:
+        if not rows:
+            return set()
+        column = table.c[key]
+        wanted = [row[key] for row in rows]
+        existing = set((await conn.execute(sa.select(column).where(column.in_(wanted)))).scalars())
+        fresh = [row for row in rows if row[key] not in existing]
+        await self.insert_ignoring(conn, table, fresh, key)
+        return {row[key] for row in fresh}
+
+    async def claim(
+        self, conn: AsyncConnection, *, limit: int, lease: float, token: uuid.UUID, owner: str
+    ) -> Sequence[Row[Any]]:
+        now = await self.transaction_now(conn)
+        due = (await conn.execute(_DUE, {"now": now, "limit": limit})).all()
+        if not due:
+            return []
+        ids = [row.occurrence_id for row in due]
+        await conn.execute(
+            _LEASE,
+            {
+                "ids": ids,
+                "token": token,
+                "owner": owner,
+                "now": now,
+                "lease_until": now + timedelta(seconds=lease),
+            },
+        )
+        return (await conn.execute(_ROWS, {"ids": ids, "now": now})).all()
+
+    async def prune(self, conn: AsyncConnection, *, cutoff: datetime, limit: int) -> int:
+        keys = list((await conn.execute(_EXPIRED, {"cutoff": cutoff, "limit": limit})).scalars())
+        if not keys:
+            return 0
+        result = await conn.execute(
+            occurrences.delete().where(occurrences.c.occurrence_id.in_(keys))
+        )
+        return int(result.rowcount)
+
+    @asynccontextmanager
+    async def migrating(self, conn: AsyncConnection, schema: str | None) -> AsyncIterator[None]:
+        name = lock_name("migrate", _database_of(conn))
+        # Session-scoped: held across the migrations' own commits (DDL commits at once).
+        await conn.execute(sa.text("SELECT GET_LOCK(:name, 600)"), {"name": name})
+        try:
+            yield
+        finally:
+            await conn.rollback()
+            await conn.execute(sa.text("SELECT RELEASE_LOCK(:name)"), {"name": name})
+            await conn.commit()
+
+    @asynccontextmanager
+    async def exclusive(self, conn: AsyncConnection, purpose: str) -> AsyncIterator[bool]:
+        name = lock_name(purpose, _database_of(conn))
+        held = (await conn.execute(sa.text("SELECT GET_LOCK(:name, 0)"), {"name": name})).scalar()
+        if held != 1:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            # A named lock outlives transactions: given back before the connection
+            # returns to the pool.
+            await conn.execute(sa.text("SELECT RELEASE_LOCK(:name)"), {"name": name})
+
+
+DIALECT = MySQL()

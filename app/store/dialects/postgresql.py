@@ -1,0 +1,357 @@
+"""PostgreSQL (asyncpg): the production store for any number of replicas.
+
+The claim is one statement with `FOR UPDATE SKIP LOCKED` on the server's clock; statements
+read `now()` themselves; locks are advisory locks keyed per installation; wake-ups are
+`NOTIFY`s sent in the write's own transaction and heard on one `LISTEN` connection per
+replica. With CHRONOQ_DB_SCHEMA each installation has its own schema, lock keys and
+channel, so installations sharing a database never meet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager, suppress
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import asyncpg
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.engine import Dialect as SqlDialect
+from sqlalchemy.engine import Row, make_url
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from app.domain.occurrence import OccurrenceStatus
+from app.store.dialects.base import CLAIM_COLUMNS, Dialect, dumps
+from app.store.sql import query
+from app.store.tables import PRUNABLE, UTCDateTime, occurrences
+
+if TYPE_CHECKING:
+    from app.store.wakeups import Wakeups
+
+log = logging.getLogger(__name__)
+
+# The engine-wide execution option that tells code holding only a connection which
+# installation it works for (wake-up channel, advisory lock keys).
+SCHEMA_OPTION = "chronoq_schema"
+
+_TRANSIENT_SQLSTATES = frozenset({"40001", "40P01"})  # serialization failure, deadlock
+# States that say the server cannot be used now, not that the statement is wrong: too many
+# connections, and an administrator or a crash shutting the server down.
+_UNAVAILABLE_SQLSTATES = frozenset({"53300", "57P01", "57P02", "57P03"})
+_CONNECTION_SQLSTATE_CLASS = "08"  # connection exception
+
+# Any constants work; they only have to be the same in every replica and differ.
+MIGRATION_LOCK = 0x43_48_52_4F_4E_51  # "CHRONQ"
+PRUNING_LOCK = 0x43_48_52_4F_4E_51_52_54  # "CHRONQRT"
+_LOCKS = {"migrate": MIGRATION_LOCK, "prune": PRUNING_LOCK}
+
+CHANNEL = "chronoq_due"
+_MAX_CHANNEL = 63  # identifiers, channel names included, are cut at 63 bytes
+RECONNECT_MIN = 0.5
+RECONNECT_MAX = 10.0
+PING_INTERVAL = 30.0
+
+_NOW = sa.select(sa.func.now(type_=UTCDateTime()))
+_NOTIFY = sa.text(
+    "SELECT pg_notify(:channel, CAST(EXTRACT(EPOCH FROM (:at - now())) AS text))"
+).bindparams(sa.bindparam("at", type_=UTCDateTime()))
+_TRY_XACT_LOCK = sa.text("SELECT pg_try_advisory_xact_lock(:key)")
+_CLAIM = (
+    query("claim", "postgresql")
+    .bindparams(sa.bindparam("token", type_=sa.Uuid()))
+    .columns(**CLAIM_COLUMNS)
+)
+
+
+def quote_schema(schema: str) -> str:
+    """`schema` as an identifier, quoted whatever it is (a keyword such as `user` is a
+    valid schema name)."""
+    return '"' + schema.replace('"', '""') + '"'
+
+
+def advisory_key(purpose: str, schema: str | None, default: int) -> int:
+    """An advisory lock key (signed 64 bits) for `purpose` in `schema`; the installation
+    without a schema keeps `default`, the key it has always used."""
+    if schema is None:
+        return default
+    digest = hashlib.blake2b(f"chronoq:{purpose}:{schema}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def migration_lock_key(schema: str | None) -> int:
+    return advisory_key("migrate", schema, MIGRATION_LOCK)
+
+
+def pruning_lock_key(schema: str | None) -> int:
+    """The pruning lock of the installation in `schema` (None: the default one)."""
+    return advisory_key("prune", schema, PRUNING_LOCK)
+
+
+def due_channel(schema: str | None) -> str:
+    """The NOTIFY channel of the installation in `schema` (None: the default one)."""
+    if schema is None:
+        return CHANNEL
+    channel = f"{CHANNEL}_{schema}"
+    if len(channel) <= _MAX_CHANNEL:
+        return channel
+    digest = hashlib.blake2b(schema.encode(), digest_size=8).hexdigest()
+    return f"{channel[: _MAX_CHANNEL - len(digest) - 1]}_{digest}"
+
+
+def schema_of(conn: AsyncConnection) -> str | None:
+    """The schema of the installation this connection belongs to (None: the default)."""
+    schema = conn.sync_engine.get_execution_options().get(SCHEMA_OPTION)
+    return None if schema is None else str(schema)
+
+
+def _prune_statement() -> sa.Delete:
+    expired = (
+        sa.select(occurrences.c.occurrence_id)
+        # The index predicate as text: a bound list would hide it from the planner.
+        .where(
+            sa.text(PRUNABLE),
+            occurrences.c.updated_at < sa.bindparam("cutoff", type_=UTCDateTime()),
+        )
+        # Oldest first, read in index order: the scan stops after `limit` entries.
+        .order_by(occurrences.c.updated_at)
+        .limit(sa.bindparam("limit", type_=sa.Integer()))
+        # Rows another transaction holds are skipped: pruning never waits behind a claim.
+        .with_for_update(skip_locked=True)
+    )
+    # `= ANY(ARRAY(...))` rather than `IN (...)`: the generic plan of a cached prepared
+    # statement (asyncpg) does not know the limit and turns IN into a hash join over a
+    # scan of the whole table; an array of keys is always deleted through the primary key.
+    keys = sa.func.array(expired.scalar_subquery(), type_=postgresql.ARRAY(sa.Uuid()))
+    return occurrences.delete().where(occurrences.c.occurrence_id == sa.any_(keys))
+
+
+_PRUNE = _prune_statement()
+
+
+class PostgreSQL(Dialect):
+    name = "postgresql"
+    backends = ("postgresql", "postgres")
+    schemas = True
+    claim_counts_fires = True
+
+    def normalize_url(self, url: str) -> str:
+        if url.startswith("postgres://"):
+            url = "postgresql://" + url[len("postgres://") :]
+        if url.startswith("postgresql://"):
+            return "postgresql+asyncpg://" + url[len("postgresql://") :]
+        return url
+
+    def engine(
+        self, url: str, *, schema: str | None, pool_size: int, pre_ping: bool
+    ) -> AsyncEngine:
+        connect_args: dict[str, Any] = {}
+        options: dict[str, Any] = {}
+        if schema is not None:
+            options[SCHEMA_OPTION] = schema
+            # Sent in the startup packet: in force before the first statement, and kept by
+            # every pooled connection. Only the schema: a table missing from it must fail,
+            # not be found in `public` (another installation's, perhaps).
+            connect_args["server_settings"] = {"search_path": quote_schema(schema)}
+        return create_async_engine(
+            url,
+            pool_size=pool_size,
+            max_overflow=pool_size,
+            # A ping per checkout costs a round trip; the delivery loop turns it off because
+            # each of its transactions is safe to fail and run again, and a dead pooled
+            # connection is dropped on its first error.
+            pool_pre_ping=pre_ping,
+            json_serializer=dumps,
+            connect_args=connect_args,
+            execution_options=options,
+        )
+
+    def sql_dialect(self) -> SqlDialect:
+        return postgresql.dialect()  # type: ignore[no-untyped-call]
+
+    def is_transient(self, error: BaseException) -> bool:
+        code = getattr(error, "sqlstate", None) or getattr(error, "pgcode", None)
+        return code in _TRANSIENT_SQLSTATES
+
+    def is_unavailable(self, error: BaseException) -> bool:
+        sqlstate = getattr(error, "sqlstate", None)
+        return isinstance(sqlstate, str) and (
+            sqlstate in _UNAVAILABLE_SQLSTATES or sqlstate.startswith(_CONNECTION_SQLSTATE_CLASS)
+        )
+
+    async def transaction_now(self, conn: AsyncConnection) -> datetime:
+        value = (await conn.execute(_NOW)).scalar_one()
+        assert isinstance(value, datetime)
+        return value
+
+    async def bound_now(self, conn: AsyncConnection) -> datetime:
+        # Statements read now() themselves; the bound value is never used.
+        return datetime.now(UTC)
+
+    def now(self) -> sa.ColumnElement[datetime]:
+        return sa.func.now(type_=UTCDateTime())
+
+    def retry_at(self) -> sa.ColumnElement[datetime]:
+        return self.now() + sa.func.make_interval(
+            0, 0, 0, 0, 0, 0, sa.bindparam("b_delay", type_=sa.Float())
+        )
+
+    def among(self, column: sa.ColumnElement[Any], name: str) -> sa.ColumnElement[bool]:
+        # One array parameter: no per-element bind rendering, one cached plan.
+        return column == sa.any_(sa.bindparam(name, type_=postgresql.ARRAY(sa.Uuid())))
+
+    async def insert_ignoring(
+        self, conn: AsyncConnection, table: sa.Table, rows: list[dict[str, Any]], key: str
+    ) -> None:
+        if rows:
+            statement = postgresql.insert(table).on_conflict_do_nothing(index_elements=[key])
+            await conn.execute(statement, rows)
+
+    async def insert_new(
+        self, conn: AsyncConnection, table: sa.Table, rows: list[dict[str, Any]], key: str
+    ) -> set[Any]:
+        if not rows:
+            return set()
+        statement = (
+            postgresql.insert(table)
+            .on_conflict_do_nothing(index_elements=[key])
+            .returning(table.c[key])
+        )
+        return {row[0] for row in await conn.execute(statement, rows)}
+
+    async def claim(
+        self, conn: AsyncConnection, *, limit: int, lease: float, token: Any, owner: str
+    ) -> Sequence[Row[Any]]:
+        params = {"limit": limit, "lease": lease, "token": token, "owner": owner}
+        return (await conn.execute(_CLAIM, params)).all()
+
+    async def prune(self, conn: AsyncConnection, *, cutoff: datetime, limit: int) -> int:
+        result = await conn.execute(_PRUNE, {"cutoff": cutoff, "limit": limit})
+        return int(result.rowcount)
+
+    @asynccontextmanager
+    async def migrating(self, conn: AsyncConnection, schema: str | None) -> AsyncIterator[None]:
+        key = migration_lock_key(schema)
+        await conn.execute(sa.text("SELECT pg_advisory_lock(:key)"), {"key": key})
+        try:
+            yield
+        finally:
+            # After a failed upgrade the transaction is aborted: end it first, so the
+            # unlock runs and the upgrade's own error is the one raised.
+            await conn.rollback()
+            await conn.execute(sa.text("SELECT pg_advisory_unlock(:key)"), {"key": key})
+            await conn.commit()
+
+    @asynccontextmanager
+    async def exclusive(self, conn: AsyncConnection, purpose: str) -> AsyncIterator[bool]:
+        # Transaction-scoped: released by the commit or rollback that ends the block's
+        # transaction, whatever happens.
+        key = advisory_key(purpose, schema_of(conn), _LOCKS[purpose])
+        yield bool((await conn.execute(_TRY_XACT_LOCK, {"key": key})).scalar_one())
+
+    async def announce(self, conn: AsyncConnection, wakeups: Wakeups, at: datetime) -> None:
+        # Sent with the transaction: every replica hears it when, and only if, it commits.
+        await conn.execute(_NOTIFY, {"channel": due_channel(schema_of(conn)), "at": at})
+
+    async def next_due_in(self, conn: AsyncConnection) -> float | None:
+        earliest = sa.func.min(occurrences.c.available_at)
+        seconds = await conn.scalar(
+            sa.select(sa.extract("epoch", earliest - sa.func.now())).where(
+                occurrences.c.status == OccurrenceStatus.PENDING,
+                occurrences.c.available_at > sa.func.now(),
+            )
+        )
+        return None if seconds is None else float(seconds)
+
+    @asynccontextmanager
+    async def listening(
+        self, url: str, schema: str | None, wakeups: Wakeups
+    ) -> AsyncIterator[None]:
+        listener = PgListener(url, wakeups, schema=schema)
+        listener.start()
+        try:
+            yield
+        finally:
+            await listener.stop()
+
+
+class PgListener:
+    """One `LISTEN` connection per replica, re-established whenever it is lost; polling
+    covers the gap while it is down."""
+
+    def __init__(self, url: str, wakeups: Wakeups, *, schema: str | None = None) -> None:
+        parsed = make_url(url)
+        self.channel = due_channel(schema)
+        self._dsn = parsed.set(drivername="postgresql").render_as_string(hide_password=False)
+        self._host = f"{parsed.host or 'localhost'}:{parsed.port or 5432}"
+        self._wakeups = wakeups
+        self._task: asyncio.Task[None] | None = None
+        self.connected = asyncio.Event()
+        self.connections = 0  # how many times it (re)connected, for tests and metrics
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._stay_listening(), name="chronoq-listen")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._task
+
+    def _heard(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
+        try:
+            seconds = float(payload)
+        except ValueError:
+            return
+        self._wakeups.due_in(seconds)
+
+    async def _stay_listening(self) -> None:
+        delay = RECONNECT_MIN
+        while True:
+            try:
+                conn = await asyncpg.connect(
+                    self._dsn, timeout=10, server_settings={"application_name": "chronoq-listen"}
+                )
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning(
+                    "cannot LISTEN on %s (%s); polling meanwhile, retrying in %.1fs",
+                    self._host,
+                    type(exc).__name__,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RECONNECT_MAX)
+                continue
+            lost = asyncio.Event()
+            conn.add_termination_listener(lambda _conn, lost=lost: lost.set())
+            try:
+                await conn.add_listener(self.channel, self._heard)
+                delay = RECONNECT_MIN
+                self.connections += 1
+                self.connected.set()
+                # Anything announced while no connection listened is unknown: wake the
+                # loop so it looks for itself.
+                self._wakeups.due_in(0.0)
+                while not lost.is_set():
+                    # A connection cut without a FIN (a partition) shows only when used.
+                    with suppress(TimeoutError):
+                        await asyncio.wait_for(lost.wait(), PING_INTERVAL)
+                        break
+                    await asyncio.wait_for(conn.execute("SELECT 1"), timeout=5)
+                log.warning("lost the LISTEN connection to %s; reconnecting", self._host)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("LISTEN on %s failed (%s)", self._host, type(exc).__name__)
+            finally:
+                self.connected.clear()
+                with suppress(Exception):
+                    await asyncio.wait_for(conn.close(), timeout=2)
+
+
+DIALECT = PostgreSQL()

@@ -1,0 +1,154 @@
+"""SQLite (aiosqlite): the embedded store of a single replica, a file on its host.
+
+One writer: a single pooled connection serialises the process, and BEGIN IMMEDIATE takes
+the write lock up front, so the claim's sub-select and update cannot interleave with another
+claim and another process (the operator CLI) waits on busy_timeout instead of failing a lock
+upgrade mid-transaction. The host's clock is the database clock (the file belongs to one
+host); there is no other replica to lock out or to wake.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.dialects import sqlite
+from sqlalchemy.engine import Dialect as SqlDialect
+from sqlalchemy.engine import Row, make_url
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from app.store.dialects.base import CLAIM_COLUMNS, Dialect, dumps
+from app.store.sql import query
+from app.store.tables import PRUNABLE, UTCDateTime, occurrences
+
+# Primary result codes that say the file cannot be used now: busy or locked past
+# busy_timeout and the retries, an I/O error, a full disk, a file that cannot be opened, a
+# lock protocol error. SQLITE_ERROR ("no such table", a syntax error) and constraint
+# failures are not among them.
+_UNAVAILABLE_CODES = frozenset({5, 6, 10, 13, 14, 15})
+
+_CLAIM = (
+    query("claim", "sqlite")
+    .bindparams(
+        sa.bindparam("token", type_=sa.Uuid()),
+        sa.bindparam("now", type_=UTCDateTime()),
+        sa.bindparam("lease_until", type_=UTCDateTime()),
+    )
+    .columns(**CLAIM_COLUMNS)
+)
+
+_PRUNE = occurrences.delete().where(
+    occurrences.c.occurrence_id.in_(
+        sa.select(occurrences.c.occurrence_id)
+        # The index predicate as text, so that the partial index is usable.
+        .where(
+            sa.text(PRUNABLE),
+            occurrences.c.updated_at < sa.bindparam("cutoff", type_=UTCDateTime()),
+        )
+        .order_by(occurrences.c.updated_at)
+        .limit(sa.bindparam("limit", type_=sa.Integer()))
+        .scalar_subquery()
+    )
+)
+
+
+class SQLite(Dialect):
+    name = "sqlite"
+    backends = ("sqlite",)
+    multi_replica = False
+    batch_migrations = True
+
+    def normalize_url(self, url: str) -> str:
+        if url.startswith("sqlite:///"):
+            return "sqlite+aiosqlite:///" + url[len("sqlite:///") :]
+        return url
+
+    def engine(
+        self, url: str, *, schema: str | None, pool_size: int, pre_ping: bool
+    ) -> AsyncEngine:
+        path = make_url(url).database
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_async_engine(
+            url, pool_size=1, max_overflow=0, pool_timeout=60, json_serializer=dumps
+        )
+
+        @event.listens_for(engine.sync_engine, "connect")
+        def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+            dbapi_connection.isolation_level = None
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.execute("PRAGMA busy_timeout=10000")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.close()
+
+        @event.listens_for(engine.sync_engine, "begin")
+        def _on_begin(conn: Any) -> None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+        return engine
+
+    def sql_dialect(self) -> SqlDialect:
+        return sqlite.dialect()
+
+    def is_transient(self, error: BaseException) -> bool:
+        return isinstance(error, OperationalError) and "database is locked" in str(error)
+
+    def is_unavailable(self, error: BaseException) -> bool:
+        code = getattr(error, "sqlite_errorcode", None)
+        return isinstance(code, int) and code & 0xFF in _UNAVAILABLE_CODES
+
+    def missing_database(self, url: str) -> str | None:
+        path = make_url(url).database
+        if path and path != ":memory:" and not Path(path).exists():
+            return f"no database file at {Path(path)}"
+        return None
+
+    async def transaction_now(self, conn: AsyncConnection) -> datetime:
+        return datetime.now(UTC)
+
+    async def insert_ignoring(
+        self, conn: AsyncConnection, table: sa.Table, rows: list[dict[str, Any]], key: str
+    ) -> None:
+        if rows:
+            statement = sqlite.insert(table).on_conflict_do_nothing(index_elements=[key])
+            await conn.execute(statement, rows)
+
+    async def insert_new(
+        self, conn: AsyncConnection, table: sa.Table, rows: list[dict[str, Any]], key: str
+    ) -> set[Any]:
+        if not rows:
+            return set()
+        statement = (
+            sqlite.insert(table)
+            .on_conflict_do_nothing(index_elements=[key])
+            .returning(table.c[key])
+        )
+        return {row[0] for row in await conn.execute(statement, rows)}
+
+    async def claim(
+        self, conn: AsyncConnection, *, limit: int, lease: float, token: uuid.UUID, owner: str
+    ) -> Sequence[Row[Any]]:
+        now = datetime.now(UTC)
+        params = {
+            "limit": limit,
+            "token": token,
+            "owner": owner,
+            "now": now,
+            "lease_until": now + timedelta(seconds=lease),
+        }
+        return (await conn.execute(_CLAIM, params)).all()
+
+    async def prune(self, conn: AsyncConnection, *, cutoff: datetime, limit: int) -> int:
+        result = await conn.execute(_PRUNE, {"cutoff": cutoff, "limit": limit})
+        return int(result.rowcount)
+
+
+DIALECT = SQLite()

@@ -1,0 +1,36 @@
+-- Lock up to :limit due occurrences, oldest available first, skipping rows another
+-- replica holds. The sub-select on schedules takes no locks (a locking read locks only
+-- the rows of its own query block). `first_claim` marks an occurrence's first claim ever:
+-- only then is it counted as a firing and its cadence planned.
+SELECT o.occurrence_id, o.first_attempt_at IS NULL AS first_claim
+FROM occurrences AS o
+WHERE o.status = 'pending'
+  AND o.available_at <= :now
+  AND NOT EXISTS (
+      SELECT 1 FROM schedules AS s WHERE s.id = o.schedule_id AND s.status = 'paused'
+  )
+ORDER BY o.available_at
+LIMIT :limit
+FOR UPDATE SKIP LOCKED;
+
+-- Lease them: the attempt, the lease's end and token, the first attempt's instant.
+UPDATE occurrences
+SET attempts = attempts + 1,
+    available_at = :lease_until,
+    lease_token = :token,
+    lease_owner = :owner,
+    first_attempt_at = coalesce(first_attempt_at, :now),
+    updated_at = :now
+WHERE occurrence_id IN :ids;
+
+-- And read each back with its schedule's definition. A first claim is one that set the
+-- instant just now (a re-claim comes a lease later, so an earlier first attempt never
+-- equals :now). `trigger` is a reserved word here.
+SELECT o.occurrence_id, o.schedule_id, o.fire_at, o.attempts, o.origin,
+       o.first_attempt_at = :now AS first_claim,
+       CAST(:now AS DATETIME(6)) AS claimed_at,
+       s.event_type, s.max_attempts, s.jitter_seconds,
+       s.payload AS body, s.target AS target, s.`trigger` AS `trigger`
+FROM occurrences AS o
+JOIN schedules AS s ON s.id = o.schedule_id
+WHERE o.occurrence_id IN :ids

@@ -1,0 +1,53 @@
+"""The dialect registry: a URL names its dialect, chosen once; anything else is refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.settings import DATABASE_BACKENDS, database_backend
+from app.store import dialects
+from app.store.database import Database
+
+
+def test_the_settings_and_the_store_know_the_same_databases() -> None:
+    assert DATABASE_BACKENDS == dialects.BACKENDS
+    assert set(DATABASE_BACKENDS.values()) == set(dialects.NAMES)
+
+
+@pytest.mark.parametrize("name", dialects.NAMES)
+def test_every_dialect_loads_under_its_own_name(name: str) -> None:
+    assert dialects.named(name).name == name
+
+
+@pytest.mark.parametrize(
+    ("url", "dialect", "normalized"),
+    [
+        ("postgresql://u@h/db", "postgresql", "postgresql+asyncpg://u@h/db"),
+        ("postgres://u@h/db", "postgresql", "postgresql+asyncpg://u@h/db"),
+        ("sqlite:///./data/x.db", "sqlite", "sqlite+aiosqlite:///./data/x.db"),
+        ("mysql://u:p@h:3306/db", "mysql", "mysql+asyncmy://u:p@h:3306/db"),
+        ("mariadb://u@h/db", "mysql", "mysql+asyncmy://u@h/db"),
+        ("mysql+aiomysql://u@h/db", "mysql", "mysql+aiomysql://u@h/db"),
+        ("mariadb+aiomysql://u@h/db", "mysql", "mysql+aiomysql://u@h/db"),
+    ],
+)
+def test_a_url_names_its_dialect_and_driver(url: str, dialect: str, normalized: str) -> None:
+    chosen = dialects.for_url(url)
+
+    assert chosen.name == dialect
+    assert database_backend(url) == dialect
+    assert chosen.normalize_url(url) == normalized
+
+
+@pytest.mark.parametrize(
+    "url", ["oracle://scott@h/db", "mssql+pyodbc://h/db", "/var/lib/chronoq.db", "", "mysql"]
+)
+def test_any_other_database_is_refused_at_start(url: str) -> None:
+    assert database_backend(url) is None
+    with pytest.raises(ValueError, match="unsupported database"):
+        Database(url)
+
+
+def test_a_schema_is_refused_where_the_dialect_has_none() -> None:
+    with pytest.raises(ValueError, match="PostgreSQL only"):
+        Database("mysql://root@127.0.0.1/chronoq", schema="alpha")
