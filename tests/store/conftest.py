@@ -21,9 +21,7 @@ from tests.store.ports import Database
 DIALECTS = [
     "sqlite",
     pytest.param("postgresql", marks=pytest.mark.postgres),
-    # Its marker (`mysql`) is registered together with the `mysql_url` fixture; until
-    # then the parameter id alone selects it (`-k mysql`).
-    "mysql",
+    pytest.param("mysql", marks=pytest.mark.mysql),
 ]
 
 # The tests/conftest.py fixtures of each server dialect: a migrated database of the run's

@@ -40,6 +40,7 @@ from app.store.clock import transaction_now
 from app.store.database import Connection, Database
 from app.store.ddl import schema_ddl
 from app.store.dead_letters import DeadLetterFilter, DeadLetterStore
+from app.store.dialects import dialect_of
 from app.store.migrations import head_revisions, is_at_head, upgrade_to_head
 from app.store.queue import DeliveryQueue
 from app.store.schedules import ScheduleStore
@@ -268,10 +269,13 @@ async def prune(database: Database, *, older_than: datetime, limit: int) -> int:
 
 @asynccontextmanager
 async def holding_pruning_lock(database: Database) -> AsyncIterator[bool]:
-    """An open transaction that tried to take the pruning lock; yields whether it got it.
-    The lock is released when the block ends."""
-    async with database.engine.begin() as conn:
-        yield await retention.try_lock_pruning(conn)
+    """An open transaction that tried to take the pruning lock, as `prune` does; yields
+    whether it got it. The lock is released when the block ends."""
+    async with (
+        database.engine.begin() as conn,
+        dialect_of(conn).exclusive(conn, "prune") as held,
+    ):
+        yield held
 
 
 # -- schema ------------------------------------------------------------------------------
