@@ -21,7 +21,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from app.domain.ids import uuid7
-from app.domain.misfire import Rules
+from app.domain.misfire import Rules, Skip, SkipReason
 from app.domain.occurrence import DeadLetter, Delivery, OccurrenceStatus, Origin, Settlement
 from app.domain.schedule import ScheduleDraft, ScheduleStatus
 from app.domain.target import WebhookTarget
@@ -70,6 +70,7 @@ __all__ = [
     "prune",
     "read_occurrence_rows",
     "read_schedule_status",
+    "record_skipped_tick",
     "release",
     "replay",
     "settle",
@@ -225,6 +226,19 @@ async def cancel(database: Database, schedule_id: uuid.UUID) -> None:
     await database.run(work)
 
 
+async def record_skipped_tick(
+    database: Database, schedule_id: uuid.UUID, fire_at: datetime, reason: SkipReason
+) -> None:
+    """Record that the schedule's tick at `fire_at` did not fire (what a resume writes for
+    the ticks inside the pause)."""
+
+    async def work(conn: Connection) -> None:
+        now = await transaction_now(conn)
+        await CadenceStore().record_skips(conn, schedule_id, [Skip(fire_at, reason)], now)
+
+    await database.run(work)
+
+
 async def skip_due_ticks(database: Database, schedule_id: uuid.UUID) -> int:
     """Record the schedule's own due, never attempted occurrences as skipped (what a pause
     does to a recurring schedule's due tick); returns how many."""
@@ -322,6 +336,7 @@ class OccurrenceRow:
     attempts: int
     lease_token: uuid.UUID | None
     last_error: str | None
+    skip_reason: str | None
     delivered_at: datetime | None
     dead_lettered_at: datetime | None
     updated_at: datetime

@@ -66,3 +66,18 @@ async def test_unhold_gives_a_retrying_occurrence_its_retry_instant(database: Da
     assert row.available_at == retrying.available_at
     assert (row.attempts, row.last_error) == (1, "timeout")
     assert await ports.claim(database, limit=1) == []
+
+
+async def test_holding_a_recurring_schedule_records_its_due_tick_as_skipped(
+    database: Database,
+) -> None:
+    schedule = ports.draft(ports.interval(60))  # its first tick is due now
+    await ports.insert_schedules(database, [schedule])
+
+    assert await ports.skip_due_ticks(database, schedule.id) == 1
+    await ports.hold(database, schedule.id)
+
+    (row,) = await ports.read_occurrence_rows(database, schedule.id)
+    assert (row.status, row.skip_reason, row.attempts) == (OccurrenceStatus.SKIPPED, "paused", 0)
+    assert row.available_at is None
+    assert await ports.claim(database, limit=1) == []
