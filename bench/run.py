@@ -1,11 +1,12 @@
 """Chronoq benchmark: W1 (10,000 one-shots due at one instant) and W2 (300 one-shots 20 ms
-apart) against a real service process, on PostgreSQL and SQLite, plus the client ceilings.
+apart) against a real service process, on PostgreSQL, MySQL/MariaDB and SQLite, plus the
+client ceilings.
 
-    .venv/bin/python bench/run.py                      # both dialects, medians of 3 runs
+    .venv/bin/python bench/run.py                      # all three dialects, medians of 3 runs
     .venv/bin/python bench/run.py --quick              # smoke run, docs untouched
     .venv/bin/python bench/run.py --dialect postgresql --runs 5 --w1-count 20000
 
-Every workload of every run gets a fresh database (PostgreSQL: a new database
+Every workload of every run gets a fresh database (PostgreSQL and MySQL: a new database
 chronoq_bench_<pid>_<n>, dropped afterwards; SQLite: a new temporary file) and a fresh
 `chronoq serve` subprocess with default settings except DATABASE_URL. Deliveries go to
 bench/receiver.py in its own process; the ceilings come from bench/ceiling.py in another.
@@ -32,7 +33,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -46,7 +46,17 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 DOCS = ROOT / "docs" / "benchmarks.md"
 DEFAULT_PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+DEFAULT_MYSQL_ADMIN_URL = "mysql://root@127.0.0.1:3306/mysql"
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+# Dialects in the order each run measures them: the two server databases side by side, so
+# that their comparison is between neighbouring measurements of the same run.
+DIALECTS = ("postgresql", "mysql", "sqlite")
+DIALECT_CHOICES = {
+    "all": list(DIALECTS),
+    "both": ["postgresql", "sqlite"],
+    **{name: [name] for name in DIALECTS},
+}
+TITLES = {"postgresql": "PostgreSQL", "mysql": "MySQL / MariaDB", "sqlite": "SQLite"}
 
 BATCH = 1000
 BENCH_KEY = "bench-key-0123456789abcdef"
@@ -59,6 +69,8 @@ GRACEFUL_EXITS = (0, -signal.SIGTERM, None)
 
 BAR_W1_RATE = 3000.0
 BAR_W2_P99_MS = 150.0
+# MySQL's W1 rate against PostgreSQL's in the same run, at least.
+BAR_MYSQL_W1_RATIO = 0.5
 
 
 # -- small helpers ------------------------------------------------------------------------
@@ -224,10 +236,12 @@ class ReceiverClient:
 class Databases:
     """Fresh databases per workload; every one created here is dropped or deleted again."""
 
-    def __init__(self, pg_admin_url: str) -> None:
+    def __init__(self, pg_admin_url: str, mysql_admin_url: str = DEFAULT_MYSQL_ADMIN_URL) -> None:
         self.pg_admin_url = pg_admin_url
+        self.mysql_admin_url = mysql_admin_url
         self._serial = 0
         self._pg_created: list[str] = []
+        self._mysql_created: list[str] = []
         self._sqlite_dirs: list[str] = []
 
     async def _pg_admin(self, sql: str) -> None:
@@ -239,19 +253,47 @@ class Databases:
         finally:
             await conn.close()
 
-    def _pg_url(self, name: str) -> str:
-        parts = urlsplit(self.pg_admin_url)
+    async def _mysql_admin(self, sql: str) -> list[Any]:
+        """One statement on the MySQL admin connection, autocommitted; the rows it returns."""
+        import sqlalchemy as sa
+        from sqlalchemy.ext.asyncio import create_async_engine
+        from sqlalchemy.pool import NullPool
+
+        from app.store.database import normalize_url
+
+        engine = create_async_engine(
+            normalize_url(self.mysql_admin_url),
+            poolclass=NullPool,
+            isolation_level="AUTOCOMMIT",
+            connect_args={"connect_timeout": 10},
+        )
+        try:
+            async with engine.connect() as conn:
+                result = await conn.execute(sa.text(sql))
+                return list(result.all()) if result.returns_rows else []
+        finally:
+            await engine.dispose()
+
+    @staticmethod
+    def _url_with_database(admin_url: str, name: str) -> str:
+        parts = urlsplit(admin_url)
         return parts._replace(path="/" + name).geturl()
 
     async def fresh(self, dialect: str) -> tuple[str, str]:
         """(DATABASE_URL, handle for drop())."""
         self._serial += 1
+        name = f"chronoq_bench_{os.getpid()}_{self._serial}"
         if dialect == "postgresql":
-            name = f"chronoq_bench_{os.getpid()}_{self._serial}"
             await self._pg_admin(f'CREATE DATABASE "{name}"')
             self._pg_created.append(name)
-            return self._pg_url(name), name
-        directory = tempfile.mkdtemp(prefix=f"chronoq_bench_{os.getpid()}_{self._serial}_")
+            return self._url_with_database(self.pg_admin_url, name), name
+        if dialect == "mysql":
+            await self._mysql_admin(
+                f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+            )
+            self._mysql_created.append(name)
+            return self._url_with_database(self.mysql_admin_url, name), name
+        directory = tempfile.mkdtemp(prefix=f"{name}_")
         self._sqlite_dirs.append(directory)
         return f"sqlite:///{directory}/chronoq.db", directory
 
@@ -259,12 +301,15 @@ class Databases:
         if handle in self._pg_created:
             await self._pg_admin(f'DROP DATABASE IF EXISTS "{handle}" WITH (FORCE)')
             self._pg_created.remove(handle)
+        elif handle in self._mysql_created:
+            await self._mysql_admin(f"DROP DATABASE IF EXISTS `{handle}`")
+            self._mysql_created.remove(handle)
         elif handle in self._sqlite_dirs:
             shutil.rmtree(handle, ignore_errors=True)
             self._sqlite_dirs.remove(handle)
 
     async def drop_all(self) -> None:
-        for handle in [*self._pg_created, *self._sqlite_dirs]:
+        for handle in [*self._pg_created, *self._mysql_created, *self._sqlite_dirs]:
             try:
                 await self.drop(handle)
             except Exception as exc:
@@ -272,23 +317,29 @@ class Databases:
 
     async def occurrence_state(self, url: str) -> tuple[dict[str, int], set[str]]:
         """Occurrence rows by status, and the ids still pending, read after the service
-        stopped (diagnostics: a received occurrence still pending was never settled)."""
-        counts_sql = "SELECT status, count(*) FROM occurrences GROUP BY status"
-        pending_sql = "SELECT occurrence_id FROM occurrences WHERE status = 'pending'"
-        if url.startswith("sqlite:///"):
-            path = url[len("sqlite:///") :]
-            with sqlite3.connect(path) as conn:
-                counts = {status: n for status, n in conn.execute(counts_sql)}
-                pending = {str(uuid.UUID(str(row[0]))) for row in conn.execute(pending_sql)}
-            return counts, pending
-        import asyncpg
+        stopped (diagnostics: a received occurrence still pending was never settled).
+        Read through the service's own table definitions, so that each dialect's column
+        types (a UUID is CHAR(32) hex on MySQL) decode as the service wrote them."""
+        import sqlalchemy as sa
+        from sqlalchemy.ext.asyncio import create_async_engine
+        from sqlalchemy.pool import NullPool
 
-        conn = await asyncpg.connect(url, timeout=10)
+        from app.store.database import normalize_url
+        from app.store.tables import occurrences
+
+        counts_query = sa.select(occurrences.c.status, sa.func.count()).group_by(
+            occurrences.c.status
+        )
+        pending_query = sa.select(occurrences.c.occurrence_id).where(
+            occurrences.c.status == "pending"
+        )
+        engine = create_async_engine(normalize_url(url), poolclass=NullPool)
         try:
-            counts = {row[0]: row[1] for row in await conn.fetch(counts_sql)}
-            pending = {str(row[0]) for row in await conn.fetch(pending_sql)}
+            async with engine.connect() as conn:
+                counts = {str(row[0]): int(row[1]) for row in await conn.execute(counts_query)}
+                pending = {str(row[0]) for row in await conn.execute(pending_query)}
         finally:
-            await conn.close()
+            await engine.dispose()
         return counts, pending
 
     async def server_version(self) -> str:
@@ -299,6 +350,10 @@ class Databases:
             return str(await conn.fetchval("SHOW server_version"))
         finally:
             await conn.close()
+
+    async def mysql_server_version(self) -> str:
+        rows = await self._mysql_admin("SELECT VERSION()")
+        return str(rows[0][0])
 
 
 # -- the service --------------------------------------------------------------------------
@@ -665,6 +720,66 @@ def bars(summary: dict[str, dict[str, Any]]) -> list[tuple[str, str, bool]]:
     ]
 
 
+def same_run_ratios(
+    summaries: dict[str, dict[str, dict[str, Any]]], dialect: str = "mysql"
+) -> list[tuple[int, float]]:
+    """(run, `dialect` W1 deliveries/s / PostgreSQL W1 deliveries/s of the same run)."""
+    if dialect not in summaries or "postgresql" not in summaries:
+        return []
+    base = {
+        r["run"]: r.get("deliveries_per_s", math.nan)
+        for r in summaries["postgresql"]["W1"]["_runs"]
+    }
+    ratios = []
+    for r in summaries[dialect]["W1"]["_runs"]:
+        pg = base.get(r["run"], math.nan)
+        rate = r.get("deliveries_per_s", math.nan)
+        ratios.append((r["run"], rate / pg if pg and not math.isnan(pg) else math.nan))
+    return ratios
+
+
+def mysql_bars(summaries: dict[str, dict[str, dict[str, Any]]]) -> list[tuple[str, str, bool]]:
+    """MySQL against PostgreSQL in the same run: W1 at least half the rate, nothing lost,
+    nothing delivered twice. Empty unless both were measured."""
+    ratios = same_run_ratios(summaries)
+    if not ratios:
+        return []
+    ratio = median([value for _, value in ratios])
+    runs = summaries["mysql"]["W1"]["_runs"]
+    lost = sum(r.get("lost", 0) for r in runs)
+    dups = sum(r.get("duplicates", 0) for r in runs)
+    unsettled = sum(r.get("unsettled", 0) or 0 for r in runs)
+    return [
+        (
+            f"mysql W1 / postgresql W1 in the same run >= {BAR_MYSQL_W1_RATIO:g} (median)",
+            fmt(ratio, 2),
+            bool(ratio >= BAR_MYSQL_W1_RATIO),
+        ),
+        ("mysql W1 0 lost (every run)", str(lost), lost == 0 and bool(runs)),
+        (
+            "mysql W1 0 duplicates (every run; received-but-unsettled occurrences count)",
+            f"{dups} extra arrivals, {unsettled} unsettled",
+            dups == 0 and unsettled == 0 and bool(runs),
+        ),
+    ]
+
+
+def ratio_line(summaries: dict[str, dict[str, dict[str, Any]]]) -> str:
+    """mysql W1 / postgresql W1, median of the same-run ratios, each run's in brackets."""
+    ratios = same_run_ratios(summaries)
+    per_run = ", ".join(f"run {run}: {fmt(value, 2)}" for run, value in ratios)
+    return (
+        f"mysql W1 / postgresql W1 in the same run: {fmt(median([v for _, v in ratios]), 2)} "
+        f"(median; {per_run})"
+    )
+
+
+def dialect_title(dialect: str, versions: dict[str, str]) -> str:
+    if dialect == "mysql":
+        return "MariaDB" if "mariadb" in versions.get("mysql", "").lower() else "MySQL"
+    return TITLES[dialect]
+
+
 def dialect_table(summary: dict[str, dict[str, Any]], ceiling_aiohttp: float) -> list[str]:
     runs_n = len(summary["W1"]["_runs"])
     header = "| metric | median | " + " | ".join(f"run {i + 1}" for i in range(runs_n)) + " |"
@@ -687,6 +802,7 @@ def print_results(
     dialect_summaries: dict[str, dict[str, dict[str, Any]]],
     ceilings: dict[str, list[dict[str, Any]]],
     problems: list[str],
+    versions: dict[str, str],
 ) -> None:
     aio = median([c["rps"] for c in ceilings["aiohttp"]])
     hx = median([c["rps"] for c in ceilings["httpx"]])
@@ -696,10 +812,16 @@ def print_results(
     print(f"  bare httpx client loop   : {fmt(hx)} req/s")
     for dialect, summary in dialect_summaries.items():
         print()
-        print(f"{dialect} (medians of {len(summary['W1']['_runs'])} runs)")
+        version = f", {versions[dialect]}" if dialect in versions else ""
+        print(f"{dialect}{version} (medians of {len(summary['W1']['_runs'])} runs)")
         for line in dialect_table(summary, aio):
             print("  " + line)
         for name, value, ok in bars(summary):
+            print(f"  bar {'PASS' if ok else 'FAIL'}: {name}: {value}")
+    if same_run_ratios(dialect_summaries):
+        print()
+        print(ratio_line(dialect_summaries))
+        for name, value, ok in mysql_bars(dialect_summaries):
             print(f"  bar {'PASS' if ok else 'FAIL'}: {name}: {value}")
     if problems:
         print()
@@ -735,7 +857,7 @@ def code_version() -> str:
     return f"commit {commit} ({state}; source digest {code_digest()})"
 
 
-def machine_note(args: argparse.Namespace, pg_version: str | None) -> list[str]:
+def machine_note(args: argparse.Namespace, versions: dict[str, str]) -> list[str]:
     cpu = platform.processor() or "unknown CPU"
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -758,7 +880,9 @@ def machine_note(args: argparse.Namespace, pg_version: str | None) -> list[str]:
         f"- Load average when the benchmark started: {load[0]:.2f} / {load[1]:.2f} / "
         f"{load[2]:.2f}.",
         f"- Python {platform.python_version()}, aiohttp {aiohttp.__version__}, {loop}; "
-        f"PostgreSQL {pg_version or 'n/a'}; SQLite {sqlite3.sqlite_version}.",
+        f"PostgreSQL {versions.get('postgresql', 'n/a')}; "
+        f"{dialect_title('mysql', versions)} {versions.get('mysql', 'n/a')}; "
+        f"SQLite {sqlite3.sqlite_version}.",
         f"- Measured {time.strftime('%Y-%m-%d %H:%M %Z')} on {args.code_version}.",
     ]
 
@@ -768,7 +892,7 @@ def write_docs(
     dialect_summaries: dict[str, dict[str, dict[str, Any]]],
     ceilings: dict[str, list[dict[str, Any]]],
     problems: list[str],
-    pg_version: str | None,
+    versions: dict[str, str],
 ) -> None:
     aio = median([c["rps"] for c in ceilings["aiohttp"]])
     hx = median([c["rps"] for c in ceilings["httpx"]])
@@ -794,23 +918,31 @@ def write_docs(
         "",
         "## Machine",
         "",
-        *machine_note(args, pg_version),
+        *machine_note(args, versions),
         "",
         "## How to run",
         "",
         "```sh",
-        "make bench                                   # both dialects, medians of 3 runs",
+        "make bench                                   # all three dialects, medians of 3 runs",
         ".venv/bin/python bench/run.py --quick        # smoke run (1 run, 1,000 schedules)",
         ".venv/bin/python bench/run.py --dialect postgresql --runs 5",
+        ".venv/bin/python bench/run.py --dialect mysql --runs 5",
         "```",
         "",
-        "PostgreSQL is reached at `postgresql://postgres@127.0.0.1:5432/postgres` (override "
-        "with `--pg-admin-url`); the script creates one database per workload and drops it.",
+        "`--dialect` takes `postgresql`, `mysql`, `sqlite`, `all` (the default) or `both` "
+        "(PostgreSQL and SQLite). PostgreSQL is reached at "
+        f"`{DEFAULT_PG_ADMIN_URL}` (override with `--pg-admin-url` or "
+        "`CHRONOQ_BENCH_PG_URL`), MySQL/MariaDB at "
+        f"`{DEFAULT_MYSQL_ADMIN_URL}` (override with `--mysql-admin-url` or "
+        "`CHRONOQ_BENCH_MYSQL_URL`); the script creates one database per workload there and "
+        "drops it, also when the run fails. Both must be on 127.0.0.1.",
         "",
         "## Method",
         "",
-        "Every workload of every run starts from nothing: a fresh database (PostgreSQL: "
-        "`chronoq_bench_<pid>_<n>`, dropped afterwards; SQLite: a new temporary file) and a "
+        "Every workload of every run starts from nothing: a fresh database (PostgreSQL and "
+        "MySQL/MariaDB: `chronoq_bench_<pid>_<n>`, created through the admin connection and "
+        "dropped afterwards, the service given e.g. `mysql://root@127.0.0.1:3306/<name>`; "
+        "SQLite: a new temporary file) and a "
         "fresh `chronoq serve` process with default settings except `DATABASE_URL` (it migrates "
         "on start; the benchmark waits for `GET /healthz`). Defaults that matter here: "
         "`CHRONOQ_BATCH_SIZE=100`, `CHRONOQ_CONCURRENCY=64`, `CHRONOQ_POLL_INTERVAL=0.1`, "
@@ -852,7 +984,12 @@ def write_docs(
         "## Bars",
         "",
         f"On PostgreSQL with default settings: W1 at least {BAR_W1_RATE:,.0f} deliveries/s with "
-        f"0 lost and 0 duplicates, and W2 p99 lag under {BAR_W2_P99_MS:.0f} ms.",
+        f"0 lost and 0 duplicates, and W2 p99 lag under {BAR_W2_P99_MS:.0f} ms. On "
+        "MySQL/MariaDB with default settings: W1 at least "
+        f"{BAR_MYSQL_W1_RATIO:g} of PostgreSQL's W1 rate in the same run (each run measures "
+        "PostgreSQL, then MySQL/MariaDB, then SQLite, so the two rates compared were taken "
+        "minutes apart at most; the bar is on the median of the per-run ratios), with 0 lost "
+        "and 0 duplicates.",
         "",
     ]
     out += ["## Ceilings", "", "| client loop (64 concurrent) | requests/s (median) | runs |"]
@@ -867,11 +1004,15 @@ def write_docs(
     )
     out += ["", f"httpx / aiohttp: {fmt(hx / aio if aio else math.nan, 2)}.", ""]
     for dialect, summary in dialect_summaries.items():
-        title = "PostgreSQL" if dialect == "postgresql" else "SQLite"
+        title = dialect_title(dialect, versions)
         out += [f"## {title}", "", *dialect_table(summary, aio), ""]
-        if dialect == "postgresql":
+        checks = bars(summary) if dialect == "postgresql" else []
+        if dialect == "mysql" and same_run_ratios(dialect_summaries):
+            out += [ratio_line(dialect_summaries) + ".", ""]
+            checks = mysql_bars(dialect_summaries)
+        if checks:
             out += ["Bars:", ""]
-            for name, value, ok in bars(summary):
+            for name, value, ok in checks:
                 out.append(f"- {'met' if ok else '**not met**'}: {name} (measured {value})")
             out.append("")
     out += ["## Ratios", "", "| dialect | W1 deliveries/s | bare aiohttp ceiling | ratio |"]
@@ -899,7 +1040,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--runs", type=int, default=3, help="runs per dialect (default 3)")
     parser.add_argument(
-        "--dialect", choices=["postgresql", "sqlite", "both"], default="both", help="store"
+        "--dialect",
+        choices=list(DIALECT_CHOICES),
+        default="all",
+        help="store: postgresql, mysql, sqlite, all (the default: the three), "
+        "or both (postgresql and sqlite)",
     )
     parser.add_argument("--w1-count", type=int, default=10_000, help="W1 schedules (10,000)")
     parser.add_argument(
@@ -924,6 +1069,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--pg-admin-url",
         default=os.environ.get("CHRONOQ_BENCH_PG_URL", DEFAULT_PG_ADMIN_URL),
         help="maintenance database used to create and drop the benchmark databases",
+    )
+    parser.add_argument(
+        "--mysql-admin-url",
+        default=os.environ.get("CHRONOQ_BENCH_MYSQL_URL", DEFAULT_MYSQL_ADMIN_URL),
+        help="MySQL/MariaDB connection used to create and drop the benchmark databases",
     )
     parser.add_argument("--preliminary", action="store_true", help="label the docs preliminary")
     parser.add_argument(
@@ -951,21 +1101,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.code_digest = code_digest()
     if args.runs < 1 or args.w1_count < 1:
         parser.error("--runs and --w1-count must be at least 1")
-    host = urlsplit(args.pg_admin_url).hostname
-    if args.dialect != "sqlite" and host not in LOCAL_HOSTS:
-        parser.error("the benchmark only talks to a PostgreSQL on 127.0.0.1")
+    args.dialects = DIALECT_CHOICES[args.dialect]
+    for dialect, url in (("postgresql", args.pg_admin_url), ("mysql", args.mysql_admin_url)):
+        if dialect in args.dialects and urlsplit(url).hostname not in LOCAL_HOSTS:
+            parser.error(f"the benchmark only talks to a {TITLES[dialect]} on 127.0.0.1")
     return args
 
 
 async def main_async(args: argparse.Namespace) -> int:
-    dialects = ["postgresql", "sqlite"] if args.dialect == "both" else [args.dialect]
+    dialects: list[str] = args.dialects
     procs = Processes()
-    databases = Databases(args.pg_admin_url)
+    databases = Databases(args.pg_admin_url, args.mysql_admin_url)
     log_dir = Path(tempfile.mkdtemp(prefix="chronoq_bench_logs_"))
     results: list[dict[str, Any]] = []
     problems: list[str] = []
     ceilings: dict[str, list[dict[str, Any]]] = {"aiohttp": [], "httpx": []}
-    pg_version = None
+    versions: dict[str, str] = {}
     connector = aiohttp.TCPConnector(limit=8)
     timeout = aiohttp.ClientTimeout(total=300)
     keep_logs = False
@@ -979,7 +1130,9 @@ async def main_async(args: argparse.Namespace) -> int:
             await receiver.start()
             ctx = Context(args, procs, http, receiver, databases, log_dir, problems)
             if "postgresql" in dialects:
-                pg_version = await databases.server_version()
+                versions["postgresql"] = await databases.server_version()
+            if "mysql" in dialects:
+                versions["mysql"] = await databases.mysql_server_version()
             try:
                 for run in range(1, args.runs + 1):
                     for client in ("aiohttp", "httpx"):
@@ -1019,15 +1172,17 @@ async def main_async(args: argparse.Namespace) -> int:
         )
     log(f"code under test: {args.code_version}")
     summaries = {d: summarize(results, d) for d in dialects}
-    print_results(summaries, ceilings, problems)
+    print_results(summaries, ceilings, problems, versions)
     if args.json is not None:
         args.json.write_text(
             json.dumps({"results": results, "ceilings": ceilings}, indent=2, default=str)
         )
     if args.docs:
-        write_docs(args, summaries, ceilings, problems, pg_version)
-    if args.strict and "postgresql" in summaries:
-        return 0 if all(ok for _, _, ok in bars(summaries["postgresql"])) else 1
+        write_docs(args, summaries, ceilings, problems, versions)
+    if args.strict:
+        checks = bars(summaries["postgresql"]) if "postgresql" in summaries else []
+        checks += mysql_bars(summaries)
+        return 0 if all(ok for _, _, ok in checks) else 1
     return 0
 
 
