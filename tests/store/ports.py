@@ -41,7 +41,7 @@ from app.store.database import Connection, Database
 from app.store.ddl import schema_ddl
 from app.store.dead_letters import DeadLetterFilter, DeadLetterStore
 from app.store.dialects import dialect_of
-from app.store.migrations import head_revisions, is_at_head, upgrade_to_head
+from app.store.migrations import is_at_head, upgrade_to_head
 from app.store.queue import DeliveryQueue
 from app.store.schedules import ScheduleStore
 from app.store.tables import occurrences, schedules
@@ -59,7 +59,6 @@ __all__ = [
     "dead_letters",
     "draft",
     "due_in",
-    "head_revisions",
     "hold",
     "holding_pruning_lock",
     "immediate",
