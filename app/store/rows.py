@@ -4,18 +4,19 @@ what it reads back."""
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.engine import Row
 
 from app.domain import misfire
-from app.domain.ids import gap_entry_id, occurrence_id
+from app.domain.claim_plan import PendingOccurrence, SkipEntry, pending_occurrence, skip_entry
 from app.domain.occurrence import (
     Occurrence,
     OccurrenceStatus,
     Origin,
 )
+from app.domain.schedule import rules_of
 
 MAX_ERROR_LENGTH = 2000
 
@@ -52,37 +53,45 @@ def to_occurrence(row: Row[Any]) -> Occurrence:
 
 
 def rules_of_row(row: Any) -> misfire.Rules:
-    return misfire.Rules(
-        policy=row.misfire_policy,
-        grace_seconds=row.misfire_grace_seconds,
-        max_catchup=row.max_catchup,
-        max_occurrences=row.max_occurrences,
-        fired=row.tick_count,
-    )
+    """The rules a schedule's row holds: its flat rule columns and its tick count."""
+    return rules_of(row, fired=row.tick_count)
 
 
-def skipped_occurrence(schedule_id: uuid.UUID, skip: misfire.Skip, now: datetime) -> dict[str, Any]:
-    """The row that records a tick that did not fire. A skipped real tick keeps its usual
-    id (a backfill can still fire it); a DST gap entry gets an id of its own, since the
-    instant the clocks jump may also be a real tick."""
-    id_ = (
-        gap_entry_id(schedule_id, skip.fire_at)
-        if skip.reason == "dst_gap"
-        else occurrence_id(schedule_id, skip.fire_at)
-    )
+def skip_row(entry: SkipEntry, now: datetime) -> dict[str, Any]:
+    """The row that records a tick that did not fire."""
     return {
-        "occurrence_id": id_,
-        "schedule_id": schedule_id,
-        "fire_at": skip.fire_at,
+        "occurrence_id": entry.occurrence_id,
+        "schedule_id": entry.schedule_id,
+        "fire_at": entry.fire_at,
         "available_at": None,
         "status": OccurrenceStatus.SKIPPED,
         "origin": Origin.SCHEDULE,
         "attempts": 0,
-        "skip_reason": skip.reason,
-        "skipped_count": skip.count,
+        "skip_reason": entry.reason,
+        "skipped_count": entry.count,
         "created_at": now,
         "updated_at": now,
     }
+
+
+def pending_row(occurrence: PendingOccurrence, now: datetime) -> dict[str, Any]:
+    """The row of a not-yet-fired occurrence."""
+    return {
+        "occurrence_id": occurrence.occurrence_id,
+        "schedule_id": occurrence.schedule_id,
+        "fire_at": occurrence.fire_at,
+        "available_at": occurrence.available_at,
+        "status": OccurrenceStatus.PENDING,
+        "origin": occurrence.origin,
+        "attempts": 0,
+        "created_at": now,
+        "updated_at": now,
+    }
+
+
+def skipped_occurrence(schedule_id: uuid.UUID, skip: misfire.Skip, now: datetime) -> dict[str, Any]:
+    """The row that records `skip` (its id as `skip_entry` gives it)."""
+    return skip_row(skip_entry(schedule_id, skip), now)
 
 
 def new_occurrence(
@@ -95,14 +104,4 @@ def new_occurrence(
 ) -> dict[str, Any]:
     """The row of a not-yet-fired occurrence; its id is derived, so inserting twice is a no-op.
     `delay` is its jitter: it becomes claimable that much after its nominal instant."""
-    return {
-        "occurrence_id": occurrence_id(schedule_id, fire_at),
-        "schedule_id": schedule_id,
-        "fire_at": fire_at,
-        "available_at": fire_at + timedelta(seconds=delay) if delay else fire_at,
-        "status": OccurrenceStatus.PENDING,
-        "origin": origin,
-        "attempts": 0,
-        "created_at": now,
-        "updated_at": now,
-    }
+    return pending_row(pending_occurrence(schedule_id, fire_at, origin, delay=delay), now)

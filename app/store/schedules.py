@@ -23,11 +23,10 @@ from app.domain.schedule import (
     ScheduleStatus,
     first_snapshot,
     flat_rules,
-    rules_of,
 )
 from app.store import codec
 from app.store.dialects import dialect_of
-from app.store.rows import new_occurrence
+from app.store.rows import new_occurrence, rules_of_row
 from app.store.tables import occurrences, schedules
 
 
@@ -113,7 +112,7 @@ def _to_schedule(row: Row[Any]) -> Schedule:
     values = row._mapping
     return Schedule(
         **{name: _READ.get(name, _as_is)(values[name]) for name in READ_FIELDS},
-        rules=rules_of(row, fired=row.tick_count),
+        rules=rules_of_row(row),
     )
 
 
