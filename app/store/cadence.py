@@ -70,9 +70,8 @@ class CadenceStore:
                 available_at=None,
                 updated_at=now,
             )
-            .returning(occurrences.c.occurrence_id)
         )
-        skipped = len(result.all())
+        skipped = int(result.rowcount)
         if skipped:
             await conn.execute(
                 schedules.update()
@@ -167,10 +166,15 @@ class CadenceStore:
                 occurrences.c.schedule_id == schedule_id,
                 occurrences.c.status == OccurrenceStatus.PENDING,
             )
-            .values(
-                held_until=sa.func.coalesce(occurrences.c.available_at, occurrences.c.held_until),
-                available_at=None,
-                updated_at=now,
+            # In this order: MySQL assigns left to right, each assignment seeing the ones
+            # before it, so the instant is kept before it is cleared.
+            .ordered_values(
+                (
+                    occurrences.c.held_until,
+                    sa.func.coalesce(occurrences.c.available_at, occurrences.c.held_until),
+                ),
+                (occurrences.c.available_at, None),
+                (occurrences.c.updated_at, now),
             )
         )
 
@@ -185,12 +189,14 @@ class CadenceStore:
                 occurrences.c.status == OccurrenceStatus.PENDING,
                 occurrences.c.available_at.is_(None),
             )
-            .values(
-                available_at=sa.func.coalesce(
-                    occurrences.c.held_until, sa.literal(now, UTCDateTime())
+            # Given back before it is cleared (MySQL assigns left to right).
+            .ordered_values(
+                (
+                    occurrences.c.available_at,
+                    sa.func.coalesce(occurrences.c.held_until, sa.literal(now, UTCDateTime())),
                 ),
-                held_until=None,
-                updated_at=now,
+                (occurrences.c.held_until, None),
+                (occurrences.c.updated_at, now),
             )
         )
 

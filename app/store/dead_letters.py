@@ -108,22 +108,32 @@ class DeadLetterStore:
             schedules.c.id == occurrences.c.schedule_id,
             schedules.c.status == ScheduleStatus.PAUSED,
         )
-        statement = occurrences.update().where(
-            occurrences.c.status == OccurrenceStatus.DEAD_LETTERED
+        # Read and locked first, then changed by key: not every database returns the rows
+        # an UPDATE changed.
+        chosen = (
+            sa.select(occurrences.c.occurrence_id)
+            .where(occurrences.c.status == OccurrenceStatus.DEAD_LETTERED)
+            .with_for_update()
         )
         if ids is not None:
-            statement = statement.where(occurrences.c.occurrence_id.in_(list(ids)))
+            chosen = chosen.where(occurrences.c.occurrence_id.in_(list(ids)))
         if where is not None:
-            statement = self._filtered(statement, where)
-        statement = statement.values(
-            status=OccurrenceStatus.PENDING,
-            attempts=0,
-            available_at=sa.case((paused, sa.null()), else_=sa.literal(now, UTCDateTime())),
-            dead_lettered_at=None,
-            lease_token=None,
-            updated_at=now,
-        ).returning(occurrences.c.occurrence_id)
-        return [row.occurrence_id for row in await conn.execute(statement)]
+            chosen = self._filtered(chosen, where)
+        replayed = list((await conn.execute(chosen)).scalars())
+        if replayed:
+            await conn.execute(
+                occurrences.update()
+                .where(occurrences.c.occurrence_id.in_(replayed))
+                .values(
+                    status=OccurrenceStatus.PENDING,
+                    attempts=0,
+                    available_at=sa.case((paused, sa.null()), else_=sa.literal(now, UTCDateTime())),
+                    dead_lettered_at=None,
+                    lease_token=None,
+                    updated_at=now,
+                )
+            )
+        return replayed
 
     async def discard(self, conn: AsyncConnection, id_: uuid.UUID, now: datetime) -> bool:
         result = await conn.execute(
@@ -133,6 +143,5 @@ class DeadLetterStore:
                 occurrences.c.status == OccurrenceStatus.DEAD_LETTERED,
             )
             .values(status=OccurrenceStatus.CANCELLED, updated_at=now)
-            .returning(occurrences.c.occurrence_id)
         )
-        return result.first() is not None
+        return bool(result.rowcount)

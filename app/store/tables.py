@@ -87,7 +87,7 @@ JSONType = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
 # The payload: plain JSON, not JSONB, and text on MySQL: stored as written, sent as stored.
 PAYLOAD = sa.JSON().with_variant(JSONText(), "mysql", "mariadb")
 # A double everywhere: MySQL's FLOAT is single precision.
-DOUBLE = sa.Float().with_variant(mysql.DOUBLE(), "mysql", "mariadb")
+DOUBLE = sa.Float().with_variant(mysql.DOUBLE(asdecimal=False), "mysql", "mariadb")
 # MySQL tables: InnoDB, and a binary collation, so that names, event types and keys
 # compare as they do elsewhere (case and accents count).
 MYSQL_TABLE = {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"}

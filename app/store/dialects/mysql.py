@@ -37,6 +37,10 @@ _DEADLOCK, _LOCK_WAIT_TIMEOUT = 1213, 1205
 # disconnected for inactivity.
 _UNAVAILABLE_CODES = frozenset({1040, 1053, 1927, 2002, 2003, 2006, 2013, 2055, 4031})
 
+# Every session: UTC, and strict (a value that does not fit is an error, never truncated),
+# whatever the server's defaults.
+_SESSION = "SET time_zone = '+00:00', sql_mode = 'TRADITIONAL'"
+
 _NOW = sa.text("SELECT UTC_TIMESTAMP(6)").columns(sa.column("now", UTCDateTime()))
 _LOCK_NAME_LIMIT = 64
 
@@ -113,7 +117,7 @@ class MySQL(Dialect):
             pool_recycle=1800,
             isolation_level="READ COMMITTED",
             json_serializer=dumps,
-            connect_args={"charset": "utf8mb4", "init_command": "SET time_zone = '+00:00'"},
+            connect_args={"charset": "utf8mb4", "init_command": _SESSION},
         )
 
     def sql_dialect(self) -> SqlDialect:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from app.store.tables import schedules
 from tests.integration.api.test_bad_input import (
     PROBLEM,
     assert_problem_names,
@@ -660,7 +661,8 @@ async def plant_payload(harness: Harness, schedule_id: str, text: str) -> None:
     async with harness.database.engine.begin() as conn:
         statement = sa.text(f"UPDATE schedules SET payload = {value} WHERE id = :id")
         await conn.execute(
-            statement.bindparams(sa.bindparam("id", type_=sa.Uuid())),
+            # The column's own type: a UUID is spelled differently by each database.
+            statement.bindparams(sa.bindparam("id", type_=schedules.c.id.type)),
             {"payload": text, "id": uuid.UUID(schedule_id)},
         )
 
