@@ -13,6 +13,7 @@ Create Date: 2026-11-29 14:00:00
 from collections.abc import Sequence
 
 import sqlalchemy as sa
+from alembic.operations import BatchOperations
 from sqlalchemy.dialects import mysql
 
 from alembic import op
@@ -35,6 +36,16 @@ DOUBLE = sa.Float().with_variant(mysql.DOUBLE(), "mysql", "mariadb")
 INSTANT = sa.DateTime(timezone=True).with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
 
 
+def _drop_check(batch: BatchOperations, table: str, name: str) -> None:
+    """MySQL 8 and MariaDB both take DROP CONSTRAINT (MariaDB has no DROP CHECK), and a
+    script printed offline cannot tell which of them it is for. Run at once, before the
+    block's other changes, which do not depend on it."""
+    if op.get_context().dialect.name in ("mysql", "mariadb"):
+        op.execute(f"ALTER TABLE {table} DROP CONSTRAINT {name}")
+    else:
+        batch.drop_constraint(op.f(name), type_="check")
+
+
 def upgrade() -> None:
     with op.batch_alter_table("schedules") as batch:
         batch.add_column(
@@ -55,7 +66,7 @@ def upgrade() -> None:
         batch.add_column(sa.Column("paused_at", INSTANT, nullable=True))
         # 0002 let the naming convention wrap its name a second time; it gets the
         # conventional one here.
-        batch.drop_constraint(op.f("schedules_schedules_jitter_seconds_check_check"), type_="check")
+        _drop_check(batch, "schedules", "schedules_schedules_jitter_seconds_check_check")
         batch.create_check_constraint(op.f("schedules_jitter_seconds_check"), "jitter_seconds >= 0")
         batch.create_check_constraint(
             op.f("schedules_misfire_policy_check"),
@@ -78,9 +89,9 @@ def upgrade() -> None:
         batch.add_column(
             sa.Column("skipped_count", sa.Integer(), server_default="0", nullable=False)
         )
-        batch.drop_constraint(op.f("occurrences_status_check"), type_="check")
+        _drop_check(batch, "occurrences", "occurrences_status_check")
         batch.create_check_constraint(op.f("occurrences_status_check"), NEW_STATUSES)
-        batch.drop_constraint(op.f("occurrences_origin_check"), type_="check")
+        _drop_check(batch, "occurrences", "occurrences_origin_check")
         batch.create_check_constraint(op.f("occurrences_origin_check"), NEW_ORIGINS)
         batch.create_check_constraint(
             op.f("occurrences_skip_reason_check"),

@@ -12,6 +12,8 @@ import pytest
 from app.store.database import Database
 from app.store.migrations import is_at_head
 from tests.integration.cli.commands import chronoq, describe, differences, run_script
+from tests.store.catalog import Catalog, read_catalog
+from tests.store.catalog import differences as store_differences
 
 PASSWORD = "s3cret-pw"
 UNREACHABLE = f"postgresql://chronoq:{PASSWORD}@127.0.0.1:1/chronoq"
@@ -128,3 +130,43 @@ def test_migrate_sql_in_a_schema_creates_it_and_keeps_the_version_table_there() 
         'SET search_path TO "tenant_a";',
     ]
     assert "CREATE TABLE tenant_a.alembic_version (" in result.stdout
+
+
+@pytest.mark.mysql
+async def test_migrate_sql_takes_an_empty_mysql_database_to_head(
+    empty_mysql: Callable[[], str],
+) -> None:
+    unreachable = f"mysql://chronoq:{PASSWORD}@127.0.0.1:1/chronoq"
+    printed = chronoq("migrate", "--sql", DATABASE_URL=unreachable)
+    assert printed.returncode == 0, printed.stderr
+    assert PASSWORD not in printed.stdout
+    from_sql, migrated = empty_mysql(), empty_mysql()
+    assert not await _at_head(from_sql, None)
+
+    # As the mysql client runs a script: statement by statement (DDL commits each).
+    database = Database(from_sql)
+    try:
+        async with database.engine.connect() as conn:
+            for statement in printed.stdout.split(";\n"):
+                if statement.strip():
+                    await conn.exec_driver_sql(statement)
+            await conn.commit()
+    finally:
+        await database.close()
+
+    assert await _at_head(from_sql, None)
+    online = chronoq("migrate", DATABASE_URL=migrated)
+    assert online.returncode == 0, online.stderr
+    built, expected = await _catalog(from_sql), await _catalog(migrated)
+    assert expected["indexes"]
+    assert not store_differences(built, expected), "\n".join(store_differences(built, expected))
+    again = chronoq("migrate", DATABASE_URL=from_sql)
+    assert again.returncode == 0, again.stderr
+
+
+async def _catalog(url: str) -> Catalog:
+    database = Database(url)
+    try:
+        return await read_catalog(database)
+    finally:
+        await database.close()
