@@ -42,6 +42,7 @@ def database_backend(url: str) -> str | None:
         scheme, separator, _ = url.partition(":")
     return DATABASE_BACKENDS.get(scheme.partition("+")[0].lower()) if separator else None
 
+
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 # A schema name that needs no quoting anywhere it appears (search_path, DDL, channel names).
