@@ -8,6 +8,8 @@ installation in a shared database has its own migration history.
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
 import warnings
 
 import sqlalchemy as sa
@@ -23,7 +25,19 @@ from app.store.tables import metadata
 config = context.config
 
 # MySQL names no primary key; the constraint names the tables give are for the others.
-warnings.filterwarnings("ignore", r"Name '.*' ignored for PRIMARY key", sa.exc.SAWarning)
+# The server says so as a warning, which SQLAlchemy repeats and the drivers log.
+_UNNAMED_KEY = r"Name '.*' ignored for PRIMARY key"
+warnings.filterwarnings("ignore", _UNNAMED_KEY, sa.exc.SAWarning)
+
+
+class _UnnamedPrimaryKeys(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return re.search(_UNNAMED_KEY, record.getMessage()) is None
+
+
+for _driver in ("asyncmy", "aiomysql"):
+    if not any(isinstance(f, _UnnamedPrimaryKeys) for f in logging.getLogger(_driver).filters):
+        logging.getLogger(_driver).addFilter(_UnnamedPrimaryKeys())
 
 
 def _schema() -> str | None:
