@@ -203,6 +203,11 @@ STORES = [
 ]
 
 
+# For a slow case whose store-specific part the store conformance suite (tests/store/)
+# already runs on every store: the embedded store and one server, not all three.
+ONE_SERVER = pytest.mark.parametrize("database_url", STORES[:2], indirect=True)
+
+
 @pytest.fixture(params=STORES)
 def database_url(request: pytest.FixtureRequest, tmp_path: Path, sqlite_template: Path) -> str:
     """An empty, migrated database of each store; every test gets a clean one."""

@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from app.domain.ids import uuid7
 from app.domain.misfire import Rules, Skip, SkipReason
 from app.domain.occurrence import DeadLetter, Delivery, OccurrenceStatus, Origin, Settlement
-from app.domain.schedule import ScheduleDraft, ScheduleStatus
+from app.domain.schedule import Schedule, ScheduleDraft, ScheduleStatus
 from app.domain.target import WebhookTarget
 from app.domain.trigger import (
     CronTrigger,
@@ -108,6 +108,8 @@ def draft(
     fire_at: datetime | None = None,
     max_attempts: int = 5,
     payload: Any = None,
+    rules: Rules | None = None,
+    jitter_seconds: float = 0.0,
 ) -> ScheduleDraft:
     """A schedule about to be stored, as the service builds one. Its first occurrence is
     the trigger's first instant from now, or `fire_at` (a tick already past, as a
@@ -126,8 +128,8 @@ def draft(
         max_attempts=max_attempts,
         labels={},
         first_fire_at=first,
-        jitter_seconds=0.0,
-        rules=Rules(),
+        jitter_seconds=jitter_seconds,
+        rules=rules or Rules(),
     )
 
 
@@ -138,6 +140,17 @@ async def insert_schedules(database: Database, drafts: Sequence[ScheduleDraft]) 
         await ScheduleStore().insert(conn, drafts, await transaction_now(conn))
 
     await database.run(work)
+
+
+async def read_schedule(database: Database, schedule_id: uuid.UUID) -> Schedule:
+    """The schedule as the store reads it back (its definition and counters)."""
+
+    async def work(conn: Connection) -> Schedule:
+        found = await ScheduleStore().get(conn, schedule_id)
+        assert found is not None
+        return found
+
+    return await database.run(work)
 
 
 # -- the delivery loop's port ------------------------------------------------------------

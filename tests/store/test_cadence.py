@@ -6,11 +6,12 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from app.domain.ids import occurrence_id
+from app.domain.misfire import Rules
 from app.domain.occurrence import OccurrenceStatus, Settlement
 from app.domain.schedule import ScheduleDraft, ScheduleStatus
 from app.domain.trigger import next_fire_after
@@ -119,3 +120,34 @@ async def test_the_next_tick_stays_whatever_becomes_of_the_claimed_one(
     assert upcoming.fire_at == next_tick(schedule)
     assert await ports.read_schedule_status(database, schedule.id) is ScheduleStatus.PENDING
     assert await ports.claim(database, limit=10) == []
+
+
+async def test_a_tick_past_its_grace_is_skipped_and_the_definition_reads_back_exactly(
+    database: Database,
+) -> None:
+    """The claim plans with the rules as stored: fractional seconds come back as the
+    floats they were (a database's decimal type would fail the plan), and a `skip` tick
+    older than its grace is recorded as skipped while the next one is written."""
+    now = datetime.now(UTC)
+    rules = Rules(policy="skip", grace_seconds=1.5, max_catchup=7)
+    schedule = ports.draft(
+        ports.interval(60, start_at=now - timedelta(seconds=600)),
+        fire_at=now - timedelta(seconds=60),
+        rules=rules,
+        jitter_seconds=0.25,
+    )
+    await ports.insert_schedules(database, [schedule])
+
+    stored = await ports.read_schedule(database, schedule.id)
+    assert (stored.jitter_seconds, stored.rules.grace_seconds) == (0.25, 1.5)
+    assert type(stored.jitter_seconds) is float
+    assert type(stored.rules.grace_seconds) is float
+    assert (stored.rules.policy, stored.rules.max_catchup) == ("skip", 7)
+
+    assert await ports.claim(database, limit=10) == []
+
+    rows = await ports.read_occurrence_rows(database, schedule.id)
+    claimed = next(r for r in rows if r.fire_at == schedule.first_fire_at)
+    assert claimed.status is OccurrenceStatus.SKIPPED
+    assert claimed.skip_reason == "misfire"
+    assert len(pending_future(rows, await ports.database_now(database))) == 1

@@ -9,6 +9,7 @@ import pytest
 
 from app.domain.occurrence import OccurrenceStatus, Settlement
 from tests.store import ports
+from tests.store.conftest import DIALECTS
 from tests.store.ports import Database
 
 # What retention may delete; pending occurrences and dead letters are kept however old.
@@ -91,11 +92,13 @@ async def test_prune_deletes_at_most_limit_oldest_first(database: Database) -> N
     assert await ports.read_occurrence_rows(database) == []
 
 
+SERVERS = [d for d in DIALECTS if d != "sqlite"]
+
+
+@pytest.mark.parametrize("dialect", SERVERS, indirect=True)
 async def test_prune_deletes_nothing_while_another_replica_holds_the_lock(
     database: Database, store_url: str, dialect: str
 ) -> None:
-    if dialect == "sqlite":
-        pytest.skip("SQLite serves a single process: the pruning lock is always granted")
     await one_of_each_status(database)
     far_future = datetime.now(UTC) + timedelta(days=3650)
     other = Database(store_url)
@@ -111,5 +114,24 @@ async def test_prune_deletes_nothing_while_another_replica_holds_the_lock(
             OccurrenceStatus.PENDING,
             OccurrenceStatus.DEAD_LETTERED,
         }
+    finally:
+        await other.close()
+
+
+@pytest.mark.parametrize("dialect", ["sqlite"], indirect=True)
+async def test_on_sqlite_the_pruning_lock_is_always_granted(
+    database: Database, store_url: str, dialect: str
+) -> None:
+    """A SQLite file serves one process, whose single writer is the only pruner: there is
+    no other replica to keep out, so the lock never refuses."""
+    await one_of_each_status(database)
+    far_future = datetime.now(UTC) + timedelta(days=3650)
+    async with ports.holding_pruning_lock(database) as granted:
+        assert granted
+    other = Database(store_url)
+    try:
+        async with ports.holding_pruning_lock(other) as granted_too:
+            assert granted_too
+        assert await ports.prune(database, older_than=far_future, limit=100) > 0
     finally:
         await other.close()

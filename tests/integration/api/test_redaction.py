@@ -13,6 +13,7 @@ from standardwebhooks import Webhook
 
 from app.api.schemas import target_out
 from app.domain.target import RabbitMQTarget
+from tests.conftest import ONE_SERVER
 from tests.integration.cli.test_operator_commands import as_json, ok
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
@@ -347,6 +348,7 @@ def test_rabbitmq_target_headers_show_redacted() -> None:
 # -- the operator CLI ------------------------------------------------------------------------
 
 
+@ONE_SERVER
 async def test_the_operator_cli_prints_targets_redacted(
     harness: Harness, database_url: str
 ) -> None:
