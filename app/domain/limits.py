@@ -236,11 +236,13 @@ def _labels(value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
         if len(text) > MAX_LABEL_VALUE:
             raise ValueError(f"label {key!r} is longer than {MAX_LABEL_VALUE} characters")
         check_text(text, f"label {key!r}")
-    return value
+    return dict(sorted(value.items()))
 
 
 Labels = Annotated[dict[str, str], Field(max_length=MAX_LABELS), AfterValidator(_labels)]
-"""At most 64 labels; keys of 1-63 characters without ':', values of up to 255."""
+"""At most 64 labels; keys of 1-63 characters without ':', values of up to 255. Kept in
+key order: every store answers with them in the same order (PostgreSQL's JSONB and MySQL's
+JSON reorder keys their own ways)."""
 
 
 # -- payloads ------------------------------------------------------------------------------

@@ -42,7 +42,9 @@ class ScheduleFilter:
 def _labels(value: Any) -> dict[str, str]:
     if not isinstance(value, dict):
         return {}
-    return {str(key): text for key, text in value.items() if isinstance(text, str)}
+    # In key order, as they were written: the databases' JSON types reorder keys each
+    # their own way.
+    return {str(key): text for key, text in sorted(value.items()) if isinstance(text, str)}
 
 
 # The row mapping follows the domain's fields: a field is the column of its name, read and

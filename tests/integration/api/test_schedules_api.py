@@ -590,3 +590,28 @@ async def test_delete_leaves_a_completed_schedule_completed(harness: Harness) ->
     assert response.status_code == 200, response.text
     assert response.json() == before
     assert [o["status"] for o in await harness.occurrences(schedule_id)] == ["delivered"]
+
+
+async def test_every_store_answers_a_schedule_byte_for_byte_the_same(harness: Harness) -> None:
+    """What the databases' JSON types would change (key order, spacing, numbers, text
+    beyond ASCII) reads back as it was written; labels come back in key order."""
+    payload = '{"zeta":1,"alpha":[1.5,1e-7,12345678901234567890],"ü":"日本","n":null}'
+    body = (
+        '{"event_type":"bytes.same","payload":' + payload + ","
+        '"target":{"type":"webhook","url":"' + harness.receiver.url("/hook") + '"},'
+        '"trigger":{"type":"once","delay_seconds":3600},'
+        '"labels":{"zone":"b","app":"a","tier":"c"}}'
+    )
+    created = await harness.client.post(
+        "/v1/schedules", content=body, headers={"Content-Type": "application/json"}
+    )
+    assert created.status_code == 201, created.text
+    read = await harness.client.get(created.headers["Location"])
+
+    for response in (created, read):
+        text = response.text
+        assert '"payload":{"zeta":1,"alpha":[1.5,1e-7,12345678901234567890],' in text, text
+        assert '"ü":"日本","n":null}' in text, text
+        assert '"labels":{"app":"a","tier":"c","zone":"b"}' in text, text
+    fields = [key for key in read.json() if key not in ("created_at", "updated_at")]
+    assert fields == [key for key in created.json() if key not in ("created_at", "updated_at")]
