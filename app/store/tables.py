@@ -97,6 +97,21 @@ OCCURRENCE_STATUSES = ("pending", "delivered", "dead_lettered", "cancelled", "sk
 ORIGINS = ("schedule", "trigger", "catchup", "backfill")
 MISFIRE_POLICIES = ("fire_once", "skip", "fire_all")
 SKIP_REASONS = ("misfire", "paused", "dst_gap")
+ATTEMPT_OUTCOMES = ("delivered", "retry", "dead_lettered", "lease_expired")
+EVENT_KINDS = (
+    "created",
+    "updated",
+    "paused",
+    "resumed",
+    "triggered",
+    "cancelled",
+    "backfilled",
+    "completed",
+    "failed",
+    "auto_paused",
+    "dead_letter_replayed",
+    "dead_letter_discarded",
+)
 # Finished occurrences that retention deletes; pending and dead-lettered ones are kept.
 PRUNABLE_STATUSES = ("delivered", "cancelled", "skipped")
 
@@ -285,5 +300,66 @@ class OccurrenceRow(SQLModel, table=True):
     updated_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
 
 
+class AttemptRow(SQLModel, table=True):
+    """One attempt of one occurrence, written in the transaction that settles it (or, for an
+    attempt whose replica died before settling it, by the claim that takes it again). A
+    replay starts the attempt count again; the earlier attempts stay, so an occurrence's
+    history is its attempts in the order they started."""
+
+    __tablename__ = "attempts"
+    __table_args__ = (
+        sa.CheckConstraint(_in("outcome", ATTEMPT_OUTCOMES), name="outcome"),
+        sa.CheckConstraint("attempt >= 1", name="attempt"),
+        sa.CheckConstraint("duration_ms >= 0", name="duration_ms"),
+        sa.Index("ix_attempts_occurrence_id_started_at", "occurrence_id", "started_at"),
+        MYSQL_TABLE,
+    )
+
+    # UUIDv7: ids sort by the instant they were made, the order of the history.
+    id: uuid.UUID = Field(sa_column=sa.Column(UUID, primary_key=True))
+    occurrence_id: uuid.UUID = Field(
+        sa_column=sa.Column(
+            UUID, sa.ForeignKey("occurrences.occurrence_id", ondelete="CASCADE"), nullable=False
+        )
+    )
+    attempt: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+    started_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
+    duration_ms: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+    outcome: str = Field(sa_column=sa.Column(sa.String(20), nullable=False))
+    status_code: int | None = Field(default=None, sa_column=sa.Column(sa.Integer))
+    error: str | None = Field(default=None, sa_column=sa.Column(sa.Text))
+    # At most the first 1 KiB of the reply's body, as text.
+    response_excerpt: str | None = Field(default=None, sa_column=sa.Column(sa.Text))
+    replica: str | None = Field(default=None, sa_column=sa.Column(sa.String(100)))
+
+
+class ScheduleEventRow(SQLModel, table=True):
+    """One change in a schedule's life, written in the transaction of the change."""
+
+    __tablename__ = "schedule_events"
+    __table_args__ = (
+        sa.CheckConstraint(_in("kind", EVENT_KINDS), name="kind"),
+        sa.CheckConstraint("version >= 1", name="version"),
+        sa.Index("ix_schedule_events_schedule_id_id", "schedule_id", "id"),
+        MYSQL_TABLE,
+    )
+
+    # UUIDv7: a schedule's events read oldest first by id, which is also the cursor.
+    id: uuid.UUID = Field(sa_column=sa.Column(UUID, primary_key=True))
+    schedule_id: uuid.UUID = Field(
+        sa_column=sa.Column(UUID, sa.ForeignKey("schedules.id", ondelete="CASCADE"), nullable=False)
+    )
+    kind: str = Field(sa_column=sa.Column(sa.String(32), nullable=False))
+    at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
+    # The schedule's version once the change is made.
+    version: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+    # The API key's name, "cli", "system", or NULL when no keys are set.
+    actor: str | None = Field(default=None, sa_column=sa.Column(sa.String(64)))
+    # For `updated`: the names of the fields that changed.
+    fields: list[str] | None = Field(default=None, sa_column=sa.Column(JSONType))
+
+
 schedules: sa.Table = ScheduleRow.__table__  # type: ignore[attr-defined]
 occurrences: sa.Table = OccurrenceRow.__table__  # type: ignore[attr-defined]
+attempts: sa.Table = AttemptRow.__table__  # type: ignore[attr-defined]
+schedule_events: sa.Table = ScheduleEventRow.__table__  # type: ignore[attr-defined]
