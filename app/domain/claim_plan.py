@@ -242,6 +242,7 @@ def _plan_row(
         target=row.target,
         one_shot=not recurring,
         last=recurring and last,
+        origin=row.origin,
     )
     return plan
 

@@ -76,6 +76,9 @@ class Delivery:
     # The schedule may have nothing after this one (a bounded schedule's last tick, a
     # catch-up or a backfill): its settle checks whether the schedule is done.
     last: bool = False
+    # Why it exists (its cadence, a manual trigger, a catch-up, a backfill): lateness is
+    # reported by origin, so a backfill of old ticks does not look like an outage.
+    origin: Origin = Origin.SCHEDULE
 
 
 @dataclass(frozen=True, slots=True)
