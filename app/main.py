@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from functools import partial
 from typing import Any
 
 from fastapi import FastAPI
@@ -20,6 +21,7 @@ from app.service.dead_letters import DeadLetterService
 from app.service.schedules import ScheduleService
 from app.settings import Settings, load_settings
 from app.sinks import open_sinks
+from app.store.backlog import backlog
 from app.store.database import Database
 from app.store.migrations import upgrade_to_head
 from app.store.wakeups import Wakeups
@@ -76,6 +78,8 @@ def create_app(
             stack.push_async_callback(database.close)
             metrics.POOLS.watch("api", database)
             stack.callback(metrics.POOLS.forget, "api")
+            metrics.STORE.watch(partial(backlog, database))
+            stack.callback(metrics.STORE.forget)
             if config.auto_migrate:
                 await upgrade_to_head(database)
             sinks = await stack.enter_async_context(open_sinks(config))
@@ -114,6 +118,9 @@ def create_app(
         generate_unique_id_function=_operation_id,
     )
     problems.install(app)
+    # Innermost: it sees the route the router chose (the key check hands on a copy of the
+    # request's scope); requests refused before routing are not timed.
+    app.add_middleware(metrics.HttpMetricsMiddleware)
     # Bodies are counted as they arrive: an oversized or stalled one is never buffered.
     app.add_middleware(BodyLimitMiddleware)
     # Every route, present and future, is behind the key check: none opts in.

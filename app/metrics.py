@@ -2,17 +2,43 @@
 
 The metrics live in the process's default registry, created once on import: a process
 runs one replica. Pools are read when scraped, so watching them costs nothing between
-scrapes.
+scrapes. The installation's numbers (backlog, dead letters, schedules) come from the
+database through `STORE`, which caches them (see `_StoreCollector`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Protocol
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Protocol
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import Counter, Gauge, Histogram, Info, disable_created_metrics
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import REGISTRY, Collector
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+if TYPE_CHECKING:
+    from app.store.backlog import Backlog
+
+log = logging.getLogger(__name__)
+
+# Counters and histograms would each carry a `_created` series (the instant the process
+# made them): one more series per label set that no dashboard reads.
+disable_created_metrics()  # type: ignore[no-untyped-call]
+
+
+def _version() -> str:
+    try:
+        return version("chronoq")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+BUILD = Info("chronoq_build", "The version this replica runs (value 1)")
+BUILD.info({"version": _version()})
 
 CLAIMED = Counter(
     "chronoq_occurrences_claimed_total", "Occurrences leased by this replica's claims"
@@ -30,7 +56,10 @@ DURATION = Histogram(
 )
 LATENESS = Histogram(
     "chronoq_delivery_lateness_seconds",
-    "Delivered minus due (the occurrence's nominal instant), for delivered occurrences",
+    "Delivered minus due (the occurrence's nominal instant), for delivered occurrences, by"
+    " origin (schedule, trigger, catchup, backfill: a backfill of old ticks is late by"
+    " design) and target type",
+    ["origin", "target_type"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600),
 )
 IN_FLIGHT = Gauge("chronoq_deliveries_in_flight", "Deliveries running now")
@@ -85,3 +114,133 @@ class _PoolCollector(Collector):
 
 POOLS = _PoolCollector()
 REGISTRY.register(POOLS)
+
+
+STORE_READ_ERRORS = Counter(
+    "chronoq_store_metrics_errors_total",
+    "Reads of the backlog, dead letter and schedule numbers that failed (the last values"
+    " read are served meanwhile)",
+)
+# How long the numbers read from the database are served before they are read again.
+STORE_CACHE_SECONDS = 5.0
+
+
+class _StoreCollector(Collector):
+    """The installation's numbers from the database, cached for `STORE_CACHE_SECONDS`.
+
+    `collect` is synchronous (the registry calls it while rendering), so the /metrics
+    handler awaits `refresh` first; concurrent scrapes share one read in flight, so a
+    replica runs at most one of these queries at a time however many scrapers it has. A
+    failed read keeps the last values (and counts the failure): /metrics never fails
+    because the database does, and a failure is cached like a success, so an unreachable
+    database is not asked again on every scrape.
+    """
+
+    def __init__(self) -> None:
+        self._read: Callable[[], Awaitable[Backlog]] | None = None
+        self._last: Backlog | None = None
+        self._read_at = -float("inf")
+        self._reading: asyncio.Task[None] | None = None
+
+    def watch(self, read: Callable[[], Awaitable[Backlog]]) -> None:
+        self._read = read
+
+    def forget(self) -> None:
+        self._read = None
+        self._last = None
+        self._read_at = -float("inf")
+        self._reading = None
+
+    async def refresh(self) -> None:
+        if self._read is None or time.monotonic() - self._read_at < STORE_CACHE_SECONDS:
+            return
+        if self._reading is None:
+            self._reading = asyncio.ensure_future(self._load(self._read))
+        # A scrape that gives up (client gone) leaves the read to the others.
+        await asyncio.shield(self._reading)
+
+    async def _load(self, read: Callable[[], Awaitable[Backlog]]) -> None:
+        try:
+            self._last = await read()
+        except Exception as exc:
+            STORE_READ_ERRORS.inc()
+            log.warning("metrics: reading the backlog failed: %s", exc)
+        finally:
+            self._read_at = time.monotonic()
+            self._reading = None
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        last = self._last
+        if last is None:
+            return
+        yield GaugeMetricFamily(
+            "chronoq_backlog_due",
+            "Pending occurrences due now and not held, unclaimed or claimed (installation-wide)",
+            value=last.due,
+        )
+        yield GaugeMetricFamily(
+            "chronoq_backlog_oldest_age_seconds",
+            "How long the oldest due pending occurrence has been due (0 when none is)",
+            value=last.oldest_due_seconds,
+        )
+        yield GaugeMetricFamily(
+            "chronoq_dead_letters_outstanding",
+            "Dead-lettered occurrences waiting to be replayed or discarded (installation-wide)",
+            value=last.dead_letters,
+        )
+        by_status = GaugeMetricFamily(
+            "chronoq_schedules", "Schedules by status (installation-wide)", labels=["status"]
+        )
+        for status, count in last.schedules.items():
+            by_status.add_metric([status], count)
+        yield by_status
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        return iter(())
+
+
+STORE = _StoreCollector()
+REGISTRY.register(STORE)
+
+
+HTTP_DURATION = Histogram(
+    "chronoq_http_request_duration_seconds",
+    "HTTP requests by method, route template (`unmatched` for a path no route has) and status",
+    ["method", "route", "status"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+UNMATCHED = "unmatched"
+
+
+def _route_template(scope: Scope) -> str:
+    """The template of the route that served the request (`/v1/schedules/{schedule_id}`),
+    never the path itself: a label per path would grow without bound."""
+    path = getattr(scope.get("route"), "path", None)
+    return path if isinstance(path, str) and path else UNMATCHED
+
+
+class HttpMetricsMiddleware:
+    """Times every HTTP request the router receives, to the end of its answer."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            HTTP_DURATION.labels(scope["method"], _route_template(scope), str(status)).observe(
+                time.perf_counter() - started
+            )

@@ -8,6 +8,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from app import metrics as app_metrics
 from app.api.deps import StateDep
 from app.api.schemas import Health
 from app.store.database import redact_url
@@ -55,4 +56,7 @@ async def readyz(state: StateDep) -> JSONResponse:
 )
 async def metrics() -> Response:
     """Prometheus metrics of this replica (text exposition format)."""
+    # The installation's backlog, dead letters and schedules: read from the database at
+    # most every few seconds, by one read at a time (app.metrics).
+    await app_metrics.STORE.refresh()
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)

@@ -7,6 +7,7 @@ installation in the same database takes a lock of its own and migrates alongside
 from __future__ import annotations
 
 import io
+import logging
 from pathlib import Path
 
 from alembic.config import Config
@@ -40,8 +41,20 @@ def _upgrade(connection: Connection, schema: str | None) -> None:
     command.upgrade(config, "head")
 
 
+# Alembic announces its context ("Context impl ...", "Will assume transactional DDL") at
+# INFO each time one is made: news in a migration, noise in a readiness probe.
+_MIGRATION_LOG = logging.getLogger("alembic.runtime.migration")
+
+
 def _current_heads(connection: Connection, schema: str | None) -> set[str]:
-    context = MigrationContext.configure(connection, opts={"version_table_schema": schema})
+    # Quiet only while the context is made, which does no I/O: no other coroutine runs
+    # meanwhile, so a migration elsewhere in the process keeps its log lines.
+    level = _MIGRATION_LOG.level
+    _MIGRATION_LOG.setLevel(logging.WARNING)
+    try:
+        context = MigrationContext.configure(connection, opts={"version_table_schema": schema})
+    finally:
+        _MIGRATION_LOG.setLevel(level)
     return set(context.get_current_heads())
 
 

@@ -71,7 +71,9 @@ def _observe(settlement: Settlement, seconds: float) -> None:
         "outcome": outcome,
     }
     if status is OccurrenceStatus.DELIVERED:
-        metrics.LATENESS.observe(max(time.time() - delivery.fire_at.timestamp(), 0.0))
+        metrics.LATENESS.labels(delivery.origin, target_type).observe(
+            max(time.time() - delivery.fire_at.timestamp(), 0.0)
+        )
         if log.isEnabledFor(logging.DEBUG):
             log.debug("delivered occurrence %s", delivery.occurrence_id, extra=fields)
     elif status is OccurrenceStatus.DEAD_LETTERED:

@@ -53,7 +53,10 @@ async def test_metrics_count_claims_deliveries_lateness_and_dead_letters(
     assert grew("chronoq_deliveries_total", outcome="delivered", target_type="webhook") == 2
     assert grew("chronoq_deliveries_total", outcome="dead_lettered", target_type="webhook") == 1
     assert grew("chronoq_dead_letters_total") == 1
-    assert grew("chronoq_delivery_lateness_seconds_count") == 2
+    assert (
+        grew("chronoq_delivery_lateness_seconds_count", origin="schedule", target_type="webhook")
+        == 2
+    )
     assert grew("chronoq_delivery_duration_seconds_count", target_type="webhook") == 3
     assert _value(after, "chronoq_deliveries_in_flight") == 0
     assert ("chronoq_db_pool_in_use", (("pool", "api"),)) in after

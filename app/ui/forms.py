@@ -1,0 +1,103 @@
+"""Who is looking at the console, and the tokens that keep its forms its own.
+
+A browser resends HTTP Basic credentials to this host on any request, a forged cross-site
+one included, so a change through the console needs more than the credentials: a token that
+only a page of this console could have put into the form. The token is a timestamp and an
+HMAC of the key's name and that timestamp, keyed with a secret derived from the API key the
+browser presents (every replica with the same keys accepts it, and nobody without the key
+can make one) or, when no keys are set, with a random secret of this process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from fastapi import Request
+
+from app.api.auth import KeyRing, presented_key
+
+# A page left open over a working day still posts; older tokens are refused.
+TOKEN_LIFETIME_SECONDS = 12 * 3600
+# A token from a clock a little ahead (another replica) is still accepted.
+CLOCK_SKEW_SECONDS = 300
+_CONTEXT = b"chronoq console form\x00"
+
+
+@dataclass(frozen=True, slots=True)
+class Viewer:
+    """The console's user: the API key's name (None when no keys are set), the key itself
+    (kept to key the form tokens, never shown) and whether it may change anything."""
+
+    name: str | None
+    key: str | None
+    can_write: bool
+
+    @classmethod
+    def of(cls, request: Request, ring: KeyRing) -> Viewer:
+        if not ring:
+            return cls(name=None, key=None, can_write=True)
+        key = presented_key(request.headers.raw)
+        entry = ring.find(key) if key is not None else None
+        if key is None or entry is None:
+            # The key middleware lets no such request through; were one to arrive, it
+            # could read at most.
+            return cls(name=None, key=None, can_write=False)
+        return cls(name=entry.name, key=key, can_write=not entry.read_only)
+
+
+class FormGuard:
+    """Issues and checks the console's form tokens."""
+
+    def __init__(
+        self,
+        secret: bytes | None = None,
+        *,
+        lifetime: float = TOKEN_LIFETIME_SECONDS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._secret = secret or secrets.token_bytes(32)
+        self._lifetime = lifetime
+        self._clock = clock
+
+    def _signature(self, viewer: Viewer, issued: int) -> str:
+        if viewer.key is None:
+            secret = self._secret
+        else:
+            secret = hashlib.sha256(_CONTEXT + viewer.key.encode()).digest()
+        message = f"{viewer.name or ''}\x00{issued}".encode()
+        return hmac.new(secret, message, hashlib.sha256).hexdigest()
+
+    def issue(self, viewer: Viewer) -> str:
+        issued = int(self._clock())
+        return f"{issued}.{self._signature(viewer, issued)}"
+
+    def accepts(self, viewer: Viewer, token: str | None) -> bool:
+        if not token:
+            return False
+        issued_text, dot, signature = token.partition(".")
+        if not dot or not issued_text.isdigit() or len(issued_text) > 12:
+            return False
+        issued = int(issued_text)
+        age = self._clock() - issued
+        if age > self._lifetime or age < -CLOCK_SKEW_SECONDS:
+            return False
+        return hmac.compare_digest(signature, self._signature(viewer, issued))
+
+
+def same_origin(headers: Mapping[str, str]) -> bool:
+    """Whether the request's Origin (or, without one, its Referer) is this host; a request
+    with neither passes here and is left to the token."""
+    host = headers.get("host")
+    origin = headers.get("origin")
+    if origin is not None:
+        return origin != "null" and urlsplit(origin).netloc == host
+    referer = headers.get("referer")
+    if referer is not None:
+        return urlsplit(referer).netloc == host
+    return True

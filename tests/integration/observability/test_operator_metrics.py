@@ -1,0 +1,277 @@
+"""The series an operator alerts on, as GET /metrics shows them: the installation's backlog,
+dead letters and schedules read from the database (cached, shared between scrapes, kept
+through a failed read), lateness by origin, HTTP requests by route template, the build, and
+no `_created` series. Also: a readiness probe is silent at INFO, and the Grafana dashboard
+reads only series the service exports."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy.engine import Engine
+
+from app import metrics
+from tests.conftest import ONE_SERVER
+from tests.integration.conftest import Harness
+from tests.receiver import Reply
+
+DASHBOARD = Path(__file__).resolve().parents[3] / "deploy" / "grafana" / "chronoq.json"
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+async def _scrape(harness: Harness) -> str:
+    response = await harness.client.get("/metrics")
+    assert response.status_code == 200
+    return response.text
+
+
+def _parse(text: str) -> Samples:
+    values = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            values[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return values
+
+
+async def _samples(harness: Harness) -> Samples:
+    return _parse(await _scrape(harness))
+
+
+def _value(samples: Samples, name: str, **labels: str) -> float:
+    return float(samples[(name, tuple(sorted(labels.items())))])
+
+
+@pytest.fixture
+def uncached(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every scrape reads the database again (the cache is tested on its own)."""
+    monkeypatch.setattr(metrics, "STORE_CACHE_SECONDS", 0.0)
+
+
+@pytest.fixture
+def statements() -> Iterator[list[str]]:
+    """The SQL text of every statement any engine of this process runs meanwhile."""
+    seen: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        seen.append(statement)
+
+    sa.event.listen(Engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        sa.event.remove(Engine, "before_cursor_execute", record)
+
+
+def _iso(instant: datetime) -> str:
+    return instant.isoformat().replace("+00:00", "Z")
+
+
+@pytest.mark.usefixtures("uncached")
+async def test_backlog_counts_due_pending_occurrences_not_held_and_schedules_by_status(
+    harness: Harness,
+) -> None:
+    for _ in range(2):
+        await harness.create(trigger={"type": "immediate"})
+    await harness.create(
+        trigger={"type": "once", "at": _iso(datetime.now(UTC) + timedelta(hours=1))}
+    )
+    paused = await harness.create(trigger={"type": "immediate"})
+    assert (await harness.client.post(f"/v1/schedules/{paused['id']}/pause")).status_code == 200
+
+    before = await _samples(harness)
+    await harness.step()
+    after = await _samples(harness)
+
+    assert _value(before, "chronoq_backlog_due") == 2
+    assert 0 <= _value(before, "chronoq_backlog_oldest_age_seconds") < 60
+    assert _value(before, "chronoq_schedules", status="pending") == 3
+    assert _value(before, "chronoq_schedules", status="paused") == 1
+    for status in ("completed", "cancelled", "failed"):
+        assert _value(before, "chronoq_schedules", status=status) == 0
+    assert _value(after, "chronoq_backlog_due") == 0
+    assert _value(after, "chronoq_backlog_oldest_age_seconds") == 0
+    assert _value(after, "chronoq_schedules", status="completed") == 2
+    assert _value(after, "chronoq_schedules", status="pending") == 1
+
+
+@pytest.mark.usefixtures("uncached")
+async def test_dead_letters_outstanding_follow_dead_letters_and_their_discard(
+    make_harness: Callable[..., Any],
+) -> None:
+    async with make_harness(max_attempts=1) as harness:
+        harness.receiver.script("/hook", Reply(status=410), Reply(status=410))
+        for _ in range(2):
+            await harness.create(trigger={"type": "immediate"})
+        assert _value(await _samples(harness), "chronoq_dead_letters_outstanding") == 0
+        await harness.step()
+        dead = await _samples(harness)
+        (first, _) = (await harness.get("/v1/dead-letters"))["items"]
+        discarded = await harness.client.delete(f"/v1/dead-letters/{first['occurrence_id']}")
+        assert discarded.status_code in (200, 204), discarded.text
+        after = await _samples(harness)
+
+    assert _value(dead, "chronoq_dead_letters_outstanding") == 2
+    assert _value(after, "chronoq_dead_letters_outstanding") == 1
+
+
+async def test_store_numbers_are_cached_and_concurrent_scrapes_share_one_read(
+    harness: Harness, statements: list[str]
+) -> None:
+    await harness.create(trigger={"type": "immediate"})
+    scrapes = await asyncio.gather(*(_scrape(harness) for _ in range(10)))
+    # Within the cache's lifetime a new schedule is not seen yet.
+    await harness.create(trigger={"type": "immediate"})
+    cached = await _samples(harness)
+
+    reads = [s for s in statements if "GROUP BY schedules.status" in s]
+    assert len(reads) == 1, reads
+    assert {_value(_parse(text), "chronoq_backlog_due") for text in scrapes} == {1}
+    assert _value(cached, "chronoq_backlog_due") == 1
+
+
+@ONE_SERVER
+@pytest.mark.usefixtures("uncached")
+async def test_a_failed_read_keeps_the_last_numbers_counts_the_failure_and_metrics_answer(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    await harness.create(trigger={"type": "immediate"})
+    before = await _samples(harness)
+
+    async def rename(old: str, new: str) -> None:
+        async with harness.database.engine.begin() as conn:
+            await conn.execute(sa.text(f"ALTER TABLE {old} RENAME TO {new}"))
+
+    await rename("schedules", "schedules_away")
+    try:
+        with caplog.at_level(logging.WARNING, logger="app.metrics"):
+            during = await _samples(harness)
+    finally:
+        await rename("schedules_away", "schedules")
+    after = await _samples(harness)
+
+    failures = "chronoq_store_metrics_errors_total"
+    assert _value(during, failures) == _value(before, failures) + 1
+    assert _value(during, "chronoq_backlog_due") == _value(before, "chronoq_backlog_due") == 1
+    assert _value(during, "chronoq_schedules", status="pending") == 1
+    assert any("reading the backlog failed" in r.getMessage() for r in caplog.records)
+    assert _value(after, failures) == _value(during, failures)
+
+
+async def test_lateness_is_labelled_by_origin_and_target_type(harness: Harness) -> None:
+    created = await harness.create(trigger={"type": "once", "delay_seconds": 3600})
+    before = await _samples(harness)
+    assert (await harness.client.post(f"/v1/schedules/{created['id']}/trigger")).status_code in (
+        200,
+        201,
+        202,
+    )
+    await harness.create(trigger={"type": "immediate"})
+    await harness.step()
+    after = await _samples(harness)
+
+    def grew(origin: str) -> float:
+        key = ("chronoq_delivery_lateness_seconds_count", origin)
+        labels = (("origin", key[1]), ("target_type", "webhook"))
+        return after.get((key[0], labels), 0.0) - before.get((key[0], labels), 0.0)
+
+    assert grew("trigger") == 1
+    assert grew("schedule") == 1
+    assert grew("backfill") == 0
+
+
+async def test_http_requests_are_timed_by_route_template_never_by_path(
+    harness: Harness,
+) -> None:
+    before = await _samples(harness)
+    created = await harness.create(trigger={"type": "once", "delay_seconds": 3600})
+    await harness.get(f"/v1/schedules/{created['id']}")
+    assert (await harness.client.get("/no/such/path")).status_code == 404
+    missing = "/v1/schedules/00000000-0000-0000-0000-000000000000"
+    assert (await harness.client.get(missing)).status_code == 404
+    text = await _scrape(harness)
+
+    samples = _parse(text)
+    name = "chronoq_http_request_duration_seconds_count"
+
+    def count(method: str, route: str, status: str) -> float:
+        labels = (("method", method), ("route", route), ("status", status))
+        return samples.get((name, labels), 0.0) - before.get((name, labels), 0.0)
+
+    assert count("POST", "/v1/schedules", "201") == 1
+    assert count("GET", "/v1/schedules/{schedule_id}", "200") == 1
+    assert count("GET", "/v1/schedules/{schedule_id}", "404") == 1
+    assert count("GET", "unmatched", "404") == 1
+    assert count("GET", "/metrics", "200") == 1
+    assert created["id"] not in text
+    assert "/no/such/path" not in text
+
+
+async def test_build_info_names_the_version_and_no_series_is_a_created_timestamp(
+    harness: Harness,
+) -> None:
+    await harness.create(trigger={"type": "immediate"})
+    await harness.step()
+    text = await _scrape(harness)
+
+    assert _value(_parse(text), "chronoq_build_info", version=version("chronoq")) == 1
+    created = [line for line in text.splitlines() if re.match(r"[a-z_]+_created[ {]", line)]
+    assert created == []
+    assert not [line for line in text.splitlines() if line.split(" ")[0].endswith("_created")]
+
+
+async def test_a_readiness_probe_logs_nothing_at_info_from_alembic(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO):
+        for _ in range(2):
+            assert (await harness.client.get("/readyz")).status_code == 200
+
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("alembic")] == []
+    assert logging.getLogger("alembic.runtime.migration").getEffectiveLevel() <= logging.INFO
+
+
+def _dashboard_exprs() -> list[str]:
+    dashboard = json.loads(DASHBOARD.read_text())
+    exprs = [target["expr"] for panel in dashboard["panels"] for target in panel.get("targets", [])]
+    assert exprs
+    return exprs
+
+
+async def test_the_dashboard_reads_only_series_the_service_exports(
+    make_harness: Callable[..., Any],
+) -> None:
+    async with make_harness(max_attempts=1) as harness:
+        harness.receiver.script("/hook", Reply(), Reply(status=410))
+        for _ in range(2):
+            await harness.create(trigger={"type": "immediate"})
+        await harness.step()
+        exported = {name for name, _ in await _samples(harness)}
+
+    referenced = {
+        name for expr in _dashboard_exprs() for name in re.findall(r"\bchronoq_[a-z0-9_]+", expr)
+    }
+    assert referenced - exported == set()
+    for wanted in (
+        "chronoq_deliveries_total",
+        "chronoq_delivery_lateness_seconds_bucket",
+        "chronoq_backlog_due",
+        "chronoq_backlog_oldest_age_seconds",
+        "chronoq_dead_letters_outstanding",
+        "chronoq_schedules",
+        "chronoq_deliveries_in_flight",
+        "chronoq_http_request_duration_seconds_bucket",
+        "chronoq_db_pool_in_use",
+    ):
+        assert wanted in referenced
