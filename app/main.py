@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
 from app import logs, metrics
-from app.api import auth, dead_letters, health, problems, schedules, triggers
+from app.api import auth, dead_letters, docs, health, problems, schedules, triggers
 from app.api.auth import ApiKeyMiddleware, KeyRing
 from app.api.body_limits import BodyLimitMiddleware
 from app.api.deps import State
@@ -116,6 +116,9 @@ def create_app(
         summary="Durable message scheduler: schedules in, occurrences delivered at least once.",
         lifespan=lifespan,
         generate_unique_id_function=_operation_id,
+        # FastAPI's own pages load their assets from CDNs; docs.install serves them here.
+        docs_url=None,
+        redoc_url=None,
     )
     problems.install(app)
     # Innermost: it sees the route the router chose (the key check hands on a copy of the
@@ -130,6 +133,7 @@ def create_app(
     app.include_router(schedules.router, responses=problems.responses(503))
     app.include_router(dead_letters.router, responses=problems.responses(503))
     app.include_router(triggers.router)
+    docs.install(app)
     return app
 
 
