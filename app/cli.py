@@ -224,8 +224,23 @@ def _brief(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+# A command whose reader went away exits as one killed by SIGPIPE would (128 + 13): a
+# pipeline under `set -o pipefail` can tell its output was cut short.
+BROKEN_PIPE_EXIT = 141
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("chronoq")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="chronoq", description="Durable message scheduler.")
+    parser.add_argument("--version", action="version", version=f"chronoq {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     serve = commands.add_parser("serve", help="run the HTTP API and the delivery loop")
@@ -293,6 +308,15 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         code: int = args.run(args)
+        # Flushed here rather than at exit, where a failure could no longer be handled.
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader has what it wanted (`chronoq list | head -1`): no traceback. Standard
+        # output now goes nowhere, so the interpreter's last flush has nothing to fail on.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return BROKEN_PIPE_EXIT
     except (SettingsError, UsageError) as exc:
         print(f"chronoq: {exc}", file=sys.stderr)
         return 2
