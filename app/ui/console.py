@@ -185,9 +185,10 @@ class Console:
         if not viewer.can_write:
             return self.refuse(request, viewer, 403, "This API key is read-only.")
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        if content_type != FORM_TYPE:
-            return self.refuse(request, viewer, 415, "The console accepts its own forms only.")
-        fields = parse_qs((await request.body()).decode("utf-8", "replace"))
+        fields: dict[str, list[str]] = {}
+        # Only the console's own encoding is read: a body of any other type carries no token.
+        if content_type == FORM_TYPE:
+            fields = parse_qs((await request.body()).decode("utf-8", "replace"))
         tokens = fields.get("token", [])
         token = tokens[0] if len(tokens) == 1 else None
         if not same_origin(request.headers) or not self.guard.accepts(viewer, token):

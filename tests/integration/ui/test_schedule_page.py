@@ -1,0 +1,142 @@
+"""One schedule in the console: its definition, its coming fire times, its occurrences and
+the buttons that change it."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+import pytest
+
+from tests.conftest import STORES
+from tests.integration.conftest import Harness
+from tests.integration.ui.pages import post_form, spec, token_of
+
+pytestmark = pytest.mark.parametrize("database_url", STORES[:1], indirect=True)
+
+
+async def test_the_page_shows_the_definition_with_secrets_redacted_as_the_api_does(
+    harness: Harness,
+) -> None:
+    target = harness.webhook(
+        headers={"Authorization": "Bearer sekrit-header-value", "X-Team": "blue"},
+        signing_secret="whsec_" + "c2VjcmV0LXNpZ25pbmcta2V5LTEyMzQ1Njc4OTA=",
+    )
+    target["url"] = target["url"].replace("http://", "http://user:sekrit-password@")
+    created = await harness.create(**spec(harness, target=target, name="nightly"))
+    response = await harness.client.get(f"/ui/schedules/{created['id']}")
+    assert response.status_code == 200
+    html = response.text
+    assert "sekrit" not in html
+    assert "c2VjcmV0LXNpZ25pbmcta2V5" not in html
+    api = await harness.get(f"/v1/schedules/{created['id']}")
+    # The API's redacted forms, exactly.
+    assert api["target"]["signing_secret"] in html
+    assert api["target"]["url"] in html
+    assert "X-Team" in html
+    assert "nightly" in html
+
+
+async def test_the_page_lists_the_next_ten_fire_times_of_the_trigger(harness: Harness) -> None:
+    created = await harness.create(**spec(harness))
+    html = (await harness.client.get(f"/ui/schedules/{created['id']}")).text
+    times = re.findall(r'<time datetime="([^"]+)">', html)
+    assert len(times) == 10
+    instants = [datetime.fromisoformat(t) for t in times]
+    assert instants == sorted(instants)
+    assert all(at > datetime.now(UTC) and at.minute % 5 == 0 for at in instants)
+
+
+async def test_a_bounded_schedule_shows_only_the_ticks_it_has_left(harness: Harness) -> None:
+    created = await harness.create(**spec(harness, max_occurrences=3))
+    html = (await harness.client.get(f"/ui/schedules/{created['id']}")).text
+    assert len(re.findall(r"<time datetime=", html)) == 3
+
+
+async def test_a_payload_with_a_script_shows_as_text(harness: Harness) -> None:
+    created = await harness.create(
+        **spec(harness, payload={"html": "<script>alert('x')</script>"}, labels={"k": "<i>v"})
+    )
+    html = (await harness.client.get(f"/ui/schedules/{created['id']}")).text
+    assert "<script>alert" not in html
+    assert "&lt;script&gt;alert(" in html
+    assert "<i>v" not in html
+
+
+async def test_the_occurrences_are_listed_latest_first_and_paged(harness: Harness) -> None:
+    created = await harness.create(**spec(harness))
+    path = f"/v1/schedules/{created['id']}"
+    for _ in range(51):
+        assert (await harness.client.post(path + "/trigger")).status_code == 202
+    everything = await harness.occurrences(created["id"])
+    assert len(everything) == 52
+    ids = [o["occurrence_id"] for o in everything]
+
+    first = (await harness.client.get(f"/ui/schedules/{created['id']}")).text
+    shown = re.findall(r'<small class="id">([0-9a-f-]{36})</small>', first)
+    shown = [i for i in shown if i != created["id"]]
+    assert shown == ids[:50]
+    link = re.search(r'<a rel="next" href="([^"]+)"', first)
+    assert link is not None
+    second = (await harness.client.get(link.group(1).replace("&amp;", "&"))).text
+    rest = [i for i in re.findall(r'<small class="id">([0-9a-f-]{36})</small>', second)]
+    assert [i for i in rest if i != created["id"]] == ids[50:]
+
+
+async def test_an_unknown_schedule_is_a_404_page(harness: Harness) -> None:
+    missing = await harness.client.get("/ui/schedules/0190c0de-0000-7000-8000-000000000000")
+    assert missing.status_code == 404
+    assert missing.headers["content-type"].startswith("text/html")
+    not_an_id = await harness.client.get("/ui/schedules/<script>")
+    assert not_an_id.status_code == 404
+    assert "<script>" not in not_an_id.text
+
+
+@pytest.mark.parametrize(
+    ("action", "status", "notice"),
+    [
+        ("pause", "paused", "Paused"),
+        ("trigger", "pending", "Triggered"),
+        ("cancel", "cancelled", "Cancelled"),
+    ],
+)
+async def test_a_button_changes_the_schedule_and_redirects_back_with_the_outcome(
+    harness: Harness, action: str, status: str, notice: str
+) -> None:
+    created = await harness.create(**spec(harness))
+    page = f"/ui/schedules/{created['id']}"
+    token = token_of((await harness.client.get(page)).text)
+    response = await post_form(harness, f"{page}/{action}", {"token": token})
+    assert response.status_code == 303
+    assert response.headers["location"].startswith(page + "?done=")
+    assert await harness.schedule_status(created["id"]) == status
+    shown = await harness.client.get(response.headers["location"])
+    assert notice in shown.text
+    assert f'id="status">{status}<' in shown.text
+
+
+async def test_resume_is_offered_for_a_paused_schedule_and_works(harness: Harness) -> None:
+    created = await harness.create(**spec(harness))
+    await harness.client.post(f"/v1/schedules/{created['id']}/pause")
+    page = f"/ui/schedules/{created['id']}"
+    html = (await harness.client.get(page)).text
+    assert f'action="{page}/resume"' in html
+    assert f'action="{page}/pause"' not in html
+    response = await post_form(harness, f"{page}/resume", {"token": token_of(html)})
+    assert response.status_code == 303
+    assert await harness.schedule_status(created["id"]) == "pending"
+
+
+async def test_a_refused_change_is_a_page_naming_why(harness: Harness) -> None:
+    created = await harness.create(**spec(harness))
+    page = f"/ui/schedules/{created['id']}"
+    stale = (await harness.client.get(page)).text
+    await harness.client.delete(f"/v1/schedules/{created['id']}")
+    html = (await harness.client.get(page)).text
+    # A cancelled schedule offers no button that would fail ...
+    assert f"{page}/pause" not in html
+    assert f"{page}/cancel" not in html
+    # ... and a stale page's form is refused with the reason.
+    response = await post_form(harness, f"{page}/pause", {"token": token_of(stale)})
+    assert response.status_code == 409
+    assert "cancelled" in response.text
