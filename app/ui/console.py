@@ -68,11 +68,18 @@ def _when(value: datetime | None) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") + "Z"
 
 
+def _period(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g} {unit}"
+    return f"{seconds:g} s"
+
+
 def _trigger_text(trigger: Trigger) -> str:
     if trigger.type == "cron":
         return f"cron {trigger.expression} ({trigger.timezone})"
     if trigger.type == "interval":
-        return f"every {trigger.every_seconds:g} s"
+        return f"every {_period(trigger.every_seconds)}"
     if trigger.type == "once":
         return f"once at {_when(trigger.at)}"
     return "immediately"
@@ -157,7 +164,7 @@ class Console:
 
     # -- rendering -------------------------------------------------------------------
 
-    def render(
+    async def render(
         self,
         request: Request,
         viewer: Viewer,
@@ -169,21 +176,25 @@ class Console:
         context.update(
             viewer=viewer,
             token=self.guard.issue(viewer) if viewer.can_write else None,
-            live=self.live.read(),
+            live=await self.live.read(),
             base=request.scope.get("root_path", ""),
         )
         response = self.templates.TemplateResponse(request, template, context, status_code=status)
         response.headers.update(_HEADERS)
         return response
 
-    def refuse(self, request: Request, viewer: Viewer, status: int, detail: str) -> HTMLResponse:
-        return self.render(request, viewer, "refused.html", status, title="Refused", detail=detail)
+    async def refuse(
+        self, request: Request, viewer: Viewer, status: int, detail: str
+    ) -> HTMLResponse:
+        return await self.render(
+            request, viewer, "refused.html", status, title="Refused", detail=detail
+        )
 
     async def posted(self, request: Request, viewer: Viewer) -> dict[str, list[str]] | HTMLResponse:
         """The form's fields, or the page refusing it: a read key, another site's page, a
         missing or stale token."""
         if not viewer.can_write:
-            return self.refuse(request, viewer, 403, "This API key is read-only.")
+            return await self.refuse(request, viewer, 403, "This API key is read-only.")
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         fields: dict[str, list[str]] = {}
         # Only the console's own encoding is read: a body of any other type carries no token.
@@ -192,7 +203,7 @@ class Console:
         tokens = fields.get("token", [])
         token = tokens[0] if len(tokens) == 1 else None
         if not same_origin(request.headers) or not self.guard.accepts(viewer, token):
-            return self.refuse(
+            return await self.refuse(
                 request,
                 viewer,
                 403,
@@ -244,7 +255,7 @@ class Console:
                 next_url = _query(shown, cursor=page.next_cursor)
         except InvalidInputError as exc:
             error = exc.detail
-        return self.render(
+        return await self.render(
             request,
             viewer,
             "schedules.html",
@@ -266,21 +277,21 @@ class Console:
         try:
             id_ = uuid.UUID(schedule_id)
         except ValueError:
-            return self.refuse(request, viewer, 404, f"no schedule {schedule_id!r}")
+            return await self.refuse(request, viewer, 404, f"no schedule {schedule_id!r}")
         try:
             schedule = ScheduleOut.of(await service.get(id_))
             occurrences = await schedule_routes.list_occurrences(
                 id_, service, status_=None, limit=PAGE_SIZE, cursor=_one(query, "cursor")
             )
         except NotFoundError as exc:
-            return self.refuse(request, viewer, 404, exc.detail)
+            return await self.refuse(request, viewer, 404, exc.detail)
         except InvalidInputError as exc:
-            return self.refuse(request, viewer, 422, exc.detail)
+            return await self.refuse(request, viewer, 422, exc.detail)
         definition = schedule.model_dump(mode="json")
         next_url = None
         if occurrences.next_cursor is not None:
             next_url = "?" + urlencode({"cursor": occurrences.next_cursor})
-        return self.render(
+        return await self.render(
             request,
             viewer,
             "schedule.html",
@@ -316,7 +327,7 @@ class Console:
         try:
             await call(schedule_id)
         except ChronoqError as exc:
-            return self.refuse(request, viewer, _status_of(exc), exc.detail)
+            return await self.refuse(request, viewer, _status_of(exc), exc.detail)
         return _back(request, f"/ui/schedules/{schedule_id}?done={done}")
 
     async def dead_letters(
@@ -348,7 +359,7 @@ class Console:
         if done in ("replayed", "discarded") and count.isdigit() and len(count) < 6:
             noun = "dead letter" if count == "1" else "dead letters"
             notice = f"{count} {noun} {done}" + (": due now." if done == "replayed" else ".")
-        return self.render(
+        return await self.render(
             request,
             viewer,
             "dead_letters.html",
@@ -380,9 +391,9 @@ class Console:
             try:
                 ids = [uuid.UUID(value) for value in fields.get("occurrence_id", [])]
             except ValueError:
-                return self.refuse(request, viewer, 422, "An occurrence id is not a UUID.")
+                return await self.refuse(request, viewer, 422, "An occurrence id is not a UUID.")
         if not ids:
-            return self.refuse(request, viewer, 422, "Select at least one dead letter.")
+            return await self.refuse(request, viewer, 422, "Select at least one dead letter.")
         try:
             if action == "replay":
                 done = len(await service.replay_many(ids, _NO_FILTER))
@@ -391,7 +402,7 @@ class Console:
                     await service.discard(id_)
                 done = len(ids)
         except ChronoqError as exc:
-            return self.refuse(request, viewer, _status_of(exc), exc.detail)
+            return await self.refuse(request, viewer, _status_of(exc), exc.detail)
         back = {
             key: value
             for key in ("schedule_id", "event_type")

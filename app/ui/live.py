@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 from prometheus_client.registry import REGISTRY, CollectorRegistry
 
+from app import metrics
+
 RATE_WINDOW = 60.0
 DEAD_LETTER_WINDOW = 3600.0
 MIN_READING_GAP = 2.0
@@ -24,7 +26,7 @@ DELIVERIES = "chronoq_deliveries_total"
 LATENESS = "chronoq_delivery_lateness_seconds"
 IN_FLIGHT = "chronoq_deliveries_in_flight"
 DEAD_LETTERS = "chronoq_dead_letters_total"
-# The backlog gauge (installation-wide, read from the database), when this build has it.
+# The backlog gauge: installation-wide, read from the database (cached a few seconds).
 PENDING_DUE = "chronoq_backlog_due"
 
 
@@ -47,7 +49,7 @@ class Numbers:
     delivered_per_second: Figure
     lag_p99: Figure
     in_flight: Figure
-    pending_due: Figure | None  # None: this build exposes no backlog gauge
+    pending_due: Figure | None  # None: not read yet (no database reading so far)
     dead_letters: Figure
 
 
@@ -139,7 +141,10 @@ class LiveNumbers:
             return earlier[-1], f"last {_span(now.at - earlier[-1].at)}"
         return None, f"since start ({_span(now.at - self._started)})"
 
-    def read(self) -> Numbers:
+    async def read(self) -> Numbers:
+        # The same refresh GET /metrics does first: the backlog gauges are read from the
+        # database at most every few seconds, whoever asks.
+        await metrics.STORE.refresh()
         now, samples = self._take()
         self._keep(now)
         base, rate_window = self._since(now, RATE_WINDOW)
@@ -157,7 +162,7 @@ class LiveNumbers:
         dead = now.dead_letters - (dead_base.dead_letters if dead_base else 0.0)
         pending: Figure | None = None
         if PENDING_DUE in samples:
-            pending = Figure(f"{_total(samples[PENDING_DUE]):.0f}", "")
+            pending = Figure(f"{_total(samples[PENDING_DUE]):.0f}", "all replicas")
         return Numbers(
             delivered_per_second=Figure(f"{rate:.1f}", rate_window),
             lag_p99=Figure(_seconds(_quantile(lateness, 0.99)), rate_window),
