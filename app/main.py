@@ -8,7 +8,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from functools import partial
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.routing import APIRoute
 
 from app import logs, metrics
@@ -16,6 +16,7 @@ from app.api import auth, dead_letters, docs, health, problems, schedules, trigg
 from app.api.auth import ApiKeyMiddleware, KeyRing
 from app.api.body_limits import BodyLimitMiddleware
 from app.api.deps import State
+from app.api.query import declared_query_only
 from app.service.addresses import HostResolver
 from app.service.dead_letters import DeadLetterService
 from app.service.schedules import ScheduleService
@@ -116,6 +117,8 @@ def create_app(
         summary="Durable message scheduler: schedules in, occurrences delivered at least once.",
         lifespan=lifespan,
         generate_unique_id_function=_operation_id,
+        # A /v1 query parameter the operation does not declare is a 422, never ignored.
+        dependencies=[Depends(declared_query_only)],
         # FastAPI's own pages load their assets from CDNs; docs.install serves them here.
         docs_url=None,
         redoc_url=None,

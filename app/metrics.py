@@ -9,6 +9,7 @@ database through `STORE`, which caches them (see `_StoreCollector`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -123,6 +124,9 @@ STORE_READ_ERRORS = Counter(
 )
 # How long the numbers read from the database are served before they are read again.
 STORE_CACHE_SECONDS = 5.0
+# How long a scrape waits for a read in flight before it is answered with the last values
+# (the read goes on, for the next scrape): well inside Prometheus's 10 s scrape timeout.
+STORE_WAIT_SECONDS = 2.0
 
 
 class _StoreCollector(Collector):
@@ -156,8 +160,10 @@ class _StoreCollector(Collector):
             return
         if self._reading is None:
             self._reading = asyncio.ensure_future(self._load(self._read))
-        # A scrape that gives up (client gone) leaves the read to the others.
-        await asyncio.shield(self._reading)
+        # A scrape that gives up (client gone, or the read is slow) leaves the read running
+        # for the others.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._reading), STORE_WAIT_SECONDS)
 
     async def _load(self, read: Callable[[], Awaitable[Backlog]]) -> None:
         try:

@@ -60,6 +60,40 @@ _UNION_TAGS = frozenset({"once", "immediate", "cron", "interval", "webhook", "ra
 _UNION_FIELDS = frozenset({"trigger", "target"})
 
 
+# How many unknown query parameters a 422 names, and how much of each name it repeats.
+_UNKNOWN_SHOWN = 20
+_NAME_ECHO = 100
+
+
+class UnknownParametersError(Exception):
+    """Query parameters the operation does not declare (app.api.query)."""
+
+    def __init__(self, unknown: list[str], declared: list[str]) -> None:
+        self.unknown = [name[:_NAME_ECHO] for name in unknown[:_UNKNOWN_SHOWN]]
+        self.declared = declared
+        super().__init__(", ".join(self.unknown))
+
+
+# What a body must be sent as, said the way a client writes it.
+_JSON_CONTENT_TYPE = "Content-Type: application/json"
+# How much of a refused Content-Type a 415 repeats.
+_CONTENT_TYPE_ECHO = 100
+
+
+def _unsupported_media_type(request: Request) -> JSONResponse:
+    sent = request.headers.get("content-type", "").split(";", 1)[0].strip()
+    got = f"it was sent as {sent[:_CONTENT_TYPE_ECHO]!r}" if sent else "it had no Content-Type"
+    return problem_response(
+        415,
+        "Unsupported Media Type",
+        f"the request body must be JSON sent with `{_JSON_CONTENT_TYPE}`; {got}",
+        slug="unsupported-media-type",
+        headers={
+            ("Accept-Patch" if request.method == "PATCH" else "Accept-Post"): "application/json"
+        },
+    )
+
+
 class FieldError(BaseModel):
     pointer: str | None = None
     parameter: str | None = None
@@ -216,13 +250,7 @@ def install(app: FastAPI) -> None:
             return _method_not_allowed(request)
         if isinstance(exc.body, bytes) and exc.body:
             # FastAPI leaves a body it did not parse as bytes: its Content-Type was not JSON.
-            return problem_response(
-                415,
-                "Unsupported Media Type",
-                "the request body must be application/json",
-                slug="unsupported-media-type",
-                headers={"Accept-Post": "application/json"},
-            )
+            return _unsupported_media_type(request)
         errors = field_errors(exc)
         if any(error.get("type") == "json_invalid" for error in exc.errors()):
             # Not a value that breaks a rule: text that is not JSON at all.
@@ -240,6 +268,18 @@ def install(app: FastAPI) -> None:
             f"invalid value for: {fields}",
             slug="invalid-input",
             errors=errors,
+        )
+
+    @app.exception_handler(UnknownParametersError)
+    async def _unknown_parameters(request: Request, exc: UnknownParametersError) -> JSONResponse:
+        takes = ", ".join(exc.declared) if exc.declared else "none"
+        detail = "not a query parameter of this operation"
+        return problem_response(
+            422,
+            "Invalid input",
+            f"unknown query parameter: {', '.join(exc.unknown)} (this operation takes: {takes})",
+            slug="unknown-parameter",
+            errors=[{"parameter": name, "field": name, "detail": detail} for name in exc.unknown],
         )
 
     @app.exception_handler(StarletteHTTPException)

@@ -10,6 +10,7 @@ import asyncio
 import json
 import logging
 import re
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from importlib.metadata import version
@@ -22,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.engine import Engine
 
 from app import metrics
-from tests.conftest import ONE_SERVER
+from tests.conftest import ONE_SERVER, STORES
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
 
@@ -275,3 +276,27 @@ async def test_the_dashboard_reads_only_series_the_service_exports(
         "chronoq_db_pool_in_use",
     ):
         assert wanted in referenced
+
+
+@pytest.mark.parametrize("database_url", [STORES[1]], indirect=True)
+@pytest.mark.usefixtures("uncached")
+async def test_a_read_that_hangs_does_not_hold_the_scrape(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(metrics, "STORE_WAIT_SECONDS", 0.3)
+    await harness.create(trigger={"type": "immediate"})
+    before = await _samples(harness)
+
+    # Another session holds the occurrences table: the backlog read waits behind it.
+    async with harness.database.engine.connect() as blocker:
+        await blocker.execute(sa.text("LOCK TABLE occurrences IN ACCESS EXCLUSIVE MODE"))
+        started = time.monotonic()
+        during = await _samples(harness)
+        waited = time.monotonic() - started
+        await blocker.rollback()
+    await asyncio.sleep(0.1)
+    after = await _samples(harness)
+
+    assert waited < 2.0
+    assert _value(during, "chronoq_backlog_due") == _value(before, "chronoq_backlog_due") == 1
+    assert _value(after, "chronoq_backlog_due") == 1
