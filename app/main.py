@@ -12,7 +12,7 @@ from fastapi import Depends, FastAPI
 from fastapi.routing import APIRoute
 
 from app import logs, metrics
-from app.api import auth, dead_letters, docs, health, problems, schedules, triggers
+from app.api import auth, dead_letters, docs, health, occurrences, problems, schedules, triggers
 from app.api.auth import ApiKeyMiddleware, KeyRing
 from app.api.body_limits import BodyLimitMiddleware
 from app.api.deps import State
@@ -135,6 +135,7 @@ def create_app(
     # Every route of these two reaches the database, so any of them can find it unreachable.
     app.include_router(schedules.router, responses=problems.responses(503))
     app.include_router(dead_letters.router, responses=problems.responses(503))
+    app.include_router(occurrences.router, responses=problems.responses(503))
     app.include_router(triggers.router)
     docs.install(app)
     return app

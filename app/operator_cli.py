@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 from app.api.schemas import (
+    AttemptOut,
     DeadLetterOut,
     OccurrenceOut,
     RabbitMQTargetOut,
@@ -31,6 +32,7 @@ from app.domain.occurrence import OccurrenceStatus
 from app.domain.schedule import Schedule, ScheduleStatus
 from app.domain.trigger import CronTrigger, IntervalTrigger, OnceTrigger, Trigger
 from app.service.dead_letters import DeadLetterService
+from app.service.occurrences import OccurrenceService
 from app.service.schedules import ScheduleService
 from app.settings import Settings, load_settings
 from app.store.database import Database, describe_failure, missing_database, redact_url
@@ -93,6 +95,7 @@ def _limit(text: str) -> int:
 class _Services:
     schedules: ScheduleService
     dead_letters: DeadLetterService
+    occurrences: OccurrenceService
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +116,11 @@ async def _against(settings: Settings, work: Callable[[_Services], Awaitable[_Ou
     database = Database(settings.database_url, schema=settings.db_schema)
     try:
         return await work(
-            _Services(ScheduleService(database, settings), DeadLetterService(database))
+            _Services(
+                ScheduleService(database, settings),
+                DeadLetterService(database),
+                OccurrenceService(database),
+            )
         )
     finally:
         await database.close()
@@ -315,6 +322,23 @@ def _dead_letter_table(dead_letters: Sequence[DeadLetterOut]) -> str:
     return _table(headers, rows)
 
 
+def _attempt_table(attempts: Sequence[AttemptOut]) -> str:
+    headers = ("ATTEMPT", "STARTED AT", "DURATION", "OUTCOME", "STATUS", "ERROR", "REPLICA")
+    rows = [
+        [
+            str(a.attempt),
+            _when(a.started_at),
+            f"{a.duration_ms} ms",
+            a.outcome,
+            "-" if a.status_code is None else str(a.status_code),
+            _one_line(a.error, width=60),
+            a.replica or "-",
+        ]
+        for a in attempts
+    ]
+    return _table(headers, rows)
+
+
 # -- the commands -----------------------------------------------------------------------
 
 
@@ -357,6 +381,23 @@ def _inspect(args: argparse.Namespace) -> int:
             },
             f"{_snapshot(schedule)}\n\n{shown}",
         )
+
+    return _execute(args, work)
+
+
+def _attempts(args: argparse.Namespace) -> int:
+    async def work(services: _Services) -> _Output:
+        found = await services.occurrences.attempts(args.id, limit=args.limit + 1)
+        page = [AttemptOut.of(a) for a in found[: args.limit]]
+        if not page:
+            text = f"no attempts of occurrence {args.id} yet"
+        else:
+            text = _attempt_table(page)
+            if len(found) > args.limit:
+                text += (
+                    f"\n\n(the first {len(page)} attempts, oldest first; raise --limit for more)"
+                )
+        return _Output([a.model_dump(mode="json") for a in page], text)
 
     return _execute(args, work)
 
@@ -491,6 +532,15 @@ def _register(
     _add_id(inspect, "schedule id")
     _add_limit(inspect, 10, "occurrences, latest first")
     inspect.set_defaults(run=_inspect)
+
+    attempts = commands.add_parser(
+        "attempts",
+        parents=[common],
+        help="an occurrence's delivery attempts, oldest first (a replay's after the earlier)",
+    )
+    _add_id(attempts, "occurrence id")
+    _add_limit(attempts, 50, "attempts, oldest first")
+    attempts.set_defaults(run=_attempts)
 
     changes: list[tuple[str, str, Callable[[ScheduleService, uuid.UUID], Awaitable[Schedule]]]] = [
         ("pause", "pause a schedule: nothing fires until it is resumed", ScheduleService.pause),

@@ -10,7 +10,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.domain.limits import EventType, Id, InputModel, Instant, shown_payload
 from app.domain.misfire import MisfirePolicy, SkipReason
-from app.domain.occurrence import DeadLetter, Occurrence, OccurrenceStatus, Origin
+from app.domain.occurrence import (
+    Attempt,
+    AttemptOutcome,
+    DeadLetter,
+    Occurrence,
+    OccurrenceStatus,
+    Origin,
+)
 from app.domain.schedule import Schedule, ScheduleSpec, ScheduleStatus, flat
 from app.domain.secrets import redacted_headers, redacted_secret, redacted_url
 from app.domain.target import JsonScalar, Target, WebhookTarget
@@ -217,3 +224,36 @@ class BackfillTick(BaseModel):
 class BackfillResult(BaseModel):
     created: int = Field(description="Occurrences this call made due")
     ticks: list[BackfillTick]
+
+
+class AttemptOut(BaseModel):
+    """One attempt to deliver an occurrence."""
+
+    attempt: int = Field(description="1-based; a replay starts again at 1")
+    started_at: datetime
+    duration_ms: int = Field(
+        description="How long it took; for lease_expired, how long its lease held the "
+        "occurrence with no result"
+    )
+    outcome: AttemptOutcome = Field(
+        description="lease_expired: its replica stopped or stalled before settling it"
+    )
+    status_code: int | None = Field(description="The reply's HTTP status (webhooks)")
+    error: str | None
+    response_excerpt: str | None = Field(
+        description="At most the first 1 KiB of the reply's body, as text"
+    )
+    replica: str | None = Field(description="The replica that made the attempt")
+
+    @classmethod
+    def of(cls, a: Attempt) -> AttemptOut:
+        return cls(
+            attempt=a.attempt,
+            started_at=a.started_at,
+            duration_ms=a.duration_ms,
+            outcome=a.outcome,
+            status_code=a.status_code,
+            error=a.error,
+            response_excerpt=a.response_excerpt,
+            replica=a.replica,
+        )

@@ -30,6 +30,51 @@ class Unreadable:
 
 
 @dataclass(frozen=True, slots=True)
+class LostLease:
+    """The lease a claim replaced while its token was still set. A settle or a release
+    clears the token, so this is an attempt that nobody settled: its replica died or
+    stalled. `claimed_at` is the row's last change, which that claim made (a leased row is
+    written again only by its settle or release); `lease_until` is when the lease ended."""
+
+    owner: str | None
+    claimed_at: datetime
+    lease_until: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class LostAttempt:
+    """An attempt to record as `lease_expired`: the claim that takes its occurrence again
+    writes it, since its own replica never did.
+
+    Its start is the instant its claim leased it (the delivery itself began moments later,
+    an instant no one recorded). Its duration is its lease's length: how long the
+    occurrence was held with no result; the attempt ran at most that long, and 0 would
+    read as an attempt that ended at once."""
+
+    occurrence_id: uuid.UUID
+    attempt: int
+    started_at: datetime
+    duration_ms: int
+    replica: str | None
+
+
+def lost_attempt(row: ClaimedRow) -> LostAttempt | None:
+    """The attempt before this claim, when its lease ran out unsettled."""
+    lost = row.lost
+    previous = row.attempts - 1  # this claim counted its own attempt already
+    if lost is None or previous < 1:
+        return None
+    held = (lost.lease_until - lost.claimed_at) if lost.lease_until is not None else timedelta()
+    return LostAttempt(
+        occurrence_id=row.occurrence_id,
+        attempt=previous,
+        started_at=lost.claimed_at,
+        duration_ms=max(0, held // timedelta(milliseconds=1)),
+        replica=lost.owner,
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class ClaimedRow:
     """A leased occurrence as the claim returns it, with its schedule's definition.
     `attempts` counts the attempt this claim starts; `rules` are known only for the
@@ -48,6 +93,8 @@ class ClaimedRow:
     trigger: Trigger | Unreadable
     jitter_seconds: float
     rules: Rules | None = None
+    # Set when the previous attempt's lease ran out with no settle.
+    lost: LostLease | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +186,8 @@ class ClaimPlan:
     unfired: list[uuid.UUID] = field(default_factory=list)
     # Claimed occurrences whose last allowed attempt's lease ran out: dead letters.
     exhausted: list[uuid.UUID] = field(default_factory=list)
+    # Earlier attempts whose lease ran out unsettled, for the attempt log.
+    lost: list[LostAttempt] = field(default_factory=list)
     failed: list[Unplannable] = field(default_factory=list)
     tallies: dict[uuid.UUID, Tally] = field(default_factory=dict)
     # Firings counted at their first claim, per schedule.
@@ -326,6 +375,8 @@ def plan_claim(
     `rng` draws each next tick's jitter."""
     builder = _Builder()
     for row in sorted(rows, key=lambda r: (r.fire_at, r.occurrence_id)):
+        if (lost := lost_attempt(row)) is not None:
+            builder.plan.lost.append(lost)
         try:
             planned = _plan_row(row, now, lease_token, rng)
         except Exception as exc:  # isolated: this row fails, the claim goes on

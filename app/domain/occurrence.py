@@ -81,9 +81,27 @@ class Delivery:
     origin: Origin = Origin.SCHEDULE
 
 
+# How much of a reply's body an attempt keeps (DESIGN 9): enough to read an error page's
+# message, little enough that the attempt log does not weigh on the settle path.
+RESPONSE_EXCERPT_BYTES = 1024
+
+
+def response_excerpt(body: bytes) -> str:
+    """The start of a reply's body as the attempt log keeps it: at most
+    `RESPONSE_EXCERPT_BYTES`, as text (bytes that are not UTF-8, and NUL, become U+FFFD)."""
+    # NUL too: no database keeps it in text.
+    return body[:RESPONSE_EXCERPT_BYTES].decode("utf-8", "replace").replace("\x00", "\ufffd")
+
+
+# A sink's report of one attempt. `status_code` is the reply's (webhooks only) and
+# `response_excerpt` the start of its body (`response_excerpt()`); both None when there
+# was no reply (a broker, a connection that failed).
+
+
 @dataclass(frozen=True, slots=True)
 class Delivered:
-    pass
+    status_code: int | None = None
+    response_excerpt: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +110,8 @@ class Retryable:
 
     error: str
     retry_after: float | None = None
+    status_code: int | None = None
+    response_excerpt: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +119,8 @@ class Permanent:
     """The attempt failed in a way that retrying cannot fix."""
 
     error: str
+    status_code: int | None = None
+    response_excerpt: str | None = None
 
 
 Outcome = Delivered | Retryable | Permanent
@@ -107,25 +129,86 @@ Outcome = Delivered | Retryable | Permanent
 MAX_RETRY_AFTER = 86400.0
 
 
+class AttemptOutcome(StrEnum):
+    """How one attempt ended, as the attempt log records it."""
+
+    DELIVERED = "delivered"
+    RETRY = "retry"
+    DEAD_LETTERED = "dead_lettered"
+    # Its replica died or stalled before settling it; the claim that took the occurrence
+    # again recorded it.
+    LEASE_EXPIRED = "lease_expired"
+
+
+ATTEMPT_OUTCOME_OF = {
+    OccurrenceStatus.DELIVERED: AttemptOutcome.DELIVERED,
+    OccurrenceStatus.PENDING: AttemptOutcome.RETRY,
+    OccurrenceStatus.DEAD_LETTERED: AttemptOutcome.DEAD_LETTERED,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One recorded attempt of an occurrence (DESIGN 9)."""
+
+    attempt: int
+    started_at: datetime
+    duration_ms: int
+    outcome: AttemptOutcome
+    status_code: int | None
+    error: str | None
+    response_excerpt: str | None
+    replica: str | None
+    id: uuid.UUID | None = None  # its place in the log (None until written)
+
+
 @dataclass(frozen=True, slots=True)
 class Settlement:
-    """What to write for one finished attempt."""
+    """What to write for one finished attempt: the occurrence's new state and, for the
+    attempt log, when the attempt started (wall clock, UTC; None: at the settle), how long
+    it took, what the target answered and which replica made it."""
 
     delivery: Delivery
     status: OccurrenceStatus
     error: str | None = None
     retry_in: float | None = None
+    started_at: datetime | None = None
+    duration_ms: int = 0
+    status_code: int | None = None
+    response_excerpt: str | None = None
+    replica: str | None = None
+
+    @property
+    def outcome(self) -> AttemptOutcome:
+        return ATTEMPT_OUTCOME_OF[self.status]
 
 
 def settle(
-    delivery: Delivery, outcome: Outcome, policy: RetryPolicy, rng: random.Random
+    delivery: Delivery,
+    outcome: Outcome,
+    policy: RetryPolicy,
+    rng: random.Random,
+    *,
+    started_at: datetime | None = None,
+    duration: float = 0.0,
+    replica: str | None = None,
 ) -> Settlement:
-    """Turn an attempt's outcome into a settlement: delivered, retried later, or dead-lettered."""
+    """Turn an attempt's outcome into a settlement: delivered, retried later, or dead-lettered.
+    `started_at` and `duration` (seconds) time the attempt for its record."""
+    timing: dict[str, Any] = {
+        "started_at": started_at,
+        "duration_ms": max(0, round(duration * 1000)),
+        "status_code": outcome.status_code,
+        "response_excerpt": outcome.response_excerpt,
+        "replica": replica,
+    }
     if isinstance(outcome, Delivered):
-        return Settlement(delivery, OccurrenceStatus.DELIVERED)
+        return Settlement(delivery, OccurrenceStatus.DELIVERED, **timing)
     if isinstance(outcome, Permanent) or delivery.attempt >= delivery.max_attempts:
-        return Settlement(delivery, OccurrenceStatus.DEAD_LETTERED, error=outcome.error)
+        return Settlement(delivery, OccurrenceStatus.DEAD_LETTERED, error=outcome.error, **timing)
     delay = policy.delay(delivery.attempt, rng)
     if outcome.retry_after is not None:
         delay = max(delay, min(outcome.retry_after, MAX_RETRY_AFTER))
-    return Settlement(delivery, OccurrenceStatus.PENDING, error=outcome.error, retry_in=delay)
+    return Settlement(
+        delivery, OccurrenceStatus.PENDING, error=outcome.error, retry_in=delay, **timing
+    )

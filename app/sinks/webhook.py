@@ -17,7 +17,15 @@ from aiohttp.abc import AbstractResolver
 
 from app.domain.addresses import AddressPolicy
 from app.domain.ids import format_instant
-from app.domain.occurrence import Delivered, Delivery, Outcome, Permanent, Retryable
+from app.domain.occurrence import (
+    RESPONSE_EXCERPT_BYTES,
+    Delivered,
+    Delivery,
+    Outcome,
+    Permanent,
+    Retryable,
+    response_excerpt,
+)
 from app.domain.target import WebhookTarget
 from app.sinks.addresses import CheckingResolver, DeniedAddressError, LiteralHosts
 from app.sinks.signing import WebhookSigner
@@ -53,14 +61,32 @@ def _target_signer(secret: str) -> WebhookSigner:
     return WebhookSigner(secret)
 
 
-def outcome_for_status(status: int, retry_after: str | None, excerpt: str) -> Outcome:
-    """2xx delivered; 408, 429 and 5xx retried; anything else (3xx included) permanent."""
+def outcome_for_status(status: int, retry_after: str | None, body: bytes) -> Outcome:
+    """2xx delivered; 408, 429 and 5xx retried; anything else (3xx included) permanent.
+    `body` is the start of the reply's body: the error names its first `BODY_EXCERPT`
+    bytes, the attempt log keeps its first `RESPONSE_EXCERPT_BYTES`."""
+    kept = response_excerpt(body) if body else None
     if 200 <= status < 300:
-        return DELIVERED
+        return Delivered(status, kept)
+    excerpt = body[:BODY_EXCERPT].decode("utf-8", "replace").strip()
     error = f"HTTP {status}" + (f": {excerpt}" if excerpt else "")
     if status in RETRYABLE_STATUSES or status >= 500:
-        return Retryable(error, parse_retry_after(retry_after, datetime.now(UTC)))
-    return Permanent(error)
+        return Retryable(error, parse_retry_after(retry_after, datetime.now(UTC)), status, kept)
+    return Permanent(error, status, kept)
+
+
+async def _read_start(content: aiohttp.StreamReader, limit: int) -> bytes:
+    """Up to `limit` bytes of a body: fewer only when the body ends first (one `read`
+    returns what has arrived so far)."""
+    chunks: list[bytes] = []
+    left = limit
+    while left > 0:
+        chunk = await content.read(left)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 class WebhookSink:
@@ -151,13 +177,13 @@ class WebhookSink:
                 if 200 <= status < 300:
                     length = response.content_length
                     if length is not None and length > MAX_DRAINED_BODY:
-                        response.close()  # not worth reading to keep the connection
+                        body = await _read_start(response.content, RESPONSE_EXCERPT_BYTES)
+                        response.close()  # not worth reading the rest to keep the connection
                     else:
-                        await response.read()
-                    return DELIVERED
-                raw = await response.content.read(BODY_EXCERPT)
-                excerpt = raw.decode("utf-8", "replace").strip()
-                return outcome_for_status(status, response.headers.get("Retry-After"), excerpt)
+                        body = await response.read()
+                    return Delivered(status, response_excerpt(body) if body else None)
+                body = await _read_start(response.content, RESPONSE_EXCERPT_BYTES)
+                return outcome_for_status(status, response.headers.get("Retry-After"), body)
         except TimeoutError:
             return Retryable(f"timed out after {limit:g}s")
         except aiohttp.ClientConnectorError as exc:

@@ -23,25 +23,54 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.domain import misfire
 from app.domain.claim_plan import (
     ClaimedRow,
+    LostAttempt,
+    LostLease,
     Tally,
     Unplannable,
     Unreadable,
     cadence_schedules,
     plan_claim,
 )
-from app.domain.occurrence import Delivery, OccurrenceStatus, Origin
+from app.domain.occurrence import AttemptOutcome, Delivery, OccurrenceStatus, Origin
 from app.store import codec
 from app.store.dialects import dialect_of
 from app.store.rows import pending_row, rules_of_row, skip_row, truncate_error
-from app.store.settlements import finish_one_shots, finish_recurring
-from app.store.tables import UUID, UTCDateTime, occurrences, schedules
+from app.store.settlements import attempt_id, finish_one_shots, finish_recurring
+from app.store.tables import UUID, UTCDateTime, attempts, occurrences, schedules
 
 LEASE_EXPIRED_ERROR = (
     "the lease of the last attempt expired with no result recorded "
     "(its replica stopped or stalled); the attempt budget is spent"
 )
 
+# The error of an attempt recorded as lease_expired.
+LOST_ATTEMPT_ERROR = (
+    "the lease expired with no result recorded (its replica stopped or stalled before "
+    "settling this attempt)"
+)
+
 _T = TypeVar("_T")
+
+
+def _lost_lease(row: Any) -> LostLease | None:
+    if row.lost_token is None:
+        return None
+    return LostLease(owner=row.lost_owner, claimed_at=row.lost_at, lease_until=row.lost_until)
+
+
+def _lost_row(lost: LostAttempt) -> dict[str, Any]:
+    return {
+        "id": attempt_id(lost.started_at),
+        "occurrence_id": lost.occurrence_id,
+        "attempt": lost.attempt,
+        "started_at": lost.started_at,
+        "duration_ms": lost.duration_ms,
+        "outcome": AttemptOutcome.LEASE_EXPIRED.value,
+        "status_code": None,
+        "error": LOST_ATTEMPT_ERROR,
+        "response_excerpt": None,
+        "replica": lost.replica,
+    }
 
 
 def _claimed_row(row: Row[Any]) -> ClaimedRow:
@@ -60,6 +89,7 @@ def _claimed_row(row: Row[Any]) -> ClaimedRow:
         target=_readable(codec.target, row.target),
         trigger=_readable(codec.trigger, row.trigger),
         jitter_seconds=row.jitter_seconds,
+        lost=_lost_lease(row),
     )
 
 
@@ -126,10 +156,12 @@ class ClaimStore:
             # counter may never go below zero, even for a statement.
             await self._count_first_fires(conn, plan.first_fires, now)
         await self._apply_tallies(conn, plan.tallies_recorded(recorded))
+        if plan.lost:  # one statement; none at all in the usual claim
+            await conn.execute(attempts.insert().values([_lost_row(a) for a in plan.lost]))
         if plan.exhausted:
             await self._dead_letter_expired(conn, token, plan.exhausted, now)
         if plan.failed:
-            await self._settle_unplannable(conn, token, plan.failed, now, backoff)
+            await self._settle_unplannable(conn, token, plan.failed, now, backoff, owner)
         await finish_one_shots(conn, plan.finished_one_shots, now)
         if plan.done_recurring:
             await finish_recurring(conn, plan.done_recurring, now)
@@ -255,10 +287,12 @@ class ClaimStore:
         failed: list[Unplannable],
         now: datetime,
         backoff: Callable[[int], float],
+        owner: str,
     ) -> None:
         """Claimed rows that could not be planned: each a failed attempt, retried with the
         usual backoff or dead-lettered when its budget is spent. A first claim stays
-        unplanned, so the retry plans it again (and a replay of the dead letter too)."""
+        unplanned, so the retry plans it again (and a replay of the dead letter too).
+        Each is in the attempt log as well: made at the claim, in no time, with no reply."""
         guard = (occurrences.c.occurrence_id == sa.bindparam("b_id", type_=UUID)) & (
             occurrences.c.lease_token == token
         )
@@ -268,6 +302,27 @@ class ClaimStore:
         )
         dead = [f for f in failed if f.spent]
         retry = [f for f in failed if not f.spent]
+        await conn.execute(
+            attempts.insert().values(
+                [
+                    {
+                        "id": attempt_id(now),
+                        "occurrence_id": f.occurrence_id,
+                        "attempt": f.attempt,
+                        "started_at": now,
+                        "duration_ms": 0,
+                        "outcome": (
+                            AttemptOutcome.DEAD_LETTERED if f.spent else AttemptOutcome.RETRY
+                        ).value,
+                        "status_code": None,
+                        "error": _error(f),
+                        "response_excerpt": None,
+                        "replica": owner,
+                    }
+                    for f in failed
+                ]
+            )
+        )
         if dead:
             await conn.execute(
                 occurrences.update()

@@ -7,6 +7,7 @@ token replaced and its late settle matches no row.
 
 from __future__ import annotations
 
+import random
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -18,6 +19,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.domain.ids import uuid7
 from app.domain.occurrence import (
     Delivery,
     OccurrenceStatus,
@@ -29,7 +31,28 @@ from app.store.clock import transaction_now
 from app.store.dialects import dialect_of
 from app.store.dialects.base import Dialect
 from app.store.rows import truncate_error
-from app.store.tables import UUID, occurrences, schedules
+from app.store.tables import UUID, attempts, occurrences, schedules
+
+
+def attempt_id(started_at: datetime) -> uuid.UUID:
+    """An attempt's id: UUIDv7 of its start, so ids sort in the order attempts started."""
+    return uuid7(started_at, random.getrandbits(74))
+
+
+def _attempt_row(item: Settlement, now: datetime) -> dict[str, Any]:
+    started_at = item.started_at or now
+    return {
+        "id": attempt_id(started_at),
+        "occurrence_id": item.delivery.occurrence_id,
+        "attempt": item.delivery.attempt,
+        "started_at": started_at,
+        "duration_ms": item.duration_ms,
+        "outcome": item.outcome.value,
+        "status_code": item.status_code,
+        "error": truncate_error(item.error),
+        "response_excerpt": item.response_excerpt,
+        "replica": item.replica,
+    }
 
 
 @dataclass(frozen=True)
@@ -41,6 +64,7 @@ class _SettleStatements:
     dead: sa.Update
     finish_one_shots: sa.Update
     finish_recurring: sa.Update
+    current: sa.Select[Any]
 
 
 @cache
@@ -115,6 +139,15 @@ def _settle_statements(dialect: Dialect) -> _SettleStatements:
             nothing_pending,
         )
         .values(status=ScheduleStatus.COMPLETED, updated_at=now),
+        # Which settlements still hold their lease, locked until the settle commits: only
+        # those are recorded as attempts. A late one (its lease ran out and another claim
+        # took the occurrence) was recorded by that claim as lease_expired.
+        current=sa.select(occurrences.c.occurrence_id, occurrences.c.lease_token)
+        .where(
+            dialect.among(occurrences.c.occurrence_id, "ids"),
+            occurrences.c.status == OccurrenceStatus.PENDING,
+        )
+        .with_for_update(),
     )
 
 
@@ -122,10 +155,23 @@ class SettlementStore:
     """Statements that end or hand back an attempt; run inside the caller's transaction."""
 
     async def settle(self, conn: AsyncConnection, settlements: Sequence[Settlement]) -> None:
-        """Record finished attempts; each update matches only while its lease token is current."""
+        """Record finished attempts; each update matches only while its lease token is current.
+        Each current one is also written to the attempt log: one multi-row insert for the
+        batch."""
         dialect = dialect_of(conn)
         statements = _settle_statements(dialect)
         now = await dialect.bound_now(conn)
+        held = await conn.execute(
+            statements.current, {"ids": [item.delivery.occurrence_id for item in settlements]}
+        )
+        tokens = {row.occurrence_id: row.lease_token for row in held}
+        logged = [
+            _attempt_row(item, now)
+            for item in settlements
+            if tokens.get(item.delivery.occurrence_id) == item.delivery.lease_token
+        ]
+        if logged:
+            await conn.execute(attempts.insert().values(logged))
         delivered: dict[uuid.UUID, list[uuid.UUID]] = defaultdict(list)
         retries: list[dict[str, Any]] = []
         dead: list[dict[str, Any]] = []

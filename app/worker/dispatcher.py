@@ -23,6 +23,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 
 from app import metrics
 from app.domain.occurrence import Delivery, OccurrenceStatus, Outcome, Retryable, Settlement, settle
@@ -203,6 +204,8 @@ class Dispatcher:
         """One delivery under the dispatch timeout; any failure becomes a retryable outcome."""
         timeout = self._settings.dispatch_timeout
         outcome: Outcome
+        # The wall clock says when it started (the attempt log); the monotonic clock how long.
+        started_at = datetime.now(UTC)
         started = time.perf_counter()
         try:
             async with asyncio.timeout(timeout):
@@ -212,8 +215,17 @@ class Dispatcher:
         except Exception as exc:
             log.exception("delivery of occurrence %s raised", delivery.occurrence_id)
             outcome = Retryable(f"internal error: {type(exc).__name__}: {exc}"[:500])
-        settlement = settle(delivery, outcome, self._policy, self._rng)
-        _observe(settlement, time.perf_counter() - started)
+        seconds = time.perf_counter() - started
+        settlement = settle(
+            delivery,
+            outcome,
+            self._policy,
+            self._rng,
+            started_at=started_at,
+            duration=seconds,
+            replica=self.owner,
+        )
+        _observe(settlement, seconds)
         return settlement
 
     async def _write_settlements(self, settlements: Sequence[Settlement]) -> None:

@@ -67,6 +67,7 @@ SEMANTIC_RULES = [
     "patch_schedule",
     "backfill_schedule",
     "list_occurrences",
+    "list_attempts",
     "list_dead_letters",
     "replay_dead_letters",
     "preview_trigger",

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from contextvars import ContextVar
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import sqlalchemy as sa
@@ -47,6 +48,28 @@ CLAIM_COLUMNS: dict[str, Any] = {
     "target": sa.Text(),
     "trigger": sa.Text(),
 }
+
+# The lease a claim replaced, read before the claim overwrote it (all NULL but for a row
+# whose previous attempt was never settled: its lease ran out with its token still set).
+LOST_COLUMNS: dict[str, Any] = {
+    "lost_token": UUID,
+    "lost_owner": sa.String(),
+    "lost_at": UTCDateTime(),
+    "lost_until": UTCDateTime(),
+}
+_LOST = tuple(LOST_COLUMNS)
+
+
+def with_lost(rows: Iterable[Row[Any]], due: Iterable[Row[Any]]) -> list[SimpleNamespace]:
+    """The claimed `rows` with the `LOST_COLUMNS` that the select of `due` rows read before
+    the lease was written (for a dialect whose claim reads them in a statement of its own)."""
+    lost = {row.occurrence_id: row for row in due}
+    return [
+        SimpleNamespace(
+            **row._mapping, **{name: getattr(lost[row.occurrence_id], name) for name in _LOST}
+        )
+        for row in rows
+    ]
 
 
 def dumps(value: Any) -> str:
@@ -146,8 +169,8 @@ class Dialect(ABC):
     @abstractmethod
     async def claim(
         self, conn: AsyncConnection, *, limit: int, lease: float, token: Any, owner: str
-    ) -> Sequence[Row[Any]]:
-        """Lease up to `limit` due occurrences (CLAIM_COLUMNS for each)."""
+    ) -> Sequence[Any]:
+        """Lease up to `limit` due occurrences (CLAIM_COLUMNS and LOST_COLUMNS for each)."""
 
     @abstractmethod
     async def prune(self, conn: AsyncConnection, *, cutoff: datetime, limit: int) -> int:

@@ -23,10 +23,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Dialect as SqlDialect
-from sqlalchemy.engine import Row, make_url
+from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from app.store.dialects.base import CLAIM_COLUMNS, Dialect, dumps
+from app.store.dialects.base import CLAIM_COLUMNS, LOST_COLUMNS, Dialect, dumps, with_lost
 from app.store.sql import queries
 from app.store.tables import PRUNABLE, UUID, UTCDateTime, occurrences
 
@@ -46,7 +46,7 @@ _LOCK_NAME_LIMIT = 64
 
 _due, _lease, _rows = queries("claim", "mysql")
 _DUE = _due.bindparams(sa.bindparam("now", type_=UTCDateTime())).columns(
-    sa.column("occurrence_id", UUID), sa.column("first_claim", sa.Boolean())
+    sa.column("occurrence_id", UUID), sa.column("first_claim", sa.Boolean()), **LOST_COLUMNS
 )
 _LEASE = _lease.bindparams(
     sa.bindparam("ids", expanding=True, type_=UUID),
@@ -158,7 +158,7 @@ class MySQL(Dialect):
 
     async def claim(
         self, conn: AsyncConnection, *, limit: int, lease: float, token: uuid.UUID, owner: str
-    ) -> Sequence[Row[Any]]:
+    ) -> Sequence[Any]:
         now = await self.transaction_now(conn)
         due = (await conn.execute(_DUE, {"now": now, "limit": limit})).all()
         if not due:
@@ -174,7 +174,7 @@ class MySQL(Dialect):
                 "lease_until": now + timedelta(seconds=lease),
             },
         )
-        return (await conn.execute(_ROWS, {"ids": ids, "now": now})).all()
+        return with_lost((await conn.execute(_ROWS, {"ids": ids, "now": now})).all(), due)
 
     async def prune(self, conn: AsyncConnection, *, cutoff: datetime, limit: int) -> int:
         keys = list((await conn.execute(_EXPIRED, {"cutoff": cutoff, "limit": limit})).scalars())

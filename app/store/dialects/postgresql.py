@@ -25,7 +25,7 @@ from sqlalchemy.engine import Row, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from app.domain.occurrence import OccurrenceStatus
-from app.store.dialects.base import CLAIM_COLUMNS, Dialect, dumps
+from app.store.dialects.base import CLAIM_COLUMNS, LOST_COLUMNS, Dialect, dumps
 from app.store.sql import query
 from app.store.tables import PRUNABLE, UTCDateTime, occurrences
 
@@ -63,7 +63,7 @@ _TRY_XACT_LOCK = sa.text("SELECT pg_try_advisory_xact_lock(:key)")
 _CLAIM = (
     query("claim", "postgresql")
     .bindparams(sa.bindparam("token", type_=sa.Uuid()))
-    .columns(**CLAIM_COLUMNS)
+    .columns(**CLAIM_COLUMNS, **LOST_COLUMNS)
 )
 
 

@@ -19,13 +19,13 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Dialect as SqlDialect
-from sqlalchemy.engine import Row, make_url
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from app.store.dialects.base import CLAIM_COLUMNS, Dialect, dumps
-from app.store.sql import query
-from app.store.tables import PRUNABLE, UTCDateTime, occurrences
+from app.store.dialects.base import CLAIM_COLUMNS, LOST_COLUMNS, Dialect, dumps, with_lost
+from app.store.sql import queries
+from app.store.tables import PRUNABLE, UUID, UTCDateTime, occurrences
 
 # Primary result codes that say the file cannot be used now: busy or locked past
 # busy_timeout and the retries, an I/O error, a full disk, a file that cannot be opened, a
@@ -33,15 +33,16 @@ from app.store.tables import PRUNABLE, UTCDateTime, occurrences
 # failures are not among them.
 _UNAVAILABLE_CODES = frozenset({5, 6, 10, 13, 14, 15})
 
-_CLAIM = (
-    query("claim", "sqlite")
-    .bindparams(
-        sa.bindparam("token", type_=sa.Uuid()),
-        sa.bindparam("now", type_=UTCDateTime()),
-        sa.bindparam("lease_until", type_=UTCDateTime()),
-    )
-    .columns(**CLAIM_COLUMNS)
+_due, _lease = queries("claim", "sqlite")
+_DUE = _due.bindparams(sa.bindparam("now", type_=UTCDateTime())).columns(
+    sa.column("occurrence_id", UUID), **LOST_COLUMNS
 )
+_CLAIM = _lease.bindparams(
+    sa.bindparam("ids", expanding=True, type_=UUID),
+    sa.bindparam("token", type_=sa.Uuid()),
+    sa.bindparam("now", type_=UTCDateTime()),
+    sa.bindparam("lease_until", type_=UTCDateTime()),
+).columns(**CLAIM_COLUMNS)
 
 _PRUNE = occurrences.delete().where(
     occurrences.c.occurrence_id.in_(
@@ -135,16 +136,19 @@ class SQLite(Dialect):
 
     async def claim(
         self, conn: AsyncConnection, *, limit: int, lease: float, token: uuid.UUID, owner: str
-    ) -> Sequence[Row[Any]]:
+    ) -> Sequence[Any]:
         now = datetime.now(UTC)
+        due = (await conn.execute(_DUE, {"now": now, "limit": limit})).all()
+        if not due:
+            return []
         params = {
-            "limit": limit,
+            "ids": [row.occurrence_id for row in due],
             "token": token,
             "owner": owner,
             "now": now,
             "lease_until": now + timedelta(seconds=lease),
         }
-        return (await conn.execute(_CLAIM, params)).all()
+        return with_lost((await conn.execute(_CLAIM, params)).all(), due)
 
     async def prune(self, conn: AsyncConnection, *, cutoff: datetime, limit: int) -> int:
         result = await conn.execute(_PRUNE, {"cutoff": cutoff, "limit": limit})

@@ -1,8 +1,12 @@
 -- Lock up to :limit due occurrences, oldest available first, skipping rows another
 -- replica holds. The sub-select on schedules takes no locks (a locking read locks only
 -- the rows of its own query block). `first_claim` marks an occurrence's first claim ever:
--- only then is it counted as a firing and its cadence planned.
-SELECT o.occurrence_id, o.first_attempt_at IS NULL AS first_claim
+-- only then is it counted as a firing and its cadence planned. `lost_*` is the lease this
+-- claim replaces, read before it is overwritten: a settle or a release clears the token, so
+-- a token still set is an attempt nobody settled (its replica died or stalled).
+SELECT o.occurrence_id, o.first_attempt_at IS NULL AS first_claim,
+       o.lease_token AS lost_token, o.lease_owner AS lost_owner,
+       o.updated_at AS lost_at, o.available_at AS lost_until
 FROM occurrences AS o
 WHERE o.status = 'pending'
   AND o.available_at <= :now

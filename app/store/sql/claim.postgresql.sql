@@ -4,8 +4,13 @@
 -- and the claim costs a single round trip. Times come from the database clock.
 -- `first_claim` marks an occurrence's first claim ever (a replay resets `attempts`, not
 -- `first_attempt_at`): only then is it counted as a firing and its cadence planned.
+-- `lost_*` is the lease this claim replaces, read before it is overwritten: a settle or a
+-- release clears the token, so a token still set is an attempt nobody settled (its replica
+-- died or stalled), with its owner, its claim instant and its lease's end.
 WITH due AS (
-    SELECT o.occurrence_id, o.first_attempt_at IS NULL AS first_claim
+    SELECT o.occurrence_id, o.first_attempt_at IS NULL AS first_claim,
+           o.lease_token AS lost_token, o.lease_owner AS lost_owner,
+           o.updated_at AS lost_at, o.available_at AS lost_until
     FROM occurrences AS o
     WHERE o.status = 'pending'
       AND o.available_at <= now()
@@ -26,7 +31,8 @@ claimed AS (
         updated_at = now()
     FROM due
     WHERE o.occurrence_id = due.occurrence_id
-    RETURNING o.occurrence_id, o.schedule_id, o.fire_at, o.attempts, o.origin, due.first_claim
+    RETURNING o.occurrence_id, o.schedule_id, o.fire_at, o.attempts, o.origin, due.first_claim,
+              due.lost_token, due.lost_owner, due.lost_at, due.lost_until
 ),
 first_fires AS (
     UPDATE schedules AS s
@@ -38,7 +44,7 @@ first_fires AS (
     WHERE s.id = f.schedule_id
 )
 SELECT c.occurrence_id, c.schedule_id, c.fire_at, c.attempts, c.origin, c.first_claim,
-       now() AS claimed_at,
+       c.lost_token, c.lost_owner, c.lost_at, c.lost_until, now() AS claimed_at,
        s.event_type, s.max_attempts, s.jitter_seconds,
        s.payload::text AS body, s.target::text AS target, s.trigger::text AS trigger
 FROM claimed AS c

@@ -1,8 +1,24 @@
 -- Lease up to :limit due occurrences, oldest available first, and return each with its
--- schedule's definition. SQLite has a single writer (BEGIN IMMEDIATE), so the sub-select
--- and the update cannot interleave with another claim; the time parameter is the database
+-- schedule's definition. SQLite has a single writer (BEGIN IMMEDIATE), so the select and
+-- the update cannot interleave with another claim; the time parameter is the database
 -- host's clock, which is this process's clock. SQLite has no data-modifying CTE, so the
 -- schedules' fire counters are bumped by _count_first_fires in the same transaction.
+
+-- The due rows, with the lease each claim replaces (`lost_*`), read before the update
+-- overwrites it (RETURNING sees only new values): a settle or a release clears the token,
+-- so a token still set is an attempt nobody settled (its replica died or stalled).
+SELECT o.occurrence_id, o.lease_token AS lost_token, o.lease_owner AS lost_owner,
+       o.updated_at AS lost_at, o.available_at AS lost_until
+FROM occurrences AS o
+WHERE o.status = 'pending'
+  AND o.available_at <= :now
+  AND NOT EXISTS (
+      SELECT 1 FROM schedules AS s WHERE s.id = o.schedule_id AND s.status = 'paused'
+  )
+ORDER BY o.available_at
+LIMIT :limit;
+
+-- Lease them and read each back with its schedule's definition.
 UPDATE occurrences
 SET attempts = attempts + 1,
     available_at = :lease_until,
@@ -10,17 +26,7 @@ SET attempts = attempts + 1,
     lease_owner = :owner,
     first_attempt_at = coalesce(first_attempt_at, :now),
     updated_at = :now
-WHERE occurrence_id IN (
-    SELECT o.occurrence_id
-    FROM occurrences AS o
-    WHERE o.status = 'pending'
-      AND o.available_at <= :now
-      AND NOT EXISTS (
-          SELECT 1 FROM schedules AS s WHERE s.id = o.schedule_id AND s.status = 'paused'
-      )
-    ORDER BY o.available_at
-    LIMIT :limit
-)
+WHERE occurrence_id IN :ids
 RETURNING occurrence_id, schedule_id, fire_at, attempts, origin,
     -- RETURNING sees the new row: a first claim is one that set the instant just now (a
     -- re-claim comes a lease later, so an earlier first attempt never equals :now).

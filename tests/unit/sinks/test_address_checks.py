@@ -98,7 +98,8 @@ async def test_an_ip_literal_is_never_resolved(receiver: Receiver) -> None:
         first = await deliver(sink, receiver.url("/hook"))
         second = await deliver(sink, receiver.url("/hook"))
 
-    assert first == second == Delivered()
+    assert isinstance(first, Delivered)
+    assert isinstance(second, Delivered)
     assert dns.lookups == {}
     assert len(receiver.on("/hook")) == 2
 
@@ -130,7 +131,7 @@ async def test_a_name_that_resolves_to_an_allowed_address_is_delivered(
     async with open_sink(dns) as sink:
         outcome = await deliver(sink, f"http://hooks.test:{receiver.port}/hook")
 
-    assert outcome == Delivered()
+    assert isinstance(outcome, Delivered)
     assert receiver.on("/hook")[0].headers["Host"] == f"hooks.test:{receiver.port}"
 
 
@@ -145,7 +146,7 @@ async def test_a_second_delivery_to_a_name_within_the_ttl_is_not_resolved_again(
         url = f"http://hooks.test:{receiver.port}/hook"
         outcomes = [await deliver(sink, url), await deliver(sink, url)]
 
-    assert outcomes == [Delivered(), Delivered()]
+    assert [type(o) for o in outcomes] == [Delivered, Delivered]
     assert dns.lookups == {"hooks.test": 1}
     assert len(receiver.on("/hook")) == 2
 
@@ -181,7 +182,7 @@ async def test_an_allow_list_admits_only_its_names_and_networks(
         outcome = await deliver(sink, f"http://hooks.test:{receiver.port}/hook")
 
     if admitted:
-        assert outcome == Delivered()
+        assert isinstance(outcome, Delivered)
     else:
         assert_denied(outcome, "not on the allow list")
         assert receiver.requests == []

@@ -20,14 +20,14 @@ NOW = datetime(2024, 3, 5, 10, 30, tzinfo=UTC)
 
 @pytest.mark.parametrize("status", [200, 201, 202, 204, 299])
 def test_a_2xx_status_is_delivered(status: int) -> None:
-    assert outcome_for_status(status, None, "") == Delivered()
+    assert outcome_for_status(status, None, b"") == Delivered(status)
 
 
 @pytest.mark.parametrize(
     "status", [100, 300, 301, 302, 303, 304, 307, 308, 400, 401, 403, 404, 409, 410, 422]
 )
 def test_other_statuses_fail_permanently(status: int) -> None:
-    outcome = outcome_for_status(status, None, "nope")
+    outcome = outcome_for_status(status, None, b"nope")
 
     assert isinstance(outcome, Permanent)
     assert outcome.error == f"HTTP {status}: nope"
@@ -35,7 +35,7 @@ def test_other_statuses_fail_permanently(status: int) -> None:
 
 @pytest.mark.parametrize("status", [408, 429, 500, 501, 502, 503, 504, 599])
 def test_timeouts_throttling_and_server_errors_are_retryable(status: int) -> None:
-    outcome = outcome_for_status(status, None, "busy")
+    outcome = outcome_for_status(status, None, b"busy")
 
     assert isinstance(outcome, Retryable)
     assert outcome.error == f"HTTP {status}: busy"
@@ -43,12 +43,12 @@ def test_timeouts_throttling_and_server_errors_are_retryable(status: int) -> Non
 
 
 def test_the_error_without_a_body_excerpt_is_just_the_status() -> None:
-    assert outcome_for_status(503, None, "") == Retryable("HTTP 503", None)
+    assert outcome_for_status(503, None, b"") == Retryable("HTTP 503", None, 503)
 
 
 @pytest.mark.parametrize(("status", "header"), [(429, "120"), (503, "120"), (408, " 120 ")])
 def test_a_retryable_status_carries_the_retry_after_seconds(status: int, header: str) -> None:
-    outcome = outcome_for_status(status, header, "")
+    outcome = outcome_for_status(status, header, b"")
 
     assert isinstance(outcome, Retryable)
     assert outcome.retry_after == 120.0
@@ -57,7 +57,7 @@ def test_a_retryable_status_carries_the_retry_after_seconds(status: int, header:
 def test_a_retry_after_http_date_becomes_seconds_from_now() -> None:
     later = datetime.now(UTC).replace(microsecond=0) + timedelta(minutes=10)
 
-    outcome = outcome_for_status(429, format_datetime(later, usegmt=True), "")
+    outcome = outcome_for_status(429, format_datetime(later, usegmt=True), b"")
 
     assert isinstance(outcome, Retryable)
     assert outcome.retry_after is not None
@@ -66,11 +66,22 @@ def test_a_retry_after_http_date_becomes_seconds_from_now() -> None:
 
 @pytest.mark.parametrize("header", ["soon", "\u00b2"])
 def test_a_retryable_status_with_a_garbage_retry_after_stays_retryable(header: str) -> None:
-    assert outcome_for_status(503, header, "") == Retryable("HTTP 503", None)
+    assert outcome_for_status(503, header, b"") == Retryable("HTTP 503", None, 503)
+
+
+def test_the_reply_keeps_its_status_and_the_first_kibibyte_of_its_body_as_text() -> None:
+    body = b"\xff" + b"x" * 2000
+
+    outcome = outcome_for_status(503, None, body)
+
+    assert isinstance(outcome, Retryable)
+    assert outcome.status_code == 503
+    assert outcome.response_excerpt == "\ufffd" + "x" * 1023
+    assert outcome.error == "HTTP 503: \ufffd" + "x" * 255
 
 
 def test_a_permanent_status_ignores_retry_after() -> None:
-    assert outcome_for_status(404, "30", "") == Permanent("HTTP 404")
+    assert outcome_for_status(404, "30", b"") == Permanent("HTTP 404", 404)
 
 
 @pytest.mark.parametrize(
