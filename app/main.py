@@ -26,6 +26,7 @@ from app.store.backlog import backlog
 from app.store.database import Database
 from app.store.migrations import upgrade_to_head
 from app.store.wakeups import Wakeups
+from app.ui import console
 from app.worker.dispatcher import Dispatcher
 from app.worker.pruner import Pruner
 
@@ -138,6 +139,8 @@ def create_app(
     app.include_router(occurrences.router, responses=problems.responses(503))
     app.include_router(triggers.router)
     docs.install(app)
+    app.include_router(console.router())
+    app.mount("/ui/static", console.static_files(), name="console-static")
     return app
 
 
