@@ -24,9 +24,11 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from app.api import dead_letters as dead_letter_routes
+from app.api import occurrences as occurrence_routes
 from app.api import schedules as schedule_routes
 from app.api.deps import DeadLettersDep, SchedulesDep, StateDep
-from app.api.schemas import ScheduleOut
+from app.api.occurrences import OccurrencesDep
+from app.api.schemas import AttemptOut, OccurrenceOut, ScheduleOut
 from app.domain.errors import ChronoqError, ConflictError, InvalidInputError, NotFoundError
 from app.domain.limits import MAX_LABEL_FILTERS, MAX_LABEL_KEY, MAX_LABEL_VALUE, check_text
 from app.domain.schedule import ScheduleStatus
@@ -37,6 +39,9 @@ from app.ui.live import LiveNumbers
 
 PAGE_SIZE = 50
 FIRE_TIMES = 10
+# One schedule's page reads each listed occurrence's attempts: fewer occurrences a page.
+OCCURRENCES_PAGE = 20
+ATTEMPTS_SHOWN = 20
 MAX_FILTER_LENGTH = 200
 FORM_TYPE = "application/x-www-form-urlencoded"
 _NO_FILTER = DeadLetterFilter()  # replays by the ids selected, never by a filter
@@ -139,6 +144,23 @@ def _status_of(exc: ChronoqError) -> int:
     if isinstance(exc, InvalidInputError):
         return 422
     return 400
+
+
+async def _attempts(
+    service: OccurrencesDep, occurrence: OccurrenceOut
+) -> tuple[list[AttemptOut], bool]:
+    """An occurrence's attempts, oldest first (at most ATTEMPTS_SHOWN), and whether there
+    are more; none read for one that was never attempted."""
+    tried = occurrence.attempts or occurrence.delivered_at or occurrence.dead_lettered_at
+    if not tried:
+        return [], False
+    try:
+        page = await occurrence_routes.list_attempts(
+            occurrence.occurrence_id, service, limit=ATTEMPTS_SHOWN, cursor=None
+        )
+    except NotFoundError:  # pruned since the list was read
+        return [], False
+    return page.items, page.next_cursor is not None
 
 
 def _upcoming(schedule: ScheduleOut, now: datetime) -> list[datetime]:
@@ -271,7 +293,12 @@ class Console:
         )
 
     async def schedule(
-        self, request: Request, viewer: Viewer, service: SchedulesDep, schedule_id: str
+        self,
+        request: Request,
+        viewer: Viewer,
+        service: SchedulesDep,
+        occurrence_service: OccurrencesDep,
+        schedule_id: str,
     ) -> HTMLResponse:
         query = request.query_params
         try:
@@ -281,25 +308,28 @@ class Console:
         try:
             schedule = ScheduleOut.of(await service.get(id_))
             occurrences = await schedule_routes.list_occurrences(
-                id_, service, status_=None, limit=PAGE_SIZE, cursor=_one(query, "cursor")
+                id_, service, status_=None, limit=OCCURRENCES_PAGE, cursor=_one(query, "cursor")
             )
         except NotFoundError as exc:
             return await self.refuse(request, viewer, 404, exc.detail)
         except InvalidInputError as exc:
             return await self.refuse(request, viewer, 422, exc.detail)
-        definition = schedule.model_dump(mode="json")
+        attempts = {
+            o.occurrence_id: await _attempts(occurrence_service, o) for o in occurrences.items
+        }
         next_url = None
         if occurrences.next_cursor is not None:
-            next_url = "?" + urlencode({"cursor": occurrences.next_cursor})
+            next_url = _query({}, cursor=occurrences.next_cursor)
         return await self.render(
             request,
             viewer,
             "schedule.html",
             title=schedule.name or str(schedule.id),
             schedule=schedule,
-            definition=definition,
+            definition=schedule.model_dump(mode="json"),
             upcoming=_upcoming(schedule, datetime.now(UTC)),
             occurrences=occurrences.items,
+            attempts=attempts,
             next_url=next_url,
             paged=bool(query.get("cursor")),
             notice=_DONE.get(query.get("done", "")),
@@ -317,7 +347,7 @@ class Console:
         fields = await self.posted(request, viewer)
         if isinstance(fields, HTMLResponse):
             return fields
-        calls: dict[str, tuple[Callable[[uuid.UUID], Awaitable[object]], str]] = {
+        calls: dict[str, tuple[Callable[..., Awaitable[object]], str]] = {
             "pause": (service.pause, "paused"),
             "resume": (service.resume, "resumed"),
             "trigger": (service.trigger, "triggered"),
@@ -464,9 +494,13 @@ def router(console: Console | None = None) -> APIRouter:
 
     @routes.get("/schedules/{schedule_id}", response_class=HTMLResponse)
     async def schedule(
-        request: Request, who: ViewerDep, service: SchedulesDep, schedule_id: str
+        request: Request,
+        who: ViewerDep,
+        service: SchedulesDep,
+        occurrence_service: OccurrencesDep,
+        schedule_id: str,
     ) -> HTMLResponse:
-        return await pages.schedule(request, who, service, schedule_id)
+        return await pages.schedule(request, who, service, occurrence_service, schedule_id)
 
     for action in SCHEDULE_ACTIONS:
 

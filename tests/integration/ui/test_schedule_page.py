@@ -11,6 +11,7 @@ import pytest
 from tests.conftest import STORES
 from tests.integration.conftest import Harness
 from tests.integration.ui.pages import post_form, spec, token_of
+from tests.receiver import Reply
 
 pytestmark = pytest.mark.parametrize("database_url", STORES[:1], indirect=True)
 
@@ -66,21 +67,21 @@ async def test_a_payload_with_a_script_shows_as_text(harness: Harness) -> None:
 async def test_the_occurrences_are_listed_latest_first_and_paged(harness: Harness) -> None:
     created = await harness.create(**spec(harness))
     path = f"/v1/schedules/{created['id']}"
-    for _ in range(51):
+    for _ in range(21):
         assert (await harness.client.post(path + "/trigger")).status_code == 202
     everything = await harness.occurrences(created["id"])
-    assert len(everything) == 52
+    assert len(everything) == 22
     ids = [o["occurrence_id"] for o in everything]
 
     first = (await harness.client.get(f"/ui/schedules/{created['id']}")).text
     shown = re.findall(r'<small class="id">([0-9a-f-]{36})</small>', first)
     shown = [i for i in shown if i != created["id"]]
-    assert shown == ids[:50]
+    assert shown == ids[:20]
     link = re.search(r'<a rel="next" href="([^"]+)"', first)
     assert link is not None
     second = (await harness.client.get(link.group(1).replace("&amp;", "&"))).text
     rest = [i for i in re.findall(r'<small class="id">([0-9a-f-]{36})</small>', second)]
-    assert [i for i in rest if i != created["id"]] == ids[50:]
+    assert [i for i in rest if i != created["id"]] == ids[20:]
 
 
 async def test_an_unknown_schedule_is_a_404_page(harness: Harness) -> None:
@@ -140,3 +141,29 @@ async def test_a_refused_change_is_a_page_naming_why(harness: Harness) -> None:
     response = await post_form(harness, f"{page}/pause", {"token": token_of(stale)})
     assert response.status_code == 409
     assert "cancelled" in response.text
+
+
+async def test_each_occurrence_shows_its_attempts_with_the_reply_as_text(
+    harness: Harness,
+) -> None:
+    harness.receiver.script("/down", Reply(status=500, body="<script>boom()</script>"))
+    harness.receiver.script("/down", Reply(status=502, body="bad gateway"))
+    created = await harness.create(target=harness.webhook("/down"), max_attempts=2)
+
+    async def dead() -> bool:
+        return await harness.schedule_status(created["id"]) == "failed"
+
+    await harness.step_until(dead)
+    html = (await harness.client.get(f"/ui/schedules/{created['id']}")).text
+    log = html[html.index('<table class="attempt-log">') :]
+    log = log[: log.index("</table>")]
+    rows = re.findall(r"<tr>\s*<td>(\d+)</td>", log)
+    assert rows == ["1", "2"]
+    assert "status-retry" in log
+    assert "status-dead_lettered" in log
+    assert "<td>500</td>" in log
+    assert "<td>502</td>" in log
+    assert "<script>boom" not in html
+    assert "&lt;script&gt;boom()&lt;/script&gt;" in log
+    # A dead-lettered occurrence's attempts are open to read.
+    assert "<details open>" in html
