@@ -519,6 +519,11 @@ def router(console: Console | None = None) -> APIRouter:
             name=f"console_{action}",
         )
 
+    @routes.get("/live", response_class=HTMLResponse)
+    async def live(request: Request, who: ViewerDep) -> HTMLResponse:
+        """The header's numbers alone, for the pages' script to refresh them in place."""
+        return await pages.render(request, who, "_live.html")
+
     @routes.get("/dead-letters", response_class=HTMLResponse)
     async def dead_letters(
         request: Request, who: ViewerDep, service: DeadLettersDep

@@ -244,3 +244,16 @@ async def test_the_three_pages_at_1280_by_800(
     assert "not-shown-anywhere" not in await page.content()
     assert page_log.off_host() == []
     assert page_log.errors == []
+
+
+async def test_the_header_numbers_refresh_in_place(
+    serve_app: Callable[..., LiveApp], new_page: NewPage, page_log: PageLog
+) -> None:
+    app = serve_app(api_keys=KEYS)
+    page = await new_page(**login(WRITER))
+    await page.goto(app.url("/ui/schedules"))
+    async with page.expect_response(app.url("/ui/live")) as refreshed:
+        pass
+    assert (await refreshed.value).status == 200
+    await expect(page.locator("#live dt").first).to_have_text("delivered/s")
+    assert page_log.errors == []

@@ -17,3 +17,21 @@
     });
   });
 })();
+// The header's numbers, read again every few seconds while the page is shown.
+(function () {
+  "use strict";
+  var live = document.getElementById("live");
+  if (!live || !window.fetch) return;
+  var base = live.getAttribute("data-base") || "";
+  window.setInterval(function () {
+    if (document.hidden) return;
+    fetch(base + "/ui/live", { credentials: "same-origin", cache: "no-store" })
+      .then(function (response) { return response.ok ? response.text() : null; })
+      .then(function (html) {
+        if (html === null) return;
+        var next = new DOMParser().parseFromString(html, "text/html").getElementById("live");
+        if (next) live.replaceChildren.apply(live, Array.from(next.childNodes));
+      })
+      .catch(function () {});
+  }, 5000);
+})();

@@ -96,3 +96,11 @@ async def test_the_header_shows_the_backlog_of_due_occurrences(harness: Harness)
     assert "<dt>lag p99</dt>" in header
     assert "<dt>in flight</dt>" in header
     assert "<dt>dead letters</dt>" in header
+
+
+@pytest.mark.parametrize("database_url", STORES[:1], indirect=True)
+async def test_the_numbers_alone_are_served_for_the_page_to_refresh(harness: Harness) -> None:
+    response = await harness.client.get("/ui/live")
+    assert response.status_code == 200
+    assert response.text.startswith('<dl class="live" id="live"')
+    assert "<dt>delivered/s</dt>" in response.text
