@@ -1,9 +1,10 @@
-"""Operator commands of `chronoq`: list, inspect, pause, resume, cancel and dead-letter
-list|replay, run against the database through the same services as the HTTP API.
+"""Operator commands of `chronoq`: list, inspect, events, pause, resume, cancel and
+dead-letter list|replay, run against the database through the same services as the HTTP API.
 
 Exit codes: 0 done, 1 the database or the service refused (unreachable, unknown id, a
 conflict), 2 the command line is wrong. Every error is one line on stderr; a database URL
-is only ever shown with its password hidden.
+is only ever shown with its password hidden. Changes are made, and recorded in the
+schedules' audit events, by the actor "cli".
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ from app.api.schemas import (
     OccurrenceOut,
     RabbitMQTargetOut,
     ReplayAccepted,
+    ScheduleEventOut,
     ScheduleOut,
     WebhookTargetOut,
 )
 from app.domain.errors import ChronoqError, ConflictError, InvalidInputError, NotFoundError
 from app.domain.occurrence import OccurrenceStatus
-from app.domain.schedule import Schedule, ScheduleStatus
+from app.domain.schedule import CLI_ACTOR, Schedule, ScheduleStatus
 from app.domain.trigger import CronTrigger, IntervalTrigger, OnceTrigger, Trigger
 from app.service.dead_letters import DeadLetterService
 from app.service.occurrences import OccurrenceService
@@ -322,6 +324,21 @@ def _dead_letter_table(dead_letters: Sequence[DeadLetterOut]) -> str:
     return _table(headers, rows)
 
 
+def _event_table(events: Sequence[ScheduleEventOut]) -> str:
+    headers = ("AT", "KIND", "VERSION", "ACTOR", "FIELDS")
+    rows = [
+        [
+            _when(e.at),
+            e.kind,
+            str(e.version),
+            e.actor or "-",
+            ", ".join(e.fields) if e.fields else "-",
+        ]
+        for e in events
+    ]
+    return _table(headers, rows)
+
+
 def _attempt_table(attempts: Sequence[AttemptOut]) -> str:
     headers = ("ATTEMPT", "STARTED AT", "DURATION", "OUTCOME", "STATUS", "ERROR", "REPLICA")
     rows = [
@@ -385,6 +402,18 @@ def _inspect(args: argparse.Namespace) -> int:
     return _execute(args, work)
 
 
+def _events(args: argparse.Namespace) -> int:
+    async def work(services: _Services) -> _Output:
+        found = await services.schedules.events(args.id, limit=args.limit + 1, after=None)
+        page = [ScheduleEventOut.of(e) for e in found[: args.limit]]
+        text = _event_table(page)
+        if len(found) > args.limit:
+            text += f"\n\n(the first {len(page)} events, oldest first; raise --limit for more)"
+        return _Output([e.model_dump(mode="json") for e in page], text)
+
+    return _execute(args, work)
+
+
 def _attempts(args: argparse.Namespace) -> int:
     async def work(services: _Services) -> _Output:
         found = await services.occurrences.attempts(args.id, limit=args.limit + 1)
@@ -443,7 +472,7 @@ def _dead_letter_replay(args: argparse.Namespace) -> int:
         except ChronoqError:
             before = None  # the replay itself says precisely why it cannot be done
         try:
-            await services.dead_letters.replay(args.id)
+            await services.dead_letters.replay(args.id, actor=CLI_ACTOR)
         except ConflictError as exc:
             raise ConflictError(f"not replayable: {exc.detail}") from None
         done = ReplayAccepted(occurrence_id=args.id, status=OccurrenceStatus.PENDING)
@@ -494,7 +523,7 @@ def _add_id(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 def add_operator_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Register list, inspect, pause, resume, cancel and dead-letter list|replay."""
+    """Register list, inspect, events, pause, resume, cancel and dead-letter list|replay."""
     common = _common()
     # argparse has no public way to choose the parser class of one subcommand.
     default_class = commands._parser_class
@@ -533,6 +562,13 @@ def _register(
     _add_limit(inspect, 10, "occurrences, latest first")
     inspect.set_defaults(run=_inspect)
 
+    events = commands.add_parser(
+        "events", parents=[common], help="a schedule's audit events, oldest first"
+    )
+    _add_id(events, "schedule id")
+    _add_limit(events, 50, "events, oldest first")
+    events.set_defaults(run=_events)
+
     attempts = commands.add_parser(
         "attempts",
         parents=[common],
@@ -543,16 +579,20 @@ def _register(
     attempts.set_defaults(run=_attempts)
 
     changes: list[tuple[str, str, Callable[[ScheduleService, uuid.UUID], Awaitable[Schedule]]]] = [
-        ("pause", "pause a schedule: nothing fires until it is resumed", ScheduleService.pause),
+        (
+            "pause",
+            "pause a schedule: nothing fires until it is resumed",
+            lambda service, id_: service.pause(id_, actor=CLI_ACTOR),
+        ),
         (
             "resume",
             "resume a paused schedule at its next future tick",
-            ScheduleService.resume,
+            lambda service, id_: service.resume(id_, actor=CLI_ACTOR),
         ),
         (
             "cancel",
             "cancel a schedule and its pending occurrences (terminal schedules stay as they are)",
-            ScheduleService.cancel,
+            lambda service, id_: service.cancel(id_, actor=CLI_ACTOR),
         ),
     ]
     for name, help_text, action in changes:

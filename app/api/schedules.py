@@ -20,6 +20,7 @@ from app.api.schemas import (
     BatchCreated,
     OccurrenceOut,
     Page,
+    ScheduleEventOut,
     ScheduleOut,
 )
 from app.domain.errors import InvalidInputError
@@ -148,30 +149,44 @@ async def patch_schedule(
     patch: SchedulePatch,
     service: SchedulesDep,
     response: Response,
+    principal: PrincipalDep,
     if_match: IfMatch = None,
 ) -> ScheduleOut:
-    return _one(response, await service.patch(schedule_id, patch, _versions(if_match)))
+    changed = await service.patch(schedule_id, patch, _versions(if_match), actor=principal)
+    return _one(response, changed)
 
 
 @router.delete("/{schedule_id}", responses=responses(404, 412, 422))
 async def cancel_schedule(
-    schedule_id: uuid.UUID, service: SchedulesDep, response: Response, if_match: IfMatch = None
+    schedule_id: uuid.UUID,
+    service: SchedulesDep,
+    response: Response,
+    principal: PrincipalDep,
+    if_match: IfMatch = None,
 ) -> ScheduleOut:
-    return _one(response, await service.cancel(schedule_id, _versions(if_match)))
+    return _one(response, await service.cancel(schedule_id, _versions(if_match), actor=principal))
 
 
 @router.post("/{schedule_id}/pause", responses=responses(404, 409, 412, 422))
 async def pause_schedule(
-    schedule_id: uuid.UUID, service: SchedulesDep, response: Response, if_match: IfMatch = None
+    schedule_id: uuid.UUID,
+    service: SchedulesDep,
+    response: Response,
+    principal: PrincipalDep,
+    if_match: IfMatch = None,
 ) -> ScheduleOut:
-    return _one(response, await service.pause(schedule_id, _versions(if_match)))
+    return _one(response, await service.pause(schedule_id, _versions(if_match), actor=principal))
 
 
 @router.post("/{schedule_id}/resume", responses=responses(404, 409, 412, 422))
 async def resume_schedule(
-    schedule_id: uuid.UUID, service: SchedulesDep, response: Response, if_match: IfMatch = None
+    schedule_id: uuid.UUID,
+    service: SchedulesDep,
+    response: Response,
+    principal: PrincipalDep,
+    if_match: IfMatch = None,
 ) -> ScheduleOut:
-    return _one(response, await service.resume(schedule_id, _versions(if_match)))
+    return _one(response, await service.resume(schedule_id, _versions(if_match), actor=principal))
 
 
 @router.post(
@@ -180,19 +195,26 @@ async def resume_schedule(
     responses=responses(404, 409, 412, 422),
 )
 async def trigger_schedule(
-    schedule_id: uuid.UUID, service: SchedulesDep, if_match: IfMatch = None
+    schedule_id: uuid.UUID, service: SchedulesDep, principal: PrincipalDep, if_match: IfMatch = None
 ) -> OccurrenceOut:
-    return OccurrenceOut.of(await service.trigger(schedule_id, _versions(if_match)))
+    fired = await service.trigger(schedule_id, _versions(if_match), actor=principal)
+    return OccurrenceOut.of(fired)
 
 
 @router.post("/{schedule_id}/backfill", responses=responses(404, 409, 412, 422))
 async def backfill_schedule(
-    schedule_id: uuid.UUID, body: BackfillRequest, service: SchedulesDep, if_match: IfMatch = None
+    schedule_id: uuid.UUID,
+    body: BackfillRequest,
+    service: SchedulesDep,
+    principal: PrincipalDep,
+    if_match: IfMatch = None,
 ) -> BackfillResult:
     """One occurrence per tick of the trigger in [from, to] (at most 1000 ticks, none in
     the future), each with its usual occurrence id: ticks that already have one are left
     alone (a skipped one becomes due), so calling it twice creates nothing new."""
-    done = await service.backfill(schedule_id, body.from_, body.to, _versions(if_match))
+    done = await service.backfill(
+        schedule_id, body.from_, body.to, _versions(if_match), actor=principal
+    )
     created = set(done.created)
     return BackfillResult(
         created=len(created),
@@ -220,3 +242,17 @@ async def list_occurrences(
         last = page[-1]
         next_cursor = pagination.encode(format_instant(last.fire_at), str(last.occurrence_id))
     return Page(items=[OccurrenceOut.of(o) for o in page], next_cursor=next_cursor)
+
+
+@router.get("/{schedule_id}/events", responses=responses(404, 422))
+async def list_events(
+    schedule_id: uuid.UUID,
+    service: SchedulesDep,
+    limit: LimitQuery = 50,
+    cursor: CursorQuery = None,
+) -> Page[ScheduleEventOut]:
+    """The schedule's audit events, oldest first: who changed it, to which version."""
+    found = await service.events(schedule_id, limit=limit + 1, after=pagination.decode_id(cursor))
+    page = found[:limit]
+    next_cursor = pagination.encode(str(page[-1].id)) if len(found) > limit else None
+    return Page(items=[ScheduleEventOut.of(e) for e in page], next_cursor=next_cursor)

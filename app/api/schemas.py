@@ -18,7 +18,15 @@ from app.domain.occurrence import (
     OccurrenceStatus,
     Origin,
 )
-from app.domain.schedule import Schedule, ScheduleSpec, ScheduleStatus, flat
+from app.domain.schedule import (
+    EventKind,
+    PauseReason,
+    Schedule,
+    ScheduleEvent,
+    ScheduleSpec,
+    ScheduleStatus,
+    flat,
+)
 from app.domain.secrets import redacted_headers, redacted_secret, redacted_url
 from app.domain.target import JsonScalar, Target, WebhookTarget
 from app.domain.trigger import Trigger
@@ -115,6 +123,16 @@ class ScheduleOut(BaseModel):
     )
     created_by: str | None = Field(
         description="Name of the API key that created it ('cli' from the operator CLI)"
+    )
+    pause_after_failures: int | None = Field(
+        description="Pauses itself after this many occurrences dead-lettered in a row; null: never"
+    )
+    pause_reason: PauseReason | None = Field(
+        description="Why it is paused: manual (API, CLI) or failures (pause_after_failures); "
+        "null when not paused"
+    )
+    consecutive_failures: int = Field(
+        description="Occurrences dead-lettered in a row; a delivery sets it back to 0"
     )
 
     @classmethod
@@ -224,6 +242,24 @@ class BackfillTick(BaseModel):
 class BackfillResult(BaseModel):
     created: int = Field(description="Occurrences this call made due")
     ticks: list[BackfillTick]
+
+
+class ScheduleEventOut(BaseModel):
+    """One change in a schedule's life."""
+
+    id: uuid.UUID
+    kind: EventKind
+    at: datetime
+    version: int = Field(description="The schedule's version once the change was made")
+    actor: str | None = Field(
+        description="The API key's name, 'cli' (operator CLI), 'system' (the delivery loop), "
+        "or null when no keys are set"
+    )
+    fields: list[str] | None = Field(description="For updated: the names of what changed")
+
+    @classmethod
+    def of(cls, e: ScheduleEvent) -> ScheduleEventOut:
+        return cls(id=e.id, kind=e.kind, at=e.at, version=e.version, actor=e.actor, fields=e.fields)
 
 
 class AttemptOut(BaseModel):

@@ -6,7 +6,7 @@ import uuid
 from dataclasses import dataclass, fields
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
@@ -16,6 +16,48 @@ from app.domain.limits import MAX_COUNT, EventType, InputModel, JsonPayload, Lab
 from app.domain.misfire import DEFAULT_GRACE_SECONDS, DEFAULT_MAX_CATCHUP, MisfirePolicy, Rules
 from app.domain.target import Target
 from app.domain.trigger import Trigger
+
+# A pause through the API or the CLI is "manual"; one the loop makes after
+# `pause_after_failures` dead letters in a row is "failures".
+PauseReason = Literal["manual", "failures"]
+MANUAL_PAUSE: PauseReason = "manual"
+FAILURES_PAUSE: PauseReason = "failures"
+
+# The actor of the changes the delivery loop makes.
+SYSTEM_ACTOR = "system"
+# The actor of the operator CLI's changes.
+CLI_ACTOR = "cli"
+
+
+class EventKind(StrEnum):
+    """What a schedule's audit event records."""
+
+    CREATED = "created"
+    UPDATED = "updated"
+    PAUSED = "paused"
+    RESUMED = "resumed"
+    TRIGGERED = "triggered"
+    CANCELLED = "cancelled"
+    BACKFILLED = "backfilled"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    AUTO_PAUSED = "auto_paused"
+    DEAD_LETTER_REPLAYED = "dead_letter_replayed"
+    DEAD_LETTER_DISCARDED = "dead_letter_discarded"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScheduleEvent:
+    """One change in a schedule's life: `version` is the schedule's once the change is
+    made, `actor` the API key's name, "cli", "system", or None when no keys are set."""
+
+    id: uuid.UUID
+    schedule_id: uuid.UUID
+    kind: EventKind
+    at: datetime
+    version: int
+    actor: str | None
+    fields: list[str] | None = None
 
 
 class ScheduleStatus(StrEnum):
@@ -79,6 +121,7 @@ class ScheduleDefinition:
     labels: dict[str, str]
     jitter_seconds: float
     rules: Rules
+    pause_after_failures: int | None = None
     request_hash: str | None = None
     created_by: str | None = None
 
@@ -104,6 +147,10 @@ class Schedule(ScheduleDefinition):
     created_at: datetime
     updated_at: datetime
     version: int = 1
+    # Why a paused schedule is paused (None while it is not).
+    pause_reason: PauseReason | None = None
+    # Occurrences dead-lettered in a row; a delivery sets it back to 0.
+    consecutive_failures: int = 0
     # Read from the schedule's occurrences, never written as such.
     next_fire_at: datetime | None
     next_occurrence_id: uuid.UUID | None
@@ -142,6 +189,8 @@ def first_snapshot(draft: ScheduleDraft, now: datetime) -> Schedule:
         created_at=now,
         updated_at=now,
         version=1,
+        pause_reason=None,
+        consecutive_failures=0,
         next_fire_at=draft.first_fire_at,
         next_occurrence_id=occurrence_id(draft.id, draft.first_fire_at),
         attempts=0,
@@ -172,6 +221,11 @@ MAX_ATTEMPTS = 1000
 MAX_JITTER_SECONDS = 86400
 MAX_GRACE_SECONDS = 86400 * 365
 MAX_CATCHUP = 1000
+MAX_PAUSE_AFTER_FAILURES = 1000
+_PAUSE_AFTER = (
+    "Pause the schedule (pause_reason failures) after this many occurrences dead-lettered "
+    "in a row; null: never"
+)
 
 
 class ScheduleSpec(InputModel):
@@ -198,10 +252,14 @@ class ScheduleSpec(InputModel):
     max_occurrences: int | None = Field(
         default=None, ge=1, le=MAX_COUNT, description=_MAX_OCCURRENCES
     )
+    pause_after_failures: int | None = Field(
+        default=None, ge=1, le=MAX_PAUSE_AFTER_FAILURES, description=_PAUSE_AFTER
+    )
 
 
 # PATCH fields that may be left out but never set to null (the service names the field):
-# their schema does not offer null. `payload` and `max_occurrences` take null as a value.
+# their schema does not offer null. `payload`, `max_occurrences` and `pause_after_failures`
+# take null as a value.
 NOT_NULLABLE = (
     "target",
     "trigger",
@@ -246,6 +304,9 @@ class SchedulePatch(InputModel):
     max_catchup: int | None = Field(default=None, ge=1, le=MAX_CATCHUP, description=_CATCHUP)
     max_occurrences: int | None = Field(
         default=None, ge=1, le=MAX_COUNT, description=_MAX_OCCURRENCES
+    )
+    pause_after_failures: int | None = Field(
+        default=None, ge=1, le=MAX_PAUSE_AFTER_FAILURES, description=_PAUSE_AFTER
     )
 
 

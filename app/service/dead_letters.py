@@ -1,4 +1,8 @@
-"""Dead-letter use cases: list, inspect, replay (one or many), discard."""
+"""Dead-letter use cases: list, inspect, replay (one or many), discard.
+
+Replays and discards are audit events of the schedules they touch: one event per schedule
+and call, however many of its dead letters the call replays (the occurrences themselves
+show which ones). `actor` is who asks, as in `app.service.schedules`."""
 
 from __future__ import annotations
 
@@ -8,9 +12,11 @@ from datetime import datetime
 
 from app.domain.errors import ConflictError, InvalidInputError, NotFoundError
 from app.domain.occurrence import DeadLetter, OccurrenceStatus
+from app.domain.schedule import EventKind
 from app.store.clock import transaction_now
 from app.store.database import Connection, Database
 from app.store.dead_letters import DeadLetterFilter, DeadLetterStore
+from app.store.events import EventStore
 from app.store.wakeups import Wakeups
 
 MAX_REPLAY_IDS = 1000
@@ -21,6 +27,7 @@ class DeadLetterService:
         self._db = database
         self._dead_letters = DeadLetterStore()
         self._wakeups = wakeups or Wakeups()
+        self._events = EventStore()
 
     async def list_dead_letters(
         self, where: DeadLetterFilter, *, limit: int, after: tuple[datetime, uuid.UUID] | None
@@ -51,20 +58,26 @@ class DeadLetterService:
 
         return await self._db.run(work)
 
-    async def replay(self, occurrence_id: uuid.UUID) -> uuid.UUID:
+    async def replay(self, occurrence_id: uuid.UUID, actor: str | None = None) -> uuid.UUID:
         """Attempts reset, due now, same occurrence id."""
 
         async def work(conn: Connection) -> uuid.UUID:
             await self._require(conn, occurrence_id, for_update=True)
             now = await transaction_now(conn)
             await self._dead_letters.replay(conn, now, ids=[occurrence_id])
+            await self._events.record_for_occurrences(
+                conn, EventKind.DEAD_LETTER_REPLAYED, [occurrence_id], now, actor
+            )
             await self._wakeups.announce(conn, now)
             return occurrence_id
 
         return await self._db.run(work)
 
     async def replay_many(
-        self, ids: Sequence[uuid.UUID] | None, where: DeadLetterFilter
+        self,
+        ids: Sequence[uuid.UUID] | None,
+        where: DeadLetterFilter,
+        actor: str | None = None,
     ) -> list[uuid.UUID]:
         """Replay by ids, or every dead letter matching the filters; an empty request is refused
         so that a typo cannot replay everything."""
@@ -80,14 +93,21 @@ class DeadLetterService:
         async def work(conn: Connection) -> list[uuid.UUID]:
             now = await transaction_now(conn)
             replayed = await self._dead_letters.replay(conn, now, ids=ids, where=where)
+            await self._events.record_for_occurrences(
+                conn, EventKind.DEAD_LETTER_REPLAYED, replayed, now, actor
+            )
             await self._wakeups.announce(conn, now if replayed else None)
             return replayed
 
         return await self._db.run(work)
 
-    async def discard(self, occurrence_id: uuid.UUID) -> None:
+    async def discard(self, occurrence_id: uuid.UUID, actor: str | None = None) -> None:
         async def work(conn: Connection) -> None:
             await self._require(conn, occurrence_id, for_update=True)
-            await self._dead_letters.discard(conn, occurrence_id, await transaction_now(conn))
+            now = await transaction_now(conn)
+            await self._dead_letters.discard(conn, occurrence_id, now)
+            await self._events.record_for_occurrences(
+                conn, EventKind.DEAD_LETTER_DISCARDED, [occurrence_id], now, actor
+            )
 
         await self._db.run(work)

@@ -1,4 +1,8 @@
-"""Schedule use cases: create (idempotent), batch, read, change, pause, resume, cancel, trigger."""
+"""Schedule use cases: create (idempotent), batch, read, change, pause, resume, cancel,
+trigger, and the audit events each of them writes in its own transaction.
+
+`actor` is who asks: the API key's name, "cli" from the operator CLI, or None when no keys
+are set."""
 
 from __future__ import annotations
 
@@ -19,10 +23,14 @@ from app.domain.misfire import skipped_range
 from app.domain.occurrence import Occurrence, OccurrenceStatus, Origin
 from app.domain.placeholders import PlaceholderError, keep_stored_secrets
 from app.domain.schedule import (
+    MANUAL_PAUSE,
     NOT_NULLABLE,
+    RULE_FIELDS,
     TERMINAL,
+    EventKind,
     Schedule,
     ScheduleDraft,
+    ScheduleEvent,
     SchedulePatch,
     ScheduleSpec,
     ScheduleStatus,
@@ -49,6 +57,7 @@ from app.store import settlements
 from app.store.cadence import CadenceStore
 from app.store.clock import transaction_now
 from app.store.database import Connection, Database
+from app.store.events import EventStore, NewEvent
 from app.store.rows import new_occurrence
 from app.store.schedules import ScheduleFilter, ScheduleStore
 from app.store.wakeups import Wakeups
@@ -90,6 +99,17 @@ def _due(draft: ScheduleDraft) -> datetime:
     return draft.first_fire_at + timedelta(seconds=draft.first_delay)
 
 
+def _stored_value(schedule: Schedule, field: str) -> object:
+    """A schedule's value of a PATCH field, by the field's name."""
+    if field in RULE_FIELDS:
+        return getattr(schedule.rules, RULE_FIELDS[field])
+    return getattr(schedule, field)
+
+
+def _created(drafts: Sequence[ScheduleDraft], actor: str | None) -> list[NewEvent]:
+    return [NewEvent(d.id, EventKind.CREATED, version=1, actor=actor) for d in drafts]
+
+
 def _fingerprint(spec: ScheduleSpec) -> str:
     canonical = json.dumps(spec.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
@@ -111,6 +131,7 @@ class ScheduleService:
         self._rng = rng or random.SystemRandom()
         self._schedules = ScheduleStore()
         self._occurrences = CadenceStore()
+        self._events = EventStore()
         self._addresses = TargetAddresses(AddressPolicy.of(*settings.target_rules()), resolver)
 
     # -- create ---------------------------------------------------------------------
@@ -166,6 +187,7 @@ class ScheduleService:
             first_fire_at=first,
             jitter_seconds=spec.jitter_seconds,
             rules=rules_of(spec),
+            pause_after_failures=spec.pause_after_failures,
             first_delay=self._jitter(spec.jitter_seconds),
             idempotency_key=key,
             request_hash=request_hash,
@@ -229,6 +251,7 @@ class ScheduleService:
             now = await transaction_now(conn)
             draft = self._draft(spec, now, idempotency_key, request_hash, created_by=created_by)
             await self._schedules.insert(conn, [draft], now)
+            await self._events.record(conn, _created([draft], created_by), now)
             await self._wakeups.announce(conn, _due(draft))
             return Created(first_snapshot(draft, now), created=True)
 
@@ -263,6 +286,7 @@ class ScheduleService:
                 for index, spec in enumerate(specs)
             ]
             await self._schedules.insert(conn, drafts, now)
+            await self._events.record(conn, _created(drafts, created_by), now)
             await self._wakeups.announce(conn, min(map(_due, drafts), default=None))
             return [first_snapshot(draft, now) for draft in drafts]
 
@@ -307,6 +331,30 @@ class ScheduleService:
 
         return await self._db.run(work)
 
+    async def events(
+        self, schedule_id: uuid.UUID, *, limit: int, after: uuid.UUID | None
+    ) -> list[ScheduleEvent]:
+        """The schedule's audit events, oldest first."""
+
+        async def work(conn: Connection) -> list[ScheduleEvent]:
+            await self._require(conn, schedule_id)
+            return await self._events.history(conn, schedule_id, limit=limit, after=after)
+
+        return await self._db.run(work)
+
+    async def _record(
+        self,
+        conn: Connection,
+        current: Schedule,
+        kind: EventKind,
+        now: datetime,
+        actor: str | None,
+        fields: list[str] | None = None,
+    ) -> None:
+        """The event of a change that moved `current` on by one version."""
+        event = NewEvent(current.id, kind, version=current.version + 1, actor=actor, fields=fields)
+        await self._events.record(conn, [event], now)
+
     # -- change ---------------------------------------------------------------------
 
     async def _locked(
@@ -320,7 +368,11 @@ class ScheduleService:
         return current
 
     async def patch(
-        self, schedule_id: uuid.UUID, patch: SchedulePatch, if_match: frozenset[int] | None = None
+        self,
+        schedule_id: uuid.UUID,
+        patch: SchedulePatch,
+        if_match: frozenset[int] | None = None,
+        actor: str | None = None,
     ) -> Schedule:
         changes = patch.model_dump(exclude_unset=True)
         if "payload" in changes:
@@ -350,8 +402,13 @@ class ScheduleService:
                 # draw or whether it comes at all changes (one already fired keeps its own).
                 await self._replan(conn, current, values, now)
             await self._schedules.update(conn, schedule_id, now, **values)
+            # What the PATCH changed; a PATCH that changes nothing still makes a version.
+            changed = sorted(
+                field for field, value in values.items() if value != _stored_value(current, field)
+            )
+            await self._record(conn, current, EventKind.UPDATED, now, actor, fields=changed)
             if recompute and current.status is ScheduleStatus.PENDING:
-                await settlements.finish_recurring(conn, [schedule_id], now)
+                await settlements.finish_recurring(conn, [schedule_id], now, actor)
             return await self._require(conn, schedule_id)
 
         return await self._db.run(work)
@@ -377,7 +434,10 @@ class ScheduleService:
         await self._wakeups.announce(conn, row["available_at"])
 
     async def pause(
-        self, schedule_id: uuid.UUID, if_match: frozenset[int] | None = None
+        self,
+        schedule_id: uuid.UUID,
+        if_match: frozenset[int] | None = None,
+        actor: str | None = None,
     ) -> Schedule:
         """Nothing fires while paused; the schedule's ticks in the pause are recorded as
         skipped (reason `paused`) when it resumes."""
@@ -389,8 +449,14 @@ class ScheduleService:
                 return current
             now = await transaction_now(conn)
             await self._schedules.update(
-                conn, schedule_id, now, status=ScheduleStatus.PAUSED, paused_at=now
+                conn,
+                schedule_id,
+                now,
+                status=ScheduleStatus.PAUSED,
+                paused_at=now,
+                pause_reason=MANUAL_PAUSE,
             )
+            await self._record(conn, current, EventKind.PAUSED, now, actor)
             if is_recurring(current.trigger):
                 await self._occurrences.skip_due_cadence(conn, schedule_id, now, "paused")
                 await self._occurrences.drop_unfired_cadence(conn, schedule_id)
@@ -400,7 +466,10 @@ class ScheduleService:
         return await self._db.run(work)
 
     async def resume(
-        self, schedule_id: uuid.UUID, if_match: frozenset[int] | None = None
+        self,
+        schedule_id: uuid.UUID,
+        if_match: frozenset[int] | None = None,
+        actor: str | None = None,
     ) -> Schedule:
         """Pause is not a misfire: the ticks that fell inside the pause are recorded as
         skipped and the schedule realigns to its next strictly future tick."""
@@ -412,9 +481,18 @@ class ScheduleService:
                 return current
             now = await transaction_now(conn)
             paused_at = await self._schedules.paused_at(conn, schedule_id)
+            # The count of dead letters in a row starts again: a resumed schedule gets
+            # its full `pause_after_failures` before it pauses itself again.
             await self._schedules.update(
-                conn, schedule_id, now, status=ScheduleStatus.PENDING, paused_at=None
+                conn,
+                schedule_id,
+                now,
+                status=ScheduleStatus.PENDING,
+                paused_at=None,
+                pause_reason=None,
+                consecutive_failures=0,
             )
+            await self._record(conn, current, EventKind.RESUMED, now, actor)
             await self._occurrences.unhold(conn, schedule_id, now)
             await self._wakeups.announce(conn, now)
             trigger = current.trigger
@@ -435,9 +513,9 @@ class ScheduleService:
                     )
                     await self._occurrences.insert(conn, [row])
                     await self._wakeups.announce(conn, row["available_at"])
-                await settlements.finish_recurring(conn, [schedule_id], now)
+                await settlements.finish_recurring(conn, [schedule_id], now, actor)
             else:
-                await settlements.finish_one_shots(conn, [schedule_id], now)
+                await settlements.finish_one_shots(conn, [schedule_id], now, actor)
             return await self._require(conn, schedule_id)
 
         return await self._db.run(work)
@@ -448,6 +526,7 @@ class ScheduleService:
         start: datetime,
         end: datetime,
         if_match: frozenset[int] | None = None,
+        actor: str | None = None,
     ) -> Backfill:
         """One occurrence per tick of the trigger in [start, end], each with its usual id:
         a second call creates nothing new. Only past ticks: the future is the cadence's."""
@@ -486,6 +565,7 @@ class ScheduleService:
             )
             if made:  # a backfill that creates nothing changes nothing
                 await self._schedules.bump_version(conn, schedule_id, now)
+                await self._record(conn, current, EventKind.BACKFILLED, now, actor)
                 if current.status is not ScheduleStatus.PAUSED:
                     await self._wakeups.announce(conn, now)
             return Backfill(
@@ -496,7 +576,10 @@ class ScheduleService:
         return await self._db.run(work)
 
     async def cancel(
-        self, schedule_id: uuid.UUID, if_match: frozenset[int] | None = None
+        self,
+        schedule_id: uuid.UUID,
+        if_match: frozenset[int] | None = None,
+        actor: str | None = None,
     ) -> Schedule:
         """Idempotent; a terminal schedule stays as it is."""
 
@@ -505,14 +588,20 @@ class ScheduleService:
             if current.status in TERMINAL:
                 return current
             now = await transaction_now(conn)
-            await self._schedules.update(conn, schedule_id, now, status=ScheduleStatus.CANCELLED)
+            await self._schedules.update(
+                conn, schedule_id, now, status=ScheduleStatus.CANCELLED, pause_reason=None
+            )
+            await self._record(conn, current, EventKind.CANCELLED, now, actor)
             await self._occurrences.cancel_pending(conn, schedule_id, now)
             return await self._require(conn, schedule_id)
 
         return await self._db.run(work)
 
     async def trigger(
-        self, schedule_id: uuid.UUID, if_match: frozenset[int] | None = None
+        self,
+        schedule_id: uuid.UUID,
+        if_match: frozenset[int] | None = None,
+        actor: str | None = None,
     ) -> Occurrence:
         """An extra occurrence due now; the regular cadence is left alone."""
 
@@ -524,6 +613,7 @@ class ScheduleService:
             row = new_occurrence(schedule_id, now, now, Origin.TRIGGER)
             await self._occurrences.insert(conn, [row])
             await self._schedules.bump_version(conn, schedule_id, now)
+            await self._record(conn, current, EventKind.TRIGGERED, now, actor)
             await self._wakeups.announce(conn, now)
             return Occurrence(
                 occurrence_id=row["occurrence_id"],

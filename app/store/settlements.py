@@ -26,11 +26,21 @@ from app.domain.occurrence import (
     Origin,
     Settlement,
 )
-from app.domain.schedule import ScheduleStatus
+from app.domain.schedule import (
+    FAILURES_PAUSE,
+    SYSTEM_ACTOR,
+    EventKind,
+    ScheduleStatus,
+)
+from app.domain.trigger import is_recurring
+from app.store import codec
+from app.store.cadence import CadenceStore
 from app.store.clock import transaction_now
 from app.store.dialects import dialect_of
 from app.store.dialects.base import Dialect
+from app.store.events import EventStore, NewEvent
 from app.store.rows import truncate_error
+from app.store.schedules import ScheduleStore
 from app.store.tables import UUID, attempts, occurrences, schedules
 
 
@@ -62,8 +72,11 @@ class _SettleStatements:
     delivered: sa.Update
     retry: sa.Update
     dead: sa.Update
-    finish_one_shots: sa.Update
-    finish_recurring: sa.Update
+    finishing_one_shots: sa.Select[Any]
+    finishing_recurring: sa.Select[Any]
+    finish: sa.Update
+    count_failures: sa.Update
+    paused_by_failures: sa.Select[Any]
     current: sa.Select[Any]
 
 
@@ -120,25 +133,75 @@ def _settle_statements(dialect: Dialect) -> _SettleStatements:
             lease_token=None,
             updated_at=now,
         ),
-        finish_one_shots=schedules.update()
+        # The schedules a finish changes, read and locked under the finish's guard, then
+        # changed by key (`finish`): every database then knows which rows changed, so
+        # each gets its event, MySQL too (no UPDATE ... RETURNING there). Under READ
+        # COMMITTED the update by key applies what the locked read decided, rather than
+        # a second look at the guard that could see another transaction's commit and
+        # disagree with the events.
+        finishing_one_shots=sa.select(
+            schedules.c.id,
+            schedules.c.version,
+            sa.case((dead_lettered, ScheduleStatus.FAILED), else_=ScheduleStatus.COMPLETED).label(
+                "status"
+            ),
+        )
         .where(
             dialect.among(schedules.c.id, "schedule_ids"),
             schedules.c.status.in_([ScheduleStatus.PENDING, ScheduleStatus.FAILED]),
             nothing_pending,
+            # A failed one that stays failed is no change.
+            (schedules.c.status == ScheduleStatus.PENDING) | ~dead_lettered,
         )
-        .values(
-            status=sa.case((dead_lettered, ScheduleStatus.FAILED), else_=ScheduleStatus.COMPLETED),
-            updated_at=now,
-        ),
+        .with_for_update(of=schedules),
         # A recurring schedule has a pending cadence occurrence until its bounds are spent;
         # with nothing left pending it is complete (a dead letter does not fail it).
-        finish_recurring=schedules.update()
+        finishing_recurring=sa.select(
+            schedules.c.id,
+            schedules.c.version,
+            sa.literal(ScheduleStatus.COMPLETED.value, sa.String()).label("status"),
+        )
         .where(
             dialect.among(schedules.c.id, "schedule_ids"),
             schedules.c.status == ScheduleStatus.PENDING,
             nothing_pending,
         )
-        .values(status=ScheduleStatus.COMPLETED, updated_at=now),
+        .with_for_update(of=schedules),
+        finish=schedules.update()
+        .where(dialect.among(schedules.c.id, "schedule_ids"))
+        .values(status=sa.bindparam("b_status", type_=sa.String()), updated_at=now),
+        # One statement for a batch's deliveries and dead letters: a schedule with a
+        # delivery starts from 0, one with dead letters adds those this transaction made
+        # (a late settle whose lease was taken over dead-letters nothing, and counts
+        # nothing). A batch's deliveries count as earlier than its dead letters.
+        count_failures=schedules.update()
+        .where(
+            dialect.among(schedules.c.id, "touched"),
+            dialect.among(schedules.c.id, "failing") | (schedules.c.consecutive_failures > 0),
+        )
+        .values(
+            consecutive_failures=sa.case(
+                (dialect.among(schedules.c.id, "delivering"), 0),
+                else_=schedules.c.consecutive_failures,
+            )
+            + sa.select(sa.func.count())
+            .select_from(o)
+            .where(
+                o.c.schedule_id == schedules.c.id,
+                dialect.among(o.c.occurrence_id, "dead_ids"),
+                o.c.status == OccurrenceStatus.DEAD_LETTERED,
+                o.c.dead_lettered_at == now,
+            )
+            .scalar_subquery()
+        ),
+        paused_by_failures=sa.select(schedules.c.id, schedules.c.version, schedules.c.trigger)
+        .where(
+            dialect.among(schedules.c.id, "failing"),
+            schedules.c.status == ScheduleStatus.PENDING,
+            schedules.c.pause_after_failures.is_not(None),
+            schedules.c.consecutive_failures >= schedules.c.pause_after_failures,
+        )
+        .with_for_update(of=schedules),
         # Which settlements still hold their lease, locked until the settle commits: only
         # those are recorded as attempts. A late one (its lease ran out and another claim
         # took the occurrence) was recorded by that claim as lease_expired.
@@ -205,14 +268,9 @@ class SettlementStore:
             await conn.execute(statements.retry, retries)
         if dead:
             await conn.execute(statements.dead, dead)
-        if one_shots:
-            await conn.execute(
-                statements.finish_one_shots, {"schedule_ids": list(one_shots), "now": now}
-            )
-        if lasts:
-            await conn.execute(
-                statements.finish_recurring, {"schedule_ids": list(lasts), "now": now}
-            )
+        await finish_one_shots(conn, one_shots, now)
+        await finish_recurring(conn, lasts, now)
+        await count_failures(conn, settlements, now)
 
     async def release(
         self, conn: AsyncConnection, deliveries: Iterable[Delivery], *, started: bool
@@ -235,23 +293,120 @@ class SettlementStore:
             )
 
 
+async def _finish(
+    conn: AsyncConnection,
+    statement: sa.Select[Any],
+    schedule_ids: Iterable[uuid.UUID],
+    now: datetime,
+    actor: str | None,
+) -> None:
+    ids = list(schedule_ids)
+    if not ids:
+        return
+    statements = _settle_statements(dialect_of(conn))
+    finishing = (await conn.execute(statement, {"schedule_ids": ids})).all()
+    by_status: dict[str, list[uuid.UUID]] = defaultdict(list)
+    for row in finishing:
+        by_status[row.status].append(row.id)
+    for status, changed in by_status.items():
+        await conn.execute(
+            statements.finish, {"schedule_ids": changed, "b_status": status, "now": now}
+        )
+    # Finishing is no change a client makes: the version stays.
+    await EventStore().record(
+        conn,
+        [
+            NewEvent(row.id, EventKind(row.status), version=row.version, actor=actor)
+            for row in finishing
+        ],
+        now,
+    )
+
+
 async def finish_one_shots(
-    conn: AsyncConnection, schedule_ids: Iterable[uuid.UUID], now: datetime
+    conn: AsyncConnection,
+    schedule_ids: Iterable[uuid.UUID],
+    now: datetime,
+    actor: str | None = SYSTEM_ACTOR,
 ) -> None:
     """A one-shot schedule with nothing left pending is completed, or failed if its firing
-    was dead-lettered. A replay that later delivers it turns failed into completed."""
-    ids = list(schedule_ids)
-    if ids:
-        statement = _settle_statements(dialect_of(conn)).finish_one_shots
-        await conn.execute(statement, {"schedule_ids": ids, "now": now})
+    was dead-lettered. A replay that later delivers it turns failed into completed. Each
+    schedule that changes gets its `completed` or `failed` event, by `actor`."""
+    statement = _settle_statements(dialect_of(conn)).finishing_one_shots
+    await _finish(conn, statement, schedule_ids, now, actor)
 
 
 async def finish_recurring(
-    conn: AsyncConnection, schedule_ids: Iterable[uuid.UUID], now: datetime
+    conn: AsyncConnection,
+    schedule_ids: Iterable[uuid.UUID],
+    now: datetime,
+    actor: str | None = SYSTEM_ACTOR,
 ) -> None:
     """A recurring schedule whose bounds are spent and that has nothing left pending is
-    completed."""
-    ids = list(schedule_ids)
-    if ids:
-        statement = _settle_statements(dialect_of(conn)).finish_recurring
-        await conn.execute(statement, {"schedule_ids": ids, "now": now})
+    completed (with its `completed` event, by `actor`)."""
+    statement = _settle_statements(dialect_of(conn)).finishing_recurring
+    await _finish(conn, statement, schedule_ids, now, actor)
+
+
+async def count_failures(
+    conn: AsyncConnection, settled: Sequence[Settlement], now: datetime
+) -> None:
+    """Keep each schedule's count of dead letters in a row, and pause those that reach their
+    `pause_after_failures` as a manual pause would, with reason "failures". A batch with
+    neither deliveries nor dead letters costs nothing; one with deliveries only, one
+    UPDATE; one with dead letters, that UPDATE and a read of the schedules at threshold."""
+    delivering: set[uuid.UUID] = set()
+    failing: set[uuid.UUID] = set()
+    dead_ids: list[uuid.UUID] = []
+    for item in settled:
+        if item.status is OccurrenceStatus.DELIVERED:
+            delivering.add(item.delivery.schedule_id)
+        elif item.status is OccurrenceStatus.DEAD_LETTERED:
+            failing.add(item.delivery.schedule_id)
+            dead_ids.append(item.delivery.occurrence_id)
+    if not delivering and not failing:
+        return
+    statements = _settle_statements(dialect_of(conn))
+    await conn.execute(
+        statements.count_failures,
+        {
+            "touched": list(delivering | failing),
+            "failing": list(failing),
+            "delivering": list(delivering),
+            "dead_ids": dead_ids,
+            "now": now,
+        },
+    )
+    if not failing:
+        return
+    reached = (await conn.execute(statements.paused_by_failures, {"failing": list(failing)})).all()
+    if reached:
+        await _pause_for_failures(conn, reached)
+
+
+async def _pause_for_failures(conn: AsyncConnection, reached: Sequence[Any]) -> None:
+    """What `ScheduleService.pause` does, by the loop: the statements are the same."""
+    # The transaction's own instant, as a manual pause records it (rare: only here).
+    now = await transaction_now(conn)
+    schedules_, cadence = ScheduleStore(), CadenceStore()
+    for row in reached:
+        await schedules_.update(
+            conn,
+            row.id,
+            now,
+            status=ScheduleStatus.PAUSED,
+            paused_at=now,
+            pause_reason=FAILURES_PAUSE,
+        )
+        if is_recurring(codec.trigger(row.trigger)):
+            await cadence.skip_due_cadence(conn, row.id, now, "paused")
+            await cadence.drop_unfired_cadence(conn, row.id)
+        await cadence.hold(conn, row.id, now)
+    await EventStore().record(
+        conn,
+        [
+            NewEvent(row.id, EventKind.AUTO_PAUSED, version=row.version + 1, actor=SYSTEM_ACTOR)
+            for row in reached
+        ],
+        now,
+    )

@@ -97,6 +97,7 @@ OCCURRENCE_STATUSES = ("pending", "delivered", "dead_lettered", "cancelled", "sk
 ORIGINS = ("schedule", "trigger", "catchup", "backfill")
 MISFIRE_POLICIES = ("fire_once", "skip", "fire_all")
 SKIP_REASONS = ("misfire", "paused", "dst_gap")
+PAUSE_REASONS = ("manual", "failures")
 ATTEMPT_OUTCOMES = ("delivered", "retry", "dead_lettered", "lease_expired")
 EVENT_KINDS = (
     "created",
@@ -171,6 +172,14 @@ class ScheduleRow(SQLModel, table=True):
             "last_skip_reason IS NULL OR " + _in("last_skip_reason", SKIP_REASONS),
             name="last_skip_reason",
         ),
+        sa.CheckConstraint(
+            "pause_after_failures IS NULL OR pause_after_failures BETWEEN 1 AND 1000",
+            name="pause_after_failures",
+        ),
+        sa.CheckConstraint(
+            "pause_reason IS NULL OR " + _in("pause_reason", PAUSE_REASONS), name="pause_reason"
+        ),
+        sa.CheckConstraint("consecutive_failures >= 0", name="consecutive_failures"),
         # The claim skips paused schedules; this keeps that check off a scan of every schedule.
         *_partial("ix_schedules_paused", "id", where="status = 'paused'", mysql=("status", "id")),
         MYSQL_TABLE,
@@ -226,6 +235,14 @@ class ScheduleRow(SQLModel, table=True):
     )
     # The API key's name (or "cli") that created it; NULL when no keys are set.
     created_by: str | None = Field(default=None, sa_column=sa.Column(sa.String(64)))
+    # NULL: never pause by itself; else pause after this many dead letters in a row.
+    pause_after_failures: int | None = Field(default=None, sa_column=sa.Column(sa.Integer))
+    # Set while paused: "manual" (API, CLI) or "failures" (auto-pause).
+    pause_reason: str | None = Field(default=None, sa_column=sa.Column(sa.String(20)))
+    # Occurrences dead-lettered in a row; a delivery sets it back to 0.
+    consecutive_failures: int = Field(
+        default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
+    )
 
 
 class OccurrenceRow(SQLModel, table=True):

@@ -68,6 +68,7 @@ SEMANTIC_RULES = [
     "backfill_schedule",
     "list_occurrences",
     "list_attempts",
+    "list_events",
     "list_dead_letters",
     "replay_dead_letters",
     "preview_trigger",
@@ -77,7 +78,7 @@ SEMANTIC_RULES = [
 ACCEPTED = ["2xx", "3xx", "401", "403", "404", "409", "412", "429", "5xx"]
 # DELETE on a schedule cancels it (DESIGN section 6): the cancelled schedule and its history
 # stay readable, which is what use_after_free takes for a deleted resource still served.
-CANCELLED_STAYS_READABLE = ["get_schedule", "list_occurrences"]
+CANCELLED_STAYS_READABLE = ["get_schedule", "list_occurrences", "list_events"]
 
 
 def _operations() -> list[dict[str, Any]]:
