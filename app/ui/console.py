@@ -310,6 +310,9 @@ class Console:
             occurrences = await schedule_routes.list_occurrences(
                 id_, service, status_=None, limit=OCCURRENCES_PAGE, cursor=_one(query, "cursor")
             )
+            events = await schedule_routes.list_events(
+                id_, service, limit=PAGE_SIZE, cursor=_one(query, "events_cursor")
+            )
         except NotFoundError as exc:
             return await self.refuse(request, viewer, 404, exc.detail)
         except InvalidInputError as exc:
@@ -317,9 +320,12 @@ class Console:
         attempts = {
             o.occurrence_id: await _attempts(occurrence_service, o) for o in occurrences.items
         }
-        next_url = None
+        links = {"cursor": query.get("cursor", ""), "events_cursor": query.get("events_cursor", "")}
+        next_url = events_url = None
         if occurrences.next_cursor is not None:
-            next_url = _query({}, cursor=occurrences.next_cursor)
+            next_url = _query(links, cursor=occurrences.next_cursor)
+        if events.next_cursor is not None:
+            events_url = _query(links, events_cursor=events.next_cursor)
         return await self.render(
             request,
             viewer,
@@ -332,6 +338,9 @@ class Console:
             attempts=attempts,
             next_url=next_url,
             paged=bool(query.get("cursor")),
+            events=events.items,
+            events_url=events_url,
+            events_paged=bool(query.get("events_cursor")),
             notice=_DONE.get(query.get("done", "")),
             actions=_actions(schedule.status),
         )
@@ -355,7 +364,8 @@ class Console:
         }
         call, done = calls[action]
         try:
-            await call(schedule_id)
+            # The audit event names the key that pressed the button.
+            await call(schedule_id, actor=viewer.name)
         except ChronoqError as exc:
             return await self.refuse(request, viewer, _status_of(exc), exc.detail)
         return _back(request, f"/ui/schedules/{schedule_id}?done={done}")
@@ -426,10 +436,10 @@ class Console:
             return await self.refuse(request, viewer, 422, "Select at least one dead letter.")
         try:
             if action == "replay":
-                done = len(await service.replay_many(ids, _NO_FILTER))
+                done = len(await service.replay_many(ids, _NO_FILTER, actor=viewer.name))
             else:
                 for id_ in ids:
-                    await service.discard(id_)
+                    await service.discard(id_, actor=viewer.name)
                 done = len(ids)
         except ChronoqError as exc:
             return await self.refuse(request, viewer, _status_of(exc), exc.detail)

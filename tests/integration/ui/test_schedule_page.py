@@ -4,13 +4,15 @@ the buttons that change it."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
 from tests.conftest import STORES
 from tests.integration.conftest import Harness
-from tests.integration.ui.pages import post_form, spec, token_of
+from tests.integration.ui.pages import KEYS, WRITER, basic, post_form, spec, token_of
 from tests.receiver import Reply
 
 pytestmark = pytest.mark.parametrize("database_url", STORES[:1], indirect=True)
@@ -167,3 +169,43 @@ async def test_each_occurrence_shows_its_attempts_with_the_reply_as_text(
     assert "&lt;script&gt;boom()&lt;/script&gt;" in log
     # A dead-lettered occurrence's attempts are open to read.
     assert "<details open>" in html
+
+
+async def test_the_audit_events_name_the_key_that_pressed_the_button(
+    make_harness: Callable[..., Any],
+) -> None:
+    async with make_harness(api_keys=KEYS) as h:
+        response = await h.client.post(
+            "/v1/schedules", json=spec(h), headers={"Authorization": f"Bearer {WRITER}"}
+        )
+        page = f"/ui/schedules/{response.json()['id']}"
+        token = token_of((await h.client.get(page, headers=basic(WRITER))).text)
+        done = await post_form(h, f"{page}/pause", {"token": token}, basic(WRITER))
+        assert done.status_code == 303
+        html = (await h.client.get(page, headers=basic(WRITER))).text
+        events = html[html.index('id="audit-events"') :]
+        events = events[: events.index("</table>")]
+        kinds = re.findall(r"<td>(created|paused)</td>\s*<td>(\d+)</td>\s*<td>([^<]*)</td>", events)
+        assert kinds == [("created", "1", "ops"), ("paused", "2", "ops")]
+
+
+async def test_a_schedule_that_paused_itself_says_so(harness: Harness) -> None:
+    harness.receiver.always("/down", Reply(status=500))
+    created = await harness.create(
+        **spec(
+            harness,
+            target=harness.webhook("/down"),
+            trigger={"type": "interval", "every_seconds": 1},
+            max_attempts=1,
+            pause_after_failures=2,
+        )
+    )
+
+    async def paused() -> bool:
+        return await harness.schedule_status(created["id"]) == "paused"
+
+    await harness.step_until(paused, timeout=20)
+    html = (await harness.client.get(f"/ui/schedules/{created['id']}")).text
+    assert 'id="pause-reason">paused itself after 2 dead letters in a row<' in html
+    assert "(pauses itself at 2)" in html
+    assert f'action="/ui/schedules/{created["id"]}/resume"' in html
