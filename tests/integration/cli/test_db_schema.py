@@ -28,7 +28,13 @@ from tests.receiver import Receiver
 
 pytestmark = pytest.mark.postgres
 
-CHRONOQ_TABLES = {("schedules",), ("occurrences",), ("alembic_version",)}
+CHRONOQ_TABLES = {
+    ("schedules",),
+    ("occurrences",),
+    ("attempts",),
+    ("schedule_events",),
+    ("alembic_version",),
+}
 
 
 def _migrate_side_by_side(url: str, *schemas: str) -> None:
