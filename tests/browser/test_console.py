@@ -60,22 +60,30 @@ async def create(client: httpx.AsyncClient, receiver: Receiver, **spec: Any) -> 
     return created
 
 
-async def dead_letter(client: httpx.AsyncClient, receiver: Receiver) -> dict[str, Any]:
+async def dead_letter(
+    client: httpx.AsyncClient,
+    receiver: Receiver,
+    name: str = "invoice-sync",
+    event_type: str = "invoice.sync",
+    reply: Reply | None = None,
+) -> dict[str, Any]:
     """A schedule whose one attempt fails, once the running app's worker dead-lettered it."""
-    receiver.script("/flaky", Reply(status=503, body="upstream down"))
+    path = f"/{name}"
+    receiver.script(path, reply or Reply(status=503, body="upstream down"))
+    before = len((await client.get("/v1/dead-letters")).json()["items"])
     created = await create(
         client,
         receiver,
-        name="invoice-sync",
-        event_type="invoice.sync",
-        target={"type": "webhook", "url": receiver.url("/flaky")},
+        name=name,
+        event_type=event_type,
+        target={"type": "webhook", "url": receiver.url(path)},
         trigger={"type": "immediate"},
         max_attempts=1,
     )
-    await receiver.wait_for(1, "/flaky")
+    await receiver.wait_for(1, path)
     for _ in range(200):
         listed = (await client.get("/v1/dead-letters")).json()["items"]
-        if listed:
+        if len(listed) > before:
             return created
         await asyncio.sleep(0.05)
     raise AssertionError("the schedule was not dead-lettered")
@@ -160,7 +168,7 @@ async def test_replay_a_dead_letter_and_see_it_delivered(
         await rows.first.locator("button:has-text('Replay')").click()
         await expect(page.locator("p.notice")).to_contain_text("1 dead letter replayed")
         await expect(page.locator("#dead-letters tbody tr td.empty")).to_be_visible()
-        await receiver.wait_for(2, "/flaky")
+        await receiver.wait_for(2, "/invoice-sync")
 
         await page.goto(app.url(f"/ui/schedules/{created['id']}"))
         occurrence = page.locator("#occurrences tbody tr").first
@@ -229,6 +237,12 @@ async def test_the_three_pages_at_1280_by_800(
             await client.post(f"/v1/schedules/{shown['id']}/trigger")
         await receiver.wait_for(4, "/hook")
         await dead_letter(client, receiver)
+        await dead_letter(
+            client, receiver, "crm-push", "crm.contact.updated", Reply(410, body="gone")
+        )
+        await dead_letter(
+            client, receiver, "ledger-export", "ledger.export", Reply(422, body="bad period")
+        )
         paused = await create(client, receiver, name="quarterly-close", event_type="ledger.close")
         await client.post(f"/v1/schedules/{paused['id']}/pause")
 
