@@ -7,6 +7,7 @@ import uuid
 from fastapi import APIRouter, Response, status
 
 from app.api import pagination
+from app.api.auth import PrincipalDep
 from app.api.deps import CursorQuery, DeadLettersDep, LimitQuery
 from app.api.filters import EventTypeQuery
 from app.api.problems import responses
@@ -42,10 +43,13 @@ async def list_dead_letters(
 
 
 @router.post("/replay", status_code=status.HTTP_202_ACCEPTED, responses=responses(422))
-async def replay_dead_letters(body: ReplayRequest, service: DeadLettersDep) -> Replayed:
+async def replay_dead_letters(
+    body: ReplayRequest, service: DeadLettersDep, principal: PrincipalDep
+) -> Replayed:
     ids = await service.replay_many(
         body.occurrence_ids,
         DeadLetterFilter(schedule_id=body.schedule_id, event_type=body.event_type),
+        actor=principal,
     )
     return Replayed(replayed=len(ids), occurrence_ids=ids)
 
@@ -60,8 +64,10 @@ async def get_dead_letter(occurrence_id: uuid.UUID, service: DeadLettersDep) -> 
     status_code=status.HTTP_202_ACCEPTED,
     responses=responses(404, 409, 422),
 )
-async def replay_dead_letter(occurrence_id: uuid.UUID, service: DeadLettersDep) -> ReplayAccepted:
-    await service.replay(occurrence_id)
+async def replay_dead_letter(
+    occurrence_id: uuid.UUID, service: DeadLettersDep, principal: PrincipalDep
+) -> ReplayAccepted:
+    await service.replay(occurrence_id, actor=principal)
     return ReplayAccepted(occurrence_id=occurrence_id, status=OccurrenceStatus.PENDING)
 
 
@@ -70,6 +76,8 @@ async def replay_dead_letter(occurrence_id: uuid.UUID, service: DeadLettersDep) 
     status_code=status.HTTP_204_NO_CONTENT,
     responses=responses(404, 409, 422),
 )
-async def discard_dead_letter(occurrence_id: uuid.UUID, service: DeadLettersDep) -> Response:
-    await service.discard(occurrence_id)
+async def discard_dead_letter(
+    occurrence_id: uuid.UUID, service: DeadLettersDep, principal: PrincipalDep
+) -> Response:
+    await service.discard(occurrence_id, actor=principal)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

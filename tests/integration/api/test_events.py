@@ -103,6 +103,44 @@ async def test_the_actor_is_the_api_keys_name(make_harness: Callable[..., Any]) 
     assert items[1]["fields"] == ["payload"]
 
 
+async def test_dead_letter_replays_and_discards_name_the_api_key(
+    make_harness: Callable[..., Any],
+) -> None:
+    auth = bearer(WRITER)
+    async with make_harness(api_keys=KEYS) as h:
+        h.receiver.always("/gone", Reply(410))
+        created = []
+        for _ in range(3):
+            response = await h.client.post(
+                "/v1/schedules",
+                json={
+                    "event_type": "e",
+                    "target": h.webhook("/gone"),
+                    "trigger": {"type": "immediate"},
+                },
+                headers=auth,
+            )
+            created.append(response.json())
+        await h.step()
+        first, second, third = created
+        await ok(h, "POST", f"/v1/dead-letters/{first['next_occurrence_id']}/replay", headers=auth)
+        await ok(
+            h, "POST", "/v1/dead-letters/replay", json={"schedule_id": second["id"]}, headers=auth
+        )
+        discarded = await h.client.delete(
+            f"/v1/dead-letters/{third['next_occurrence_id']}", headers=auth
+        )
+        assert discarded.status_code == 204
+
+        last = [kinds(await events(h, c["id"], **auth))[-1] for c in created]
+
+    assert last == [
+        ("dead_letter_replayed", 1, "deploy-bot"),
+        ("dead_letter_replayed", 1, "deploy-bot"),
+        ("dead_letter_discarded", 1, "deploy-bot"),
+    ]
+
+
 async def test_updated_names_only_the_fields_whose_value_changed(harness: Harness) -> None:
     created = await harness.create(trigger=HOUR, labels={"a": "1"}, max_attempts=3)
     path = f"/v1/schedules/{created['id']}"
