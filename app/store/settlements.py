@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.ids import uuid7
 from app.domain.occurrence import (
+    AttemptOutcome,
     Delivery,
     OccurrenceStatus,
     Origin,
@@ -43,6 +44,12 @@ from app.store.rows import truncate_error
 from app.store.schedules import ScheduleStore
 from app.store.tables import UUID, attempts, occurrences, schedules
 
+# The error of a started attempt that a stopping replica handed back unfinished.
+CUT_OFF_ERROR = (
+    "the replica stopped before this attempt finished (its outcome is unknown); "
+    "the occurrence was handed back"
+)
+
 
 def attempt_id(started_at: datetime) -> uuid.UUID:
     """An attempt's id: UUIDv7 of its start, so ids sort in the order attempts started."""
@@ -62,6 +69,7 @@ def _attempt_row(item: Settlement, now: datetime) -> dict[str, Any]:
         "error": truncate_error(item.error),
         "response_excerpt": item.response_excerpt,
         "replica": item.replica,
+        "lease_token": item.delivery.lease_token,  # the guard, not a column
     }
 
 
@@ -77,7 +85,6 @@ class _SettleStatements:
     finish: sa.Update
     count_failures: sa.Update
     paused_by_failures: sa.Select[Any]
-    current: sa.Select[Any]
 
 
 @cache
@@ -202,15 +209,6 @@ def _settle_statements(dialect: Dialect) -> _SettleStatements:
             schedules.c.consecutive_failures >= schedules.c.pause_after_failures,
         )
         .with_for_update(of=schedules),
-        # Which settlements still hold their lease, locked until the settle commits: only
-        # those are recorded as attempts. A late one (its lease ran out and another claim
-        # took the occurrence) was recorded by that claim as lease_expired.
-        current=sa.select(occurrences.c.occurrence_id, occurrences.c.lease_token)
-        .where(
-            dialect.among(occurrences.c.occurrence_id, "ids"),
-            occurrences.c.status == OccurrenceStatus.PENDING,
-        )
-        .with_for_update(),
     )
 
 
@@ -219,22 +217,11 @@ class SettlementStore:
 
     async def settle(self, conn: AsyncConnection, settlements: Sequence[Settlement]) -> None:
         """Record finished attempts; each update matches only while its lease token is current.
-        Each current one is also written to the attempt log: one multi-row insert for the
-        batch."""
+        Each current one is also written to the attempt log, one insert for the batch."""
         dialect = dialect_of(conn)
         statements = _settle_statements(dialect)
         now = await dialect.bound_now(conn)
-        held = await conn.execute(
-            statements.current, {"ids": [item.delivery.occurrence_id for item in settlements]}
-        )
-        tokens = {row.occurrence_id: row.lease_token for row in held}
-        logged = [
-            _attempt_row(item, now)
-            for item in settlements
-            if tokens.get(item.delivery.occurrence_id) == item.delivery.lease_token
-        ]
-        if logged:
-            await conn.execute(attempts.insert().values(logged))
+        await dialect.record_attempts(conn, [_attempt_row(item, now) for item in settlements])
         delivered: dict[uuid.UUID, list[uuid.UUID]] = defaultdict(list)
         retries: list[dict[str, Any]] = []
         dead: list[dict[str, Any]] = []
@@ -280,6 +267,8 @@ class SettlementStore:
         by_token: dict[uuid.UUID, list[uuid.UUID]] = defaultdict(list)
         for d in deliveries:
             by_token[d.lease_token].append(d.occurrence_id)
+        if started:
+            await _record_cut_off(conn, by_token, now)
         attempts = occurrences.c.attempts if started else occurrences.c.attempts - 1
         for token, ids in by_token.items():
             await conn.execute(
@@ -321,6 +310,46 @@ async def _finish(
         ],
         now,
     )
+
+
+async def _record_cut_off(
+    conn: AsyncConnection, by_token: dict[uuid.UUID, list[uuid.UUID]], now: datetime
+) -> None:
+    """Started attempts handed back by a stopping replica go to the attempt log as
+    lease_expired: their outcome is unknown, as after a crash. Each started at its claim
+    (the row's last change, which the claim made) and ran until now. Only at a stop."""
+    rows: list[dict[str, Any]] = []
+    for token, ids in by_token.items():
+        held = await conn.execute(
+            sa.select(
+                occurrences.c.occurrence_id,
+                occurrences.c.attempts,
+                occurrences.c.updated_at,
+                occurrences.c.lease_owner,
+            ).where(
+                occurrences.c.occurrence_id.in_(ids),
+                occurrences.c.lease_token == token,
+                occurrences.c.status == OccurrenceStatus.PENDING,
+            )
+        )
+        rows += [
+            {
+                "id": attempt_id(row.updated_at),
+                "occurrence_id": row.occurrence_id,
+                "attempt": row.attempts,
+                "started_at": row.updated_at,
+                "duration_ms": max(0, (now - row.updated_at) // timedelta(milliseconds=1)),
+                "outcome": AttemptOutcome.LEASE_EXPIRED.value,
+                "status_code": None,
+                "error": CUT_OFF_ERROR,
+                "response_excerpt": None,
+                "replica": row.lease_owner,
+            }
+            for row in held
+            if row.attempts >= 1
+        ]
+    if rows:
+        await conn.execute(attempts.insert().values(rows))
 
 
 async def finish_one_shots(

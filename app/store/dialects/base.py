@@ -22,7 +22,7 @@ from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.domain.occurrence import OccurrenceStatus
-from app.store.tables import UUID, UTCDateTime, occurrences
+from app.store.tables import UUID, UTCDateTime, attempts, occurrences
 
 if TYPE_CHECKING:
     from app.store.wakeups import Wakeups
@@ -70,6 +70,17 @@ def with_lost(rows: Iterable[Row[Any]], due: Iterable[Row[Any]]) -> list[SimpleN
         )
         for row in rows
     ]
+
+
+# The occurrences a settle batch still holds, locked until it commits.
+_HELD = (
+    sa.select(occurrences.c.occurrence_id, occurrences.c.lease_token)
+    .where(
+        occurrences.c.occurrence_id.in_(sa.bindparam("ids", expanding=True, type_=UUID)),
+        occurrences.c.status == OccurrenceStatus.PENDING,
+    )
+    .with_for_update()
+)
 
 
 def dumps(value: Any) -> str:
@@ -165,6 +176,21 @@ class Dialect(ABC):
         self, conn: AsyncConnection, table: sa.Table, rows: list[dict[str, Any]], key: str
     ) -> set[Any]:
         """Like `insert_ignoring`; returns the keys of the rows it inserted."""
+
+    async def record_attempts(self, conn: AsyncConnection, rows: list[dict[str, Any]]) -> None:
+        """Write settled attempts to the attempt log, in one multi-row insert, each only
+        while its `lease_token` (a key of the row, not a column) still holds its occurrence:
+        a late settle whose lease another claim took over is not an attempt of this row's
+        (that claim recorded it as lease_expired). The rows stay locked until the commit."""
+        held = await conn.execute(_HELD, {"ids": [row["occurrence_id"] for row in rows]})
+        tokens = {found.occurrence_id: found.lease_token for found in held}
+        current = [
+            {k: v for k, v in row.items() if k != "lease_token"}
+            for row in rows
+            if tokens.get(row["occurrence_id"]) == row["lease_token"]
+        ]
+        if current:
+            await conn.execute(attempts.insert().values(current))
 
     @abstractmethod
     async def claim(

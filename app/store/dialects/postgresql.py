@@ -67,6 +67,44 @@ _CLAIM = (
 )
 
 
+# The attempt log's insert: one statement whatever the batch's size (array parameters, so
+# one prepared statement and one cached plan), guarded in the same statement by each
+# attempt's lease token, and locking the occurrences it matched until the settle commits.
+_RECORD_ATTEMPTS = sa.text(
+    """
+    INSERT INTO attempts (id, occurrence_id, attempt, started_at, duration_ms, outcome,
+                          status_code, error, response_excerpt, replica)
+    SELECT a.id, a.occurrence_id, a.attempt, a.started_at, a.duration_ms, a.outcome,
+           a.status_code, a.error, a.response_excerpt, a.replica
+    FROM unnest(
+        CAST(:ids AS uuid[]), CAST(:occurrence_ids AS uuid[]), CAST(:tokens AS uuid[]),
+        CAST(:attempts AS integer[]), CAST(:started_ats AS timestamptz[]),
+        CAST(:durations AS integer[]), CAST(:outcomes AS text[]),
+        CAST(:status_codes AS integer[]), CAST(:errors AS text[]),
+        CAST(:excerpts AS text[]), CAST(:replicas AS text[])
+    ) AS a(id, occurrence_id, token, attempt, started_at, duration_ms, outcome,
+           status_code, error, response_excerpt, replica)
+    JOIN occurrences AS o
+      ON o.occurrence_id = a.occurrence_id AND o.lease_token = a.token
+     AND o.status = 'pending'
+    FOR UPDATE OF o
+    """
+)
+_ATTEMPT_ARRAYS = {
+    "ids": "id",
+    "occurrence_ids": "occurrence_id",
+    "tokens": "lease_token",
+    "attempts": "attempt",
+    "started_ats": "started_at",
+    "durations": "duration_ms",
+    "outcomes": "outcome",
+    "status_codes": "status_code",
+    "errors": "error",
+    "excerpts": "response_excerpt",
+    "replicas": "replica",
+}
+
+
 def quote_schema(schema: str) -> str:
     """`schema` as an identifier, quoted whatever it is (a keyword such as `user` is a
     valid schema name)."""
@@ -202,6 +240,11 @@ class PostgreSQL(Dialect):
     def among(self, column: sa.ColumnElement[Any], name: str) -> sa.ColumnElement[bool]:
         # One array parameter: no per-element bind rendering, one cached plan.
         return column == sa.any_(sa.bindparam(name, type_=postgresql.ARRAY(sa.Uuid())))
+
+    async def record_attempts(self, conn: AsyncConnection, rows: list[dict[str, Any]]) -> None:
+        if rows:
+            params = {name: [row[key] for row in rows] for name, key in _ATTEMPT_ARRAYS.items()}
+            await conn.execute(_RECORD_ATTEMPTS, params)
 
     async def insert_ignoring(
         self, conn: AsyncConnection, table: sa.Table, rows: list[dict[str, Any]], key: str

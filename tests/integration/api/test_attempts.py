@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -11,7 +12,7 @@ import sqlalchemy as sa
 
 from app.store.queue import DeliveryQueue
 from app.store.retention import prune
-from app.store.tables import attempts, occurrences
+from app.store.tables import attempts, occurrences, schedules
 from app.store.wakeups import Wakeups
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
@@ -259,3 +260,65 @@ async def test_pruning_an_occurrence_removes_its_attempts(harness: Harness) -> N
     assert await harness.database.run(count) == 0
     response = await harness.client.get(f"/v1/occurrences/{occurrence_id}/attempts")
     assert response.status_code == 404
+
+
+async def test_a_row_that_cannot_be_planned_records_its_failed_attempts(
+    make_harness: Callable[..., Any],
+) -> None:
+    async with make_harness(max_attempts=2) as harness:
+        created = await harness.create()
+        occurrence_id = created["next_occurrence_id"]
+        async with harness.database.engine.begin() as conn:
+            await conn.execute(
+                schedules.update()
+                .where(schedules.c.id == uuid.UUID(created["id"]))
+                .values(trigger={"type": "lunar", "phase": "full"})
+            )
+
+        await harness.step_until(lambda: _settled(harness, occurrence_id, "dead_lettered"))
+
+        history = await _attempts(harness, occurrence_id)
+        assert [(a["attempt"], a["outcome"]) for a in history] == [
+            (1, "retry"),
+            (2, "dead_lettered"),
+        ]
+        for attempt in history:
+            assert attempt["error"].startswith("cannot plan this occurrence: ")
+            assert attempt["status_code"] is None
+            assert attempt["duration_ms"] == 0
+            assert attempt["replica"] == "test"
+        assert harness.receiver.requests == []
+
+
+async def test_an_attempt_cut_off_by_a_stop_is_recorded_when_it_is_handed_back(
+    harness: Harness,
+) -> None:
+    created = await harness.create()
+    occurrence_id = created["next_occurrence_id"]
+    stopping = DeliveryQueue(harness.database, Wakeups())
+    claimed = await stopping.claim(limit=1, lease=30.0, owner="stopping", backoff=lambda _: 0.05)
+
+    await stopping.release(claimed.deliveries, started=True)
+    assert await harness.step() == 1
+
+    cut, delivered = await _attempts(harness, occurrence_id)
+    assert cut["attempt"] == 1
+    assert cut["outcome"] == "lease_expired"
+    assert cut["replica"] == "stopping"
+    assert "stopped" in cut["error"]
+    assert delivered["attempt"] == 2
+    assert delivered["outcome"] == "delivered"
+
+
+async def test_an_occurrence_handed_back_unstarted_has_no_attempt(harness: Harness) -> None:
+    created = await harness.create()
+    occurrence_id = created["next_occurrence_id"]
+    early = DeliveryQueue(harness.database, Wakeups())
+    claimed = await early.claim(limit=1, lease=30.0, owner="early", backoff=lambda _: 0.05)
+
+    await early.release(claimed.deliveries, started=False)
+    assert await harness.step() == 1
+
+    (delivered,) = await _attempts(harness, occurrence_id)
+    assert delivered["attempt"] == 1
+    assert delivered["outcome"] == "delivered"
