@@ -25,7 +25,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app.api.problems import MEDIA_TYPE, problem_type
 from app.settings import ApiKey
 
-CHALLENGE = 'Bearer realm="chronoq", Basic realm="chronoq"'
+# One WWW-Authenticate header per scheme: browsers read only the first challenge of a
+# header, so Basic in second place of a shared one never made them ask for a key.
+CHALLENGES = ('Basic realm="chronoq"', 'Bearer realm="chronoq"')
 
 # Paths that never need a key: probes, metrics, and the documentation with its assets.
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/docs", "/redoc", "/openapi.json"})
@@ -151,7 +153,7 @@ class ApiKeyMiddleware:
                     "unauthorized",
                     "Unauthorized",
                     detail,
-                    [(b"www-authenticate", CHALLENGE.encode())],
+                    [(b"www-authenticate", challenge.encode()) for challenge in CHALLENGES],
                 )
                 return
             if entry.read_only and scope.get("method", "GET") not in READ_METHODS:

@@ -12,10 +12,9 @@ The fixtures, for any page of the service:
   app it served is stopped at teardown. `live_app` is `serve_app()`: no keys, worker off.
 - `new_page(**context_options)`: a page in a browser context of its own, so cookies and
   credentials never leak between pages or tests; the options are Playwright's
-  `Browser.new_context` ones (`extra_http_headers={"Authorization": "Basic ..."}` to log
-  in from the first request on, `java_script_enabled=False`, `viewport=...`; Chromium
-  answers the API's 401 with `http_credentials` only once Basic has a WWW-Authenticate
-  header of its own).
+  `Browser.new_context` ones (`http_credentials={"username": ..., "password": <key>}`
+  to log in as a browser does, answering the 401's Basic challenge;
+  `java_script_enabled=False`, `viewport=...`).
   Actions and waits time out after 10 s. Closed at teardown. `page` is `new_page()`.
 - `page_log`: a `PageLog` of every page of the test's `new_page` (popups included):
   `requests` (every URL asked for, in order, sub-resources and redirects included),

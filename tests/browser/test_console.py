@@ -5,7 +5,6 @@ pages as screenshots (written to $CHRONOQ_CONSOLE_SCREENSHOTS when set, as docs/
 from __future__ import annotations
 
 import asyncio
-import base64
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -13,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
+from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page, expect
 
 from tests.browser.live import LiveApp, PageLog
@@ -25,15 +26,9 @@ VIEWPORT = {"width": 1280, "height": 800}
 
 
 def login(key: str) -> dict[str, Any]:
-    """Context options for a browser that logs in with `key` over HTTP Basic.
-
-    The header is sent from the first request on, as a browser does once its user has
-    answered the prompt: the service's 401 names both schemes in one WWW-Authenticate
-    header, and Chromium reads only the first challenge of such a header (Bearer), so it
-    would neither prompt nor answer with Playwright's `http_credentials`.
-    """
-    token = base64.b64encode(f"operator:{key}".encode()).decode()
-    return {"extra_http_headers": {"Authorization": f"Basic {token}"}}
+    """Context options for a browser whose user answers the login prompt with `key` (HTTP
+    Basic, any user name): the browser sends it once the service's 401 asks for it."""
+    return {"http_credentials": {"username": "operator", "password": key}}
 
 
 NewPage = Callable[..., Awaitable[Page]]
@@ -94,10 +89,14 @@ async def test_a_key_logs_in_and_without_one_the_console_is_closed(
 ) -> None:
     app = serve_app(api_keys=KEYS)
     anonymous = await new_page()
-    closed = await anonymous.goto(app.url("/ui"))
-    assert closed is not None
-    assert closed.status == 401
-    assert 'Basic realm="chronoq"' in closed.headers["www-authenticate"]
+    # The 401 asks for Basic credentials: a browser prompts for them, and a headless one,
+    # with none to give, gives up on the page.
+    with pytest.raises(PlaywrightError, match="ERR_INVALID_AUTH_CREDENTIALS"):
+        await anonymous.goto(app.url("/ui"))
+    async with httpx.AsyncClient(trust_env=False) as client:
+        closed = await client.get(app.url("/ui"))
+    assert closed.status_code == 401
+    assert 'Basic realm="chronoq"' in closed.headers.get_list("www-authenticate")
 
     page = await new_page(**login(WRITER))
     opened = await page.goto(app.url("/ui"))

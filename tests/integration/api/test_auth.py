@@ -14,7 +14,8 @@ from tests.integration.conftest import Harness
 WRITER = "0123456789abcdef-writer"
 READER = "0123456789abcdef-reader"
 KEYS = f"deploy-bot:{WRITER},dash.board:{READER}:read"
-CHALLENGE = 'Bearer realm="chronoq", Basic realm="chronoq"'
+# One header per scheme, Basic first: a browser answers only a header's first challenge.
+CHALLENGES = ['Basic realm="chronoq"', 'Bearer realm="chronoq"']
 
 
 def bearer(key: str) -> dict[str, str]:
@@ -46,7 +47,7 @@ async def read(harness: Harness, path: str, key: str) -> dict[str, Any]:
 def assert_unauthorized(response: Any) -> None:
     assert response.status_code == 401, response.text
     assert response.headers["content-type"] == "application/problem+json"
-    assert response.headers["www-authenticate"] == CHALLENGE
+    assert response.headers.get_list("www-authenticate") == CHALLENGES
     assert response.json()["status"] == 401
 
 
