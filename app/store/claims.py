@@ -35,7 +35,7 @@ from app.domain.occurrence import AttemptOutcome, Delivery, OccurrenceStatus, Or
 from app.store import codec
 from app.store.dialects import dialect_of
 from app.store.rows import pending_row, rules_of_row, skip_row, truncate_error
-from app.store.settlements import attempt_id, finish_one_shots, finish_recurring
+from app.store.settlements import attempt_id, count_outcomes, finish_one_shots, finish_recurring
 from app.store.tables import UUID, UTCDateTime, attempts, occurrences, schedules
 
 LEASE_EXPIRED_ERROR = (
@@ -162,6 +162,12 @@ class ClaimStore:
             await self._dead_letter_expired(conn, token, plan.exhausted, now)
         if plan.failed:
             await self._settle_unplannable(conn, token, plan.failed, now, backoff, owner)
+        # Dead letters the claim itself made count toward a schedule's auto-pause too.
+        schedule_of = {row.occurrence_id: row.schedule_id for row in rows}
+        dead = [(schedule_of[i], i) for i in plan.exhausted]
+        dead += [(f.schedule_id, f.occurrence_id) for f in plan.failed if f.spent]
+        if dead:
+            await count_outcomes(conn, set(), dead, now)
         await finish_one_shots(conn, plan.finished_one_shots, now)
         if plan.done_recurring:
             await finish_recurring(conn, plan.done_recurring, now)

@@ -385,14 +385,26 @@ async def count_failures(
     neither deliveries nor dead letters costs nothing; one with deliveries only, one
     UPDATE; one with dead letters, that UPDATE and a read of the schedules at threshold."""
     delivering: set[uuid.UUID] = set()
-    failing: set[uuid.UUID] = set()
-    dead_ids: list[uuid.UUID] = []
+    dead: list[tuple[uuid.UUID, uuid.UUID]] = []
     for item in settled:
         if item.status is OccurrenceStatus.DELIVERED:
             delivering.add(item.delivery.schedule_id)
         elif item.status is OccurrenceStatus.DEAD_LETTERED:
-            failing.add(item.delivery.schedule_id)
-            dead_ids.append(item.delivery.occurrence_id)
+            dead.append((item.delivery.schedule_id, item.delivery.occurrence_id))
+    await count_outcomes(conn, delivering, dead, now)
+
+
+async def count_outcomes(
+    conn: AsyncConnection,
+    delivering: set[uuid.UUID],
+    dead: Sequence[tuple[uuid.UUID, uuid.UUID]],
+    now: datetime,
+) -> None:
+    """`count_failures` for schedules with deliveries and (schedule id, occurrence id)
+    pairs dead-lettered at `now` in this transaction: the claim counts its own dead letters
+    (a lease spent on the last attempt, a definition that cannot be planned) this way."""
+    failing = {schedule_id for schedule_id, _ in dead}
+    dead_ids = [occurrence_id for _, occurrence_id in dead]
     if not delivering and not failing:
         return
     statements = _settle_statements(dialect_of(conn))

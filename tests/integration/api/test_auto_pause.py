@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
+from app.store.claims import ClaimStore
 from tests.integration.api.test_bad_input import assert_problem_names
 from tests.integration.api.test_events import events, kinds, ok
 from tests.integration.conftest import Harness
@@ -148,3 +150,28 @@ async def test_a_bad_threshold_is_a_422_naming_the_field(harness: Harness, value
     assert_problem_names(patched, 422, "#/pause_after_failures")
     batch = await harness.client.post("/v1/schedules/batch", json={"items": [body]})
     assert_problem_names(batch, 422, "#/items/0/pause_after_failures")
+
+
+async def test_an_attempt_lost_with_its_replica_counts_when_its_lease_runs_out(
+    harness: Harness,
+) -> None:
+    """A replica that dies on the last attempt leaves it unsettled; the claim that finds
+    its lease run out dead-letters it, and that dead letter counts like any other."""
+    created = await failing(harness, threshold=1)
+    await ok(harness, "POST", f"/v1/schedules/{created['id']}/trigger")
+    claims = ClaimStore()
+
+    async def claim(lease: float) -> int:
+        found = await harness.database.run(
+            lambda conn: claims.claim_due(conn, limit=10, lease=lease, owner="lost-replica")
+        )
+        return len(found)
+
+    assert await claim(0.2) == 1  # claimed, never settled: the replica is gone
+    await asyncio.sleep(0.4)
+    assert await claim(30.0) == 0  # its budget was spent: dead-lettered, not delivered
+
+    paused = await harness.get(f"/v1/schedules/{created['id']}")
+    assert (paused["status"], paused["pause_reason"]) == ("paused", "failures")
+    assert paused["consecutive_failures"] == 1
+    assert kinds(await events(harness, created["id"]))[-1][::2] == ("auto_paused", "system")
