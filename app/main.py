@@ -133,7 +133,7 @@ def create_app(
     # Every route, present and future, is behind the key check: none opts in.
     app.add_middleware(ApiKeyMiddleware)
     app.include_router(health.router)
-    # Every route of these two reaches the database, so any of them can find it unreachable.
+    # Every route of these three reaches the database, so any of them can find it unreachable.
     app.include_router(schedules.router, responses=problems.responses(503))
     app.include_router(dead_letters.router, responses=problems.responses(503))
     app.include_router(occurrences.router, responses=problems.responses(503))

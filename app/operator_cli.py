@@ -1,4 +1,4 @@
-"""Operator commands of `chronoq`: list, inspect, events, pause, resume, cancel and
+"""Operator commands of `chronoq`: list, inspect, events, attempts, pause, resume, cancel and
 dead-letter list|replay, run against the database through the same services as the HTTP API.
 
 Exit codes: 0 done, 1 the database or the service refused (unreachable, unknown id, a
