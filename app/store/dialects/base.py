@@ -242,3 +242,44 @@ class Dialect(ABC):
         """An async context manager: while open, other replicas' announcements reach
         `wakeups` (nothing by default: the loop's poll interval covers them)."""
         return nullcontext()
+
+
+class OnConflictInserts:
+    """`insert_ignoring` and `insert_new` for a database with INSERT ... ON CONFLICT DO
+    NOTHING ... RETURNING (PostgreSQL, SQLite): `insert` is its dialect's insert construct."""
+
+    insert: Callable[[sa.Table], Any]
+
+    async def insert_ignoring(
+        self, conn: AsyncConnection, table: sa.Table, rows: list[dict[str, Any]], key: str
+    ) -> None:
+        if rows:
+            statement = self.insert(table).on_conflict_do_nothing(index_elements=[key])
+            await conn.execute(statement, rows)
+
+    async def insert_new(
+        self, conn: AsyncConnection, table: sa.Table, rows: list[dict[str, Any]], key: str
+    ) -> set[Any]:
+        if not rows:
+            return set()
+        statement = (
+            self.insert(table).on_conflict_do_nothing(index_elements=[key]).returning(table.c[key])
+        )
+        return {row[0] for row in await conn.execute(statement, rows)}
+
+
+@asynccontextmanager
+async def session_lock(
+    conn: AsyncConnection, take: sa.TextClause, give_back: sa.TextClause, params: dict[str, Any]
+) -> AsyncIterator[None]:
+    """A lock held by the connection's session across its transactions (migrations commit
+    as they go), given back whatever happens."""
+    await conn.execute(take, params)
+    try:
+        yield
+    finally:
+        # After a failed upgrade the transaction is aborted: end it first, so the unlock
+        # runs and the upgrade's own error is the one raised.
+        await conn.rollback()
+        await conn.execute(give_back, params)
+        await conn.commit()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -26,7 +26,14 @@ from sqlalchemy.engine import Dialect as SqlDialect
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from app.store.dialects.base import CLAIM_COLUMNS, LOST_COLUMNS, Dialect, dumps, with_lost
+from app.store.dialects.base import (
+    CLAIM_COLUMNS,
+    LOST_COLUMNS,
+    Dialect,
+    dumps,
+    session_lock,
+    with_lost,
+)
 from app.store.sql import queries
 from app.store.tables import PRUNABLE, UUID, UTCDateTime, occurrences
 
@@ -185,17 +192,16 @@ class MySQL(Dialect):
         )
         return int(result.rowcount)
 
-    @asynccontextmanager
-    async def migrating(self, conn: AsyncConnection, schema: str | None) -> AsyncIterator[None]:
-        name = lock_name("migrate", _database_of(conn))
-        # Session-scoped: held across the migrations' own commits (DDL commits at once).
-        await conn.execute(sa.text("SELECT GET_LOCK(:name, 600)"), {"name": name})
-        try:
-            yield
-        finally:
-            await conn.rollback()
-            await conn.execute(sa.text("SELECT RELEASE_LOCK(:name)"), {"name": name})
-            await conn.commit()
+    def migrating(
+        self, conn: AsyncConnection, schema: str | None
+    ) -> AbstractAsyncContextManager[None]:
+        # DDL commits at once on MySQL: the named lock spans the migrations' commits.
+        return session_lock(
+            conn,
+            sa.text("SELECT GET_LOCK(:name, 600)"),
+            sa.text("SELECT RELEASE_LOCK(:name)"),
+            {"name": lock_name("migrate", _database_of(conn))},
+        )
 
     @asynccontextmanager
     async def exclusive(self, conn: AsyncConnection, purpose: str) -> AsyncIterator[bool]:

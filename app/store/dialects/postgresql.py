@@ -13,7 +13,7 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager, suppress
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +25,14 @@ from sqlalchemy.engine import Row, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from app.domain.occurrence import OccurrenceStatus
-from app.store.dialects.base import CLAIM_COLUMNS, LOST_COLUMNS, Dialect, dumps
+from app.store.dialects.base import (
+    CLAIM_COLUMNS,
+    LOST_COLUMNS,
+    Dialect,
+    OnConflictInserts,
+    dumps,
+    session_lock,
+)
 from app.store.sql import query
 from app.store.tables import PRUNABLE, UTCDateTime, occurrences
 
@@ -170,7 +177,8 @@ def _prune_statement() -> sa.Delete:
 _PRUNE = _prune_statement()
 
 
-class PostgreSQL(Dialect):
+class PostgreSQL(OnConflictInserts, Dialect):
+    insert = staticmethod(postgresql.insert)
     name = "postgresql"
     backends = ("postgresql", "postgres")
     schemas = True
@@ -246,25 +254,6 @@ class PostgreSQL(Dialect):
             params = {name: [row[key] for row in rows] for name, key in _ATTEMPT_ARRAYS.items()}
             await conn.execute(_RECORD_ATTEMPTS, params)
 
-    async def insert_ignoring(
-        self, conn: AsyncConnection, table: sa.Table, rows: list[dict[str, Any]], key: str
-    ) -> None:
-        if rows:
-            statement = postgresql.insert(table).on_conflict_do_nothing(index_elements=[key])
-            await conn.execute(statement, rows)
-
-    async def insert_new(
-        self, conn: AsyncConnection, table: sa.Table, rows: list[dict[str, Any]], key: str
-    ) -> set[Any]:
-        if not rows:
-            return set()
-        statement = (
-            postgresql.insert(table)
-            .on_conflict_do_nothing(index_elements=[key])
-            .returning(table.c[key])
-        )
-        return {row[0] for row in await conn.execute(statement, rows)}
-
     async def claim(
         self, conn: AsyncConnection, *, limit: int, lease: float, token: Any, owner: str
     ) -> Sequence[Row[Any]]:
@@ -275,18 +264,15 @@ class PostgreSQL(Dialect):
         result = await conn.execute(_PRUNE, {"cutoff": cutoff, "limit": limit})
         return int(result.rowcount)
 
-    @asynccontextmanager
-    async def migrating(self, conn: AsyncConnection, schema: str | None) -> AsyncIterator[None]:
-        key = migration_lock_key(schema)
-        await conn.execute(sa.text("SELECT pg_advisory_lock(:key)"), {"key": key})
-        try:
-            yield
-        finally:
-            # After a failed upgrade the transaction is aborted: end it first, so the
-            # unlock runs and the upgrade's own error is the one raised.
-            await conn.rollback()
-            await conn.execute(sa.text("SELECT pg_advisory_unlock(:key)"), {"key": key})
-            await conn.commit()
+    def migrating(
+        self, conn: AsyncConnection, schema: str | None
+    ) -> AbstractAsyncContextManager[None]:
+        return session_lock(
+            conn,
+            sa.text("SELECT pg_advisory_lock(:key)"),
+            sa.text("SELECT pg_advisory_unlock(:key)"),
+            {"key": migration_lock_key(schema)},
+        )
 
     @asynccontextmanager
     async def exclusive(self, conn: AsyncConnection, purpose: str) -> AsyncIterator[bool]:

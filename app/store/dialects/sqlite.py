@@ -23,7 +23,14 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from app.store.dialects.base import CLAIM_COLUMNS, LOST_COLUMNS, Dialect, dumps, with_lost
+from app.store.dialects.base import (
+    CLAIM_COLUMNS,
+    LOST_COLUMNS,
+    Dialect,
+    OnConflictInserts,
+    dumps,
+    with_lost,
+)
 from app.store.sql import queries
 from app.store.tables import PRUNABLE, UUID, UTCDateTime, occurrences
 
@@ -59,7 +66,8 @@ _PRUNE = occurrences.delete().where(
 )
 
 
-class SQLite(Dialect):
+class SQLite(OnConflictInserts, Dialect):
+    insert = staticmethod(sqlite.insert)
     name = "sqlite"
     backends = ("sqlite",)
     multi_replica = False
@@ -114,25 +122,6 @@ class SQLite(Dialect):
 
     async def transaction_now(self, conn: AsyncConnection) -> datetime:
         return datetime.now(UTC)
-
-    async def insert_ignoring(
-        self, conn: AsyncConnection, table: sa.Table, rows: list[dict[str, Any]], key: str
-    ) -> None:
-        if rows:
-            statement = sqlite.insert(table).on_conflict_do_nothing(index_elements=[key])
-            await conn.execute(statement, rows)
-
-    async def insert_new(
-        self, conn: AsyncConnection, table: sa.Table, rows: list[dict[str, Any]], key: str
-    ) -> set[Any]:
-        if not rows:
-            return set()
-        statement = (
-            sqlite.insert(table)
-            .on_conflict_do_nothing(index_elements=[key])
-            .returning(table.c[key])
-        )
-        return {row[0] for row in await conn.execute(statement, rows)}
 
     async def claim(
         self, conn: AsyncConnection, *, limit: int, lease: float, token: uuid.UUID, owner: str
