@@ -206,6 +206,9 @@ STORES = [
 # For a slow case whose store-specific part the store conformance suite (tests/store/)
 # already runs on every store: the embedded store and one server, not all three.
 ONE_SERVER = pytest.mark.parametrize("database_url", STORES[:2], indirect=True)
+# For a case whose store reads and writes are those of other cases (a command's usage
+# errors, a table's layout): the embedded store only.
+EMBEDDED_ONLY = pytest.mark.parametrize("database_url", STORES[:1], indirect=True)
 
 
 @pytest.fixture(params=STORES)

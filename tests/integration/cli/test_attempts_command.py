@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+from tests.conftest import EMBEDDED_ONLY
 from tests.integration.cli.test_operator_commands import as_json, chronoq, ok, one_line
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
@@ -22,6 +23,7 @@ async def _retried_then_delivered(harness: Harness) -> str:
     return occurrence_id
 
 
+@EMBEDDED_ONLY
 async def test_attempts_prints_each_attempt_oldest_first(
     harness: Harness, database_url: str
 ) -> None:
@@ -61,6 +63,7 @@ async def test_attempts_json_is_what_the_http_api_lists(
     assert [a["outcome"] for a in document] == ["retry", "delivered"]
 
 
+@EMBEDDED_ONLY
 async def test_attempts_limit_keeps_the_oldest(harness: Harness, database_url: str) -> None:
     occurrence_id = await _retried_then_delivered(harness)
 
@@ -69,6 +72,7 @@ async def test_attempts_limit_keeps_the_oldest(harness: Harness, database_url: s
     assert [a["attempt"] for a in document] == [1]
 
 
+@EMBEDDED_ONLY
 async def test_attempts_of_an_unknown_occurrence_exit_1_with_one_line(database_url: str) -> None:
     unknown = uuid.uuid4()
 
@@ -78,6 +82,7 @@ async def test_attempts_of_an_unknown_occurrence_exit_1_with_one_line(database_u
     assert str(unknown) in one_line(result.stderr)
 
 
+@EMBEDDED_ONLY
 async def test_attempts_of_a_malformed_id_exit_2(database_url: str) -> None:
     result = await chronoq("attempts", "nope", database_url=database_url)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 
+from tests.conftest import EMBEDDED_ONLY
 from tests.integration.api.test_events import events
 from tests.integration.cli.test_operator_commands import as_json, assert_aligned, chronoq, ok
 from tests.integration.conftest import Harness
@@ -42,6 +43,7 @@ async def test_events_json_is_what_the_http_api_lists(harness: Harness, database
     assert [e["kind"] for e in listed] == ["created", "updated", "paused"]
 
 
+@EMBEDDED_ONLY
 async def test_events_text_is_a_table_oldest_first(harness: Harness, database_url: str) -> None:
     created = await harness.create(trigger={"type": "once", "delay_seconds": 3600})
     await harness.client.patch(f"/v1/schedules/{created['id']}", json={"max_attempts": 2})
@@ -66,6 +68,7 @@ async def test_a_dead_letter_replayed_from_the_cli_is_recorded_as_cli(
     assert (await events(harness, created["id"]))[-1]["actor"] == "cli"
 
 
+@EMBEDDED_ONLY
 async def test_events_of_an_unknown_schedule_fail(database_url: str, harness: Harness) -> None:
     result = await chronoq("events", str(uuid.uuid4()), database_url=database_url)
 

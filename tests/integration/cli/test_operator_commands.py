@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import EMBEDDED_ONLY, ONE_SERVER
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
 
@@ -96,6 +97,7 @@ async def dead_letter(harness: Harness, path: str = "/gone", **spec: Any) -> dic
 # -- list --------------------------------------------------------------------------------
 
 
+@EMBEDDED_ONLY
 async def test_list_prints_aligned_columns_under_a_header(
     harness: Harness, database_url: str
 ) -> None:
@@ -168,6 +170,7 @@ async def test_list_filters_as_the_http_api_does(
     assert 0 < len(listed) < 3
 
 
+@ONE_SERVER
 async def test_list_limit_keeps_the_newest(harness: Harness, database_url: str) -> None:
     created = [await harness.create() for _ in range(3)]
 
@@ -180,6 +183,7 @@ async def test_list_limit_keeps_the_newest(harness: Harness, database_url: str) 
     assert "raise --limit" in note
 
 
+@EMBEDDED_ONLY
 async def test_list_says_so_when_nothing_matches(database_url: str) -> None:
     assert await ok("list", database_url=database_url) == "no schedules match\n"
     assert await as_json("list", database_url=database_url) == []
@@ -256,6 +260,7 @@ async def test_pause_resume_and_cancel_change_the_schedule_as_the_http_api_would
     assert all(o["status"] != "pending" for o in await harness.occurrences(created["id"]))
 
 
+@EMBEDDED_ONLY
 async def test_pause_prints_the_resulting_snapshot(harness: Harness, database_url: str) -> None:
     created = await harness.create(trigger={"type": "interval", "every_seconds": 60})
 
@@ -362,6 +367,7 @@ ID_COMMANDS = [
 ]
 
 
+@ONE_SERVER
 @pytest.mark.parametrize("command", ID_COMMANDS, ids=" ".join)
 async def test_an_unknown_id_exits_1_with_one_line(database_url: str, command: list[str]) -> None:
     unknown = str(uuid.uuid4())
@@ -375,6 +381,7 @@ async def test_an_unknown_id_exits_1_with_one_line(database_url: str, command: l
     assert result.stdout == ""
 
 
+@EMBEDDED_ONLY
 @pytest.mark.parametrize("command", ID_COMMANDS, ids=" ".join)
 async def test_a_malformed_id_exits_2_with_one_line(database_url: str, command: list[str]) -> None:
     result = await chronoq(*command, "not-a-uuid", database_url=database_url)
@@ -383,6 +390,7 @@ async def test_a_malformed_id_exits_2_with_one_line(database_url: str, command: 
     assert "'not-a-uuid' is not a UUID" in one_line(result.stderr)
 
 
+@EMBEDDED_ONLY
 @pytest.mark.parametrize(
     ("args", "message"),
     [
