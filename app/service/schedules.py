@@ -53,7 +53,7 @@ from app.domain.trigger import (
 )
 from app.service.addresses import HostResolver, TargetAddresses
 from app.settings import Settings
-from app.store import settlements
+from app.store import pausing, settlements
 from app.store.cadence import CadenceStore
 from app.store.clock import transaction_now
 from app.store.database import Connection, Database
@@ -448,19 +448,9 @@ class ScheduleService:
             if current.status is ScheduleStatus.PAUSED:
                 return current
             now = await transaction_now(conn)
-            await self._schedules.update(
-                conn,
-                schedule_id,
-                now,
-                status=ScheduleStatus.PAUSED,
-                paused_at=now,
-                pause_reason=MANUAL_PAUSE,
-            )
+            recurring = is_recurring(current.trigger)
+            await pausing.pause(conn, schedule_id, now, recurring=recurring, reason=MANUAL_PAUSE)
             await self._record(conn, current, EventKind.PAUSED, now, actor)
-            if is_recurring(current.trigger):
-                await self._occurrences.skip_due_cadence(conn, schedule_id, now, "paused")
-                await self._occurrences.drop_unfired_cadence(conn, schedule_id)
-            await self._occurrences.hold(conn, schedule_id, now)
             return await self._require(conn, schedule_id)
 
         return await self._db.run(work)

@@ -34,8 +34,9 @@ from app.domain.claim_plan import (
 from app.domain.occurrence import AttemptOutcome, Delivery, OccurrenceStatus, Origin
 from app.store import codec
 from app.store.dialects import dialect_of
+from app.store.pausing import count_outcomes
 from app.store.rows import pending_row, rules_of_row, skip_row, truncate_error
-from app.store.settlements import attempt_id, count_outcomes, finish_one_shots, finish_recurring
+from app.store.settlements import attempt_id, finish_one_shots, finish_recurring
 from app.store.tables import UUID, UTCDateTime, attempts, occurrences, schedules
 
 LEASE_EXPIRED_ERROR = (

@@ -28,20 +28,16 @@ from app.domain.occurrence import (
     Settlement,
 )
 from app.domain.schedule import (
-    FAILURES_PAUSE,
     SYSTEM_ACTOR,
     EventKind,
     ScheduleStatus,
 )
-from app.domain.trigger import is_recurring
-from app.store import codec
-from app.store.cadence import CadenceStore
 from app.store.clock import transaction_now
 from app.store.dialects import dialect_of
 from app.store.dialects.base import Dialect
 from app.store.events import EventStore, NewEvent
+from app.store.pausing import count_failures
 from app.store.rows import truncate_error
-from app.store.schedules import ScheduleStore
 from app.store.tables import UUID, attempts, occurrences, schedules
 
 # The error of a started attempt that a stopping replica handed back unfinished.
@@ -83,8 +79,6 @@ class _SettleStatements:
     finishing_one_shots: sa.Select[Any]
     finishing_recurring: sa.Select[Any]
     finish: sa.Update
-    count_failures: sa.Update
-    paused_by_failures: sa.Select[Any]
 
 
 @cache
@@ -177,38 +171,6 @@ def _settle_statements(dialect: Dialect) -> _SettleStatements:
         finish=schedules.update()
         .where(dialect.among(schedules.c.id, "schedule_ids"))
         .values(status=sa.bindparam("b_status", type_=sa.String()), updated_at=now),
-        # One statement for a batch's deliveries and dead letters: a schedule with a
-        # delivery starts from 0, one with dead letters adds those this transaction made
-        # (a late settle whose lease was taken over dead-letters nothing, and counts
-        # nothing). A batch's deliveries count as earlier than its dead letters.
-        count_failures=schedules.update()
-        .where(
-            dialect.among(schedules.c.id, "touched"),
-            dialect.among(schedules.c.id, "failing") | (schedules.c.consecutive_failures > 0),
-        )
-        .values(
-            consecutive_failures=sa.case(
-                (dialect.among(schedules.c.id, "delivering"), 0),
-                else_=schedules.c.consecutive_failures,
-            )
-            + sa.select(sa.func.count())
-            .select_from(o)
-            .where(
-                o.c.schedule_id == schedules.c.id,
-                dialect.among(o.c.occurrence_id, "dead_ids"),
-                o.c.status == OccurrenceStatus.DEAD_LETTERED,
-                o.c.dead_lettered_at == now,
-            )
-            .scalar_subquery()
-        ),
-        paused_by_failures=sa.select(schedules.c.id, schedules.c.version, schedules.c.trigger)
-        .where(
-            dialect.among(schedules.c.id, "failing"),
-            schedules.c.status == ScheduleStatus.PENDING,
-            schedules.c.pause_after_failures.is_not(None),
-            schedules.c.consecutive_failures >= schedules.c.pause_after_failures,
-        )
-        .with_for_update(of=schedules),
     )
 
 
@@ -375,79 +337,3 @@ async def finish_recurring(
     completed (with its `completed` event, by `actor`)."""
     statement = _settle_statements(dialect_of(conn)).finishing_recurring
     await _finish(conn, statement, schedule_ids, now, actor)
-
-
-async def count_failures(
-    conn: AsyncConnection, settled: Sequence[Settlement], now: datetime
-) -> None:
-    """Keep each schedule's count of dead letters in a row, and pause those that reach their
-    `pause_after_failures` as a manual pause would, with reason "failures". A batch with
-    neither deliveries nor dead letters costs nothing; one with deliveries only, one
-    UPDATE; one with dead letters, that UPDATE and a read of the schedules at threshold."""
-    delivering: set[uuid.UUID] = set()
-    dead: list[tuple[uuid.UUID, uuid.UUID]] = []
-    for item in settled:
-        if item.status is OccurrenceStatus.DELIVERED:
-            delivering.add(item.delivery.schedule_id)
-        elif item.status is OccurrenceStatus.DEAD_LETTERED:
-            dead.append((item.delivery.schedule_id, item.delivery.occurrence_id))
-    await count_outcomes(conn, delivering, dead, now)
-
-
-async def count_outcomes(
-    conn: AsyncConnection,
-    delivering: set[uuid.UUID],
-    dead: Sequence[tuple[uuid.UUID, uuid.UUID]],
-    now: datetime,
-) -> None:
-    """`count_failures` for schedules with deliveries and (schedule id, occurrence id)
-    pairs dead-lettered at `now` in this transaction: the claim counts its own dead letters
-    (a lease spent on the last attempt, a definition that cannot be planned) this way."""
-    failing = {schedule_id for schedule_id, _ in dead}
-    dead_ids = [occurrence_id for _, occurrence_id in dead]
-    if not delivering and not failing:
-        return
-    statements = _settle_statements(dialect_of(conn))
-    await conn.execute(
-        statements.count_failures,
-        {
-            "touched": list(delivering | failing),
-            "failing": list(failing),
-            "delivering": list(delivering),
-            "dead_ids": dead_ids,
-            "now": now,
-        },
-    )
-    if not failing:
-        return
-    reached = (await conn.execute(statements.paused_by_failures, {"failing": list(failing)})).all()
-    if reached:
-        await _pause_for_failures(conn, reached)
-
-
-async def _pause_for_failures(conn: AsyncConnection, reached: Sequence[Any]) -> None:
-    """What `ScheduleService.pause` does, by the loop: the statements are the same."""
-    # The transaction's own instant, as a manual pause records it (rare: only here).
-    now = await transaction_now(conn)
-    schedules_, cadence = ScheduleStore(), CadenceStore()
-    for row in reached:
-        await schedules_.update(
-            conn,
-            row.id,
-            now,
-            status=ScheduleStatus.PAUSED,
-            paused_at=now,
-            pause_reason=FAILURES_PAUSE,
-        )
-        if is_recurring(codec.trigger(row.trigger)):
-            await cadence.skip_due_cadence(conn, row.id, now, "paused")
-            await cadence.drop_unfired_cadence(conn, row.id)
-        await cadence.hold(conn, row.id, now)
-    await EventStore().record(
-        conn,
-        [
-            NewEvent(row.id, EventKind.AUTO_PAUSED, version=row.version + 1, actor=SYSTEM_ACTOR)
-            for row in reached
-        ],
-        now,
-    )
