@@ -14,25 +14,22 @@ import asyncio
 import json
 import sys
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, NoReturn
 
+from app import operator_text as render
 from app.api.schemas import (
     AttemptOut,
     DeadLetterOut,
     OccurrenceOut,
-    RabbitMQTargetOut,
     ReplayAccepted,
     ScheduleEventOut,
     ScheduleOut,
-    WebhookTargetOut,
 )
 from app.domain.errors import ChronoqError, ConflictError, InvalidInputError, NotFoundError
 from app.domain.occurrence import OccurrenceStatus
 from app.domain.schedule import CLI_ACTOR, Schedule, ScheduleStatus
-from app.domain.trigger import CronTrigger, IntervalTrigger, OnceTrigger, Trigger
 from app.service.dead_letters import DeadLetterService
 from app.service.occurrences import OccurrenceService
 from app.service.schedules import ScheduleService
@@ -42,8 +39,6 @@ from app.store.dead_letters import DeadLetterFilter
 from app.store.schedules import ScheduleFilter
 
 MAX_LIMIT = 500  # the HTTP API's largest page
-CELL_WIDTH = 40  # longer table cells are cut, with an ellipsis
-PAYLOAD_PREVIEW = 200
 
 
 class _Parser(argparse.ArgumentParser):
@@ -164,198 +159,6 @@ def _fail(message: str) -> int:
     return 1
 
 
-# -- text rendering ---------------------------------------------------------------------
-
-
-def _when(instant: datetime | None) -> str:
-    return "-" if instant is None else instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _one_line(text: str | None, width: int | None = CELL_WIDTH) -> str:
-    if not text:
-        return "-"
-    flat = " ".join(text.split())
-    if width is not None and len(flat) > width:
-        return flat[: width - 1] + "…"
-    return flat
-
-
-def _trigger(trigger: Trigger) -> str:
-    if isinstance(trigger, CronTrigger):
-        return f"cron {trigger.expression} ({trigger.timezone})"
-    if isinstance(trigger, IntervalTrigger):
-        return f"every {trigger.every_seconds:g}s"
-    if isinstance(trigger, OnceTrigger):
-        return f"once at {_when(trigger.at)}"
-    return "immediate"
-
-
-def _target(target: WebhookTargetOut | RabbitMQTargetOut) -> str:
-    # The response model's target: its secrets are redacted already.
-    if isinstance(target, WebhookTargetOut):
-        return f"{target.method} {target.url}"
-    return f"rabbitmq {target.exchange or '(default)'} {target.routing_key or '-'}"
-
-
-def _labels(labels: dict[str, str]) -> str:
-    return ",".join(f"{key}:{value}" for key, value in sorted(labels.items())) or "-"
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Columns aligned on the widest cell, two spaces apart, a header row first."""
-    widths = [max(len(cells[i]) for cells in [headers, *rows]) for i in range(len(headers))]
-    lines = [
-        "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True)).rstrip()
-        for cells in [headers, *rows]
-    ]
-    return "\n".join(lines)
-
-
-def _fields(pairs: Sequence[tuple[str, str]]) -> str:
-    width = max(len(key) for key, _ in pairs)
-    return "\n".join(f"{key.ljust(width)}  {value}" for key, value in pairs)
-
-
-def _more(shown: int, noun: str) -> str:
-    return f"\n\n(the first {shown} {noun}; more match: raise --limit or narrow the filters)"
-
-
-SCHEDULE_COLUMNS = (
-    "ID",
-    "STATUS",
-    "NAME",
-    "EVENT TYPE",
-    "TRIGGER",
-    "TARGET",
-    "NEXT FIRE AT",
-    "FIRED",
-    "LABELS",
-)
-
-
-def _schedule_row(s: ScheduleOut) -> list[str]:
-    return [
-        str(s.id),
-        s.status,
-        _one_line(s.name),
-        _one_line(s.event_type),
-        _one_line(_trigger(s.trigger)),
-        _one_line(_target(s.target)),
-        _when(s.next_fire_at),
-        str(s.fire_count),
-        _one_line(_labels(s.labels), width=None),
-    ]
-
-
-def _snapshot(s: ScheduleOut) -> str:
-    payload = json.dumps(s.payload, separators=(",", ":"), ensure_ascii=False)
-    return _fields(
-        [
-            ("id", str(s.id)),
-            ("name", s.name or "-"),
-            ("status", s.status),
-            ("event type", s.event_type),
-            ("trigger", _trigger(s.trigger)),
-            ("target", _target(s.target)),
-            ("labels", _labels(s.labels)),
-            ("max attempts", str(s.max_attempts)),
-            ("next fire at", _when(s.next_fire_at)),
-            ("next occurrence", str(s.next_occurrence_id or "-")),
-            ("fired", f"{s.fire_count} (last at {_when(s.last_fired_at)})"),
-            ("attempts", str(s.attempts)),
-            ("last error", _one_line(s.last_error, width=None)),
-            ("skipped", f"{s.skipped_count} (last reason: {s.last_skip_reason or '-'})"),
-            ("created at", _when(s.created_at)),
-            ("updated at", _when(s.updated_at)),
-            ("payload", _one_line(payload, width=PAYLOAD_PREVIEW)),
-        ]
-    )
-
-
-def _occurrence_table(occurrences: Sequence[OccurrenceOut]) -> str:
-    headers = (
-        "OCCURRENCE ID",
-        "FIRE AT",
-        "STATUS",
-        "ORIGIN",
-        "ATTEMPTS",
-        "AVAILABLE AT",
-        "DELIVERED AT",
-        "LAST ERROR",
-    )
-    rows = [
-        [
-            str(o.occurrence_id),
-            _when(o.fire_at),
-            o.status if o.skip_reason is None else f"{o.status} ({o.skip_reason})",
-            o.origin,
-            str(o.attempts),
-            _when(o.available_at),
-            _when(o.delivered_at),
-            _one_line(o.last_error, width=60),
-        ]
-        for o in occurrences
-    ]
-    return _table(headers, rows)
-
-
-def _dead_letter_table(dead_letters: Sequence[DeadLetterOut]) -> str:
-    headers = (
-        "OCCURRENCE ID",
-        "SCHEDULE ID",
-        "EVENT TYPE",
-        "FIRE AT",
-        "DEAD-LETTERED AT",
-        "ATTEMPTS",
-        "LAST ERROR",
-    )
-    rows = [
-        [
-            str(d.occurrence_id),
-            str(d.schedule_id),
-            _one_line(d.event_type),
-            _when(d.fire_at),
-            _when(d.dead_lettered_at),
-            str(d.attempts),
-            _one_line(d.last_error, width=60),
-        ]
-        for d in dead_letters
-    ]
-    return _table(headers, rows)
-
-
-def _event_table(events: Sequence[ScheduleEventOut]) -> str:
-    headers = ("AT", "KIND", "VERSION", "ACTOR", "FIELDS")
-    rows = [
-        [
-            _when(e.at),
-            e.kind,
-            str(e.version),
-            e.actor or "-",
-            ", ".join(e.fields) if e.fields else "-",
-        ]
-        for e in events
-    ]
-    return _table(headers, rows)
-
-
-def _attempt_table(attempts: Sequence[AttemptOut]) -> str:
-    headers = ("ATTEMPT", "STARTED AT", "DURATION", "OUTCOME", "STATUS", "ERROR", "REPLICA")
-    rows = [
-        [
-            str(a.attempt),
-            _when(a.started_at),
-            f"{a.duration_ms} ms",
-            a.outcome,
-            "-" if a.status_code is None else str(a.status_code),
-            _one_line(a.error, width=60),
-            a.replica or "-",
-        ]
-        for a in attempts
-    ]
-    return _table(headers, rows)
-
-
 # -- the commands -----------------------------------------------------------------------
 
 
@@ -374,9 +177,9 @@ def _list(args: argparse.Namespace) -> int:
         if not page:
             text = "no schedules match"
         else:
-            text = _table(SCHEDULE_COLUMNS, [_schedule_row(s) for s in page])
+            text = render.table(render.SCHEDULE_COLUMNS, [render.schedule_row(s) for s in page])
             if len(found) > args.limit:
-                text += _more(len(page), "schedules")
+                text += render.more(len(page), "schedules")
         return _Output([s.model_dump(mode="json") for s in page], text)
 
     return _execute(args, work)
@@ -388,7 +191,7 @@ def _inspect(args: argparse.Namespace) -> int:
         history = await services.schedules.history(args.id, limit=args.limit, after=None)
         occurrences = [OccurrenceOut.of(o) for o in history]
         if occurrences:
-            shown = f"occurrences, latest first:\n{_occurrence_table(occurrences)}"
+            shown = f"occurrences, latest first:\n{render.occurrence_table(occurrences)}"
         else:
             shown = "no occurrences"
         return _Output(
@@ -396,7 +199,7 @@ def _inspect(args: argparse.Namespace) -> int:
                 "schedule": schedule.model_dump(mode="json"),
                 "occurrences": [o.model_dump(mode="json") for o in occurrences],
             },
-            f"{_snapshot(schedule)}\n\n{shown}",
+            f"{render.snapshot(schedule)}\n\n{shown}",
         )
 
     return _execute(args, work)
@@ -406,7 +209,7 @@ def _events(args: argparse.Namespace) -> int:
     async def work(services: _Services) -> _Output:
         found = await services.schedules.events(args.id, limit=args.limit + 1, after=None)
         page = [ScheduleEventOut.of(e) for e in found[: args.limit]]
-        text = _event_table(page)
+        text = render.event_table(page)
         if len(found) > args.limit:
             text += f"\n\n(the first {len(page)} events, oldest first; raise --limit for more)"
         return _Output([e.model_dump(mode="json") for e in page], text)
@@ -421,7 +224,7 @@ def _attempts(args: argparse.Namespace) -> int:
         if not page:
             text = f"no attempts of occurrence {args.id} yet"
         else:
-            text = _attempt_table(page)
+            text = render.attempt_table(page)
             if len(found) > args.limit:
                 text += (
                     f"\n\n(the first {len(page)} attempts, oldest first; raise --limit for more)"
@@ -439,7 +242,7 @@ def _change(
     def run(args: argparse.Namespace) -> int:
         async def work(services: _Services) -> _Output:
             schedule = ScheduleOut.of(await action(services.schedules, args.id))
-            return _Output(schedule.model_dump(mode="json"), _snapshot(schedule))
+            return _Output(schedule.model_dump(mode="json"), render.snapshot(schedule))
 
         return _execute(args, work)
 
@@ -457,9 +260,9 @@ def _dead_letter_list(args: argparse.Namespace) -> int:
         if not page:
             text = "no dead letters match"
         else:
-            text = _dead_letter_table(page)
+            text = render.dead_letter_table(page)
             if len(found) > args.limit:
-                text += _more(len(page), "dead letters, most recent first")
+                text += render.more(len(page), "dead letters, most recent first")
         return _Output([d.model_dump(mode="json") for d in page], text)
 
     return _execute(args, work)
@@ -480,9 +283,9 @@ def _dead_letter_replay(args: argparse.Namespace) -> int:
         if before is not None:
             text += (
                 f"\nschedule {before.schedule_id} ({before.event_type}), fire at "
-                f"{_when(before.fire_at)}; it was dead-lettered at "
-                f"{_when(before.dead_lettered_at)} after {before.attempts} attempt(s): "
-                f"{_one_line(before.last_error, width=None)}"
+                f"{render.when(before.fire_at)}; it was dead-lettered at "
+                f"{render.when(before.dead_lettered_at)} after {before.attempts} attempt(s): "
+                f"{render.one_line(before.last_error, width=None)}"
             )
         return _Output(done.model_dump(mode="json"), text)
 
