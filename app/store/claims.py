@@ -164,9 +164,10 @@ class ClaimStore:
         if plan.failed:
             await self._settle_unplannable(conn, token, plan.failed, now, backoff, owner)
         # Dead letters the claim itself made count toward a schedule's auto-pause too.
-        schedule_of = {row.occurrence_id: row.schedule_id for row in rows}
-        dead = [(schedule_of[i], i) for i in plan.exhausted]
-        dead += [(f.schedule_id, f.occurrence_id) for f in plan.failed if f.spent]
+        dead = [(f.schedule_id, f.occurrence_id) for f in plan.failed if f.spent]
+        if plan.exhausted:
+            exhausted = set(plan.exhausted)
+            dead += [(r.schedule_id, r.occurrence_id) for r in rows if r.occurrence_id in exhausted]
         if dead:
             await count_outcomes(conn, set(), dead, now)
         await finish_one_shots(conn, plan.finished_one_shots, now)
