@@ -415,7 +415,9 @@ async def test_usage_errors_exit_2_with_one_line(
 
 
 @pytest.mark.parametrize(
-    "command", [["list"], ["dead-letter", "list"], ["pause", str(uuid.uuid4())]], ids=" ".join
+    "command",
+    [["list"], ["dead-letter", "list"], ["pause", "0190c0de-7b1a-7c3e-9f00-1a2b3c4d5e6f"]],
+    ids=" ".join,
 )
 async def test_an_unreachable_database_exits_1_without_showing_its_password(
     command: list[str],
