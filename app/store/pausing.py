@@ -69,9 +69,10 @@ def _statements(dialect: Dialect) -> _Statements:
     o = occurrences.alias("o")
     return _Statements(
         # One statement for a batch's deliveries and dead letters: a schedule with a
-        # delivery starts from 0, one with dead letters adds those this transaction made
-        # (a late settle whose lease was taken over dead-letters nothing, and counts
-        # nothing). A batch's deliveries count as earlier than its dead letters.
+        # delivery this transaction made starts from 0, one with dead letters adds those
+        # this transaction made (a late settle whose lease was taken over delivers and
+        # dead-letters nothing, and counts nothing). A batch's deliveries count as earlier
+        # than its dead letters.
         count_failures=schedules.update()
         .where(
             dialect.among(schedules.c.id, "touched"),
@@ -79,7 +80,16 @@ def _statements(dialect: Dialect) -> _Statements:
         )
         .values(
             consecutive_failures=sa.case(
-                (dialect.among(schedules.c.id, "delivering"), 0),
+                (
+                    dialect.among(schedules.c.id, "delivering")
+                    & sa.exists().where(
+                        o.c.schedule_id == schedules.c.id,
+                        dialect.among(o.c.occurrence_id, "delivered_ids"),
+                        o.c.status == OccurrenceStatus.DELIVERED,
+                        o.c.delivered_at == now,
+                    ),
+                    0,
+                ),
                 else_=schedules.c.consecutive_failures,
             )
             + sa.select(sa.func.count())
@@ -104,20 +114,29 @@ def _statements(dialect: Dialect) -> _Statements:
 
 
 async def count_failures(
-    conn: AsyncConnection, settled: Sequence[Settlement], now: datetime
+    conn: AsyncConnection,
+    settled: Sequence[Settlement],
+    now: datetime,
+    *,
+    deliveries_counted: bool = False,
 ) -> None:
     """Keep each schedule's count of dead letters in a row, and pause those that reach their
     `pause_after_failures` as a manual pause would, with reason "failures". A batch with
     neither deliveries nor dead letters costs nothing; one with deliveries only, one
-    UPDATE; one with dead letters, that UPDATE and a read of the schedules at threshold."""
+    UPDATE (none when `deliveries_counted`: the statement that delivered them restarted
+    their counts); one with dead letters, that UPDATE and a read of the schedules at
+    threshold."""
     delivering: set[uuid.UUID] = set()
+    delivered_ids: list[uuid.UUID] = []
     dead: list[tuple[uuid.UUID, uuid.UUID]] = []
     for item in settled:
         if item.status is OccurrenceStatus.DELIVERED:
-            delivering.add(item.delivery.schedule_id)
+            if not deliveries_counted:
+                delivering.add(item.delivery.schedule_id)
+                delivered_ids.append(item.delivery.occurrence_id)
         elif item.status is OccurrenceStatus.DEAD_LETTERED:
             dead.append((item.delivery.schedule_id, item.delivery.occurrence_id))
-    await count_outcomes(conn, delivering, dead, now)
+    await count_outcomes(conn, delivering, dead, now, delivered_ids=delivered_ids)
 
 
 async def count_outcomes(
@@ -125,8 +144,11 @@ async def count_outcomes(
     delivering: set[uuid.UUID],
     dead: Sequence[tuple[uuid.UUID, uuid.UUID]],
     now: datetime,
+    *,
+    delivered_ids: Sequence[uuid.UUID] = (),
 ) -> None:
-    """`count_failures` for schedules with deliveries and (schedule id, occurrence id)
+    """`count_failures` for schedules with deliveries (`delivered_ids`, the occurrences
+    they delivered: only those delivered at `now` count) and (schedule id, occurrence id)
     pairs dead-lettered at `now` in this transaction: the claim counts its own dead letters
     (a lease spent on the last attempt, a definition that cannot be planned) this way."""
     failing = {schedule_id for schedule_id, _ in dead}
@@ -140,6 +162,7 @@ async def count_outcomes(
             "touched": list(delivering | failing),
             "failing": list(failing),
             "delivering": list(delivering),
+            "delivered_ids": list(delivered_ids),
             "dead_ids": dead_ids,
             "now": now,
         },

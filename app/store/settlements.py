@@ -11,12 +11,13 @@ import random
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.ids import uuid7
@@ -35,10 +36,10 @@ from app.domain.schedule import (
 from app.store.clock import transaction_now
 from app.store.dialects import dialect_of
 from app.store.dialects.base import Dialect
-from app.store.events import EventStore, NewEvent
+from app.store.events import EventStore, NewEvent, event_id
 from app.store.pausing import count_failures
 from app.store.rows import truncate_error
-from app.store.tables import UUID, attempts, occurrences, schedules
+from app.store.tables import UUID, attempts, occurrences, schedule_events, schedules
 
 # The error of a started attempt that a stopping replica handed back unfinished.
 CUT_OFF_ERROR = (
@@ -79,6 +80,60 @@ class _SettleStatements:
     finishing_one_shots: sa.Select[Any]
     finishing_recurring: sa.Select[Any]
     finish: sa.Update
+    # With writable CTEs (PostgreSQL): the delivered update that also restarts each
+    # delivered schedule's count of dead letters in a row, and each finish (the locked read,
+    # the update by key and the events) as one statement.
+    delivered_resetting: sa.Update | None = None
+    finish_one_shots: sa.Insert | None = None
+    finish_recurring: sa.Insert | None = None
+
+
+def _resetting(delivered: sa.Update) -> sa.Update:
+    """`delivered`, then a restart from 0 of the failure count of each schedule it delivered
+    (only those counting: most schedules never fail, and are not written)."""
+    done = delivered.returning(occurrences.c.schedule_id).cte("delivered")
+    return (
+        schedules.update()
+        .where(
+            schedules.c.id.in_(sa.select(done.c.schedule_id)),
+            schedules.c.consecutive_failures > 0,
+        )
+        .values(consecutive_failures=0)
+    )
+
+
+def _finishing_with_events(finishing: sa.Select[Any], now: sa.ColumnElement[Any]) -> sa.Insert:
+    """The schedules `finishing` reads (and locks) set to their new status, and each one's
+    event, in one statement. Event ids come as an array beside `schedule_ids`, one for each
+    candidate (those that do not finish leave theirs unused)."""
+    found = finishing.cte("finishing")
+    changed = (
+        schedules.update()
+        .where(schedules.c.id == found.c.id)
+        .values(status=found.c.status, updated_at=now)
+        .returning(schedules.c.id, found.c.version, found.c.status)
+        .cte("finished")
+    )
+    ids = (
+        sa.func.unnest(
+            sa.bindparam("schedule_ids", type_=postgresql.ARRAY(sa.Uuid())),
+            sa.bindparam("event_ids", type_=postgresql.ARRAY(sa.Uuid())),
+        )
+        .table_valued("schedule_id", "event_id")
+        .render_derived(name="e")
+    )
+    # Finishing is no change a client makes: the version stays.
+    rows = sa.select(
+        ids.c.event_id,
+        changed.c.id,
+        changed.c.status,
+        changed.c.version,
+        sa.bindparam("actor", type_=sa.String()),
+        now,
+    ).select_from(changed.join(ids, ids.c.schedule_id == changed.c.id))
+    return schedule_events.insert().from_select(
+        ["id", "schedule_id", "kind", "version", "actor", "at"], rows
+    )
 
 
 @cache
@@ -99,7 +154,7 @@ def _settle_statements(dialect: Dialect) -> _SettleStatements:
         o.c.origin == Origin.SCHEDULE,
         o.c.status == OccurrenceStatus.DEAD_LETTERED,
     )
-    return _SettleStatements(
+    statements = _SettleStatements(
         delivered=occurrences.update()
         .where(
             dialect.among(occurrences.c.occurrence_id, "ids"),
@@ -172,6 +227,14 @@ def _settle_statements(dialect: Dialect) -> _SettleStatements:
         .where(dialect.among(schedules.c.id, "schedule_ids"))
         .values(status=sa.bindparam("b_status", type_=sa.String()), updated_at=now),
     )
+    if not dialect.writable_ctes:
+        return statements
+    return replace(
+        statements,
+        delivered_resetting=_resetting(statements.delivered),
+        finish_one_shots=_finishing_with_events(statements.finishing_one_shots, now),
+        finish_recurring=_finishing_with_events(statements.finishing_recurring, now),
+    )
 
 
 class SettlementStore:
@@ -211,15 +274,21 @@ class SettlementStore:
                 row["b_delay"] = item.retry_in
                 row["b_available_at"] = now + timedelta(seconds=item.retry_in)
                 retries.append(row)
+        delivering = statements.delivered_resetting
+        restarted = delivering is not None
+        if delivering is None:
+            delivering = statements.delivered
         for token, ids in delivered.items():
-            await conn.execute(statements.delivered, {"ids": ids, "token": token, "now": now})
+            await conn.execute(delivering, {"ids": ids, "token": token, "now": now})
         if retries:
             await conn.execute(statements.retry, retries)
         if dead:
             await conn.execute(statements.dead, dead)
         await finish_one_shots(conn, one_shots, now)
         await finish_recurring(conn, lasts, now)
-        await count_failures(conn, settlements, now)
+        # Deliveries count as earlier than the batch's dead letters: a delivered update that
+        # restarted the counts already leaves only the dead letters to add.
+        await count_failures(conn, settlements, now, deliveries_counted=restarted)
 
     async def release(
         self, conn: AsyncConnection, deliveries: Iterable[Delivery], *, started: bool
@@ -250,9 +319,15 @@ async def _finish(
     schedule_ids: Iterable[uuid.UUID],
     now: datetime,
     actor: str | None,
+    in_one: sa.Insert | None,
 ) -> None:
     ids = list(schedule_ids)
     if not ids:
+        return
+    if in_one is not None:
+        event_ids = [event_id(now) for _ in ids]
+        params = {"schedule_ids": ids, "event_ids": event_ids, "actor": actor, "now": now}
+        await conn.execute(in_one, params)
         return
     statements = _settle_statements(dialect_of(conn))
     finishing = (await conn.execute(statement, {"schedule_ids": ids})).all()
@@ -323,8 +398,10 @@ async def finish_one_shots(
     """A one-shot schedule with nothing left pending is completed, or failed if its firing
     was dead-lettered. A replay that later delivers it turns failed into completed. Each
     schedule that changes gets its `completed` or `failed` event, by `actor`."""
-    statement = _settle_statements(dialect_of(conn)).finishing_one_shots
-    await _finish(conn, statement, schedule_ids, now, actor)
+    statements = _settle_statements(dialect_of(conn))
+    await _finish(
+        conn, statements.finishing_one_shots, schedule_ids, now, actor, statements.finish_one_shots
+    )
 
 
 async def finish_recurring(
@@ -335,5 +412,7 @@ async def finish_recurring(
 ) -> None:
     """A recurring schedule whose bounds are spent and that has nothing left pending is
     completed (with its `completed` event, by `actor`)."""
-    statement = _settle_statements(dialect_of(conn)).finishing_recurring
-    await _finish(conn, statement, schedule_ids, now, actor)
+    statements = _settle_statements(dialect_of(conn))
+    await _finish(
+        conn, statements.finishing_recurring, schedule_ids, now, actor, statements.finish_recurring
+    )

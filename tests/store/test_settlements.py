@@ -104,3 +104,22 @@ async def test_release_hands_back_at_once_and_counts_only_a_started_attempt(
     assert again.occurrence_id == delivery.occurrence_id
     assert again.attempt == counted + 1
     assert again.lease_token != delivery.lease_token
+
+
+async def test_only_a_current_delivery_restarts_the_count_of_dead_letters_in_a_row(
+    database: Database,
+) -> None:
+    delivery, _ = await claimed_one(database, max_attempts=1)
+    await ports.settle(database, [Settlement(delivery, OccurrenceStatus.DEAD_LETTERED, error="x")])
+    assert (await ports.read_schedule(database, delivery.schedule_id)).consecutive_failures == 1
+
+    assert await ports.replay(database, [delivery.occurrence_id]) == [delivery.occurrence_id]
+    (again,) = await ports.claim(database, limit=1)
+    late = Settlement(stale(again), OccurrenceStatus.DELIVERED)
+    await ports.settle(database, [late])
+    assert (await ports.read_schedule(database, delivery.schedule_id)).consecutive_failures == 1
+
+    await ports.settle(database, [Settlement(again, OccurrenceStatus.DELIVERED)])
+    schedule = await ports.read_schedule(database, delivery.schedule_id)
+    assert schedule.consecutive_failures == 0
+    assert schedule.status.value == "completed"

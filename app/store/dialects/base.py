@@ -110,6 +110,9 @@ class Dialect(ABC):
     schemas: ClassVar[bool] = False
     # Whether the claim statement counts first firings on the schedules itself.
     claim_counts_fires: ClassVar[bool] = False
+    # Whether a statement may hold INSERT/UPDATE in its WITH clauses (data-modifying CTEs):
+    # the settle path then writes an outcome and what follows from it in one round trip.
+    writable_ctes: ClassVar[bool] = False
     # Whether migrations alter a table by rebuilding it (alembic's batch mode): they then
     # need the live database, and `chronoq migrate --sql` cannot render them.
     batch_migrations: ClassVar[bool] = False

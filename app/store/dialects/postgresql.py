@@ -232,6 +232,7 @@ class PostgreSQL(OnConflictInserts, Dialect):
         value = (await conn.execute(_NOW)).scalar_one()
         assert isinstance(value, datetime)
         return value
+    writable_ctes = True
 
     async def bound_now(self, conn: AsyncConnection) -> datetime:
         # Statements read now() themselves; the bound value is never used.
