@@ -117,6 +117,17 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def peak_rss_mb(pid: int) -> float:
+    """Peak resident set size of a live process (VmHWM, Linux /proc) in MB, NaN when unreadable."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, IndexError, ValueError):
+        pass
+    return math.nan
+
+
 def _die_with_parent() -> None:
     """Child side of Popen: get SIGTERM if the benchmark process dies (Linux only)."""
     try:
@@ -549,6 +560,7 @@ async def run_workload(ctx: Context, workload: str, dialect: str, run: int) -> d
             # A moment for any stray duplicate, then a graceful stop; records are read after
             # the service exited so that everything it sent is counted.
             await asyncio.sleep(args.settle)
+            result["service_rss_mb"] = peak_rss_mb(service.proc.pid)
         finally:
             result["exit_code"] = await ctx.procs.stop(service.proc)
         records = await ctx.receiver.records()
@@ -667,6 +679,7 @@ METRICS = [
     ("W1", "unsettled", "W1 received but still pending in the DB", 0),
     ("W1", "service_cpu_pct", "W1 service CPU while delivering (% of one core)", 0),
     ("W1", "receiver_cpu_pct", "W1 receiver CPU while delivering (% of one core)", 0),
+    ("W1", "service_rss_mb", "W1 service peak RSS (MB)", 0),
     ("W2", "lag_p50_ms", "W2 lag p50 (ms)", 1),
     ("W2", "lag_p99_ms", "W2 lag p99 (ms)", 1),
     ("W2", "duplicates", "W2 duplicates", 0),
@@ -1046,6 +1059,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="store: postgresql, mysql, sqlite, all (the default: the three), "
         "or both (postgresql and sqlite)",
     )
+    parser.add_argument(
+        "--workloads",
+        type=lambda text: [w for w in ("W1", "W2") if w in text.upper().split(",")],
+        default=["W1", "W2"],
+        help="comma-separated subset of W1,W2 (both by default; a subset leaves the docs alone)",
+    )
     parser.add_argument("--w1-count", type=int, default=10_000, help="W1 schedules (10,000)")
     parser.add_argument(
         "--quick",
@@ -1095,8 +1114,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             args.w1_count = 1_000
         args.ceiling_seconds = min(args.ceiling_seconds, 1.5)
         args.timeout = min(args.timeout, 60.0)
+    if not args.workloads:
+        parser.error("--workloads names none of W1, W2")
     if args.docs is None:
-        args.docs = not args.quick
+        args.docs = not args.quick and args.workloads == ["W1", "W2"]
     args.code_version = code_version()
     args.code_digest = code_digest()
     if args.runs < 1 or args.w1_count < 1:
@@ -1135,12 +1156,12 @@ async def main_async(args: argparse.Namespace) -> int:
                 versions["mysql"] = await databases.mysql_server_version()
             try:
                 for run in range(1, args.runs + 1):
-                    for client in ("aiohttp", "httpx"):
+                    for client in ("aiohttp", "httpx") if "W1" in args.workloads else ():
                         ceiling = await measure_ceiling(ctx, client)
                         ceilings[client].append(ceiling)
                         log(f"run {run}: ceiling {client}: {ceiling['rps']:,.0f} req/s")
                     for dialect in dialects:
-                        for workload in ("W1", "W2"):
+                        for workload in args.workloads:
                             result = await run_workload(ctx, workload, dialect, run)
                             results.append(result)
                             log(
