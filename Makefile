@@ -23,9 +23,11 @@ run: $(BIN)/chronoq
 	$(BIN)/chronoq migrate
 	$(BIN)/chronoq serve --host 127.0.0.1 --port $(PORT)
 
-## test: the whole suite (PostgreSQL and RabbitMQ tests skip locally when those are down)
+## test: the whole suite on TEST_WORKERS (2) pytest-xdist processes; TEST_WORKERS=0 runs it in
+## one (PostgreSQL, MariaDB, RabbitMQ and Chromium tests skip locally when those are missing)
+TEST_WORKERS ?= 2
 test: $(VENV)/.dev
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS)
 
 ## fuzz: the suite's schemathesis run at length: FUZZ_EXAMPLES (300) examples per operation, not 10
 fuzz: $(VENV)/.dev

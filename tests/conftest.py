@@ -3,11 +3,18 @@
 PostgreSQL and MySQL/MariaDB tests skip when the server is down, unless
 CHRONOQ_REQUIRE_SERVICES=1 (set by .ci/run), where they fail instead: a missing service
 never passes silently.
+
+`make test` runs the suite on two pytest-xdist workers, each a process with session fixtures
+of its own: every database, queue, port and file a fixture makes has a name no other process
+uses (the run's id, the process id and a random part; port 0 or tests.e2e.processes.free_port;
+tmp_path). Each worker drops its databases at its own teardown; the controlling process drops
+afterwards whatever a worker that crashed left behind (see `pytest_sessionfinish`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import shutil
 import uuid
@@ -31,6 +38,98 @@ PG_ADMIN_URL = os.environ.get(
     "CHRONOQ_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
 MYSQL_ADMIN_URL = os.environ.get("CHRONOQ_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/mysql")
+
+
+# The run's id, in the name of every database the run creates: shared by every xdist worker
+# (pytest_configure sets it from xdist's --testrunuid), so the controlling process finds the
+# databases of workers that never reached their teardown.
+RUN_ID = uuid.uuid4().hex[:8]
+_LEFTOVER_TIMEOUT = 30.0
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global RUN_ID
+    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        shared = str(workerinput["testrunuid"])
+    else:
+        # The controlling process (or a run without xdist): xdist hands this to the workers.
+        if getattr(config.option, "testrunuid", None) is None:
+            config.option.testrunuid = uuid.uuid4().hex
+        shared = str(config.option.testrunuid)
+    RUN_ID = hashlib.sha256(shared.encode()).hexdigest()[:8]
+
+
+# Directories whose cases all run on one xdist worker, one after another: the end-to-end cases
+# start replicas (and nginx) that load both cores by themselves, so two side by side would
+# each measure the other's load rather than the service; the browser cases then share one
+# Chromium. The other worker meanwhile runs the rest of the suite.
+ONE_WORKER = ("tests/e2e/", "tests/browser/")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup` (pyproject.toml) with the ONE_WORKER directories as groups.
+
+    Not by `xdist_group` marks: pytest-xdist 3.8 finds a mark's group by renaming the test,
+    which pytest 9.2 ignores (pytest-xdist issue 1386), so a mark alone groups nothing."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling  # type: ignore[import-untyped]
+
+    class Scheduling(LoadGroupScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            group = next((d for d in ONE_WORKER if nodeid.startswith(d)), None)
+            return group or super()._split_scope(nodeid)
+
+    return Scheduling(config, log)
+
+
+# How to list and drop the suite's databases on each server.
+_LIST_DATABASES = {
+    "postgresql": "SELECT datname FROM pg_database WHERE datname LIKE 'chronoq%'",
+    "mysql": "SHOW DATABASES LIKE 'chronoq%'",
+}
+_DROP_DATABASE = {
+    "postgresql": 'DROP DATABASE IF EXISTS "{}" WITH (FORCE)',
+    "mysql": "DROP DATABASE IF EXISTS `{}`",
+}
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In the controlling process, after the workers are gone (xdist's own sessionfinish
+    stops them): drop the databases of this run still there. A worker that finished dropped
+    its own; these are those of a worker that crashed or was killed."""
+    if hasattr(session.config, "workerinput"):
+        return
+    for url in (PG_ADMIN_URL, MYSQL_ADMIN_URL):
+        try:
+            dialect, names = _databases(url)
+        except Exception:  # the server is down or unreachable: it holds none of them
+            continue
+        for name in names:
+            if f"_{RUN_ID}_" in name:
+                _admin(_DROP_DATABASE[dialect].format(name), url)
+
+
+def _databases(url: str) -> tuple[str, list[str]]:
+    """The dialect of `url`'s server and the names of its databases the suite may have made."""
+    found: list[str] = []
+    dialect: list[str] = []
+
+    async def run() -> None:
+        database = Database(url)
+        try:
+            dialect.append(database.dialect.name)
+            async with database.engine.connect() as conn:
+                rows = await conn.execute(sa.text(_LIST_DATABASES[database.dialect.name]))
+                found.extend(str(row[0]) for row in rows)
+        finally:
+            await database.close()
+
+    run_sync(lambda: asyncio.wait_for(run(), _LEFTOVER_TIMEOUT))
+    return dialect[0], found
 
 
 def service_missing(what: str, why: object) -> None:
@@ -82,7 +181,7 @@ def _mysql_url_of(name: str) -> str:
 
 
 def _create_mysql(prefix: str) -> str:
-    name = f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    name = f"{prefix}_{RUN_ID}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
     try:
         _admin(f"CREATE DATABASE `{name}`", MYSQL_ADMIN_URL)
     except Exception as exc:
@@ -93,7 +192,7 @@ def _create_mysql(prefix: str) -> str:
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     """A database of this run's own, migrated once, dropped at the end."""
-    name = f"chronoq_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    name = f"chronoq_test_{RUN_ID}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
     try:
         _admin(f'CREATE DATABASE "{name}"')
     except Exception as exc:
@@ -112,7 +211,7 @@ def empty_postgres() -> Iterator[Callable[[], str]]:
     names: list[str] = []
 
     def make() -> str:
-        name = f"chronoq_empty_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+        name = f"chronoq_empty_{RUN_ID}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
         try:
             _admin(f'CREATE DATABASE "{name}"')
         except Exception as exc:

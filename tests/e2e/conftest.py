@@ -1,4 +1,8 @@
-"""End-to-end fixtures: service replicas as subprocesses, always killed at teardown."""
+"""End-to-end fixtures: service replicas as subprocesses, always killed at teardown.
+
+Under pytest-xdist these cases all run on one worker, one after another (tests/conftest.py,
+ONE_WORKER); their ports come from that worker's own block (tests.e2e.processes.free_port).
+"""
 
 from __future__ import annotations
 
