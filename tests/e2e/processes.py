@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -23,11 +24,69 @@ CHRONOQ = Path(sys.executable).with_name("chronoq")
 INHERITED_SETTINGS = ("CHRONOQ_", "DATABASE_URL", "AMQP_URL")
 
 
-def free_port() -> int:
+# Ports handed out by `free_port` under pytest-xdist: each worker (gw0, gw1, ...) takes its own
+# block just below the kernel's ephemeral range, so two workers never pick the same port (a
+# replica restarted on its old port, nginx told its port before it starts), and no outgoing
+# connection of any process is ever given one of them.
+PORTS_PER_WORKER = 500
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_handed_out: set[int] = set()
+_cursor: dict[int, int] = {}  # block start -> offset of the next port to try
+
+
+def _ephemeral_floor() -> int:
+    try:
+        return int(_EPHEMERAL_RANGE.read_text(encoding="ascii").split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def worker_ports(worker: str | None = None) -> range | None:
+    """The block of ports of this xdist worker, or None outside xdist (or when the ephemeral
+    range leaves no room below it): `free_port` then asks the kernel for any free port."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "") if worker is None else worker
+    if not (worker.startswith("gw") and worker[2:].isdigit()):
+        return None
+    top = _ephemeral_floor() - int(worker[2:]) * PORTS_PER_WORKER
+    if top - PORTS_PER_WORKER < 1024:
+        return None
+    return range(top - PORTS_PER_WORKER, top)
+
+
+def _bindable(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def free_port() -> int:
+    """A port of 127.0.0.1 that nothing is bound to.
+
+    Between this call and the bind of the process it is for, the port is free for anyone:
+    under xdist it comes from this worker's own block (see `worker_ports`), so the other
+    worker cannot take it meanwhile, nor can this worker hand it out twice in a test."""
+    block = worker_ports()
+    if block is None:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port: int = sock.getsockname()[1]
+            return port
+    # Onward from where the last call stopped; the first call starts at a place of the block
+    # that differs from one run to the next, so a second run on the machine with the same
+    # worker names does not walk the same ports in step. Once every port of the block was
+    # handed out, the ones free again are handed out a second time.
+    start = _cursor.setdefault(block.start, random.randrange(len(block)))
+    for reuse in (False, True):
+        for step in range(len(block)):
+            port = block[(start + step) % len(block)]
+            if (reuse or port not in _handed_out) and _bindable(port):
+                _handed_out.add(port)
+                _cursor[block.start] = start + step + 1
+                return port
+    raise RuntimeError(f"no free port left in {block}")
 
 
 def service_environment(settings: Mapping[str, str]) -> dict[str, str]:
