@@ -1,6 +1,6 @@
 """W1 with the RabbitMQ target, beside the ceiling of confirmed publishes with aio-pika alone.
 
-    .venv/bin/python bench/rabbitmq.py [--runs 3] [--count 10000]
+    .venv/bin/python bench/rabbitmq.py [--runs 3] [--count 10000] [--baseline DIR]
 
 Each run: a fresh PostgreSQL database and service (default settings plus AMQP_URL), a
 durable queue of its own, 10,000 one-shot schedules due at one instant T publishing to it
@@ -8,7 +8,14 @@ through the default exchange, and a consumer in this process recording each mess
 arrival. Deliveries/s = distinct occurrences received / (last first arrival - T). The
 ceiling, measured in the same run: aio-pika alone publishing as many persistent messages
 to a durable queue, 64 publishes in flight (the service's default concurrency), each
-awaiting its publisher confirm. Results: docs/benchmarks-rabbitmq.md.
+awaiting its publisher confirm. The service's peak RSS is its VmHWM read from /proc just
+before it is stopped; its CPU per delivery is the CPU time it used from the end of creation
+to the last arrival, over the deliveries.
+
+--baseline DIR (a checkout with its own .venv, e.g. a git worktree of an earlier commit)
+runs that checkout's service too, in every run right after the ceiling and before this
+tree's (ceiling, baseline, this tree, ceiling, baseline, ...), so both are compared with the
+same runs' ceilings. Results: docs/benchmarks-rabbitmq.md.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -32,10 +40,12 @@ from run import (
     ROOT,
     Databases,
     Processes,
+    cpu_seconds,
     fmt,
     log,
     median,
     parse_instant,
+    peak_rss_mb,
     percentile,
     rfc3339,
     start_service,
@@ -43,6 +53,7 @@ from run import (
 
 DOCS = ROOT / "docs" / "benchmarks-rabbitmq.md"
 CONCURRENCY = 64
+BAR = 0.8
 
 
 async def ceiling(url: str, count: int) -> float:
@@ -77,10 +88,16 @@ async def ceiling(url: str, count: int) -> float:
 
 
 async def one_run(
-    args: argparse.Namespace, procs: Processes, dbs: Databases, http: aiohttp.ClientSession, n: int
+    args: argparse.Namespace,
+    procs: Processes,
+    dbs: Databases,
+    http: aiohttp.ClientSession,
+    n: int,
+    build: str,
+    command: list[str] | None,
 ) -> dict[str, Any]:
     database_url, handle = await dbs.fresh("postgresql")
-    queue_name = f"chronoq-bench-{os.getpid()}-{n}"
+    queue_name = f"chronoq-bench-{os.getpid()}-{build}-{n}"
     connection = await aio_pika.connect(args.amqp_url)
     service = None
     try:
@@ -98,7 +115,13 @@ async def one_run(
         await queue.consume(on_message)
         with tempfile.TemporaryDirectory() as logs:
             service = await start_service(
-                procs, http, database_url, Path(logs), f"amqp-{n}", {"AMQP_URL": args.amqp_url}
+                procs,
+                http,
+                database_url,
+                Path(logs),
+                f"amqp-{build}-{n}",
+                {"AMQP_URL": args.amqp_url},
+                command=command,
             )
             due = time.time() + args.lead
             items = [
@@ -121,11 +144,14 @@ async def one_run(
                     assert response.status == 201, body
                     expected.update(item["next_occurrence_id"] for item in body["items"])
             create_rate = args.count / (time.perf_counter() - created_at)
+            cpu_before = cpu_seconds(service.proc.pid)
             if time.time() > due:
                 log("creation finished after the due instant; raise --lead")
             deadline = due + args.timeout
             while not expected <= arrivals.keys() and time.time() < deadline:  # noqa: ASYNC110
                 await asyncio.sleep(0.1)
+            cpu_used = cpu_seconds(service.proc.pid) - cpu_before
+            peak_rss = peak_rss_mb(service.proc.pid)
             await procs.stop(service.proc)
             service = None
         received = [at for at, _ in (v[0] for k, v in arrivals.items() if k in expected)]
@@ -138,6 +164,8 @@ async def one_run(
             "deliveries_per_s": len(received) / max(last - due, 1e-9),
             "lag_p50_ms": percentile(lags, 50) if lags else float("nan"),
             "lag_p99_ms": percentile(lags, 99) if lags else float("nan"),
+            "cpu_us_per_delivery": 1e6 * cpu_used / max(len(received), 1),
+            "peak_rss_mb": peak_rss,
             "lost": len(expected - arrivals.keys()),
             "duplicates": sum(len(v) - 1 for k, v in arrivals.items() if k in expected),
         }
@@ -153,66 +181,131 @@ async def one_run(
 async def main_async(args: argparse.Namespace) -> int:
     procs = Processes()
     dbs = Databases(args.pg_admin_url)
-    runs: list[dict[str, Any]] = []
+    builds: dict[str, list[str] | None] = {}
+    if args.baseline is not None:
+        builds["baseline"] = [str(args.baseline / ".venv" / "bin" / "chronoq")]
+    builds["this tree"] = None
+    runs: dict[str, list[dict[str, Any]]] = {build: [] for build in builds}
     ceilings: list[float] = []
     try:
         async with aiohttp.ClientSession() as http:
             for n in range(1, args.runs + 1):
                 ceilings.append(await ceiling(args.amqp_url, args.count))
                 log(f"run {n}: ceiling {fmt(ceilings[-1])} confirmed publishes/s")
-                runs.append(await one_run(args, procs, dbs, http, n))
-                r = runs[-1]
-                log(
-                    f"run {n}: W1 rabbitmq: create {fmt(r['create_rate'])}/s, deliveries "
-                    f"{fmt(r['deliveries_per_s'])}/s, lag p50 {fmt(r['lag_p50_ms'])} ms, "
-                    f"p99 {fmt(r['lag_p99_ms'])} ms, lost {r['lost']}, dup {r['duplicates']}"
-                )
+                for build, command in builds.items():
+                    tag = build.replace(" ", "-")
+                    runs[build].append(await one_run(args, procs, dbs, http, n, tag, command))
+                    r = runs[build][-1]
+                    log(
+                        f"run {n}: W1 rabbitmq ({build}): create {fmt(r['create_rate'])}/s,"
+                        f" deliveries {fmt(r['deliveries_per_s'])}/s"
+                        f" ({fmt(r['deliveries_per_s'] / ceilings[-1], 2)} of the ceiling),"
+                        f" lag p50 {fmt(r['lag_p50_ms'])} ms, p99 {fmt(r['lag_p99_ms'])} ms,"
+                        f" CPU {fmt(r['cpu_us_per_delivery'])} us/delivery,"
+                        f" peak RSS {fmt(r['peak_rss_mb'], 1)} MB,"
+                        f" lost {r['lost']}, dup {r['duplicates']}"
+                    )
     finally:
         procs.kill_all()
         await dbs.drop_all()
     write_docs(args, runs, ceilings)
-    rate = median([r["deliveries_per_s"] for r in runs])
-    ok = rate >= 0.5 * median(ceilings) and all(r["lost"] == 0 for r in runs)
-    log(f"bar {'PASS' if ok else 'FAIL'}: W1 >= 50% of the ceiling with 0 lost")
+    mine = runs["this tree"]
+    rate = median([r["deliveries_per_s"] for r in mine])
+    ok = rate >= BAR * median(ceilings) and all(r["lost"] == 0 for r in mine)
+    log(f"bar {'PASS' if ok else 'FAIL'}: W1 >= {BAR:.0%} of the ceiling with 0 lost")
     return 0
 
 
-def write_docs(args: argparse.Namespace, runs: list[dict[str, Any]], ceilings: list[float]) -> None:
-    def row(name: str, key: str, digits: int = 0) -> str:
-        values = [r[key] for r in runs]
+def _commit(directory: Path) -> str:
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(directory), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+    dirty = subprocess.run(
+        ["git", "-C", str(directory), "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=10,
+    ).stdout.strip()
+    return done.stdout.strip() + (" with uncommitted changes" if dirty else "")
+
+
+def write_docs(
+    args: argparse.Namespace, runs: dict[str, list[dict[str, Any]]], ceilings: list[float]
+) -> None:
+    count = len(ceilings)
+    top = median(ceilings)
+    header = " | ".join(f"run {n}" for n in range(1, count + 1))
+
+    def row(name: str, values: list[float], digits: int = 0) -> str:
         cells = " | ".join(fmt(v, digits) for v in values)
         return f"| {name} | {fmt(median(values), digits)} | {cells} |"
 
-    rate, top = median([r["deliveries_per_s"] for r in runs]), median(ceilings)
-    header = " | ".join(f"run {n}" for n in range(1, len(runs) + 1))
     lines = [
         "# Benchmarks: the RabbitMQ target",
         "",
         f"Generated by `bench/rabbitmq.py` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())};"
-        f" medians of {len(runs)} runs on the same 2-core machine as `docs/benchmarks.md`"
+        f" medians of {count} runs on the same 2-core machine as `docs/benchmarks.md`"
         " (PostgreSQL store, default settings plus `AMQP_URL`, RabbitMQ on 127.0.0.1).",
         "",
         f"W1: {args.count:,} one-shot schedules due at one instant, published through the default"
         " exchange to a durable queue of the run's own, consumed in the benchmark process."
         " Ceiling: aio-pika alone publishing as many persistent messages with publisher confirms,"
-        f" {CONCURRENCY} in flight, measured in the same run.",
-        "",
-        f"| metric | median | {header} |",
-        "| --- | --- |" + " --- |" * len(runs),
-        row("W1 create rate (schedules/s)", "create_rate"),
-        row("W1 deliveries/s (due instant to last arrival)", "deliveries_per_s"),
-        row("W1 lag p50 (ms)", "lag_p50_ms"),
-        row("W1 lag p99 (ms)", "lag_p99_ms"),
-        row("W1 lost", "lost"),
-        row("W1 duplicates", "duplicates"),
-        f"| confirmed-publish ceiling (aio-pika alone, msgs/s) | {fmt(top)} | "
-        + " | ".join(fmt(c) for c in ceilings)
-        + " |",
-        "",
-        f"Ratio W1 / ceiling: {fmt(rate / top if top else float('nan'), 2)} (bar: at least 0.50,"
-        " with 0 lost).",
+        f" {CONCURRENCY} in flight on one channel, measured in the same run. Peak RSS: the"
+        " service's VmHWM just before it is stopped. CPU per delivery: the service's CPU time"
+        " from the end of creation to the last arrival, over the deliveries.",
         "",
     ]
+    builds = {"this tree": _commit(ROOT)}
+    if args.baseline is not None:
+        builds = {"baseline": _commit(args.baseline), **builds}
+        lines += [
+            "Each run measured the ceiling, then the baseline's service, then this tree's,"
+            " one after the other: "
+            + ", ".join(f"{build} = `{commit}`" for build, commit in builds.items())
+            + ".",
+            "",
+        ]
+    else:
+        lines += [f"Code: `{builds['this tree']}`.", ""]
+    lines += [f"| metric | median | {header} |", "| --- | --- |" + " --- |" * count]
+    lines.append(row("confirmed-publish ceiling (aio-pika alone, msgs/s)", ceilings))
+    metrics = [
+        ("W1 deliveries/s (due instant to last arrival)", "deliveries_per_s", 0),
+        ("W1 create rate (schedules/s)", "create_rate", 0),
+        ("W1 lag p50 (ms)", "lag_p50_ms", 0),
+        ("W1 lag p99 (ms)", "lag_p99_ms", 0),
+        ("service CPU per delivery (µs)", "cpu_us_per_delivery", 0),
+        ("service peak RSS (MB)", "peak_rss_mb", 1),
+        ("W1 lost", "lost", 0),
+        ("W1 duplicates", "duplicates", 0),
+    ]
+    for build in builds:
+        done = runs[build]
+        lines.append(
+            row(
+                f"{build}: W1 / same-run ceiling",
+                [r["deliveries_per_s"] / c for r, c in zip(done, ceilings, strict=True)],
+                2,
+            )
+        )
+        for name, key, digits in metrics:
+            lines.append(row(f"{build}: {name}", [r[key] for r in done], digits))
+    lines.append("")
+    for build in builds:
+        rate = median([r["deliveries_per_s"] for r in runs[build]])
+        lines.append(
+            f"{build.capitalize()}: median W1 / median ceiling ="
+            f" {fmt(rate / top if top else float('nan'), 2)}."
+        )
+    lines += ["", f"Bar: at least {BAR:.2f} of the ceiling, with 0 lost.", ""]
     DOCS.write_text("\n".join(lines), encoding="utf-8")
     log(f"wrote {DOCS.relative_to(ROOT)}")
 
@@ -227,7 +320,15 @@ def main(argv: list[str] | None = None) -> int:
         "--amqp-url", default=os.environ.get("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
     )
     parser.add_argument("--pg-admin-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
-    return asyncio.run(main_async(parser.parse_args(argv)))
+    parser.add_argument(
+        "--baseline",
+        metavar="DIR",
+        help="a checkout with its own .venv whose service is measured in every run too",
+    )
+    args = parser.parse_args(argv)
+    if args.baseline is not None:
+        args.baseline = Path(args.baseline).resolve()
+    return asyncio.run(main_async(args))
 
 
 if __name__ == "__main__":
