@@ -180,6 +180,30 @@ class Dialect(ABC):
     ) -> set[Any]:
         """Like `insert_ignoring`; returns the keys of the rows it inserted."""
 
+    async def insert_rows(
+        self,
+        conn: AsyncConnection,
+        table: sa.Table,
+        rows: Sequence[dict[str, Any]],
+        *,
+        ignoring: str | None = None,
+        now_columns: tuple[str, ...] = (),
+    ) -> None:
+        """Insert `rows` (each with the same keys, as the table's columns take them) in one
+        statement where the database allows it; with `ignoring`, rows whose `ignoring` key
+        exists already are skipped. Each of `now_columns` is set to the transaction's
+        instant (`now()`; by default bound as `now`, then a key of every row). The two
+        options are not combined."""
+        if not rows:
+            return
+        if ignoring is not None:
+            await self.insert_ignoring(conn, table, list(rows), ignoring)
+            return
+        statement = table.insert()
+        if now_columns:
+            statement = statement.values({name: self.now() for name in now_columns})
+        await conn.execute(statement, list(rows))
+
     async def record_attempts(self, conn: AsyncConnection, rows: list[dict[str, Any]]) -> None:
         """Write settled attempts to the attempt log, in one multi-row insert, each only
         while its `lease_token` (a key of the row, not a column) still holds its occurrence:
@@ -197,9 +221,18 @@ class Dialect(ABC):
 
     @abstractmethod
     async def claim(
-        self, conn: AsyncConnection, *, limit: int, lease: float, token: Any, owner: str
+        self,
+        conn: AsyncConnection,
+        *,
+        limit: int,
+        lease: float,
+        token: Any,
+        owner: str,
+        ahead: float = 0.0,
     ) -> Sequence[Any]:
-        """Lease up to `limit` due occurrences (CLAIM_COLUMNS and LOST_COLUMNS for each)."""
+        """Lease up to `limit` due occurrences (CLAIM_COLUMNS and LOST_COLUMNS for each),
+        and occurrences due within `ahead` seconds that no lease holds (`lost_until` is
+        each one's due instant)."""
 
     @abstractmethod
     async def prune(self, conn: AsyncConnection, *, cutoff: datetime, limit: int) -> int:

@@ -10,10 +10,13 @@ channel, so installations sharing a database never meet.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
+import json
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -112,6 +115,52 @@ _ATTEMPT_ARRAYS = {
 }
 
 
+# Inserts from array parameters (`insert_rows`): one statement per table and set of
+# columns whatever the number of rows, so one prepared statement and one cached plan, and
+# no per-row bind processing; JSON goes as text and is cast in the statement.
+_SQL = postgresql.dialect()  # type: ignore[no-untyped-call]
+# `dumps` (the engine's JSON serializer), with its encoder made once rather than per value.
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayInsert:
+    statement: sa.TextClause
+    # Per column, what makes a row's value the array's element (None: the value as it is).
+    converters: tuple[Callable[[Any], Any] | None, ...]
+
+
+@functools.cache
+def array_insert(
+    table: sa.Table, names: tuple[str, ...], ignoring: str | None, now_columns: tuple[str, ...]
+) -> ArrayInsert:
+    """`INSERT INTO table (names, now_columns) SELECT ... FROM unnest(:p0, :p1, ...)`."""
+    quote = _SQL.identifier_preparer.quote
+    arrays: list[str] = []
+    selected: list[str] = []
+    converters: list[Callable[[Any], Any] | None] = []
+    for n, name in enumerate(names):
+        column = table.c[name]
+        sql_type = column.type.compile(dialect=_SQL)
+        if isinstance(column.type.dialect_impl(_SQL), sa.JSON):
+            arrays.append(f"CAST(:p{n} AS text[])")
+            selected.append(f"CAST(u.{quote(name)} AS {sql_type})")
+            converters.append(_ENCODE)
+        else:
+            arrays.append(f"CAST(:p{n} AS {sql_type}[])")
+            selected.append(f"u.{quote(name)}")
+            converters.append(None)
+    targets = ", ".join(quote(name) for name in (*names, *now_columns))
+    values = ", ".join([*selected, *("now()" for _ in now_columns)])
+    text = (
+        f"INSERT INTO {quote(table.name)} ({targets}) SELECT {values} "
+        f"FROM unnest({', '.join(arrays)}) AS u({', '.join(quote(name) for name in names)})"
+    )
+    if ignoring is not None:
+        text += f" ON CONFLICT ({quote(ignoring)}) DO NOTHING"
+    return ArrayInsert(sa.text(text), tuple(converters))
+
+
 def quote_schema(schema: str) -> str:
     """`schema` as an identifier, quoted whatever it is (a keyword such as `user` is a
     valid schema name)."""
@@ -183,6 +232,7 @@ class PostgreSQL(OnConflictInserts, Dialect):
     backends = ("postgresql", "postgres")
     schemas = True
     claim_counts_fires = True
+    writable_ctes = True
 
     def normalize_url(self, url: str) -> str:
         if url.startswith("postgres://"):
@@ -232,7 +282,6 @@ class PostgreSQL(OnConflictInserts, Dialect):
         value = (await conn.execute(_NOW)).scalar_one()
         assert isinstance(value, datetime)
         return value
-    writable_ctes = True
 
     async def bound_now(self, conn: AsyncConnection) -> datetime:
         # Statements read now() themselves; the bound value is never used.
@@ -255,10 +304,40 @@ class PostgreSQL(OnConflictInserts, Dialect):
             params = {name: [row[key] for row in rows] for name, key in _ATTEMPT_ARRAYS.items()}
             await conn.execute(_RECORD_ATTEMPTS, params)
 
+    async def insert_rows(
+        self,
+        conn: AsyncConnection,
+        table: sa.Table,
+        rows: Sequence[dict[str, Any]],
+        *,
+        ignoring: str | None = None,
+        now_columns: tuple[str, ...] = (),
+    ) -> None:
+        if not rows:
+            return
+        names = tuple(name for name in rows[0] if name not in now_columns and name != "now")
+        insert = array_insert(table, names, ignoring, now_columns)
+        params = {
+            f"p{n}": (
+                [row[name] for row in rows]
+                if convert is None
+                else [convert(row[name]) for row in rows]
+            )
+            for n, (name, convert) in enumerate(zip(names, insert.converters, strict=True))
+        }
+        await conn.execute(insert.statement, params)
+
     async def claim(
-        self, conn: AsyncConnection, *, limit: int, lease: float, token: Any, owner: str
+        self,
+        conn: AsyncConnection,
+        *,
+        limit: int,
+        lease: float,
+        token: Any,
+        owner: str,
+        ahead: float = 0.0,
     ) -> Sequence[Row[Any]]:
-        params = {"limit": limit, "lease": lease, "token": token, "owner": owner}
+        params = {"limit": limit, "lease": lease, "token": token, "owner": owner, "ahead": ahead}
         return (await conn.execute(_CLAIM, params)).all()
 
     async def prune(self, conn: AsyncConnection, *, cutoff: datetime, limit: int) -> int:
