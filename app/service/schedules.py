@@ -39,7 +39,6 @@ from app.domain.schedule import (
     check_resume,
     check_trigger,
     check_version,
-    first_snapshot,
     rules_of,
 )
 from app.domain.target import Target, WebhookTarget
@@ -158,11 +157,13 @@ class ScheduleService:
     async def _check_urls(self, specs: Sequence[tuple[ScheduleSpec | SchedulePatch, str]]) -> None:
         """Webhook hosts that are, or resolve to, a denied address are refused (DESIGN 8);
         each (spec, pointer prefix) names its URL as `<prefix>/target/url`."""
-        await self._addresses.check(
-            (spec.target, f"{prefix}/target/url")
-            for spec, prefix in specs
-            if isinstance(spec.target, WebhookTarget)
-        )
+        # A URL is judged by itself: each distinct one is checked once, at its first item
+        # (the same refusal, at the same pointer, as checking every item in order).
+        first: dict[str, tuple[WebhookTarget, str]] = {}
+        for spec, prefix in specs:
+            if isinstance(spec.target, WebhookTarget) and spec.target.url not in first:
+                first[spec.target.url] = (spec.target, f"{prefix}/target/url")
+        await self._addresses.check(first.values())
 
     def _draft(
         self,
@@ -250,10 +251,10 @@ class ScheduleService:
             await self._check_names(conn, [spec], batch=False)
             now = await transaction_now(conn)
             draft = self._draft(spec, now, idempotency_key, request_hash, created_by=created_by)
-            await self._schedules.insert(conn, [draft], now)
+            (stored,) = await self._schedules.insert(conn, [draft], now)
             await self._events.record(conn, _created([draft], created_by), now)
             await self._wakeups.announce(conn, _due(draft))
-            return Created(first_snapshot(draft, now), created=True)
+            return Created(stored, created=True)
 
         try:
             return await self._db.run(work)
@@ -285,10 +286,10 @@ class ScheduleService:
                 self._draft(spec, now, pointer=f"#/items/{index}", created_by=created_by)
                 for index, spec in enumerate(specs)
             ]
-            await self._schedules.insert(conn, drafts, now)
+            stored = await self._schedules.insert(conn, drafts, now)
             await self._events.record(conn, _created(drafts, created_by), now)
             await self._wakeups.announce(conn, min(map(_due, drafts), default=None))
-            return [first_snapshot(draft, now) for draft in drafts]
+            return stored
 
         return await self._db.run(work)
 

@@ -55,10 +55,9 @@ class EventStore:
         statements read the clock themselves, `at` is that clock too."""
         if not events:
             return
-        dialect = dialect_of(conn)
-        statement = schedule_events.insert().values(at=dialect.now())
-        await conn.execute(
-            statement,
+        await dialect_of(conn).insert_rows(
+            conn,
+            schedule_events,
             [
                 {
                     "id": event_id(now),
@@ -71,6 +70,7 @@ class EventStore:
                 }
                 for e in events
             ],
+            now_columns=("at",),
         )
 
     async def record_for_occurrences(

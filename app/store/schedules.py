@@ -138,27 +138,31 @@ class ScheduleStore:
 
     async def insert(
         self, conn: AsyncConnection, drafts: Sequence[ScheduleDraft], now: datetime
-    ) -> None:
-        """Store schedules with their first occurrence, in the caller's transaction."""
-        statement = schedules.insert()
+    ) -> list[Schedule]:
+        """Store schedules with their first occurrence, in the caller's transaction; the
+        schedules as stored."""
+        stored = [first_snapshot(d, now) for d in drafts]
         rows = [
-            _to_row(first_snapshot(d, now)) | {"idempotency_key": d.idempotency_key} for d in drafts
+            _to_row(schedule) | {"idempotency_key": d.idempotency_key}
+            for schedule, d in zip(stored, drafts, strict=True)
         ]
+        dialect = dialect_of(conn)
         try:
-            await conn.execute(statement, rows)
+            await dialect.insert_rows(conn, schedules, rows)
         except IntegrityError:
             raise ConflictError(
                 "a schedule with this name or Idempotency-Key already exists"
             ) from None
-        await dialect_of(conn).insert_ignoring(
+        await dialect.insert_rows(
             conn,
             occurrences,
             [
                 new_occurrence(d.id, d.first_fire_at, now, Origin.SCHEDULE, delay=d.first_delay)
                 for d in drafts
             ],
-            "occurrence_id",
+            ignoring="occurrence_id",
         )
+        return stored
 
     async def get(
         self, conn: AsyncConnection, id_: uuid.UUID, *, for_update: bool = False
