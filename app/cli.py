@@ -25,6 +25,13 @@ def _serve(args: argparse.Namespace) -> int:
     if args.no_worker:
         os.environ["CHRONOQ_WORKER_ENABLED"] = "false"
     settings = load_settings()  # refuse a bad configuration before binding the port
+    if args.processes < 1:
+        raise UsageError("--processes must be at least 1")
+    if args.processes > 1 and not dialects.for_url(settings.database_url).multi_replica:
+        raise UsageError(
+            "--processes above 1 needs a database that several replicas can share "
+            "(PostgreSQL or MySQL/MariaDB); SQLite serves one process"
+        )
     api_keys = settings.api_key_entries()
     if not api_keys and not _is_loopback(args.host) and not settings.allow_unauthenticated:
         raise UsageError(
@@ -48,6 +55,9 @@ def _serve(args: argparse.Namespace) -> int:
         access_log=args.access_log,
         lifespan="on",
         timeout_keep_alive=args.timeout_keep_alive,
+        # Each process is a replica of its own (its API, its loop, its pools), sharing only
+        # the port and the database; the parent restarts one that dies.
+        workers=args.processes,
     )
     return 0
 
@@ -247,6 +257,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
     serve.add_argument("--no-worker", action="store_true", help="API only: no delivery loop")
+    serve.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run N replica processes on this port (PostgreSQL, MySQL/MariaDB), one per core",
+    )
     serve.add_argument("--access-log", action="store_true")
     serve.add_argument(
         "--timeout-keep-alive",

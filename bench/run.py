@@ -117,6 +117,25 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def process_tree(pid: int) -> list[int]:
+    """`pid` and its live descendants (Linux /proc): a service run with --processes."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(parent, []).append(int(entry.name))
+    tree, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        tree.append(current)
+        todo.extend(children.get(current, []))
+    return tree
+
+
 def peak_rss_mb(pid: int) -> float:
     """Peak resident set size of a live process (VmHWM, Linux /proc) in MB, NaN when unreadable."""
     try:
@@ -408,12 +427,14 @@ async def start_service(
     tag: str,
     extra_env: dict[str, str] | None = None,
     command: list[str] | None = None,
+    serve_args: list[str] | None = None,
 ) -> Service:
     port = free_port()
     log_path = log_dir / f"service-{tag}.log"
+    serve = [*(command or chronoq_command()), "serve", "--host", "127.0.0.1", "--port", str(port)]
     with log_path.open("wb") as sink:
         proc = procs.spawn(
-            [*(command or chronoq_command()), "serve", "--host", "127.0.0.1", "--port", str(port)],
+            [*serve, *(serve_args or [])],
             env=service_env(database_url, extra_env),
             stdout=sink,
             stderr=subprocess.STDOUT,
@@ -536,7 +557,13 @@ async def run_workload(ctx: Context, workload: str, dialect: str, run: int) -> d
     try:
         keys = {"CHRONOQ_API_KEYS": f"bench:{BENCH_KEY}"} if ctx.args.api_key else None
         service = await start_service(
-            ctx.procs, ctx.http, database_url, ctx.log_dir, tag, extra_env=keys
+            ctx.procs,
+            ctx.http,
+            database_url,
+            ctx.log_dir,
+            tag,
+            extra_env=keys,
+            serve_args=["--processes", str(args.processes)] if args.processes > 1 else [],
         )
         try:
             await ctx.receiver.reset()
@@ -548,19 +575,25 @@ async def run_workload(ctx: Context, workload: str, dialect: str, run: int) -> d
             # CPU use of the service and the receiver from the due instant to the last arrival.
             await asyncio.sleep(max(0.0, due - time.time()))
             assert ctx.receiver.proc is not None
-            pids = {"service": service.proc.pid, "receiver": ctx.receiver.proc.pid}
-            cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+            # The service's CPU is its whole process tree's (with --processes, the replicas).
+            pids = {
+                "service": process_tree(service.proc.pid),
+                "receiver": [ctx.receiver.proc.pid],
+            }
+            cpu_before = {name: sum(map(cpu_seconds, tree)) for name, tree in pids.items()}
             wall_before = time.time()
             complete = await wait_for_arrivals(ctx.receiver, len(expected), last_due + args.timeout)
             wall = time.time() - wall_before
-            for name, pid in pids.items():
-                used = cpu_seconds(pid) - cpu_before[name]
+            for name, tree in pids.items():
+                used = sum(map(cpu_seconds, tree)) - cpu_before[name]
                 result[f"{name}_cpu_pct"] = 100 * used / wall if wall > 0 else math.nan
             result["complete"] = complete
             # A moment for any stray duplicate, then a graceful stop; records are read after
             # the service exited so that everything it sent is counted.
             await asyncio.sleep(args.settle)
-            result["service_rss_mb"] = peak_rss_mb(service.proc.pid)
+            # One replica's peak: the largest process of the tree (the parent of a
+            # --processes service only supervises; each child is a replica).
+            result["service_rss_mb"] = max(map(peak_rss_mb, process_tree(service.proc.pid)))
         finally:
             result["exit_code"] = await ctx.procs.stop(service.proc)
         records = await ctx.receiver.records()
@@ -1064,6 +1097,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=lambda text: [w for w in ("W1", "W2") if w in text.upper().split(",")],
         default=["W1", "W2"],
         help="comma-separated subset of W1,W2 (both by default; a subset leaves the docs alone)",
+    )
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="serve with --processes N (replica processes on one port; default 1)",
     )
     parser.add_argument("--w1-count", type=int, default=10_000, help="W1 schedules (10,000)")
     parser.add_argument(
