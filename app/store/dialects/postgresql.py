@@ -14,9 +14,8 @@ import functools
 import hashlib
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -123,42 +122,59 @@ _SQL = postgresql.dialect()  # type: ignore[no-untyped-call]
 _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
-@dataclass(frozen=True, slots=True)
-class ArrayInsert:
-    statement: sa.TextClause
-    # Per column, what makes a row's value the array's element (None: the value as it is).
-    converters: tuple[Callable[[Any], Any] | None, ...]
-
-
 @functools.cache
+def json_columns(table: sa.Table, names: tuple[str, ...]) -> tuple[bool, ...]:
+    """Which of `names` are JSON columns of `table` (sent as text, cast in the statement)."""
+    return tuple(isinstance(table.c[name].type.dialect_impl(_SQL), sa.JSON) for name in names)
+
+
+# Bounded: a statement per set of columns that hold one value for every row.
+@functools.lru_cache(maxsize=256)
 def array_insert(
-    table: sa.Table, names: tuple[str, ...], ignoring: str | None, now_columns: tuple[str, ...]
-) -> ArrayInsert:
-    """`INSERT INTO table (names, now_columns) SELECT ... FROM unnest(:p0, :p1, ...)`."""
+    table: sa.Table,
+    names: tuple[str, ...],
+    shared: tuple[bool, ...],
+    ignoring: str | None,
+    now_columns: tuple[str, ...],
+) -> sa.TextClause:
+    """`INSERT INTO table (names, now_columns) SELECT ... FROM unnest(:p0, :p1, ...)`: the
+    value of each column `shared` marks is bound once, as a scalar, the others as arrays."""
     quote = _SQL.identifier_preparer.quote
     arrays: list[str] = []
+    aliases: list[str] = []
     selected: list[str] = []
-    converters: list[Callable[[Any], Any] | None] = []
-    for n, name in enumerate(names):
-        column = table.c[name]
-        sql_type = column.type.compile(dialect=_SQL)
-        if isinstance(column.type.dialect_impl(_SQL), sa.JSON):
-            arrays.append(f"CAST(:p{n} AS text[])")
-            selected.append(f"CAST(u.{quote(name)} AS {sql_type})")
-            converters.append(_ENCODE)
+    for n, (name, is_json, one) in enumerate(
+        zip(names, json_columns(table, names), shared, strict=True)
+    ):
+        sql_type = table.c[name].type.compile(dialect=_SQL)
+        element = "text" if is_json else sql_type
+        if one:
+            value = f"CAST(:p{n} AS {element})"
         else:
-            arrays.append(f"CAST(:p{n} AS {sql_type}[])")
-            selected.append(f"u.{quote(name)}")
-            converters.append(None)
+            arrays.append(f"CAST(:p{n} AS {element}[])")
+            aliases.append(quote(name))
+            value = f"u.{quote(name)}"
+        selected.append(f"CAST({value} AS {sql_type})" if is_json else value)
     targets = ", ".join(quote(name) for name in (*names, *now_columns))
     values = ", ".join([*selected, *("now()" for _ in now_columns)])
-    text = (
-        f"INSERT INTO {quote(table.name)} ({targets}) SELECT {values} "
-        f"FROM unnest({', '.join(arrays)}) AS u({', '.join(quote(name) for name in names)})"
-    )
+    text = f"INSERT INTO {quote(table.name)} ({targets}) SELECT {values}"
+    if arrays:
+        text += f" FROM unnest({', '.join(arrays)}) AS u({', '.join(aliases)})"
     if ignoring is not None:
         text += f" ON CONFLICT ({quote(ignoring)}) DO NOTHING"
-    return ArrayInsert(sa.text(text), tuple(converters))
+    return sa.text(text)
+
+
+def column_values(rows: Sequence[dict[str, Any]], name: str, is_json: bool) -> tuple[Any, bool]:
+    """The values of column `name` in `rows`, and whether they are one value for all:
+    then that value alone. JSON goes as its text (the same text: 1 and 1.0 differ)."""
+    values = [row[name] for row in rows]
+    if is_json:
+        values = [_ENCODE(value) for value in values]
+    first = values[0]
+    if values.count(first) == len(values):
+        return first, True
+    return values, False
 
 
 def quote_schema(schema: str) -> str:
@@ -316,16 +332,16 @@ class PostgreSQL(OnConflictInserts, Dialect):
         if not rows:
             return
         names = tuple(name for name in rows[0] if name not in now_columns and name != "now")
-        insert = array_insert(table, names, ignoring, now_columns)
-        params = {
-            f"p{n}": (
-                [row[name] for row in rows]
-                if convert is None
-                else [convert(row[name]) for row in rows]
-            )
-            for n, (name, convert) in enumerate(zip(names, insert.converters, strict=True))
-        }
-        await conn.execute(insert.statement, params)
+        columns = [
+            column_values(rows, name, is_json)
+            for name, is_json in zip(names, json_columns(table, names), strict=True)
+        ]
+        shared = [one for _, one in columns]
+        if len(rows) > 1 and all(shared):
+            # Rows alike in every column: the first one's stays an array, for the count.
+            columns[0], shared[0] = ([columns[0][0]] * len(rows), False), False
+        statement = array_insert(table, names, tuple(shared), ignoring, now_columns)
+        await conn.execute(statement, {f"p{n}": values for n, (values, _) in enumerate(columns)})
 
     async def claim(
         self,
