@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import fields as dataclass_fields
 from datetime import datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar, cast
 
@@ -25,7 +26,7 @@ from app.domain.schedule import (
     ScheduleEvent,
     ScheduleSpec,
     ScheduleStatus,
-    flat,
+    flat_rules,
 )
 from app.domain.secrets import redacted_headers, redacted_secret, redacted_url
 from app.domain.target import JsonScalar, Target, WebhookTarget
@@ -90,6 +91,13 @@ def target_out(t: Target) -> WebhookTargetOut | RabbitMQTargetOut:
 
 # Schedule fields a response leaves out: internal to the idempotent create.
 NOT_SHOWN = frozenset({"request_hash"})
+# Schedule fields a response shows as they are (`ScheduleOut.of` spreads the rules into
+# their flat names and shows the payload and the target its own way).
+_SHOWN_AS_IS = tuple(
+    f.name
+    for f in dataclass_fields(Schedule)
+    if f.name not in {"rules", "payload", "target", *NOT_SHOWN}
+)
 
 
 class ScheduleOut(BaseModel):
@@ -138,10 +146,11 @@ class ScheduleOut(BaseModel):
     @classmethod
     def of(cls, s: Schedule) -> ScheduleOut:
         """The schedule's fields as they are, but for what a response shows otherwise."""
-        values = flat(s) | {"payload": shown_payload(s.payload), "target": target_out(s.target)}
-        return cls.model_validate(
-            {name: value for name, value in values.items() if name not in NOT_SHOWN}
-        )
+        values = {name: getattr(s, name) for name in _SHOWN_AS_IS}
+        values.update(flat_rules(s.rules))
+        values["payload"] = shown_payload(s.payload)
+        values["target"] = target_out(s.target)
+        return cls.model_validate(values)
 
 
 class OccurrenceOut(BaseModel):
