@@ -40,7 +40,7 @@ from urllib.parse import urlsplit
 
 import aio_pika
 import aiormq
-from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractExchange, DeliveryMode
+from aio_pika.abc import AbstractChannel, AbstractConnection, DeliveryMode
 
 from app.domain.ids import format_instant
 from app.domain.occurrence import Delivery, Outcome, Retryable
@@ -149,8 +149,6 @@ class RabbitMQSink:
             self._forget_channels()
             log.warning("lost the RabbitMQ connection to %s; reconnecting", self._host)
 
-    # The shared channel.
-
     def _start_opening(self, connection: AbstractConnection) -> asyncio.Task[aiormq.Channel]:
         opening = asyncio.get_running_loop().create_task(self._open_shared(connection))
         # A failure is seen by the publishes that wait for it, or by none (the next publish
@@ -180,8 +178,6 @@ class RabbitMQSink:
         # publishes that still wait for it.
         return await asyncio.shield(opening)
 
-    # Exchanges known to exist.
-
     def _is_known(self, name: str) -> bool:
         if name == "":
             return True
@@ -197,8 +193,6 @@ class RabbitMQSink:
             if len(self._known) >= KNOWN_LIMIT:
                 self._known.clear()
         self._known[name] = now + self._known_for
-
-    # Channels of their own.
 
     async def _take_channel(self, connection: AbstractConnection) -> AbstractChannel:
         while self._idle:
@@ -221,7 +215,9 @@ class RabbitMQSink:
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
 
-    def message(self, delivery: Delivery, target: RabbitMQTarget) -> aio_pika.Message:
+    def properties(
+        self, delivery: Delivery, target: RabbitMQTarget
+    ) -> aiormq.spec.Basic.Properties:
         headers: dict[str, object] = dict(target.headers)
         headers.update(
             {
@@ -230,12 +226,14 @@ class RabbitMQSink:
                 "x-attempt": delivery.attempt,
             }
         )
-        return aio_pika.Message(
-            body=delivery.body,
+        # Built here rather than through aio_pika.Message (ten times the CPU); the same bytes
+        # on the wire, priority 0 included, as aio-pika's message gave.
+        return aiormq.spec.Basic.Properties(
             message_id=str(delivery.occurrence_id),
-            type=delivery.event_type,
+            message_type=delivery.event_type,
             content_type="application/json",
-            delivery_mode=DeliveryMode.PERSISTENT,
+            delivery_mode=int(DeliveryMode.PERSISTENT),
+            priority=0,
             timestamp=datetime.now(UTC),
             headers=headers,  # type: ignore[arg-type]
         )
@@ -246,15 +244,19 @@ class RabbitMQSink:
         connection = self._connection
         if connection is None or connection.is_closed:
             return Retryable(f"RabbitMQ at {self._host} is unreachable")
-        message = self.message(delivery, target)
+        properties = self.properties(delivery, target)
         if self._is_known(target.exchange):
-            outcome = await self._publish_shared(connection, message, target)
+            outcome = await self._publish_shared(connection, delivery.body, properties, target)
             if outcome is not None:
                 return outcome
-        return await self._publish_alone(connection, message, target)
+        return await self._publish_alone(connection, delivery.body, properties, target)
 
     async def _publish_shared(
-        self, connection: AbstractConnection, message: aio_pika.Message, target: RabbitMQTarget
+        self,
+        connection: AbstractConnection,
+        body: bytes,
+        properties: aiormq.spec.Basic.Properties,
+        target: RabbitMQTarget,
     ) -> Outcome | None:
         """Publish on the shared channel; None when the channel was closed under this publish
         by an error that is not this delivery's own (publish it again on a channel of its
@@ -270,10 +272,10 @@ class RabbitMQSink:
             # writes, one per turn of a busy event loop. The confirm is what counts, and the
             # dispatcher bounds how many are in flight.
             await channel.basic_publish(
-                message.body,
+                body,
                 exchange=target.exchange,
                 routing_key=target.routing_key,
-                properties=message.properties,
+                properties=properties,
                 mandatory=True,
                 wait=False,
             )
@@ -299,7 +301,11 @@ class RabbitMQSink:
         return DELIVERED
 
     async def _publish_alone(
-        self, connection: AbstractConnection, message: aio_pika.Message, target: RabbitMQTarget
+        self,
+        connection: AbstractConnection,
+        body: bytes,
+        properties: aiormq.spec.Basic.Properties,
+        target: RabbitMQTarget,
     ) -> Outcome:
         """Publish on a channel of its own: a channel error fails this delivery only."""
         try:
@@ -308,12 +314,14 @@ class RabbitMQSink:
             return Retryable(f"RabbitMQ at {self._host}: cannot open a channel ({_describe(exc)})")
         healthy = False
         try:
-            exchange: AbstractExchange = (
-                channel.default_exchange
-                if target.exchange == ""
-                else await channel.get_exchange(target.exchange, ensure=False)
+            raw = await channel.get_underlay_channel()
+            await raw.basic_publish(
+                body,
+                exchange=target.exchange,
+                routing_key=target.routing_key,
+                properties=properties,
+                mandatory=True,
             )
-            await exchange.publish(message, target.routing_key, mandatory=True)
             healthy = True
             self._found(target.exchange)
             return DELIVERED
@@ -345,18 +353,14 @@ async def _close_quietly(channel: AbstractChannel) -> None:
 
 
 async def _room_to_publish(channel: aiormq.Channel) -> None:
-    """Return once a publish can be queued on `channel` at once, or raise if the broker
-    closed it.
-
-    A frame the broker gets on a channel after the channel's Close-Ok is a connection error
-    (504 CHANNEL_ERROR) that would fail every publish of the process. aiormq answers the
-    broker's Close at once, but marks the channel closed only a few turns of the loop later,
-    and its publish does not look again once it has waited for room in the connection's
-    bounded frame queue. So the check is made here, in the same turn as the publish that
-    follows: with room in the queue (and nothing else holding the channel's lock: this
-    channel makes no other calls) that publish queues its frames without suspending, so no
-    Close can be handled in between.
-    """
+    # A frame the broker gets on a channel after its Close-Ok is a connection error (504
+    # CHANNEL_ERROR) that would fail every publish of the process. aiormq answers the
+    # broker's Close at once but marks the channel closed a few turns of the loop later, and
+    # its publish does not look again after waiting for room in the connection's bounded
+    # frame queue. So the check is made here, in the same turn as the publish that follows:
+    # with room in the queue (and the channel's lock free: this channel makes no other
+    # calls) that publish queues its frames without suspending, so no Close is handled in
+    # between.
     delay = 0.0
     while True:
         if channel.is_closed or getattr(channel, "_close_exception", None) is not None:
