@@ -62,6 +62,8 @@ from app.store.schedules import ScheduleFilter, ScheduleStore
 from app.store.wakeups import Wakeups
 
 MAX_BATCH = 1000
+# json.dumps(value, separators=(",", ":"), ensure_ascii=False), its encoder made once.
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 MAX_BACKFILL = 1000
 # PATCH fields that may not be null (max_occurrences may: it lifts the bound).
 # PATCH fields that change which ticks come, or when: the next occurrence is planned again.
@@ -136,7 +138,7 @@ class ScheduleService:
     # -- create ---------------------------------------------------------------------
 
     def _check_payload(self, payload: object, pointer: str) -> None:
-        size = len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode())
+        size = len(_COMPACT(payload).encode())
         limit = self._settings.max_payload_bytes
         if size > limit:
             raise PayloadTooLargeError(
