@@ -103,6 +103,20 @@ async def count_rows(database_url: str) -> int:
         await conn.close()
 
 
+async def database_cpu_seconds(admin_url: str, database_url: str) -> float:
+    """CPU time of the database's server processes serving `database_url` (this run's own
+    database, so every backend of it was started during the run); NaN when unreadable."""
+    import asyncpg
+
+    name = urlsplit(database_url).path.lstrip("/")
+    conn = await asyncpg.connect(admin_url, timeout=10)
+    try:
+        pids = await conn.fetch("SELECT pid FROM pg_stat_activity WHERE datname = $1", name)
+    finally:
+        await conn.close()
+    return sum(bench.cpu_seconds(int(row["pid"])) for row in pids) if pids else math.nan
+
+
 async def post_all(
     http: aiohttp.ClientSession, base: str, payloads: list[bytes]
 ) -> tuple[list[float], list[tuple[float, int]]]:
@@ -164,6 +178,7 @@ async def one_run(
             wall = time.perf_counter() - started
             cpu = bench.cpu_seconds(service.proc.pid) - cpu_before
             rss = peak_rss_mib(service.proc.pid)
+            db_cpu = await database_cpu_seconds(args.pg_admin_url, database_url)
         finally:
             exit_code = await procs.stop(service.proc)
         stored = await count_rows(database_url)
@@ -188,6 +203,8 @@ async def one_run(
         "p99_ms": bench.percentile(latencies, 99) * 1000,
         "peak_rss_mib": rss,
         "service_cpu_pct": 100 * cpu / wall,
+        "service_cpu_ms": 1000 * cpu / (args.count / bench.BATCH),
+        "database_cpu_ms": 1000 * db_cpu / (args.count / bench.BATCH),
         "exit_code": exit_code,
         "log_problems": flagged[:8],
     }
@@ -219,7 +236,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]
                         f"{outcome['last_tenth']:,.0f}/s), p50 {outcome['p50_ms']:.0f} ms, "
                         f"p99 {outcome['p99_ms']:.0f} ms, peak RSS "
                         f"{outcome['peak_rss_mib']:.0f} MiB, service CPU "
-                        f"{outcome['service_cpu_pct']:.0f}%, stored {outcome['stored']:,}"
+                        f"{outcome['service_cpu_pct']:.0f}% ({outcome['service_cpu_ms']:.0f} ms a "
+                        f"batch), PostgreSQL {outcome['database_cpu_ms']:.0f} ms a batch, "
+                        f"stored {outcome['stored']:,}"
                     )
                     for line in outcome["log_problems"]:
                         bench.log(f"    {line}")
@@ -238,6 +257,8 @@ METRICS = (
     ("request latency p99 (ms)", "p99_ms", 0),
     ("service peak RSS, VmHWM (MiB)", "peak_rss_mib", 0),
     ("service CPU (% of one core)", "service_cpu_pct", 0),
+    ("service CPU per batch of 1,000 (ms)", "service_cpu_ms", 0),
+    ("PostgreSQL CPU per batch of 1,000 (ms)", "database_cpu_ms", 0),
 )
 
 
@@ -265,7 +286,10 @@ def section(args: argparse.Namespace, results: dict[str, list[dict[str, Any]]]) 
         "`chronoq migrate`, then `chronoq serve` with default settings. A tenth is "
         f"{args.count // TENTHS:,} schedules; its rate is measured from the end of the batch "
         "that completed the tenth before. Latency is one request's, from send to the last byte "
-        "of the reply; peak RSS is the service's VmHWM at the end of the run.",
+        "of the reply; peak RSS is the service's VmHWM at the end of the run. CPU per batch "
+        "is the CPU time of the service process, and of the PostgreSQL backends serving its "
+        "database, over the run, divided by the number of batches: what a batch costs, "
+        "which the other jobs on the machine disturb less than they do the rates.",
         "",
         head,
         "| --- |" + " --- |" * len(names),
