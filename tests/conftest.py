@@ -69,18 +69,33 @@ ONE_WORKER = ("tests/e2e/", "tests/browser/")
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """`--dist loadgroup` (pyproject.toml) with the ONE_WORKER directories as groups.
+    """`--dist loadgroup` (pyproject.toml): xdist's `load`, except that every ONE_WORKER case
+    goes to the first worker given tests, all at once, ahead of its share of the rest.
 
-    Not by `xdist_group` marks: pytest-xdist 3.8 finds a mark's group by renaming the test,
-    which pytest 9.2 ignores (pytest-xdist issue 1386), so a mark alone groups nothing."""
+    Not xdist's own loadgroup (nor loadscope): those key the cases by test id, and the
+    schemathesis cases of tests/contract/test_fuzz.py share one id per test function, so all
+    but one of each would silently not run. Nor `xdist_group` marks: pytest-xdist 3.8 finds a
+    mark's group by renaming the test, which pytest 9.2 ignores (pytest-xdist issue 1386)."""
     if config.getvalue("dist") != "loadgroup":
         return None
-    from xdist.scheduler import LoadGroupScheduling  # type: ignore[import-untyped]
+    from xdist.scheduler import LoadScheduling  # type: ignore[import-untyped]
 
-    class Scheduling(LoadGroupScheduling):  # type: ignore[misc]
-        def _split_scope(self, nodeid: str) -> str:
-            group = next((d for d in ONE_WORKER if nodeid.startswith(d)), None)
-            return group or super()._split_scope(nodeid)
+    class Scheduling(LoadScheduling):  # type: ignore[misc]
+        pinned: list[int] | None = None
+
+        def _send_tests(self, node: Any, num: int) -> None:
+            if self.pinned is None:
+                self.pinned = [
+                    index
+                    for index, nodeid in enumerate(self.collection)
+                    if nodeid.startswith(ONE_WORKER)
+                ]
+                pinned = set(self.pinned)
+                self.pending[:] = [index for index in self.pending if index not in pinned]
+                if self.pinned:
+                    self.node2pending[node].extend(self.pinned)
+                    node.send_runtest_some(self.pinned)
+            super()._send_tests(node, num)
 
     return Scheduling(config, log)
 
