@@ -165,6 +165,8 @@ class ScheduleStore:
             raise ConflictError(
                 "a schedule with this name or Idempotency-Key already exists"
             ) from None
+        # A plain insert: an occurrence's id derives from its schedule's, which the insert
+        # above just proved new, and occurrences go with their schedule (ON DELETE CASCADE).
         await dialect.insert_rows(
             conn,
             occurrences,
@@ -172,7 +174,6 @@ class ScheduleStore:
                 new_occurrence(d.id, d.first_fire_at, now, Origin.SCHEDULE, delay=d.first_delay)
                 for d in drafts
             ],
-            ignoring="occurrence_id",
         )
         return stored
 
