@@ -117,6 +117,27 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def postgres_pids() -> list[int]:
+    """Every PostgreSQL server process on this machine (its backends serve the benchmark)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "comm").read_text().strip() == "postgres":
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def machine_busy_seconds() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine so far, all cores (/proc/stat)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    tick = os.sysconf("SC_CLK_TCK")
+    return (sum(fields) - idle) / tick, sum(fields) / tick
+
+
 def process_tree(pid: int) -> list[int]:
     """`pid` and its live descendants (Linux /proc): a service run with --processes."""
     children: dict[int, list[int]] = {}
@@ -576,17 +597,28 @@ async def run_workload(ctx: Context, workload: str, dialect: str, run: int) -> d
             await asyncio.sleep(max(0.0, due - time.time()))
             assert ctx.receiver.proc is not None
             # The service's CPU is its whole process tree's (with --processes, the replicas).
+            # The database's is every PostgreSQL process's (the benchmark is all it serves),
+            # and the machine's is every core's: what is left over for the service.
             pids = {
                 "service": process_tree(service.proc.pid),
                 "receiver": [ctx.receiver.proc.pid],
+                "postgres": postgres_pids() if dialect == "postgresql" else [],
             }
             cpu_before = {name: sum(map(cpu_seconds, tree)) for name, tree in pids.items()}
+            busy_before, total_before = machine_busy_seconds()
             wall_before = time.time()
             complete = await wait_for_arrivals(ctx.receiver, len(expected), last_due + args.timeout)
             wall = time.time() - wall_before
             for name, tree in pids.items():
                 used = sum(map(cpu_seconds, tree)) - cpu_before[name]
-                result[f"{name}_cpu_pct"] = 100 * used / wall if wall > 0 else math.nan
+                result[f"{name}_cpu_pct"] = 100 * used / wall if wall > 0 and tree else math.nan
+            busy_after, total_after = machine_busy_seconds()
+            cores = os.cpu_count() or 1
+            result["machine_busy_pct"] = (
+                100 * cores * (busy_after - busy_before) / (total_after - total_before)
+                if total_after > total_before
+                else math.nan
+            )
             result["complete"] = complete
             # A moment for any stray duplicate, then a graceful stop; records are read after
             # the service exited so that everything it sent is counted.
@@ -712,6 +744,8 @@ METRICS = [
     ("W1", "unsettled", "W1 received but still pending in the DB", 0),
     ("W1", "service_cpu_pct", "W1 service CPU while delivering (% of one core)", 0),
     ("W1", "receiver_cpu_pct", "W1 receiver CPU while delivering (% of one core)", 0),
+    ("W1", "postgres_cpu_pct", "W1 PostgreSQL CPU while delivering (% of one core)", 0),
+    ("W1", "machine_busy_pct", "W1 machine busy while delivering (% of one core, all cores)", 0),
     ("W1", "service_rss_mb", "W1 service peak RSS (MB)", 0),
     ("W2", "lag_p50_ms", "W2 lag p50 (ms)", 1),
     ("W2", "lag_p99_ms", "W2 lag p99 (ms)", 1),
