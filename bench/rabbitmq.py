@@ -56,8 +56,9 @@ CONCURRENCY = 64
 BAR = 0.8
 
 
-async def ceiling(url: str, count: int) -> float:
-    """Confirmed, persistent publishes per second with aio-pika alone."""
+async def ceiling(url: str, count: int) -> tuple[float, float]:
+    """Confirmed, persistent publishes per second with aio-pika alone, and the CPU time this
+    process spent per publish (µs)."""
     connection = await aio_pika.connect(url)
     try:
         channel = await connection.channel(publisher_confirms=True)
@@ -78,11 +79,12 @@ async def ceiling(url: str, count: int) -> float:
                     mandatory=True,
                 )
 
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         await asyncio.gather(*(one(n) for n in range(count)))
         rate = count / (time.perf_counter() - started)
+        cpu_us = 1e6 * (time.process_time() - cpu) / count
         await queue.delete(if_unused=False, if_empty=False)
-        return rate
+        return rate, cpu_us
     finally:
         await connection.close()
 
@@ -187,11 +189,17 @@ async def main_async(args: argparse.Namespace) -> int:
     builds["this tree"] = None
     runs: dict[str, list[dict[str, Any]]] = {build: [] for build in builds}
     ceilings: list[float] = []
+    ceiling_cpu: list[float] = []
     try:
         async with aiohttp.ClientSession() as http:
             for n in range(1, args.runs + 1):
-                ceilings.append(await ceiling(args.amqp_url, args.count))
-                log(f"run {n}: ceiling {fmt(ceilings[-1])} confirmed publishes/s")
+                rate, cpu_us = await ceiling(args.amqp_url, args.count)
+                ceilings.append(rate)
+                ceiling_cpu.append(cpu_us)
+                log(
+                    f"run {n}: ceiling {fmt(rate)} confirmed publishes/s,"
+                    f" CPU {fmt(cpu_us)} us/publish"
+                )
                 for build, command in builds.items():
                     tag = build.replace(" ", "-")
                     runs[build].append(await one_run(args, procs, dbs, http, n, tag, command))
@@ -208,7 +216,7 @@ async def main_async(args: argparse.Namespace) -> int:
     finally:
         procs.kill_all()
         await dbs.drop_all()
-    write_docs(args, runs, ceilings)
+    write_docs(args, runs, ceilings, ceiling_cpu)
     mine = runs["this tree"]
     rate = median([r["deliveries_per_s"] for r in mine])
     ok = rate >= BAR * median(ceilings) and all(r["lost"] == 0 for r in mine)
@@ -238,7 +246,10 @@ def _commit(directory: Path) -> str:
 
 
 def write_docs(
-    args: argparse.Namespace, runs: dict[str, list[dict[str, Any]]], ceilings: list[float]
+    args: argparse.Namespace,
+    runs: dict[str, list[dict[str, Any]]],
+    ceilings: list[float],
+    ceiling_cpu: list[float],
 ) -> None:
     count = len(ceilings)
     top = median(ceilings)
@@ -277,6 +288,7 @@ def write_docs(
         lines += [f"Code: `{builds['this tree']}`.", ""]
     lines += [f"| metric | median | {header} |", "| --- | --- |" + " --- |" * count]
     lines.append(row("confirmed-publish ceiling (aio-pika alone, msgs/s)", ceilings))
+    lines.append(row("ceiling: CPU per publish in the publishing process (µs)", ceiling_cpu))
     metrics = [
         ("W1 deliveries/s (due instant to last arrival)", "deliveries_per_s", 0),
         ("W1 create rate (schedules/s)", "create_rate", 0),
