@@ -10,7 +10,9 @@ ceiling, measured in the same run: aio-pika alone publishing as many persistent 
 to a durable queue, 64 publishes in flight (the service's default concurrency), each
 awaiting its publisher confirm. The service's peak RSS is its VmHWM read from /proc just
 before it is stopped; its CPU per delivery is the CPU time it used from the end of creation
-to the last arrival, over the deliveries.
+to the last arrival, over the deliveries. The consumer's CPU (this process) and how busy the
+machine's cores were are taken over the same span, and the machine's over the ceiling too:
+they tell a service that waits from a machine that is full.
 
 --baseline DIR (a checkout with its own .venv, e.g. a git worktree of an earlier commit)
 runs that checkout's service too, in every run right after the ceiling and before this
@@ -43,6 +45,7 @@ from run import (
     cpu_seconds,
     fmt,
     log,
+    machine_busy_seconds,
     median,
     parse_instant,
     peak_rss_mb,
@@ -56,9 +59,9 @@ CONCURRENCY = 64
 BAR = 0.8
 
 
-async def ceiling(url: str, count: int) -> tuple[float, float]:
-    """Confirmed, persistent publishes per second with aio-pika alone, and the CPU time this
-    process spent per publish (µs)."""
+async def ceiling(url: str, count: int) -> tuple[float, float, float]:
+    """Confirmed, persistent publishes per second with aio-pika alone, the CPU time this
+    process spent per publish (µs), and how busy the machine's cores were meanwhile (0-1)."""
     connection = await aio_pika.connect(url)
     try:
         channel = await connection.channel(publisher_confirms=True)
@@ -79,14 +82,20 @@ async def ceiling(url: str, count: int) -> tuple[float, float]:
                     mandatory=True,
                 )
 
-        started, cpu = time.perf_counter(), time.process_time()
+        started, cpu, machine = time.perf_counter(), time.process_time(), machine_busy_seconds()
         await asyncio.gather(*(one(n) for n in range(count)))
         rate = count / (time.perf_counter() - started)
         cpu_us = 1e6 * (time.process_time() - cpu) / count
+        busy = _busy_since(machine)
         await queue.delete(if_unused=False, if_empty=False)
-        return rate, cpu_us
+        return rate, cpu_us, busy
     finally:
         await connection.close()
+
+
+def _busy_since(before: tuple[float, float]) -> float:
+    busy, total = machine_busy_seconds()
+    return (busy - before[0]) / max(total - before[1], 1e-9)
 
 
 async def one_run(
@@ -147,12 +156,15 @@ async def one_run(
                     expected.update(item["next_occurrence_id"] for item in body["items"])
             create_rate = args.count / (time.perf_counter() - created_at)
             cpu_before = cpu_seconds(service.proc.pid)
+            machine_before, consumer_before = machine_busy_seconds(), time.process_time()
             if time.time() > due:
                 log("creation finished after the due instant; raise --lead")
             deadline = due + args.timeout
             while not expected <= arrivals.keys() and time.time() < deadline:  # noqa: ASYNC110
                 await asyncio.sleep(0.1)
             cpu_used = cpu_seconds(service.proc.pid) - cpu_before
+            consumer_used = time.process_time() - consumer_before
+            machine_busy = _busy_since(machine_before)
             peak_rss = peak_rss_mb(service.proc.pid)
             await procs.stop(service.proc)
             service = None
@@ -167,6 +179,8 @@ async def one_run(
             "lag_p50_ms": percentile(lags, 50) if lags else float("nan"),
             "lag_p99_ms": percentile(lags, 99) if lags else float("nan"),
             "cpu_us_per_delivery": 1e6 * cpu_used / max(len(received), 1),
+            "consumer_cpu_us": 1e6 * consumer_used / max(len(received), 1),
+            "machine_busy": 100 * machine_busy,
             "peak_rss_mb": peak_rss,
             "lost": len(expected - arrivals.keys()),
             "duplicates": sum(len(v) - 1 for k, v in arrivals.items() if k in expected),
@@ -190,15 +204,17 @@ async def main_async(args: argparse.Namespace) -> int:
     runs: dict[str, list[dict[str, Any]]] = {build: [] for build in builds}
     ceilings: list[float] = []
     ceiling_cpu: list[float] = []
+    ceiling_busy: list[float] = []
     try:
         async with aiohttp.ClientSession() as http:
             for n in range(1, args.runs + 1):
-                rate, cpu_us = await ceiling(args.amqp_url, args.count)
+                rate, cpu_us, busy = await ceiling(args.amqp_url, args.count)
                 ceilings.append(rate)
                 ceiling_cpu.append(cpu_us)
+                ceiling_busy.append(100 * busy)
                 log(
                     f"run {n}: ceiling {fmt(rate)} confirmed publishes/s,"
-                    f" CPU {fmt(cpu_us)} us/publish"
+                    f" CPU {fmt(cpu_us)} us/publish, machine {100 * busy:.0f}% busy"
                 )
                 for build, command in builds.items():
                     tag = build.replace(" ", "-")
@@ -210,13 +226,15 @@ async def main_async(args: argparse.Namespace) -> int:
                         f" ({fmt(r['deliveries_per_s'] / ceilings[-1], 2)} of the ceiling),"
                         f" lag p50 {fmt(r['lag_p50_ms'])} ms, p99 {fmt(r['lag_p99_ms'])} ms,"
                         f" CPU {fmt(r['cpu_us_per_delivery'])} us/delivery,"
+                        f" consumer {fmt(r['consumer_cpu_us'])} us/message,"
+                        f" machine {fmt(r['machine_busy'])}% busy,"
                         f" peak RSS {fmt(r['peak_rss_mb'], 1)} MB,"
                         f" lost {r['lost']}, dup {r['duplicates']}"
                     )
     finally:
         procs.kill_all()
         await dbs.drop_all()
-    write_docs(args, runs, ceilings, ceiling_cpu)
+    write_docs(args, runs, ceilings, ceiling_cpu, ceiling_busy)
     mine = runs["this tree"]
     rate = median([r["deliveries_per_s"] for r in mine])
     ok = rate >= BAR * median(ceilings) and all(r["lost"] == 0 for r in mine)
@@ -250,6 +268,7 @@ def write_docs(
     runs: dict[str, list[dict[str, Any]]],
     ceilings: list[float],
     ceiling_cpu: list[float],
+    ceiling_busy: list[float],
 ) -> None:
     count = len(ceilings)
     top = median(ceilings)
@@ -271,7 +290,8 @@ def write_docs(
         " Ceiling: aio-pika alone publishing as many persistent messages with publisher confirms,"
         f" {CONCURRENCY} in flight on one channel, measured in the same run. Peak RSS: the"
         " service's VmHWM just before it is stopped. CPU per delivery: the service's CPU time"
-        " from the end of creation to the last arrival, over the deliveries.",
+        " from the end of creation to the last arrival, over the deliveries; the consumer's and"
+        " the machine's over the same span.",
         "",
     ]
     builds = {"this tree": _commit(ROOT)}
@@ -289,12 +309,15 @@ def write_docs(
     lines += [f"| metric | median | {header} |", "| --- | --- |" + " --- |" * count]
     lines.append(row("confirmed-publish ceiling (aio-pika alone, msgs/s)", ceilings))
     lines.append(row("ceiling: CPU per publish in the publishing process (µs)", ceiling_cpu))
+    lines.append(row("ceiling: machine busy, all cores (%)", ceiling_busy))
     metrics = [
         ("W1 deliveries/s (due instant to last arrival)", "deliveries_per_s", 0),
         ("W1 create rate (schedules/s)", "create_rate", 0),
         ("W1 lag p50 (ms)", "lag_p50_ms", 0),
         ("W1 lag p99 (ms)", "lag_p99_ms", 0),
         ("service CPU per delivery (µs)", "cpu_us_per_delivery", 0),
+        ("consumer CPU per message, benchmark process (µs)", "consumer_cpu_us", 0),
+        ("machine busy during deliveries, all cores (%)", "machine_busy", 0),
         ("service peak RSS (MB)", "peak_rss_mb", 1),
         ("W1 lost", "lost", 0),
         ("W1 duplicates", "duplicates", 0),
