@@ -12,7 +12,7 @@ import random
 import uuid
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -105,6 +105,15 @@ def _error(failed: Unplannable) -> str:
     return truncate_error(failed.error) or ""
 
 
+@dataclass(frozen=True, slots=True)
+class ClaimedBatch:
+    """What one claim leased: the deliveries, and for those not due yet (a claim ahead)
+    the instant each may start."""
+
+    deliveries: list[Delivery]
+    not_before: dict[uuid.UUID, datetime] = field(default_factory=dict)
+
+
 class ClaimStore:
     """The claim statement and the writes it plans; runs inside the caller's transaction."""
 
@@ -120,7 +129,27 @@ class ClaimStore:
         owner: str,
         backoff: Callable[[int], float] = lambda attempt: 1.0,
     ) -> list[Delivery]:
+        """Lease due occurrences and materialize the next tick of each recurring schedule
+        (`claim` with nothing ahead)."""
+        claimed = await self.claim(conn, limit=limit, lease=lease, owner=owner, backoff=backoff)
+        return claimed.deliveries
+
+    async def claim(
+        self,
+        conn: AsyncConnection,
+        *,
+        limit: int,
+        lease: float,
+        owner: str,
+        backoff: Callable[[int], float] = lambda attempt: 1.0,
+        ahead: float = 0.0,
+    ) -> ClaimedBatch:
         """Lease due occurrences and materialize the next tick of each recurring schedule.
+
+        With `ahead` > 0 it also leases occurrences due within that many seconds that no
+        lease holds. Each delivery not due yet at the claim's instant has its due instant in
+        `not_before`, and must not start before it. The loop claims a steady stream of ticks
+        this way, so that a claim's round trips happen before the ticks are due, not after.
 
         The next tick is written in this same transaction, so a recurring schedule always
         has its future occurrence however long the current one keeps retrying.
@@ -132,12 +161,26 @@ class ClaimStore:
         """
         token = uuid.uuid4()
         dialect = dialect_of(conn)
-        claimed = await dialect.claim(conn, limit=limit, lease=lease, token=token, owner=owner)
+        claimed = await dialect.claim(
+            conn, limit=limit, lease=lease, token=token, owner=owner, ahead=ahead
+        )
         if not claimed:
-            return []
+            return ClaimedBatch([])
         now = claimed[0].claimed_at
+        # Before the lease, `lost_until` held the row's `available_at`: its due instant. A
+        # tick is never due before its own instant, even when a replica that claimed it
+        # ahead handed it back (a release makes it available at once).
+        not_before = {
+            row.occurrence_id: due
+            for row in claimed
+            if (due := max(row.lost_until, row.fire_at)) > now
+        }
         rows = [_claimed_row(row) for row in claimed]
-        rules = await self._rules(conn, cadence_schedules(rows))
+        cadence = cadence_schedules(rows)
+        if dialect.claim_reads_rules:
+            rules = {r.schedule_id: rules_of_row(r) for r in claimed if r.schedule_id in cadence}
+        else:
+            rules = await self._rules(conn, cadence)
         plan = plan_claim(
             [replace(row, rules=rules.get(row.schedule_id)) for row in rows],
             now,
@@ -173,7 +216,7 @@ class ClaimStore:
         await finish_one_shots(conn, plan.finished_one_shots, now)
         if plan.done_recurring:
             await finish_recurring(conn, plan.done_recurring, now)
-        return plan.deliveries
+        return ClaimedBatch(plan.deliveries, not_before)
 
     async def _rules(
         self, conn: AsyncConnection, ids: set[uuid.UUID]

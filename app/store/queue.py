@@ -6,9 +6,11 @@ never asks which database it runs on, and its tests can put a fake in its place.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Protocol
 
 from app.domain.occurrence import Delivery, Settlement
@@ -22,10 +24,13 @@ from app.store.wakeups import Wakeups, next_due_in
 @dataclass(frozen=True, slots=True)
 class Claimed:
     """What one claim leased, and, when it found nothing, how soon the next occurrence
-    is due (None: nothing is scheduled, or the claim found work)."""
+    is due (None: nothing is scheduled, or the claim found work). `not_before`: the due
+    instant of each delivery a claim ahead leased before it was due; it must not start
+    earlier (a delivery not listed is due already)."""
 
     deliveries: list[Delivery]
     due_in: float | None = None
+    not_before: dict[uuid.UUID, datetime] = field(default_factory=dict)
 
 
 class Queue(Protocol):
@@ -54,16 +59,25 @@ class DeliveryQueue:
         self._settlements = SettlementStore()
 
     async def claim(
-        self, *, limit: int, lease: float, owner: str, backoff: Callable[[int], float]
+        self,
+        *,
+        limit: int,
+        lease: float,
+        owner: str,
+        backoff: Callable[[int], float],
+        ahead: float = 0.0,
     ) -> Claimed:
-        """Lease up to `limit` due occurrences. When there are none, the same transaction
-        reads how soon the next one is due, for the idle sleep."""
+        """Lease up to `limit` due occurrences, and with `ahead` > 0 those due within that
+        many seconds that no lease holds (`Claimed.not_before`). When there are none, the
+        same transaction reads how soon the next one is due, for the idle sleep."""
 
         async def work(conn: Connection) -> Claimed:
-            found = await self._claims.claim_due(
-                conn, limit=limit, lease=lease, owner=owner, backoff=backoff
+            found = await self._claims.claim(
+                conn, limit=limit, lease=lease, owner=owner, backoff=backoff, ahead=ahead
             )
-            return Claimed(found, None if found else await next_due_in(conn))
+            if not found.deliveries:
+                return Claimed([], await next_due_in(conn))
+            return Claimed(found.deliveries, None, found.not_before)
 
         return await self._db.run(work)
 

@@ -4,6 +4,11 @@ Invariant: every claimed occurrence ends in exactly one of settle (delivered, re
 dead letter), release (handed back, due now), or an expired lease that any replica
 re-claims. Nothing a replica holds is lost when it stops or dies.
 
+A steady stream of ticks is claimed ahead: a claim also leases the occurrences due within
+CLAIM_AHEAD seconds (that no lease holds), and each waits here, off the lanes, until its due
+instant by this replica's clock. The claim's round trips then happen before the ticks are
+due, not after; nothing starts early.
+
 The loop is put together from parts that each keep one promise (and have tests of their
 own): `Lanes` (per-schedule order, the in-flight window, no start on a short lease),
 `SettleBatcher` (batched writes that drop nothing), `Alarm` (the idle sleep and its
@@ -15,13 +20,14 @@ the batcher.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
 import os
 import random
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
@@ -48,6 +54,18 @@ UNHEALTHY_POLLS = 3
 # The least a lease must have left for its delivery to start: the dispatch timeout, and
 # up to this much more for the settle to land before the lease ends.
 SETTLE_ALLOWANCE = 1.0
+# How far ahead the loop claims occurrences that are not due yet, and how long it waits
+# after a claim that took everything due in that window: the next claim then comes while
+# the window's end is still CLAIM_AHEAD - AHEAD_PAUSE away, so a claim that takes less
+# than that has every tick waiting before it is due.
+CLAIM_AHEAD = 1.0
+AHEAD_PAUSE = 0.3
+# At most this many claimed-ahead deliveries wait (times the window): beyond it, claims
+# take only what is due.
+HELD_CAPACITY_FACTOR = 10
+# A claim ahead takes up to this many times CHRONOQ_BATCH_SIZE.
+AHEAD_BATCHES = 3
+TIMER_SLACK = 0.001
 
 OUTCOMES = {
     OccurrenceStatus.DELIVERED: "delivered",
@@ -157,6 +175,11 @@ class Dispatcher:
         self._claims: list[asyncio.Task[None]] = []  # in the order they were issued
         self._claiming = 0  # rows asked for by claims still running
         self._releases: set[asyncio.Task[None]] = set()
+        # Claimed ahead, not due yet: (loop time it may start, serial, delivery, lease end).
+        self._held: list[tuple[float, int, Delivery, float]] = []
+        self._held_serial = 0
+        self._held_timer: asyncio.TimerHandle | None = None
+        self._held_timer_at = float("inf")
         self._task: asyncio.Task[None] | None = None
         # At most `concurrency` in flight plus two batches waiting behind them, claimed a
         # full batch at a time: the next claim is on its way before the lanes run dry.
@@ -185,18 +208,29 @@ class Dispatcher:
 
     @property
     def waiting(self) -> int:
-        return self._lanes.waiting
+        """Claimed, not started: in the lanes, or claimed ahead and not due yet."""
+        return self._lanes.waiting + len(self._held)
 
     # -- steps -----------------------------------------------------------------------
 
     def _backoff(self, attempt: int) -> float:
         return self._policy.delay(attempt, self._rng)
 
-    async def claim(self, limit: int) -> Claimed:
-        """Lease up to `limit` due occurrences."""
-        claimed = await self._queue.claim(
-            limit=limit, lease=self._settings.lease, owner=self.owner, backoff=self._backoff
-        )
+    async def claim(self, limit: int, ahead: float = 0.0) -> Claimed:
+        """Lease up to `limit` due occurrences, and with `ahead` those due within that many
+        seconds (the store behind the loop claims ahead; any other queue only what is due)."""
+        if ahead > 0 and isinstance(self._queue, DeliveryQueue):
+            claimed = await self._queue.claim(
+                limit=limit,
+                lease=self._settings.lease,
+                owner=self.owner,
+                backoff=self._backoff,
+                ahead=ahead,
+            )
+        else:
+            claimed = await self._queue.claim(
+                limit=limit, lease=self._settings.lease, owner=self.owner, backoff=self._backoff
+            )
         metrics.CLAIMED.inc(len(claimed.deliveries))
         return claimed
 
@@ -269,9 +303,13 @@ class Dispatcher:
         claimed. Not for use while `run` is running."""
         assert not self.running, "run_once steps a loop that is not running"
         claimed = await self.claim(min(self._settings.batch_size, self._settings.concurrency))
-        self._admit(claimed, asyncio.get_running_loop().time())
-        while self._in_flight:
-            await asyncio.wait(set(self._in_flight))
+        loop = asyncio.get_running_loop()
+        self._admit(claimed, loop.time())
+        while self._in_flight or self._held:
+            if self._in_flight:
+                await asyncio.wait(set(self._in_flight))
+            else:  # not due yet: its timer starts it
+                await asyncio.sleep(max(self._held[0][0] - loop.time(), 0.0) + TIMER_SLACK)
         if self._releases:
             await asyncio.wait(set(self._releases))
         if not await self._settler.flush():
@@ -305,8 +343,16 @@ class Dispatcher:
                 await asyncio.wait({task})
 
     def wake_in(self, seconds: float) -> None:
-        """Something is due in `seconds`: end the current sleep by then, if it lasts longer."""
-        self._alarm.wake_in(seconds)
+        """Something is due in `seconds`: end the current sleep in time to claim it ahead,
+        if it lasts longer."""
+        self._alarm.wake_in(max(seconds - self._ahead(), 0.0))
+
+    def _ahead(self) -> float:
+        """How far ahead the next claim looks: CLAIM_AHEAD, or nothing while the claimed-ahead
+        deliveries waiting are at their bound."""
+        if len(self._held) >= HELD_CAPACITY_FACTOR * self._capacity:
+            return 0.0
+        return CLAIM_AHEAD
 
     async def run(self) -> None:
         """Claim, deliver and settle until stopped.
@@ -323,8 +369,17 @@ class Dispatcher:
             async with self._queue.listening():
                 while not self._stopping.is_set():
                     self._hand_back(self._lanes.expiring(loop.time()))
+                    # A claim ahead takes larger batches: what it takes is not due yet, so
+                    # it waits off the lanes, and a claim's round trips are then shared by
+                    # more ticks (a steady stream is claimed at a multiple of its rate).
+                    ahead = self._ahead()
+                    batch = self._settings.batch_size * (AHEAD_BATCHES if ahead else 1)
                     room = (
-                        self._capacity - len(self._in_flight) - self._lanes.waiting - self._claiming
+                        self._settings.concurrency
+                        + 2 * batch
+                        - len(self._in_flight)
+                        - self._lanes.waiting
+                        - self._claiming
                     )
                     if room < self._refill_at or len(self._claims) >= MAX_CLAIMS:
                         # Full: let a batch's worth drain and claim it in one statement,
@@ -333,11 +388,12 @@ class Dispatcher:
                         continue
                     self.cycles += 1
                     metrics.LOOP_CYCLES.inc()
-                    self._issue_claim(min(self._settings.batch_size, room))
+                    self._issue_claim(min(batch, room), ahead)
                     await self._alarm.sleep(self._next_pause)
         finally:
             self._wakeups.unsubscribe(self.wake_in)
             await self._stop_claims()
+            self._unhold_all()  # into the lanes, which the drain hands back
             await drain(
                 lanes=self._lanes,
                 in_flight=self._in_flight,
@@ -361,13 +417,15 @@ class Dispatcher:
                 claim.cancel()
             await asyncio.wait(claims)
 
-    def _issue_claim(self, limit: int) -> None:
+    def _issue_claim(self, limit: int, ahead: float) -> None:
         previous = self._claims[-1] if self._claims else None
         self._claiming += limit
-        task = asyncio.create_task(self._claim_into_lanes(limit, previous))
+        task = asyncio.create_task(self._claim_into_lanes(limit, previous, ahead))
         self._claims.append(task)
 
-    async def _claim_into_lanes(self, limit: int, previous: asyncio.Task[None] | None) -> None:
+    async def _claim_into_lanes(
+        self, limit: int, previous: asyncio.Task[None] | None, ahead: float = 0.0
+    ) -> None:
         """One claim; its rows join the lanes after those of every claim issued before it
         (two claims at once can each take some of one schedule's ticks, and the earlier
         claim holds the earlier ticks), then start as the lanes allow. A failure is logged
@@ -376,7 +434,7 @@ class Dispatcher:
         claimed: Claimed | None = None
         try:
             try:
-                claimed = await self.claim(limit)
+                claimed = await self.claim(limit, ahead)
             except Exception as exc:
                 self._claim_failed(exc)
             if previous is not None:
@@ -394,14 +452,23 @@ class Dispatcher:
             return
         self._consecutive_errors = 0
         self._health.succeeded()
-        if claimed.deliveries:
-            self._next_pause = self._settings.min_cycle_delay
+        poll = self._settings.poll_interval
+        if len(claimed.deliveries) >= limit or (claimed.deliveries and not ahead):
+            self._next_pause = self._settings.min_cycle_delay  # a backlog: claim again soon
+        elif claimed.deliveries:
+            # Everything due within the window is claimed: the next claim can wait a while.
+            self._next_pause = min(poll, max(self._settings.min_cycle_delay, AHEAD_PAUSE))
         else:
-            # Idle: sleep until the next known due instant, polling at least this often.
-            poll = self._settings.poll_interval
+            # Idle: sleep until the next known due instant (less the window, when that
+            # instant is beyond it: a lease ending sooner cannot be claimed ahead), polling
+            # at least this often.
             due_in = claimed.due_in
-            self._next_pause = poll if due_in is None else min(poll, due_in + WAKE_MARGIN)
-        self.wake_in(self._next_pause)
+            if due_in is None:
+                self._next_pause = poll
+            else:
+                wait = due_in - ahead if due_in > ahead else due_in
+                self._next_pause = min(poll, max(wait, 0.0) + WAKE_MARGIN)
+        self._alarm.wake_in(self._next_pause)
         self._admit(claimed, issued)
 
     def _claim_failed(self, exc: Exception) -> None:
@@ -415,9 +482,60 @@ class Dispatcher:
         log.exception("claim failed; retrying in %.2fs", self._next_pause)
 
     def _admit(self, claimed: Claimed, issued: float) -> None:
-        """The lease began no earlier than the claim was issued: it ends by then + lease."""
-        self._lanes.admit(claimed.deliveries, issued + self._settings.lease)
+        """The lease began no earlier than the claim was issued: it ends by then + lease.
+        A delivery claimed ahead waits until its due instant, by this replica's clock."""
+        deadline = issued + self._settings.lease
+        ready = claimed.deliveries
+        if claimed.not_before:
+            now, wall = asyncio.get_running_loop().time(), time.time()
+            ready = []
+            for delivery in claimed.deliveries:
+                due = claimed.not_before.get(delivery.occurrence_id)
+                wait = -1.0 if due is None else due.timestamp() - wall
+                if wait <= 0:
+                    ready.append(delivery)
+                    continue
+                self._held_serial += 1
+                heapq.heappush(self._held, (now + wait, self._held_serial, delivery, deadline))
+            self._arm_held_timer()
+        self._lanes.admit(ready, deadline)
         self._start_ready()
+
+    def _arm_held_timer(self) -> None:
+        """A timer for the soonest claimed-ahead delivery, unless one is set for then."""
+        if not self._held:
+            return
+        at = self._held[0][0]
+        if self._held_timer is not None:
+            if self._held_timer_at <= at:
+                return
+            self._held_timer.cancel()
+        self._held_timer_at = at
+        self._held_timer = asyncio.get_running_loop().call_at(at, self._unhold_due)
+
+    def _unhold_due(self) -> None:
+        """The timer: claimed-ahead deliveries now due join the lanes and start."""
+        self._held_timer, self._held_timer_at = None, float("inf")
+        # Event loop timers run up to their resolution early (a millisecond on libuv's).
+        now = asyncio.get_running_loop().time() + TIMER_SLACK
+        self._release_held(lambda at: at <= now)
+        self._arm_held_timer()
+        self._start_ready()
+
+    def _unhold_all(self) -> None:
+        """Stopping: every claimed-ahead delivery joins the lanes (the drain hands it back)."""
+        if self._held_timer is not None:
+            self._held_timer.cancel()
+            self._held_timer, self._held_timer_at = None, float("inf")
+        self._release_held(lambda at: True)
+
+    def _release_held(self, due: Callable[[float], bool]) -> None:
+        by_deadline: dict[float, list[Delivery]] = {}
+        while self._held and due(self._held[0][0]):
+            _, _, delivery, deadline = heapq.heappop(self._held)
+            by_deadline.setdefault(deadline, []).append(delivery)
+        for deadline, deliveries in by_deadline.items():
+            self._lanes.admit(deliveries, deadline)
 
     def _start_ready(self) -> None:
         if self._stopping.is_set() and self.running:

@@ -49,6 +49,16 @@ CLAIM_COLUMNS: dict[str, Any] = {
     "trigger": sa.Text(),
 }
 
+# A schedule's misfire rules and tick count, for a claim that returns them with each row
+# (`Dialect.claim_reads_rules`).
+RULE_COLUMNS: dict[str, Any] = {
+    "misfire_policy": sa.String(),
+    "misfire_grace_seconds": sa.Float(),
+    "max_catchup": sa.Integer(),
+    "max_occurrences": sa.Integer(),
+    "tick_count": sa.Integer(),
+}
+
 # The lease a claim replaced, read before the claim overwrote it (all NULL but for a row
 # whose previous attempt was never settled: its lease ran out with its token still set).
 LOST_COLUMNS: dict[str, Any] = {
@@ -110,6 +120,8 @@ class Dialect(ABC):
     schemas: ClassVar[bool] = False
     # Whether the claim statement counts first firings on the schedules itself.
     claim_counts_fires: ClassVar[bool] = False
+    # Whether each claimed row carries its schedule's RULE_COLUMNS.
+    claim_reads_rules: ClassVar[bool] = False
     # Whether a statement may hold INSERT/UPDATE in its WITH clauses (data-modifying CTEs):
     # the settle path then writes an outcome and what follows from it in one round trip.
     writable_ctes: ClassVar[bool] = False

@@ -52,9 +52,9 @@ _NOW = sa.text("SELECT UTC_TIMESTAMP(6)").columns(sa.column("now", UTCDateTime()
 _LOCK_NAME_LIMIT = 64
 
 _due, _lease, _rows = queries("claim", "mysql")
-_DUE = _due.bindparams(sa.bindparam("now", type_=UTCDateTime())).columns(
-    sa.column("occurrence_id", UUID), sa.column("first_claim", sa.Boolean()), **LOST_COLUMNS
-)
+_DUE = _due.bindparams(
+    sa.bindparam("now", type_=UTCDateTime()), sa.bindparam("ahead_until", type_=UTCDateTime())
+).columns(sa.column("occurrence_id", UUID), sa.column("first_claim", sa.Boolean()), **LOST_COLUMNS)
 _LEASE = _lease.bindparams(
     sa.bindparam("ids", expanding=True, type_=UUID),
     sa.bindparam("token", type_=UUID),
@@ -164,10 +164,18 @@ class MySQL(Dialect):
         return {row[key] for row in fresh}
 
     async def claim(
-        self, conn: AsyncConnection, *, limit: int, lease: float, token: uuid.UUID, owner: str
+        self,
+        conn: AsyncConnection,
+        *,
+        limit: int,
+        lease: float,
+        token: uuid.UUID,
+        owner: str,
+        ahead: float = 0.0,
     ) -> Sequence[Any]:
         now = await self.transaction_now(conn)
-        due = (await conn.execute(_DUE, {"now": now, "limit": limit})).all()
+        until = now + timedelta(seconds=ahead)
+        due = (await conn.execute(_DUE, {"now": now, "ahead_until": until, "limit": limit})).all()
         if not due:
             return []
         ids = [row.occurrence_id for row in due]

@@ -30,6 +30,7 @@ from app.domain.occurrence import OccurrenceStatus
 from app.store.dialects.base import (
     CLAIM_COLUMNS,
     LOST_COLUMNS,
+    RULE_COLUMNS,
     Dialect,
     OnConflictInserts,
     dumps,
@@ -72,7 +73,7 @@ _TRY_XACT_LOCK = sa.text("SELECT pg_try_advisory_xact_lock(:key)")
 _CLAIM = (
     query("claim", "postgresql")
     .bindparams(sa.bindparam("token", type_=sa.Uuid()))
-    .columns(**CLAIM_COLUMNS, **LOST_COLUMNS)
+    .columns(**CLAIM_COLUMNS, **LOST_COLUMNS, **RULE_COLUMNS)
 )
 
 
@@ -248,6 +249,7 @@ class PostgreSQL(OnConflictInserts, Dialect):
     backends = ("postgresql", "postgres")
     schemas = True
     claim_counts_fires = True
+    claim_reads_rules = True
     writable_ctes = True
 
     def normalize_url(self, url: str) -> str:

@@ -41,9 +41,9 @@ from app.store.tables import PRUNABLE, UUID, UTCDateTime, occurrences
 _UNAVAILABLE_CODES = frozenset({5, 6, 10, 13, 14, 15})
 
 _due, _lease = queries("claim", "sqlite")
-_DUE = _due.bindparams(sa.bindparam("now", type_=UTCDateTime())).columns(
-    sa.column("occurrence_id", UUID), **LOST_COLUMNS
-)
+_DUE = _due.bindparams(
+    sa.bindparam("now", type_=UTCDateTime()), sa.bindparam("ahead_until", type_=UTCDateTime())
+).columns(sa.column("occurrence_id", UUID), **LOST_COLUMNS)
 _CLAIM = _lease.bindparams(
     sa.bindparam("ids", expanding=True, type_=UUID),
     sa.bindparam("token", type_=sa.Uuid()),
@@ -124,10 +124,18 @@ class SQLite(OnConflictInserts, Dialect):
         return datetime.now(UTC)
 
     async def claim(
-        self, conn: AsyncConnection, *, limit: int, lease: float, token: uuid.UUID, owner: str
+        self,
+        conn: AsyncConnection,
+        *,
+        limit: int,
+        lease: float,
+        token: uuid.UUID,
+        owner: str,
+        ahead: float = 0.0,
     ) -> Sequence[Any]:
         now = datetime.now(UTC)
-        due = (await conn.execute(_DUE, {"now": now, "limit": limit})).all()
+        until = now + timedelta(seconds=ahead)
+        due = (await conn.execute(_DUE, {"now": now, "ahead_until": until, "limit": limit})).all()
         if not due:
             return []
         params = {

@@ -9,7 +9,8 @@ SELECT o.occurrence_id, o.first_attempt_at IS NULL AS first_claim,
        o.updated_at AS lost_at, o.available_at AS lost_until
 FROM occurrences AS o
 WHERE o.status = 'pending'
-  AND o.available_at <= :now
+  AND o.available_at <= :ahead_until
+  AND (o.lease_token IS NULL OR o.available_at <= :now)
   AND NOT EXISTS (
       SELECT 1 FROM schedules AS s WHERE s.id = o.schedule_id AND s.status = 'paused'
   )

@@ -7,13 +7,19 @@
 -- `lost_*` is the lease this claim replaces, read before it is overwritten: a settle or a
 -- release clears the token, so a token still set is an attempt nobody settled (its replica
 -- died or stalled), with its owner, its claim instant and its lease's end.
+-- Each row also carries its schedule's misfire rules and tick count, which the planner of
+-- a cadence tick needs (no read of its own).
+-- `:ahead` (seconds, usually 0) also leases occurrences due that soon, which the loop holds
+-- until their instant (`lost_until` is then that instant); never one still leased, whose
+-- holder may yet settle it until its lease ends.
 WITH due AS (
     SELECT o.occurrence_id, o.first_attempt_at IS NULL AS first_claim,
            o.lease_token AS lost_token, o.lease_owner AS lost_owner,
            o.updated_at AS lost_at, o.available_at AS lost_until
     FROM occurrences AS o
     WHERE o.status = 'pending'
-      AND o.available_at <= now()
+      AND o.available_at <= now() + make_interval(secs => :ahead)
+      AND (o.lease_token IS NULL OR o.available_at <= now())
       AND NOT EXISTS (
           SELECT 1 FROM schedules AS s WHERE s.id = o.schedule_id AND s.status = 'paused'
       )
@@ -46,6 +52,8 @@ first_fires AS (
 SELECT c.occurrence_id, c.schedule_id, c.fire_at, c.attempts, c.origin, c.first_claim,
        c.lost_token, c.lost_owner, c.lost_at, c.lost_until, now() AS claimed_at,
        s.event_type, s.max_attempts, s.jitter_seconds,
-       s.payload::text AS body, s.target::text AS target, s.trigger::text AS trigger
+       s.payload::text AS body, s.target::text AS target, s.trigger::text AS trigger,
+       s.misfire_policy, s.misfire_grace_seconds, s.max_catchup, s.max_occurrences,
+       s.tick_count
 FROM claimed AS c
 JOIN schedules AS s ON s.id = c.schedule_id

@@ -11,7 +11,8 @@ SELECT o.occurrence_id, o.lease_token AS lost_token, o.lease_owner AS lost_owner
        o.updated_at AS lost_at, o.available_at AS lost_until
 FROM occurrences AS o
 WHERE o.status = 'pending'
-  AND o.available_at <= :now
+  AND o.available_at <= :ahead_until
+  AND (o.lease_token IS NULL OR o.available_at <= :now)
   AND NOT EXISTS (
       SELECT 1 FROM schedules AS s WHERE s.id = o.schedule_id AND s.status = 'paused'
   )
