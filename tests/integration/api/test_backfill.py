@@ -11,6 +11,10 @@ from app.domain.ids import occurrence_id
 from tests.integration.conftest import Harness
 
 MINUTE = timedelta(minutes=1)
+# Seconds between the starts of the loop's claims (min_cycle_delay) in the ordering case: far
+# longer than a claim takes even on a machine whose every core is busy, so that the first
+# claim has taken every row before the second starts.
+CLAIM_GAP = 1.0
 
 
 def _iso(instant: datetime) -> str:
@@ -183,7 +187,7 @@ async def test_a_backfill_arrives_in_tick_order_even_when_early_replies_are_slow
 
     # The loop's first claim takes every row before its second claim starts: the order is
     # kept for what one claim takes (two claims at once may each take some of the rows).
-    settings = harness.settings.model_copy(update={"min_cycle_delay": 0.1})
+    settings = harness.settings.model_copy(update={"min_cycle_delay": CLAIM_GAP})
     dispatcher = Dispatcher(harness.database, harness.sinks, settings, rng=random.Random(4))
     async with dispatcher.started():
         await harness.receiver.wait_for(6, timeout=20)
