@@ -58,8 +58,8 @@ SETTLE_ALLOWANCE = 1.0
 # after a claim that took everything due in that window: the next claim then comes while
 # the window's end is still CLAIM_AHEAD - AHEAD_PAUSE away, so a claim that takes less
 # than that has every tick waiting before it is due.
-CLAIM_AHEAD = 1.0
-AHEAD_PAUSE = 0.3
+CLAIM_AHEAD = 0.5
+AHEAD_PAUSE = 0.2
 # At most this many claimed-ahead deliveries wait (times the window): beyond it, claims
 # take only what is due.
 HELD_CAPACITY_FACTOR = 10
