@@ -156,7 +156,8 @@ async def test_claim_uses_the_partial_index_whatever_the_history(harness: Harnes
             await conn.execute(sa.text("ANALYZE TABLE occurrences"))
             statement = queries("claim", "mysql")[0].text
             stamp = now.strftime("%Y-%m-%d %H:%M:%S.%f")
-            plan = await conn.execute(sa.text("EXPLAIN " + statement), {"now": stamp, "limit": 100})
+            mysql_params = {"now": stamp, "ahead_until": stamp, "limit": 100}
+            plan = await conn.execute(sa.text("EXPLAIN " + statement), mysql_params)
             rows = [row._mapping for row in plan]
             return "\n".join(f"{row['table']} {row['type']} {row['key']}" for row in rows)
         await conn.execute(sa.text("ANALYZE"))
@@ -164,11 +165,16 @@ async def test_claim_uses_the_partial_index_whatever_the_history(harness: Harnes
         statement = (query("claim", dialect) if postgres else queries("claim", dialect)[0]).text
         params: dict[str, Any] = {"limit": 100, "owner": "t"}
         if postgres:
-            params |= {"lease": 30.0, "token": uuid.uuid4()}
+            params |= {"lease": 30.0, "token": uuid.uuid4(), "ahead": 0.0}
             plan = await conn.execute(sa.text("EXPLAIN " + statement), params)
         else:
             stamp = now.strftime("%Y-%m-%d %H:%M:%S.%f")
-            params |= {"now": stamp, "lease_until": stamp, "token": uuid.uuid4().hex}
+            params |= {
+                "now": stamp,
+                "ahead_until": stamp,
+                "lease_until": stamp,
+                "token": uuid.uuid4().hex,
+            }
             plan = await conn.execute(sa.text("EXPLAIN QUERY PLAN " + statement), params)
         return "\n".join(str(row[-1]) for row in plan)
 
