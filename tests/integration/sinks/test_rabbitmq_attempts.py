@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator
 
 import aio_pika
 import pytest
@@ -26,16 +23,6 @@ async def queue_name(amqp_url: str) -> AsyncIterator[str]:
         await queue.delete(if_unused=False, if_empty=False)
     finally:
         await connection.close()
-
-
-@pytest.fixture
-async def amqp_harness(make_harness: Callable[..., Any], amqp_url: str) -> AsyncIterator[Harness]:
-    async with make_harness(amqp_url=amqp_url) as harness:
-        deadline = time.monotonic() + 15
-        while not (harness.sinks.broker and harness.sinks.broker.connected):
-            assert time.monotonic() < deadline, "the sink never connected to RabbitMQ"
-            await asyncio.sleep(0.05)
-        yield harness
 
 
 async def test_a_published_attempt_has_no_status_code_or_excerpt(
