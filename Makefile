@@ -24,10 +24,13 @@ run: $(BIN)/chronoq
 	$(BIN)/chronoq serve --host 127.0.0.1 --port $(PORT)
 
 ## test: the whole suite on TEST_WORKERS (2) pytest-xdist processes; TEST_WORKERS=0 runs it in
-## one (PostgreSQL, MariaDB, RabbitMQ and Chromium tests skip locally when those are missing)
+## one (PostgreSQL, MariaDB, RabbitMQ and Chromium tests skip locally when those are missing).
+## Cases marked `alone` (they restart the broker every other case uses) run afterwards, by
+## themselves.
 TEST_WORKERS ?= 2
 test: $(VENV)/.dev
-	$(BIN)/pytest -n $(TEST_WORKERS)
+	$(BIN)/pytest -n $(TEST_WORKERS) -m "not alone"
+	$(BIN)/pytest -n 0 -m alone
 
 ## fuzz: the suite's schemathesis run at length: FUZZ_EXAMPLES (300) examples per operation, not 10
 fuzz: $(VENV)/.dev

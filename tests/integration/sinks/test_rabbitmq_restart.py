@@ -17,7 +17,8 @@ import pytest
 from app.worker.dispatcher import Dispatcher
 from tests.integration.conftest import Harness
 
-pytestmark = [pytest.mark.rabbitmq, pytest.mark.e2e]
+# It stops the broker that every other RabbitMQ case uses: `make test` runs it on its own.
+pytestmark = [pytest.mark.rabbitmq, pytest.mark.e2e, pytest.mark.alone]
 
 STREAM = 300
 OUTAGE_SECONDS = 3.0
