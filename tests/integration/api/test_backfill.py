@@ -11,10 +11,6 @@ from app.domain.ids import occurrence_id
 from tests.integration.conftest import Harness
 
 MINUTE = timedelta(minutes=1)
-# Seconds between the starts of the loop's claims (min_cycle_delay) in the ordering case: far
-# longer than a claim takes even on a machine whose every core is busy, so that the first
-# claim has taken every row before the second starts.
-CLAIM_GAP = 1.0
 
 
 def _iso(instant: datetime) -> str:
@@ -185,12 +181,11 @@ async def test_a_backfill_arrives_in_tick_order_even_when_early_replies_are_slow
     schedule_id = await _minutely_since(harness, start)
     await _backfill(harness, schedule_id, start, start + 5 * MINUTE)
 
-    # The loop's first claim takes every row before its second claim starts: the order is
-    # kept for what one claim takes (two claims at once may each take some of the rows).
-    settings = harness.settings.model_copy(update={"min_cycle_delay": CLAIM_GAP})
-    dispatcher = Dispatcher(harness.database, harness.sinks, settings, rng=random.Random(4))
-    async with dispatcher.started():
-        await harness.receiver.wait_for(6, timeout=20)
+    # One claim takes every row (the order is kept for what one claim takes; two claims at
+    # once may each take some of the rows), and the lanes start them.
+    dispatcher = Dispatcher(harness.database, harness.sinks, harness.settings, rng=random.Random(4))
+    assert await dispatcher.run_once() == 6
+    await harness.receiver.wait_for(6, timeout=20)
 
     # Recorded as each reply completes: side by side, the later ticks would finish first.
     received = harness.receiver.requests
