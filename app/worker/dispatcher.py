@@ -11,23 +11,22 @@ due, not after; nothing starts early.
 
 The loop is put together from parts that each keep one promise (and have tests of their
 own): `Lanes` (per-schedule order, the in-flight window, no start on a short lease),
-`SettleBatcher` (batched writes that drop nothing), `Alarm` (the idle sleep and its
-wake-ups), `drain` (the stop) and `ClaimHealth` (readiness). What is left here is the
-cycle that joins them: claims, in issue order, feed the lanes; finished deliveries feed
-the batcher.
+`Held` (claimed ahead, waiting for its instant), `SettleBatcher` (batched writes that drop
+nothing), `Alarm` (the idle sleep and its wake-ups), `drain` (the stop) and `ClaimHealth`
+(readiness). What is left here is the cycle that joins them: claims, in issue order, feed
+the lanes (through `Held` when claimed ahead); finished deliveries feed the batcher.
 """
 
 from __future__ import annotations
 
 import asyncio
-import heapq
 import logging
 import os
 import random
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
@@ -39,6 +38,7 @@ from app.sinks.base import Sinks
 from app.store.database import Database
 from app.store.queue import Claimed, DeliveryQueue, Queue
 from app.store.wakeups import Wakeups
+from app.worker.ahead import TIMER_SLACK, Held
 from app.worker.alarm import WAKE_MARGIN, Alarm
 from app.worker.drain import drain
 from app.worker.health import ClaimHealth
@@ -65,7 +65,6 @@ AHEAD_PAUSE = 0.2
 HELD_CAPACITY_FACTOR = 10
 # A claim ahead takes up to this many times CHRONOQ_BATCH_SIZE.
 AHEAD_BATCHES = 3
-TIMER_SLACK = 0.001
 
 OUTCOMES = {
     OccurrenceStatus.DELIVERED: "delivered",
@@ -175,11 +174,7 @@ class Dispatcher:
         self._claims: list[asyncio.Task[None]] = []  # in the order they were issued
         self._claiming = 0  # rows asked for by claims still running
         self._releases: set[asyncio.Task[None]] = set()
-        # Claimed ahead, not due yet: (loop time it may start, serial, delivery, lease end).
-        self._held: list[tuple[float, int, Delivery, float]] = []
-        self._held_serial = 0
-        self._held_timer: asyncio.TimerHandle | None = None
-        self._held_timer_at = float("inf")
+        self._held = Held(self._due)  # claimed ahead, not due yet
         self._task: asyncio.Task[None] | None = None
         # At most `concurrency` in flight plus two batches waiting behind them, claimed a
         # full batch at a time: the next claim is on its way before the lanes run dry.
@@ -309,7 +304,9 @@ class Dispatcher:
             if self._in_flight:
                 await asyncio.wait(set(self._in_flight))
             else:  # not due yet: its timer starts it
-                await asyncio.sleep(max(self._held[0][0] - loop.time(), 0.0) + TIMER_SLACK)
+                at = self._held.next_at
+                assert at is not None
+                await asyncio.sleep(max(at - loop.time(), 0.0) + TIMER_SLACK)
         if self._releases:
             await asyncio.wait(set(self._releases))
         if not await self._settler.flush():
@@ -393,7 +390,7 @@ class Dispatcher:
         finally:
             self._wakeups.unsubscribe(self.wake_in)
             await self._stop_claims()
-            self._unhold_all()  # into the lanes, which the drain hands back
+            self._held.release_all()  # into the lanes, which the drain hands back
             await drain(
                 lanes=self._lanes,
                 in_flight=self._in_flight,
@@ -495,47 +492,15 @@ class Dispatcher:
                 if wait <= 0:
                     ready.append(delivery)
                     continue
-                self._held_serial += 1
-                heapq.heappush(self._held, (now + wait, self._held_serial, delivery, deadline))
-            self._arm_held_timer()
+                self._held.hold(delivery, now + wait, deadline)
+            self._held.arm()
         self._lanes.admit(ready, deadline)
         self._start_ready()
 
-    def _arm_held_timer(self) -> None:
-        """A timer for the soonest claimed-ahead delivery, unless one is set for then."""
-        if not self._held:
-            return
-        at = self._held[0][0]
-        if self._held_timer is not None:
-            if self._held_timer_at <= at:
-                return
-            self._held_timer.cancel()
-        self._held_timer_at = at
-        self._held_timer = asyncio.get_running_loop().call_at(at, self._unhold_due)
-
-    def _unhold_due(self) -> None:
-        """The timer: claimed-ahead deliveries now due join the lanes and start."""
-        self._held_timer, self._held_timer_at = None, float("inf")
-        # Event loop timers run up to their resolution early (a millisecond on libuv's).
-        now = asyncio.get_running_loop().time() + TIMER_SLACK
-        self._release_held(lambda at: at <= now)
-        self._arm_held_timer()
+    def _due(self, deliveries: list[Delivery], deadline: float) -> None:
+        """Claimed-ahead deliveries now due (or the loop stopping) join the lanes."""
+        self._lanes.admit(deliveries, deadline)
         self._start_ready()
-
-    def _unhold_all(self) -> None:
-        """Stopping: every claimed-ahead delivery joins the lanes (the drain hands it back)."""
-        if self._held_timer is not None:
-            self._held_timer.cancel()
-            self._held_timer, self._held_timer_at = None, float("inf")
-        self._release_held(lambda at: True)
-
-    def _release_held(self, due: Callable[[float], bool]) -> None:
-        by_deadline: dict[float, list[Delivery]] = {}
-        while self._held and due(self._held[0][0]):
-            _, _, delivery, deadline = heapq.heappop(self._held)
-            by_deadline.setdefault(deadline, []).append(delivery)
-        for deadline, deliveries in by_deadline.items():
-            self._lanes.admit(deliveries, deadline)
 
     def _start_ready(self) -> None:
         if self._stopping.is_set() and self.running:
