@@ -171,14 +171,23 @@ RULE_FIELDS: dict[str, str] = {
 }
 
 
+# Their names, listed once (a batch snapshots a thousand drafts).
+_DEFINITION_FIELDS = tuple(f.name for f in fields(ScheduleDefinition))
+
+
 def definition(draft: ScheduleDefinition) -> dict[str, Any]:
     """The fields a schedule was created with, by name."""
-    return {f.name: getattr(draft, f.name) for f in fields(ScheduleDefinition)}
+    return {name: getattr(draft, name) for name in _DEFINITION_FIELDS}
 
 
-def first_snapshot(draft: ScheduleDraft, now: datetime) -> Schedule:
+def first_snapshot(
+    draft: ScheduleDraft, now: datetime, first_occurrence_id: uuid.UUID | None = None
+) -> Schedule:
     """The schedule a draft becomes when stored at `now`: pending, nothing fired yet, its
-    first occurrence next."""
+    first occurrence next. `first_occurrence_id` is that occurrence's id when the caller
+    has derived it already (the same `occurrence_id` of the draft's first fire instant)."""
+    if first_occurrence_id is None:
+        first_occurrence_id = occurrence_id(draft.id, draft.first_fire_at)
     return Schedule(
         **definition(draft),
         status=ScheduleStatus.PENDING,
@@ -192,7 +201,7 @@ def first_snapshot(draft: ScheduleDraft, now: datetime) -> Schedule:
         pause_reason=None,
         consecutive_failures=0,
         next_fire_at=draft.first_fire_at,
-        next_occurrence_id=occurrence_id(draft.id, draft.first_fire_at),
+        next_occurrence_id=first_occurrence_id,
         attempts=0,
         last_error=None,
     )

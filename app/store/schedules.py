@@ -13,6 +13,7 @@ from sqlalchemy.engine import Row
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.domain.claim_plan import pending_occurrence
 from app.domain.errors import ConflictError
 from app.domain.occurrence import OccurrenceStatus, Origin
 from app.domain.schedule import (
@@ -26,7 +27,7 @@ from app.domain.schedule import (
 )
 from app.store import codec
 from app.store.dialects import dialect_of
-from app.store.rows import new_occurrence, rules_of_row
+from app.store.rows import pending_row, rules_of_row
 from app.store.tables import occurrences, schedules
 
 
@@ -153,7 +154,16 @@ class ScheduleStore:
     ) -> list[Schedule]:
         """Store schedules with their first occurrence, in the caller's transaction; the
         schedules as stored."""
-        stored = [first_snapshot(d, now) for d in drafts]
+        # Each first occurrence once: its id is both its row's key and the snapshot's
+        # next_occurrence_id.
+        firsts = [
+            pending_occurrence(d.id, d.first_fire_at, Origin.SCHEDULE, delay=d.first_delay)
+            for d in drafts
+        ]
+        stored = [
+            first_snapshot(d, now, first.occurrence_id)
+            for d, first in zip(drafts, firsts, strict=True)
+        ]
         rows = [
             _to_row(schedule) | {"idempotency_key": d.idempotency_key}
             for schedule, d in zip(stored, drafts, strict=True)
@@ -167,14 +177,7 @@ class ScheduleStore:
             ) from None
         # A plain insert: an occurrence's id derives from its schedule's, which the insert
         # above just proved new, and occurrences go with their schedule (ON DELETE CASCADE).
-        await dialect.insert_rows(
-            conn,
-            occurrences,
-            [
-                new_occurrence(d.id, d.first_fire_at, now, Origin.SCHEDULE, delay=d.first_delay)
-                for d in drafts
-            ],
-        )
+        await dialect.insert_rows(conn, occurrences, [pending_row(first, now) for first in firsts])
         return stored
 
     async def get(
