@@ -266,20 +266,39 @@ def _deeper_than(value: Any, limit: int) -> bool:
     return False
 
 
-def _encodes(value: Any, *, allow_nan: bool) -> bool:
-    """Whether `value` is JSON that encodes as UTF-8 (the C encoder: fast)."""
+# The C encoder, each made once (json.dumps with arguments makes one for every call).
+_ENCODERS = {
+    allow_nan: json.JSONEncoder(
+        ensure_ascii=False, allow_nan=allow_nan, check_circular=False
+    ).encode
+    for allow_nan in (False, True)
+}
+
+
+def _json_text(value: Any, *, allow_nan: bool) -> str | None:
+    """`value` as JSON text (the C encoder: fast), or None unless it is JSON that encodes
+    as UTF-8."""
     try:
-        json.dumps(value, ensure_ascii=False, allow_nan=allow_nan, check_circular=False).encode()
+        text = _ENCODERS[allow_nan](value)
+        if not text.isascii():
+            text.encode()  # a lone surrogate is no UTF-8
     except (ValueError, TypeError, RecursionError):  # NaN, a surrogate, not JSON, too deep
-        return False
-    return True
+        return None
+    return text
+
+
+def _nests_deeper(value: Any, text: str, limit: int) -> bool:
+    """`_deeper_than` of `value` whose JSON text is `text`: each level of nesting opens
+    with a [ or a {, so a text with no more of them than `limit` needs no walk."""
+    return text.count("[") + text.count("{") > limit and _deeper_than(value, limit)
 
 
 def _json_payload(value: Any) -> Any:
     """A JSON value that every consumer can parse back: nested at most 64 arrays and objects
     deep, finite numbers only (NaN and Infinity are not JSON), only Unicode text."""
-    if _encodes(value, allow_nan=False):
-        if _deeper_than(value, MAX_PAYLOAD_DEPTH):
+    text = _json_text(value, allow_nan=False)
+    if text is not None:
+        if _nests_deeper(value, text, MAX_PAYLOAD_DEPTH):
             raise _depth_error()
         return value
     # Something is wrong: find the first offending member, to name it.
@@ -324,6 +343,7 @@ def shown_payload(value: Any) -> Any:
     carry it (nested more than 200 levels deep, or not Unicode text). Only rows written
     around the API, or before its limits, can be like that; deliveries still send them as
     stored. NaN and Infinity (stored by older versions) are shown as null by the encoder."""
-    if _encodes(value, allow_nan=True) and not _deeper_than(value, MAX_SHOWN_DEPTH):
+    text = _json_text(value, allow_nan=True)
+    if text is not None and not _nests_deeper(value, text, MAX_SHOWN_DEPTH):
         return value
     return None

@@ -365,6 +365,28 @@ def test_a_payload_nests_at_most_64_deep() -> None:
 
 
 @pytest.mark.parametrize(
+    "payload",
+    [
+        pytest.param({"a": "[" * 500 + "{" * 500}, id="brackets in text are no nesting"),
+        pytest.param([[], {}] * 500, id="many members, two levels"),
+        pytest.param({"k": [nested(MAX_PAYLOAD_DEPTH - 2)] * 50}, id="wide at the limit"),
+    ],
+)
+def test_a_payload_with_many_arrays_or_brackets_but_shallow_is_accepted_and_shown(
+    payload: Any,
+) -> None:
+    assert SPEC.validate_python(spec(payload=payload)).payload == payload
+    assert shown_payload(payload) == payload
+
+
+def test_a_deep_payload_is_refused_among_many_shallow_members() -> None:
+    payload = {"wide": [[]] * 500, "deep": nested(MAX_PAYLOAD_DEPTH)}
+
+    assert refusal(SPEC, spec(payload=payload)) == [("payload",)]
+    assert shown_payload({"wide": [[]] * 500, "deep": nested(MAX_SHOWN_DEPTH)}) is None
+
+
+@pytest.mark.parametrize(
     ("payload", "loc"),
     [
         ({"a": float("nan")}, ("payload", "a")),
