@@ -83,9 +83,34 @@ def has_surrogate(text: str) -> bool:
 _SURROGATE_MESSAGE = "contains a lone UTF-16 surrogate, which is not Unicode text"
 
 
+def _holds_surrogate(value: Any) -> bool:
+    """Whether any string or object key in `value` has a lone surrogate (`_surrogate_at`
+    without keeping track of where: text that is all ASCII is passed over at once)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii() and _SURROGATE.search(item):
+                return True
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if isinstance(key, str) and not key.isascii() and _SURROGATE.search(key):
+                    return True
+                if isinstance(child, str):
+                    if not child.isascii() and _SURROGATE.search(child):
+                        return True
+                elif isinstance(child, dict | list | tuple):
+                    stack.append(child)
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return False
+
+
 def _surrogate_at(value: Any) -> tuple[str | int, ...] | None:
     """Where the first string (or object key) with a lone surrogate lies in `value`. A bad
     key is reported at its object: the key itself must not be echoed in the answer."""
+    if not _holds_surrogate(value):
+        return None
     stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, ())]
     while stack:
         item, path = stack.pop()
@@ -120,12 +145,20 @@ class InputModel(BaseModel):
     def _unicode_text(cls, data: Any) -> Any:
         # Before anything else, so that no later error message can echo a lone surrogate.
         if isinstance(data, dict):
+            checked = cls._text_checked
             for key, value in data.items():
                 if isinstance(key, str) and has_surrogate(key):
                     raise _error((), "string_unicode", f"a field name {_SURROGATE_MESSAGE}", {})
-                if key in cls._text_checked:
+                if key in checked:
                     continue
-                where = _surrogate_at(value)
+                # Most values are plain text or scalars: those need no walk.
+                where: tuple[str | int, ...] | None
+                if isinstance(value, str):
+                    where = () if has_surrogate(value) else None
+                elif isinstance(value, dict | list | tuple):
+                    where = _surrogate_at(value)
+                else:
+                    continue
                 if where is not None:
                     raise _error((key, *where), "string_unicode", _SURROGATE_MESSAGE, "")
         return data

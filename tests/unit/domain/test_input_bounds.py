@@ -268,6 +268,31 @@ def test_a_lone_surrogate_is_refused_where_it_is(
     assert refusal(SPEC, spec(**{where: value})) == [loc]
 
 
+@pytest.mark.parametrize(
+    ("value", "loc"),
+    [
+        ([["ok", "\ud800"]], ("extra", 0, 1)),
+        ({"a": [{"b": "\udfff"}]}, ("extra", "a", 0, "b")),
+        ({"a": ("ok", "é\ud800")}, ("extra", "a", 1)),
+    ],
+)
+def test_a_lone_surrogate_deep_in_an_unknown_field_is_refused_where_it_is(
+    value: Any, loc: tuple[Any, ...]
+) -> None:
+    assert refusal(SPEC, spec(extra=value)) == [loc]
+
+
+def test_text_beyond_ascii_without_surrogates_is_accepted_everywhere() -> None:
+    target = {"type": "webhook", "url": "http://h/", "headers": {"X-Team": "café ☕"}}
+    labels = {"équipe": "日本", "team": "\u2028"}
+
+    accepted = SPEC.validate_python(
+        spec(name="Café ☕", event_type="facture.émise", labels=labels, target=target)
+    )
+
+    assert (accepted.name, accepted.labels) == ("Café ☕", labels)
+
+
 def test_a_lone_surrogate_in_an_unknown_field_name_is_refused_without_echoing_it() -> None:
     with pytest.raises(ValidationError) as raised:
         SPEC.validate_python({**spec(), "\ud800": 1})
