@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from functools import lru_cache
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
@@ -89,6 +90,26 @@ def _numeric_host_problem(host: str) -> str | None:
     )
 
 
+# A batch often names one URL a thousand times: each is judged once (by its text alone).
+@lru_cache(maxsize=1024)
+def _url_problem(url: str, on_input: bool) -> str | None:
+    """Why `url` is no webhook URL (with the input rules when `on_input`), or None."""
+    parts = urlsplit(url)
+    host = parts.hostname
+    if parts.scheme not in ("http", "https") or not host:
+        return "url must be an absolute http:// or https:// URL"
+    if on_input:
+        if _URL_UNSAFE.search(url):
+            return "url contains a space or a control character"
+        try:
+            parts.port  # noqa: B018 (raises on a port outside 0-65535)
+        except ValueError as exc:
+            return f"url has an invalid port: {exc}"
+        if problem := _numeric_host_problem(host):
+            return problem
+    return None
+
+
 class WebhookTarget(InputModel):
     """An HTTP(S) endpoint called with the payload as its JSON body."""
 
@@ -113,19 +134,8 @@ class WebhookTarget(InputModel):
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str, info: ValidationInfo) -> str:
-        parts = urlsplit(value)
-        host = parts.hostname
-        if parts.scheme not in ("http", "https") or not host:
-            raise ValueError("url must be an absolute http:// or https:// URL")
-        if on_input(info):
-            if _URL_UNSAFE.search(value):
-                raise ValueError("url contains a space or a control character")
-            try:
-                parts.port  # noqa: B018 (raises on a port outside 0-65535)
-            except ValueError as exc:
-                raise ValueError(f"url has an invalid port: {exc}") from None
-            if problem := _numeric_host_problem(host):
-                raise ValueError(problem)
+        if (problem := _url_problem(value, on_input(info))) is not None:
+            raise ValueError(problem)
         return value
 
     @field_validator("signing_secret")

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
+from app.api.schemas import BatchCreate
 from app.domain.limits import (
     EARLIEST,
     HORIZON,
@@ -51,6 +52,7 @@ def spec(**changes: Any) -> dict[str, Any]:
 
 SPEC: TypeAdapter[ScheduleSpec] = TypeAdapter(ScheduleSpec)
 PATCH: TypeAdapter[SchedulePatch] = TypeAdapter(SchedulePatch)
+BATCH: TypeAdapter[BatchCreate] = TypeAdapter(BatchCreate)
 
 
 def nested(depth: int) -> Any:
@@ -446,6 +448,32 @@ def test_a_stored_trigger_reads_back_under_the_rules_of_its_day() -> None:
     trigger = TRIGGER.validate_json(stored, strict=False, context=STORED)
 
     assert trigger.every_seconds == 1e18  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("stored_first", [True, False])
+def test_a_url_is_judged_by_the_rules_of_where_it_comes_from_whatever_came_before(
+    stored_first: bool,
+) -> None:
+    # Refused from a client (not dotted-quad), read back as it was stored: in either order,
+    # and again and again (a batch names one URL many times).
+    url = "http://2130706433:8080/" if stored_first else "http://0x7f.0.0.1:8080/"
+    target = {"type": "webhook", "url": url}
+    for _ in range(3):
+        if stored_first:
+            assert TARGET.validate_python(target, context=STORED).url == url  # type: ignore[union-attr]
+        assert refusal(TARGET, target) == [("webhook", "url")]
+        if not stored_first:
+            assert TARGET.validate_python(target, context=STORED).url == url  # type: ignore[union-attr]
+
+
+def test_a_refused_url_is_refused_at_every_item_of_a_batch_that_names_it() -> None:
+    bad = {"type": "webhook", "url": "http://127.1/"}
+    items = [spec(target=bad), spec(), spec(target=bad)]
+
+    assert refusal(BATCH, {"items": items}) == [
+        ("items", 0, "target", "webhook", "url"),
+        ("items", 2, "target", "webhook", "url"),
+    ]
 
 
 def test_a_stored_target_reads_back_under_the_rules_of_its_day() -> None:
