@@ -22,6 +22,7 @@ from app.api.schemas import (
     Page,
     ScheduleEventOut,
     ScheduleOut,
+    batch_created_json,
 )
 from app.domain.errors import InvalidInputError
 from app.domain.ids import format_instant
@@ -104,12 +105,22 @@ async def create_schedule(
     return _one(response, created.schedule)
 
 
-@router.post("/batch", status_code=status.HTTP_201_CREATED, responses=responses(409, 413, 422))
+@router.post(
+    "/batch",
+    status_code=status.HTTP_201_CREATED,
+    response_model=BatchCreated,
+    responses=responses(409, 413, 422),
+)
 async def create_schedules(
     body: BatchCreate, service: SchedulesDep, principal: PrincipalDep
-) -> BatchCreated:
+) -> Response:
     created = await service.create_many(body.items, created_by=principal)
-    return BatchCreated(items=[ScheduleOut.of(s) for s in created])
+    # Written at once: the answer FastAPI would write for BatchCreated, unvalidated.
+    return Response(
+        batch_created_json(created),
+        status_code=status.HTTP_201_CREATED,
+        media_type="application/json",
+    )
 
 
 @router.get("", responses=responses(422))

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import fields as dataclass_fields
+from collections.abc import Sequence
 from datetime import datetime
+from operator import attrgetter
 from typing import Annotated, Any, Generic, Literal, TypeVar, cast
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from typing_extensions import TypedDict
 
 from app.domain.limits import EventType, Id, InputModel, Instant, shown_payload
 from app.domain.misfire import MisfirePolicy, SkipReason
@@ -20,13 +22,13 @@ from app.domain.occurrence import (
     Origin,
 )
 from app.domain.schedule import (
+    RULE_FIELDS,
     EventKind,
     PauseReason,
     Schedule,
     ScheduleEvent,
     ScheduleSpec,
     ScheduleStatus,
-    flat_rules,
 )
 from app.domain.secrets import redacted_headers, redacted_secret, redacted_url
 from app.domain.target import JsonScalar, Target, WebhookTarget
@@ -91,13 +93,6 @@ def target_out(t: Target) -> WebhookTargetOut | RabbitMQTargetOut:
 
 # Schedule fields a response leaves out: internal to the idempotent create.
 NOT_SHOWN = frozenset({"request_hash"})
-# Schedule fields a response shows as they are (`ScheduleOut.of` spreads the rules into
-# their flat names and shows the payload and the target its own way).
-_SHOWN_AS_IS = tuple(
-    f.name
-    for f in dataclass_fields(Schedule)
-    if f.name not in {"rules", "payload", "target", *NOT_SHOWN}
-)
 
 
 class ScheduleOut(BaseModel):
@@ -146,11 +141,23 @@ class ScheduleOut(BaseModel):
     @classmethod
     def of(cls, s: Schedule) -> ScheduleOut:
         """The schedule's fields as they are, but for what a response shows otherwise."""
-        values = {name: getattr(s, name) for name in _SHOWN_AS_IS}
-        values.update(flat_rules(s.rules))
-        values["payload"] = shown_payload(s.payload)
-        values["target"] = target_out(s.target)
-        return cls.model_validate(values)
+        return cls.model_validate(_shown(s, shown_payload(s.payload)))
+
+
+# A response's fields, in its order, each read from the schedule's field of that name, or
+# from its rules (`RULE_FIELDS`); the payload and the target are then shown their own way.
+_SHOWN_FIELDS = tuple(ScheduleOut.model_fields)
+_READ_SHOWN = attrgetter(
+    *(f"rules.{RULE_FIELDS[name]}" if name in RULE_FIELDS else name for name in _SHOWN_FIELDS)
+)
+
+
+def _shown(s: Schedule, payload: Any) -> dict[str, Any]:
+    """What `ScheduleOut` holds of `s`, by field in the response's order, showing `payload`."""
+    values = dict(zip(_SHOWN_FIELDS, _READ_SHOWN(s), strict=True))
+    values["payload"] = payload
+    values["target"] = target_out(s.target)
+    return values
 
 
 class OccurrenceOut(BaseModel):
@@ -212,6 +219,26 @@ class BatchCreate(InputModel):
 
 class BatchCreated(BaseModel):
     items: list[ScheduleOut]
+
+
+# `BatchCreated` as values rather than models, for `batch_created_json`: the same fields
+# with the same types, so each value is written by the same serializer.
+_CreatedSchedule: Any = TypedDict(  # type: ignore[misc]
+    "_CreatedSchedule", {name: field.annotation for name, field in ScheduleOut.model_fields.items()}
+)
+_BatchCreatedValues: Any = TypedDict("_BatchCreatedValues", {"items": list[_CreatedSchedule]})
+_BATCH_CREATED: TypeAdapter[Any] = TypeAdapter(_BatchCreatedValues)
+
+
+def batch_created_json(created: Sequence[Schedule]) -> bytes:
+    """The JSON of `BatchCreated` of schedules just created, the very bytes FastAPI writes
+    for `BatchCreated(items=[ScheduleOut.of(s) for s in created])`, without validating a
+    thousand answers again: their values are what validation keeps (the spec's floats are
+    floats, its models are models), and a payload that passed `JsonPayload` is shown as it is.
+
+    Only for schedules made from validated specs at once; anything read back is shown
+    through `ScheduleOut.of`."""
+    return _BATCH_CREATED.dump_json({"items": [_shown(s, s.payload) for s in created]})
 
 
 class ReplayRequest(InputModel):

@@ -1,5 +1,5 @@
-"""A batch create, as a client sees it: each payload is kept as the JSON it sent, and its
-size is the bytes of that JSON."""
+"""A batch create, as a client sees it: each payload is kept as the JSON it sent, its size
+is the bytes of that JSON, and the answer shows every schedule as reading it back does."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import AMQP_URL
 from tests.integration.conftest import Harness
 
 
@@ -129,3 +130,83 @@ async def test_a_batch_item_payload_that_no_consumer_parses_is_refused_naming_it
     assert response.status_code == 422, response.text
     assert [e["pointer"] for e in response.json()["errors"]] == [pointer]
     assert (await harness.get("/v1/schedules"))["items"] == []
+
+
+async def test_a_batch_answers_each_schedule_byte_for_byte_as_reading_it_back_does(
+    make_harness: Callable[..., Any],
+) -> None:
+    async with make_harness(amqp_url=AMQP_URL) as harness:
+        items = answered_items(harness)
+
+        response = await harness.client.post("/v1/schedules/batch", json={"items": items})
+
+        assert response.status_code == 201, response.text
+        assert response.headers["content-type"] == "application/json"
+        ids = [s["id"] for s in response.json()["items"]]
+        read_back = [(await harness.client.get(f"/v1/schedules/{id_}")).content for id_ in ids]
+        assert response.content == b'{"items":[' + b",".join(read_back) + b"]}"
+        shown = response.json()["items"]
+        assert shown[0]["target"]["headers"] == {"Authorization": "***"}
+        assert shown[len(TRICKY_PAYLOADS)]["target"]["url"].startswith("http://user:***@")
+        assert shown[-1]["target"]["headers"]["token"] == "***"
+
+
+def answered_items(harness: Harness) -> list[dict[str, Any]]:
+    """Schedules of every kind, with numbers given as integers where floats are kept. Object
+    keys come in the order every store reads them back in (shorter first, then by text)."""
+    url = harness.webhook()["url"]
+    items: list[dict[str, Any]] = [
+        {
+            "name": f"Café ☕ {index}",
+            "event_type": "batch.answer",
+            "payload": payload,
+            "target": harness.webhook(headers={"Authorization": "Bearer abc"}, timeout_seconds=3),
+            "trigger": {"type": "immediate"},
+            "labels": {"team": "ops", "ünï": "cödé"},
+            "jitter_seconds": 0,
+            "misfire_grace_seconds": 7,
+            "max_attempts": 2,
+        }
+        for index, payload in enumerate(TRICKY_PAYLOADS)
+    ]
+    return [
+        *items,
+        {
+            "event_type": "batch.answer",
+            "target": {
+                "type": "webhook",
+                "url": url.replace("://", "://user:pw@"),
+                "method": "PUT",
+            },
+            "trigger": {"type": "interval", "every_seconds": 60},
+            "misfire_policy": "fire_all",
+            "max_catchup": 3,
+            "max_occurrences": 9,
+            "pause_after_failures": 4,
+        },
+        {
+            "event_type": "batch.answer",
+            "target": harness.webhook(),
+            "trigger": {"type": "cron", "expression": "0 9 * * *", "timezone": "Europe/Paris"},
+        },
+        {
+            "event_type": "batch.answer",
+            "target": harness.webhook(),
+            "trigger": {"type": "once", "delay_seconds": 3600},
+            "jitter_seconds": 30,
+        },
+        {
+            "event_type": "batch.answer",
+            "target": {
+                "type": "rabbitmq",
+                "exchange": "events",
+                "routing_key": "jobs",
+                "headers": {"a": 1, "b": True, "c": 1.5, "d": None, "e": "é", "token": "t"},
+            },
+            "trigger": {
+                "type": "interval",
+                "every_seconds": 3600,
+                "start_at": "2030-01-01T00:00:00+02:00",
+            },
+        },
+    ]
