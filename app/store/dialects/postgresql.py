@@ -121,6 +121,7 @@ _ATTEMPT_ARRAYS = {
 _SQL = postgresql.dialect()  # type: ignore[no-untyped-call]
 # `dumps` (the engine's JSON serializer), with its encoder made once rather than per value.
 _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_NULL = _ENCODE(None)  # a column of JSON nulls (an event's fields) need not encode each
 
 
 @functools.cache
@@ -171,7 +172,7 @@ def column_values(rows: Sequence[dict[str, Any]], name: str, is_json: bool) -> t
     then that value alone. JSON goes as its text (the same text: 1 and 1.0 differ)."""
     values = [row[name] for row in rows]
     if is_json:
-        values = [_ENCODE(value) for value in values]
+        values = [_NULL if value is None else _ENCODE(value) for value in values]
     first = values[0]
     if values.count(first) == len(values):
         return first, True
