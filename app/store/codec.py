@@ -54,6 +54,18 @@ def dump(value: Target | Trigger) -> dict[str, Any]:
     return dumped
 
 
+class JsonText(str):
+    """A JSON value already written as text, for a dialect that sends JSON columns as text
+    (`Dialect.json_text`): it goes as it is rather than encoded again."""
+
+
+def dump_text(value: Target | Trigger) -> JsonText:
+    """`dump` as JSON text, written in one pass by the model's own serializer. The same JSON
+    value, though a number may be spelled another way (1e+16 as 1e16): only for columns
+    that keep the value rather than the text (PostgreSQL's JSONB)."""
+    return JsonText(value.model_dump_json(exclude_none=True))
+
+
 def payload(text: str | None) -> Any:
     """A stored payload from its JSON text, or None when this decoder cannot read it back
     (nested beyond Python's recursion limit, or a number too long to convert)."""

@@ -128,15 +128,21 @@ def _written(changes: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
-# Each stored field with what writes it (None: as it is), for `_to_row`.
+# Each stored field with what writes it (None: as it is), for `_to_row`; and the same
+# with JSON written as text, for a dialect that takes it so (`Dialect.json_text`).
 _WRITERS = tuple((name, _WRITE.get(name)) for name in STORED_FIELDS)
+_TEXT_WRITERS = tuple(
+    (name, codec.dump_text if write is codec.dump else write) for name, write in _WRITERS
+)
 
 
-def _to_row(schedule: Schedule) -> dict[str, Any]:
+def _to_row(
+    schedule: Schedule, writers: tuple[tuple[str, Callable[[Any], Any] | None], ...] = _WRITERS
+) -> dict[str, Any]:
     """The whole row of `schedule`, but for the store-only columns: `_written` of every
     stored field, spelled out (a batch builds a thousand rows)."""
     values: dict[str, Any] = {}
-    for name, write in _WRITERS:
+    for name, write in writers:
         value = getattr(schedule, name)
         values[name] = value if write is None else write(value)
     for column, (name, copy) in COPIED_COLUMNS.items():
@@ -164,11 +170,12 @@ class ScheduleStore:
             first_snapshot(d, now, first.occurrence_id)
             for d, first in zip(drafts, firsts, strict=True)
         ]
+        dialect = dialect_of(conn)
+        writers = _TEXT_WRITERS if dialect.json_text else _WRITERS
         rows = [
-            _to_row(schedule) | {"idempotency_key": d.idempotency_key}
+            _to_row(schedule, writers) | {"idempotency_key": d.idempotency_key}
             for schedule, d in zip(stored, drafts, strict=True)
         ]
-        dialect = dialect_of(conn)
         try:
             await dialect.insert_rows(conn, schedules, rows)
         except IntegrityError:

@@ -8,8 +8,11 @@ import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+from pydantic import BaseModel
+
 from app.domain.ids import occurrence_id
 from app.domain.occurrence import OccurrenceStatus
+from app.domain.target import RabbitMQTarget, WebhookTarget
 from tests.store import ports
 from tests.store.ports import Database
 
@@ -75,3 +78,40 @@ async def test_one_schedule_alone_is_stored_too(database: Database) -> None:
     assert [row.occurrence_id for row in await ports.read_occurrence_rows(database)] == [
         occurrence_id(draft.id, draft.first_fire_at)
     ]
+
+
+async def test_a_batch_keeps_each_target_and_trigger_as_given(database: Database) -> None:
+    # Numbers of every spelling, text beyond ASCII, header values of every JSON type.
+    webhook = WebhookTarget(
+        type="webhook",
+        url="http://127.0.0.1:9/é",
+        method="PUT",
+        headers={"X-B": "ü ☕", "X-A": "1"},
+        timeout_seconds=1e-05,
+    )
+    headers = {"big": 2**63 - 1, "low": -(2**63), "f": 2.5e15, "g": 1.5e-7, "flag": True}
+    rabbitmq = RabbitMQTarget(
+        type="rabbitmq",
+        exchange="ex",
+        routing_key="rk",
+        headers={**headers, "one": 1, "one.0": 1.0, "none": None, "é": "ü"},
+    )
+    start = datetime(2030, 1, 1, 0, 0, 0, 123456, tzinfo=UTC)
+    drafts = [
+        replace(ports.draft(ports.interval(1.5, start)), target=webhook),
+        replace(ports.draft(ports.cron("*/5 * * * *")), target=rabbitmq),
+        replace(ports.draft(ports.once(_in(60))), target=rabbitmq),
+    ]
+
+    await ports.insert_schedules(database, drafts)
+
+    for draft in drafts:
+        stored = await ports.read_schedule(database, draft.id)
+        assert _as_json(stored.target) == _as_json(draft.target)
+        assert _as_json(stored.trigger) == _as_json(draft.trigger)
+
+
+def _as_json(model: BaseModel) -> str:
+    """As JSON, so that 1, 1.0 and true are told apart; keys in order (the stores keep the
+    value of a target, not its text)."""
+    return json.dumps(json.loads(model.model_dump_json()), sort_keys=True)

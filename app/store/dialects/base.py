@@ -125,6 +125,9 @@ class Dialect(ABC):
     # Whether a statement may hold INSERT/UPDATE in its WITH clauses (data-modifying CTEs):
     # the settle path then writes an outcome and what follows from it in one round trip.
     writable_ctes: ClassVar[bool] = False
+    # Whether `insert_rows` takes a JSON column's value as `codec.JsonText` too, and sends it
+    # as it is: targets and triggers, whose columns keep the value, are then written once.
+    json_text: ClassVar[bool] = False
     # Whether migrations alter a table by rebuilding it (alembic's batch mode): they then
     # need the live database, and `chronoq migrate --sql` cannot render them.
     batch_migrations: ClassVar[bool] = False

@@ -27,6 +27,7 @@ from sqlalchemy.engine import Row, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from app.domain.occurrence import OccurrenceStatus
+from app.store.codec import JsonText
 from app.store.dialects.base import (
     CLAIM_COLUMNS,
     LOST_COLUMNS,
@@ -169,10 +170,14 @@ def array_insert(
 
 def column_values(rows: Sequence[dict[str, Any]], name: str, is_json: bool) -> tuple[Any, bool]:
     """The values of column `name` in `rows`, and whether they are one value for all:
-    then that value alone. JSON goes as its text (the same text: 1 and 1.0 differ)."""
+    then that value alone. JSON goes as its text (the same text: 1 and 1.0 differ), a
+    `JsonText` as it was written."""
     values = [row[name] for row in rows]
     if is_json:
-        values = [_NULL if value is None else _ENCODE(value) for value in values]
+        values = [
+            value if isinstance(value, JsonText) else _NULL if value is None else _ENCODE(value)
+            for value in values
+        ]
     first = values[0]
     if values.count(first) == len(values):
         return first, True
@@ -252,6 +257,7 @@ class PostgreSQL(OnConflictInserts, Dialect):
     claim_counts_fires = True
     claim_reads_rules = True
     writable_ctes = True
+    json_text = True
 
     def normalize_url(self, url: str) -> str:
         if url.startswith("postgres://"):
