@@ -83,9 +83,35 @@ class JSONText(sa.TypeDecorator[Any]):
         return None if value is None else json.loads(value)
 
 
+class JSONBytes(sa.TypeDecorator[Any]):
+    """JSON as the UTF-8 bytes of its text, on SQLite. A column declared JSON has NUMERIC
+    affinity there, which stores any text that reads as a number (`1.0`, `1e2`, a 30-digit
+    integer) as that number: a bare-number payload would read back rewritten, and not as
+    text at all. SQLite keeps a BLOB as it is given. The declared type stays JSON, as the
+    migrations create it; `CAST(payload AS TEXT)` reads either kind of row as its text."""
+
+    impl = sa.JSON
+    cache_ok = True
+
+    def bind_processor(self, dialect: Dialect) -> Any:
+        def process(value: Any) -> bytes:
+            return _dumps(value).encode()
+
+        return process
+
+    def result_processor(self, dialect: Dialect, coltype: object) -> Any:
+        def process(value: Any) -> Any:
+            if isinstance(value, str | bytes):
+                return json.loads(value)
+            return value  # None, or a number a row stored before this type rewrote
+
+        return process
+
+
 JSONType = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
-# The payload: plain JSON, not JSONB, and text on MySQL: stored as written, sent as stored.
-PAYLOAD = sa.JSON().with_variant(JSONText(), "mysql", "mariadb")
+# The payload: plain JSON, not JSONB, as text on MySQL and as bytes on SQLite: stored as
+# written, sent as stored.
+PAYLOAD = sa.JSON().with_variant(JSONText(), "mysql", "mariadb").with_variant(JSONBytes(), "sqlite")
 # A double everywhere: MySQL's FLOAT is single precision.
 DOUBLE = sa.Float().with_variant(mysql.DOUBLE(asdecimal=False), "mysql", "mariadb")
 # MySQL tables: InnoDB, and a binary collation, so that names, event types and keys

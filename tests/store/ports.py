@@ -380,6 +380,19 @@ async def read_occurrence_rows(
     return await database.run(work)
 
 
+async def write_payload_text(database: Database, schedule_id: uuid.UUID, text: str) -> None:
+    """Store `text` as a schedule's payload as plain SQL would, past the column's type: as
+    a row written by an earlier version of the store looks."""
+
+    async def work(conn: Connection) -> None:
+        statement = sa.text("UPDATE schedules SET payload = :text WHERE id = :id").bindparams(
+            sa.bindparam("id", type_=schedules.c.id.type)
+        )
+        await conn.execute(statement, {"text": text, "id": schedule_id})
+
+    await database.run(work)
+
+
 async def read_schedule_status(database: Database, schedule_id: uuid.UUID) -> ScheduleStatus:
     async def work(conn: Connection) -> ScheduleStatus:
         statement = sa.select(schedules.c.status).where(schedules.c.id == schedule_id)

@@ -133,6 +133,37 @@ async def test_a_claim_hands_out_the_schedule_definition_and_its_payload_as_stor
     assert delivery.body == json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
 
 
+async def test_a_bare_number_payload_is_claimed_and_read_back_as_its_own_text(
+    database: Database,
+) -> None:
+    # A column declared JSON has numeric affinity on SQLite: these must not become numbers.
+    payloads = [2.5, 1.0, 7, 12345678901234567890123, -0.0, 1e16]
+    drafts = [ports.draft(ports.immediate(), payload=payload) for payload in payloads]
+    await ports.insert_schedules(database, drafts)
+
+    claimed = {d.schedule_id: d for d in await ports.claim(database, limit=len(drafts))}
+
+    for draft, payload in zip(drafts, payloads, strict=True):
+        text = json.dumps(payload)
+        assert claimed[draft.id].body == text.encode()
+        assert json.dumps((await ports.read_schedule(database, draft.id)).payload) == text
+
+
+async def test_a_payload_an_earlier_version_stored_as_a_number_still_claims_and_reads(
+    database: Database,
+) -> None:
+    # SQLite stored the text `2.5` of such a payload as the number 2.5 before payloads
+    # were kept as bytes there; the other stores keep the text either way.
+    schedule = ports.draft(ports.immediate(), payload="placeholder")
+    await ports.insert_schedules(database, [schedule])
+    await ports.write_payload_text(database, schedule.id, "2.5")
+
+    (delivery,) = await ports.claim(database, limit=1)
+
+    assert delivery.body == b"2.5"
+    assert (await ports.read_schedule(database, schedule.id)).payload == 2.5
+
+
 async def test_a_claim_that_finds_nothing_due_tells_how_soon_the_next_occurrence_is(
     database: Database,
 ) -> None:

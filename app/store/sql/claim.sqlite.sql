@@ -36,6 +36,7 @@ RETURNING occurrence_id, schedule_id, fire_at, attempts, origin,
     (SELECT s.event_type FROM schedules AS s WHERE s.id = schedule_id) AS event_type,
     (SELECT s.max_attempts FROM schedules AS s WHERE s.id = schedule_id) AS max_attempts,
     (SELECT s.jitter_seconds FROM schedules AS s WHERE s.id = schedule_id) AS jitter_seconds,
-    (SELECT s.payload FROM schedules AS s WHERE s.id = schedule_id) AS body,
+    -- The payload's text: stored as bytes (a row from before that, a bare number, as one).
+    (SELECT CAST(s.payload AS TEXT) FROM schedules AS s WHERE s.id = schedule_id) AS body,
     (SELECT s.target FROM schedules AS s WHERE s.id = schedule_id) AS target,
     (SELECT s.trigger FROM schedules AS s WHERE s.id = schedule_id) AS trigger
