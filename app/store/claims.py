@@ -106,11 +106,14 @@ def _error(failed: Unplannable) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class ClaimedBatch:
-    """What one claim leased: the deliveries, and for those not due yet (a claim ahead)
-    the instant each may start."""
+class Claimed:
+    """What one claim leased, and, when it found nothing, how soon the next occurrence
+    is due (None: nothing is scheduled, or the claim found work). `not_before`: the due
+    instant of each delivery a claim ahead leased before it was due; it must not start
+    earlier (a delivery not listed is due already)."""
 
     deliveries: list[Delivery]
+    due_in: float | None = None
     not_before: dict[uuid.UUID, datetime] = field(default_factory=dict)
 
 
@@ -119,20 +122,6 @@ class ClaimStore:
 
     def __init__(self, rng: random.Random | None = None) -> None:
         self._rng = rng or random.Random()  # jitter draws
-
-    async def claim_due(
-        self,
-        conn: AsyncConnection,
-        *,
-        limit: int,
-        lease: float,
-        owner: str,
-        backoff: Callable[[int], float] = lambda attempt: 1.0,
-    ) -> list[Delivery]:
-        """Lease due occurrences and materialize the next tick of each recurring schedule
-        (`claim` with nothing ahead)."""
-        claimed = await self.claim(conn, limit=limit, lease=lease, owner=owner, backoff=backoff)
-        return claimed.deliveries
 
     async def claim(
         self,
@@ -143,7 +132,7 @@ class ClaimStore:
         owner: str,
         backoff: Callable[[int], float] = lambda attempt: 1.0,
         ahead: float = 0.0,
-    ) -> ClaimedBatch:
+    ) -> Claimed:
         """Lease due occurrences and materialize the next tick of each recurring schedule.
 
         With `ahead` > 0 it also leases occurrences due within that many seconds that no
@@ -165,7 +154,7 @@ class ClaimStore:
             conn, limit=limit, lease=lease, token=token, owner=owner, ahead=ahead
         )
         if not claimed:
-            return ClaimedBatch([])
+            return Claimed([])
         now = claimed[0].claimed_at
         # Before the lease, `lost_until` held the row's `available_at`: its due instant. A
         # tick is never due before its own instant, even when a replica that claimed it
@@ -216,7 +205,7 @@ class ClaimStore:
         await finish_one_shots(conn, plan.finished_one_shots, now)
         if plan.done_recurring:
             await finish_recurring(conn, plan.done_recurring, now)
-        return ClaimedBatch(plan.deliveries, not_before)
+        return Claimed(plan.deliveries, None, not_before)
 
     async def _rules(
         self, conn: AsyncConnection, ids: set[uuid.UUID]

@@ -6,39 +6,34 @@ never asks which database it runs on, and its tests can put a fake in its place.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import replace
 from typing import Protocol
 
 from app.domain.occurrence import Delivery, Settlement
-from app.store.claims import ClaimStore
+from app.store.claims import Claimed, ClaimStore
 from app.store.clock import transaction_now
 from app.store.database import Connection, Database
 from app.store.settlements import SettlementStore
 from app.store.wakeups import Wakeups, next_due_in
 
 
-@dataclass(frozen=True, slots=True)
-class Claimed:
-    """What one claim leased, and, when it found nothing, how soon the next occurrence
-    is due (None: nothing is scheduled, or the claim found work). `not_before`: the due
-    instant of each delivery a claim ahead leased before it was due; it must not start
-    earlier (a delivery not listed is due already)."""
-
-    deliveries: list[Delivery]
-    due_in: float | None = None
-    not_before: dict[uuid.UUID, datetime] = field(default_factory=dict)
-
-
 class Queue(Protocol):
     """What the delivery loop asks of the store."""
 
     async def claim(
-        self, *, limit: int, lease: float, owner: str, backoff: Callable[[int], float]
-    ) -> Claimed: ...
+        self,
+        *,
+        limit: int,
+        lease: float,
+        owner: str,
+        backoff: Callable[[int], float],
+        ahead: float = 0.0,
+    ) -> Claimed:
+        """Lease up to `limit` due occurrences, and with `ahead` > 0 those due within that
+        many seconds that no lease holds (`Claimed.not_before`)."""
+        ...
 
     async def settle(self, settlements: Sequence[Settlement]) -> None: ...
 
@@ -75,9 +70,9 @@ class DeliveryQueue:
             found = await self._claims.claim(
                 conn, limit=limit, lease=lease, owner=owner, backoff=backoff, ahead=ahead
             )
-            if not found.deliveries:
-                return Claimed([], await next_due_in(conn))
-            return Claimed(found.deliveries, None, found.not_before)
+            if found.deliveries:
+                return found
+            return replace(found, due_in=await next_due_in(conn))
 
         return await self._db.run(work)
 

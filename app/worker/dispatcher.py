@@ -35,8 +35,9 @@ from app.domain.occurrence import Delivery, OccurrenceStatus, Outcome, Retryable
 from app.domain.retry import RetryPolicy
 from app.settings import Settings
 from app.sinks.base import Sinks
+from app.store.claims import Claimed
 from app.store.database import Database
-from app.store.queue import Claimed, DeliveryQueue, Queue
+from app.store.queue import DeliveryQueue, Queue
 from app.store.wakeups import Wakeups
 from app.worker.ahead import TIMER_SLACK, Held
 from app.worker.alarm import WAKE_MARGIN, Alarm
@@ -213,19 +214,14 @@ class Dispatcher:
 
     async def claim(self, limit: int, ahead: float = 0.0) -> Claimed:
         """Lease up to `limit` due occurrences, and with `ahead` those due within that many
-        seconds (the store behind the loop claims ahead; any other queue only what is due)."""
-        if ahead > 0 and isinstance(self._queue, DeliveryQueue):
-            claimed = await self._queue.claim(
-                limit=limit,
-                lease=self._settings.lease,
-                owner=self.owner,
-                backoff=self._backoff,
-                ahead=ahead,
-            )
-        else:
-            claimed = await self._queue.claim(
-                limit=limit, lease=self._settings.lease, owner=self.owner, backoff=self._backoff
-            )
+        seconds."""
+        claimed = await self._queue.claim(
+            limit=limit,
+            lease=self._settings.lease,
+            owner=self.owner,
+            backoff=self._backoff,
+            ahead=ahead,
+        )
         metrics.CLAIMED.inc(len(claimed.deliveries))
         return claimed
 

@@ -17,7 +17,7 @@ from app.domain.occurrence import Delivered, Delivery, Outcome, Settlement
 from app.domain.target import WebhookTarget
 from app.settings import Settings
 from app.sinks.base import Sinks
-from app.store.queue import Claimed
+from app.store.claims import Claimed
 from app.worker.dispatcher import Dispatcher, min_lease
 
 EPOCH = datetime(2030, 1, 1, tzinfo=UTC)
@@ -51,7 +51,13 @@ class FakeQueue:
     claims: int = 0
 
     async def claim(
-        self, *, limit: int, lease: float, owner: str, backoff: Callable[[int], float]
+        self,
+        *,
+        limit: int,
+        lease: float,
+        owner: str,
+        backoff: Callable[[int], float],
+        ahead: float = 0.0,  # what is scripted is due: nothing to hold
     ) -> Claimed:
         self.claims += 1
         if self.fail_claims:

@@ -163,9 +163,9 @@ async def test_an_attempt_lost_with_its_replica_counts_when_its_lease_runs_out(
 
     async def claim(lease: float) -> int:
         found = await harness.database.run(
-            lambda conn: claims.claim_due(conn, limit=10, lease=lease, owner="lost-replica")
+            lambda conn: claims.claim(conn, limit=10, lease=lease, owner="lost-replica")
         )
-        return len(found)
+        return len(found.deliveries)
 
     assert await claim(0.2) == 1  # claimed, never settled: the replica is gone
     await asyncio.sleep(0.4)

@@ -33,9 +33,8 @@ async def _immediate(harness: Harness, count: int) -> list[str]:
 
 
 async def _claim(database: Database, limit: int, lease: float = 30.0) -> list[Any]:
-    return await database.run(
-        lambda conn: CLAIMS.claim_due(conn, limit=limit, lease=lease, owner="t")
-    )
+    found = await database.run(lambda conn: CLAIMS.claim(conn, limit=limit, lease=lease, owner="t"))
+    return list(found.deliveries)
 
 
 async def test_concurrent_claimers_never_share_an_occurrence(harness: Harness) -> None:
