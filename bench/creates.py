@@ -82,17 +82,6 @@ async def migrate(tree: Path | None, database_url: str) -> None:
         raise RuntimeError(f"chronoq migrate failed:\n{output.decode(errors='replace')}")
 
 
-def peak_rss_mib(pid: int) -> float:
-    """The process's peak resident set (VmHWM), MiB."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return math.nan
-
-
 async def count_rows(database_url: str) -> int:
     import asyncpg
 
@@ -177,7 +166,7 @@ async def one_run(
             latencies, finished = await post_all(http, service.base, payloads)
             wall = time.perf_counter() - started
             cpu = bench.cpu_seconds(service.proc.pid) - cpu_before
-            rss = peak_rss_mib(service.proc.pid)
+            rss = bench.peak_rss_mb(service.proc.pid)
             db_cpu = await database_cpu_seconds(args.pg_admin_url, database_url)
         finally:
             exit_code = await procs.stop(service.proc)

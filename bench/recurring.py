@@ -59,17 +59,6 @@ def recurring_item(hook: str, start_at: str, every: float, n: int) -> dict[str, 
     }
 
 
-def peak_rss_mb(pid: int) -> float:
-    """VmHWM of a live process in MiB (NaN when unreadable)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return math.nan
-
-
 async def create_schedules(
     http: aiohttp.ClientSession, base: str, items: list[dict[str, Any]]
 ) -> list[uuid.UUID]:
@@ -168,7 +157,7 @@ async def one_run(
             wall = time.time() - wall_before
             result["service_cpu_pct"] = 100 * (bench.cpu_seconds(pid) - cpu_before) / wall
             await asyncio.sleep(args.settle)
-            result["peak_rss_mb"] = peak_rss_mb(pid)
+            result["peak_rss_mb"] = bench.peak_rss_mb(pid)
         finally:
             result["exit_code"] = await ctx.procs.stop(service.proc)
         records = await ctx.receiver.records()
