@@ -33,12 +33,15 @@ class Unreadable:
 class LostLease:
     """The lease a claim replaced while its token was still set. A settle or a release
     clears the token, so this is an attempt that nobody settled: its replica died or
-    stalled. `claimed_at` is the row's last change, which that claim made (a leased row is
-    written again only by its settle or release); `lease_until` is when the lease ended."""
+    stalled. `claimed_at` is when that lease's attempt could start (the occurrence's
+    `leased_at`, which only a claim writes; None for a lease from before it was kept);
+    `lease_until` is when the lease ended. `ahead`: it was claimed ahead of its instant and
+    its replica never started it, so there is no attempt to record and none was charged."""
 
     owner: str | None
-    claimed_at: datetime
+    claimed_at: datetime | None
     lease_until: datetime | None
+    ahead: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,13 +65,16 @@ def lost_attempt(row: ClaimedRow) -> LostAttempt | None:
     """The attempt before this claim, when its lease ran out unsettled."""
     lost = row.lost
     previous = row.attempts - 1  # this claim counted its own attempt already
-    if lost is None or previous < 1:
+    if lost is None or lost.ahead or previous < 1:
         return None
-    held = (lost.lease_until - lost.claimed_at) if lost.lease_until is not None else timedelta()
+    started_at = lost.claimed_at or lost.lease_until
+    if started_at is None:
+        return None
+    held = (lost.lease_until - started_at) if lost.lease_until is not None else timedelta()
     return LostAttempt(
         occurrence_id=row.occurrence_id,
         attempt=previous,
-        started_at=lost.claimed_at,
+        started_at=started_at,
         duration_ms=max(0, held // timedelta(milliseconds=1)),
         replica=lost.owner,
     )
@@ -95,6 +101,9 @@ class ClaimedRow:
     rules: Rules | None = None
     # Set when the previous attempt's lease ran out with no settle.
     lost: LostLease | None = None
+    # When it became claimable before this claim (its jittered instant, its retry instant);
+    # a release of an attempt that never started gives it back this instant.
+    due_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,6 +301,7 @@ def _plan_row(
         one_shot=not recurring,
         last=recurring and last,
         origin=row.origin,
+        due_at=row.due_at,
     )
     return plan
 

@@ -79,6 +79,9 @@ class Delivery:
     # Why it exists (its cadence, a manual trigger, a catch-up, a backfill): lateness is
     # reported by origin, so a backfill of old ticks does not look like an outage.
     origin: Origin = Origin.SCHEDULE
+    # When it was due before its claim (its jittered or retry instant, never before
+    # `fire_at`): handed back unstarted, it is due again then, not at once.
+    due_at: datetime | None = None
 
 
 # How much of a reply's body an attempt keeps (DESIGN 9): enough to read an error page's

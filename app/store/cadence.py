@@ -203,6 +203,8 @@ class CadenceStore:
     async def cancel_pending(
         self, conn: AsyncConnection, schedule_id: uuid.UUID, now: datetime
     ) -> None:
+        """Cancel the schedule's pending occurrences. An attempt in flight keeps its lease
+        token: its settle changes nothing, but its attempt is still recorded in the log."""
         await conn.execute(
             occurrences.update()
             .where(
@@ -212,7 +214,6 @@ class CadenceStore:
             .values(
                 status=OccurrenceStatus.CANCELLED,
                 available_at=None,
-                lease_token=None,
                 updated_at=now,
             )
         )

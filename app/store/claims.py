@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import uuid
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -56,7 +56,12 @@ _T = TypeVar("_T")
 def _lost_lease(row: Any) -> LostLease | None:
     if row.lost_token is None:
         return None
-    return LostLease(owner=row.lost_owner, claimed_at=row.lost_at, lease_until=row.lost_until)
+    return LostLease(
+        owner=row.lost_owner,
+        claimed_at=row.lost_at,
+        lease_until=row.lost_until,
+        ahead=bool(row.lost_ahead),
+    )
 
 
 def _lost_row(lost: LostAttempt) -> dict[str, Any]:
@@ -91,7 +96,16 @@ def _claimed_row(row: Row[Any]) -> ClaimedRow:
         trigger=_readable(codec.trigger, row.trigger),
         jitter_seconds=row.jitter_seconds,
         lost=_lost_lease(row),
+        due_at=_due_at(row),
     )
+
+
+def _due_at(row: Any) -> datetime:
+    """When a claimed row was due: before the lease, `lost_until` held its `available_at`
+    (its jittered or retry instant, a lost lease's end), and a tick is never due before
+    its own instant, even when a replica that claimed it ahead handed it back."""
+    fire_at: datetime = row.fire_at
+    return fire_at if row.lost_until is None else max(row.lost_until, fire_at)
 
 
 def _readable(read: Callable[[Any], _T], stored: Any) -> _T | Unreadable:
@@ -117,8 +131,53 @@ class Claimed:
     not_before: dict[uuid.UUID, datetime] = field(default_factory=dict)
 
 
+def _start_ahead_statement() -> tuple[sa.Update, sa.Select[Any]]:
+    """Mark claimed-ahead attempts as started, where their lease still holds and nothing
+    stopped them since the claim (a cancel, a pause); and read back which were marked."""
+    paused = sa.exists().where(
+        schedules.c.id == occurrences.c.schedule_id, schedules.c.status == "paused"
+    )
+    ours = (
+        occurrences.c.occurrence_id.in_(sa.bindparam("ids", expanding=True, type_=UUID)),
+        occurrences.c.lease_token == sa.bindparam("token", type_=UUID),
+        occurrences.c.status == OccurrenceStatus.PENDING,
+    )
+    start = (
+        occurrences.update()
+        .where(*ours, occurrences.c.available_at.is_not(None), ~paused)
+        .values(lease_ahead=False)
+    )
+    started = sa.select(occurrences.c.occurrence_id).where(*ours, ~occurrences.c.lease_ahead)
+    return start, started
+
+
+_START_AHEAD, _STARTED_AHEAD = _start_ahead_statement()
+
+
 class ClaimStore:
     """The claim statement and the writes it plans; runs inside the caller's transaction."""
+
+    async def start_ahead(
+        self, conn: AsyncConnection, deliveries: Sequence[Delivery]
+    ) -> set[uuid.UUID]:
+        """Deliveries claimed ahead, now due: those that may start, marked started. A
+        cancel or a pause committed since the claim stops one (it is not returned); so
+        does a lease that another claim took over. An attempt marked started is charged if
+        its lease is lost; one never marked is not (it never ran)."""
+        by_token: dict[uuid.UUID, list[uuid.UUID]] = defaultdict(list)
+        for delivery in deliveries:
+            by_token[delivery.lease_token].append(delivery.occurrence_id)
+        may_start: set[uuid.UUID] = set()
+        for token, ids in by_token.items():
+            params = {"ids": ids, "token": token}
+            result = await conn.execute(_START_AHEAD, params)
+            if result.rowcount == len(ids):
+                may_start.update(ids)
+            else:  # some were stopped: which were marked
+                may_start.update(
+                    row.occurrence_id for row in await conn.execute(_STARTED_AHEAD, params)
+                )
+        return may_start
 
     def __init__(self, rng: random.Random | None = None) -> None:
         self._rng = rng or random.Random()  # jitter draws
@@ -156,14 +215,7 @@ class ClaimStore:
         if not claimed:
             return Claimed([])
         now = claimed[0].claimed_at
-        # Before the lease, `lost_until` held the row's `available_at`: its due instant. A
-        # tick is never due before its own instant, even when a replica that claimed it
-        # ahead handed it back (a release makes it available at once).
-        not_before = {
-            row.occurrence_id: due
-            for row in claimed
-            if (due := max(row.lost_until, row.fire_at)) > now
-        }
+        not_before = {row.occurrence_id: due for row in claimed if (due := _due_at(row)) > now}
         rows = [_claimed_row(row) for row in claimed]
         cadence = cadence_schedules(rows)
         if dialect.claim_reads_rules:

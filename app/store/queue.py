@@ -6,6 +6,7 @@ never asks which database it runs on, and its tests can put a fake in its place.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import replace
@@ -33,6 +34,11 @@ class Queue(Protocol):
     ) -> Claimed:
         """Lease up to `limit` due occurrences, and with `ahead` > 0 those due within that
         many seconds that no lease holds (`Claimed.not_before`)."""
+        ...
+
+    async def start_ahead(self, deliveries: Sequence[Delivery]) -> set[uuid.UUID]:
+        """Of deliveries claimed ahead and now due, the ids of those that may start (no
+        cancel or pause since their claim), marked started."""
         ...
 
     async def settle(self, settlements: Sequence[Settlement]) -> None: ...
@@ -75,6 +81,11 @@ class DeliveryQueue:
             return replace(found, due_in=await next_due_in(conn))
 
         return await self._db.run(work)
+
+    async def start_ahead(self, deliveries: Sequence[Delivery]) -> set[uuid.UUID]:
+        if not deliveries:
+            return set()
+        return await self._db.run(lambda conn: self._claims.start_ahead(conn, deliveries))
 
     async def settle(self, settlements: Sequence[Settlement]) -> None:
         if settlements:

@@ -39,7 +39,7 @@ from app.store.dialects.base import Dialect
 from app.store.events import EventStore, NewEvent, event_id
 from app.store.pausing import count_failures
 from app.store.rows import truncate_error
-from app.store.tables import UUID, attempts, occurrences, schedule_events, schedules
+from app.store.tables import UUID, UTCDateTime, attempts, occurrences, schedule_events, schedules
 
 # The error of a started attempt that a stopping replica handed back unfinished.
 CUT_OFF_ERROR = (
@@ -293,24 +293,59 @@ class SettlementStore:
     async def release(
         self, conn: AsyncConnection, deliveries: Iterable[Delivery], *, started: bool
     ) -> None:
-        """Hand claimed occurrences back, due now; an attempt that never started is not counted."""
+        """Hand claimed occurrences back. One whose attempt never started is not counted and
+        is due again at the instant it was due before its claim (its jitter, its retry
+        instant, or a claim ahead's instant); one cut off while running is due now. An
+        occurrence that a pause holds meanwhile stays held, with that instant to give back
+        at the resume."""
         now = await transaction_now(conn)
-        by_token: dict[uuid.UUID, list[uuid.UUID]] = defaultdict(list)
-        for d in deliveries:
-            by_token[d.lease_token].append(d.occurrence_id)
+        items = list(deliveries)
+        if not items:
+            return
         if started:
+            by_token: dict[uuid.UUID, list[uuid.UUID]] = defaultdict(list)
+            for d in items:
+                by_token[d.lease_token].append(d.occurrence_id)
             await _record_cut_off(conn, by_token, now)
-        attempts = occurrences.c.attempts if started else occurrences.c.attempts - 1
-        for token, ids in by_token.items():
-            await conn.execute(
-                occurrences.update()
-                .where(
-                    occurrences.c.occurrence_id.in_(ids),
-                    occurrences.c.lease_token == token,
-                    occurrences.c.status == OccurrenceStatus.PENDING,
-                )
-                .values(available_at=now, attempts=attempts, lease_token=None, updated_at=now)
-            )
+        await conn.execute(
+            _release_statement(started),
+            [
+                {
+                    "b_id": d.occurrence_id,
+                    "b_token": d.lease_token,
+                    "b_at": now if started or d.due_at is None else d.due_at,
+                    "now": now,
+                }
+                for d in items
+            ],
+        )
+
+
+@cache
+def _release_statement(started: bool) -> sa.Update:
+    held = occurrences.c.available_at.is_(None)
+    due = sa.bindparam("b_at", type_=UTCDateTime())
+    return (
+        occurrences.update()
+        .where(
+            occurrences.c.occurrence_id == sa.bindparam("b_id", type_=UUID),
+            occurrences.c.lease_token == sa.bindparam("b_token", type_=UUID),
+            occurrences.c.status == OccurrenceStatus.PENDING,
+        )
+        # In this order: MySQL assigns left to right, each assignment seeing the ones
+        # before it, so whether it is held is read before `available_at` changes.
+        .ordered_values(
+            (occurrences.c.held_until, sa.case((held, due), else_=occurrences.c.held_until)),
+            (occurrences.c.available_at, sa.case((held, sa.null()), else_=due)),
+            (
+                occurrences.c.attempts,
+                occurrences.c.attempts if started else occurrences.c.attempts - 1,
+            ),
+            (occurrences.c.lease_ahead, False),
+            (occurrences.c.lease_token, None),
+            (occurrences.c.updated_at, sa.bindparam("now", type_=UTCDateTime())),
+        )
+    )
 
 
 async def _finish(
@@ -354,14 +389,16 @@ async def _record_cut_off(
 ) -> None:
     """Started attempts handed back by a stopping replica go to the attempt log as
     lease_expired: their outcome is unknown, as after a crash. Each started at its claim
-    (the row's last change, which the claim made) and ran until now. Only at a stop."""
+    (`leased_at`, which only a claim writes) and ran until now. Only at a stop."""
     rows: list[dict[str, Any]] = []
     for token, ids in by_token.items():
         held = await conn.execute(
             sa.select(
                 occurrences.c.occurrence_id,
                 occurrences.c.attempts,
-                occurrences.c.updated_at,
+                sa.func.coalesce(occurrences.c.leased_at, occurrences.c.updated_at).label(
+                    "started_at"
+                ),
                 occurrences.c.lease_owner,
             ).where(
                 occurrences.c.occurrence_id.in_(ids),
@@ -371,11 +408,11 @@ async def _record_cut_off(
         )
         rows += [
             {
-                "id": attempt_id(row.updated_at),
+                "id": attempt_id(row.started_at),
                 "occurrence_id": row.occurrence_id,
                 "attempt": row.attempts,
-                "started_at": row.updated_at,
-                "duration_ms": max(0, (now - row.updated_at) // timedelta(milliseconds=1)),
+                "started_at": row.started_at,
+                "duration_ms": max(0, (now - row.started_at) // timedelta(milliseconds=1)),
                 "outcome": AttemptOutcome.LEASE_EXPIRED.value,
                 "status_code": None,
                 "error": CUT_OFF_ERROR,

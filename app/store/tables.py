@@ -331,6 +331,14 @@ class OccurrenceRow(SQLModel, table=True):
     attempts: int = Field(sa_column=sa.Column(sa.Integer, nullable=False, server_default="0"))
     lease_token: uuid.UUID | None = Field(default=None, sa_column=sa.Column(UUID))
     lease_owner: str | None = Field(default=None, sa_column=sa.Column(sa.String(100)))
+    # Written only by the claim: when the leased attempt may start (the claim's instant, or
+    # the due instant of one claimed ahead). A lost attempt's start in the attempt log.
+    leased_at: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
+    # Claimed ahead and not started yet: a lease lost while this is true never ran, and
+    # its attempt is not charged (the replica sets it false as the attempt starts).
+    lease_ahead: bool = Field(
+        default=False, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.false())
+    )
     last_error: str | None = Field(default=None, sa_column=sa.Column(sa.Text))
     skip_reason: str | None = Field(default=None, sa_column=sa.Column(sa.String(20)))
     # How many ticks a skipped entry stands for: 1, or the rest of a long gap.

@@ -176,6 +176,9 @@ class Dispatcher:
         self._claiming = 0  # rows asked for by claims still running
         self._releases: set[asyncio.Task[None]] = set()
         self._held = Held(self._due)  # claimed ahead, not due yet
+        # Claimed ahead and due, waiting to be marked started (`_start_due`).
+        self._starting: list[tuple[list[Delivery], float]] = []
+        self._start_task: asyncio.Task[None] | None = None
         self._task: asyncio.Task[None] | None = None
         # At most `concurrency` in flight plus two batches waiting behind them, claimed a
         # full batch at a time: the next claim is on its way before the lanes run dry.
@@ -296,9 +299,11 @@ class Dispatcher:
         claimed = await self.claim(min(self._settings.batch_size, self._settings.concurrency))
         loop = asyncio.get_running_loop()
         self._admit(claimed, loop.time())
-        while self._in_flight or self._held:
+        while self._in_flight or self._held or self._start_task is not None:
             if self._in_flight:
                 await asyncio.wait(set(self._in_flight))
+            elif self._start_task is not None:
+                await asyncio.wait({self._start_task})
             else:  # not due yet: its timer starts it
                 at = self._held.next_at
                 assert at is not None
@@ -387,6 +392,8 @@ class Dispatcher:
             self._wakeups.unsubscribe(self.wake_in)
             await self._stop_claims()
             self._held.release_all()  # into the lanes, which the drain hands back
+            if self._start_task is not None:
+                await asyncio.wait({self._start_task})
             await drain(
                 lanes=self._lanes,
                 in_flight=self._in_flight,
@@ -479,24 +486,68 @@ class Dispatcher:
         A delivery claimed ahead waits until its due instant, by this replica's clock."""
         deadline = issued + self._settings.lease
         ready = claimed.deliveries
+        due_now: list[Delivery] = []
         if claimed.not_before:
             now, wall = asyncio.get_running_loop().time(), time.time()
             ready = []
             for delivery in claimed.deliveries:
                 due = claimed.not_before.get(delivery.occurrence_id)
-                wait = -1.0 if due is None else due.timestamp() - wall
-                if wait <= 0:
+                if due is None:
                     ready.append(delivery)
-                    continue
-                self._held.hold(delivery, now + wait, deadline)
+                elif (wait := due.timestamp() - wall) <= 0:
+                    due_now.append(delivery)  # claimed ahead, and due by now
+                else:
+                    self._held.hold(delivery, now + wait, deadline)
             self._held.arm()
         self._lanes.admit(ready, deadline)
         self._start_ready()
+        if due_now:
+            self._due(due_now, deadline)
 
     def _due(self, deliveries: list[Delivery], deadline: float) -> None:
-        """Claimed-ahead deliveries now due (or the loop stopping) join the lanes."""
-        self._lanes.admit(deliveries, deadline)
-        self._start_ready()
+        """Claimed-ahead deliveries now due are marked started before they join the lanes
+        (`_start_due`); when the loop is stopping they join the lanes at once, which the
+        drain hands back unstarted."""
+        if self._stopping.is_set():
+            self._lanes.admit(deliveries, deadline)
+            self._start_ready()
+            return
+        self._starting.append((deliveries, deadline))
+        if self._start_task is None:
+            self._start_task = asyncio.create_task(self._start_due())
+
+    async def _start_due(self) -> None:
+        """Mark claimed-ahead deliveries started, in one statement for all those that came
+        due meanwhile, and let the lanes start them. One that a cancel or a pause stopped
+        since its claim never starts: it is handed back unstarted, with its instant (a
+        pause holds it until the resume; a cancel has ended it already). If the statement
+        fails, all of them are handed back unstarted (or their leases run out, uncharged)."""
+        try:
+            while self._starting:
+                groups, self._starting = self._starting, []
+                due = [delivery for deliveries, _ in groups for delivery in deliveries]
+                try:
+                    may_start = await self._queue.start_ahead(due)
+                except Exception:
+                    self._count_error()
+                    log.exception("marking %d claimed-ahead occurrences started failed", len(due))
+                    await self._release_quietly(due, False)
+                    continue
+                for deliveries, deadline in groups:
+                    self._lanes.admit(
+                        [d for d in deliveries if d.occurrence_id in may_start], deadline
+                    )
+                self._start_ready()
+                stopped = [d for d in due if d.occurrence_id not in may_start]
+                if stopped:
+                    log.info(
+                        "%d claimed-ahead occurrences were paused or cancelled before their "
+                        "instant; not starting them",
+                        len(stopped),
+                    )
+                    await self._release_quietly(stopped, False)
+        finally:
+            self._start_task = None
 
     def _start_ready(self) -> None:
         if self._stopping.is_set() and self.running:

@@ -78,6 +78,9 @@ class FakeQueue:
     async def release(self, deliveries: Sequence[Delivery], *, started: bool) -> None:
         self.released.append((list(deliveries), started))
 
+    async def start_ahead(self, deliveries: Sequence[Delivery]) -> set[uuid.UUID]:
+        return {d.occurrence_id for d in deliveries}
+
     @asynccontextmanager
     async def listening(self) -> AsyncIterator[None]:
         yield

@@ -66,6 +66,8 @@ LOST_COLUMNS: dict[str, Any] = {
     "lost_owner": sa.String(),
     "lost_at": UTCDateTime(),
     "lost_until": UTCDateTime(),
+    # The lease lost was a claim ahead that never started its attempt (not charged).
+    "lost_ahead": sa.Boolean(),
 }
 _LOST = tuple(LOST_COLUMNS)
 
@@ -82,12 +84,13 @@ def with_lost(rows: Iterable[Row[Any]], due: Iterable[Row[Any]]) -> list[SimpleN
     ]
 
 
-# The occurrences a settle batch still holds, locked until it commits.
+# The occurrences a settle batch still holds, locked until it commits. A cancel keeps the
+# token of an attempt in flight, so that attempt is still recorded.
 _HELD = (
     sa.select(occurrences.c.occurrence_id, occurrences.c.lease_token)
     .where(
         occurrences.c.occurrence_id.in_(sa.bindparam("ids", expanding=True, type_=UUID)),
-        occurrences.c.status == OccurrenceStatus.PENDING,
+        occurrences.c.status.in_([OccurrenceStatus.PENDING, OccurrenceStatus.CANCELLED]),
     )
     .with_for_update()
 )

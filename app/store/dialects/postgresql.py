@@ -81,6 +81,7 @@ _CLAIM = (
 # The attempt log's insert: one statement whatever the batch's size (array parameters, so
 # one prepared statement and one cached plan), guarded in the same statement by each
 # attempt's lease token, and locking the occurrences it matched until the settle commits.
+# A cancel keeps the token of an attempt in flight, so that attempt is still recorded.
 _RECORD_ATTEMPTS = sa.text(
     """
     INSERT INTO attempts (id, occurrence_id, attempt, started_at, duration_ms, outcome,
@@ -97,7 +98,7 @@ _RECORD_ATTEMPTS = sa.text(
            status_code, error, response_excerpt, replica)
     JOIN occurrences AS o
       ON o.occurrence_id = a.occurrence_id AND o.lease_token = a.token
-     AND o.status = 'pending'
+     AND o.status IN ('pending', 'cancelled')
     FOR UPDATE OF o
     """
 )

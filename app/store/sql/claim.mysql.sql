@@ -6,7 +6,8 @@
 -- a token still set is an attempt nobody settled (its replica died or stalled).
 SELECT o.occurrence_id, o.first_attempt_at IS NULL AS first_claim,
        o.lease_token AS lost_token, o.lease_owner AS lost_owner,
-       o.updated_at AS lost_at, o.available_at AS lost_until
+       o.leased_at AS lost_at, o.available_at AS lost_until,
+       o.lease_token IS NOT NULL AND o.lease_ahead AS lost_ahead
 FROM occurrences AS o
 WHERE o.status = 'pending'
   AND o.available_at <= :ahead_until
@@ -18,9 +19,15 @@ ORDER BY o.available_at
 LIMIT :limit
 FOR UPDATE SKIP LOCKED;
 
--- Lease them: the attempt, the lease's end and token, the first attempt's instant.
+-- Lease them: the attempt, the lease's end and token, the first attempt's instant. A lease
+-- lost while it still waited for its instant (`lease_ahead`) never started: this claim's
+-- attempt is that same attempt. `leased_at`: when the attempt may start (now, or the due
+-- instant of one claimed ahead). MySQL assigns left to right, each assignment seeing the
+-- ones before it: what reads `lease_token`, `lease_ahead` and `available_at` comes first.
 UPDATE occurrences
-SET attempts = attempts + 1,
+SET attempts = attempts + CASE WHEN lease_token IS NOT NULL AND lease_ahead THEN 0 ELSE 1 END,
+    leased_at = greatest(available_at, fire_at, :now),
+    lease_ahead = greatest(available_at, fire_at) > :now,
     available_at = :lease_until,
     lease_token = :token,
     lease_owner = :owner,

@@ -11,11 +11,16 @@
 -- a cadence tick needs (no read of its own).
 -- `:ahead` (seconds, usually 0) also leases occurrences due that soon, which the loop holds
 -- until their instant (`lost_until` is then that instant); never one still leased, whose
--- holder may yet settle it until its lease ends.
+-- holder may yet settle it until its lease ends. `leased_at` is when the attempt may start
+-- (now, or the due instant of one claimed ahead), `lease_ahead` whether it waits for it: a
+-- lease lost while still waiting (`lost_ahead`) never started, so this claim's attempt is
+-- that same attempt, not another one.
 WITH due AS (
     SELECT o.occurrence_id, o.first_attempt_at IS NULL AS first_claim,
            o.lease_token AS lost_token, o.lease_owner AS lost_owner,
-           o.updated_at AS lost_at, o.available_at AS lost_until
+           o.leased_at AS lost_at, o.available_at AS lost_until,
+           o.lease_token IS NOT NULL AND o.lease_ahead AS lost_ahead,
+           greatest(o.available_at, o.fire_at) AS due_at
     FROM occurrences AS o
     WHERE o.status = 'pending'
       AND o.available_at <= now() + make_interval(secs => :ahead)
@@ -29,8 +34,10 @@ WITH due AS (
 ),
 claimed AS (
     UPDATE occurrences AS o
-    SET attempts = o.attempts + 1,
+    SET attempts = o.attempts + CASE WHEN due.lost_ahead THEN 0 ELSE 1 END,
         available_at = now() + make_interval(secs => :lease),
+        leased_at = greatest(due.due_at, now()),
+        lease_ahead = due.due_at > now(),
         lease_token = :token,
         lease_owner = :owner,
         first_attempt_at = coalesce(o.first_attempt_at, now()),
@@ -38,7 +45,7 @@ claimed AS (
     FROM due
     WHERE o.occurrence_id = due.occurrence_id
     RETURNING o.occurrence_id, o.schedule_id, o.fire_at, o.attempts, o.origin, due.first_claim,
-              due.lost_token, due.lost_owner, due.lost_at, due.lost_until
+              due.lost_token, due.lost_owner, due.lost_at, due.lost_until, due.lost_ahead
 ),
 first_fires AS (
     UPDATE schedules AS s
@@ -50,7 +57,8 @@ first_fires AS (
     WHERE s.id = f.schedule_id
 )
 SELECT c.occurrence_id, c.schedule_id, c.fire_at, c.attempts, c.origin, c.first_claim,
-       c.lost_token, c.lost_owner, c.lost_at, c.lost_until, now() AS claimed_at,
+       c.lost_token, c.lost_owner, c.lost_at, c.lost_until, c.lost_ahead,
+       now() AS claimed_at,
        s.event_type, s.max_attempts, s.jitter_seconds,
        s.payload::text AS body, s.target::text AS target, s.trigger::text AS trigger,
        s.misfire_policy, s.misfire_grace_seconds, s.max_catchup, s.max_occurrences,

@@ -8,7 +8,8 @@
 -- overwrites it (RETURNING sees only new values): a settle or a release clears the token,
 -- so a token still set is an attempt nobody settled (its replica died or stalled).
 SELECT o.occurrence_id, o.lease_token AS lost_token, o.lease_owner AS lost_owner,
-       o.updated_at AS lost_at, o.available_at AS lost_until
+       o.leased_at AS lost_at, o.available_at AS lost_until,
+       o.lease_token IS NOT NULL AND o.lease_ahead AS lost_ahead
 FROM occurrences AS o
 WHERE o.status = 'pending'
   AND o.available_at <= :ahead_until
@@ -20,8 +21,13 @@ ORDER BY o.available_at
 LIMIT :limit;
 
 -- Lease them and read each back with its schedule's definition.
+-- A lease lost while it still waited for its instant (`lease_ahead`) never started: this
+-- claim's attempt is that same attempt. `leased_at`: when the attempt may start (now, or
+-- the due instant of one claimed ahead).
 UPDATE occurrences
-SET attempts = attempts + 1,
+SET attempts = attempts + CASE WHEN lease_token IS NOT NULL AND lease_ahead THEN 0 ELSE 1 END,
+    leased_at = max(available_at, fire_at, :now),
+    lease_ahead = max(available_at, fire_at) > :now,
     available_at = :lease_until,
     lease_token = :token,
     lease_owner = :owner,
