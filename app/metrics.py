@@ -71,6 +71,11 @@ HANDED_BACK = Counter(
     "chronoq_occurrences_handed_back_total",
     "Claimed occurrences released unstarted because their lease ran short",
 )
+UNSENT = Counter(
+    "chronoq_occurrences_unsent_total",
+    "Due occurrences handed back uncharged because this replica could not send them (out of "
+    "file descriptors, memory or buffers, or no sink for the target type)",
+)
 LOOP_CYCLES = Counter("chronoq_loop_cycles_total", "Claims the delivery loop started")
 LOOP_ERRORS = Counter(
     "chronoq_loop_errors_total", "Claims and settles that failed and were retried"

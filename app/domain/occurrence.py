@@ -128,6 +128,21 @@ class Permanent:
 
 Outcome = Delivered | Retryable | Permanent
 
+
+@dataclass(frozen=True, slots=True)
+class Unsent:
+    """Nothing was sent: this replica could not make the attempt (it ran out of file
+    descriptors, memory or buffers, or has no sink for the target's type). Not the
+    target's failure, so no attempt: it is not charged, not logged, and the occurrence is
+    handed back, due again after `retry_in` seconds, for this replica or another."""
+
+    error: str
+    retry_in: float = 1.0
+
+
+# What a sink reports: an attempt's outcome, or that no attempt was made.
+Attempted = Outcome | Unsent
+
 # A target's Retry-After is honoured up to a day; beyond that it is more likely a bug than a plan.
 MAX_RETRY_AFTER = 86400.0
 

@@ -6,6 +6,8 @@ requests/s and degrades under concurrency, aiohttp's near 10,000/s.
 
 from __future__ import annotations
 
+import asyncio
+import re
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -19,21 +21,28 @@ from app.domain.addresses import AddressPolicy
 from app.domain.ids import format_instant
 from app.domain.occurrence import (
     RESPONSE_EXCERPT_BYTES,
+    Attempted,
     Delivered,
     Delivery,
     Outcome,
     Permanent,
     Retryable,
+    Unsent,
     response_excerpt,
 )
+from app.domain.secrets import redacted_url
 from app.domain.target import WebhookTarget
 from app.sinks.addresses import CheckingResolver, DeniedAddressError, LiteralHosts
+from app.sinks.base import local_shortage
 from app.sinks.signing import WebhookSigner
 
 RETRYABLE_STATUSES = frozenset({408, 429})
 _UNBOUNDED = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=None, sock_read=None)
 BODY_EXCERPT = 256
+# A reply's body is read for its excerpt, and dropped beyond it up to this many bytes (so a
+# short reply leaves its connection reusable), for at most BODY_GRACE seconds.
 MAX_DRAINED_BODY = 65536
+BODY_GRACE = 1.0
 DELIVERED = Delivered()
 # How long a resolved (and checked) name is reused before it is resolved and checked again.
 DNS_CACHE_SECONDS = 60
@@ -53,6 +62,22 @@ def parse_retry_after(value: str | None, now: datetime) -> float | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return max(0.0, (when - now).total_seconds())
+
+
+_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
+
+
+def _scrubbed(text: str) -> str:
+    """An error text with every URL it quotes redacted (aiohttp's errors name the URL,
+    with its password and query): what `last_error` and the attempt log keep."""
+
+    def redact(match: re.Match[str]) -> str:
+        try:
+            return redacted_url(match.group())
+        except ValueError:
+            return "<the target URL>"
+
+    return _URL_IN_TEXT.sub(redact, text)
 
 
 @lru_cache(maxsize=4096)
@@ -75,18 +100,30 @@ def outcome_for_status(status: int, retry_after: str | None, body: bytes) -> Out
     return Permanent(error, status, kept)
 
 
-async def _read_start(content: aiohttp.StreamReader, limit: int) -> bytes:
-    """Up to `limit` bytes of a body: fewer only when the body ends first (one `read`
-    returns what has arrived so far)."""
-    chunks: list[bytes] = []
-    left = limit
-    while left > 0:
-        chunk = await content.read(left)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
+async def _read_excerpt(
+    content: aiohttp.StreamReader, limit: int, drain: int
+) -> tuple[bytes, bool]:
+    """The first `limit` bytes of a reply's body, and whether the body ended: the rest is
+    read and dropped, up to `drain` bytes in all, so that a short reply leaves its
+    connection reusable. Never more than `limit` bytes are kept, and never longer than
+    BODY_GRACE is spent: the outcome is decided by the status line already, and a
+    receiver that streams or trickles its body must not hold a lane."""
+    kept: list[bytes] = []
+    have = 0
+    seen = 0
+    try:
+        async with asyncio.timeout(BODY_GRACE):
+            while seen <= drain:
+                chunk = await content.readany()
+                if not chunk:
+                    return b"".join(kept), True
+                seen += len(chunk)
+                if have < limit:
+                    kept.append(chunk[: limit - have])
+                    have += len(kept[-1])
+    except TimeoutError:
+        pass
+    return b"".join(kept), False
 
 
 class WebhookSink:
@@ -154,7 +191,7 @@ class WebhookSink:
             headers["webhook-signature"] = signer.signature(occurrence, timestamp, delivery.body)
         return headers
 
-    async def deliver(self, delivery: Delivery) -> Outcome:
+    async def deliver(self, delivery: Delivery) -> Attempted:
         target = delivery.target
         assert isinstance(target, WebhookTarget)
         assert self._session is not None, "WebhookSink.open() was not called"
@@ -173,22 +210,31 @@ class WebhookSink:
                 allow_redirects=False,
                 timeout=timeout,
             ) as response:
+                # Judged on the status line: what follows is read for its excerpt only.
                 status = response.status
+                retry_after = response.headers.get("Retry-After")
+                length = response.content_length
+                drain = MAX_DRAINED_BODY if length is None or length <= MAX_DRAINED_BODY else 0
+                try:
+                    body, ended = await _read_excerpt(
+                        response.content, RESPONSE_EXCERPT_BYTES, drain
+                    )
+                except (aiohttp.ClientError, OSError):
+                    body, ended = b"", False  # the reply's status stands
+                if not ended:
+                    response.close()  # not worth reading the rest to keep the connection
                 if 200 <= status < 300:
-                    length = response.content_length
-                    if length is not None and length > MAX_DRAINED_BODY:
-                        body = await _read_start(response.content, RESPONSE_EXCERPT_BYTES)
-                        response.close()  # not worth reading the rest to keep the connection
-                    else:
-                        body = await response.read()
                     return Delivered(status, response_excerpt(body) if body else None)
-                body = await _read_start(response.content, RESPONSE_EXCERPT_BYTES)
-                return outcome_for_status(status, response.headers.get("Retry-After"), body)
+                return outcome_for_status(status, retry_after, body)
         except TimeoutError:
             return Retryable(f"timed out after {limit:g}s")
         except aiohttp.ClientConnectorError as exc:
             if isinstance(exc.os_error, DeniedAddressError):
                 return Permanent(f"address denied: {exc.os_error}")
-            return Retryable(f"connection failed: {exc.os_error or exc}")
+            if (local := local_shortage(exc.os_error)) is not None:
+                return Unsent(f"this replica cannot open a connection: {local}")
+            return Retryable(_scrubbed(f"connection failed: {exc.os_error or exc}"))
         except (aiohttp.ClientError, OSError) as exc:
-            return Retryable(f"{type(exc).__name__}: {exc}")
+            if (local := local_shortage(exc)) is not None:
+                return Unsent(f"this replica cannot open a connection: {local}")
+            return Retryable(_scrubbed(f"{type(exc).__name__}: {exc}"))

@@ -136,14 +136,16 @@ class CadenceStore:
         await dialect_of(conn).insert_ignoring(conn, occurrences, rows, "occurrence_id")
 
     async def lock_pending(self, conn: AsyncConnection, schedule_id: uuid.UUID) -> None:
-        """Lock a schedule's pending occurrences before its row: the claim locks in this
-        order too, so the two cannot deadlock."""
+        """Lock a schedule's pending occurrences before its row, in the order of their ids:
+        the claim and a settle that may pause a schedule lock in this order too, so none
+        of them can deadlock with another."""
         await conn.execute(
             sa.select(occurrences.c.occurrence_id)
             .where(
                 occurrences.c.schedule_id == schedule_id,
                 occurrences.c.status == OccurrenceStatus.PENDING,
             )
+            .order_by(occurrences.c.occurrence_id)
             .with_for_update()
         )
 

@@ -61,6 +61,7 @@ async def pause(
 class _Statements:
     count_failures: sa.Update
     paused_by_failures: sa.Select[Any]
+    lock_before_pausing: sa.Select[Any]
 
 
 @cache
@@ -110,7 +111,35 @@ def _statements(dialect: Dialect) -> _Statements:
             schedules.c.consecutive_failures >= schedules.c.pause_after_failures,
         )
         .with_for_update(of=schedules),
+        lock_before_pausing=sa.select(occurrences.c.occurrence_id)
+        .where(
+            dialect.among(occurrences.c.schedule_id, "failing"),
+            occurrences.c.status == OccurrenceStatus.PENDING,
+            sa.exists().where(
+                schedules.c.id == occurrences.c.schedule_id,
+                schedules.c.pause_after_failures.is_not(None),
+                schedules.c.status == ScheduleStatus.PENDING,
+            ),
+        )
+        .order_by(occurrences.c.occurrence_id)
+        .with_for_update(of=occurrences),
     )
+
+
+async def lock_before_pausing(conn: AsyncConnection, settled: Sequence[Settlement]) -> None:
+    """First in a settle with dead letters: lock the pending occurrences of their schedules
+    that may pause themselves, in the order a manual pause locks them (`lock_pending`),
+    before the settle locks any schedule. A pause then never holds some of them while
+    waiting for the settle, which would wait for the rest: the two cannot deadlock."""
+    failing = {
+        item.delivery.schedule_id
+        for item in settled
+        if item.status is OccurrenceStatus.DEAD_LETTERED
+    }
+    if failing:
+        await conn.execute(
+            _statements(dialect_of(conn)).lock_before_pausing, {"failing": list(failing)}
+        )
 
 
 async def count_failures(

@@ -12,7 +12,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import replace
 from typing import Protocol
 
-from app.domain.occurrence import Delivery, Settlement
+from app.domain.occurrence import Delivery, Settlement, Unsent
 from app.store.claims import Claimed, ClaimStore
 from app.store.clock import transaction_now
 from app.store.database import Connection, Database
@@ -43,7 +43,9 @@ class Queue(Protocol):
 
     async def settle(self, settlements: Sequence[Settlement]) -> None: ...
 
-    async def release(self, deliveries: Sequence[Delivery], *, started: bool) -> None: ...
+    async def release(
+        self, deliveries: Sequence[Delivery], *, started: bool, unsent: Unsent | None = None
+    ) -> None: ...
 
     def listening(self) -> AbstractAsyncContextManager[None]: ...
 
@@ -91,14 +93,16 @@ class DeliveryQueue:
         if settlements:
             await self._db.run(lambda conn: self._settlements.settle(conn, settlements))
 
-    async def release(self, deliveries: Sequence[Delivery], *, started: bool) -> None:
-        """Hand occurrences back, due now, and tell the other replicas so that one of them
-        takes them at once."""
+    async def release(
+        self, deliveries: Sequence[Delivery], *, started: bool, unsent: Unsent | None = None
+    ) -> None:
+        """Hand occurrences back and tell the other replicas, so that one of them takes
+        them when they are due (`SettlementStore.release`)."""
         if not deliveries:
             return
 
         async def work(conn: Connection) -> None:
-            await self._settlements.release(conn, deliveries, started=started)
+            await self._settlements.release(conn, deliveries, started=started, unsent=unsent)
             await self._wakeups.announce(conn, await transaction_now(conn))
 
         await self._db.run(work)

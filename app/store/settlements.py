@@ -27,6 +27,7 @@ from app.domain.occurrence import (
     OccurrenceStatus,
     Origin,
     Settlement,
+    Unsent,
 )
 from app.domain.schedule import (
     SYSTEM_ACTOR,
@@ -37,7 +38,7 @@ from app.store.clock import transaction_now
 from app.store.dialects import dialect_of
 from app.store.dialects.base import Dialect
 from app.store.events import EventStore, NewEvent, event_id
-from app.store.pausing import count_failures
+from app.store.pausing import count_failures, lock_before_pausing
 from app.store.rows import truncate_error
 from app.store.tables import UUID, UTCDateTime, attempts, occurrences, schedule_events, schedules
 
@@ -246,6 +247,7 @@ class SettlementStore:
         dialect = dialect_of(conn)
         statements = _settle_statements(dialect)
         now = await dialect.bound_now(conn)
+        await lock_before_pausing(conn, settlements)
         await dialect.record_attempts(conn, [_attempt_row(item, now) for item in settlements])
         delivered: dict[uuid.UUID, list[uuid.UUID]] = defaultdict(list)
         retries: list[dict[str, Any]] = []
@@ -291,13 +293,20 @@ class SettlementStore:
         await count_failures(conn, settlements, now, deliveries_counted=restarted)
 
     async def release(
-        self, conn: AsyncConnection, deliveries: Iterable[Delivery], *, started: bool
+        self,
+        conn: AsyncConnection,
+        deliveries: Iterable[Delivery],
+        *,
+        started: bool,
+        unsent: Unsent | None = None,
     ) -> None:
         """Hand claimed occurrences back. One whose attempt never started is not counted and
         is due again at the instant it was due before its claim (its jitter, its retry
         instant, or a claim ahead's instant); one cut off while running is due now. An
         occurrence that a pause holds meanwhile stays held, with that instant to give back
-        at the resume."""
+        at the resume. `unsent`: they could not be sent (a local shortage); each is due
+        again `unsent.retry_in` seconds from now at the soonest, and its `last_error` says
+        why until it is."""
         now = await transaction_now(conn)
         items = list(deliveries)
         if not items:
@@ -307,13 +316,15 @@ class SettlementStore:
             for d in items:
                 by_token[d.lease_token].append(d.occurrence_id)
             await _record_cut_off(conn, by_token, now)
+        soonest = now + timedelta(seconds=unsent.retry_in) if unsent is not None else now
         await conn.execute(
-            _release_statement(started),
+            _release_statement(started, unsent is not None),
             [
                 {
                     "b_id": d.occurrence_id,
                     "b_token": d.lease_token,
-                    "b_at": now if started or d.due_at is None else d.due_at,
+                    "b_at": soonest if started or d.due_at is None else max(d.due_at, soonest),
+                    "b_error": truncate_error(unsent.error) if unsent is not None else None,
                     "now": now,
                 }
                 for d in items
@@ -322,9 +333,10 @@ class SettlementStore:
 
 
 @cache
-def _release_statement(started: bool) -> sa.Update:
+def _release_statement(started: bool, unsent: bool) -> sa.Update:
     held = occurrences.c.available_at.is_(None)
     due = sa.bindparam("b_at", type_=UTCDateTime())
+    error = sa.bindparam("b_error", type_=sa.Text()) if unsent else occurrences.c.last_error
     return (
         occurrences.update()
         .where(
@@ -342,6 +354,7 @@ def _release_statement(started: bool) -> sa.Update:
                 occurrences.c.attempts if started else occurrences.c.attempts - 1,
             ),
             (occurrences.c.lease_ahead, False),
+            (occurrences.c.last_error, error),
             (occurrences.c.lease_token, None),
             (occurrences.c.updated_at, sa.bindparam("now", type_=UTCDateTime())),
         )

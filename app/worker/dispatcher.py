@@ -31,10 +31,18 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
 from app import metrics
-from app.domain.occurrence import Delivery, OccurrenceStatus, Outcome, Retryable, Settlement, settle
+from app.domain.occurrence import (
+    Attempted,
+    Delivery,
+    OccurrenceStatus,
+    Retryable,
+    Settlement,
+    Unsent,
+    settle,
+)
 from app.domain.retry import RetryPolicy
 from app.settings import Settings
-from app.sinks.base import Sinks
+from app.sinks.base import Sinks, local_shortage
 from app.store.claims import Claimed
 from app.store.database import Database
 from app.store.queue import DeliveryQueue, Queue
@@ -228,10 +236,11 @@ class Dispatcher:
         metrics.CLAIMED.inc(len(claimed.deliveries))
         return claimed
 
-    async def attempt(self, delivery: Delivery) -> Settlement:
-        """One delivery under the dispatch timeout; any failure becomes a retryable outcome."""
+    async def attempt(self, delivery: Delivery) -> Settlement | Unsent:
+        """One delivery under the dispatch timeout; any failure becomes a retryable outcome,
+        but for a local resource error, which is no attempt at all (`Unsent`)."""
         timeout = self._settings.dispatch_timeout
-        outcome: Outcome
+        outcome: Attempted
         # The wall clock says when it started (the attempt log); the monotonic clock how long.
         started_at = datetime.now(UTC)
         started = time.perf_counter()
@@ -241,8 +250,21 @@ class Dispatcher:
         except TimeoutError:
             outcome = Retryable(f"dispatch timed out after {timeout:g}s")
         except Exception as exc:
-            log.exception("delivery of occurrence %s raised", delivery.occurrence_id)
-            outcome = Retryable(f"internal error: {type(exc).__name__}: {exc}"[:500])
+            if (shortage := local_shortage(exc)) is not None:
+                outcome = Unsent(f"this replica ran out of a resource: {shortage}")
+            else:
+                log.exception("delivery of occurrence %s raised", delivery.occurrence_id)
+                outcome = Retryable(f"internal error: {type(exc).__name__}: {exc}"[:500])
+        if isinstance(outcome, Unsent):
+            metrics.UNSENT.inc()
+            log.warning(
+                "occurrence %s not sent, handed back for %.1fs: %s",
+                delivery.occurrence_id,
+                outcome.retry_in,
+                outcome.error,
+                extra={"occurrence_id": str(delivery.occurrence_id), "reason": outcome.error},
+            )
+            return outcome
         seconds = time.perf_counter() - started
         settlement = settle(
             delivery,
@@ -262,15 +284,20 @@ class Dispatcher:
         if retries and self.running:
             self.wake_in(min(retries))
 
-    async def release(self, deliveries: Sequence[Delivery], *, started: bool) -> None:
-        """Hand occurrences back, due now; one that never started is not counted."""
-        await self._queue.release(deliveries, started=started)
+    async def release(
+        self, deliveries: Sequence[Delivery], *, started: bool, unsent: Unsent | None = None
+    ) -> None:
+        """Hand occurrences back; one that never started is not counted. `unsent`: why
+        they could not be sent, which their `last_error` says until they are."""
+        await self._queue.release(deliveries, started=started, unsent=unsent)
 
-    async def _release_quietly(self, deliveries: Sequence[Delivery], started: bool) -> None:
+    async def _release_quietly(
+        self, deliveries: Sequence[Delivery], started: bool, unsent: Unsent | None = None
+    ) -> None:
         if not deliveries:
             return
         try:
-            await self.release(deliveries, started=started)
+            await self.release(deliveries, started=started, unsent=unsent)
         except Exception:
             # Their leases run out instead; another replica takes them then.
             self._count_error()
@@ -563,7 +590,12 @@ class Dispatcher:
     async def _deliver(self, delivery: Delivery) -> None:
         # The settlement joins the batcher as the task's last step: a finished task's
         # attempt is always there to settle, whether or not its callback has run.
-        self._settler.add(await self.attempt(delivery))
+        done = await self.attempt(delivery)
+        if isinstance(done, Unsent):
+            # Not the target's failure: handed back uncharged, due again a little later.
+            await self._release_quietly([delivery], False, done)
+            return
+        self._settler.add(done)
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         delivery = self._in_flight.pop(task, None)

@@ -75,7 +75,9 @@ class FakeQueue:
             await gate.wait()
         self.settled.extend(settlements)
 
-    async def release(self, deliveries: Sequence[Delivery], *, started: bool) -> None:
+    async def release(
+        self, deliveries: Sequence[Delivery], *, started: bool, unsent: Any = None
+    ) -> None:
         self.released.append((list(deliveries), started))
 
     async def start_ahead(self, deliveries: Sequence[Delivery]) -> set[uuid.UUID]:

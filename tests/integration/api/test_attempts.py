@@ -10,6 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from app.domain.occurrence import Settlement
 from app.store.queue import DeliveryQueue
 from app.store.retention import prune
 from app.store.tables import attempts, occurrences, schedules
@@ -163,6 +164,7 @@ async def test_a_late_settle_after_the_reclaim_adds_no_attempt(harness: Harness)
     await asyncio.sleep(0.3)
     assert await harness.step() == 1
     late = await harness.dispatcher.attempt(delivery)
+    assert isinstance(late, Settlement)
 
     await slow.settle([late])
 

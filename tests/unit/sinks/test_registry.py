@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.domain.occurrence import Delivered, Delivery, Outcome, Retryable
+from app.domain.occurrence import Delivered, Delivery, Outcome, Unsent
 from app.domain.target import RabbitMQTarget
 from app.sinks.base import Sinks
 from tests.factories import make_delivery
@@ -27,10 +27,11 @@ async def test_a_delivery_goes_to_the_sink_of_its_target_type() -> None:
     assert webhook.seen == [delivery]
 
 
-async def test_a_target_type_this_replica_cannot_serve_is_retried_not_dead_lettered() -> None:
+async def test_a_target_type_this_replica_cannot_serve_is_handed_back_uncharged() -> None:
     target = RabbitMQTarget(type="rabbitmq", exchange="", routing_key="jobs")
 
     outcome = await Sinks({"webhook": Recording()}).deliver(make_delivery(target=target))
 
-    assert isinstance(outcome, Retryable)
+    # Not the target's failure: no attempt is charged, it waits for a replica that can.
+    assert isinstance(outcome, Unsent)
     assert "rabbitmq" in outcome.error
