@@ -22,7 +22,14 @@ import sqlalchemy as sa
 
 from app.domain.ids import uuid7
 from app.domain.misfire import Rules, Skip, SkipReason
-from app.domain.occurrence import DeadLetter, Delivery, OccurrenceStatus, Origin, Settlement
+from app.domain.occurrence import (
+    DeadLetter,
+    Delivery,
+    OccurrenceStatus,
+    Origin,
+    Settlement,
+    Unsent,
+)
 from app.domain.schedule import Schedule, ScheduleDraft, ScheduleStatus
 from app.domain.target import WebhookTarget
 from app.domain.trigger import (
@@ -36,6 +43,7 @@ from app.domain.trigger import (
 )
 from app.store import retention
 from app.store.cadence import CadenceStore
+from app.store.claims import Claimed
 from app.store.clock import transaction_now
 from app.store.database import Connection, Database
 from app.store.ddl import schema_ddl
@@ -44,7 +52,7 @@ from app.store.dialects import dialect_of
 from app.store.migrations import is_at_head, upgrade_to_head
 from app.store.queue import DeliveryQueue
 from app.store.schedules import ScheduleStore
-from app.store.tables import occurrences, schedules
+from app.store.tables import attempts, occurrences, schedules
 from app.store.wakeups import Wakeups
 
 __all__ = [
@@ -53,6 +61,7 @@ __all__ = [
     "build_from_ddl",
     "cancel",
     "claim",
+    "claim_ahead",
     "claim_when_due",
     "cron",
     "database_now",
@@ -67,6 +76,8 @@ __all__ = [
     "is_at_head",
     "once",
     "prune",
+    "read_attempt_log",
+    "read_lease",
     "read_occurrence_rows",
     "read_schedule_status",
     "record_skipped_tick",
@@ -74,6 +85,7 @@ __all__ = [
     "replay",
     "settle",
     "skip_due_ticks",
+    "start_ahead",
     "unhold",
     "upgrade_to_head",
 ]
@@ -196,8 +208,81 @@ async def settle(database: Database, settlements: Sequence[Settlement]) -> None:
     await _queue(database).settle(settlements)
 
 
-async def release(database: Database, deliveries: Sequence[Delivery], *, started: bool) -> None:
-    await _queue(database).release(deliveries, started=started)
+async def release(
+    database: Database,
+    deliveries: Sequence[Delivery],
+    *,
+    started: bool,
+    unsent: Unsent | None = None,
+) -> None:
+    await _queue(database).release(deliveries, started=started, unsent=unsent)
+
+
+async def claim_ahead(
+    database: Database, *, limit: int, ahead: float, lease: float = 30.0, owner: str = OWNER
+) -> Claimed:
+    """Lease what is due and what falls due within `ahead` seconds, as the loop claims a
+    steady stream: `not_before` has the instant of each one not due yet."""
+    return await _queue(database).claim(
+        limit=limit, lease=lease, owner=owner, backoff=lambda _attempt: 1.0, ahead=ahead
+    )
+
+
+async def start_ahead(database: Database, deliveries: Sequence[Delivery]) -> set[uuid.UUID]:
+    """Claimed-ahead deliveries at their instant: the ids of those that may start."""
+    return await _queue(database).start_ahead(deliveries)
+
+
+@dataclass(frozen=True)
+class AttemptRow:
+    """An attempt-log entry as stored."""
+
+    attempt: int
+    outcome: str
+    started_at: datetime
+    duration_ms: int
+    error: str | None
+
+
+async def read_attempt_log(database: Database, occurrence_id: uuid.UUID) -> list[AttemptRow]:
+    """The attempt log of one occurrence, oldest first."""
+    statement = (
+        sa.select(*(attempts.c[field] for field in AttemptRow.__dataclass_fields__))
+        .where(attempts.c.occurrence_id == occurrence_id)
+        .order_by(attempts.c.attempt, attempts.c.id)
+    )
+
+    async def work(conn: Connection) -> list[AttemptRow]:
+        return [AttemptRow(**row._mapping) for row in await conn.execute(statement)]
+
+    return await database.run(work)
+
+
+@dataclass(frozen=True)
+class LeaseRow:
+    """What an occurrence's row says of its lease and its hold."""
+
+    available_at: datetime | None
+    held_until: datetime | None
+    leased_at: datetime | None
+    lease_ahead: bool
+    lease_token: uuid.UUID | None
+    attempts: int
+    status: OccurrenceStatus
+    last_error: str | None
+
+
+async def read_lease(database: Database, occurrence_id: uuid.UUID) -> LeaseRow:
+    statement = sa.select(*(occurrences.c[field] for field in LeaseRow.__dataclass_fields__)).where(
+        occurrences.c.occurrence_id == occurrence_id
+    )
+
+    async def work(conn: Connection) -> LeaseRow:
+        row = (await conn.execute(statement)).one()
+        fields = {**row._mapping, "lease_ahead": bool(row.lease_ahead)}
+        return LeaseRow(**{**fields, "status": OccurrenceStatus(row.status)})
+
+    return await database.run(work)
 
 
 # -- schedule lifecycle ------------------------------------------------------------------

@@ -1,0 +1,197 @@
+"""Leases beyond the plain claim: claims ahead of an instant, what a lost lease costs, what
+a release gives back, and what a pause or a cancel does to a leased occurrence."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+
+from app.domain.occurrence import Delivery, OccurrenceStatus, Settlement, Unsent
+from app.domain.schedule import ScheduleDraft
+from tests.store import ports
+from tests.store.ports import Database, claim_when_due
+
+# Long enough that a claim ahead always finds the occurrence not due yet, even on a slow
+# machine; short enough to wait for.
+AHEAD = 0.6
+LEASE = 0.4
+
+
+async def _claimed_ahead(
+    database: Database, *, max_attempts: int = 5, lease: float = LEASE
+) -> tuple[ScheduleDraft, Delivery]:
+    """A one-shot due in AHEAD / 2 seconds, claimed ahead of its instant."""
+    due = datetime.now(UTC) + timedelta(seconds=AHEAD / 2)
+    draft = ports.draft(ports.once(due), max_attempts=max_attempts)
+    await ports.insert_schedules(database, [draft])
+    claimed = await ports.claim_ahead(database, limit=5, ahead=AHEAD, lease=lease)
+    (delivery,) = claimed.deliveries
+    assert claimed.not_before[delivery.occurrence_id] == delivery.fire_at
+    return draft, delivery
+
+
+async def _until(check: Callable[[], Awaitable[bool]], within: float = 10.0) -> None:
+    deadline = time.monotonic() + within
+    while not await check():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.05)
+
+
+async def test_a_claim_ahead_lost_before_its_attempt_started_costs_no_attempt(
+    database: Database,
+) -> None:
+    # The replica that claimed it ahead dies while it waits for its instant: nothing was
+    # sent, so its only attempt is still there for the next claim.
+    _, delivery = await _claimed_ahead(database, max_attempts=1)
+    row = await ports.read_lease(database, delivery.occurrence_id)
+    assert row.lease_ahead
+    assert row.attempts == 1
+    assert row.leased_at == delivery.fire_at, "an attempt claimed ahead starts at its instant"
+
+    (again,) = await claim_when_due(database, limit=5)
+
+    assert (again.occurrence_id, again.attempt) == (delivery.occurrence_id, 1)
+    row = await ports.read_lease(database, delivery.occurrence_id)
+    assert (row.status, row.attempts, row.lease_ahead) == (OccurrenceStatus.PENDING, 1, False)
+    assert await ports.read_attempt_log(database, delivery.occurrence_id) == []
+
+
+async def test_a_claim_ahead_lost_after_its_attempt_started_is_charged(
+    database: Database,
+) -> None:
+    _, delivery = await _claimed_ahead(database, max_attempts=1)
+    assert await ports.start_ahead(database, [delivery]) == {delivery.occurrence_id}
+    started = await ports.read_lease(database, delivery.occurrence_id)
+    assert not started.lease_ahead
+
+    async def spent() -> bool:
+        await ports.claim(database, limit=5)
+        return (await ports.read_lease(database, delivery.occurrence_id)).status == (
+            OccurrenceStatus.DEAD_LETTERED
+        )
+
+    await _until(spent)
+    (lost,) = await ports.read_attempt_log(database, delivery.occurrence_id)
+    assert (lost.attempt, lost.outcome) == (1, "lease_expired")
+    assert lost.started_at == delivery.fire_at
+
+
+async def test_a_pause_before_the_instant_stops_a_claim_ahead_and_keeps_the_instant(
+    database: Database,
+) -> None:
+    draft, delivery = await _claimed_ahead(database)
+    await ports.hold(database, draft.id)
+
+    assert await ports.start_ahead(database, [delivery]) == set()
+    await ports.release(database, [delivery], started=False)
+
+    held = await ports.read_lease(database, delivery.occurrence_id)
+    assert (held.available_at, held.held_until) == (None, delivery.fire_at)
+    assert (held.attempts, held.lease_token) == (0, None)
+    await ports.unhold(database, draft.id)
+    resumed = await ports.read_lease(database, delivery.occurrence_id)
+    assert resumed.available_at == delivery.fire_at
+    (again,) = await claim_when_due(database, limit=5)
+    assert (again.occurrence_id, again.attempt) == (delivery.occurrence_id, 1)
+
+
+async def test_a_cancel_before_the_instant_stops_a_claim_ahead(database: Database) -> None:
+    draft, delivery = await _claimed_ahead(database)
+    await ports.cancel(database, draft.id)
+
+    assert await ports.start_ahead(database, [delivery]) == set()
+    await ports.release(database, [delivery], started=False)
+
+    row = await ports.read_lease(database, delivery.occurrence_id)
+    assert row.status is OccurrenceStatus.CANCELLED
+
+
+async def test_a_release_of_an_unstarted_attempt_gives_back_its_own_instant(
+    database: Database,
+) -> None:
+    # A claim ahead handed back unstarted (the loop stopping) is due at its instant, not
+    # at once: the tick must not go out early.
+    _, delivery = await _claimed_ahead(database, lease=30.0)
+
+    await ports.release(database, [delivery], started=False)
+
+    row = await ports.read_lease(database, delivery.occurrence_id)
+    assert (row.available_at, row.attempts, row.lease_token) == (delivery.fire_at, 0, None)
+
+
+async def test_a_release_keeps_a_retry_instant(database: Database) -> None:
+    await ports.insert_schedules(database, [ports.draft(ports.immediate())])
+    (first,) = await claim_when_due(database, limit=5)
+    await ports.settle(
+        database, [Settlement(first, OccurrenceStatus.PENDING, error="503", retry_in=AHEAD / 2)]
+    )
+    retry_at = (await ports.read_lease(database, first.occurrence_id)).available_at
+    assert retry_at is not None
+    (second,) = (await ports.claim_ahead(database, limit=5, ahead=AHEAD, lease=30.0)).deliveries
+    assert second.attempt == 2
+
+    await ports.release(database, [second], started=False)
+
+    row = await ports.read_lease(database, first.occurrence_id)
+    assert (row.available_at, row.attempts) == (retry_at, 1)
+
+
+async def test_a_lost_attempt_is_logged_from_its_claim_not_from_a_pause_or_resume(
+    database: Database,
+) -> None:
+    draft = ports.draft(ports.immediate())
+    await ports.insert_schedules(database, [draft])
+    (delivery,) = await claim_when_due(database, limit=5, lease=LEASE)
+    claimed_at = (await ports.read_lease(database, delivery.occurrence_id)).leased_at
+    assert claimed_at is not None
+    # A pause and a resume while the attempt runs rewrite the row, not its lease's start.
+    await asyncio.sleep(0.05)
+    await ports.hold(database, draft.id)
+    await ports.unhold(database, draft.id)
+
+    (again,) = await claim_when_due(database, limit=5)
+
+    assert again.attempt == 2
+    (lost,) = await ports.read_attempt_log(database, delivery.occurrence_id)
+    assert (lost.attempt, lost.outcome, lost.started_at) == (1, "lease_expired", claimed_at)
+
+
+async def test_a_cancel_keeps_the_attempt_in_flight_in_the_log(database: Database) -> None:
+    draft = ports.draft(ports.immediate())
+    await ports.insert_schedules(database, [draft])
+    (delivery,) = await claim_when_due(database, limit=5)
+
+    await ports.cancel(database, draft.id)
+    await ports.settle(database, [Settlement(delivery, OccurrenceStatus.DELIVERED)])
+
+    row = await ports.read_lease(database, delivery.occurrence_id)
+    assert row.status is OccurrenceStatus.CANCELLED, "a settle does not undo the cancel"
+    (attempt,) = await ports.read_attempt_log(database, delivery.occurrence_id)
+    assert (attempt.attempt, attempt.outcome) == (1, "delivered")
+
+
+async def test_an_unsent_delivery_is_handed_back_uncharged_after_a_pause(
+    database: Database,
+) -> None:
+    await ports.insert_schedules(database, [ports.draft(ports.immediate(), max_attempts=1)])
+    (delivery,) = await claim_when_due(database, limit=5)
+    before = datetime.now(UTC)
+
+    await ports.release(
+        database,
+        [delivery],
+        started=False,
+        unsent=Unsent("this replica ran out of a resource: Too many open files", 0.5),
+    )
+
+    row = await ports.read_lease(database, delivery.occurrence_id)
+    assert (row.status, row.attempts, row.lease_token) == (OccurrenceStatus.PENDING, 0, None)
+    assert row.last_error is not None
+    assert "Too many open files" in row.last_error
+    assert row.available_at is not None
+    assert row.available_at >= before + timedelta(seconds=0.5)
+    assert await ports.claim(database, limit=5) == []
+    (again,) = await claim_when_due(database, limit=5)
+    assert again.attempt == 1, "the unsent attempt was not charged"
