@@ -11,9 +11,14 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+import pytest
+
+from app.worker import dispatcher as dispatcher_module
 from app.worker.dispatcher import CLAIM_AHEAD, Dispatcher
 from tests.integration.conftest import Harness
+from tests.receiver import Reply
 
 BOUND = 10.0  # generous: the machine is shared
 
@@ -90,3 +95,81 @@ async def test_a_stop_hands_back_the_ticks_it_held_unattempted(harness: Harness)
     (request,) = harness.receiver.requests
     assert request.headers["X-Occurrence-Id"] == tick["occurrence_id"]
     assert request.at >= due.timestamp(), "a tick handed back was delivered before its instant"
+
+
+async def _stopped_while_waiting(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch, stop: str
+) -> dict[str, Any]:
+    """A one-shot claimed ahead (a window of 3 s, so that there is time to act), stopped by
+    `stop` ("pause" or "cancel") while it waits for its instant; returns its occurrence
+    once its instant has passed and the loop let go of it."""
+    monkeypatch.setattr(dispatcher_module, "CLAIM_AHEAD", 3.0)
+    due = datetime.now(UTC) + timedelta(seconds=2)
+    async with _loop(harness) as dispatcher:
+        schedule = await harness.create(trigger={"type": "once", "at": _iso(due)})
+        await _within(BOUND, lambda: _true(dispatcher.waiting == 1))
+        path = f"/v1/schedules/{schedule['id']}"
+        if stop == "pause":
+            response = await harness.client.post(f"{path}/pause")
+        else:
+            response = await harness.client.delete(path)
+        assert response.status_code == 200, response.text
+        assert datetime.now(UTC) < due, "the machine was too slow for this test"
+        await _within(
+            BOUND,
+            lambda: _true(
+                datetime.now(UTC) > due + timedelta(seconds=0.2)
+                and dispatcher.waiting == 0
+                and dispatcher.in_flight == 0
+            ),
+        )
+    assert harness.receiver.requests == [], "a stopped tick was delivered"
+    (occurrence,) = await harness.occurrences(schedule["id"])
+    return {**occurrence, "schedule_id": schedule["id"], "due": due}
+
+
+async def test_a_pause_while_a_tick_waits_claimed_ahead_stops_it(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    occurrence = await _stopped_while_waiting(harness, monkeypatch, "pause")
+
+    assert (occurrence["status"], occurrence["attempts"]) == ("pending", 0)
+    response = await harness.client.post(f"/v1/schedules/{occurrence['schedule_id']}/resume")
+    assert response.status_code == 200, response.text
+    await harness.step_until(lambda: _true(len(harness.receiver.requests) == 1))
+    (request,) = harness.receiver.requests
+    assert request.headers["X-Attempt"] == "1"
+    assert request.at >= occurrence["due"].timestamp()
+
+
+async def test_a_cancel_while_a_tick_waits_claimed_ahead_stops_it(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    occurrence = await _stopped_while_waiting(harness, monkeypatch, "cancel")
+
+    assert occurrence["status"] == "cancelled"
+    attempts = await harness.get(f"/v1/occurrences/{occurrence['occurrence_id']}/attempts")
+    assert attempts["items"] == []
+
+
+async def test_an_attempt_in_flight_through_a_cancel_is_in_the_attempt_log(
+    harness: Harness,
+) -> None:
+    harness.receiver.script("/hook", Reply(200, delay=1.0))
+    async with _loop(harness) as dispatcher:
+        schedule = await harness.create()
+        await _within(BOUND, lambda: _true(dispatcher.in_flight == 1))
+        response = await harness.client.delete(f"/v1/schedules/{schedule['id']}")
+        assert response.status_code == 200, response.text
+        await harness.receiver.wait_for(1, timeout=BOUND)
+        occurrence_id = schedule["next_occurrence_id"]
+
+        async def logged() -> bool:
+            found = await harness.get(f"/v1/occurrences/{occurrence_id}/attempts")
+            return bool(found["items"])
+
+        await _within(BOUND, logged)
+    (attempt,) = (await harness.get(f"/v1/occurrences/{occurrence_id}/attempts"))["items"]
+    assert (attempt["attempt"], attempt["outcome"]) == (1, "delivered")
+    (occurrence,) = await harness.occurrences(schedule["id"])
+    assert occurrence["status"] == "cancelled"
