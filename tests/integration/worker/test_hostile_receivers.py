@@ -162,7 +162,7 @@ async def test_a_replica_out_of_file_descriptors_charges_no_attempt(
         dns.recover()
 
         async def delivered() -> bool:
-            return (await _occurrence(harness, created["id"]))["status"] == "delivered"
+            return bool((await _occurrence(harness, created["id"]))["status"] == "delivered")
 
         await harness.step_until(delivered)
         assert [r.headers["X-Attempt"] for r in receiver.requests] == ["1"]
