@@ -136,16 +136,17 @@ class CadenceStore:
         await dialect_of(conn).insert_ignoring(conn, occurrences, rows, "occurrence_id")
 
     async def lock_pending(self, conn: AsyncConnection, schedule_id: uuid.UUID) -> None:
-        """Lock a schedule's pending occurrences before its row, in the order of their ids:
-        the claim and a settle that may pause a schedule lock in this order too, so none
-        of them can deadlock with another."""
+        """Lock a schedule's pending occurrences before its row, in fire order (the order
+        of the index every database reads them by): the claim locks occurrences before
+        schedules too, and a settle that may pause a schedule locks them in this same
+        order (`lock_before_pausing`), so none of them can deadlock with another."""
         await conn.execute(
             sa.select(occurrences.c.occurrence_id)
             .where(
                 occurrences.c.schedule_id == schedule_id,
                 occurrences.c.status == OccurrenceStatus.PENDING,
             )
-            .order_by(occurrences.c.occurrence_id)
+            .order_by(occurrences.c.fire_at, occurrences.c.occurrence_id)
             .with_for_update()
         )
 

@@ -121,14 +121,15 @@ def _statements(dialect: Dialect) -> _Statements:
                 schedules.c.status == ScheduleStatus.PENDING,
             ),
         )
-        .order_by(occurrences.c.occurrence_id)
+        .order_by(occurrences.c.schedule_id, occurrences.c.fire_at, occurrences.c.occurrence_id)
         .with_for_update(of=occurrences),
     )
 
 
 async def lock_before_pausing(conn: AsyncConnection, settled: Sequence[Settlement]) -> None:
     """First in a settle with dead letters: lock the pending occurrences of their schedules
-    that may pause themselves, in the order a manual pause locks them (`lock_pending`),
+    that may pause themselves, in the order a manual pause locks them (`lock_pending`:
+    schedule by schedule, in fire order),
     before the settle locks any schedule. A pause then never holds some of them while
     waiting for the settle, which would wait for the rest: the two cannot deadlock."""
     failing = {
