@@ -34,6 +34,7 @@ import asyncio
 import logging
 import re
 import time
+from collections.abc import Mapping
 from contextlib import suppress
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
@@ -43,7 +44,7 @@ import aiormq
 from aio_pika.abc import AbstractChannel, AbstractConnection, DeliveryMode
 
 from app.domain.ids import format_instant
-from app.domain.occurrence import Delivery, Outcome, Retryable
+from app.domain.occurrence import Delivery, Outcome, Permanent, Retryable
 from app.domain.target import RabbitMQTarget
 from app.sinks.webhook import DELIVERED
 
@@ -67,6 +68,12 @@ def broker_host(url: str) -> str:
     parts = urlsplit(url)
     host = parts.hostname or "?"
     return f"{host}:{parts.port}" if parts.port else host
+
+
+def _routing_header(headers: Mapping[str, object]) -> str | None:
+    """A header the broker reads as routing information (CC, BCC: sender-selected
+    distribution), which a target may not set."""
+    return next((name for name in headers if name.lower() in ("cc", "bcc")), None)
 
 
 class RabbitMQSink:
@@ -244,6 +251,14 @@ class RabbitMQSink:
         connection = self._connection
         if connection is None or connection.is_closed:
             return Retryable(f"RabbitMQ at {self._host} is unreachable")
+        if (refused := _routing_header(target.headers)) is not None:
+            # Never published: the broker closes the channel, and every publish on it
+            # with it, for a CC or BCC that is not an array (rows stored before the API
+            # refused them).
+            return Permanent(
+                f"header {refused!r} is routing information RabbitMQ closes the channel "
+                "for; route with routing_key instead"
+            )
         properties = self.properties(delivery, target)
         if self._is_known(target.exchange):
             outcome = await self._publish_shared(connection, delivery.body, properties, target)

@@ -108,6 +108,9 @@ async def _read_excerpt(
     connection reusable. Never more than `limit` bytes are kept, and never longer than
     BODY_GRACE is spent: the outcome is decided by the status line already, and a
     receiver that streams or trickles its body must not hold a lane."""
+    if content.is_eof():  # the usual reply: all of it came with its head
+        whole = content.read_nowait(-1)
+        return whole[:limit], True
     kept: list[bytes] = []
     have = 0
     seen = 0

@@ -9,7 +9,9 @@ from typing import Any
 
 import aio_pika
 import pytest
+import sqlalchemy as sa
 
+from app.store.tables import schedules
 from tests.conftest import EMBEDDED_ONLY
 from tests.integration.conftest import Harness
 
@@ -139,3 +141,38 @@ async def test_an_exchange_deleted_after_it_was_used_fails_only_the_deliveries_a
 
 async def _completed(harness: Harness, schedule_id: str) -> bool:
     return await harness.schedule_status(schedule_id) == "completed"
+
+
+async def test_a_stored_cc_header_is_never_published_and_disturbs_no_other_publish(
+    amqp_harness: Harness, queue: aio_pika.abc.AbstractQueue
+) -> None:
+    # Stored before the API refused it: a string CC makes the broker close the channel,
+    # and every publish in flight on it was then sent again (and could arrive twice).
+    fine = [await amqp_harness.create(target=rabbitmq(queue.name)) for _ in range(FINE)]
+    routed = await amqp_harness.create(target=rabbitmq(queue.name))
+    stored = {**rabbitmq(queue.name), "headers": {"CC": "elsewhere"}}
+    async with amqp_harness.database.engine.begin() as conn:
+        await conn.execute(
+            sa.update(schedules)
+            .where(schedules.c.id == uuid.UUID(routed["id"]))
+            .values(target=stored)
+        )
+
+    assert await amqp_harness.step() == FINE + 1
+
+    (dead,) = await amqp_harness.occurrences(routed["id"])
+    assert dead["status"] == "dead_lettered"
+    assert "'CC'" in dead["last_error"]
+    want = [s["next_occurrence_id"] for s in fine]
+    arrived: list[str] = []
+    deadline = time.monotonic() + 5
+    while len(arrived) < FINE and time.monotonic() < deadline:
+        message = await queue.get(no_ack=True, fail=False)
+        if message is None:
+            await asyncio.sleep(0.05)
+        else:
+            arrived.append(str(message.message_id))
+    await asyncio.sleep(0.2)
+    while (extra := await queue.get(no_ack=True, fail=False)) is not None:
+        arrived.append(str(extra.message_id))
+    assert sorted(arrived) == sorted(want), "a publish was lost or sent twice"
