@@ -47,6 +47,13 @@ def _serve(args: argparse.Namespace) -> int:
             args.host,
             args.port,
         )
+        if settings.allowed_hosts is None and not _is_loopback(args.host):
+            logging.getLogger("app.cli").warning(
+                "with no API keys only requests naming a loopback host (localhost, 127.x.x.x, "
+                "::1) are answered: set CHRONOQ_ALLOWED_HOSTS to the names clients reach "
+                "%s by, or * for any",
+                args.host,
+            )
     uvicorn.run(
         "app.main:app",
         host=args.host,

@@ -116,6 +116,10 @@ class Settings(BaseSettings):
     api_keys_file: Path | None = None
     # No keys set: `chronoq serve` listens on a non-loopback address only with this.
     allow_unauthenticated: bool = False
+    # The Host names requests may name (DESIGN section 8), comma-separated: names, `*.suffix`,
+    # IP addresses or CIDRs, or `*`. Unset: the loopback names when no key is set (a website
+    # that rebinds its name onto 127.0.0.1 cannot drive an open local instance), else `*`.
+    allowed_hosts: str | None = None
 
     @field_validator("db_schema", mode="before")
     @classmethod
@@ -145,6 +149,22 @@ class Settings(BaseSettings):
             return deny, None, ()
         allow = target_list(self.target_allow, "CHRONOQ_TARGET_ALLOW", names=True)
         return deny, allow.networks, allow.names
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _host_list(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        if value.strip() == "":
+            return None  # as compose files render an unset variable: the default
+        host_allow_list(value, "CHRONOQ_ALLOWED_HOSTS")
+        return value
+
+    def host_allow_list(self) -> HostAllowList:
+        """The Host names this replica answers to."""
+        if self.allowed_hosts is None:
+            return ANY_HOST if self.api_key_entries() else LOOPBACK_HOSTS
+        return host_allow_list(self.allowed_hosts, "CHRONOQ_ALLOWED_HOSTS")
 
     @field_validator("api_keys", "api_keys_file", mode="before")
     @classmethod
@@ -357,3 +377,68 @@ def target_list(text: str, env: str, *, names: bool) -> TargetList:
         detail = "" if names and not numeric else f" ({problem})"
         raise SettingsError(f"{env}: {entry!r} is not {what}{detail}")
     return TargetList(tuple(networks), tuple(hosts))
+
+
+@dataclass(frozen=True)
+class HostAllowList:
+    """The Host names a replica answers to: any, or these names, `*.` suffixes and networks."""
+
+    any: bool = False
+    names: frozenset[str] = frozenset()
+    suffixes: tuple[str, ...] = ()  # ".example.com" for `*.example.com`
+    networks: tuple[IPNetwork, ...] = ()
+
+    def admits(self, name: str) -> bool:
+        """Whether a Host's name (lower case, no trailing dot, an IPv6 literal without its
+        brackets; the port left out) is one of these."""
+        if self.any or name in self.names or name.endswith(self.suffixes):
+            return True
+        try:
+            address = ipaddress.ip_address(name)
+        except ValueError:
+            return False
+        return any(address in network for network in self.networks)
+
+
+ANY_HOST = HostAllowList(any=True)
+LOOPBACK_HOSTS = HostAllowList(
+    names=frozenset({"localhost"}),
+    networks=(ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128")),
+)
+_WITH_PORT = re.compile(r"(?:\[[^\]]*\]|[^:\[\]]+):[0-9]*")
+
+
+def host_allow_list(text: str, env: str) -> HostAllowList:
+    """Comma-separated host names, `*.suffix`es, IP addresses (IPv6 with or without its
+    brackets), CIDRs, or `*`; an entry that is none of those refuses start naming `env`."""
+    names: set[str] = set()
+    suffixes: list[str] = []
+    networks: list[IPNetwork] = []
+    for entry in (part.strip() for part in text.split(",")):
+        if not entry:
+            continue
+        if entry == "*":
+            return ANY_HOST
+        literal = entry[1:-1] if entry.startswith("[") and entry.endswith("]") else entry
+        try:
+            networks.append(ipaddress.ip_network(literal))
+            continue
+        except ValueError:
+            pass
+        name = entry.lower().removesuffix(".")
+        numeric = name.rsplit(".", 1)[-1].isdigit() or "/" in name or ":" in name
+        if not numeric and _HOST_NAME.fullmatch(name):
+            if name.startswith("*."):
+                suffixes.append(name[1:])
+            else:
+                names.add(name)
+            continue
+        hint = (
+            " (ports are not compared: leave the port out)" if _WITH_PORT.fullmatch(entry) else ""
+        )
+        raise SettingsError(
+            f"{env}: {entry!r} is not a host name, *.suffix, IP address, CIDR or *{hint}"
+        )
+    if not (names or suffixes or networks):
+        raise SettingsError(f"{env} lists nothing; leave it unset for the default, or set *")
+    return HostAllowList(False, frozenset(names), tuple(suffixes), tuple(networks))

@@ -152,8 +152,10 @@ def database_path(tmp_path_factory: pytest.TempPathFactory, sqlite_template: Pat
 
 @pytest.fixture(scope="module")
 def app(database_path: Path) -> FastAPI:
-    # Generated URLs name hosts of every kind: none of them is looked up in real DNS.
-    return create_app(make_settings(f"sqlite:///{database_path}"), resolver=FakeDNS())
+    # Generated URLs name hosts of every kind: none of them is looked up in real DNS. The
+    # open app answers only the Host names it is told to, and schemathesis names testserver.
+    settings = make_settings(f"sqlite:///{database_path}", allowed_hosts="testserver")
+    return create_app(settings, resolver=FakeDNS())
 
 
 @pytest.fixture(scope="module")

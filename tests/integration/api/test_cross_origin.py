@@ -15,15 +15,15 @@ from tests.integration.conftest import Harness
 # The check sits in front of the app, before any store.
 pytestmark = EMBEDDED_ONLY
 
-# The harness's client reaches the app as http://chronoq (Host: chronoq).
-OWN_ORIGIN = "http://chronoq"
+# The harness's client reaches the app as http://localhost (Host: localhost).
+OWN_ORIGIN = "http://localhost"
 FOREIGN_ORIGINS = [
     pytest.param("https://evil.example", id="another site"),
     pytest.param("null", id="null"),
-    pytest.param("http://chronoq.evil.example", id="look-alike"),
-    pytest.param("https://chronoq", id="another scheme"),
-    pytest.param("http://chronoq:8080", id="another port"),
-    pytest.param("http://chronoq/ui", id="not an origin"),
+    pytest.param("http://localhost.evil.example", id="look-alike"),
+    pytest.param("https://localhost", id="another scheme"),
+    pytest.param("http://localhost:8080", id="another port"),
+    pytest.param("http://localhost/ui", id="not an origin"),
 ]
 
 
@@ -68,12 +68,12 @@ async def test_a_change_with_basic_from_another_origin_is_403_and_changes_nothin
     "headers",
     [
         pytest.param({"Origin": OWN_ORIGIN}, id="own origin"),
-        pytest.param({"Origin": "HTTP://Chronoq:80"}, id="own origin spelt otherwise"),
+        pytest.param({"Origin": "HTTP://LocalHost:80"}, id="own origin spelt otherwise"),
         pytest.param({}, id="no origin"),
         # Behind a proxy that ends TLS the request reaches the app as http://: the browser
         # still says that the page is this service's.
         pytest.param(
-            {"Origin": "https://chronoq", "Sec-Fetch-Site": "same-origin"}, id="fetch metadata"
+            {"Origin": "https://localhost", "Sec-Fetch-Site": "same-origin"}, id="fetch metadata"
         ),
     ],
 )

@@ -253,7 +253,7 @@ async def failing_client(database_url: str) -> AsyncIterator[httpx.AsyncClient]:
         # The server error middleware re-raises after answering; the client should see the
         # answer, as a real HTTP client would.
         transport = httpx.ASGITransport(app=manager.app, raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://chronoq") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             yield client
 
 
