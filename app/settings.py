@@ -93,10 +93,16 @@ class Settings(BaseSettings):
     auto_migrate: bool = True
     max_payload_bytes: int = 262144
     # A request body over this is refused before it is read (Content-Length) or as soon as
-    # a chunked body passes it; a body that sends nothing for `request_body_timeout`
-    # seconds is refused too, so a slow client cannot hold a worker's memory or a slot.
+    # a chunked body passes it; a body that has not all arrived `request_body_timeout`
+    # seconds after its head is refused too (however it trickles), so a slow client cannot
+    # hold a worker's memory or a slot.
     max_request_bytes: int = 8 * 1024 * 1024
     request_body_timeout: float = 30.0
+    # Client connections (app.api.connections): at most `max_connections` per replica, and
+    # one that has not sent a complete request head within `request_head_timeout` seconds
+    # is closed, so idle or trickling sockets cannot take the descriptors deliveries need.
+    max_connections: int = 1024
+    request_head_timeout: float = 5.0
     # Webhook target addresses (DESIGN section 8): CIDRs denied beside the built-in denials;
     # when set, the only CIDRs and host names a webhook may reach. Comma-separated.
     target_deny: str = ""
@@ -218,6 +224,7 @@ class Settings(BaseSettings):
             "retention": "CHRONOQ_RETENTION",
             "retention_interval": "CHRONOQ_RETENTION_INTERVAL",
             "request_body_timeout": "CHRONOQ_REQUEST_BODY_TIMEOUT",
+            "request_head_timeout": "CHRONOQ_REQUEST_HEAD_TIMEOUT",
         }
         for field, env in positive.items():
             if getattr(self, field) <= 0:
@@ -229,6 +236,7 @@ class Settings(BaseSettings):
             "max_payload_bytes": "CHRONOQ_MAX_PAYLOAD_BYTES",
             "max_request_bytes": "CHRONOQ_MAX_REQUEST_BYTES",
             "retention_batch": "CHRONOQ_RETENTION_BATCH",
+            "max_connections": "CHRONOQ_MAX_CONNECTIONS",
         }
         for field, env in at_least_one.items():
             if getattr(self, field) < 1:

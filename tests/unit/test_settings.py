@@ -41,6 +41,9 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         ("worker_enabled", True),
         ("auto_migrate", True),
         ("max_payload_bytes", 262144),
+        ("max_connections", 1024),
+        ("request_head_timeout", 5.0),
+        ("request_body_timeout", 30.0),
     ],
 )
 def test_defaults_match_the_design(field: str, default: object) -> None:
@@ -142,6 +145,10 @@ def test_settings_are_frozen() -> None:
         ({"CHRONOQ_CONCURRENCY": "many"}, "CHRONOQ_CONCURRENCY"),
         ({"CHRONOQ_JITTER": "sometimes"}, "CHRONOQ_JITTER"),
         ({"CHRONOQ_LOG_LEVEL": "LOUD"}, "CHRONOQ_LOG_LEVEL"),
+        ({"CHRONOQ_MAX_CONNECTIONS": "0"}, "CHRONOQ_MAX_CONNECTIONS"),
+        ({"CHRONOQ_MAX_CONNECTIONS": "lots"}, "CHRONOQ_MAX_CONNECTIONS"),
+        ({"CHRONOQ_REQUEST_HEAD_TIMEOUT": "0"}, "CHRONOQ_REQUEST_HEAD_TIMEOUT"),
+        ({"CHRONOQ_REQUEST_BODY_TIMEOUT": "-1"}, "CHRONOQ_REQUEST_BODY_TIMEOUT"),
     ],
 )
 def test_incoherent_configurations_are_refused_naming_the_variable(
