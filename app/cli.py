@@ -22,6 +22,8 @@ from app.store.database import Database, describe_failure, redact_url
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from app.api.connections import GuardedHttpToolsProtocol, ensure_descriptors
+
     if args.no_worker:
         os.environ["CHRONOQ_WORKER_ENABLED"] = "false"
     settings = load_settings()  # refuse a bad configuration before binding the port
@@ -38,6 +40,8 @@ def _serve(args: argparse.Namespace) -> int:
             f"refusing to serve on {args.host} with no API keys: set CHRONOQ_API_KEYS (or "
             "CHRONOQ_API_KEYS_FILE), or CHRONOQ_ALLOW_UNAUTHENTICATED=true to serve it open"
         )
+    # Raised before uvicorn starts, so every replica process inherits it.
+    ensure_descriptors(settings)
     # uvicorn's own lines go through the same handler, so a JSON log is JSON throughout.
     logs.configure(settings.log_level, settings.log_format, secrets=[k.key for k in api_keys])
     if not api_keys:
@@ -47,6 +51,13 @@ def _serve(args: argparse.Namespace) -> int:
             args.host,
             args.port,
         )
+        if settings.allowed_hosts is None and not _is_loopback(args.host):
+            logging.getLogger("app.cli").warning(
+                "with no API keys only requests naming a loopback host (localhost, 127.x.x.x, "
+                "::1) are answered: set CHRONOQ_ALLOWED_HOSTS to the names clients reach "
+                "%s by, or * for any",
+                args.host,
+            )
     uvicorn.run(
         "app.main:app",
         host=args.host,
@@ -54,6 +65,9 @@ def _serve(args: argparse.Namespace) -> int:
         log_config=None,
         access_log=args.access_log,
         lifespan="on",
+        # The connection cap and the request-head timeout (app.api.connections); replica
+        # processes import the class by its path.
+        http=GuardedHttpToolsProtocol,
         timeout_keep_alive=args.timeout_keep_alive,
         # Each process is a replica of its own (its API, its loop, its pools), sharing only
         # the port and the database; the parent restarts one that dies.

@@ -16,6 +16,7 @@ from app.api import auth, dead_letters, docs, health, occurrences, problems, sch
 from app.api.auth import ApiKeyMiddleware, KeyRing
 from app.api.body_limits import BodyLimitMiddleware
 from app.api.deps import State
+from app.api.hosts import AllowedHostsMiddleware, use_relative_redirects
 from app.api.query import declared_query_only
 from app.service.addresses import HostResolver
 from app.service.dead_letters import DeadLetterService
@@ -132,6 +133,11 @@ def create_app(
     app.add_middleware(BodyLimitMiddleware)
     # Every route, present and future, is behind the key check: none opts in.
     app.add_middleware(ApiKeyMiddleware)
+    # Outermost: a request naming a host this service does not answer to (DNS rebinding)
+    # reaches nothing else.
+    app.add_middleware(AllowedHostsMiddleware)
+    # Redirects never repeat the Host a request came with.
+    use_relative_redirects(app.router)
     app.include_router(health.router)
     # Every route of these three reaches the database, so any of them can find it unreachable.
     app.include_router(schedules.router, responses=problems.responses(503))

@@ -81,6 +81,16 @@ LOOP_ERRORS = Counter(
     "chronoq_loop_errors_total", "Claims and settles that failed and were retried"
 )
 PRUNED = Counter("chronoq_occurrences_pruned_total", "Finished occurrences deleted by retention")
+HTTP_CONNECTIONS = Gauge(
+    "chronoq_http_connections", "Client connections this replica holds (CHRONOQ_MAX_CONNECTIONS)"
+)
+HTTP_CONNECTIONS_CLOSED = Counter(
+    "chronoq_http_connections_closed_total",
+    "Client connections this replica closed by itself: over_cap (every connection was busy "
+    "with a request), evicted (to make room at the cap: the one that had waited longest for a "
+    "request head), head_timeout (no complete request head in CHRONOQ_REQUEST_HEAD_TIMEOUT)",
+    ["reason"],
+)
 
 
 class _Pool(Protocol):

@@ -93,10 +93,16 @@ class Settings(BaseSettings):
     auto_migrate: bool = True
     max_payload_bytes: int = 262144
     # A request body over this is refused before it is read (Content-Length) or as soon as
-    # a chunked body passes it; a body that sends nothing for `request_body_timeout`
-    # seconds is refused too, so a slow client cannot hold a worker's memory or a slot.
+    # a chunked body passes it; a body that has not all arrived `request_body_timeout`
+    # seconds after its head is refused too (however it trickles), so a slow client cannot
+    # hold a worker's memory or a slot.
     max_request_bytes: int = 8 * 1024 * 1024
     request_body_timeout: float = 30.0
+    # Client connections (app.api.connections): at most `max_connections` per replica, and
+    # one that has not sent a complete request head within `request_head_timeout` seconds
+    # is closed, so idle or trickling sockets cannot take the descriptors deliveries need.
+    max_connections: int = 1024
+    request_head_timeout: float = 5.0
     # Webhook target addresses (DESIGN section 8): CIDRs denied beside the built-in denials;
     # when set, the only CIDRs and host names a webhook may reach. Comma-separated.
     target_deny: str = ""
@@ -116,6 +122,10 @@ class Settings(BaseSettings):
     api_keys_file: Path | None = None
     # No keys set: `chronoq serve` listens on a non-loopback address only with this.
     allow_unauthenticated: bool = False
+    # The Host names requests may name (DESIGN section 8), comma-separated: names, `*.suffix`,
+    # IP addresses or CIDRs, or `*`. Unset: the loopback names when no key is set (a website
+    # that rebinds its name onto 127.0.0.1 cannot drive an open local instance), else `*`.
+    allowed_hosts: str | None = None
 
     @field_validator("db_schema", mode="before")
     @classmethod
@@ -145,6 +155,22 @@ class Settings(BaseSettings):
             return deny, None, ()
         allow = target_list(self.target_allow, "CHRONOQ_TARGET_ALLOW", names=True)
         return deny, allow.networks, allow.names
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _host_list(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        if value.strip() == "":
+            return None  # as compose files render an unset variable: the default
+        host_allow_list(value, "CHRONOQ_ALLOWED_HOSTS")
+        return value
+
+    def host_allow_list(self) -> HostAllowList:
+        """The Host names this replica answers to."""
+        if self.allowed_hosts is None:
+            return ANY_HOST if self.api_key_entries() else LOOPBACK_HOSTS
+        return host_allow_list(self.allowed_hosts, "CHRONOQ_ALLOWED_HOSTS")
 
     @field_validator("api_keys", "api_keys_file", mode="before")
     @classmethod
@@ -198,6 +224,7 @@ class Settings(BaseSettings):
             "retention": "CHRONOQ_RETENTION",
             "retention_interval": "CHRONOQ_RETENTION_INTERVAL",
             "request_body_timeout": "CHRONOQ_REQUEST_BODY_TIMEOUT",
+            "request_head_timeout": "CHRONOQ_REQUEST_HEAD_TIMEOUT",
         }
         for field, env in positive.items():
             if getattr(self, field) <= 0:
@@ -209,6 +236,7 @@ class Settings(BaseSettings):
             "max_payload_bytes": "CHRONOQ_MAX_PAYLOAD_BYTES",
             "max_request_bytes": "CHRONOQ_MAX_REQUEST_BYTES",
             "retention_batch": "CHRONOQ_RETENTION_BATCH",
+            "max_connections": "CHRONOQ_MAX_CONNECTIONS",
         }
         for field, env in at_least_one.items():
             if getattr(self, field) < 1:
@@ -357,3 +385,68 @@ def target_list(text: str, env: str, *, names: bool) -> TargetList:
         detail = "" if names and not numeric else f" ({problem})"
         raise SettingsError(f"{env}: {entry!r} is not {what}{detail}")
     return TargetList(tuple(networks), tuple(hosts))
+
+
+@dataclass(frozen=True)
+class HostAllowList:
+    """The Host names a replica answers to: any, or these names, `*.` suffixes and networks."""
+
+    any: bool = False
+    names: frozenset[str] = frozenset()
+    suffixes: tuple[str, ...] = ()  # ".example.com" for `*.example.com`
+    networks: tuple[IPNetwork, ...] = ()
+
+    def admits(self, name: str) -> bool:
+        """Whether a Host's name (lower case, no trailing dot, an IPv6 literal without its
+        brackets; the port left out) is one of these."""
+        if self.any or name in self.names or name.endswith(self.suffixes):
+            return True
+        try:
+            address = ipaddress.ip_address(name)
+        except ValueError:
+            return False
+        return any(address in network for network in self.networks)
+
+
+ANY_HOST = HostAllowList(any=True)
+LOOPBACK_HOSTS = HostAllowList(
+    names=frozenset({"localhost"}),
+    networks=(ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128")),
+)
+_WITH_PORT = re.compile(r"(?:\[[^\]]*\]|[^:\[\]]+):[0-9]*")
+
+
+def host_allow_list(text: str, env: str) -> HostAllowList:
+    """Comma-separated host names, `*.suffix`es, IP addresses (IPv6 with or without its
+    brackets), CIDRs, or `*`; an entry that is none of those refuses start naming `env`."""
+    names: set[str] = set()
+    suffixes: list[str] = []
+    networks: list[IPNetwork] = []
+    for entry in (part.strip() for part in text.split(",")):
+        if not entry:
+            continue
+        if entry == "*":
+            return ANY_HOST
+        literal = entry[1:-1] if entry.startswith("[") and entry.endswith("]") else entry
+        try:
+            networks.append(ipaddress.ip_network(literal))
+            continue
+        except ValueError:
+            pass
+        name = entry.lower().removesuffix(".")
+        numeric = name.rsplit(".", 1)[-1].isdigit() or "/" in name or ":" in name
+        if not numeric and _HOST_NAME.fullmatch(name):
+            if name.startswith("*."):
+                suffixes.append(name[1:])
+            else:
+                names.add(name)
+            continue
+        hint = (
+            " (ports are not compared: leave the port out)" if _WITH_PORT.fullmatch(entry) else ""
+        )
+        raise SettingsError(
+            f"{env}: {entry!r} is not a host name, *.suffix, IP address, CIDR or *{hint}"
+        )
+    if not (names or suffixes or networks):
+        raise SettingsError(f"{env} lists nothing; leave it unset for the default, or set *")
+    return HostAllowList(False, frozenset(names), tuple(suffixes), tuple(networks))

@@ -5,6 +5,11 @@ configured the API is open; otherwise every path but the open ones (health, metr
 docs and their assets) needs a key, and a read-only key may only read. The key's name
 reaches the routes as the request's principal; the key itself is never logged, stored or
 echoed, and is compared in constant time against every configured key.
+
+A browser sends HTTP Basic credentials again by itself, whichever page makes the request, and
+needs none when no key is set: a change made that way must come from this service's own
+pages or from no page at all (no Origin), so another site cannot make it through an
+operator's browser (CSRF). A Bearer key is only ever sent by a client that holds it.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import copy
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -22,6 +28,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.api.hosts import is_same_origin
 from app.api.problems import MEDIA_TYPE, problem_type
 from app.settings import ApiKey
 
@@ -33,6 +40,12 @@ CHALLENGES = ('Basic realm="chronoq"', 'Bearer realm="chronoq"')
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/docs", "/redoc", "/openapi.json"})
 OPEN_PREFIXES = ("/docs/", "/redoc/", "/static/")
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+CROSS_ORIGIN = (
+    "this change comes from a page of another site (its Origin is not this service's): with "
+    "HTTP Basic, or with no key set, a change must come from this service's own pages; a "
+    "client that is not a browser sends no Origin, or uses Authorization: Bearer"
+)
 
 
 def is_open(path: str) -> bool:
@@ -72,7 +85,16 @@ class KeyRing:
         return found
 
 
-def presented_key(headers: Sequence[tuple[bytes, bytes]]) -> str | None:
+@dataclass(frozen=True)
+class Credentials:
+    """What an Authorization header presents: the key, and whether it came as HTTP Basic,
+    which a browser that once logged in sends again by itself, whichever page asks."""
+
+    key: str = dataclasses.field(repr=False)
+    basic: bool
+
+
+def presented_credentials(headers: Sequence[tuple[bytes, bytes]]) -> Credentials | None:
     """The key an Authorization header carries (Bearer, or Basic with the key as the
     password and any user name); None when absent, repeated or malformed."""
     values = [value for name, value in headers if name.lower() == b"authorization"]
@@ -87,15 +109,21 @@ def presented_key(headers: Sequence[tuple[bytes, bytes]]) -> str | None:
     if not credentials:
         return None
     if scheme.lower() == "bearer":
-        return credentials
+        return Credentials(credentials, basic=False)
     if scheme.lower() == "basic":
         try:
             decoded = base64.b64decode(credentials, validate=True).decode("utf-8")
         except (binascii.Error, UnicodeDecodeError):
             return None
         _, colon, password = decoded.partition(":")
-        return password if colon and password else None
+        return Credentials(password, basic=True) if colon and password else None
     return None
+
+
+def presented_key(headers: Sequence[tuple[bytes, bytes]]) -> str | None:
+    """The key of `presented_credentials`, however it was sent."""
+    credentials = presented_credentials(headers)
+    return credentials.key if credentials is not None else None
 
 
 async def _answer(
@@ -113,7 +141,8 @@ async def _answer(
 
 
 class ApiKeyMiddleware:
-    """Refuses requests without a valid key (401) and changes by read-only keys (403);
+    """Refuses requests without a valid key (401), changes by read-only keys (403) and
+    changes from another site's page with credentials a browser sends by itself (403);
     passes the key's name on as the request state's `principal` (None: no keys set)."""
 
     def __init__(self, app: ASGIApp) -> None:
@@ -137,13 +166,16 @@ class ApiKeyMiddleware:
             )
             return
         principal: str | None = None
+        # Credentials a browser sends by itself: HTTP Basic, or none at all when no key is
+        # needed. A change made with them must come from this service's own pages (CSRF).
+        replayable = not ring
         if ring and not is_open(path):
-            candidate = presented_key(scope.get("headers", []))
-            entry = ring.find(candidate) if candidate is not None else None
+            presented = presented_credentials(scope.get("headers", []))
+            entry = ring.find(presented.key) if presented is not None else None
             if entry is None:
                 detail = (
                     "this route needs an API key: Authorization: Bearer <key>"
-                    if candidate is None
+                    if presented is None
                     else "the API key is not one this service knows"
                 )
                 await self._refuse(
@@ -167,6 +199,16 @@ class ApiKeyMiddleware:
                 )
                 return
             principal = entry.name
+            replayable = presented is not None and presented.basic
+        method = scope.get("method", "GET")
+        if (
+            scope["type"] == "http"
+            and replayable
+            and method not in READ_METHODS
+            and not is_same_origin(scope)
+        ):
+            await self._refuse(scope, send, 403, "cross-origin", "Forbidden", CROSS_ORIGIN)
+            return
         state["principal"] = principal
         await self.app({**scope, "state": state}, receive, send)
 
@@ -210,7 +252,11 @@ _UNAUTHORIZED = {
     },
     "content": _PROBLEM,
 }
-_FORBIDDEN = {"description": "The API key is read-only", "content": _PROBLEM}
+_FORBIDDEN = {
+    "description": "The API key is read-only; or the change comes from a page of another "
+    "site (an Origin that is not this service's, with HTTP Basic or with no key set)",
+    "content": _PROBLEM,
+}
 
 
 def document(openapi: dict[str, Any]) -> dict[str, Any]:

@@ -2,9 +2,10 @@
 
 Invariant: no request body larger than `CHRONOQ_MAX_REQUEST_BYTES` is read into memory:
 one that declares a larger Content-Length is refused before a byte of it is read, and a
-chunked one as soon as it passes the limit (413). A body that sends nothing for
-`CHRONOQ_REQUEST_BODY_TIMEOUT` seconds is refused with 408, so a slow client cannot hold
-memory or a connection slot for as long as it likes.
+chunked one as soon as it passes the limit (413). A body that has not all arrived within
+`CHRONOQ_REQUEST_BODY_TIMEOUT` seconds of the request reaching the app (right after its
+head) is refused with 408, however it trickles in, so a slow client cannot hold memory or a
+connection slot for as long as it likes.
 """
 
 from __future__ import annotations
@@ -16,6 +17,11 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.problems import problem_response
+
+# A client too slow to send its body in time is not waited for again: the connection ends
+# with the answer. (After a 413 the server reads on and drops the rest, within
+# CHRONOQ_REQUEST_HEAD_TIMEOUT, so that the client reads the answer rather than a reset.)
+_CLOSE = {"Connection": "close"}
 
 
 class BodyLimitMiddleware:
@@ -31,26 +37,38 @@ class BodyLimitMiddleware:
             await self.app(scope, receive, send)
             return
         limit: int = settings.max_request_bytes
-        idle: float = settings.request_body_timeout
+        total: float = settings.request_body_timeout
         declared = _content_length(scope)
         if declared is not None and declared > limit:
             await _too_large(limit)(scope, receive, send)
             return
+        deadline = asyncio.get_running_loop().time() + total
         received = 0
+        complete = False
 
         async def limited() -> Message:
-            nonlocal received
+            nonlocal received, complete
+            if complete:
+                # The body is in; what follows is the wait for a disconnect, which is not
+                # the client's to hurry.
+                return await receive()
             try:
-                async with asyncio.timeout(idle):
+                async with asyncio.timeout_at(deadline):
                     message = await receive()
             except TimeoutError:
                 raise HTTPException(
-                    408, f"the request body sent nothing for {idle:g} seconds"
+                    408,
+                    f"the request body did not arrive within {total:g} seconds "
+                    "(CHRONOQ_REQUEST_BODY_TIMEOUT)",
+                    headers=_CLOSE,
                 ) from None
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > limit:
                     raise HTTPException(413, _too_large_detail(limit))
+                complete = not message.get("more_body", False)
+            else:
+                complete = True
             return message
 
         await self.app(scope, limited, send)

@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
@@ -64,6 +64,31 @@ _UNION_FIELDS = frozenset({"trigger", "target"})
 _UNKNOWN_SHOWN = 20
 _NAME_ECHO = 100
 
+# Every problem is bounded whatever the input (DESIGN section 8): at most MAX_ERRORS `errors`
+# (`detail` says how many there were in all), and short texts, for a message may repeat the
+# value it refuses (pydantic's union tags, a validator's "label key '...'") and a location
+# holds the keys the client chose. A body of many thousand bad entries is answered in a few KiB.
+MAX_ERRORS = 50
+DETAIL_CHARS = 500
+ERROR_DETAIL_CHARS = 200
+LOCATION_CHARS = 200
+_LOCATIONS = ("pointer", "parameter", "field")
+
+
+def excerpt(text: str, limit: int) -> str:
+    """`text`, or when it is longer than `limit` characters its start and "..." in as many."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _bounded_error(error: dict[str, Any]) -> dict[str, Any]:
+    bounded = dict(error)
+    for name in _LOCATIONS:
+        if isinstance(bounded.get(name), str):
+            bounded[name] = excerpt(bounded[name], LOCATION_CHARS)
+    if isinstance(bounded.get("detail"), str):
+        bounded["detail"] = excerpt(bounded["detail"], ERROR_DETAIL_CHARS)
+    return bounded
+
 
 class UnknownParametersError(Exception):
     """Query parameters the operation does not declare (app.api.query)."""
@@ -95,18 +120,23 @@ def _unsupported_media_type(request: Request) -> JSONResponse:
 
 
 class FieldError(BaseModel):
-    pointer: str | None = None
-    parameter: str | None = None
-    field: str
-    detail: str
+    pointer: str | None = Field(default=None, max_length=LOCATION_CHARS)
+    parameter: str | None = Field(default=None, max_length=LOCATION_CHARS)
+    field: str = Field(max_length=LOCATION_CHARS)
+    detail: str = Field(max_length=ERROR_DETAIL_CHARS)
 
 
 class Problem(BaseModel):
     type: str
     title: str
     status: int
-    detail: str
-    errors: list[FieldError] | None = None
+    detail: str = Field(max_length=DETAIL_CHARS)
+    errors: list[FieldError] | None = Field(
+        default=None,
+        max_length=MAX_ERRORS,
+        description=f"The first {MAX_ERRORS} offending fields or parameters; `detail` says "
+        "how many there were in all when there were more",
+    )
 
 
 def problem_type(slug: str) -> str:
@@ -120,16 +150,26 @@ def problem_response(
     *,
     slug: str | None = None,
     errors: list[dict[str, Any]] | None = None,
+    errors_in_all: int | None = None,
     headers: dict[str, str] | None = None,
 ) -> JSONResponse:
+    """A problem answer, bounded: its first MAX_ERRORS `errors` (of `errors_in_all`, by
+    default as many as are given), each text cut to an excerpt."""
+    listed = None
+    if errors is not None:
+        total = max(len(errors), errors_in_all or 0)
+        listed = [_bounded_error(error) for error in errors[:MAX_ERRORS]]
+        if total > len(listed):
+            more = f" ({total} errors in all; the first {len(listed)} are listed)"
+            detail = excerpt(detail, DETAIL_CHARS - len(more)) + more
     body: dict[str, Any] = {
         "type": problem_type(slug) if slug else "about:blank",
         "title": title,
         "status": status,
-        "detail": detail,
+        "detail": excerpt(detail, DETAIL_CHARS),
     }
-    if errors is not None:
-        body["errors"] = errors
+    if listed is not None:
+        body["errors"] = listed
     return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE, headers=headers)
 
 
@@ -148,9 +188,10 @@ def _path(loc: tuple[Any, ...], error_type: str) -> list[str]:
     return parts
 
 
-def field_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
+def field_errors(exc: RequestValidationError, limit: int = MAX_ERRORS) -> list[dict[str, Any]]:
+    """The first `limit` of the validation's errors, as problem `errors` entries."""
     result: list[dict[str, Any]] = []
-    for error in exc.errors():
+    for error in exc.errors()[:limit]:
         loc = tuple(error.get("loc", ()))
         source, rest = (str(loc[0]), loc[1:]) if loc else ("body", ())
         parts = _path(rest, str(error.get("type", "")))
@@ -252,6 +293,7 @@ def install(app: FastAPI) -> None:
             # FastAPI leaves a body it did not parse as bytes: its Content-Type was not JSON.
             return _unsupported_media_type(request)
         errors = field_errors(exc)
+        in_all = len(exc.errors())
         if any(error.get("type") == "json_invalid" for error in exc.errors()):
             # Not a value that breaks a rule: text that is not JSON at all.
             return problem_response(
@@ -260,6 +302,7 @@ def install(app: FastAPI) -> None:
                 "the request body is not valid JSON",
                 slug="malformed-json",
                 errors=errors,
+                errors_in_all=in_all,
             )
         fields = ", ".join(sorted({e["field"] for e in errors}))
         return problem_response(
@@ -268,6 +311,7 @@ def install(app: FastAPI) -> None:
             f"invalid value for: {fields}",
             slug="invalid-input",
             errors=errors,
+            errors_in_all=in_all,
         )
 
     @app.exception_handler(UnknownParametersError)

@@ -76,6 +76,8 @@ SEMANTIC_RULES = [
 # 412: an If-Match that is well-formed but names another version than the schedule's (a
 # generated one almost always does) is refused by design, like a 409 conflict.
 ACCEPTED = ["2xx", "3xx", "401", "403", "404", "409", "412", "429", "5xx"]
+# Every change of a schedule honours If-Match, so any of them may answer 412.
+CHECKS = {"enabled": True, "positive_data_acceptance": {"expected-statuses": ACCEPTED}}
 # DELETE on a schedule cancels it (DESIGN section 6): the cancelled schedule and its history
 # stay readable, which is what use_after_free takes for a deleted resource still served.
 CANCELLED_STAYS_READABLE = ["get_schedule", "list_occurrences", "list_events"]
@@ -99,7 +101,7 @@ def _config(**extra: Any) -> schemathesis.Config:
     return schemathesis.Config.from_dict(
         {
             "generation": {"max-examples": EXAMPLES, "deterministic": True, "database": "none"},
-            "checks": {"enabled": True},
+            "checks": CHECKS,
             "phases": {"stateful": {"max-steps": WORKFLOW_STEPS}},
             "dictionaries": DICTIONARIES,
             "parameters": PARAMETERS,
@@ -114,7 +116,7 @@ def _config(**extra: Any) -> schemathesis.Config:
 WRITE_KEY = "fuzz-0123456789abcdef"
 KEYS = f"fuzzer:{WRITE_KEY},viewer:fuzz-viewer-0123456789:read"
 # Without keys the API is open by design, so a success without credentials is no finding.
-OPEN_CONFIG = _config(checks={"enabled": True, "ignored_auth": {"enabled": False}})
+OPEN_CONFIG = _config(checks={**CHECKS, "ignored_auth": {"enabled": False}})
 KEYED_CONFIG = _config()
 # A few requests per operation suffice to see that nothing answers without a key.
 UNAUTHENTICATED_CONFIG = schemathesis.Config.from_dict(
@@ -152,8 +154,10 @@ def database_path(tmp_path_factory: pytest.TempPathFactory, sqlite_template: Pat
 
 @pytest.fixture(scope="module")
 def app(database_path: Path) -> FastAPI:
-    # Generated URLs name hosts of every kind: none of them is looked up in real DNS.
-    return create_app(make_settings(f"sqlite:///{database_path}"), resolver=FakeDNS())
+    # Generated URLs name hosts of every kind: none of them is looked up in real DNS. The
+    # open app answers only the Host names it is told to, and schemathesis names testserver.
+    settings = make_settings(f"sqlite:///{database_path}", allowed_hosts="testserver")
+    return create_app(settings, resolver=FakeDNS())
 
 
 @pytest.fixture(scope="module")

@@ -101,13 +101,23 @@ class Service:
     """One `chronoq serve` process on 127.0.0.1; its stdout and stderr go to `log_path`."""
 
     def __init__(
-        self, name: str, settings: Mapping[str, str], log_path: Path, port: int | None = None
+        self,
+        name: str,
+        settings: Mapping[str, str],
+        log_path: Path,
+        port: int | None = None,
+        *,
+        ulimit: str | None = None,
     ) -> None:
+        """`ulimit`: the shell's ulimit arguments to start the process with (`-n 400`)."""
         self.name = name
         self.port = port or free_port()
         self.log_path = log_path
         self._log: IO[bytes] = log_path.open("ab")
         command = [str(CHRONOQ), "serve", "--host", "127.0.0.1", "--port", str(self.port)]
+        if ulimit is not None:
+            # The shell sets the limit and becomes the service (exec): the pid is the service's.
+            command = ["/bin/sh", "-c", f'ulimit {ulimit} && exec "$@"', "sh", *command]
         self.process = subprocess.Popen(
             command,
             env=service_environment(settings),
@@ -203,12 +213,14 @@ class Services:
         timeout: float = 30.0,
         tries: int = 3,
         port: int | None = None,
+        ulimit: str | None = None,
     ) -> Service:
         """Start a replica and wait until it serves; a port taken meanwhile gets another
         (unless `port` pins it, as for a replica restarted on its old address)."""
         for attempt in range(1, tries + 1):
             suffix = "" if attempt == 1 else f".{attempt}"
-            service = Service(name, settings, self._log_dir / f"{name}{suffix}.log", port)
+            log_path = self._log_dir / f"{name}{suffix}.log"
+            service = Service(name, settings, log_path, port, ulimit=ulimit)
             self.started.append(service)
             try:
                 await service.wait_healthy(timeout)

@@ -155,6 +155,43 @@ async def test_two_processes_deliver_every_occurrence_once_and_stop_on_sigterm(
     assert "Application shutdown complete" in _log(tmp_path)
 
 
+async def _closed_within(reader: asyncio.StreamReader, timeout: float) -> bool:
+    try:
+        return await asyncio.wait_for(reader.read(1), timeout) == b""
+    except TimeoutError:
+        return False
+    except ConnectionError:
+        return True
+
+
+async def test_each_process_caps_its_connections_and_closes_silent_ones(
+    empty_postgres: Callable[[], str],
+    serve: Callable[..., subprocess.Popen[bytes]],
+) -> None:
+    """The replica processes import the connection guard by its path and read its settings
+    from their own lifespan: each holds at most its cap, and none keeps a silent socket."""
+    settings = {
+        "DATABASE_URL": empty_postgres(),
+        "CHRONOQ_MAX_CONNECTIONS": "5",
+        "CHRONOQ_REQUEST_HEAD_TIMEOUT": "2",
+    }
+    port = free_port()
+    parent = serve(port, settings, "--processes", "2")
+    await _healthy(port, parent, replicas=2)
+
+    opened = [await asyncio.open_connection("127.0.0.1", port) for _ in range(30)]
+    try:
+        # However the kernel spreads them, two processes hold at most 10: the rest make way
+        # at once, and the head timeout ends the others.
+        soon = await asyncio.gather(*(_closed_within(reader, 0.7) for reader, _ in opened))
+        assert sum(soon) >= 20, f"{sum(soon)} of 30 closed at once"
+        later = await asyncio.gather(*(_closed_within(reader, 5) for reader, _ in opened))
+        assert all(s or late for s, late in zip(soon, later, strict=True))
+    finally:
+        for _, writer in opened:
+            writer.close()
+
+
 def test_sqlite_refuses_more_than_one_process(tmp_path: Path) -> None:
     env = service_environment({"DATABASE_URL": f"sqlite:///{tmp_path / 'one.db'}"})
     done = subprocess.run(

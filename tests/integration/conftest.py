@@ -95,7 +95,9 @@ async def running_harness(
         ):
             dispatcher = Dispatcher(database, sinks, settings, rng=random.Random(7), owner="test")
             transport = httpx.ASGITransport(app=manager.app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://chronoq") as client:
+            async with httpx.AsyncClient(
+                transport=transport, base_url="http://localhost"
+            ) as client:
                 yield Harness(client, dispatcher, database, settings, receiver, sinks, wakeups, dns)
     finally:
         await database.close()

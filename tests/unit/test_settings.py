@@ -41,6 +41,9 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         ("worker_enabled", True),
         ("auto_migrate", True),
         ("max_payload_bytes", 262144),
+        ("max_connections", 1024),
+        ("request_head_timeout", 5.0),
+        ("request_body_timeout", 30.0),
     ],
 )
 def test_defaults_match_the_design(field: str, default: object) -> None:
@@ -142,6 +145,10 @@ def test_settings_are_frozen() -> None:
         ({"CHRONOQ_CONCURRENCY": "many"}, "CHRONOQ_CONCURRENCY"),
         ({"CHRONOQ_JITTER": "sometimes"}, "CHRONOQ_JITTER"),
         ({"CHRONOQ_LOG_LEVEL": "LOUD"}, "CHRONOQ_LOG_LEVEL"),
+        ({"CHRONOQ_MAX_CONNECTIONS": "0"}, "CHRONOQ_MAX_CONNECTIONS"),
+        ({"CHRONOQ_MAX_CONNECTIONS": "lots"}, "CHRONOQ_MAX_CONNECTIONS"),
+        ({"CHRONOQ_REQUEST_HEAD_TIMEOUT": "0"}, "CHRONOQ_REQUEST_HEAD_TIMEOUT"),
+        ({"CHRONOQ_REQUEST_BODY_TIMEOUT": "-1"}, "CHRONOQ_REQUEST_BODY_TIMEOUT"),
     ],
 )
 def test_incoherent_configurations_are_refused_naming_the_variable(
@@ -341,4 +348,71 @@ def test_a_schema_is_refused_with_sqlite(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setenv("CHRONOQ_DB_SCHEMA", "alpha")
 
     with pytest.raises(SettingsError, match=r"CHRONOQ_DB_SCHEMA.*PostgreSQL only"):
+        load_settings()
+
+
+KEY_ENTRY = "ops:0123456789abcdef-ops"
+
+
+def test_with_no_key_set_only_the_loopback_names_are_allowed_hosts() -> None:
+    allowed = load_settings().host_allow_list()
+
+    for name in ("localhost", "127.0.0.1", "127.8.9.10", "::1"):
+        assert allowed.admits(name), name
+    for name in ("evil.example", "localhost.evil.example", "0.0.0.0", "10.0.0.1", "::ffff:7f00:1"):
+        assert not allowed.admits(name), name
+
+
+def test_with_keys_set_any_host_is_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHRONOQ_API_KEYS", KEY_ENTRY)
+
+    assert load_settings().host_allow_list().admits("chronoq.example.com")
+
+
+@pytest.mark.parametrize("text", ["", "  "])
+def test_an_empty_allowed_hosts_variable_means_the_default(
+    monkeypatch: pytest.MonkeyPatch, text: str
+) -> None:
+    monkeypatch.setenv("CHRONOQ_ALLOWED_HOSTS", text)
+
+    settings = load_settings()
+
+    assert settings.allowed_hosts is None
+    assert not settings.host_allow_list().admits("evil.example")
+
+
+def test_allowed_hosts_take_names_suffixes_addresses_and_networks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CHRONOQ_API_KEYS", KEY_ENTRY)
+    monkeypatch.setenv(
+        "CHRONOQ_ALLOWED_HOSTS",
+        "Chronoq.Example.com., *.internal.example, 10.0.0.0/8, [::1], fd00::5",
+    )
+
+    allowed = load_settings().host_allow_list()
+
+    admitted = ["chronoq.example.com", "a.internal.example", "10.9.8.7", "::1", "fd00::5"]
+    refused = ["example.com", "internal.example", "11.0.0.1", "fd00::6", "localhost"]
+    assert all(allowed.admits(name) for name in admitted)
+    assert not any(allowed.admits(name) for name in refused)
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("localhost:8000", "leave the port out"),
+        ("[::1]:8000", "leave the port out"),
+        ("chronoq example", "not a host name"),
+        ("10.0.0.1/8", "not a host name"),
+        ("https://chronoq.example.com", "not a host name"),
+        (",", "lists nothing"),
+    ],
+)
+def test_an_allowed_host_that_is_none_of_the_forms_is_refused(
+    monkeypatch: pytest.MonkeyPatch, text: str, says: str
+) -> None:
+    monkeypatch.setenv("CHRONOQ_ALLOWED_HOSTS", text)
+
+    with pytest.raises(SettingsError, match=f"CHRONOQ_ALLOWED_HOSTS.*{says}"):
         load_settings()

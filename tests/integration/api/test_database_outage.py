@@ -56,7 +56,9 @@ async def outage(database_url: str) -> AsyncIterator[Outage]:
     try:
         async with LifespanManager(app) as manager:
             transport = httpx.ASGITransport(app=manager.app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://c") as client:
+            async with httpx.AsyncClient(
+                transport=transport, base_url="http://localhost"
+            ) as client:
                 created = await client.post("/v1/schedules", json=spec("before-the-outage"))
                 assert created.status_code == 201, created.text
                 yield Outage(client, proxy, database_url, created.json())

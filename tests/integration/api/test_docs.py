@@ -85,7 +85,7 @@ async def test_behind_a_proxy_prefix_every_address_carries_it(page: str) -> None
     app = FastAPI(docs_url=None, redoc_url=None)
     docs.install(app)
     transport = httpx.ASGITransport(app=app, root_path="/chronoq")
-    async with httpx.AsyncClient(transport=transport, base_url="http://chronoq") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
         html = (await client.get(f"/chronoq{page}")).text
         addresses = re.findall(r'(?:src|href|spec-url)="([^"]*)"|url: \'([^\']*)\'', html)
         paths = [next(a for a in found if a) for found in addresses]

@@ -44,7 +44,9 @@ async def test_readyz_is_503_while_the_database_is_unreachable_and_200_after(
     try:
         async with LifespanManager(app) as manager:
             transport = httpx.ASGITransport(app=manager.app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://c") as client:
+            async with httpx.AsyncClient(
+                transport=transport, base_url="http://localhost"
+            ) as client:
                 ready = await client.get("/readyz")
                 assert ready.status_code == 200
                 assert ready.json()["checks"] == {"database": "ok", "worker": "ok"}

@@ -184,6 +184,53 @@ async def test_payload_limit_counts_the_bytes_of_the_json_payload(
         assert response.status_code == status, response.text
 
 
+async def test_a_body_of_ten_thousand_bad_entries_is_answered_in_a_few_kib(
+    harness: Harness,
+) -> None:
+    item = {**spec_with(harness, {"n": 1}), **{f"unknown{n}": n for n in range(10)}}
+
+    response = await harness.client.post("/v1/schedules/batch", json={"items": [item] * 1000})
+
+    problem = assert_problem(response, 422)
+    assert len(response.content) < 16 * 1024
+    assert len(problem["errors"]) == 50
+    assert "10000 errors in all; the first 50 are listed" in problem["detail"]
+    assert len(problem["detail"]) <= 500
+    assert problem["errors"][0] == {
+        "pointer": "#/items/0/unknown0",
+        "field": "items.0.unknown0",
+        "detail": "Extra inputs are not permitted",
+    }
+    assert (await harness.get("/v1/schedules"))["items"] == []
+
+
+HUGE = "x" * 100_000
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param({"target": {"type": HUGE}}, id="a union tag the message repeats"),
+        pytest.param({"labels": {HUGE: "v"}}, id="a label key a validator repeats"),
+        pytest.param({"labels": {HUGE: {"not": "text"}}}, id="a label key in the location"),
+        pytest.param({"trigger": {"type": "cron", "expression": HUGE}}, id="a long value"),
+    ],
+)
+async def test_no_problem_repeats_more_than_an_excerpt_of_a_huge_input(
+    harness: Harness, change: dict[str, Any]
+) -> None:
+    response = await harness.client.post(
+        "/v1/schedules", json={**spec_with(harness, {"n": 1}), **change}
+    )
+
+    problem = assert_problem(response, 422)
+    assert len(response.content) < 2048
+    assert len(problem["detail"]) <= 500
+    for error in problem["errors"]:
+        assert len(error["detail"]) <= 200
+        assert all(len(error.get(name) or "") <= 200 for name in ("pointer", "field"))
+
+
 def spec_with(harness: Harness, payload: Any) -> dict[str, Any]:
     return {
         "event_type": "big",
@@ -206,7 +253,7 @@ async def failing_client(database_url: str) -> AsyncIterator[httpx.AsyncClient]:
         # The server error middleware re-raises after answering; the client should see the
         # answer, as a real HTTP client would.
         transport = httpx.ASGITransport(app=manager.app, raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://chronoq") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             yield client
 
 

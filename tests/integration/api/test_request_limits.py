@@ -107,6 +107,27 @@ async def test_a_body_that_stalls_is_timed_out(make_harness) -> None:  # type: i
         assert await _stored(h) == []
 
 
+async def test_a_body_that_trickles_is_cut_at_its_total_time(make_harness) -> None:  # type: ignore[no-untyped-def]
+    async with make_harness(request_body_timeout=0.5) as h:
+
+        async def body() -> AsyncIterator[bytes]:
+            for _ in range(200):  # a byte every 50 ms: never idle, done in 10 s
+                yield b" "
+                await asyncio.sleep(0.05)
+
+        started = time.monotonic()
+        response = await h.client.post(
+            "/v1/schedules", content=body(), headers={"Content-Type": "application/json"}
+        )
+
+        assert response.status_code == 408, response.text
+        assert response.headers["content-type"].startswith(PROBLEM)
+        assert response.headers["connection"] == "close"
+        assert "CHRONOQ_REQUEST_BODY_TIMEOUT" in response.json()["detail"]
+        assert time.monotonic() - started < 4
+        assert await _stored(h) == []
+
+
 async def test_a_body_under_the_limit_is_accepted(make_harness) -> None:  # type: ignore[no-untyped-def]
     async with make_harness(max_request_bytes=4096) as h:
         response = await h.client.post("/v1/schedules", json=_body(h))

@@ -86,7 +86,7 @@ async def _serve_and_deliver(url: str, db_schema: str | None, receiver: Receiver
     app = create_app(settings)
     async with LifespanManager(app) as manager:
         transport = httpx.ASGITransport(app=manager.app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://chronoq") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             ready = await client.get("/readyz")
             assert ready.status_code == 200, ready.text
             assert ready.json()["checks"]["database"] == "ok"

@@ -80,6 +80,34 @@ def test_serve_accepts_a_non_loopback_host_with_keys_or_the_explicit_opt_in(
     assert KEY not in caplog.text
 
 
+@pytest.mark.parametrize(
+    ("variables", "warned"),
+    [
+        ({}, True),
+        ({"CHRONOQ_ALLOWED_HOSTS": "chronoq.internal"}, False),
+    ],
+)
+def test_serve_open_beyond_loopback_warns_that_only_loopback_names_are_answered(
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+    variables: dict[str, str],
+    warned: bool,
+) -> None:
+    settings = {
+        "DATABASE_URL": f"sqlite:///{tmp_path}/x",
+        "CHRONOQ_ALLOW_UNAUTHENTICATED": "true",
+        **variables,
+    }
+    for name, value in settings.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr("uvicorn.run", lambda *args, **kwargs: None)
+
+    assert cli.main(["serve", "--host", "0.0.0.0", "--port", "8000"]) == 0
+
+    assert ("set CHRONOQ_ALLOWED_HOSTS" in caplog.text) is warned
+
+
 @pytest.mark.parametrize("host", ["127.0.0.1", "127.8.9.10", "::1", "localhost", "LOCALHOST"])
 def test_loopback_hosts_need_no_keys(host: str) -> None:
     assert cli._is_loopback(host)

@@ -13,7 +13,7 @@ from tests.integration.conftest import Harness
 WRITER = "0123456789abcdef-console-writer"
 READER = "0123456789abcdef-console-reader"
 KEYS = f"ops:{WRITER},dash.board:{READER}:read"
-ORIGIN = "http://chronoq"  # the harness client's base URL
+ORIGIN = "http://localhost"  # the harness client's base URL
 
 
 def basic(key: str) -> dict[str, str]:

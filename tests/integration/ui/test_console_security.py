@@ -99,7 +99,7 @@ async def test_a_post_without_a_valid_token_is_a_403_page_and_changes_nothing(
         {"Origin": "https://evil.example"},
         {"Origin": "null"},
         {"Referer": "https://evil.example/page"},
-        {"Origin": "http://chronoq.evil.example"},
+        {"Origin": "http://localhost.evil.example"},
     ],
     ids=["origin", "null-origin", "referer", "look-alike"],
 )
