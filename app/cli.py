@@ -41,9 +41,19 @@ def _serve(args: argparse.Namespace) -> int:
             "CHRONOQ_API_KEYS_FILE), or CHRONOQ_ALLOW_UNAUTHENTICATED=true to serve it open"
         )
     # Raised before uvicorn starts, so every replica process inherits it.
-    ensure_descriptors(settings)
+    if (lowered := ensure_descriptors(settings)) is not None:
+        # The replica processes read their settings again: they learn it from here.
+        os.environ["CHRONOQ_MAX_CONNECTIONS"] = str(lowered)
     # uvicorn's own lines go through the same handler, so a JSON log is JSON throughout.
     logs.configure(settings.log_level, settings.log_format, secrets=[k.key for k in api_keys])
+    if lowered is not None:
+        logging.getLogger("app.cli").warning(
+            "the open-files limit (ulimit -n) leaves room for %d client connections, not the "
+            "default %d: serving with CHRONOQ_MAX_CONNECTIONS=%d",
+            lowered,
+            settings.max_connections,
+            lowered,
+        )
     if not api_keys:
         logging.getLogger("app.cli").warning(
             "no API keys are set (CHRONOQ_API_KEYS): the API on %s:%s is open to anyone "

@@ -89,18 +89,26 @@ def _raise_open_files_limit() -> tuple[int, int] | None:
     return soft, hard
 
 
-def ensure_descriptors(settings: Settings) -> None:
+# The least cap a replica lowers its default to by itself on a tight descriptor limit.
+MIN_DEFAULT_CONNECTIONS = 64
+
+
+def ensure_descriptors(settings: Settings) -> int | None:
     """Raise this process's open-files limit as far as it goes (the replica processes of
-    `--processes N` inherit it), and refuse to start, naming CHRONOQ_MAX_CONNECTIONS, when
-    the cap would leave too few descriptors for the delivery loop and the database pools."""
+    `--processes N` inherit it). When the cap would leave too few descriptors for the
+    delivery loop and the database pools: a cap left at its default is lowered to what fits
+    (returned, for the caller to apply and say), so that `make run` works under a tight
+    `ulimit -n`; one the operator set is refused, naming CHRONOQ_MAX_CONNECTIONS."""
     limits = _raise_open_files_limit()
     if limits is None:
-        return
+        return None
     soft, hard = limits
     budget = descriptor_budget(settings)
     if soft == resource.RLIM_INFINITY or budget.total <= soft:
-        return
+        return None
     room = soft - budget.reserve
+    if "max_connections" not in settings.model_fields_set and room >= MIN_DEFAULT_CONNECTIONS:
+        return room
     fix = (
         f"lower CHRONOQ_MAX_CONNECTIONS to at most {room}, or raise the limit"
         if room >= 1

@@ -48,8 +48,17 @@ def test_a_cap_above_what_the_limit_leaves_is_refused_saying_how_far_to_lower_it
     limits(monkeypatch, 1024, 1024)
 
     with pytest.raises(SettingsError, match="lower CHRONOQ_MAX_CONNECTIONS to at most 672"):
-        connections.ensure_descriptors(Settings(concurrency=64))
-    connections.ensure_descriptors(Settings(max_connections=672, concurrency=64))
+        connections.ensure_descriptors(Settings(max_connections=1024, concurrency=64))
+    assert connections.ensure_descriptors(Settings(max_connections=672, concurrency=64)) is None
+
+
+def test_a_default_cap_above_what_the_limit_leaves_is_lowered_to_fit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    limits(monkeypatch, 1024, 1024)
+
+    # Not set by the operator: `make run` under a tight ulimit still serves.
+    assert connections.ensure_descriptors(Settings(concurrency=64)) == 672
 
 
 def test_a_limit_below_what_deliveries_and_pools_need_asks_to_raise_it(

@@ -161,3 +161,26 @@ def test_every_delivery_carries_the_contract_headers() -> None:
         "X-Attempt": "3",
         "Idempotency-Key": "6f1d2c3b-4a59-5e8f-9d0c-1b2a3c4d5e6f",
     }
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        # Stored before hosts were checked at create: aiohttp refuses them, naming the URL.
+        "http://ops:hunter2secret@a\u200bb.example/hook?token=t0psecret",
+        "http://ops:hunter2secret@exa\u00admple.com/hook?token=t0psecret",
+    ],
+)
+async def test_an_error_about_a_url_never_carries_its_credentials(url: str) -> None:
+    # Read back as stored (no input rules): what the loop has for an old row.
+    target = WebhookTarget.model_validate({"type": "webhook", "url": url})
+    sink = WebhookSink(concurrency=1, max_timeout=2)
+    await sink.open()
+    try:
+        outcome = await sink.deliver(factories.make_delivery(target=target))
+    finally:
+        await sink.close()
+
+    assert isinstance(outcome, Retryable | Permanent)
+    assert "hunter2secret" not in outcome.error
+    assert "t0psecret" not in outcome.error
