@@ -238,8 +238,9 @@ def _serve_command(tmp_path: Path, ulimit: str) -> tuple[list[str], dict[str, st
 
 
 def test_serve_refuses_a_cap_that_leaves_too_few_descriptors(tmp_path: Path) -> None:
-    # 1024 files in all, the hard limit too: the default cap (1024) would leave none.
+    # 1024 files in all, the hard limit too: a cap of 1024 would leave none.
     command, environment = _serve_command(tmp_path, "-n 1024")
+    environment["CHRONOQ_MAX_CONNECTIONS"] = "1024"
 
     finished = subprocess.run(
         command, env=environment, capture_output=True, text=True, timeout=60, check=False
@@ -259,6 +260,19 @@ def open_files_limits(service: Service) -> tuple[str, str]:
     line = next(line for line in limits.splitlines() if line.startswith("Max open files"))
     soft, hard = line.split()[3:5]
     return soft, hard
+
+
+async def test_serve_lowers_the_default_cap_to_what_the_descriptor_limit_leaves(
+    services: Services, tmp_path: Path
+) -> None:
+    values = settings(tmp_path)
+    del values["CHRONOQ_MAX_CONNECTIONS"]  # the default, 1024, which 1024 files cannot hold
+
+    service = await services.start("replica", values, ulimit="-n 1024")
+
+    async with httpx.AsyncClient(base_url=service.base_url, trust_env=False) as client:
+        assert (await client.get("/healthz")).status_code == 200
+    assert "serving with CHRONOQ_MAX_CONNECTIONS=672" in service.log_tail()
 
 
 async def test_serve_raises_its_soft_limit_on_open_files_to_the_hard_limit(
