@@ -46,6 +46,7 @@ MAX_LABEL_KEY = 63
 MAX_LABEL_VALUE = 255
 MAX_LABEL_FILTERS = 20
 MAX_HEADERS = 64
+MAX_BATCH = 1000
 MAX_HEADER_NAME = 256
 MAX_HEADER_VALUE_BYTES = 8192
 # AMQP short strings (the message type, exchange names) hold 255 bytes; table keys are cut
@@ -83,6 +84,16 @@ def has_surrogate(text: str) -> bool:
 _SURROGATE_MESSAGE = "contains a lone UTF-16 surrogate, which is not Unicode text"
 
 
+# A field's container with more members than this is over its own limit (labels, headers,
+# a batch's items, replayed ids: 1000 at most), which refuses it without quoting a member:
+# the walk below leaves it to that check rather than visit each of its members.
+_WALKED_MEMBERS = MAX_BATCH
+
+
+def _walked(item: Any) -> bool:
+    return len(item) <= _WALKED_MEMBERS
+
+
 def _holds_surrogate(value: Any) -> bool:
     """Whether any string or object key in `value` has a lone surrogate (`_surrogate_at`
     without keeping track of where: text that is all ASCII is passed over at once)."""
@@ -92,7 +103,7 @@ def _holds_surrogate(value: Any) -> bool:
         if isinstance(item, str):
             if not item.isascii() and _SURROGATE.search(item):
                 return True
-        elif isinstance(item, dict):
+        elif isinstance(item, dict) and _walked(item):
             for key, child in item.items():
                 if isinstance(key, str) and not key.isascii() and _SURROGATE.search(key):
                     return True
@@ -101,7 +112,7 @@ def _holds_surrogate(value: Any) -> bool:
                         return True
                 elif isinstance(child, dict | list | tuple):
                     stack.append(child)
-        elif isinstance(item, list | tuple):
+        elif isinstance(item, list | tuple) and _walked(item):
             stack.extend(item)
     return False
 
@@ -117,12 +128,12 @@ def _surrogate_at(value: Any) -> tuple[str | int, ...] | None:
         if isinstance(item, str):
             if has_surrogate(item):
                 return path
-        elif isinstance(item, dict):
+        elif isinstance(item, dict) and _walked(item):
             for key, child in item.items():
                 if isinstance(key, str) and has_surrogate(key):
                     return path
                 stack.append((child, (*path, key)))
-        elif isinstance(item, list | tuple):
+        elif isinstance(item, list | tuple) and _walked(item):
             stack.extend((child, (*path, index)) for index, child in enumerate(item))
     return None
 
@@ -218,6 +229,25 @@ def at_most(limit: float) -> Any:
     return AfterValidator(check)
 
 
+def at_most_items(limit: int, what: str) -> Any:
+    """A container (object or array) of at most `limit` members, counted before any member
+    is validated: an oversize one is one error naming the field, where validating its
+    members first would make an error of each (an 8 MiB body holds hundreds of thousands)
+    and take seconds. Pair it with the `Field` constraint that shows the limit in the
+    schema; a stored value is trusted as it was written."""
+
+    def check(value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, dict | list) and len(value) > limit and on_input(info):
+            raise PydanticCustomError(
+                "too_long",
+                "at most {limit} {what}, not {count}",
+                {"limit": limit, "what": what, "count": len(value)},
+            )
+        return value
+
+    return BeforeValidator(check)
+
+
 # -- text ----------------------------------------------------------------------------------
 
 
@@ -272,7 +302,12 @@ def _labels(value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
     return dict(sorted(value.items()))
 
 
-Labels = Annotated[dict[str, str], Field(max_length=MAX_LABELS), AfterValidator(_labels)]
+Labels = Annotated[
+    dict[str, str],
+    Field(max_length=MAX_LABELS),
+    at_most_items(MAX_LABELS, "labels"),
+    AfterValidator(_labels),
+]
 """At most 64 labels; keys of 1-63 characters without ':', values of up to 255. Kept in
 key order: every store answers with them in the same order (PostgreSQL's JSONB and MySQL's
 JSON reorder keys their own ways)."""

@@ -22,6 +22,7 @@ from app.domain.limits import (
     MAX_TIMEOUT_SECONDS,
     InputModel,
     at_most,
+    at_most_items,
     check_text,
     on_input,
 )
@@ -118,7 +119,7 @@ class WebhookTarget(InputModel):
     type: Literal["webhook"]
     url: str = Field(max_length=2048)
     method: Literal["POST", "PUT", "PATCH"] = "POST"
-    headers: dict[str, str] = Field(
+    headers: Annotated[dict[str, str], at_most_items(MAX_HEADERS, "headers")] = Field(
         default_factory=dict, json_schema_extra={"maxProperties": MAX_HEADERS}
     )
     timeout_seconds: Annotated[float, at_most(MAX_TIMEOUT_SECONDS)] = Field(
@@ -184,7 +185,7 @@ class RabbitMQTarget(InputModel):
     type: Literal["rabbitmq"]
     exchange: str = Field(default="", max_length=255)
     routing_key: str = ""
-    headers: dict[str, JsonScalar] = Field(
+    headers: Annotated[dict[str, JsonScalar], at_most_items(MAX_HEADERS, "headers")] = Field(
         default_factory=dict, json_schema_extra={"maxProperties": MAX_HEADERS}
     )
 

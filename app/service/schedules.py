@@ -19,6 +19,7 @@ from typing import cast
 from app.domain.addresses import AddressPolicy
 from app.domain.errors import ConflictError, InvalidInputError, NotFoundError, PayloadTooLargeError
 from app.domain.ids import format_instant, occurrence_id, uuid7
+from app.domain.limits import MAX_BATCH
 from app.domain.misfire import skipped_range
 from app.domain.occurrence import Occurrence, OccurrenceStatus, Origin
 from app.domain.placeholders import PlaceholderError, keep_stored_secrets
@@ -61,7 +62,6 @@ from app.store.rows import new_occurrence
 from app.store.schedules import ScheduleFilter, ScheduleStore
 from app.store.wakeups import Wakeups
 
-MAX_BATCH = 1000
 # json.dumps(value, separators=(",", ":"), ensure_ascii=False), its encoder made once.
 _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 MAX_BACKFILL = 1000

@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from app.domain import limits
 from app.store.tables import schedules
+from tests.conftest import EMBEDDED_ONLY
 from tests.integration.api.test_bad_input import (
     PROBLEM,
     assert_problem_names,
@@ -518,6 +520,101 @@ async def test_rabbitmq_headers_an_amqp_table_cannot_carry_are_refused(
 
         assert_problem_names(response, 422, pointer)
         assert await stored_schedules(h) == []
+
+
+# -- containers over their limit ---------------------------------------------------------
+
+# Far more entries than any limit: each would be an error of its own if its items were
+# validated before the container's size (some 8 MiB of JSON, hundreds of thousands of errors).
+OVERSIZE = 200_000
+RABBITMQ = {"type": "rabbitmq", "exchange": "", "routing_key": "jobs"}
+
+OVERSIZE_CONTAINERS = [
+    pytest.param(valid_body(labels={f"k{i}": i for i in range(OVERSIZE)}), "#/labels", id="labels"),
+    pytest.param(
+        valid_body(target=webhook(headers={f"X-H{i}": i for i in range(OVERSIZE)})),
+        "#/target/headers",
+        id="webhook headers",
+    ),
+    pytest.param(
+        valid_body(target={**RABBITMQ, "headers": {f"h{i}": [i] for i in range(OVERSIZE)}}),
+        "#/target/headers",
+        id="rabbitmq headers",
+    ),
+]
+
+
+@EMBEDDED_ONLY
+@pytest.mark.parametrize(("body", "pointer"), OVERSIZE_CONTAINERS)
+async def test_an_oversize_container_is_one_error_naming_it_and_nothing_stored(
+    offline: Harness, body: dict[str, Any], pointer: str
+) -> None:
+    response = await offline.client.post("/v1/schedules", json=body)
+
+    assert_problem_names(response, 422, pointer)
+    assert len(response.json()["errors"]) == 1
+    assert await stored_schedules(offline) == []
+
+
+@EMBEDDED_ONLY
+async def test_a_lone_surrogate_inside_an_oversize_container_is_not_echoed(
+    offline: Harness,
+) -> None:
+    labels = ", ".join(f'"k{i}": "v"' for i in range(2000))
+    text = json.dumps(valid_body(labels="LABELS")).replace(
+        '"LABELS"', '{"\\ud800": "\\udfff", ' + labels + "}"
+    )
+
+    response = await post_raw(offline, "/v1/schedules", text.encode())
+
+    assert_problem_names(response, 422, "#/labels")
+    assert len(response.json()["errors"]) == 1
+
+
+@EMBEDDED_ONLY
+async def test_a_patch_with_oversize_labels_is_one_error_naming_them(harness: Harness) -> None:
+    created = await harness.create(labels={"team": "a"})
+
+    response = await harness.client.patch(
+        f"/v1/schedules/{created['id']}", json={"labels": {f"k{i}": i for i in range(OVERSIZE)}}
+    )
+
+    assert_problem_names(response, 422, "#/labels")
+    assert len(response.json()["errors"]) == 1
+    assert (await harness.get(f"/v1/schedules/{created['id']}"))["labels"] == {"team": "a"}
+
+
+@EMBEDDED_ONLY
+async def test_an_oversize_batch_is_refused_before_any_item_is_validated(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each item validated would look at the text of its field names.
+    looked_at: list[str] = []
+    original = limits.has_surrogate
+
+    def counting(text: str) -> bool:
+        looked_at.append(text)
+        return original(text)
+
+    monkeypatch.setattr(limits, "has_surrogate", counting)
+    items = [{"event_type": "e", "name": str(i)} for i in range(OVERSIZE)]
+
+    response = await harness.client.post("/v1/schedules/batch", json={"items": items})
+
+    assert_problem_names(response, 422, "#/items")
+    assert len(response.json()["errors"]) == 1
+    assert len(looked_at) < 10
+    assert await stored_schedules(harness) == []
+
+
+@EMBEDDED_ONLY
+async def test_an_oversize_replay_is_one_error_naming_its_ids(harness: Harness) -> None:
+    ids = [f"not-an-id-{i}" for i in range(OVERSIZE)]
+
+    response = await harness.client.post("/v1/dead-letters/replay", json={"occurrence_ids": ids})
+
+    assert_problem_names(response, 422, "#/occurrence_ids")
+    assert len(response.json()["errors"]) == 1
 
 
 # -- strict JSON types -------------------------------------------------------------------
