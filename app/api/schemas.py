@@ -52,9 +52,10 @@ class Page(BaseModel, Generic[T]):
 
 class WebhookTargetOut(BaseModel):
     """A webhook target as responses show it. Secrets are redacted: the password of the
-    URL's userinfo and the values of Authorization, Proxy-Authorization, Cookie and of any
-    header whose name contains token, secret, key or password show as ***. Sent back in a
-    PATCH to the same address, a redacted form keeps the stored value."""
+    URL's userinfo, the values of the URL's query parameters and of the headers whose names
+    contain auth, token, secret, key, pass, credential, signature, session or cookie (any
+    case) show as ***. Sent back in a PATCH to the same address, a redacted form keeps the
+    stored value."""
 
     type: Literal["webhook"]
     url: str

@@ -9,7 +9,10 @@ nor a delivery ever sees a placeholder:
   other redacted form is refused);
 - a secret header (by name, `app.domain.secrets`) whose value is `"***"` keeps the stored
   value of the header of that name, compared case-insensitively;
-- a URL password `***` keeps the stored URL's password.
+- a URL password `***` keeps the stored URL's password;
+- a secret query parameter (by name, `app.domain.secrets`) whose value is `***` keeps the
+  stored value of the parameter of that name (the first `***` the first stored value, and
+  so on when a name repeats).
 
 Headers and URL passwords stand in only while the destination stays the same (a webhook's
 scheme, host and port; any RabbitMQ target, which goes to the one broker): a write that
@@ -26,11 +29,13 @@ from typing import TypeVar
 from app.domain.secrets import (
     PLACEHOLDER,
     REDACTED_SECRET,
-    is_secret_header,
+    is_secret_name,
     origin,
     redacted_secret,
+    secret_query_values,
     url_password,
     with_password,
+    with_query_values,
 )
 from app.domain.target import RabbitMQTarget, Target, WebhookTarget
 
@@ -73,23 +78,46 @@ def has_placeholders(target: Target) -> bool:
 
 
 def _url(new: str, stored: str | None) -> str:
-    if url_password(new) != PLACEHOLDER:
-        return new
-    kept = url_password(stored) if stored is not None else None
-    if kept is None:
-        raise PlaceholderError(
-            "url",
-            f"the url's password is the redaction placeholder {PLACEHOLDER!r} and no stored "
-            "password for this address stands in for it: send the real password",
-        )
-    return with_password(new, kept)
+    url = new
+    if url_password(new) == PLACEHOLDER:
+        kept = url_password(stored) if stored is not None else None
+        if kept is None:
+            raise PlaceholderError(
+                "url",
+                f"the url's password is the redaction placeholder {PLACEHOLDER!r} and no "
+                "stored password for this address stands in for it: send the real password",
+            )
+        url = with_password(new, kept)
+    return _query(url, stored)
+
+
+def _query(new: str, stored: str | None) -> str:
+    values: dict[str, list[str]] = {}
+    if stored is not None:
+        for name, start, end in secret_query_values(stored):
+            values.setdefault(name, []).append(stored[start:end])
+
+    def keep(name: str, index: int, value: str) -> str:
+        if value != PLACEHOLDER:
+            return value
+        kept = values.get(name, [])
+        if index >= len(kept):
+            raise PlaceholderError(
+                "url",
+                f"the url's query parameter {name[:100]!r} is the redaction placeholder "
+                f"{PLACEHOLDER!r} and no stored value for this address stands in for it: "
+                "send the real value",
+            )
+        return kept[index]
+
+    return with_query_values(new, keep)
 
 
 def _headers(new: Mapping[str, V], stored: Mapping[str, V] | None) -> dict[str, V]:
     by_name = {name.lower(): value for name, value in (stored or {}).items()}
     kept: dict[str, V] = {}
     for name, value in new.items():
-        if value == PLACEHOLDER and is_secret_header(name):
+        if value == PLACEHOLDER and is_secret_name(name):
             if name.lower() not in by_name:
                 raise PlaceholderError(
                     f"headers/{name.replace('~', '~0')}",

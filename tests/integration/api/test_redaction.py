@@ -186,6 +186,12 @@ async def test_a_patch_sending_another_redacted_form_is_refused(harness: Harness
         "x-auth-token",
         "Client-Secret",
         "X-Password",
+        "X-Auth",
+        "X-Credential",
+        "Api-Signature",
+        "X-Pass",
+        "X-Session",
+        "X-Amz-Security-Token",
     ],
 )
 async def test_a_credential_header_shows_redacted_and_is_delivered_as_written(
@@ -216,6 +222,58 @@ async def test_the_url_password_shows_redacted_and_is_delivered_as_written(
     (request,) = harness.receiver.requests
     basic = base64.b64decode(request.headers["Authorization"].removeprefix("Basic ")).decode()
     assert basic == f"alice:{PASSWORD}"
+
+
+async def test_secret_query_parameters_show_redacted_and_are_delivered_as_written(
+    harness: Harness,
+) -> None:
+    query = f"token={PASSWORD}&page=2&api_key={PASSWORD}x&X-Session=s3ss"
+    created = await harness.create(target=harness.webhook(f"/hook?{query}"))
+    fetched = await harness.get(f"/v1/schedules/{created['id']}")
+    listed = (await harness.get("/v1/schedules"))["items"]
+    await harness.step()
+
+    port = harness.receiver.port
+    shown = f"http://127.0.0.1:{port}/hook?token=***&page=2&api_key=***&X-Session=***"
+    for target in (created["target"], fetched["target"], listed[0]["target"]):
+        assert target["url"] == shown
+    assert PASSWORD not in str(listed)
+    assert "s3ss" not in str(listed)
+    (request,) = harness.receiver.requests
+    assert request.query == query
+
+
+async def test_a_patch_sending_a_redacted_query_value_back_keeps_the_stored_one(
+    harness: Harness,
+) -> None:
+    created = await harness.create(
+        target=harness.webhook(f"/hook?token={PASSWORD}&page=1"), trigger=LATER
+    )
+    shown = (await harness.get(f"/v1/schedules/{created['id']}"))["target"]
+
+    changed = {**shown, "url": shown["url"].replace("page=1", "page=2")}
+    patched = await patch(harness, created["id"], {"target": changed})
+    await harness.client.post(f"/v1/schedules/{created['id']}/trigger")
+    await harness.step()
+
+    assert patched["target"]["url"].endswith("/hook?token=***&page=2")
+    (request,) = harness.receiver.requests
+    assert request.query == f"token={PASSWORD}&page=2"
+
+
+async def test_rabbitmq_target_headers_with_credential_names_show_redacted() -> None:
+    target = RabbitMQTarget(
+        type="rabbitmq",
+        routing_key="jobs",
+        headers={"x-session": "s", "X-Signature": "sig", "x-auth": "a", "x-kind": "report"},
+    )
+
+    assert target_out(target).headers == {
+        "x-session": "***",
+        "X-Signature": "***",
+        "x-auth": "***",
+        "x-kind": "report",
+    }
 
 
 async def test_dead_letters_show_the_target_redacted(harness: Harness) -> None:
@@ -354,8 +412,8 @@ async def test_the_operator_cli_prints_targets_redacted(
 ) -> None:
     target = {
         "type": "webhook",
-        "url": url_with_password(harness),
-        "headers": {"Authorization": TOKEN},
+        "url": url_with_password(harness) + f"?page=2&token={PASSWORD}",
+        "headers": {"X-Credential": TOKEN},
         "signing_secret": SECRET,
     }
     created = await harness.create(target=target, trigger=LATER)
@@ -372,3 +430,5 @@ async def test_the_operator_cli_prints_targets_redacted(
         assert TOKEN not in output
         assert PASSWORD not in output
     assert "alice:***@" in text
+    assert "?page=2&token=***" in text
+    assert inspected["schedule"]["target"]["headers"] == {"X-Credential": "***"}

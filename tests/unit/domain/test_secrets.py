@@ -8,7 +8,7 @@ import pytest
 from app.domain.placeholders import PlaceholderError, keep_stored_secrets
 from app.domain.secrets import (
     PLACEHOLDER,
-    is_secret_header,
+    is_secret_name,
     redacted_headers,
     redacted_secret,
     redacted_url,
@@ -31,16 +31,23 @@ OTHER_SECRET = "whsec_c2Vjb25kIHNlY3JldCBrZXkgZm9yIHRlc3Rz"
         "Client-Secret",
         "X-PASSWORD",
         "apikey",
+        "X-Auth",
+        "X-Credential",
+        "Api-Signature",
+        "X-Pass",
+        "X-Session-Id",
+        "Set-Cookie2x",
+        "x-amz-security-token",
+        "X-AUTHENTICATION",
     ],
 )
 def test_credential_headers_are_secret(name: str) -> None:
-    assert is_secret_header(name)
+    assert is_secret_name(name)
 
 
-@pytest.mark.parametrize("name", ["X-Tenant", "Accept", "Set-Cookie2x", "X-Request-Id"])
+@pytest.mark.parametrize("name", ["X-Tenant", "Accept", "X-Request-Id", "User-Agent", "X-Trace"])
 def test_other_headers_are_not_secret(name: str) -> None:
-    # "Set-Cookie2x" is no credential name: only Cookie itself and the listed words count.
-    assert not is_secret_header(name)
+    assert not is_secret_name(name)
 
 
 def test_redacted_headers_hide_only_the_secret_values() -> None:
@@ -61,6 +68,39 @@ def test_redacted_headers_hide_only_the_secret_values() -> None:
     ],
 )
 def test_a_url_shows_its_userinfo_password_redacted(url: str, shown: str) -> None:
+    assert redacted_url(url) == shown
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://h.test/a?token=t0k&page=2", "https://h.test/a?token=***&page=2"),
+        ("https://h.test/a?page=2&api_key=k3y", "https://h.test/a?page=2&api_key=***"),
+        (
+            "https://h.test/a?X-Amz-Signature=abc&X-Amz-Date=1",
+            "https://h.test/a?X-Amz-Signature=***&X-Amz-Date=1",
+        ),
+        ("https://h.test/a?access%5Ftoken=t0k", "https://h.test/a?access%5Ftoken=***"),
+        (
+            "https://h.test/a?Session=s&sessionid=t&PASS=p",
+            "https://h.test/a?Session=***&sessionid=***&PASS=***",
+        ),
+        ("https://h.test/a?token=a;b=c&d=e", "https://h.test/a?token=***&d=e"),
+        ("https://h.test/a?x=1;token=abc&d=e", "https://h.test/a?x=1;token=***&d=e"),
+        ("https://h.test/a?token=t&token=u", "https://h.test/a?token=***&token=***"),
+        ("https://h.test/a?token", "https://h.test/a?token"),
+        ("https://h.test/a?token=", "https://h.test/a?token=***"),
+        ("https://h.test/a?q=token&page=key", "https://h.test/a?q=token&page=key"),
+        ("https://h.test/a?token=t#frag", "https://h.test/a?token=***#frag"),
+        ("https://h.test/a#x?token=t", "https://h.test/a#x?token=t"),
+        ("https://u:p@h.test/a?secret=s&v=1", "https://u:***@h.test/a?secret=***&v=1"),
+        ("https://h.test/a?tok%C3%A9n=x&cl\u00e9=y", "https://h.test/a?tok%C3%A9n=x&cl\u00e9=y"),
+        ("https://h.test/a?API-KEY=%E2%9C%93", "https://h.test/a?API-KEY=***"),
+    ],
+)
+def test_a_url_shows_the_values_of_its_secret_query_parameters_redacted(
+    url: str, shown: str
+) -> None:
     assert redacted_url(url) == shown
 
 
@@ -94,6 +134,33 @@ def test_a_redacted_form_sent_back_keeps_every_stored_secret() -> None:
     assert kept.timeout_seconds == 3
 
 
+def test_a_redacted_query_value_sent_back_keeps_the_stored_one() -> None:
+    stored = webhook(url="https://h.test/a?token=t1&page=1&token=t2&api_key=k")
+    sent = webhook(url="https://h.test/a?page=2&token=***&token=***&api_key=new")
+
+    kept = keep_stored_secrets(sent, stored)
+
+    assert isinstance(kept, WebhookTarget)
+    assert kept.url == "https://h.test/a?page=2&token=t1&token=t2&api_key=new"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://h.test/a?token=t1&token=***",
+        "https://h.test/a?api_key=***",
+        "https://h.test/a?TOKEN=***",
+    ],
+)
+def test_a_redacted_query_value_nothing_stored_stands_for_is_refused(url: str) -> None:
+    stored = webhook(url="https://h.test/a?token=t1")
+
+    with pytest.raises(PlaceholderError) as refused:
+        keep_stored_secrets(webhook(url=url), stored)
+
+    assert refused.value.field == "url"
+
+
 def test_a_new_value_replaces_the_stored_one() -> None:
     stored = webhook(headers={"Authorization": "Bearer abc"}, signing_secret=SECRET)
     sent = webhook(headers={"Authorization": "Bearer new"}, signing_secret=OTHER_SECRET)
@@ -106,6 +173,7 @@ def test_a_new_value_replaces_the_stored_one() -> None:
     [
         ({"headers": {"Authorization": PLACEHOLDER}}, "headers/Authorization"),
         ({"url": "https://u:***@h.test/a"}, "url"),
+        ({"url": "https://h.test/a?token=***"}, "url"),
         ({"signing_secret": "whsec_…LaSw"}, "signing_secret"),
     ],
 )
