@@ -54,8 +54,9 @@ class WebhookTargetOut(BaseModel):
     """A webhook target as responses show it. Secrets are redacted: the password of the
     URL's userinfo, the values of the URL's query parameters and of the headers whose names
     contain auth, token, secret, key, pass, credential, signature, session or cookie (any
-    case) show as ***. Sent back in a PATCH to the same address, a redacted form keeps the
-    stored value."""
+    case) show as ***. Sent back in a PATCH, a redacted form keeps the stored value while the
+    URL stays the same up to its query (scheme, host, port and path); the signing secret's
+    while its scheme, host and port stay."""
 
     type: Literal["webhook"]
     url: str

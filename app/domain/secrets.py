@@ -138,11 +138,22 @@ def with_query_values(url: str, value: Callable[[str, int, str], str]) -> str:
     return "".join(parts)
 
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
 def origin(url: str) -> tuple[str, str, int | None]:
-    """Where a URL sends its requests (scheme, host, port); userinfo and path aside."""
+    """Where a URL sends its requests (scheme, host, port: a scheme's default port when the
+    URL names none); userinfo and path aside."""
     parts = urlsplit(url)
+    scheme = parts.scheme.lower()
     try:
         port = parts.port
     except ValueError:
         port = None
-    return parts.scheme.lower(), (parts.hostname or "").lower(), port
+    return scheme, (parts.hostname or "").lower(), port or _DEFAULT_PORTS.get(scheme)
+
+
+def resource(url: str) -> tuple[str, str, int | None, str]:
+    """What a URL asks for up to its query: its origin and its path, as written (another
+    path on the same host is another resource, which may echo what it is sent)."""
+    return (*origin(url), urlsplit(url).path or "/")

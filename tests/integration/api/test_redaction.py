@@ -303,15 +303,15 @@ async def test_a_get_modify_patch_round_trip_keeps_the_real_values(harness: Harn
     created = await harness.create(target=target, trigger=LATER)
     shown = (await harness.get(f"/v1/schedules/{created['id']}"))["target"]
 
-    changed = {**shown, "headers": {**shown["headers"], "X-Tenant": "beta"}}
-    changed["url"] = changed["url"].replace("/hook", "/moved")
+    changed = {**shown, "headers": {**shown["headers"], "X-Tenant": "beta"}, "method": "PUT"}
+    changed["url"] = changed["url"] + "?page=2"
     patched = await patch(harness, created["id"], {"target": changed})
     await harness.client.post(f"/v1/schedules/{created['id']}/trigger")
     await harness.step()
 
     assert patched["target"] == changed
     (request,) = harness.receiver.requests
-    assert request.path == "/moved"
+    assert (request.method, request.path, request.query) == ("PUT", "/hook", "page=2")
     assert request.headers["X-Api-Key"] == TOKEN
     assert request.headers["X-Tenant"] == "beta"
     basic = base64.b64decode(request.headers["Authorization"].removeprefix("Basic ")).decode()
@@ -351,6 +351,57 @@ async def test_placeholders_do_not_follow_the_target_to_another_address(
     assert pointers(refused) == ["#/target/headers/Authorization"]
     kept = await harness.get(f"/v1/schedules/{created['id']}")
     assert kept["target"]["url"] == shown["url"]
+
+
+@pytest.mark.parametrize(
+    ("target", "pointer"),
+    [
+        ({"headers": {"Authorization": TOKEN}}, "#/target/headers/Authorization"),
+        ({"headers": {"X-Api-Key": TOKEN}}, "#/target/headers/X-Api-Key"),
+        ({"url": "URL_WITH_PASSWORD"}, "#/target/url"),
+        ({"url": f"/hook?token={PASSWORD}"}, "#/target/url"),
+    ],
+)
+async def test_placeholders_do_not_follow_the_target_to_another_path_on_its_host(
+    harness: Harness, target: dict[str, Any], pointer: str
+) -> None:
+    # A second writer points the target at a path of the same host that echoes what it is
+    # sent, sending the placeholders back: the stored credentials must not go there.
+    url = target.get("url", "/hook")
+    url = url_with_password(harness) if url == "URL_WITH_PASSWORD" else harness.receiver.url(url)
+    created = await harness.create(target={**harness.webhook(), **target, "url": url})
+    shown = (await harness.get(f"/v1/schedules/{created['id']}"))["target"]
+    echo = {**shown, "url": shown["url"].replace("/hook", "/echo")}
+
+    refused = await problem(harness, "PATCH", f"/v1/schedules/{created['id']}", {"target": echo})
+    await harness.client.post(f"/v1/schedules/{created['id']}/trigger")
+    await harness.step()
+
+    assert pointers(refused) == [pointer]
+    assert (await harness.get(f"/v1/schedules/{created['id']}"))["target"] == shown
+    assert harness.receiver.on("/echo") == []
+
+
+async def test_the_signing_secret_placeholder_stays_with_the_target_s_origin(
+    harness: Harness,
+) -> None:
+    created = await harness.create(target=harness.webhook(signing_secret=SECRET), trigger=LATER)
+    shown = (await harness.get(f"/v1/schedules/{created['id']}"))["target"]
+    elsewhere = {**shown, "url": "http://127.0.0.2:9/hook"}
+
+    refused = await problem(
+        harness, "PATCH", f"/v1/schedules/{created['id']}", {"target": elsewhere}
+    )
+    moved = await patch(
+        harness, created["id"], {"target": {**shown, "url": harness.receiver.url("/other")}}
+    )
+    await harness.client.post(f"/v1/schedules/{created['id']}/trigger")
+    await harness.step()
+
+    assert pointers(refused) == ["#/target/signing_secret"]
+    assert moved["target"]["signing_secret"] == SHOWN
+    (request,) = harness.receiver.on("/other")
+    assert Webhook(SECRET).verify(request.body, request.headers) == {"n": 1}
 
 
 @pytest.mark.parametrize(

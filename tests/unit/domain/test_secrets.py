@@ -119,7 +119,7 @@ def test_a_redacted_form_sent_back_keeps_every_stored_secret() -> None:
         signing_secret=SECRET,
     )
     sent = webhook(
-        url="https://u:***@h.test/b",
+        url="https://u:***@h.test/a?page=2",
         headers={"authorization": PLACEHOLDER, "X-Tenant": "beta"},
         signing_secret=redacted_secret(SECRET),
         timeout_seconds=3,
@@ -128,7 +128,7 @@ def test_a_redacted_form_sent_back_keeps_every_stored_secret() -> None:
     kept = keep_stored_secrets(sent, stored)
 
     assert isinstance(kept, WebhookTarget)
-    assert kept.url == "https://u:pa55@h.test/b"
+    assert kept.url == "https://u:pa55@h.test/a?page=2"
     assert kept.headers == {"authorization": "Bearer abc", "X-Tenant": "beta"}
     assert kept.signing_secret == SECRET
     assert kept.timeout_seconds == 3
@@ -191,15 +191,77 @@ def test_another_redacted_form_than_the_stored_one_is_refused() -> None:
         keep_stored_secrets(webhook(signing_secret="whsec_…abcd"), webhook(signing_secret=SECRET))
 
 
-@pytest.mark.parametrize(
-    "url",
-    ["https://elsewhere.test/a", "http://h.test/a", "https://h.test:8443/a"],
-)
+ELSEWHERE = ["https://elsewhere.test/a", "http://h.test/a", "https://h.test:8443/a"]
+# The same host and port: another path there may echo what it is sent.
+OTHER_PATHS = ["https://h.test/echo", "https://h.test/a/", "https://h.test/A", "https://h.test/"]
+
+
+@pytest.mark.parametrize("url", ELSEWHERE + OTHER_PATHS)
 def test_placeholders_do_not_follow_the_target_to_another_address(url: str) -> None:
     stored = webhook(headers={"Authorization": "Bearer abc"})
 
     with pytest.raises(PlaceholderError, match="Authorization"):
         keep_stored_secrets(webhook(url=url, headers={"Authorization": PLACEHOLDER}), stored)
+
+
+@pytest.mark.parametrize("path", ["/echo", "/a/", "/a/../echo", "/%61"])
+@pytest.mark.parametrize(
+    ("stored_url", "sent_url"),
+    [
+        ("https://u:pa55@h.test/a", "https://u:***@h.test{path}"),
+        ("https://h.test/a?token=t0k", "https://h.test{path}?token=***"),
+    ],
+    ids=["password", "query"],
+)
+def test_url_placeholders_do_not_follow_the_target_to_another_path(
+    stored_url: str, sent_url: str, path: str
+) -> None:
+    with pytest.raises(PlaceholderError) as refused:
+        keep_stored_secrets(webhook(url=sent_url.format(path=path)), webhook(url=stored_url))
+
+    assert refused.value.field == "url"
+
+
+@pytest.mark.parametrize(
+    ("stored_url", "sent_url"),
+    [
+        ("https://h.test/a", "https://h.test:443/a"),
+        ("http://h.test", "http://h.test:80/"),
+        ("https://H.Test/a", "https://h.test/a?page=2#top"),
+    ],
+)
+def test_the_same_address_spelt_otherwise_keeps_the_stored_values(
+    stored_url: str, sent_url: str
+) -> None:
+    stored = webhook(url=stored_url, headers={"Authorization": "Bearer abc"})
+
+    kept = keep_stored_secrets(
+        webhook(url=sent_url, headers={"Authorization": PLACEHOLDER}), stored
+    )
+
+    assert kept.headers == {"Authorization": "Bearer abc"}
+
+
+@pytest.mark.parametrize("url", OTHER_PATHS)
+def test_a_signing_secret_placeholder_follows_the_target_to_another_path(url: str) -> None:
+    stored = webhook(signing_secret=SECRET)
+
+    kept = keep_stored_secrets(webhook(url=url, signing_secret=redacted_secret(SECRET)), stored)
+
+    assert isinstance(kept, WebhookTarget)
+    assert kept.signing_secret == SECRET
+
+
+@pytest.mark.parametrize("url", ELSEWHERE)
+def test_a_signing_secret_placeholder_does_not_follow_the_target_to_another_origin(
+    url: str,
+) -> None:
+    stored = webhook(signing_secret=SECRET)
+
+    with pytest.raises(PlaceholderError) as refused:
+        keep_stored_secrets(webhook(url=url, signing_secret=redacted_secret(SECRET)), stored)
+
+    assert refused.value.field == "signing_secret"
 
 
 def test_a_placeholder_in_a_header_that_is_not_secret_is_a_value() -> None:
