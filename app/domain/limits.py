@@ -69,7 +69,7 @@ def on_input(info: ValidationInfo) -> bool:
     return not (isinstance(context, dict) and context.get("stored"))
 
 
-def _error(loc: tuple[str | int, ...], kind: str, message: str, value: Any) -> ValidationError:
+def error_at(loc: tuple[str | int, ...], kind: str, message: str, value: Any) -> ValidationError:
     """A validation error at `loc` below the field being validated (pydantic prefixes the
     field's own location), so that a problem names the offending member itself."""
     detail = InitErrorDetails(type=PydanticCustomError(kind, message), loc=loc, input=value)
@@ -159,7 +159,7 @@ class InputModel(BaseModel):
             checked = cls._text_checked
             for key, value in data.items():
                 if isinstance(key, str) and has_surrogate(key):
-                    raise _error((), "string_unicode", f"a field name {_SURROGATE_MESSAGE}", {})
+                    raise error_at((), "string_unicode", f"a field name {_SURROGATE_MESSAGE}", {})
                 if key in checked:
                     continue
                 # Most values are plain text or scalars: those need no walk.
@@ -171,7 +171,7 @@ class InputModel(BaseModel):
                 else:
                     continue
                 if where is not None:
-                    raise _error((key, *where), "string_unicode", _SURROGATE_MESSAGE, "")
+                    raise error_at((key, *where), "string_unicode", _SURROGATE_MESSAGE, "")
         return data
 
 
@@ -381,25 +381,25 @@ def _json_payload(value: Any) -> Any:
         children = item.items() if isinstance(item, dict) else enumerate(item)
         for key, child in children:
             if isinstance(key, str) and has_surrogate(key):
-                raise _error(path, "string_unicode", f"a key {_SURROGATE_MESSAGE}", None)
+                raise error_at(path, "string_unicode", f"a key {_SURROGATE_MESSAGE}", None)
             stack.append((child, depth + 1, (*path, key)))
-    raise _error((), "json_type", "is not a JSON value", None)
+    raise error_at((), "json_type", "is not a JSON value", None)
 
 
 def _depth_error() -> ValidationError:
     message = f"nests arrays and objects more than {MAX_PAYLOAD_DEPTH} levels deep"
-    return _error((), "json_depth", message, None)
+    return error_at((), "json_depth", message, None)
 
 
 def _json_scalar(item: Any, path: tuple[str | int, ...]) -> None:
     if isinstance(item, float):
         if not math.isfinite(item):
-            raise _error(path, "finite_number", "NaN and Infinity are not JSON numbers", None)
+            raise error_at(path, "finite_number", "NaN and Infinity are not JSON numbers", None)
     elif isinstance(item, str):
         if has_surrogate(item):
-            raise _error(path, "string_unicode", _SURROGATE_MESSAGE, None)
+            raise error_at(path, "string_unicode", _SURROGATE_MESSAGE, None)
     elif not isinstance(item, _JSON_SCALARS):
-        raise _error(path, "json_type", "is not a JSON value", None)
+        raise error_at(path, "json_type", "is not a JSON value", None)
 
 
 JsonPayload = Annotated[Any, AfterValidator(_json_payload)]

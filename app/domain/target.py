@@ -24,6 +24,7 @@ from app.domain.limits import (
     at_most,
     at_most_items,
     check_text,
+    error_at,
     on_input,
 )
 from app.domain.secrets import REDACTED_SECRET, signing_key
@@ -148,6 +149,24 @@ class WebhookTarget(InputModel):
         if not signing_key(value):
             raise ValueError("signing_secret must be whsec_ followed by a non-empty base64 key")
         return value
+
+    @model_validator(mode="after")
+    def _credentials_once(self, info: ValidationInfo) -> WebhookTarget:
+        # The HTTP client sends a URL's userinfo as Basic credentials in an Authorization
+        # header of its own, and refuses a request that brings another: every attempt would
+        # fail. Stored targets read as they are (their deliveries fail, as they did).
+        if not on_input(info) or "@" not in urlsplit(self.url).netloc:
+            return self
+        for name in self.headers:
+            if name.lower() == "authorization":
+                raise error_at(
+                    ("headers", name),
+                    "value_error",
+                    "a url with userinfo (user:password@) sends its own Authorization "
+                    "header: give the credentials in the url or in this header, not both",
+                    None,
+                )
+        return self
 
     @field_validator("headers")
     @classmethod

@@ -12,7 +12,8 @@ import pytest
 from standardwebhooks import Webhook
 
 from app.api.schemas import target_out
-from app.domain.target import RabbitMQTarget
+from app.domain.limits import STORED
+from app.domain.target import RabbitMQTarget, WebhookTarget
 from tests.conftest import ONE_SERVER
 from tests.integration.cli.test_operator_commands import as_json, ok
 from tests.integration.conftest import Harness
@@ -452,6 +453,65 @@ def test_rabbitmq_target_headers_show_redacted() -> None:
         "x-count": 3,
     }
     assert target.headers == headers
+
+
+# -- credentials in the URL and in a header -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("userinfo", "name"),
+    [
+        (f"alice:{PASSWORD}@", "Authorization"),
+        (f"alice:{PASSWORD}@", "authorization"),
+        ("alice@", "Authorization"),
+        ("@", "AUTHORIZATION"),
+    ],
+)
+async def test_a_url_with_userinfo_and_an_authorization_header_is_refused_naming_the_header(
+    harness: Harness, userinfo: str, name: str
+) -> None:
+    url = harness.receiver.url().replace("http://", f"http://{userinfo}")
+    target = {**harness.webhook(), "url": url, "headers": {name: TOKEN}}
+    body = {"event_type": "e", "target": target, "trigger": {"type": "immediate"}}
+
+    refused = await problem(harness, "POST", "/v1/schedules", body)
+
+    assert pointers(refused) == [f"#/target/headers/{name}"]
+    assert PASSWORD not in str(refused)
+    assert TOKEN not in str(refused)
+    assert (await harness.get("/v1/schedules"))["items"] == []
+
+
+async def test_a_patch_adding_userinfo_to_a_target_with_an_authorization_header_is_refused(
+    harness: Harness,
+) -> None:
+    created = await harness.create(target=harness.webhook(headers={"Authorization": TOKEN}))
+
+    refused = await problem(
+        harness,
+        "PATCH",
+        f"/v1/schedules/{created['id']}",
+        {
+            "target": harness.webhook(headers={"Authorization": TOKEN})
+            | {"url": url_with_password(harness)}
+        },
+    )
+
+    assert pointers(refused) == ["#/target/headers/Authorization"]
+    kept = await harness.get(f"/v1/schedules/{created['id']}")
+    assert kept["target"]["url"] == harness.receiver.url()
+
+
+def test_a_stored_target_with_userinfo_and_an_authorization_header_still_reads() -> None:
+    stored = {
+        "type": "webhook",
+        "url": f"http://alice:{PASSWORD}@127.0.0.1:9/hook",
+        "headers": {"Authorization": TOKEN},
+    }
+
+    target = WebhookTarget.model_validate(stored, context=STORED)
+
+    assert target.headers == {"Authorization": TOKEN}
 
 
 # -- the operator CLI ------------------------------------------------------------------------

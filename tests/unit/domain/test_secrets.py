@@ -115,12 +115,12 @@ def webhook(**fields: object) -> WebhookTarget:
 def test_a_redacted_form_sent_back_keeps_every_stored_secret() -> None:
     stored = webhook(
         url="https://u:pa55@h.test/a",
-        headers={"Authorization": "Bearer abc", "X-Tenant": "acme"},
+        headers={"X-Api-Key": "abc", "X-Tenant": "acme"},
         signing_secret=SECRET,
     )
     sent = webhook(
         url="https://u:***@h.test/a?page=2",
-        headers={"authorization": PLACEHOLDER, "X-Tenant": "beta"},
+        headers={"x-api-key": PLACEHOLDER, "X-Tenant": "beta"},
         signing_secret=redacted_secret(SECRET),
         timeout_seconds=3,
     )
@@ -129,7 +129,7 @@ def test_a_redacted_form_sent_back_keeps_every_stored_secret() -> None:
 
     assert isinstance(kept, WebhookTarget)
     assert kept.url == "https://u:pa55@h.test/a?page=2"
-    assert kept.headers == {"authorization": "Bearer abc", "X-Tenant": "beta"}
+    assert kept.headers == {"x-api-key": "abc", "X-Tenant": "beta"}
     assert kept.signing_secret == SECRET
     assert kept.timeout_seconds == 3
 
