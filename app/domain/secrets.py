@@ -138,6 +138,35 @@ def with_query_values(url: str, value: Callable[[str, int, str], str]) -> str:
     return "".join(parts)
 
 
+# A URL's userinfo in free text: its scheme, a user, then a password up to the last `@`
+# before the path, query or fragment (a password may hold an unencoded @, and the text
+# quoting it may not have refused spaces or line breaks). Too much rather than too little.
+_USERINFO_IN_TEXT = re.compile(
+    r"(?i)\b([a-z][a-z0-9+.\-]{0,31}://)([^\s/?#@:]{0,256}):[^/?#]{0,1024}@"
+)
+# A whole URL in free text, up to a space or a quote. (Schemes, users and passwords have
+# bounded lengths here, so that a long text costs linear time.)
+_URL_IN_TEXT = re.compile(r"""(?i)\b[a-z][a-z0-9+.\-]{0,31}://[^\s'"<>]*""")
+
+
+def _without_password(match: re.Match[str]) -> str:
+    return f"{match.group(1)}{match.group(2)}:{PLACEHOLDER}@"
+
+
+def scrub_credentials(text: str) -> str:
+    """`text` (an error's message, a log line) with the credentials of every URL in it
+    redacted as responses show them: the password of its userinfo and the values of its
+    secret query parameters become ***. The HTTP client quotes a whole URL in some of its
+    errors (an invalid URL, a refused redirect)."""
+    if "://" not in text:
+        return text
+    text = _USERINFO_IN_TEXT.sub(_without_password, text)
+    return _URL_IN_TEXT.sub(
+        lambda match: with_query_values(match.group(0), lambda _n, _i, _v: PLACEHOLDER), text
+    )
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 

@@ -12,6 +12,7 @@ from app.domain.secrets import (
     redacted_headers,
     redacted_secret,
     redacted_url,
+    scrub_credentials,
 )
 from app.domain.target import RabbitMQTarget, WebhookTarget
 
@@ -102,6 +103,49 @@ def test_a_url_shows_the_values_of_its_secret_query_parameters_redacted(
     url: str, shown: str
 ) -> None:
     assert redacted_url(url) == shown
+
+
+@pytest.mark.parametrize(
+    ("text", "scrubbed"),
+    [
+        ("http://u:pa55@h.test/a", "http://u:***@h.test/a"),
+        (
+            "InvalidUrlClientError: https://alice:s3cr3t@exämple..com/hook",
+            "InvalidUrlClientError: https://alice:***@exämple..com/hook",
+        ),
+        ("URL('http://u:p@ss@h.test:81/x')", "URL('http://u:***@h.test:81/x')"),
+        ("http://u:p%40ss@h.test", "http://u:***@h.test"),
+        (
+            "http://:pw@h.test and HTTPS://v:pw2@other.test/",
+            "http://:***@h.test and HTTPS://v:***@other.test/",
+        ),
+        (
+            "http://u:pw@h.test?next=http://w:pw3@x.test",
+            "http://u:***@h.test?next=http://w:***@x.test",
+        ),
+        (
+            "GET http://h.test/a?token=t0k&page=2 failed",
+            "GET http://h.test/a?token=***&page=2 failed",
+        ),
+        ("'http://h.test/a?api_key=k3y'", "'http://h.test/a?api_key=***'"),
+        ("http://user@h.test/ (no password)", "http://user@h.test/ (no password)"),
+        ("mail bob@example.com about http://h.test/", "mail bob@example.com about http://h.test/"),
+        ("no url here: a:b@c", "no url here: a:b@c"),
+        ("", ""),
+        ("http://u:pw\n@h.test", "http://u:***@h.test"),
+    ],
+)
+def test_scrub_credentials_redacts_the_credentials_of_every_url_in_a_text(
+    text: str, scrubbed: str
+) -> None:
+    assert scrub_credentials(text) == scrubbed
+
+
+@pytest.mark.parametrize("password", ["p\tw", "p w", "p\x00w", "pé\u200bw", "p'w", "p)w"])
+def test_scrub_credentials_leaves_no_part_of_a_password_after_the_user(password: str) -> None:
+    scrubbed = scrub_credentials(f"failed: http://alice:{password}@h.test/x")
+
+    assert scrubbed == "failed: http://alice:***@h.test/x"
 
 
 def test_a_signing_secret_shows_its_last_four_characters() -> None:
