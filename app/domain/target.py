@@ -57,6 +57,24 @@ RESERVED_HEADERS = frozenset(
 FRAMING_HEADERS = frozenset(
     {"connection", "upgrade", "te", "trailer", "keep-alive", "expect", "content-encoding"}
 )
+# Headers that say who the client is: receivers behind a proxy trust them for the client's
+# address, host and scheme, so a target that set them could forge the origin a receiver
+# acts on. Any `X-Forwarded-*` header is refused too.
+FORWARDING_HEADERS = frozenset(
+    {
+        "forwarded",
+        "x-real-ip",
+        "x-client-ip",
+        "true-client-ip",
+        "cf-connecting-ip",
+        "x-cluster-client-ip",
+        "x-original-forwarded-for",
+    }
+)
+# Message headers RabbitMQ acts on (sender-selected distribution): it takes them as arrays of
+# routing keys and closes the channel on a publish where they are anything else, which a
+# header value here always is. The target's routing key is the way to route.
+BROKER_HEADERS = frozenset({"cc", "bcc"})
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 # A URL has no spaces or control characters anywhere (RFC 3986); clients percent-encode them.
 _URL_UNSAFE = re.compile(r"[\x00-\x20\x7f-\x9f]")
@@ -259,6 +277,16 @@ class WebhookTarget(InputModel):
                     f"header {name!r} is a hop-by-hop or framing header, which the HTTP "
                     "client sets for each connection"
                 )
+            if checked and (
+                name.lower() in FORWARDING_HEADERS or name.lower().startswith("x-forwarded-")
+            ):
+                raise error_at(
+                    (name,),
+                    "value_error",
+                    f"header {name!r} tells a receiver who the client is (a proxy sets it); a "
+                    "target cannot set it",
+                    None,
+                )
             if "\r" in header or "\n" in header:
                 raise ValueError(f"header {name!r} contains a line break")
             if checked:
@@ -300,6 +328,15 @@ class RabbitMQTarget(InputModel):
         for key, item in value.items():
             if not key:
                 raise ValueError("a header name must not be empty")
+            if key.lower() in BROKER_HEADERS:
+                raise error_at(
+                    (key,),
+                    "value_error",
+                    f"header {key!r} is read by RabbitMQ as a list of extra routing keys, and "
+                    "a message that carries it otherwise closes the channel: route with "
+                    "routing_key",
+                    None,
+                )
             check_text(key, f"header name {key!r}", max_bytes=MAX_AMQP_HEADER_KEY_BYTES)
             if isinstance(item, str):
                 check_text(item, f"header {key!r}", tab=True, max_bytes=MAX_HEADER_VALUE_BYTES)

@@ -11,11 +11,15 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from pydantic import TypeAdapter
 
 from app.domain import limits
+from app.domain.limits import STORED
+from app.domain.target import Target
 from app.store.tables import schedules
 from tests.conftest import EMBEDDED_ONLY
 from tests.integration.api.test_bad_input import (
+    HOOK,
     PROBLEM,
     assert_problem_names,
     cron,
@@ -615,6 +619,67 @@ async def test_an_oversize_replay_is_one_error_naming_its_ids(harness: Harness) 
 
     assert_problem_names(response, 422, "#/occurrence_ids")
     assert len(response.json()["errors"]) == 1
+
+
+# -- headers a receiver or the broker would act on ----------------------------------------
+
+
+@EMBEDDED_ONLY
+@pytest.mark.parametrize(
+    "name",
+    [
+        "X-Forwarded-For",
+        "x-forwarded-for",
+        "X-FORWARDED-HOST",
+        "X-Forwarded-Proto",
+        "X-Forwarded-Port",
+        "X-Real-IP",
+        "Forwarded",
+        "True-Client-IP",
+    ],
+)
+async def test_a_webhook_header_that_forges_the_client_s_origin_is_refused_naming_it(
+    harness: Harness, name: str
+) -> None:
+    target = harness.webhook(headers={"X-Tenant": "acme", name: "10.0.0.1"})
+    created = await harness.create(target=harness.webhook())
+
+    response = await harness.client.post("/v1/schedules", json=valid_body(target=target))
+    patched = await harness.client.patch(f"/v1/schedules/{created['id']}", json={"target": target})
+
+    assert_problem_names(response, 422, f"#/target/headers/{name}")
+    assert_problem_names(patched, 422, f"#/target/headers/{name}")
+    assert [s["id"] for s in await stored_schedules(harness)] == [created["id"]]
+    assert (await harness.get(f"/v1/schedules/{created['id']}"))["target"]["headers"] == {}
+
+
+@EMBEDDED_ONLY
+@pytest.mark.parametrize("name", ["CC", "BCC", "cc", "Bcc"])
+@pytest.mark.parametrize("value", ["jobs", 5, None, "é\u200b"])
+async def test_a_rabbitmq_cc_or_bcc_header_is_refused_naming_it(
+    offline: Harness, name: str, value: Any
+) -> None:
+    # The broker reads CC and BCC as arrays of routing keys; any other value makes it close
+    # the shared channel on publish. The routing key is the way to route.
+    target = {**RABBITMQ, "headers": {"x-kind": "report", name: value}}
+
+    response = await offline.client.post("/v1/schedules", json=valid_body(target=target))
+
+    assert_problem_names(response, 422, f"#/target/headers/{name}")
+    assert await stored_schedules(offline) == []
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        {**RABBITMQ, "headers": {"CC": "jobs"}},
+        {"type": "webhook", "url": HOOK, "headers": {"X-Forwarded-For": "10.0.0.1"}},
+    ],
+)
+def test_a_stored_target_with_such_a_header_still_reads(target: dict[str, Any]) -> None:
+    read = TypeAdapter(Target).validate_python(target, context=STORED)
+
+    assert read.headers == target["headers"]
 
 
 # -- strict JSON types -------------------------------------------------------------------
