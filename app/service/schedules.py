@@ -228,7 +228,8 @@ class ScheduleService:
     ) -> Created:
         """Store a schedule and its first occurrence. The same idempotency key with the same
         body returns the original; with another body it is a conflict. `created_by` is the
-        name of the API key that asked (None: the API is open)."""
+        name of the API key that asked (None: the API is open), and idempotency keys are its
+        own: another API key's use of the same one is another schedule."""
         self._check_payload(spec.payload, "#/payload")
         self._check_target(spec, "#/target/type")
         await self._check_urls([(spec, "#")])
@@ -238,7 +239,9 @@ class ScheduleService:
         async def replay_key(conn: Connection) -> Created | None:
             if idempotency_key is None:
                 return None
-            existing = await self._schedules.find_by_idempotency_key(conn, idempotency_key)
+            existing = await self._schedules.find_by_idempotency_key(
+                conn, idempotency_key, created_by
+            )
             if existing is None:
                 return None
             if existing.request_hash != request_hash:
