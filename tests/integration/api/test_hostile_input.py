@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from croniter import croniter
 from pydantic import TypeAdapter
 
 from app.domain import limits
 from app.domain.limits import STORED
 from app.domain.target import Target
+from app.domain.trigger import first_fire_or_refuse
 from app.store.tables import schedules
 from tests.conftest import EMBEDDED_ONLY
 from tests.integration.api.test_bad_input import (
@@ -619,6 +622,53 @@ async def test_an_oversize_replay_is_one_error_naming_its_ids(harness: Harness) 
 
     assert_problem_names(response, 422, "#/occurrence_ids")
     assert len(response.json()["errors"]) == 1
+
+
+# -- cron expressions that cost a walk of decades ----------------------------------------
+
+
+@EMBEDDED_ONLY
+async def test_a_batch_of_a_thousand_crons_too_sparse_is_refused_asking_croniter_little(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[object] = []
+    original = croniter.get_next
+
+    def counting(self: croniter, *args: Any, **kwargs: Any) -> Any:
+        asked.append(args)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(croniter, "get_next", counting)
+    # The fifth Monday of February: once in 28 years or more.
+    sparse = cron("0 0 * 2 1#5", timezone="Asia/Kathmandu")
+    items = [valid_body(target=harness.webhook(), trigger=sparse) for _ in range(1000)]
+
+    response = await harness.client.post("/v1/schedules/batch", json={"items": items})
+
+    assert_problem_names(response, 422, "#/items/0/trigger/expression")
+    assert len(response.json()["errors"]) == 1
+    assert len(asked) <= 14  # one question per kind of calendar year, for all 1000 items
+    assert await stored_schedules(harness) == []
+
+
+@EMBEDDED_ONLY
+async def test_a_batch_plans_its_triggers_off_the_event_loop(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    planned_on: set[int] = set()
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        planned_on.add(threading.get_ident())
+        return first_fire_or_refuse(*args, **kwargs)
+
+    monkeypatch.setattr("app.service.schedules.first_fire_or_refuse", recording)
+    items = [valid_body(target=harness.webhook(), trigger=cron("*/5 * * * *"))] * 100
+
+    response = await harness.client.post("/v1/schedules/batch", json={"items": items})
+
+    assert response.status_code == 201, response.text
+    assert planned_on
+    assert threading.get_ident() not in planned_on
 
 
 # -- headers a receiver or the broker would act on ----------------------------------------

@@ -23,7 +23,7 @@ async def test_the_page_shows_the_definition_with_secrets_redacted_as_the_api_do
     harness: Harness,
 ) -> None:
     target = harness.webhook(
-        headers={"Authorization": "Bearer sekrit-header-value", "X-Team": "blue"},
+        headers={"X-Api-Key": "sekrit-header-value", "X-Team": "blue"},
         signing_secret="whsec_" + "c2VjcmV0LXNpZ25pbmcta2V5LTEyMzQ1Njc4OTA=",
     )
     target["url"] = target["url"].replace("http://", "http://user:sekrit-password@")
