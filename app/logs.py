@@ -3,7 +3,9 @@
 JSON lines carry `ts`, `level`, `logger`, `message` and the event's own fields (schedule
 id, occurrence id, attempt, outcome, ...), given as `extra=` by the code that logs. No log
 line carries a payload, a header value, a secret or a password: code logs ids and kinds of
-failure, and URLs only through `redact_url`.
+failure, and URLs only through `redact_url`. Whatever a line quotes anyway (an exception's
+text) has API keys, Authorization credentials and the passwords and secret query values of
+URLs masked.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Literal
+
+from app.domain.secrets import scrub_credentials
 
 LogFormat = Literal["text", "json"]
 
@@ -44,8 +48,8 @@ _AUTHORIZATION = re.compile(
 
 
 class _Redacting(logging.Formatter):
-    """Formats with another formatter, then masks API keys and Authorization credentials,
-    so that no line (an exception's text included) can print one."""
+    """Formats with another formatter, then masks API keys, Authorization credentials and
+    URL credentials, so that no line (an exception's text included) can print one."""
 
     def __init__(self, inner: logging.Formatter, secrets: Iterable[str]) -> None:
         super().__init__()
@@ -56,7 +60,7 @@ class _Redacting(logging.Formatter):
         text = self._inner.format(record)
         for secret in self._secrets:
             text = text.replace(secret, "[redacted]")
-        return _AUTHORIZATION.sub(r"\1[redacted]", text)
+        return scrub_credentials(_AUTHORIZATION.sub(r"\1[redacted]", text))
 
 
 def configure(level: str = "INFO", fmt: LogFormat = "text", secrets: Iterable[str] = ()) -> None:

@@ -18,6 +18,7 @@ class Received:
     headers: dict[str, str]
     body: bytes
     at: float  # time.time() on arrival
+    query: str = ""  # the raw query string, without its "?"
 
     @property
     def occurrence_id(self) -> str:
@@ -61,7 +62,14 @@ class Receiver:
         if request.transport is not None:
             self._transports.add(request.transport)
         body = await request.read()
-        received = Received(request.method, request.path, dict(request.headers), body, time.time())
+        received = Received(
+            request.method,
+            request.path,
+            dict(request.headers),
+            body,
+            time.time(),
+            request.query_string,
+        )
         queue = self._scripts.get(request.path)
         reply = queue.popleft() if queue else self._defaults.get(request.path, Reply())
         if reply.delay:

@@ -9,7 +9,13 @@ from typing import Annotated
 from fastapi import Query
 from pydantic import StringConstraints
 
-from app.domain.limits import MAX_LABEL_FILTERS, MAX_LABEL_KEY, MAX_LABEL_VALUE, one_line
+from app.domain.limits import (
+    MAX_LABEL_FILTERS,
+    MAX_LABEL_KEY,
+    MAX_LABEL_VALUE,
+    at_most_items,
+    one_line,
+)
 
 _LABEL_FILTER = MAX_LABEL_KEY + 1 + MAX_LABEL_VALUE  # key:value
 
@@ -21,4 +27,5 @@ LabelQuery = Annotated[
         max_length=MAX_LABEL_FILTERS,
         description=f"key:value, repeatable (at most {MAX_LABEL_FILTERS})",
     ),
+    at_most_items(MAX_LABEL_FILTERS, "label filters"),
 ]

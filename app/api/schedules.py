@@ -26,6 +26,7 @@ from app.api.schemas import (
 )
 from app.domain.errors import InvalidInputError
 from app.domain.ids import format_instant
+from app.domain.limits import one_line
 from app.domain.occurrence import OccurrenceStatus
 from app.domain.schedule import Schedule, SchedulePatch, ScheduleSpec, ScheduleStatus
 from app.store.schedules import ScheduleFilter
@@ -37,8 +38,12 @@ IdempotencyKey = Annotated[
     Header(
         alias="Idempotency-Key",
         max_length=255,
-        description="Repeat a create safely: the same key and body return the original",
+        description="Repeat a create safely: the same key and body return the original. "
+        "Keys are per API key: another key's use of the same one is another schedule",
     ),
+    # No HTTP server passes a control character in a header; one that did could not be
+    # told from the separator of a key scoped to an API key.
+    one_line(),
 ]
 
 

@@ -11,7 +11,15 @@ from typing import Annotated, Any, Generic, Literal, TypeVar, cast
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from typing_extensions import TypedDict
 
-from app.domain.limits import EventType, Id, InputModel, Instant, shown_payload
+from app.domain.limits import (
+    MAX_BATCH,
+    EventType,
+    Id,
+    InputModel,
+    Instant,
+    at_most_items,
+    shown_payload,
+)
 from app.domain.misfire import MisfirePolicy, SkipReason
 from app.domain.occurrence import (
     Attempt,
@@ -44,9 +52,11 @@ class Page(BaseModel, Generic[T]):
 
 class WebhookTargetOut(BaseModel):
     """A webhook target as responses show it. Secrets are redacted: the password of the
-    URL's userinfo and the values of Authorization, Proxy-Authorization, Cookie and of any
-    header whose name contains token, secret, key or password show as ***. Sent back in a
-    PATCH to the same address, a redacted form keeps the stored value."""
+    URL's userinfo, the values of the URL's query parameters and of the headers whose names
+    contain auth, token, secret, key, pass, credential, signature, session or cookie (any
+    case) show as ***. Sent back in a PATCH, a redacted form keeps the stored value while the
+    URL stays the same up to its query (scheme, host, port and path); the signing secret's
+    while its scheme, host and port stay."""
 
     type: Literal["webhook"]
     url: str
@@ -214,7 +224,9 @@ class DeadLetterOut(OccurrenceOut):
 class BatchCreate(InputModel):
     _text_checked = frozenset({"items"})  # each item checks its own
 
-    items: list[ScheduleSpec] = Field(min_length=1, max_length=1000)
+    items: Annotated[list[ScheduleSpec], at_most_items(MAX_BATCH, "items")] = Field(
+        min_length=1, max_length=MAX_BATCH
+    )
 
 
 class BatchCreated(BaseModel):
@@ -241,8 +253,13 @@ def batch_created_json(created: Sequence[Schedule]) -> bytes:
     return _BATCH_CREATED.dump_json({"items": [_shown(s, s.payload) for s in created]})
 
 
+MAX_REPLAY = 1000
+
+
 class ReplayRequest(InputModel):
-    occurrence_ids: list[Id] | None = Field(default=None, min_length=1, max_length=1000)
+    occurrence_ids: Annotated[list[Id], at_most_items(MAX_REPLAY, "occurrence ids")] | None = Field(
+        default=None, min_length=1, max_length=MAX_REPLAY
+    )
     schedule_id: Id | None = None
     event_type: EventType | None = None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 
 from fastapi import APIRouter
@@ -9,7 +10,13 @@ from pydantic import BaseModel, Field
 
 from app.api.problems import responses
 from app.domain.limits import MAX_COUNT, InputModel, Instant
-from app.domain.trigger import Trigger, fire_times, first_fire_or_refuse, resolve
+from app.domain.trigger import (
+    Trigger,
+    check_cadence,
+    fire_times,
+    first_fire_or_refuse,
+    resolve,
+)
 
 router = APIRouter(prefix="/v1/triggers", tags=["triggers"])
 
@@ -34,8 +41,14 @@ class Preview(BaseModel):
 async def preview_trigger(body: PreviewRequest) -> Preview:
     """The next fire instants strictly after `after` (UTC), with the same rules and
     validation as a schedule's trigger. A one-shot trigger has at most one."""
-    now = datetime.now(UTC)
+    # A hundred ticks of a cron trigger are a hundred walks of the calendar: off the
+    # event loop, which serves every other request meanwhile.
+    return Preview(fire_times=await asyncio.to_thread(_fire_times, body, datetime.now(UTC)))
+
+
+def _fire_times(body: PreviewRequest, now: datetime) -> list[datetime]:
     after = body.after.astimezone(UTC) if body.after is not None else now
+    check_cadence(body.trigger)
     first_fire_or_refuse(resolve(body.trigger, now), now)
     count = body.count if body.max_occurrences is None else min(body.count, body.max_occurrences)
-    return Preview(fire_times=fire_times(body.trigger, after, count, now))
+    return fire_times(body.trigger, after, count, now)

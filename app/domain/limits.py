@@ -46,6 +46,7 @@ MAX_LABEL_KEY = 63
 MAX_LABEL_VALUE = 255
 MAX_LABEL_FILTERS = 20
 MAX_HEADERS = 64
+MAX_BATCH = 1000
 MAX_HEADER_NAME = 256
 MAX_HEADER_VALUE_BYTES = 8192
 # AMQP short strings (the message type, exchange names) hold 255 bytes; table keys are cut
@@ -68,7 +69,7 @@ def on_input(info: ValidationInfo) -> bool:
     return not (isinstance(context, dict) and context.get("stored"))
 
 
-def _error(loc: tuple[str | int, ...], kind: str, message: str, value: Any) -> ValidationError:
+def error_at(loc: tuple[str | int, ...], kind: str, message: str, value: Any) -> ValidationError:
     """A validation error at `loc` below the field being validated (pydantic prefixes the
     field's own location), so that a problem names the offending member itself."""
     detail = InitErrorDetails(type=PydanticCustomError(kind, message), loc=loc, input=value)
@@ -83,6 +84,16 @@ def has_surrogate(text: str) -> bool:
 _SURROGATE_MESSAGE = "contains a lone UTF-16 surrogate, which is not Unicode text"
 
 
+# A field's container with more members than this is over its own limit (labels, headers,
+# a batch's items, replayed ids: 1000 at most), which refuses it without quoting a member:
+# the walk below leaves it to that check rather than visit each of its members.
+_WALKED_MEMBERS = MAX_BATCH
+
+
+def _walked(item: Any) -> bool:
+    return len(item) <= _WALKED_MEMBERS
+
+
 def _holds_surrogate(value: Any) -> bool:
     """Whether any string or object key in `value` has a lone surrogate (`_surrogate_at`
     without keeping track of where: text that is all ASCII is passed over at once)."""
@@ -92,7 +103,7 @@ def _holds_surrogate(value: Any) -> bool:
         if isinstance(item, str):
             if not item.isascii() and _SURROGATE.search(item):
                 return True
-        elif isinstance(item, dict):
+        elif isinstance(item, dict) and _walked(item):
             for key, child in item.items():
                 if isinstance(key, str) and not key.isascii() and _SURROGATE.search(key):
                     return True
@@ -101,7 +112,7 @@ def _holds_surrogate(value: Any) -> bool:
                         return True
                 elif isinstance(child, dict | list | tuple):
                     stack.append(child)
-        elif isinstance(item, list | tuple):
+        elif isinstance(item, list | tuple) and _walked(item):
             stack.extend(item)
     return False
 
@@ -117,12 +128,12 @@ def _surrogate_at(value: Any) -> tuple[str | int, ...] | None:
         if isinstance(item, str):
             if has_surrogate(item):
                 return path
-        elif isinstance(item, dict):
+        elif isinstance(item, dict) and _walked(item):
             for key, child in item.items():
                 if isinstance(key, str) and has_surrogate(key):
                     return path
                 stack.append((child, (*path, key)))
-        elif isinstance(item, list | tuple):
+        elif isinstance(item, list | tuple) and _walked(item):
             stack.extend((child, (*path, index)) for index, child in enumerate(item))
     return None
 
@@ -148,7 +159,7 @@ class InputModel(BaseModel):
             checked = cls._text_checked
             for key, value in data.items():
                 if isinstance(key, str) and has_surrogate(key):
-                    raise _error((), "string_unicode", f"a field name {_SURROGATE_MESSAGE}", {})
+                    raise error_at((), "string_unicode", f"a field name {_SURROGATE_MESSAGE}", {})
                 if key in checked:
                     continue
                 # Most values are plain text or scalars: those need no walk.
@@ -160,7 +171,7 @@ class InputModel(BaseModel):
                 else:
                     continue
                 if where is not None:
-                    raise _error((key, *where), "string_unicode", _SURROGATE_MESSAGE, "")
+                    raise error_at((key, *where), "string_unicode", _SURROGATE_MESSAGE, "")
         return data
 
 
@@ -218,6 +229,25 @@ def at_most(limit: float) -> Any:
     return AfterValidator(check)
 
 
+def at_most_items(limit: int, what: str) -> Any:
+    """A container (object or array) of at most `limit` members, counted before any member
+    is validated: an oversize one is one error naming the field, where validating its
+    members first would make an error of each (an 8 MiB body holds hundreds of thousands)
+    and take seconds. Pair it with the `Field` constraint that shows the limit in the
+    schema; a stored value is trusted as it was written."""
+
+    def check(value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, dict | list) and len(value) > limit and on_input(info):
+            raise PydanticCustomError(
+                "too_long",
+                "at most {limit} {what}, not {count}",
+                {"limit": limit, "what": what, "count": len(value)},
+            )
+        return value
+
+    return BeforeValidator(check)
+
+
 # -- text ----------------------------------------------------------------------------------
 
 
@@ -272,7 +302,12 @@ def _labels(value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
     return dict(sorted(value.items()))
 
 
-Labels = Annotated[dict[str, str], Field(max_length=MAX_LABELS), AfterValidator(_labels)]
+Labels = Annotated[
+    dict[str, str],
+    Field(max_length=MAX_LABELS),
+    at_most_items(MAX_LABELS, "labels"),
+    AfterValidator(_labels),
+]
 """At most 64 labels; keys of 1-63 characters without ':', values of up to 255. Kept in
 key order: every store answers with them in the same order (PostgreSQL's JSONB and MySQL's
 JSON reorder keys their own ways)."""
@@ -346,25 +381,25 @@ def _json_payload(value: Any) -> Any:
         children = item.items() if isinstance(item, dict) else enumerate(item)
         for key, child in children:
             if isinstance(key, str) and has_surrogate(key):
-                raise _error(path, "string_unicode", f"a key {_SURROGATE_MESSAGE}", None)
+                raise error_at(path, "string_unicode", f"a key {_SURROGATE_MESSAGE}", None)
             stack.append((child, depth + 1, (*path, key)))
-    raise _error((), "json_type", "is not a JSON value", None)
+    raise error_at((), "json_type", "is not a JSON value", None)
 
 
 def _depth_error() -> ValidationError:
     message = f"nests arrays and objects more than {MAX_PAYLOAD_DEPTH} levels deep"
-    return _error((), "json_depth", message, None)
+    return error_at((), "json_depth", message, None)
 
 
 def _json_scalar(item: Any, path: tuple[str | int, ...]) -> None:
     if isinstance(item, float):
         if not math.isfinite(item):
-            raise _error(path, "finite_number", "NaN and Infinity are not JSON numbers", None)
+            raise error_at(path, "finite_number", "NaN and Infinity are not JSON numbers", None)
     elif isinstance(item, str):
         if has_surrogate(item):
-            raise _error(path, "string_unicode", _SURROGATE_MESSAGE, None)
+            raise error_at(path, "string_unicode", _SURROGATE_MESSAGE, None)
     elif not isinstance(item, _JSON_SCALARS):
-        raise _error(path, "json_type", "is not a JSON value", None)
+        raise error_at(path, "json_type", "is not a JSON value", None)
 
 
 JsonPayload = Annotated[Any, AfterValidator(_json_payload)]

@@ -9,13 +9,18 @@ nor a delivery ever sees a placeholder:
   other redacted form is refused);
 - a secret header (by name, `app.domain.secrets`) whose value is `"***"` keeps the stored
   value of the header of that name, compared case-insensitively;
-- a URL password `***` keeps the stored URL's password.
+- a URL password `***` keeps the stored URL's password;
+- a secret query parameter (by name, `app.domain.secrets`) whose value is `***` keeps the
+  stored value of the parameter of that name (the first `***` the first stored value, and
+  so on when a name repeats).
 
-Headers and URL passwords stand in only while the destination stays the same (a webhook's
-scheme, host and port; any RabbitMQ target, which goes to the one broker): a write that
-moves the target elsewhere must send the real values, or it could redirect a credential it
-cannot read. Where nothing stored can stand in (a create, another destination, a header
-the stored target lacks), the write is refused naming the field.
+Headers, URL passwords and query values stand in only while a webhook's URL stays the same
+up to its query (scheme, host, port and path: another path on the same host may echo what
+it is sent), and a signing secret only while its scheme, host and port stay (it signs, it
+is never sent); any RabbitMQ target goes to the one broker. A write that moves the target
+elsewhere must send the real values, or it could redirect a credential it cannot read.
+Where nothing stored can stand in (a create, another address, a header the stored target
+lacks), the write is refused naming the field.
 """
 
 from __future__ import annotations
@@ -26,11 +31,14 @@ from typing import TypeVar
 from app.domain.secrets import (
     PLACEHOLDER,
     REDACTED_SECRET,
-    is_secret_header,
+    is_secret_name,
     origin,
     redacted_secret,
+    resource,
+    secret_query_values,
     url_password,
     with_password,
+    with_query_values,
 )
 from app.domain.target import RabbitMQTarget, Target, WebhookTarget
 
@@ -53,11 +61,16 @@ def keep_stored_secrets(new: Target, stored: Target | None) -> Target:
         headers = _headers(new.headers, old_headers)
         return new if headers == new.headers else new.model_copy(update={"headers": headers})
     old = stored if isinstance(stored, WebhookTarget) else None
-    same = old is not None and origin(old.url) == origin(new.url)
+    here = old if old is not None and resource(old.url) == resource(new.url) else None
+    signer = old if old is not None and origin(old.url) == origin(new.url) else None
     update = {
-        "url": _url(new.url, old.url if same and old else None),
-        "headers": _headers(new.headers, old.headers if same and old else None),
-        "signing_secret": _signing_secret(new.signing_secret, old.signing_secret if old else None),
+        "url": _url(new.url, here.url if here else None),
+        "headers": _headers(new.headers, here.headers if here else None),
+        "signing_secret": _signing_secret(
+            new.signing_secret,
+            signer.signing_secret if signer else None,
+            moved=old is not None and signer is None,
+        ),
     }
     changed = {key: value for key, value in update.items() if value != getattr(new, key)}
     return new.model_copy(update=changed) if changed else new
@@ -73,37 +86,69 @@ def has_placeholders(target: Target) -> bool:
 
 
 def _url(new: str, stored: str | None) -> str:
-    if url_password(new) != PLACEHOLDER:
-        return new
-    kept = url_password(stored) if stored is not None else None
-    if kept is None:
-        raise PlaceholderError(
-            "url",
-            f"the url's password is the redaction placeholder {PLACEHOLDER!r} and no stored "
-            "password for this address stands in for it: send the real password",
-        )
-    return with_password(new, kept)
+    url = new
+    if url_password(new) == PLACEHOLDER:
+        kept = url_password(stored) if stored is not None else None
+        if kept is None:
+            raise PlaceholderError(
+                "url",
+                f"the url's password is the redaction placeholder {PLACEHOLDER!r} and no "
+                "stored password stands in for it (one does while the url stays the same up "
+                "to its query): send the real password",
+            )
+        url = with_password(new, kept)
+    return _query(url, stored)
+
+
+def _query(new: str, stored: str | None) -> str:
+    values: dict[str, list[str]] = {}
+    if stored is not None:
+        for name, start, end in secret_query_values(stored):
+            values.setdefault(name, []).append(stored[start:end])
+
+    def keep(name: str, index: int, value: str) -> str:
+        if value != PLACEHOLDER:
+            return value
+        kept = values.get(name, [])
+        if index >= len(kept):
+            raise PlaceholderError(
+                "url",
+                f"the url's query parameter {name[:100]!r} is the redaction placeholder "
+                f"{PLACEHOLDER!r} and no stored value stands in for it (one does while the url "
+                "stays the same up to its query): send the real value",
+            )
+        return kept[index]
+
+    return with_query_values(new, keep)
 
 
 def _headers(new: Mapping[str, V], stored: Mapping[str, V] | None) -> dict[str, V]:
     by_name = {name.lower(): value for name, value in (stored or {}).items()}
     kept: dict[str, V] = {}
     for name, value in new.items():
-        if value == PLACEHOLDER and is_secret_header(name):
+        if value == PLACEHOLDER and is_secret_name(name):
             if name.lower() not in by_name:
                 raise PlaceholderError(
                     f"headers/{name.replace('~', '~0')}",
                     f"header {name!r} is the redaction placeholder {PLACEHOLDER!r} and no "
-                    "stored value for this destination stands in for it: send the real value",
+                    "stored value stands in for it (one does while the url stays the same up "
+                    "to its query): send the real value",
                 )
             value = by_name[name.lower()]
         kept[name] = value
     return kept
 
 
-def _signing_secret(new: str | None, stored: str | None) -> str | None:
+def _signing_secret(new: str | None, stored: str | None, *, moved: bool) -> str | None:
     if new is None or not REDACTED_SECRET.fullmatch(new):
         return new
+    if moved:
+        raise PlaceholderError(
+            "signing_secret",
+            "signing_secret is a redacted form, which stands for the stored secret only while "
+            "the url keeps its scheme, host and port: send the whole secret (whsec_ followed "
+            "by base64)",
+        )
     if stored is None or redacted_secret(stored) != new:
         raise PlaceholderError(
             "signing_secret",

@@ -8,6 +8,7 @@ from functools import lru_cache
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
+import idna
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from app.domain.addresses import AddressPolicy, HostSpellingError, parse_host
@@ -22,7 +23,9 @@ from app.domain.limits import (
     MAX_TIMEOUT_SECONDS,
     InputModel,
     at_most,
+    at_most_items,
     check_text,
+    error_at,
     on_input,
 )
 from app.domain.secrets import REDACTED_SECRET, signing_key
@@ -54,12 +57,97 @@ RESERVED_HEADERS = frozenset(
 FRAMING_HEADERS = frozenset(
     {"connection", "upgrade", "te", "trailer", "keep-alive", "expect", "content-encoding"}
 )
+# Headers that say who the client is: receivers behind a proxy trust them for the client's
+# address, host and scheme, so a target that set them could forge the origin a receiver
+# acts on. Any `X-Forwarded-*` header is refused too.
+FORWARDING_HEADERS = frozenset(
+    {
+        "forwarded",
+        "x-real-ip",
+        "x-client-ip",
+        "true-client-ip",
+        "cf-connecting-ip",
+        "x-cluster-client-ip",
+        "x-original-forwarded-for",
+    }
+)
+# Message headers RabbitMQ acts on (sender-selected distribution): it takes them as arrays of
+# routing keys and closes the channel on a publish where they are anything else, which a
+# header value here always is. The target's routing key is the way to route.
+BROKER_HEADERS = frozenset({"cc", "bcc"})
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 # A URL has no spaces or control characters anywhere (RFC 3986); clients percent-encode them.
 _URL_UNSAFE = re.compile(r"[\x00-\x20\x7f-\x9f]")
 # A host whose last label is a number is an IPv4 address to URL parsers (WHATWG "ends in a
 # number"): 2130706433, 0177.0.0.1, 127.1 and 0x7f.0.0.1 all mean 127.0.0.1.
 _NUMERIC_LABEL = re.compile(r"^(?:[0-9]+|0[xX][0-9a-fA-F]*)$")
+# What a host name is once encoded (RFC 1123 labels, and the underscore that internal names
+# use): labels of 1-63 letters, digits, hyphens and underscores, 253 characters in all (a
+# trailing dot aside). Longer labels or names are refused by the resolver's IDNA codec.
+_HOST_LABEL = re.compile(r"^[a-z0-9_-]{1,63}$")
+MAX_HOST_NAME = 253
+# Code points that IDNA deletes or folds without a trace (Unicode's Default_Ignorable_Code_Point,
+# and U+1806, which nameprep maps to nothing): `e<ZWSP>vil.com` would be requested as evil.com.
+# The HTTP client refuses them in a host, as this does.
+_INVISIBLE = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u1806\u180b-\u180f\u200b-\u200f"
+    "\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
+)
+# How much of a refused host a message repeats.
+_HOST_ECHO = 100
+
+
+def encoded_host(host: str) -> str:
+    """The ASCII name a request to `host` (a URL's host, not an IPv6 literal) looks up, as
+    the HTTP client encodes it: lower case, and a non-ASCII name in IDNA 2008 with the UTS
+    46 mapping, or IDNA 2003 where that fails (yarl's order). Raises UnicodeError when the
+    client could not encode it either."""
+    if host.isascii():
+        return host.lower()
+    if _INVISIBLE.search(host):
+        raise UnicodeError("the host holds a character that IDNA deletes or folds")
+    try:
+        return idna.encode(host, uts46=True).decode("ascii")
+    except UnicodeError:
+        return host.encode("idna").decode("ascii")
+
+
+def request_host(url: str) -> str:
+    """The host a request to this webhook URL goes to, spelt as the HTTP client sends it
+    (`encoded_host`); the URL's own spelling when it cannot be encoded (a stored row)."""
+    host = urlsplit(url).hostname or ""
+    if ":" in host:  # an IPv6 literal
+        return host
+    try:
+        return encoded_host(host)
+    except UnicodeError:
+        return host
+
+
+def _host_name_problem(host: str) -> str | None:
+    """Why `host` (not an IPv6 literal) is no name the HTTP client can request, or None."""
+    shown = repr(host[:_HOST_ECHO])
+    try:
+        name = encoded_host(host)
+    except UnicodeError:
+        return (
+            f"host {shown} cannot be encoded as an internationalized domain name (IDNA): "
+            "an empty label, a label of over 63 characters, or a character a host cannot hold"
+        )
+    bare = name.removesuffix(".")
+    labels = bare.split(".")
+    if not host.isascii() and _NUMERIC_LABEL.match(labels[-1]):
+        return f"host {shown} spells a numeric address with characters other than ASCII"
+    if len(bare) > MAX_HOST_NAME:
+        return f"host {shown} is longer than {MAX_HOST_NAME} characters once encoded"
+    if not all(_HOST_LABEL.match(label) for label in labels):
+        return (
+            f"host {shown} is no host name: dot-separated labels of 1-63 letters, digits, "
+            "hyphens and underscores"
+        )
+    return None
+
 
 # Numeric spellings of these name the denial they hit, not only their spelling.
 BUILT_IN_DENIALS = AddressPolicy()
@@ -107,6 +195,8 @@ def _url_problem(url: str, on_input: bool) -> str | None:
             return f"url has an invalid port: {exc}"
         if problem := _numeric_host_problem(host):
             return problem
+        if ":" not in host and (problem := _host_name_problem(host)):
+            return problem
     return None
 
 
@@ -118,7 +208,7 @@ class WebhookTarget(InputModel):
     type: Literal["webhook"]
     url: str = Field(max_length=2048)
     method: Literal["POST", "PUT", "PATCH"] = "POST"
-    headers: dict[str, str] = Field(
+    headers: Annotated[dict[str, str], at_most_items(MAX_HEADERS, "headers")] = Field(
         default_factory=dict, json_schema_extra={"maxProperties": MAX_HEADERS}
     )
     timeout_seconds: Annotated[float, at_most(MAX_TIMEOUT_SECONDS)] = Field(
@@ -148,6 +238,24 @@ class WebhookTarget(InputModel):
             raise ValueError("signing_secret must be whsec_ followed by a non-empty base64 key")
         return value
 
+    @model_validator(mode="after")
+    def _credentials_once(self, info: ValidationInfo) -> WebhookTarget:
+        # The HTTP client sends a URL's userinfo as Basic credentials in an Authorization
+        # header of its own, and refuses a request that brings another: every attempt would
+        # fail. Stored targets read as they are (their deliveries fail, as they did).
+        if not on_input(info) or "@" not in urlsplit(self.url).netloc:
+            return self
+        for name in self.headers:
+            if name.lower() == "authorization":
+                raise error_at(
+                    ("headers", name),
+                    "value_error",
+                    "a url with userinfo (user:password@) sends its own Authorization "
+                    "header: give the credentials in the url or in this header, not both",
+                    None,
+                )
+        return self
+
     @field_validator("headers")
     @classmethod
     def _plain_headers(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
@@ -169,6 +277,16 @@ class WebhookTarget(InputModel):
                     f"header {name!r} is a hop-by-hop or framing header, which the HTTP "
                     "client sets for each connection"
                 )
+            if checked and (
+                name.lower() in FORWARDING_HEADERS or name.lower().startswith("x-forwarded-")
+            ):
+                raise error_at(
+                    (name,),
+                    "value_error",
+                    f"header {name!r} tells a receiver who the client is (a proxy sets it); a "
+                    "target cannot set it",
+                    None,
+                )
             if "\r" in header or "\n" in header:
                 raise ValueError(f"header {name!r} contains a line break")
             if checked:
@@ -184,7 +302,7 @@ class RabbitMQTarget(InputModel):
     type: Literal["rabbitmq"]
     exchange: str = Field(default="", max_length=255)
     routing_key: str = ""
-    headers: dict[str, JsonScalar] = Field(
+    headers: Annotated[dict[str, JsonScalar], at_most_items(MAX_HEADERS, "headers")] = Field(
         default_factory=dict, json_schema_extra={"maxProperties": MAX_HEADERS}
     )
 
@@ -210,6 +328,15 @@ class RabbitMQTarget(InputModel):
         for key, item in value.items():
             if not key:
                 raise ValueError("a header name must not be empty")
+            if key.lower() in BROKER_HEADERS:
+                raise error_at(
+                    (key,),
+                    "value_error",
+                    f"header {key!r} is read by RabbitMQ as a list of extra routing keys, and "
+                    "a message that carries it otherwise closes the channel: route with "
+                    "routing_key",
+                    None,
+                )
             check_text(key, f"header name {key!r}", max_bytes=MAX_AMQP_HEADER_KEY_BYTES)
             if isinstance(item, str):
                 check_text(item, f"header {key!r}", tab=True, max_bytes=MAX_HEADER_VALUE_BYTES)

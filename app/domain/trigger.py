@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from calendar import isleap
+from collections.abc import Iterator, Sequence
+from datetime import UTC, date, datetime, timedelta
+from functools import lru_cache
 from itertools import islice
 from typing import Annotated, Literal
 from zoneinfo import available_timezones
 
-from croniter import CroniterBadCronError, CroniterBadDateError, croniter
+from croniter import DAY_FIELD, MONTH_FIELD, CroniterBadDateError, CroniterError, croniter
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from app.domain import wallclock
 from app.domain.errors import InvalidInputError
-from app.domain.limits import HORIZON, MAX_PERIOD_SECONDS, InputModel, Instant, at_most
+from app.domain.limits import (
+    HORIZON,
+    MAX_PERIOD_SECONDS,
+    InputModel,
+    Instant,
+    at_most,
+    on_input,
+)
 from app.domain.wallclock import DstGap, DstRepeat
 
 MACROS = {
@@ -90,20 +99,10 @@ class CronTrigger(_TriggerModel):
 
     @field_validator("expression")
     @classmethod
-    def _valid_expression(cls, value: str) -> str:
+    def _valid_expression(cls, value: str, info: ValidationInfo) -> str:
         text = " ".join(value.split())
-        expanded = MACROS.get(text.lower(), text)
-        if text.startswith("@") and text.lower() not in MACROS:
-            raise ValueError(f"unknown macro {text!r}; known: {', '.join(sorted(MACROS))}")
-        fields = len(expanded.split())
-        if fields not in (5, 6):
-            raise ValueError("a cron expression has 5 fields, or 6 with leading seconds")
-        if not croniter.is_valid(expanded, second_at_beginning=True):
-            raise ValueError(f"invalid cron expression {text!r}")
-        try:
-            _cron_iter(expanded, datetime(2000, 1, 1, tzinfo=UTC)).get_next(datetime)
-        except (CroniterBadDateError, CroniterBadCronError):
-            raise ValueError(f"cron expression {text!r} can never fire") from None
+        if (problem := _expression_problem(text, on_input(info))) is not None:
+            raise ValueError(problem)
         return text
 
     @property
@@ -146,6 +145,142 @@ _ZONES: frozenset[str] | None = None
 
 def _cron_iter(expression: str, start: datetime) -> croniter:
     return croniter(expression, start, second_at_beginning=True, day_or=True)
+
+
+# The most days each month has (February's in a leap year).
+_MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+_DOW_FIELD = 4  # croniter's index of the day-of-week field (its DAY_FIELD + 2)
+
+
+# A batch names one expression many times, and every schedule read back is validated again:
+# each text is judged once.
+@lru_cache(maxsize=4096)
+def _expression_problem(text: str, on_input: bool) -> str | None:
+    """Why `text` (whitespace normalized) is no cron expression Chronoq takes, or None.
+
+    Only what is cheap to decide: the syntax (croniter's), whether the expression mixes the
+    two kinds of day fields (on input), and whether it can fire at all, read from its
+    fields. How sparse it is, is `check_cadence`'s to judge."""
+    if text.startswith("@") and text.lower() not in MACROS:
+        return f"unknown macro {text!r}; known: {', '.join(sorted(MACROS))}"
+    expanded = MACROS.get(text.lower(), text)
+    if len(expanded.split()) not in (5, 6):
+        return "a cron expression has 5 fields, or 6 with leading seconds"
+    try:
+        parsed = _cron_iter(expanded, datetime(2000, 1, 1, tzinfo=UTC))
+    except CroniterError:
+        return f"invalid cron expression {text!r}"
+    days, weekdays = parsed.expanded[DAY_FIELD], parsed.expanded[_DOW_FIELD]
+    if _by_position(parsed):
+        # croniter fires such an expression on neither the union nor the intersection of
+        # its day fields, and which depends on how far it looks; Quartz, where # and W come
+        # from, asks for ? in one of them.
+        if on_input and days != ["*"] and weekdays != ["*"]:
+            return (
+                f"cron expression {text!r} gives both a day of the month and a day of the "
+                "week, one of them with #, L or W: give * (or ?) for one of the two"
+            )
+        # `L` of a weekday, `W` and an nth weekday up to the fourth find a day in every
+        # month, a fifth weekday in some: `check_cadence` judges how many.
+        return None
+    if days == ["*"] or weekdays != ["*"] or _exists(days, parsed.expanded[MONTH_FIELD]):
+        # Days of the month and days of the week are alternatives, and a day of the week
+        # comes in every month: such an expression fires every year, or on 29 February
+        # (at least every 8 years).
+        return None
+    return f"cron expression {text!r} can never fire"
+
+
+def _exists(days: Sequence[int | str], months: Sequence[int | str]) -> bool:
+    """Whether one of `days` (of the month; `l` the last) is a day of one of `months`."""
+    longest = max(
+        (
+            _MONTH_DAYS[month - 1]
+            for month in (range(1, 13) if list(months) == ["*"] else months)
+            if isinstance(month, int)
+        ),
+        default=0,
+    )
+    return any(day == "l" or (isinstance(day, int) and day <= longest) for day in days)
+
+
+def _by_position(parsed: croniter) -> bool:
+    """Whether the expression names days by their position in the month: an nth or last
+    weekday (`1#2`, `L5`) or the weekday nearest a day (`15W`)."""
+    return bool(parsed.nth_weekday_of_month or parsed.nearest_weekday)
+
+
+# The longest run of calendar years a new cron expression may leave without a tick. Finding
+# the next tick costs a walk of the calendar up to it, and a schedule asleep longer is
+# surely a mistake: the bound keeps the one small and refuses the other. Only a fifth
+# weekday of a month comes that rarely (the fifth Monday of February: once in 28 years).
+MAX_CRON_GAP_YEARS = 10
+# The Gregorian calendar repeats every 400 years (146097 days: whole weeks), and in that
+# cycle a year's days fall as those of every year of its kind (the weekday of its 1 January,
+# and whether it is a leap year), of which there are 14.
+_CYCLE = range(2000, 2400)
+
+
+def _year_kind(year: int) -> tuple[int, bool]:
+    return date(year, 1, 1).weekday(), isleap(year)
+
+
+def check_cadence(trigger: Trigger, pointer: str = "#") -> None:
+    """Refuse a new cron trigger that leaves `MAX_CRON_GAP_YEARS` calendar years in a row
+    without a tick, naming its expression. Checked where a schedule is made or its trigger
+    changed, and by the preview; never on what is stored, which keeps its cadence."""
+    if not isinstance(trigger, CronTrigger):
+        return
+    days = tuple(trigger.normalized.lower().split()[-3:])
+    if (problem := _cadence_problem(days)) is not None:
+        raise InvalidInputError(
+            f"cron expression {trigger.expression!r} {problem}",
+            pointer=f"{pointer}/trigger/expression",
+        )
+
+
+@lru_cache(maxsize=4096)
+def _cadence_problem(days: tuple[str, ...]) -> str | None:
+    """What is wrong with how often the day fields (day of month, month, day of week) of an
+    expression come round, or None.
+
+    Plain fields fire every year or every leap year; `L` of a weekday and `W` find a day in
+    every month, and so does an nth weekday up to the fourth. A fifth weekday may not: which
+    days of a year match depends on the year's kind alone, so one question to croniter per
+    kind (each walking at most one year) tells the years with a tick in the whole cycle."""
+    expression = "0 0 " + " ".join(days)
+    parsed = _cron_iter(expression, datetime(2000, 1, 1, tzinfo=UTC))
+    if not any(5 in nths for nths in parsed.nth_weekday_of_month.values()):
+        return None
+    walls = croniter(expression, day_or=True, max_years_between_matches=1)
+    fires: dict[tuple[int, bool], bool] = {}
+    for year in _CYCLE:
+        kind = _year_kind(year)
+        if kind not in fires:
+            try:
+                tick = walls.get_next(
+                    datetime, start_time=datetime(year - 1, 12, 31, 23, 59, tzinfo=UTC)
+                )
+            except CroniterBadDateError:  # none within the year
+                fires[kind] = False
+            else:
+                fires[kind] = tick.year == year
+    # The runs of years without a tick, from the cycle's first year with one through the
+    # same year of the next cycle (the calendar repeats: those are real years too).
+    ticking = [fires[_year_kind(year)] for year in _CYCLE]
+    if not any(ticking):
+        return "can never fire"
+    start = _CYCLE.start + ticking.index(True)
+    after = start
+    for year in range(start + 1, start + len(_CYCLE) + 1):
+        if ticking[(year - _CYCLE.start) % len(_CYCLE)]:
+            if year - after - 1 >= MAX_CRON_GAP_YEARS:
+                return (
+                    f"has no tick from {after + 1} through {year - 1}: a cron expression "
+                    f"must fire at least once in any {MAX_CRON_GAP_YEARS} consecutive years"
+                )
+            after = year
+    return None
 
 
 def is_recurring(trigger: Trigger) -> bool:

@@ -10,11 +10,10 @@ import asyncio
 import socket
 from collections.abc import Iterable, Sequence
 from typing import Protocol
-from urllib.parse import urlsplit
 
 from app.domain.addresses import AddressPolicy, parse_host
 from app.domain.errors import InvalidInputError
-from app.domain.target import WebhookTarget
+from app.domain.target import WebhookTarget, request_host
 
 # How long a create waits for DNS before leaving the check to delivery.
 RESOLVE_TIMEOUT = 5.0
@@ -46,7 +45,8 @@ class TargetAddresses:
         name is resolved once, all of them concurrently."""
         names: dict[str, list[str]] = {}
         for target, pointer in targets:
-            host = urlsplit(target.url).hostname or ""
+            # The name deliveries look up: a non-ASCII name in the HTTP client's encoding.
+            host = request_host(target.url)
             if (problem := self._policy.literal_problem(host)) is not None:
                 raise InvalidInputError(problem, pointer=pointer)
             if parse_host(host) is None:
@@ -63,5 +63,5 @@ class TargetAddresses:
         try:
             async with asyncio.timeout(RESOLVE_TIMEOUT):
                 return await self._resolver.addresses(name)
-        except (OSError, TimeoutError):
+        except (OSError, TimeoutError, UnicodeError):  # no answer: delivery checks again
             return ()

@@ -6,6 +6,7 @@ are set."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import random
@@ -19,6 +20,7 @@ from typing import cast
 from app.domain.addresses import AddressPolicy
 from app.domain.errors import ConflictError, InvalidInputError, NotFoundError, PayloadTooLargeError
 from app.domain.ids import format_instant, occurrence_id, uuid7
+from app.domain.limits import MAX_BATCH
 from app.domain.misfire import skipped_range
 from app.domain.occurrence import Occurrence, OccurrenceStatus, Origin
 from app.domain.placeholders import PlaceholderError, keep_stored_secrets
@@ -44,6 +46,7 @@ from app.domain.schedule import (
 from app.domain.target import Target, WebhookTarget
 from app.domain.trigger import (
     Trigger,
+    check_cadence,
     first_fire_or_refuse,
     is_recurring,
     next_fire_after,
@@ -61,7 +64,6 @@ from app.store.rows import new_occurrence
 from app.store.schedules import ScheduleFilter, ScheduleStore
 from app.store.wakeups import Wakeups
 
-MAX_BATCH = 1000
 # json.dumps(value, separators=(",", ":"), ensure_ascii=False), its encoder made once.
 _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 MAX_BACKFILL = 1000
@@ -70,6 +72,14 @@ MAX_BACKFILL = 1000
 RECOMPUTE = frozenset({"trigger", "jitter_seconds", "max_occurrences"})
 # PATCH fields that change the cadence itself: refused once a schedule has finished.
 SHAPE = frozenset({"trigger", "max_occurrences"})
+
+
+def _planned(trigger: Trigger, now: datetime, pointer: str) -> tuple[Trigger, datetime]:
+    """A new schedule's trigger pinned to `now`, and its first fire instant; a trigger too
+    sparse, or whose bounds leave nothing to fire, is refused naming it (under `pointer`)."""
+    check_cadence(trigger, pointer)
+    resolved = resolve(trigger, now)
+    return resolved, first_fire_or_refuse(resolved, now, pointer)
 
 
 def _kept_secrets(new: Target, stored: Target | None, pointer: str) -> Target:
@@ -171,13 +181,12 @@ class ScheduleService:
         self,
         spec: ScheduleSpec,
         now: datetime,
+        plan: tuple[Trigger, datetime],
         key: str | None = None,
         request_hash: str | None = None,
-        pointer: str = "#",
         created_by: str | None = None,
     ) -> ScheduleDraft:
-        trigger = resolve(spec.trigger, now)
-        first = first_fire_or_refuse(trigger, now, pointer)
+        trigger, first = plan
         return ScheduleDraft(
             id=uuid7(now, self._rng.getrandbits(74)),
             name=spec.name,
@@ -228,7 +237,8 @@ class ScheduleService:
     ) -> Created:
         """Store a schedule and its first occurrence. The same idempotency key with the same
         body returns the original; with another body it is a conflict. `created_by` is the
-        name of the API key that asked (None: the API is open)."""
+        name of the API key that asked (None: the API is open), and idempotency keys are its
+        own: another API key's use of the same one is another schedule."""
         self._check_payload(spec.payload, "#/payload")
         self._check_target(spec, "#/target/type")
         await self._check_urls([(spec, "#")])
@@ -238,7 +248,9 @@ class ScheduleService:
         async def replay_key(conn: Connection) -> Created | None:
             if idempotency_key is None:
                 return None
-            existing = await self._schedules.find_by_idempotency_key(conn, idempotency_key)
+            existing = await self._schedules.find_by_idempotency_key(
+                conn, idempotency_key, created_by
+            )
             if existing is None:
                 return None
             if existing.request_hash != request_hash:
@@ -252,7 +264,10 @@ class ScheduleService:
                 return earlier
             await self._check_names(conn, [spec], batch=False)
             now = await transaction_now(conn)
-            draft = self._draft(spec, now, idempotency_key, request_hash, created_by=created_by)
+            plan = _planned(spec.trigger, now, "#")
+            draft = self._draft(
+                spec, now, plan, idempotency_key, request_hash, created_by=created_by
+            )
             (stored,) = await self._schedules.insert(conn, [draft], now)
             await self._events.record(conn, _created([draft], created_by), now)
             await self._wakeups.announce(conn, _due(draft))
@@ -284,9 +299,17 @@ class ScheduleService:
         async def work(conn: Connection) -> list[Schedule]:
             await self._check_names(conn, specs, batch=True)
             now = await transaction_now(conn)
+            # A thousand triggers are a thousand walks of the calendar (croniter's): off
+            # the event loop, which serves every other request meanwhile.
+            plans = await asyncio.to_thread(
+                lambda: [
+                    _planned(spec.trigger, now, f"#/items/{index}")
+                    for index, spec in enumerate(specs)
+                ]
+            )
             drafts = [
-                self._draft(spec, now, pointer=f"#/items/{index}", created_by=created_by)
-                for index, spec in enumerate(specs)
+                self._draft(spec, now, plan, created_by=created_by)
+                for spec, plan in zip(specs, plans, strict=True)
             ]
             stored = await self._schedules.insert(conn, drafts, now)
             await self._events.record(conn, _created(drafts, created_by), now)
@@ -382,6 +405,8 @@ class ScheduleService:
             self._check_payload(patch.payload, "#/payload")
         self._check_target(patch, "#/target/type")
         await self._check_urls([(patch, "#")])
+        if patch.trigger is not None:
+            check_cadence(patch.trigger)
         for field in NOT_NULLABLE:
             if field in changes and changes[field] is None:
                 raise InvalidInputError(f"{field} cannot be null", pointer=f"#/{field}")

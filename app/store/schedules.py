@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
@@ -29,6 +30,22 @@ from app.store import codec
 from app.store.dialects import dialect_of
 from app.store.rows import pending_row, rules_of_row
 from app.store.tables import occurrences, schedules
+
+# Between an API key's name and the client's key in a scoped idempotency key: no name holds
+# it (names are [A-Za-z0-9_.-]), nor any key a client sends (a header holds no control
+# character), so no scoped value equals another's or an unscoped one.
+_SCOPE_SEPARATOR = "\x1f"
+
+
+def idempotency_column(key: str, principal: str | None) -> str:
+    """What `schedules.idempotency_key` holds for a client's Idempotency-Key sent with the
+    API key named `principal`: keys are per API key, so that one client can neither replay
+    nor block another's. The name and the SHA-256 of the key (at most 64 + 1 + 64
+    characters, inside the column's 255 whatever the key's length); with no API keys set
+    (`principal` None), the key itself, as rows were written before keys were scoped."""
+    if principal is None:
+        return key
+    return f"{principal}{_SCOPE_SEPARATOR}{hashlib.sha256(key.encode()).hexdigest()}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +169,13 @@ def _to_row(
     return values
 
 
+def _idempotency_key(draft: ScheduleDraft) -> str | None:
+    # A draft's creator is the API key that sent its Idempotency-Key.
+    if draft.idempotency_key is None:
+        return None
+    return idempotency_column(draft.idempotency_key, draft.created_by)
+
+
 class ScheduleStore:
     """Statements on `schedules`; every method runs inside the caller's transaction."""
 
@@ -173,7 +197,7 @@ class ScheduleStore:
         dialect = dialect_of(conn)
         writers = _TEXT_WRITERS if dialect.json_text else _WRITERS
         rows = [
-            _to_row(schedule, writers) | {"idempotency_key": d.idempotency_key}
+            _to_row(schedule, writers) | {"idempotency_key": _idempotency_key(d)}
             for schedule, d in zip(stored, drafts, strict=True)
         ]
         try:
@@ -196,10 +220,15 @@ class ScheduleStore:
         row = (await conn.execute(statement)).first()
         return None if row is None else _to_schedule(row)
 
-    async def find_by_idempotency_key(self, conn: AsyncConnection, key: str) -> Schedule | None:
+    async def find_by_idempotency_key(
+        self, conn: AsyncConnection, key: str, principal: str | None
+    ) -> Schedule | None:
+        """The schedule created with this Idempotency-Key by the API key named `principal`
+        (None: with no API keys set)."""
+        column = idempotency_column(key, principal)
         row = (
             await conn.execute(
-                sa.select(*_columns(), *_derived()).where(schedules.c.idempotency_key == key)
+                sa.select(*_columns(), *_derived()).where(schedules.c.idempotency_key == column)
             )
         ).first()
         return None if row is None else _to_schedule(row)

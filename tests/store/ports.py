@@ -68,6 +68,7 @@ __all__ = [
     "dead_letters",
     "draft",
     "due_in",
+    "find_by_idempotency_key",
     "hold",
     "holding_pruning_lock",
     "immediate",
@@ -77,6 +78,7 @@ __all__ = [
     "once",
     "prune",
     "read_attempt_log",
+    "read_idempotency_column",
     "read_lease",
     "read_occurrence_rows",
     "read_schedule_status",
@@ -152,6 +154,28 @@ async def insert_schedules(database: Database, drafts: Sequence[ScheduleDraft]) 
         await ScheduleStore().insert(conn, drafts, await transaction_now(conn))
 
     await database.run(work)
+
+
+async def find_by_idempotency_key(
+    database: Database, key: str, principal: str | None
+) -> Schedule | None:
+    """The schedule the API key named `principal` created with this Idempotency-Key."""
+
+    async def work(conn: Connection) -> Schedule | None:
+        return await ScheduleStore().find_by_idempotency_key(conn, key, principal)
+
+    return await database.run(work)
+
+
+async def read_idempotency_column(database: Database, schedule_id: uuid.UUID) -> str | None:
+    """What the schedule's row holds as its idempotency key."""
+
+    async def work(conn: Connection) -> str | None:
+        statement = sa.select(schedules.c.idempotency_key).where(schedules.c.id == schedule_id)
+        value: str | None = (await conn.execute(statement)).scalar_one()
+        return value
+
+    return await database.run(work)
 
 
 async def read_schedule(database: Database, schedule_id: uuid.UUID) -> Schedule:

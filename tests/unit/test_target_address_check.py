@@ -64,3 +64,19 @@ async def test_a_lookup_that_hangs_is_given_up_and_left_to_delivery(
     monkeypatch.setattr(addresses, "RESOLVE_TIMEOUT", 0.01)
 
     await TargetAddresses(AddressPolicy(), Hanging()).check([(hook("http://slow.test/"), "#")])
+
+
+class UnencodableNames:
+    """The system resolver's own IDNA codec refuses what it cannot encode."""
+
+    async def addresses(self, host: str) -> Sequence[str]:
+        raise UnicodeError("encoding with 'idna' codec failed (UnicodeError: label too long)")
+
+
+async def test_a_name_the_resolver_cannot_encode_is_left_to_delivery() -> None:
+    # Only a stored target could still hold one; its check must not fail the request.
+    target = WebhookTarget.model_validate(
+        {"type": "webhook", "url": "http://exämple..com/"}, context={"stored": True}
+    )
+
+    await TargetAddresses(AddressPolicy(), UnencodableNames()).check([(target, "#/target/url")])

@@ -205,3 +205,57 @@ async def test_the_api_keys_file_is_read(make_harness: Callable[..., Any], tmp_p
         created = await h.client.post("/v1/schedules", json=spec(h), headers=bearer(WRITER))
         assert created.json()["created_by"] == "ci-runner"
         assert_unauthorized(await h.client.get("/v1/schedules", headers=bearer(READER)))
+
+
+# -- idempotency keys are per API key -------------------------------------------------------
+
+OTHER_WRITER = "0123456789abcdef-other-writer"
+
+
+async def test_an_idempotency_key_is_scoped_to_the_api_key_that_used_it(
+    make_harness: Callable[..., Any],
+) -> None:
+    async with make_harness(api_keys=f"{KEYS},ops:{OTHER_WRITER}") as h:
+        once = {"Idempotency-Key": "order-7781"}
+        mine, theirs = spec(h, payload={"n": 1}), spec(h, payload={"n": 2})
+
+        first = await h.client.post("/v1/schedules", json=mine, headers=bearer(WRITER) | once)
+        other = await h.client.post(
+            "/v1/schedules", json=theirs, headers=bearer(OTHER_WRITER) | once
+        )
+        same_body = await h.client.post(
+            "/v1/schedules", json=mine, headers=bearer(OTHER_WRITER) | {"Idempotency-Key": "k2"}
+        )
+        again = await h.client.post("/v1/schedules", json=mine, headers=bearer(WRITER) | once)
+        theirs_again = await h.client.post(
+            "/v1/schedules", json=theirs, headers=bearer(OTHER_WRITER) | once
+        )
+        conflict = await h.client.post("/v1/schedules", json=theirs, headers=bearer(WRITER) | once)
+
+        assert (first.status_code, other.status_code, same_body.status_code) == (201, 201, 201)
+        assert other.json()["id"] != first.json()["id"]
+        assert (other.json()["payload"], other.json()["created_by"]) == ({"n": 2}, "ops")
+        assert (again.status_code, again.json()["id"]) == (200, first.json()["id"])
+        assert (theirs_again.status_code, theirs_again.json()["id"]) == (200, other.json()["id"])
+        assert conflict.status_code == 409, conflict.text
+        listed = (await read(h, "/v1/schedules", READER))["items"]
+        assert len(listed) == 3
+
+
+async def test_another_api_key_with_the_same_idempotency_key_and_body_gets_its_own_schedule(
+    make_harness: Callable[..., Any],
+) -> None:
+    async with make_harness(api_keys=f"{KEYS},ops:{OTHER_WRITER}") as h:
+        once = {"Idempotency-Key": "k" * 255}  # the longest key the header takes
+        body = spec(h)
+
+        first = await h.client.post("/v1/schedules", json=body, headers=bearer(WRITER) | once)
+        other = await h.client.post("/v1/schedules", json=body, headers=bearer(OTHER_WRITER) | once)
+        replayed = await h.client.post(
+            "/v1/schedules", json=body, headers=bearer(OTHER_WRITER) | once
+        )
+
+        assert (first.status_code, other.status_code, replayed.status_code) == (201, 201, 200)
+        assert first.json()["id"] != other.json()["id"]
+        assert replayed.json()["id"] == other.json()["id"]
+        assert (first.json()["created_by"], other.json()["created_by"]) == ("deploy-bot", "ops")

@@ -112,6 +112,18 @@ BAD_SCHEDULES = [
         id="cron that can never fire",
     ),
     pytest.param(
+        valid_body(trigger=cron("0 0 * 2 1#5", timezone="Asia/Kathmandu")),
+        422,
+        "#/trigger/expression",
+        id="cron with 27 years in a row without a tick",
+    ),
+    pytest.param(
+        valid_body(trigger=cron("0 0 29 2 1#5", timezone="Asia/Kathmandu")),
+        422,
+        "#/trigger/expression",
+        id="cron with a day of the month and an nth weekday",
+    ),
+    pytest.param(
         valid_body(trigger=cron("@fortnightly")),
         422,
         "#/trigger/expression",
@@ -371,6 +383,12 @@ BAD_PATCHES = [
         422,
         "#/trigger",
         id="null trigger",
+    ),
+    pytest.param(
+        {"trigger": cron("0 0 * 2 1#5")},
+        422,
+        "#/trigger/expression",
+        id="cron with 27 years in a row without a tick",
     ),
     pytest.param(
         {"target": {"type": "webhook", "url": "ftp://127.0.0.1/x"}},

@@ -5,15 +5,24 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from croniter import croniter
+from pydantic import TypeAdapter
 
+from app.domain import limits
+from app.domain.limits import STORED
+from app.domain.target import Target
+from app.domain.trigger import first_fire_or_refuse
 from app.store.tables import schedules
+from tests.conftest import EMBEDDED_ONLY
 from tests.integration.api.test_bad_input import (
+    HOOK,
     PROBLEM,
     assert_problem_names,
     cron,
@@ -518,6 +527,209 @@ async def test_rabbitmq_headers_an_amqp_table_cannot_carry_are_refused(
 
         assert_problem_names(response, 422, pointer)
         assert await stored_schedules(h) == []
+
+
+# -- containers over their limit ---------------------------------------------------------
+
+# Far more entries than any limit: each would be an error of its own if its items were
+# validated before the container's size (some 8 MiB of JSON, hundreds of thousands of errors).
+OVERSIZE = 200_000
+RABBITMQ = {"type": "rabbitmq", "exchange": "", "routing_key": "jobs"}
+
+OVERSIZE_CONTAINERS = [
+    pytest.param(valid_body(labels={f"k{i}": i for i in range(OVERSIZE)}), "#/labels", id="labels"),
+    pytest.param(
+        valid_body(target=webhook(headers={f"X-H{i}": i for i in range(OVERSIZE)})),
+        "#/target/headers",
+        id="webhook headers",
+    ),
+    pytest.param(
+        valid_body(target={**RABBITMQ, "headers": {f"h{i}": [i] for i in range(OVERSIZE)}}),
+        "#/target/headers",
+        id="rabbitmq headers",
+    ),
+]
+
+
+@EMBEDDED_ONLY
+@pytest.mark.parametrize(("body", "pointer"), OVERSIZE_CONTAINERS)
+async def test_an_oversize_container_is_one_error_naming_it_and_nothing_stored(
+    offline: Harness, body: dict[str, Any], pointer: str
+) -> None:
+    response = await offline.client.post("/v1/schedules", json=body)
+
+    assert_problem_names(response, 422, pointer)
+    assert len(response.json()["errors"]) == 1
+    assert await stored_schedules(offline) == []
+
+
+@EMBEDDED_ONLY
+async def test_a_lone_surrogate_inside_an_oversize_container_is_not_echoed(
+    offline: Harness,
+) -> None:
+    labels = ", ".join(f'"k{i}": "v"' for i in range(2000))
+    text = json.dumps(valid_body(labels="LABELS")).replace(
+        '"LABELS"', '{"\\ud800": "\\udfff", ' + labels + "}"
+    )
+
+    response = await post_raw(offline, "/v1/schedules", text.encode())
+
+    assert_problem_names(response, 422, "#/labels")
+    assert len(response.json()["errors"]) == 1
+
+
+@EMBEDDED_ONLY
+async def test_a_patch_with_oversize_labels_is_one_error_naming_them(harness: Harness) -> None:
+    created = await harness.create(labels={"team": "a"})
+
+    response = await harness.client.patch(
+        f"/v1/schedules/{created['id']}", json={"labels": {f"k{i}": i for i in range(OVERSIZE)}}
+    )
+
+    assert_problem_names(response, 422, "#/labels")
+    assert len(response.json()["errors"]) == 1
+    assert (await harness.get(f"/v1/schedules/{created['id']}"))["labels"] == {"team": "a"}
+
+
+@EMBEDDED_ONLY
+async def test_an_oversize_batch_is_refused_before_any_item_is_validated(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each item validated would look at the text of its field names.
+    looked_at: list[str] = []
+    original = limits.has_surrogate
+
+    def counting(text: str) -> bool:
+        looked_at.append(text)
+        return original(text)
+
+    monkeypatch.setattr(limits, "has_surrogate", counting)
+    items = [{"event_type": "e", "name": str(i)} for i in range(OVERSIZE)]
+
+    response = await harness.client.post("/v1/schedules/batch", json={"items": items})
+
+    assert_problem_names(response, 422, "#/items")
+    assert len(response.json()["errors"]) == 1
+    assert len(looked_at) < 10
+    assert await stored_schedules(harness) == []
+
+
+@EMBEDDED_ONLY
+async def test_an_oversize_replay_is_one_error_naming_its_ids(harness: Harness) -> None:
+    ids = [f"not-an-id-{i}" for i in range(OVERSIZE)]
+
+    response = await harness.client.post("/v1/dead-letters/replay", json={"occurrence_ids": ids})
+
+    assert_problem_names(response, 422, "#/occurrence_ids")
+    assert len(response.json()["errors"]) == 1
+
+
+# -- cron expressions that cost a walk of decades ----------------------------------------
+
+
+@EMBEDDED_ONLY
+async def test_a_batch_of_a_thousand_crons_too_sparse_is_refused_asking_croniter_little(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[object] = []
+    original = croniter.get_next
+
+    def counting(self: croniter, *args: Any, **kwargs: Any) -> Any:
+        asked.append(args)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(croniter, "get_next", counting)
+    # The fifth Monday of February: once in 28 years or more.
+    sparse = cron("0 0 * 2 1#5", timezone="Asia/Kathmandu")
+    items = [valid_body(target=harness.webhook(), trigger=sparse) for _ in range(1000)]
+
+    response = await harness.client.post("/v1/schedules/batch", json={"items": items})
+
+    assert_problem_names(response, 422, "#/items/0/trigger/expression")
+    assert len(response.json()["errors"]) == 1
+    assert len(asked) <= 14  # one question per kind of calendar year, for all 1000 items
+    assert await stored_schedules(harness) == []
+
+
+@EMBEDDED_ONLY
+async def test_a_batch_plans_its_triggers_off_the_event_loop(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    planned_on: set[int] = set()
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        planned_on.add(threading.get_ident())
+        return first_fire_or_refuse(*args, **kwargs)
+
+    monkeypatch.setattr("app.service.schedules.first_fire_or_refuse", recording)
+    items = [valid_body(target=harness.webhook(), trigger=cron("*/5 * * * *"))] * 100
+
+    response = await harness.client.post("/v1/schedules/batch", json={"items": items})
+
+    assert response.status_code == 201, response.text
+    assert planned_on
+    assert threading.get_ident() not in planned_on
+
+
+# -- headers a receiver or the broker would act on ----------------------------------------
+
+
+@EMBEDDED_ONLY
+@pytest.mark.parametrize(
+    "name",
+    [
+        "X-Forwarded-For",
+        "x-forwarded-for",
+        "X-FORWARDED-HOST",
+        "X-Forwarded-Proto",
+        "X-Forwarded-Port",
+        "X-Real-IP",
+        "Forwarded",
+        "True-Client-IP",
+    ],
+)
+async def test_a_webhook_header_that_forges_the_client_s_origin_is_refused_naming_it(
+    harness: Harness, name: str
+) -> None:
+    target = harness.webhook(headers={"X-Tenant": "acme", name: "10.0.0.1"})
+    created = await harness.create(target=harness.webhook())
+
+    response = await harness.client.post("/v1/schedules", json=valid_body(target=target))
+    patched = await harness.client.patch(f"/v1/schedules/{created['id']}", json={"target": target})
+
+    assert_problem_names(response, 422, f"#/target/headers/{name}")
+    assert_problem_names(patched, 422, f"#/target/headers/{name}")
+    assert [s["id"] for s in await stored_schedules(harness)] == [created["id"]]
+    assert (await harness.get(f"/v1/schedules/{created['id']}"))["target"]["headers"] == {}
+
+
+@EMBEDDED_ONLY
+@pytest.mark.parametrize("name", ["CC", "BCC", "cc", "Bcc"])
+@pytest.mark.parametrize("value", ["jobs", 5, None, "é\u200b"])
+async def test_a_rabbitmq_cc_or_bcc_header_is_refused_naming_it(
+    offline: Harness, name: str, value: Any
+) -> None:
+    # The broker reads CC and BCC as arrays of routing keys; any other value makes it close
+    # the shared channel on publish. The routing key is the way to route.
+    target = {**RABBITMQ, "headers": {"x-kind": "report", name: value}}
+
+    response = await offline.client.post("/v1/schedules", json=valid_body(target=target))
+
+    assert_problem_names(response, 422, f"#/target/headers/{name}")
+    assert await stored_schedules(offline) == []
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        {**RABBITMQ, "headers": {"CC": "jobs"}},
+        {"type": "webhook", "url": HOOK, "headers": {"X-Forwarded-For": "10.0.0.1"}},
+    ],
+)
+def test_a_stored_target_with_such_a_header_still_reads(target: dict[str, Any]) -> None:
+    read = TypeAdapter(Target).validate_python(target, context=STORED)
+
+    assert read.headers == target["headers"]
 
 
 # -- strict JSON types -------------------------------------------------------------------

@@ -12,7 +12,8 @@ import pytest
 from standardwebhooks import Webhook
 
 from app.api.schemas import target_out
-from app.domain.target import RabbitMQTarget
+from app.domain.limits import STORED
+from app.domain.target import RabbitMQTarget, WebhookTarget
 from tests.conftest import ONE_SERVER
 from tests.integration.cli.test_operator_commands import as_json, ok
 from tests.integration.conftest import Harness
@@ -186,6 +187,12 @@ async def test_a_patch_sending_another_redacted_form_is_refused(harness: Harness
         "x-auth-token",
         "Client-Secret",
         "X-Password",
+        "X-Auth",
+        "X-Credential",
+        "Api-Signature",
+        "X-Pass",
+        "X-Session",
+        "X-Amz-Security-Token",
     ],
 )
 async def test_a_credential_header_shows_redacted_and_is_delivered_as_written(
@@ -218,6 +225,58 @@ async def test_the_url_password_shows_redacted_and_is_delivered_as_written(
     assert basic == f"alice:{PASSWORD}"
 
 
+async def test_secret_query_parameters_show_redacted_and_are_delivered_as_written(
+    harness: Harness,
+) -> None:
+    query = f"token={PASSWORD}&page=2&api_key={PASSWORD}x&X-Session=s3ss"
+    created = await harness.create(target=harness.webhook(f"/hook?{query}"))
+    fetched = await harness.get(f"/v1/schedules/{created['id']}")
+    listed = (await harness.get("/v1/schedules"))["items"]
+    await harness.step()
+
+    port = harness.receiver.port
+    shown = f"http://127.0.0.1:{port}/hook?token=***&page=2&api_key=***&X-Session=***"
+    for target in (created["target"], fetched["target"], listed[0]["target"]):
+        assert target["url"] == shown
+    assert PASSWORD not in str(listed)
+    assert "s3ss" not in str(listed)
+    (request,) = harness.receiver.requests
+    assert request.query == query
+
+
+async def test_a_patch_sending_a_redacted_query_value_back_keeps_the_stored_one(
+    harness: Harness,
+) -> None:
+    created = await harness.create(
+        target=harness.webhook(f"/hook?token={PASSWORD}&page=1"), trigger=LATER
+    )
+    shown = (await harness.get(f"/v1/schedules/{created['id']}"))["target"]
+
+    changed = {**shown, "url": shown["url"].replace("page=1", "page=2")}
+    patched = await patch(harness, created["id"], {"target": changed})
+    await harness.client.post(f"/v1/schedules/{created['id']}/trigger")
+    await harness.step()
+
+    assert patched["target"]["url"].endswith("/hook?token=***&page=2")
+    (request,) = harness.receiver.requests
+    assert request.query == f"token={PASSWORD}&page=2"
+
+
+async def test_rabbitmq_target_headers_with_credential_names_show_redacted() -> None:
+    target = RabbitMQTarget(
+        type="rabbitmq",
+        routing_key="jobs",
+        headers={"x-session": "s", "X-Signature": "sig", "x-auth": "a", "x-kind": "report"},
+    )
+
+    assert target_out(target).headers == {
+        "x-session": "***",
+        "X-Signature": "***",
+        "x-auth": "***",
+        "x-kind": "report",
+    }
+
+
 async def test_dead_letters_show_the_target_redacted(harness: Harness) -> None:
     harness.receiver.always("/gone", Reply(410))
     target = harness.webhook("/gone", headers={"X-Api-Key": TOKEN})
@@ -245,15 +304,15 @@ async def test_a_get_modify_patch_round_trip_keeps_the_real_values(harness: Harn
     created = await harness.create(target=target, trigger=LATER)
     shown = (await harness.get(f"/v1/schedules/{created['id']}"))["target"]
 
-    changed = {**shown, "headers": {**shown["headers"], "X-Tenant": "beta"}}
-    changed["url"] = changed["url"].replace("/hook", "/moved")
+    changed = {**shown, "headers": {**shown["headers"], "X-Tenant": "beta"}, "method": "PUT"}
+    changed["url"] = changed["url"] + "?page=2"
     patched = await patch(harness, created["id"], {"target": changed})
     await harness.client.post(f"/v1/schedules/{created['id']}/trigger")
     await harness.step()
 
     assert patched["target"] == changed
     (request,) = harness.receiver.requests
-    assert request.path == "/moved"
+    assert (request.method, request.path, request.query) == ("PUT", "/hook", "page=2")
     assert request.headers["X-Api-Key"] == TOKEN
     assert request.headers["X-Tenant"] == "beta"
     basic = base64.b64decode(request.headers["Authorization"].removeprefix("Basic ")).decode()
@@ -293,6 +352,57 @@ async def test_placeholders_do_not_follow_the_target_to_another_address(
     assert pointers(refused) == ["#/target/headers/Authorization"]
     kept = await harness.get(f"/v1/schedules/{created['id']}")
     assert kept["target"]["url"] == shown["url"]
+
+
+@pytest.mark.parametrize(
+    ("target", "pointer"),
+    [
+        ({"headers": {"Authorization": TOKEN}}, "#/target/headers/Authorization"),
+        ({"headers": {"X-Api-Key": TOKEN}}, "#/target/headers/X-Api-Key"),
+        ({"url": "URL_WITH_PASSWORD"}, "#/target/url"),
+        ({"url": f"/hook?token={PASSWORD}"}, "#/target/url"),
+    ],
+)
+async def test_placeholders_do_not_follow_the_target_to_another_path_on_its_host(
+    harness: Harness, target: dict[str, Any], pointer: str
+) -> None:
+    # A second writer points the target at a path of the same host that echoes what it is
+    # sent, sending the placeholders back: the stored credentials must not go there.
+    url = target.get("url", "/hook")
+    url = url_with_password(harness) if url == "URL_WITH_PASSWORD" else harness.receiver.url(url)
+    created = await harness.create(target={**harness.webhook(), **target, "url": url})
+    shown = (await harness.get(f"/v1/schedules/{created['id']}"))["target"]
+    echo = {**shown, "url": shown["url"].replace("/hook", "/echo")}
+
+    refused = await problem(harness, "PATCH", f"/v1/schedules/{created['id']}", {"target": echo})
+    await harness.client.post(f"/v1/schedules/{created['id']}/trigger")
+    await harness.step()
+
+    assert pointers(refused) == [pointer]
+    assert (await harness.get(f"/v1/schedules/{created['id']}"))["target"] == shown
+    assert harness.receiver.on("/echo") == []
+
+
+async def test_the_signing_secret_placeholder_stays_with_the_target_s_origin(
+    harness: Harness,
+) -> None:
+    created = await harness.create(target=harness.webhook(signing_secret=SECRET), trigger=LATER)
+    shown = (await harness.get(f"/v1/schedules/{created['id']}"))["target"]
+    elsewhere = {**shown, "url": "http://127.0.0.2:9/hook"}
+
+    refused = await problem(
+        harness, "PATCH", f"/v1/schedules/{created['id']}", {"target": elsewhere}
+    )
+    moved = await patch(
+        harness, created["id"], {"target": {**shown, "url": harness.receiver.url("/other")}}
+    )
+    await harness.client.post(f"/v1/schedules/{created['id']}/trigger")
+    await harness.step()
+
+    assert pointers(refused) == ["#/target/signing_secret"]
+    assert moved["target"]["signing_secret"] == SHOWN
+    (request,) = harness.receiver.on("/other")
+    assert Webhook(SECRET).verify(request.body, request.headers) == {"n": 1}
 
 
 @pytest.mark.parametrize(
@@ -345,6 +455,65 @@ def test_rabbitmq_target_headers_show_redacted() -> None:
     assert target.headers == headers
 
 
+# -- credentials in the URL and in a header -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("userinfo", "name"),
+    [
+        (f"alice:{PASSWORD}@", "Authorization"),
+        (f"alice:{PASSWORD}@", "authorization"),
+        ("alice@", "Authorization"),
+        ("@", "AUTHORIZATION"),
+    ],
+)
+async def test_a_url_with_userinfo_and_an_authorization_header_is_refused_naming_the_header(
+    harness: Harness, userinfo: str, name: str
+) -> None:
+    url = harness.receiver.url().replace("http://", f"http://{userinfo}")
+    target = {**harness.webhook(), "url": url, "headers": {name: TOKEN}}
+    body = {"event_type": "e", "target": target, "trigger": {"type": "immediate"}}
+
+    refused = await problem(harness, "POST", "/v1/schedules", body)
+
+    assert pointers(refused) == [f"#/target/headers/{name}"]
+    assert PASSWORD not in str(refused)
+    assert TOKEN not in str(refused)
+    assert (await harness.get("/v1/schedules"))["items"] == []
+
+
+async def test_a_patch_adding_userinfo_to_a_target_with_an_authorization_header_is_refused(
+    harness: Harness,
+) -> None:
+    created = await harness.create(target=harness.webhook(headers={"Authorization": TOKEN}))
+
+    refused = await problem(
+        harness,
+        "PATCH",
+        f"/v1/schedules/{created['id']}",
+        {
+            "target": harness.webhook(headers={"Authorization": TOKEN})
+            | {"url": url_with_password(harness)}
+        },
+    )
+
+    assert pointers(refused) == ["#/target/headers/Authorization"]
+    kept = await harness.get(f"/v1/schedules/{created['id']}")
+    assert kept["target"]["url"] == harness.receiver.url()
+
+
+def test_a_stored_target_with_userinfo_and_an_authorization_header_still_reads() -> None:
+    stored = {
+        "type": "webhook",
+        "url": f"http://alice:{PASSWORD}@127.0.0.1:9/hook",
+        "headers": {"Authorization": TOKEN},
+    }
+
+    target = WebhookTarget.model_validate(stored, context=STORED)
+
+    assert target.headers == {"Authorization": TOKEN}
+
+
 # -- the operator CLI ------------------------------------------------------------------------
 
 
@@ -354,8 +523,8 @@ async def test_the_operator_cli_prints_targets_redacted(
 ) -> None:
     target = {
         "type": "webhook",
-        "url": url_with_password(harness),
-        "headers": {"Authorization": TOKEN},
+        "url": url_with_password(harness) + f"?page=2&token={PASSWORD}",
+        "headers": {"X-Credential": TOKEN},
         "signing_secret": SECRET,
     }
     created = await harness.create(target=target, trigger=LATER)
@@ -372,3 +541,5 @@ async def test_the_operator_cli_prints_targets_redacted(
         assert TOKEN not in output
         assert PASSWORD not in output
     assert "alice:***@" in text
+    assert "?page=2&token=***" in text
+    assert inspected["schedule"]["target"]["headers"] == {"X-Credential": "***"}

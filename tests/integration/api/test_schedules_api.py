@@ -270,6 +270,19 @@ async def test_same_idempotency_key_with_another_body_is_a_conflict(harness: Har
     assert listed[0]["payload"] == {"order": 7781}
 
 
+@pytest.mark.parametrize("key", ["a\x1fb", "a\x00b", "a\x7fb"])
+async def test_an_idempotency_key_with_a_control_character_is_refused(
+    harness: Harness, key: str
+) -> None:
+    response = await harness.client.post(
+        "/v1/schedules", json=body(harness), headers={"Idempotency-Key": key}
+    )
+
+    assert response.status_code == 422, response.text
+    assert [e["parameter"] for e in response.json()["errors"]] == ["Idempotency-Key"]
+    assert (await harness.get("/v1/schedules"))["items"] == []
+
+
 async def test_different_idempotency_keys_create_different_schedules(harness: Harness) -> None:
     spec = body(harness)
     one = await harness.client.post("/v1/schedules", json=spec, headers={"Idempotency-Key": "k1"})

@@ -232,3 +232,79 @@ async def test_a_rabbitmq_target_is_not_an_address(make_harness: Callable[..., A
 
         # Refused for want of a broker, never for an address.
         assert_problem_names(response, 422, "#/target/type")
+
+
+# -- host names the HTTP client can encode ------------------------------------------------
+
+LONGEST_LABEL = "a" * 63
+# 253 characters: four labels of 63 and one of 1, dot-separated.
+LONGEST_NAME = ".".join([LONGEST_LABEL] * 3 + ["b" * 61])
+
+UNENCODABLE_HOSTS = [
+    pytest.param("exämple..com", id="empty label with non-ASCII"),
+    pytest.param("example..com", id="empty label"),
+    pytest.param(".example.com", id="leading dot"),
+    pytest.param("\u00ad.example", id="soft hyphen label"),
+    pytest.param("a\u00adb.example", id="soft hyphen inside"),
+    pytest.param("a\u200bb.example", id="zero-width space"),
+    pytest.param("a\u200db.example", id="zero-width joiner"),
+    pytest.param("a\ufe0fb.example", id="variation selector"),
+    pytest.param("a\U000e0041b.example", id="tag character"),
+    pytest.param("a" * 64 + ".example", id="64-character label"),
+    pytest.param(LONGEST_NAME + ".c", id="255 characters"),
+    pytest.param("a!b.example", id="sub-delimiter"),
+    pytest.param("ex%41mple.com", id="percent-encoded"),
+    pytest.param("①②⑦.0.0.1", id="non-ASCII digits of a numeric address"),
+    pytest.param("exa\u0301\u0301\u0301mple.com\u202e", id="bidi override"),
+]
+
+
+@pytest.mark.parametrize("host", UNENCODABLE_HOSTS)
+async def test_a_host_the_http_client_cannot_encode_is_refused_at_create_and_patch(
+    harness: Harness, host: str
+) -> None:
+    url = f"http://{host}/hook"
+    created = await harness.create(trigger={"type": "cron", "expression": "*/5 * * * *"})
+
+    response = await harness.client.post("/v1/schedules", json=body(url))
+    patched = await harness.client.patch(
+        f"/v1/schedules/{created['id']}", json={"target": {"type": "webhook", "url": url}}
+    )
+
+    assert_problem_names(response, 422, "#/target/url")
+    assert_problem_names(patched, 422, "#/target/url")
+    assert [s["id"] for s in await stored_schedules(harness)] == [created["id"]]
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        pytest.param("münchen.example", id="non-ASCII"),
+        pytest.param("xn--mnchen-3ya.example", id="punycode"),
+        pytest.param("MÜNCHEN.Example", id="upper case"),
+        pytest.param("example.com.", id="trailing dot"),
+        pytest.param(f"{LONGEST_LABEL}.example", id="63-character label"),
+        pytest.param(LONGEST_NAME, id="253 characters"),
+        pytest.param("_hooks.internal", id="underscore"),
+        pytest.param("example\u3002com", id="ideographic full stop"),
+    ],
+)
+async def test_a_host_the_http_client_can_encode_is_accepted(harness: Harness, host: str) -> None:
+    response = await harness.client.post("/v1/schedules", json=body(f"http://{host}/hook"))
+
+    assert response.status_code == 201, response.text
+
+
+async def test_a_non_ascii_name_is_checked_as_the_name_deliveries_look_up(
+    make_harness: Callable[..., Any],
+) -> None:
+    # The HTTP client looks up the IDNA 2008 form (xn--fa-hia); the system codec would
+    # look up another name (fass.test).
+    dns = FakeDNS({"xn--fa-hia.test": [METADATA], "fass.test": ["127.0.0.1"]})
+    async with make_harness(dns=dns) as h:
+        response = await h.client.post("/v1/schedules", json=body("http://faß.test/x"))
+
+        assert_problem_names(response, 422, "#/target/url")
+        assert "denied address" in detail_of(response)
+        assert dns.checks == {"xn--fa-hia.test": 1}
+        assert await stored_schedules(h) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -105,3 +106,32 @@ async def test_an_invalid_preview_is_the_same_422_as_on_create(
     result = await _preview(harness, body, expect=422)
 
     assert pointer in [e["pointer"] for e in result["errors"]]
+
+
+@pytest.mark.parametrize(
+    ("expression", "complaint"),
+    [
+        ("0 0 * 2 1#5", "at least once in any 10 consecutive years"),
+        ("0 0 29 2 1#5", "give * (or ?) for one of the two"),
+    ],
+)
+async def test_a_preview_of_a_cron_too_sparse_is_refused_naming_the_expression(
+    harness: Harness, expression: str, complaint: str
+) -> None:
+    trigger = {"type": "cron", "expression": expression, "timezone": "Asia/Kathmandu"}
+
+    problem = await _preview(harness, {"trigger": trigger, "count": 100}, expect=422)
+
+    assert [e["pointer"] for e in problem["errors"]] == ["#/trigger/expression"]
+    assert complaint in problem["errors"][0]["detail"]
+
+
+async def test_a_preview_of_a_rare_cron_lists_its_ticks(harness: Harness) -> None:
+    # A fifth Monday in January: at most 6 years apart.
+    trigger = {"type": "cron", "expression": "0 0 * 1 1#5", "timezone": "Asia/Kathmandu"}
+
+    result = await _preview(harness, {"trigger": trigger, "after": "2026-01-01T00:00:00Z"})
+
+    assert len(result["fire_times"]) == 10
+    years = [int(at[:4]) for at in result["fire_times"]]
+    assert all(0 < b - a <= 6 for a, b in itertools.pairwise(years))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
+from html import escape
 from typing import Any
 
 import pytest
@@ -22,7 +23,7 @@ async def test_the_page_shows_the_definition_with_secrets_redacted_as_the_api_do
     harness: Harness,
 ) -> None:
     target = harness.webhook(
-        headers={"Authorization": "Bearer sekrit-header-value", "X-Team": "blue"},
+        headers={"X-Api-Key": "sekrit-header-value", "X-Team": "blue"},
         signing_secret="whsec_" + "c2VjcmV0LXNpZ25pbmcta2V5LTEyMzQ1Njc4OTA=",
     )
     target["url"] = target["url"].replace("http://", "http://user:sekrit-password@")
@@ -38,6 +39,24 @@ async def test_the_page_shows_the_definition_with_secrets_redacted_as_the_api_do
     assert api["target"]["url"] in html
     assert "X-Team" in html
     assert "nightly" in html
+
+
+async def test_the_page_shows_credential_headers_and_query_parameters_redacted(
+    harness: Harness,
+) -> None:
+    target = harness.webhook(
+        "/hook?page=2&api_key=sekrit-query-value",
+        headers={"X-Auth": "sekrit-auth", "Api-Signature": "sekrit-sig", "X-Team": "blue"},
+    )
+    created = await harness.create(**spec(harness, target=target))
+
+    html = (await harness.client.get(f"/ui/schedules/{created['id']}")).text
+    listing = (await harness.client.get("/ui/schedules")).text
+
+    for page in (html, listing):
+        assert "sekrit" not in page
+        assert escape(f"{harness.receiver.url()}?page=2&api_key=***") in page
+    assert "blue" in html
 
 
 async def test_the_page_lists_the_next_ten_fire_times_of_the_trigger(harness: Harness) -> None:

@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+import itertools
+import re
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from croniter import croniter
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
 from app.domain import misfire
+from app.domain.errors import InvalidInputError
 from app.domain.trigger import (
     CronTrigger,
     ImmediateTrigger,
     IntervalTrigger,
     OnceTrigger,
     Trigger,
+    check_cadence,
     first_fire_at,
     is_recurring,
     next_fire_after,
@@ -443,3 +448,124 @@ def test_cron_expression_whitespace_is_normalized() -> None:
     spaced = CronTrigger(type="cron", expression="  */5   *  * * *  ")
 
     assert spaced.expression == "*/5 * * * *"
+
+
+# how sparse a cron expression may be
+
+SPARSE = [
+    pytest.param("0 0 * 2 1#5", id="the fifth Monday of February: up to 40 years apart"),
+    pytest.param("30 12 * 2 3#5", id="with other hours and minutes"),
+    pytest.param("0 0 0 * 2 1#5", id="with seconds"),
+    pytest.param("0 0 * FEB MON#5", id="by name"),
+]
+
+
+@pytest.mark.parametrize("expression", SPARSE)
+def test_a_cron_expression_with_ten_years_in_a_row_without_a_tick_is_refused(
+    expression: str,
+) -> None:
+    with pytest.raises(InvalidInputError) as refused:
+        check_cadence(cron(expression, "Asia/Kathmandu"), "#/items/3")
+
+    assert refused.value.pointer == "#/items/3/trigger/expression"
+    assert "at least once in any 10 consecutive years" in refused.value.detail
+
+
+def test_the_refusal_names_the_years_without_a_tick() -> None:
+    with pytest.raises(InvalidInputError, match="no tick from 2017 through 2043"):
+        check_cadence(cron("0 0 * 2 1#5"))
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "0 0 29 2 *",  # every 4 years, 8 across 2100
+        "0 0 * 2 1#4",
+        "0 0 * 1 1#5",  # a fifth Monday in January: at least every 6 years
+        "0 0 * 2,3 1#5",
+        "0 0 * * 1#5",
+        "0 0 * * 1#1",
+        "0 0 1W * *",
+        "0 0 31W 4 *",
+        "0 0 * * L5",
+        "*/5 * * * *",
+        "@yearly",
+    ],
+)
+def test_a_cron_expression_that_fires_at_least_every_ten_years_is_accepted(
+    expression: str,
+) -> None:
+    check_cadence(cron(expression))
+
+
+FIFTH_WEEKDAYS = [
+    f"0 0 * {months} {weekdays}"
+    for months in ("2", "4", "2,4", "1", "9,11")
+    for weekdays in ("1#5", "0#5", "1#5,4#5", "5#5,6#5,0#5")
+]
+
+
+@pytest.mark.parametrize("expression", FIFTH_WEEKDAYS)
+def test_the_cadence_check_agrees_with_the_ticks_croniter_finds(expression: str) -> None:
+    walls = croniter(expression, datetime(1999, 12, 31, 23, 59, tzinfo=UTC), day_or=True)
+    years: list[int] = []
+    while (year := walls.get_next(datetime).year) < 2400:
+        if not years or years[-1] != year:
+            years.append(year)
+    longest = max(later - earlier - 1 for earlier, later in itertools.pairwise(years))
+
+    try:
+        check_cadence(cron(expression))
+    except InvalidInputError as refused:
+        assert longest >= 10
+        first, last = map(int, re.findall(r"from (\d+) through (\d+)", refused.detail)[0])
+        assert last - first + 1 >= 10
+        assert not set(range(first, last + 1)) & set(years)
+        assert {first - 1, last + 1} <= set(years)
+    else:
+        assert longest < 10
+
+
+@pytest.mark.parametrize(
+    "expression", ["0 0 29 2 1#5", "0 0 1 1 1#1", "0 0 15W * 1", "0 0 1 * L5", "0 0 L * 5#2"]
+)
+def test_a_day_of_the_month_with_a_weekday_by_position_is_refused(expression: str) -> None:
+    # croniter fires these on neither the union nor the intersection of their day fields.
+    with pytest.raises(ValidationError, match=r"give \* \(or \?\) for one of the two"):
+        cron(expression)
+
+
+def test_checking_how_sparse_an_expression_is_asks_croniter_a_bounded_number_of_ticks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked: list[object] = []
+    original = croniter.get_next
+
+    def counting(self: croniter, *args: Any, **kwargs: Any) -> Any:
+        asked.append(args)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(croniter, "get_next", counting)
+
+    for _ in range(1000):  # a batch of the same expression
+        with pytest.raises(InvalidInputError):
+            check_cadence(cron("0 1 * 2 6#5"))
+
+    # One question per kind of calendar year (its first weekday, leap or not), once.
+    assert 0 < len(asked) <= 14
+
+
+@pytest.mark.parametrize(
+    ("expression", "year"), [("0 0 29 2 1#5", 2044), ("0 0 * 2 1#5", 2044), ("0 0 1 1 1#1", 2027)]
+)
+def test_a_cron_trigger_stored_before_these_rules_still_reads_and_plans_its_next_tick(
+    expression: str, year: int
+) -> None:
+    stored = TRIGGER.validate_python(
+        {"type": "cron", "expression": expression}, context={"stored": True}
+    )
+
+    upcoming = next_fire_after(stored, utc(2026, 6, 1))
+
+    assert upcoming is not None
+    assert upcoming.year == year
