@@ -167,7 +167,6 @@ def scrub_credentials(text: str) -> str:
 
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def origin(url: str) -> tuple[str, str, int | None]:

@@ -7,7 +7,6 @@ requests/s and degrades under concurrency, aiohttp's near 10,000/s.
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -30,7 +29,7 @@ from app.domain.occurrence import (
     Unsent,
     response_excerpt,
 )
-from app.domain.secrets import redacted_url
+from app.domain.secrets import scrub_credentials
 from app.domain.target import WebhookTarget
 from app.sinks.addresses import CheckingResolver, DeniedAddressError, LiteralHosts
 from app.sinks.base import local_shortage
@@ -62,22 +61,6 @@ def parse_retry_after(value: str | None, now: datetime) -> float | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return max(0.0, (when - now).total_seconds())
-
-
-_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
-
-
-def _scrubbed(text: str) -> str:
-    """An error text with every URL it quotes redacted (aiohttp's errors name the URL,
-    with its password and query): what `last_error` and the attempt log keep."""
-
-    def redact(match: re.Match[str]) -> str:
-        try:
-            return redacted_url(match.group())
-        except ValueError:
-            return "<the target URL>"
-
-    return _URL_IN_TEXT.sub(redact, text)
 
 
 @lru_cache(maxsize=4096)
@@ -236,8 +219,15 @@ class WebhookSink:
                 return Permanent(f"address denied: {exc.os_error}")
             if (local := local_shortage(exc.os_error)) is not None:
                 return Unsent(f"this replica cannot open a connection: {local}")
-            return Retryable(_scrubbed(f"connection failed: {exc.os_error or exc}"))
+            return Retryable(scrub_credentials(f"connection failed: {exc.os_error or exc}"))
+        except aiohttp.InvalidURL as exc:
+            # Stored before hosts were checked at create: no attempt can ever send it.
+            return Permanent(scrub_credentials(f"the target URL cannot be requested: {exc}"))
+        except ValueError as exc:
+            # The client refuses the request itself (userinfo with an Authorization header,
+            # stored before create refused that): retrying cannot help.
+            return Permanent(scrub_credentials(f"the request cannot be made: {exc}"))
         except (aiohttp.ClientError, OSError) as exc:
             if (local := local_shortage(exc)) is not None:
                 return Unsent(f"this replica cannot open a connection: {local}")
-            return Retryable(_scrubbed(f"{type(exc).__name__}: {exc}"))
+            return Retryable(scrub_credentials(f"{type(exc).__name__}: {exc}"))

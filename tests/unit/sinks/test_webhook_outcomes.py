@@ -171,9 +171,11 @@ def test_every_delivery_carries_the_contract_headers() -> None:
         "http://ops:hunter2secret@exa\u00admple.com/hook?token=t0psecret",
     ],
 )
-async def test_an_error_about_a_url_never_carries_its_credentials(url: str) -> None:
+async def test_a_stored_url_the_client_refuses_fails_at_once_without_its_credentials(
+    url: str,
+) -> None:
     # Read back as stored (no input rules): what the loop has for an old row.
-    target = WebhookTarget.model_validate({"type": "webhook", "url": url})
+    target = WebhookTarget.model_validate({"type": "webhook", "url": url}, context={"stored": True})
     sink = WebhookSink(concurrency=1, max_timeout=2)
     await sink.open()
     try:
@@ -181,6 +183,27 @@ async def test_an_error_about_a_url_never_carries_its_credentials(url: str) -> N
     finally:
         await sink.close()
 
-    assert isinstance(outcome, Retryable | Permanent)
+    # It can never be sent: a dead letter at once, not a retry storm.
+    assert isinstance(outcome, Permanent)
     assert "hunter2secret" not in outcome.error
     assert "t0psecret" not in outcome.error
+
+
+async def test_a_stored_url_with_userinfo_and_an_authorization_header_fails_at_once() -> None:
+    target = WebhookTarget.model_validate(
+        {
+            "type": "webhook",
+            "url": "http://ops:hunter2secret@127.0.0.1:9/hook",
+            "headers": {"Authorization": "Bearer x"},
+        },
+        context={"stored": True},
+    )
+    sink = WebhookSink(concurrency=1, max_timeout=2)
+    await sink.open()
+    try:
+        outcome = await sink.deliver(factories.make_delivery(target=target))
+    finally:
+        await sink.close()
+
+    assert isinstance(outcome, Permanent)
+    assert "hunter2secret" not in outcome.error
