@@ -64,6 +64,8 @@ async def _stopped_across_ticks(harness: Harness, **policy: Any) -> tuple[str, d
         trigger={"type": "interval", "every_seconds": 1, "start_at": _iso(start)}, **policy
     )
     schedule_id = created["id"]
+    # A create that a loaded machine delayed past `start` begins at the next tick.
+    start = _at(created["next_fire_at"])
 
     async def first_delivered() -> bool:
         return len(harness.receiver.requests) >= 1
