@@ -74,6 +74,11 @@ AHEAD_PAUSE = 0.2
 HELD_CAPACITY_FACTOR = 10
 # A claim ahead takes up to this many times CHRONOQ_BATCH_SIZE.
 AHEAD_BATCHES = 3
+# How long before its instant a claimed-ahead attempt is marked started (the statement that
+# a pause or cancel since the claim stops it at): about that statement's own time, so that
+# it is done by the instant and the tick goes out on time. A pause committed within this
+# last moment before the instant is as late as one committed after it.
+START_LEAD = 0.01
 
 OUTCOMES = {
     OccurrenceStatus.DELIVERED: "delivered",
@@ -184,9 +189,12 @@ class Dispatcher:
         self._claiming = 0  # rows asked for by claims still running
         self._releases: set[asyncio.Task[None]] = set()
         self._held = Held(self._due)  # claimed ahead, not due yet
-        # Claimed ahead and due, waiting to be marked started (`_start_due`).
+        # Claimed ahead and about due, waiting to be marked started (`_start_due`); marked,
+        # and waiting for their instant (`_marked`); the instant of each, by loop time.
         self._starting: list[tuple[list[Delivery], float]] = []
         self._start_task: asyncio.Task[None] | None = None
+        self._marked = Held(self._to_lanes)
+        self._instants: dict[uuid.UUID, float] = {}
         self._task: asyncio.Task[None] | None = None
         # At most `concurrency` in flight plus two batches waiting behind them, claimed a
         # full batch at a time: the next claim is on its way before the lanes run dry.
@@ -216,7 +224,7 @@ class Dispatcher:
     @property
     def waiting(self) -> int:
         """Claimed, not started: in the lanes, or claimed ahead and not due yet."""
-        return self._lanes.waiting + len(self._held)
+        return self._lanes.waiting + len(self._held) + len(self._marked)
 
     # -- steps -----------------------------------------------------------------------
 
@@ -326,13 +334,13 @@ class Dispatcher:
         claimed = await self.claim(min(self._settings.batch_size, self._settings.concurrency))
         loop = asyncio.get_running_loop()
         self._admit(claimed, loop.time())
-        while self._in_flight or self._held or self._start_task is not None:
+        while self._in_flight or self._held or self._marked or self._start_task is not None:
             if self._in_flight:
                 await asyncio.wait(set(self._in_flight))
             elif self._start_task is not None:
                 await asyncio.wait({self._start_task})
             else:  # not due yet: its timer starts it
-                at = self._held.next_at
+                at = min(t for t in (self._held.next_at, self._marked.next_at) if t is not None)
                 assert at is not None
                 await asyncio.sleep(max(at - loop.time(), 0.0) + TIMER_SLACK)
         if self._releases:
@@ -421,6 +429,8 @@ class Dispatcher:
             self._held.release_all()  # into the lanes, which the drain hands back
             if self._start_task is not None:
                 await asyncio.wait({self._start_task})
+            self._marked.release_all()
+            self._instants.clear()
             await drain(
                 lanes=self._lanes,
                 in_flight=self._in_flight,
@@ -521,10 +531,12 @@ class Dispatcher:
                 due = claimed.not_before.get(delivery.occurrence_id)
                 if due is None:
                     ready.append(delivery)
-                elif (wait := due.timestamp() - wall) <= 0:
-                    due_now.append(delivery)  # claimed ahead, and due by now
+                elif (wait := due.timestamp() - wall) <= START_LEAD:
+                    due_now.append(delivery)  # claimed ahead, and (about) due by now
+                    self._instants[delivery.occurrence_id] = now + wait
                 else:
-                    self._held.hold(delivery, now + wait, deadline)
+                    self._held.hold(delivery, now + wait - START_LEAD, deadline)
+                    self._instants[delivery.occurrence_id] = now + wait
             self._held.arm()
         self._lanes.admit(ready, deadline)
         self._start_ready()
@@ -532,9 +544,9 @@ class Dispatcher:
             self._due(due_now, deadline)
 
     def _due(self, deliveries: list[Delivery], deadline: float) -> None:
-        """Claimed-ahead deliveries now due are marked started before they join the lanes
-        (`_start_due`); when the loop is stopping they join the lanes at once, which the
-        drain hands back unstarted."""
+        """Claimed-ahead deliveries START_LEAD before their instant: marked started first
+        (`_start_due`), then held until the instant; when the loop is stopping they join the
+        lanes at once, which the drain hands back unstarted."""
         if self._stopping.is_set():
             self._lanes.admit(deliveries, deadline)
             self._start_ready()
@@ -542,6 +554,11 @@ class Dispatcher:
         self._starting.append((deliveries, deadline))
         if self._start_task is None:
             self._start_task = asyncio.create_task(self._start_due())
+
+    def _to_lanes(self, deliveries: list[Delivery], deadline: float) -> None:
+        """Marked started and now at their instant (or the loop stopping): into the lanes."""
+        self._lanes.admit(deliveries, deadline)
+        self._start_ready()
 
     async def _start_due(self) -> None:
         """Mark claimed-ahead deliveries started, in one statement for all those that came
@@ -558,12 +575,23 @@ class Dispatcher:
                 except Exception:
                     self._count_error()
                     log.exception("marking %d claimed-ahead occurrences started failed", len(due))
+                    for delivery in due:
+                        self._instants.pop(delivery.occurrence_id, None)
                     await self._release_quietly(due, False)
                     continue
+                now = asyncio.get_running_loop().time()
                 for deliveries, deadline in groups:
-                    self._lanes.admit(
-                        [d for d in deliveries if d.occurrence_id in may_start], deadline
-                    )
+                    ready = []
+                    for delivery in deliveries:
+                        at = self._instants.pop(delivery.occurrence_id, now)
+                        if delivery.occurrence_id not in may_start:
+                            continue
+                        if at > now + TIMER_SLACK:
+                            self._marked.hold(delivery, at, deadline)  # never early
+                        else:
+                            ready.append(delivery)
+                    self._lanes.admit(ready, deadline)
+                self._marked.arm()
                 self._start_ready()
                 stopped = [d for d in due if d.occurrence_id not in may_start]
                 if stopped:
