@@ -26,6 +26,7 @@ from app.sinks import open_sinks
 from app.store.backlog import backlog
 from app.store.database import Database
 from app.store.migrations import upgrade_to_head
+from app.store.queue import DeliveryQueue
 from app.store.wakeups import Wakeups
 from app.ui import console
 from app.worker.dispatcher import Dispatcher
@@ -98,7 +99,15 @@ def create_app(
                 stack.push_async_callback(worker_database.close)
                 metrics.POOLS.watch("worker", worker_database)
                 stack.callback(metrics.POOLS.forget, "worker")
-                dispatcher = Dispatcher(worker_database, sinks, config, wakeups=hub)
+                starts = None
+                if worker_database.dialect.multi_replica:
+                    # SQLite has one writer per process: its starts share the loop's pool.
+                    starts = Database(
+                        config.database_url, schema=config.db_schema, pool_size=1, pre_ping=False
+                    )
+                    stack.push_async_callback(starts.close)
+                queue = DeliveryQueue(worker_database, hub, starts=starts)
+                dispatcher = Dispatcher(worker_database, sinks, config, wakeups=hub, queue=queue)
                 await stack.enter_async_context(dispatcher.started())
                 # Retention runs beside the loop; an advisory lock keeps it to one replica
                 # at a time, and API-only replicas leave it to the workers.

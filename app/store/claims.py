@@ -167,6 +167,9 @@ class ClaimStore:
         by_token: dict[uuid.UUID, list[uuid.UUID]] = defaultdict(list)
         for delivery in deliveries:
             by_token[delivery.lease_token].append(delivery.occurrence_id)
+        # A mark lost with a crash of the database reads as never started (uncharged, and
+        # the attempt is made again): harmless, and the flush is most of a mark's time.
+        await dialect_of(conn).commit_without_waiting(conn)
         may_start: set[uuid.UUID] = set()
         for token, ids in by_token.items():
             params = {"ids": ids, "token": token}

@@ -54,9 +54,18 @@ class DeliveryQueue:
     """The store behind the delivery loop."""
 
     def __init__(
-        self, database: Database, wakeups: Wakeups, claims: ClaimStore | None = None
+        self,
+        database: Database,
+        wakeups: Wakeups,
+        claims: ClaimStore | None = None,
+        *,
+        starts: Database | None = None,
     ) -> None:
         self._db = database
+        # The start marks of claimed-ahead attempts (`start_ahead`) are on the path of every
+        # such tick: a connection of their own keeps them from queueing behind the claims
+        # and settles of `database`'s pool.
+        self._starts = starts or database
         self._wakeups = wakeups
         self._claims = claims or ClaimStore()
         self._settlements = SettlementStore()
@@ -87,7 +96,7 @@ class DeliveryQueue:
     async def start_ahead(self, deliveries: Sequence[Delivery]) -> set[uuid.UUID]:
         if not deliveries:
             return set()
-        return await self._db.run(lambda conn: self._claims.start_ahead(conn, deliveries))
+        return await self._starts.run(lambda conn: self._claims.start_ahead(conn, deliveries))
 
     async def settle(self, settlements: Sequence[Settlement]) -> None:
         if settlements:

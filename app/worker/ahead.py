@@ -1,8 +1,8 @@
 """Claimed ahead, not due yet: deliveries wait here for their instant, then go on.
 
 Invariant: every delivery held is handed on exactly once, with the lease end it was held
-with: by the timer no earlier than its instant (less the timer's resolution), or by
-`release_all` when the loop stops. Nothing starts early and nothing is dropped.
+with: by the timer no earlier than its instant (less the timer's resolution and the
+`gather` it was made with), or by `release_all` when the loop stops. Nothing is dropped.
 """
 
 from __future__ import annotations
@@ -21,8 +21,12 @@ OnDue = Callable[[list[Delivery], float], None]
 
 
 class Held:
-    def __init__(self, on_due: OnDue) -> None:
+    """`gather`: a timer that fires also hands on what falls due within that many seconds
+    after it, together (their consumer then starts them at their own instants)."""
+
+    def __init__(self, on_due: OnDue, *, gather: float = 0.0) -> None:
         self._on_due = on_due
+        self._gather = gather
         # (loop time it may start, serial, delivery, lease end), soonest first.
         self._heap: list[tuple[float, int, Delivery, float]] = []
         self._serial = 0
@@ -63,7 +67,7 @@ class Held:
 
     def _fire(self) -> None:
         self._timer, self._timer_at = None, float("inf")
-        self._release(asyncio.get_running_loop().time() + TIMER_SLACK)
+        self._release(asyncio.get_running_loop().time() + TIMER_SLACK + self._gather)
         self.arm()
 
     def _release(self, until: float) -> None:

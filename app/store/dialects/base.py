@@ -168,6 +168,12 @@ class Dialect(ABC):
     async def transaction_now(self, conn: AsyncConnection) -> datetime:
         """The database clock's current instant, for this transaction's writes."""
 
+    async def commit_without_waiting(self, conn: AsyncConnection) -> None:
+        """Let this transaction's commit return before it is on disk: for a write whose loss
+        in a crash of the database is harmless (the database keeps it whole or not at all).
+        Where a dialect cannot say so per transaction, nothing changes."""
+        return None
+
     async def bound_now(self, conn: AsyncConnection) -> datetime:
         """The value of the `now` parameter of statements built with `now()`."""
         return await self.transaction_now(conn)

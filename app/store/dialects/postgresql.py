@@ -102,6 +102,8 @@ _RECORD_ATTEMPTS = sa.text(
     FOR UPDATE OF o
     """
 )
+# This transaction only: its commit does not wait for the WAL flush.
+_ASYNC_COMMIT = sa.text("SET LOCAL synchronous_commit = off")
 _ATTEMPT_ARRAYS = {
     "ids": "id",
     "occurrence_ids": "occurrence_id",
@@ -324,6 +326,9 @@ class PostgreSQL(OnConflictInserts, Dialect):
     def among(self, column: sa.ColumnElement[Any], name: str) -> sa.ColumnElement[bool]:
         # One array parameter: no per-element bind rendering, one cached plan.
         return column == sa.any_(sa.bindparam(name, type_=postgresql.ARRAY(sa.Uuid())))
+
+    async def commit_without_waiting(self, conn: AsyncConnection) -> None:
+        await conn.execute(_ASYNC_COMMIT)
 
     async def record_attempts(self, conn: AsyncConnection, rows: list[dict[str, Any]]) -> None:
         if rows:
