@@ -218,8 +218,12 @@ class ClaimStore:
         if not claimed:
             return Claimed([])
         now = claimed[0].claimed_at
-        not_before = {row.occurrence_id: due for row in claimed if (due := _due_at(row)) > now}
         rows = [_claimed_row(row) for row in claimed]
+        not_before = {
+            row.occurrence_id: row.due_at
+            for row in rows
+            if row.due_at is not None and row.due_at > now
+        }
         cadence = cadence_schedules(rows)
         if dialect.claim_reads_rules:
             rules = {r.schedule_id: rules_of_row(r) for r in claimed if r.schedule_id in cadence}

@@ -163,6 +163,16 @@ def test_every_delivery_carries_the_contract_headers() -> None:
     }
 
 
+async def _deliver_once(target: WebhookTarget) -> Any:
+    """One delivery to `target` through a sink of its own."""
+    sink = WebhookSink(concurrency=1, max_timeout=2)
+    await sink.open()
+    try:
+        return await sink.deliver(factories.make_delivery(target=target))
+    finally:
+        await sink.close()
+
+
 @pytest.mark.parametrize(
     "url",
     [
@@ -176,12 +186,7 @@ async def test_a_stored_url_the_client_refuses_fails_at_once_without_its_credent
 ) -> None:
     # Read back as stored (no input rules): what the loop has for an old row.
     target = WebhookTarget.model_validate({"type": "webhook", "url": url}, context={"stored": True})
-    sink = WebhookSink(concurrency=1, max_timeout=2)
-    await sink.open()
-    try:
-        outcome = await sink.deliver(factories.make_delivery(target=target))
-    finally:
-        await sink.close()
+    outcome = await _deliver_once(target)
 
     # It can never be sent: a dead letter at once, not a retry storm.
     assert isinstance(outcome, Permanent)
@@ -198,12 +203,7 @@ async def test_a_stored_url_with_userinfo_and_an_authorization_header_fails_at_o
         },
         context={"stored": True},
     )
-    sink = WebhookSink(concurrency=1, max_timeout=2)
-    await sink.open()
-    try:
-        outcome = await sink.deliver(factories.make_delivery(target=target))
-    finally:
-        await sink.close()
+    outcome = await _deliver_once(target)
 
     assert isinstance(outcome, Permanent)
     assert "hunter2secret" not in outcome.error
