@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Literal
 
+from app.backends import statement_loggers
 from app.domain.secrets import scrub_credentials
 
 LogFormat = Literal["text", "json"]
@@ -79,8 +80,9 @@ def configure(level: str = "INFO", fmt: LogFormat = "text", secrets: Iterable[st
     handler.setFormatter(_Redacting(inner, secrets))
     root.setLevel(level)
     logging.getLogger("aiormq").setLevel(max(logging.WARNING, root.level))
-    # At DEBUG aiosqlite logs every statement with its parameters: targets' secrets included.
-    logging.getLogger("aiosqlite").setLevel(max(logging.WARNING, root.level))
+    # At DEBUG these log every statement with its parameters: targets' secrets included.
+    for name in statement_loggers():
+        logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
     logging.getLogger("alembic.runtime.plugins").setLevel(max(logging.WARNING, root.level))
     # Each failed reconnect is an ERROR there; the RabbitMQ sink logs one warning instead.
     logging.getLogger("aiormq.connection").setLevel(logging.CRITICAL)

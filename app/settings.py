@@ -19,30 +19,10 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.backends import URL_FORMS, backend_of
 from app.domain.secrets import signing_key
 
 DEFAULT_DATABASE_URL = "sqlite:///./data/chronoq.db"
-# A DATABASE_URL's backend (the scheme before any "+driver") -> the store that serves it.
-# The store's dialect registry serves exactly these (a test holds the two together); the
-# settings name them without importing the store, which the sinks must not reach.
-DATABASE_BACKENDS = {
-    "postgresql": "postgresql",
-    "postgres": "postgresql",
-    "sqlite": "sqlite",
-    "mysql": "mysql",
-    "mariadb": "mysql",
-}
-DATABASE_URL_FORMS = "postgresql://, mysql://, mariadb:// or sqlite:///"
-
-
-def database_backend(url: str) -> str | None:
-    """The store a DATABASE_URL names (None: none Chronoq has)."""
-    scheme, separator, _ = url.partition("://")
-    if not separator:
-        scheme, separator, _ = url.partition(":")
-    return DATABASE_BACKENDS.get(scheme.partition("+")[0].lower()) if separator else None
-
-
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 # A schema name that needs no quoting anywhere it appears (search_path, DDL, channel names).
@@ -252,16 +232,16 @@ class Settings(BaseSettings):
             raise SettingsError(
                 "CHRONOQ_RETRY_MAX_DELAY must not be below CHRONOQ_RETRY_BASE_DELAY"
             )
-        dialect = database_backend(self.database_url)
-        if dialect is None:
-            raise SettingsError(f"DATABASE_URL must be a {DATABASE_URL_FORMS} URL")
+        backend = backend_of(self.database_url)
+        if backend is None:
+            raise SettingsError(f"DATABASE_URL must be a {URL_FORMS} URL")
         if self.db_schema is not None:
             problem = schema_name_problem(self.db_schema)
             if problem:
                 raise SettingsError(f"CHRONOQ_DB_SCHEMA {problem}")
-            if dialect != "postgresql":
+            if not backend.schemas:
                 raise SettingsError(
-                    f"CHRONOQ_DB_SCHEMA is for PostgreSQL only; DATABASE_URL names {dialect}"
+                    f"CHRONOQ_DB_SCHEMA is for PostgreSQL only; DATABASE_URL names {backend.name}"
                 )
         if self.amqp_url is not None and not self.amqp_url.startswith(("amqp://", "amqps://")):
             raise SettingsError("AMQP_URL must be an amqp:// or amqps:// URL")

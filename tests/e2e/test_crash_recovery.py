@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.settings import database_backend
+from app.backends import backend_of
 from tests.e2e.processes import Service, Services
 from tests.receiver import Receiver, Reply
 
@@ -171,8 +171,9 @@ async def completed_schedules(client: httpx.AsyncClient, service: Service) -> li
 async def test_killed_replica_loses_no_occurrence(
     database_url: str, receiver: Receiver, services: Services
 ) -> None:
-    dialect = database_backend(database_url)
-    assert dialect is not None
+    backend = backend_of(database_url)
+    assert backend is not None
+    dialect = backend.name
     # SQLite has a single writer: one replica. The servers: a survivor keeps running too.
     replicas = 1 if dialect == "sqlite" else 2
     figures = Figures(dialect, replicas, receiver)

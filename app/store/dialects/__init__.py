@@ -12,20 +12,14 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app import backends
+
 if TYPE_CHECKING:
     from app.store.dialects.base import Dialect
 
-# URL backend -> the dialect module that serves it.
-BACKENDS = {
-    "postgresql": "postgresql",
-    "postgres": "postgresql",
-    "sqlite": "sqlite",
-    "mysql": "mysql",
-    "mariadb": "mysql",
-}
-# Dialect names, as `chronoq schema --dialect` takes them.
-NAMES = ("postgresql", "sqlite", "mysql")
-DESCRIPTION = "postgresql://, mysql://, mariadb:// or sqlite:///"
+# The names and URL forms of app.backends, the table every reader of a URL shares.
+NAMES = backends.NAMES
+DESCRIPTION = backends.URL_FORMS
 
 # The engine-wide execution option that carries the dialect to code holding a connection.
 OPTION = "chronoq_dialect"
@@ -34,16 +28,16 @@ OPTION = "chronoq_dialect"
 def backend_of(url: str) -> str | None:
     """The dialect name a URL asks for (None: not a database Chronoq supports)."""
     try:
-        backend = make_url(url).get_backend_name()
+        make_url(url)
     except (ArgumentError, ValueError):
         return None
-    return BACKENDS.get(backend)
+    backend = backends.backend_of(url)
+    return None if backend is None else backend.name
 
 
 def named(name: str) -> Dialect:
     """The dialect called `name` (one of NAMES)."""
-    if name not in NAMES:
-        raise ValueError(f"unknown dialect {name!r}; expected one of {', '.join(NAMES)}")
+    backends.named(name)  # refuses an unknown name
     module = importlib.import_module(f"{__name__}.{name}")
     dialect: Dialect = module.DIALECT
     return dialect

@@ -21,6 +21,7 @@ from sqlalchemy.engine import Dialect as SqlDialect
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from app.backends import Backend
 from app.domain.occurrence import OccurrenceStatus
 from app.store.tables import UUID, UTCDateTime, attempts, occurrences
 
@@ -114,23 +115,22 @@ def after_commit(callback: Callable[[], None]) -> None:
 class Dialect(ABC):
     """One database's ways: connection, clock, claim, locks, conflicts and wake-ups."""
 
-    name: ClassVar[str]
-    # URL backends this dialect serves (`postgres`, `mariadb`, ...).
-    backends: ClassVar[tuple[str, ...]]
-    # Whether several replicas may share the database.
-    multi_replica: ClassVar[bool] = True
-    # Whether CHRONOQ_DB_SCHEMA (an installation per schema) is supported.
-    schemas: ClassVar[bool] = False
-    # Whether the claim statement counts first firings on the schedules itself.
-    claim_counts_fires: ClassVar[bool] = False
-    # Whether each claimed row carries its schedule's RULE_COLUMNS.
-    claim_reads_rules: ClassVar[bool] = False
-    # Whether a statement may hold INSERT/UPDATE in its WITH clauses (data-modifying CTEs):
-    # the settle path then writes an outcome and what follows from it in one round trip.
-    writable_ctes: ClassVar[bool] = False
-    # Whether `insert_rows` takes a JSON column's value as `codec.JsonText` too, and sends it
-    # as it is: targets and triggers, whose columns keep the value, are then written once.
-    json_text: ClassVar[bool] = False
+    # What app.backends says of this database: its name, URL schemes, whether several
+    # replicas may share it and whether it takes CHRONOQ_DB_SCHEMA.
+    backend: ClassVar[Backend]
+
+    @property
+    def name(self) -> str:
+        return self.backend.name
+
+    @property
+    def multi_replica(self) -> bool:
+        return self.backend.multi_replica
+
+    @property
+    def schemas(self) -> bool:
+        return self.backend.schemas
+
     # Whether migrations alter a table by rebuilding it (alembic's batch mode): they then
     # need the live database, and `chronoq migrate --sql` cannot render them.
     batch_migrations: ClassVar[bool] = False

@@ -26,6 +26,7 @@ from sqlalchemy.engine import Dialect as SqlDialect
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from app import backends
 from app.store.dialects.base import (
     CLAIM_COLUMNS,
     LOST_COLUMNS,
@@ -98,8 +99,7 @@ def _code(error: BaseException) -> int | None:
 
 
 class MySQL(Dialect):
-    name = "mysql"
-    backends = ("mysql", "mariadb")
+    backend = backends.named("mysql")
 
     def normalize_url(self, url: str) -> str:
         parsed = make_url(url)

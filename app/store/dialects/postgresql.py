@@ -26,6 +26,7 @@ from sqlalchemy.engine import Dialect as SqlDialect
 from sqlalchemy.engine import Row, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from app import backends
 from app.domain.occurrence import OccurrenceStatus
 from app.store.codec import JsonText
 from app.store.dialects.base import (
@@ -254,9 +255,7 @@ _PRUNE = _prune_statement()
 
 class PostgreSQL(OnConflictInserts, Dialect):
     insert = staticmethod(postgresql.insert)
-    name = "postgresql"
-    backends = ("postgresql", "postgres")
-    schemas = True
+    backend = backends.named("postgresql")
     claim_counts_fires = True
     claim_reads_rules = True
     writable_ctes = True

@@ -23,6 +23,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from app import backends
 from app.store.dialects.base import (
     CLAIM_COLUMNS,
     LOST_COLUMNS,
@@ -68,9 +69,7 @@ _PRUNE = occurrences.delete().where(
 
 class SQLite(OnConflictInserts, Dialect):
     insert = staticmethod(sqlite.insert)
-    name = "sqlite"
-    backends = ("sqlite",)
-    multi_replica = False
+    backend = backends.named("sqlite")
     batch_migrations = True
 
     def normalize_url(self, url: str) -> str:

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import pytest
 
-from app.settings import DATABASE_BACKENDS, database_backend
+from app import backends
 from app.store import dialects
 from app.store.database import Database
 
 
-def test_the_settings_and_the_store_know_the_same_databases() -> None:
-    assert DATABASE_BACKENDS == dialects.BACKENDS
-    assert set(DATABASE_BACKENDS.values()) == set(dialects.NAMES)
+def database_backend(url: str) -> str | None:
+    backend = backends.backend_of(url)
+    return None if backend is None else backend.name
+
+
+def test_each_backend_is_served_by_its_own_dialect() -> None:
+    for backend in backends.BACKENDS:
+        assert dialects.named(backend.name).backend is backend
+        for scheme in backend.schemes:
+            assert dialects.backend_of(f"{scheme}://h/db") == backend.name
 
 
 @pytest.mark.parametrize("name", dialects.NAMES)
