@@ -199,8 +199,6 @@ class ClaimPlan:
     lost: list[LostAttempt] = field(default_factory=list)
     failed: list[Unplannable] = field(default_factory=list)
     tallies: dict[uuid.UUID, Tally] = field(default_factory=dict)
-    # Firings counted at their first claim, per schedule.
-    first_fires: dict[uuid.UUID, int] = field(default_factory=dict)
     # Schedules that may be done once this claim commits (the check is guarded by
     # "nothing pending", so a schedule listed in vain costs only a statement).
     finished_one_shots: set[uuid.UUID] = field(default_factory=set)
@@ -329,17 +327,12 @@ class _Builder:
     def __init__(self) -> None:
         self.plan = ClaimPlan()
 
-    def _first_fire(self, sid: uuid.UUID) -> None:
-        self.plan.first_fires[sid] = self.plan.first_fires.get(sid, 0) + 1
-
     def add(self, row: ClaimedRow, planned: _RowPlan) -> None:
         plan, sid = self.plan, row.schedule_id
         if planned.exhausted:
             plan.exhausted.append(row.occurrence_id)
             (plan.done_recurring if planned.recurring else plan.finished_one_shots).add(sid)
             return
-        if row.first_claim:
-            self._first_fire(sid)
         if planned.planned:
             tally = plan.tallies.get(sid, Tally())
             tally = replace(tally, ticks=tally.ticks + planned.ticks)
@@ -371,7 +364,6 @@ class _Builder:
         )
         self.plan.failed.append(failed)
         if failed.first_claim:
-            self._first_fire(row.schedule_id)
             tally = self.plan.tallies.get(row.schedule_id, Tally())
             self.plan.tallies[row.schedule_id] = replace(tally, unfired=tally.unfired + 1)
         if failed.spent:

@@ -55,11 +55,11 @@ from app.domain.trigger import (
 )
 from app.service.addresses import HostResolver, TargetAddresses
 from app.settings import Settings
-from app.store import pausing, settlements
-from app.store.cadence import CadenceStore
+from app.store import completion, lifecycle
 from app.store.clock import transaction_now
 from app.store.database import Connection, Database
 from app.store.events import EventStore, NewEvent
+from app.store.lifecycle import LifecycleStore
 from app.store.rows import new_occurrence
 from app.store.schedules import ScheduleFilter, ScheduleStore
 from app.store.wakeups import Wakeups
@@ -141,7 +141,7 @@ class ScheduleService:
         self._settings = settings
         self._rng = rng or random.SystemRandom()
         self._schedules = ScheduleStore()
-        self._occurrences = CadenceStore()
+        self._occurrences = LifecycleStore()
         self._events = EventStore()
         self._addresses = TargetAddresses(AddressPolicy.of(*settings.target_rules()), resolver)
 
@@ -436,7 +436,7 @@ class ScheduleService:
             )
             await self._record(conn, current, EventKind.UPDATED, now, actor, fields=changed)
             if recompute and current.status is ScheduleStatus.PENDING:
-                await settlements.finish_recurring(conn, [schedule_id], now, actor)
+                await completion.finish_recurring(conn, [schedule_id], now, actor)
             return await self._require(conn, schedule_id)
 
         return await self._db.run(work)
@@ -477,7 +477,7 @@ class ScheduleService:
                 return current
             now = await transaction_now(conn)
             recurring = is_recurring(current.trigger)
-            await pausing.pause(conn, schedule_id, now, recurring=recurring, reason=MANUAL_PAUSE)
+            await lifecycle.pause(conn, schedule_id, now, recurring=recurring, reason=MANUAL_PAUSE)
             await self._record(conn, current, EventKind.PAUSED, now, actor)
             return await self._require(conn, schedule_id)
 
@@ -531,9 +531,9 @@ class ScheduleService:
                     )
                     await self._occurrences.insert(conn, [row])
                     await self._wakeups.announce(conn, row["available_at"])
-                await settlements.finish_recurring(conn, [schedule_id], now, actor)
+                await completion.finish_recurring(conn, [schedule_id], now, actor)
             else:
-                await settlements.finish_one_shots(conn, [schedule_id], now, actor)
+                await completion.finish_one_shots(conn, [schedule_id], now, actor)
             return await self._require(conn, schedule_id)
 
         return await self._db.run(work)

@@ -21,7 +21,8 @@ from app.domain.occurrence import OccurrenceStatus
 from app.domain.schedule import ScheduleStatus
 from app.store.clock import transaction_now
 from app.store.database import Database
-from app.store.tables import UTCDateTime, occurrences, schedules
+from app.store.tables import occurrences, schedules
+from app.store.types import UTCDateTime
 
 
 def _status_is(table: sa.Table, status: str) -> sa.ColumnElement[bool]:

@@ -20,7 +20,6 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.domain import misfire
 from app.domain.claim_plan import (
     ClaimedRow,
     LostAttempt,
@@ -33,11 +32,12 @@ from app.domain.claim_plan import (
 )
 from app.domain.occurrence import AttemptOutcome, Delivery, OccurrenceStatus, Origin
 from app.store import codec
+from app.store.completion import finish_one_shots, finish_recurring
 from app.store.dialects import dialect_of
-from app.store.pausing import count_outcomes
-from app.store.rows import pending_row, rules_of_row, skip_row, truncate_error
-from app.store.settlements import attempt_id, finish_one_shots, finish_recurring
-from app.store.tables import UUID, UTCDateTime, attempts, occurrences, schedules
+from app.store.failures import count_dead_letters
+from app.store.rows import attempt_id, pending_row, rules_of_row, skip_row, truncate_error
+from app.store.tables import attempts, occurrences, schedules
+from app.store.types import UUID, UTCDateTime
 
 LEASE_EXPIRED_ERROR = (
     "the lease of the last attempt expired with no result recorded "
@@ -225,10 +225,7 @@ class ClaimStore:
             if row.due_at is not None and row.due_at > now
         }
         cadence = cadence_schedules(rows)
-        if dialect.claim_reads_rules:
-            rules = {r.schedule_id: rules_of_row(r) for r in claimed if r.schedule_id in cadence}
-        else:
-            rules = await self._rules(conn, cadence)
+        rules = {r.schedule_id: rules_of_row(r) for r in claimed if r.schedule_id in cadence}
         plan = plan_claim(
             [replace(row, rules=rules.get(row.schedule_id)) for row in rows],
             now,
@@ -243,10 +240,6 @@ class ClaimStore:
         recorded = await dialect.insert_new(
             conn, occurrences, [skip_row(entry, now) for entry in plan.skips], "occurrence_id"
         )
-        if not dialect.claim_counts_fires:
-            # Before the tallies: they take back the firings that did not fire, and the
-            # counter may never go below zero, even for a statement.
-            await self._count_first_fires(conn, plan.first_fires, now)
         await self._apply_tallies(conn, plan.tallies_recorded(recorded))
         if plan.lost:  # one statement; none at all in the usual claim
             await conn.execute(attempts.insert().values([_lost_row(a) for a in plan.lost]))
@@ -260,30 +253,11 @@ class ClaimStore:
             exhausted = set(plan.exhausted)
             dead += [(r.schedule_id, r.occurrence_id) for r in rows if r.occurrence_id in exhausted]
         if dead:
-            await count_outcomes(conn, set(), dead, now)
+            await count_dead_letters(conn, dead, now)
         await finish_one_shots(conn, plan.finished_one_shots, now)
         if plan.done_recurring:
             await finish_recurring(conn, plan.done_recurring, now)
         return Claimed(plan.deliveries, None, not_before)
-
-    async def _rules(
-        self, conn: AsyncConnection, ids: set[uuid.UUID]
-    ) -> dict[uuid.UUID, misfire.Rules]:
-        """Misfire rules and tick counts of the schedules whose cadence fires in this claim
-        (one extra read, and only when recurring schedules fire)."""
-        if not ids:
-            return {}
-        result = await conn.execute(
-            sa.select(
-                schedules.c.id,
-                schedules.c.misfire_policy,
-                schedules.c.misfire_grace_seconds,
-                schedules.c.max_catchup,
-                schedules.c.max_occurrences,
-                schedules.c.tick_count,
-            ).where(schedules.c.id.in_(ids))
-        )
-        return {r.id: rules_of_row(r) for r in result}
 
     async def _skip_claimed(
         self, conn: AsyncConnection, token: uuid.UUID, ids: list[uuid.UUID], now: datetime
@@ -340,19 +314,6 @@ class ClaimStore:
                     ),
                 ),
                 params,
-            )
-
-    async def _count_first_fires(
-        self, conn: AsyncConnection, first_fires: dict[uuid.UUID, int], now: datetime
-    ) -> None:
-        by_count: dict[int, list[uuid.UUID]] = defaultdict(list)
-        for schedule_id, count in first_fires.items():
-            by_count[count].append(schedule_id)
-        for count, ids in by_count.items():
-            await conn.execute(
-                schedules.update()
-                .where(schedules.c.id.in_(ids))
-                .values(fire_count=schedules.c.fire_count + count, last_fired_at=now)
             )
 
     async def _dead_letter_expired(

@@ -55,14 +55,14 @@ def dump(value: Target | Trigger) -> dict[str, Any]:
 
 
 class JsonText(str):
-    """A JSON value already written as text, for a dialect that sends JSON columns as text
-    (`Dialect.json_text`): it goes as it is rather than encoded again."""
+    """A JSON value already written as text: every dialect writes it as it is into a JSON
+    column rather than encoding it again."""
 
 
 def dump_text(value: Target | Trigger) -> JsonText:
     """`dump` as JSON text, written in one pass by the model's own serializer. The same JSON
-    value, though a number may be spelled another way (1e+16 as 1e16): only for columns
-    that keep the value rather than the text (PostgreSQL's JSONB)."""
+    value, though a number may be spelled another way (1e+16 as 1e16): for targets and
+    triggers, which are read back as models, never as text."""
     return JsonText(value.model_dump_json(exclude_none=True))
 
 

@@ -19,7 +19,8 @@ from app.domain.occurrence import (
 from app.domain.schedule import ScheduleStatus
 from app.store import codec
 from app.store.rows import to_occurrence
-from app.store.tables import UUID, UTCDateTime, occurrences, schedules
+from app.store.tables import occurrences, schedules
+from app.store.types import UUID, UTCDateTime
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,8 +8,6 @@ instant still read back in the order they were written.
 
 from __future__ import annotations
 
-import itertools
-import random
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,20 +16,10 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.domain.ids import uuid7
+from app.domain.ids import event_id
 from app.domain.schedule import EventKind, ScheduleEvent
 from app.store.dialects import dialect_of
 from app.store.tables import occurrences, schedule_events, schedules
-
-# 32 bits of sequence, then 42 random ones: 74 bits, what a UUIDv7 holds.
-_SEQUENCE = itertools.count(random.SystemRandom().getrandbits(31))
-_RANDOM = random.SystemRandom()
-
-
-def event_id(at: datetime) -> uuid.UUID:
-    """A UUIDv7 for an event at `at`, after every other this process made at `at`."""
-    sequence = next(_SEQUENCE) & 0xFFFFFFFF
-    return uuid7(at, (sequence << 42) | _RANDOM.getrandbits(42))
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from app.domain.occurrence import Delivery, Settlement, Unsent
 from app.store.claims import Claimed, ClaimStore
 from app.store.clock import transaction_now
 from app.store.database import Connection, Database
+from app.store.releases import ReleaseStore
 from app.store.settlements import SettlementStore
 from app.store.wakeups import Wakeups, next_due_in
 
@@ -69,6 +70,7 @@ class DeliveryQueue:
         self._wakeups = wakeups
         self._claims = claims or ClaimStore()
         self._settlements = SettlementStore()
+        self._releases = ReleaseStore()
 
     async def claim(
         self,
@@ -106,12 +108,12 @@ class DeliveryQueue:
         self, deliveries: Sequence[Delivery], *, started: bool, unsent: Unsent | None = None
     ) -> None:
         """Hand occurrences back and tell the other replicas, so that one of them takes
-        them when they are due (`SettlementStore.release`)."""
+        them when they are due (`ReleaseStore.release`)."""
         if not deliveries:
             return
 
         async def work(conn: Connection) -> None:
-            await self._settlements.release(conn, deliveries, started=started, unsent=unsent)
+            await self._releases.release(conn, deliveries, started=started, unsent=unsent)
             await self._wakeups.announce(conn, await transaction_now(conn))
 
         await self._db.run(work)

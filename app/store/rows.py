@@ -3,6 +3,7 @@ what it reads back."""
 
 from __future__ import annotations
 
+import random
 import uuid
 from datetime import datetime
 from typing import Any
@@ -11,6 +12,7 @@ from sqlalchemy.engine import Row
 
 from app.domain import misfire
 from app.domain.claim_plan import PendingOccurrence, SkipEntry, pending_occurrence, skip_entry
+from app.domain.ids import uuid7
 from app.domain.occurrence import (
     Occurrence,
     OccurrenceStatus,
@@ -19,6 +21,11 @@ from app.domain.occurrence import (
 from app.domain.schedule import rules_of
 
 MAX_ERROR_LENGTH = 2000
+
+
+def attempt_id(started_at: datetime) -> uuid.UUID:
+    """An attempt's id: UUIDv7 of its start, so ids sort in the order attempts started."""
+    return uuid7(started_at, random.getrandbits(74))
 
 
 def truncate_error(error: str | None) -> str | None:

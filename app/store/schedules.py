@@ -145,11 +145,11 @@ def _written(changes: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
-# Each stored field with what writes it (None: as it is), for `_to_row`; and the same
-# with JSON written as text, for a dialect that takes it so (`Dialect.json_text`).
-_WRITERS = tuple((name, _WRITE.get(name)) for name in STORED_FIELDS)
-_TEXT_WRITERS = tuple(
-    (name, codec.dump_text if write is codec.dump else write) for name, write in _WRITERS
+# Each stored field with what writes it (None: as it is), for `_to_row`; a target or a
+# trigger as its JSON text, written in one pass (every dialect takes a `codec.JsonText`).
+_WRITERS = tuple(
+    (name, codec.dump_text if write is codec.dump else write)
+    for name, write in ((name, _WRITE.get(name)) for name in STORED_FIELDS)
 )
 
 
@@ -195,9 +195,8 @@ class ScheduleStore:
             for d, first in zip(drafts, firsts, strict=True)
         ]
         dialect = dialect_of(conn)
-        writers = _TEXT_WRITERS if dialect.json_text else _WRITERS
         rows = [
-            _to_row(schedule, writers) | {"idempotency_key": _idempotency_key(d)}
+            _to_row(schedule) | {"idempotency_key": _idempotency_key(d)}
             for schedule, d in zip(stored, drafts, strict=True)
         ]
         try:

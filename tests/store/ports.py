@@ -42,13 +42,13 @@ from app.domain.trigger import (
     resolve,
 )
 from app.store import retention
-from app.store.cadence import CadenceStore
 from app.store.claims import Claimed
 from app.store.clock import transaction_now
 from app.store.database import Connection, Database
 from app.store.ddl import schema_ddl
 from app.store.dead_letters import DeadLetterFilter, DeadLetterStore
 from app.store.dialects import dialect_of
+from app.store.lifecycle import LifecycleStore
 from app.store.migrations import is_at_head, upgrade_to_head
 from app.store.queue import DeliveryQueue
 from app.store.schedules import ScheduleStore
@@ -320,7 +320,7 @@ async def hold(database: Database, schedule_id: uuid.UUID) -> None:
         await ScheduleStore().update(
             conn, schedule_id, now, status=ScheduleStatus.PAUSED, paused_at=now
         )
-        await CadenceStore().hold(conn, schedule_id, now)
+        await LifecycleStore().hold(conn, schedule_id, now)
 
     await database.run(work)
 
@@ -333,7 +333,7 @@ async def unhold(database: Database, schedule_id: uuid.UUID) -> None:
         await ScheduleStore().update(
             conn, schedule_id, now, status=ScheduleStatus.PENDING, paused_at=None
         )
-        await CadenceStore().unhold(conn, schedule_id, now)
+        await LifecycleStore().unhold(conn, schedule_id, now)
 
     await database.run(work)
 
@@ -342,7 +342,7 @@ async def cancel(database: Database, schedule_id: uuid.UUID) -> None:
     """Cancel the schedule's pending occurrences."""
 
     async def work(conn: Connection) -> None:
-        await CadenceStore().cancel_pending(conn, schedule_id, await transaction_now(conn))
+        await LifecycleStore().cancel_pending(conn, schedule_id, await transaction_now(conn))
 
     await database.run(work)
 
@@ -355,7 +355,7 @@ async def record_skipped_tick(
 
     async def work(conn: Connection) -> None:
         now = await transaction_now(conn)
-        await CadenceStore().record_skips(conn, schedule_id, [Skip(fire_at, reason)], now)
+        await LifecycleStore().record_skips(conn, schedule_id, [Skip(fire_at, reason)], now)
 
     await database.run(work)
 
@@ -366,7 +366,7 @@ async def skip_due_ticks(database: Database, schedule_id: uuid.UUID) -> int:
 
     async def work(conn: Connection) -> int:
         now = await transaction_now(conn)
-        return await CadenceStore().skip_due_cadence(conn, schedule_id, now, "paused")
+        return await LifecycleStore().skip_due_cadence(conn, schedule_id, now, "paused")
 
     return await database.run(work)
 

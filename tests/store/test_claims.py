@@ -180,3 +180,28 @@ async def test_a_claim_that_finds_nothing_due_tells_how_soon_the_next_occurrence
     due = await ports.due_in(database)
     assert due is not None
     assert 7100 < due <= 7200
+
+
+async def test_a_first_claim_counts_one_firing_and_a_claim_again_counts_none(
+    database: Database,
+) -> None:
+    lease = 0.3
+    now = datetime.now(UTC)
+    schedules = [ports.draft(ports.once(now - timedelta(seconds=1))) for _ in range(3)]
+    await ports.insert_schedules(database, schedules)
+    before = await ports.database_now(database)
+
+    first = await ports.claim(database, limit=10, lease=lease)
+    assert len(first) == 3
+    for schedule in schedules:
+        stored = await ports.read_schedule(database, schedule.id)
+        assert stored.fire_count == 1
+        assert stored.last_fired_at is not None
+        assert stored.last_fired_at >= before
+
+    # The lease runs out unsettled: the claim that takes it again is the same firing.
+    again = await claim_when_due(database, limit=10, lease=lease)
+    assert {d.occurrence_id for d in again} == {d.occurrence_id for d in first}
+    assert {d.attempt for d in again} == {2}
+    for schedule in schedules:
+        assert (await ports.read_schedule(database, schedule.id)).fire_count == 1

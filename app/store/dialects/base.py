@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
+from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from contextvars import ContextVar
@@ -22,8 +23,13 @@ from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.backends import Backend
-from app.domain.occurrence import OccurrenceStatus
-from app.store.tables import UUID, UTCDateTime, attempts, occurrences
+from app.domain.ids import event_id
+from app.domain.occurrence import Delivery, OccurrenceStatus
+from app.domain.schedule import EventKind
+from app.store.codec import JsonText
+from app.store.dialects.outcomes import outcomes
+from app.store.tables import attempts, occurrences, schedule_events
+from app.store.types import UUID, UTCDateTime
 
 if TYPE_CHECKING:
     from app.store.wakeups import Wakeups
@@ -50,8 +56,7 @@ CLAIM_COLUMNS: dict[str, Any] = {
     "trigger": sa.Text(),
 }
 
-# A schedule's misfire rules and tick count, for a claim that returns them with each row
-# (`Dialect.claim_reads_rules`).
+# A schedule's misfire rules and tick count, which every claim returns with each row.
 RULE_COLUMNS: dict[str, Any] = {
     "misfire_policy": sa.String(),
     "misfire_grace_seconds": sa.Float(),
@@ -98,7 +103,10 @@ _HELD = (
 
 
 def dumps(value: Any) -> str:
-    """JSON as every dialect stores it: compact, UTF-8 kept as it is."""
+    """JSON as every dialect stores it: compact, UTF-8 kept as it is. A `JsonText` is JSON
+    written already, and goes as it is."""
+    if isinstance(value, JsonText):
+        return str(value)
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -243,6 +251,59 @@ class Dialect(ABC):
         if current:
             await conn.execute(attempts.insert().values(current))
 
+    async def mark_delivered(
+        self, conn: AsyncConnection, deliveries: Sequence[Delivery], now: datetime
+    ) -> None:
+        """Mark delivered each of `deliveries` whose lease token still holds it, and start
+        from 0 again the count of dead letters in a row of each schedule that delivered
+        one (only those counting: most schedules never fail, and are not written)."""
+        statements = outcomes(self)
+        by_token: dict[Any, list[Any]] = defaultdict(list)
+        for delivery in deliveries:
+            by_token[delivery.lease_token].append(delivery.occurrence_id)
+        for token, ids in by_token.items():
+            await conn.execute(statements.delivered, {"ids": ids, "token": token, "now": now})
+        if by_token:
+            params = {
+                "touched": list({d.schedule_id for d in deliveries}),
+                "delivered_ids": [d.occurrence_id for d in deliveries],
+                "now": now,
+            }
+            await conn.execute(statements.restart_failures, params)
+
+    async def finish_schedules(
+        self,
+        conn: AsyncConnection,
+        finishing: sa.Select[Any],
+        schedule_ids: Sequence[Any],
+        now: datetime,
+        actor: str | None,
+    ) -> None:
+        """Finish the schedules `finishing` reads (and locks) among `schedule_ids`: each set
+        to the `status` it reads, with an event of that kind at its version (finishing is
+        no change a client makes: the version stays), by `actor`."""
+        found = (await conn.execute(finishing, {"schedule_ids": list(schedule_ids)})).all()
+        by_status: dict[str, list[Any]] = defaultdict(list)
+        for row in found:
+            by_status[row.status].append(row.id)
+        for status, changed in by_status.items():
+            await conn.execute(
+                outcomes(self).finish, {"schedule_ids": changed, "b_status": status, "now": now}
+            )
+        events = [
+            {
+                "id": event_id(now),
+                "schedule_id": row.id,
+                "kind": EventKind(row.status).value,
+                "version": row.version,
+                "actor": actor,
+                "fields": None,
+                "now": now,
+            }
+            for row in found
+        ]
+        await self.insert_rows(conn, schedule_events, events, now_columns=("at",))
+
     @abstractmethod
     async def claim(
         self,
@@ -254,9 +315,11 @@ class Dialect(ABC):
         owner: str,
         ahead: float = 0.0,
     ) -> Sequence[Any]:
-        """Lease up to `limit` due occurrences (CLAIM_COLUMNS and LOST_COLUMNS for each),
-        and occurrences due within `ahead` seconds that no lease holds (`lost_until` is
-        each one's due instant)."""
+        """Lease up to `limit` due occurrences, and occurrences due within `ahead` seconds
+        that no lease holds (`lost_until` is each one's due instant); each row with
+        CLAIM_COLUMNS, LOST_COLUMNS and RULE_COLUMNS. A first claim of an occurrence
+        (`first_claim`) counts as a firing of its schedule (`fire_count`,
+        `last_fired_at`), in the claim itself."""
 
     @abstractmethod
     async def prune(self, conn: AsyncConnection, *, cutoff: datetime, limit: int) -> int:

@@ -2,7 +2,8 @@
 replicas, like PostgreSQL, without LISTEN/NOTIFY.
 
 - The claim locks due rows with `FOR UPDATE SKIP LOCKED` on the database clock, then leases
-  and reads them: three statements in one transaction (there is no UPDATE ... RETURNING).
+  and reads them: the steps of `StepwiseClaim` in one transaction (there is no UPDATE ...
+  RETURNING).
 - READ COMMITTED: a locking read takes no gap locks, so claims and inserts do not block
   each other on ranges; each session runs in UTC.
 - The clock is read once per transaction (`UTC_TIMESTAMP(6)`) and bound into statements:
@@ -14,10 +15,9 @@ replicas, like PostgreSQL, without LISTEN/NOTIFY.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -27,16 +27,10 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from app import backends
-from app.store.dialects.base import (
-    CLAIM_COLUMNS,
-    LOST_COLUMNS,
-    Dialect,
-    dumps,
-    session_lock,
-    with_lost,
-)
-from app.store.sql import queries
-from app.store.tables import PRUNABLE, UUID, UTCDateTime, occurrences
+from app.store.dialects.base import dumps, session_lock
+from app.store.dialects.stepwise import StepwiseClaim
+from app.store.tables import PRUNABLE, occurrences
+from app.store.types import UTCDateTime
 
 _DRIVERS = ("asyncmy", "aiomysql")
 _DEADLOCK, _LOCK_WAIT_TIMEOUT = 1213, 1205
@@ -51,21 +45,6 @@ _SESSION = "SET time_zone = '+00:00', sql_mode = 'TRADITIONAL'"
 
 _NOW = sa.text("SELECT UTC_TIMESTAMP(6)").columns(sa.column("now", UTCDateTime()))
 _LOCK_NAME_LIMIT = 64
-
-_due, _lease, _rows = queries("claim", "mysql")
-_DUE = _due.bindparams(
-    sa.bindparam("now", type_=UTCDateTime()), sa.bindparam("ahead_until", type_=UTCDateTime())
-).columns(sa.column("occurrence_id", UUID), sa.column("first_claim", sa.Boolean()), **LOST_COLUMNS)
-_LEASE = _lease.bindparams(
-    sa.bindparam("ids", expanding=True, type_=UUID),
-    sa.bindparam("token", type_=UUID),
-    sa.bindparam("now", type_=UTCDateTime()),
-    sa.bindparam("lease_until", type_=UTCDateTime()),
-)
-_ROWS = _rows.bindparams(
-    sa.bindparam("ids", expanding=True, type_=UUID),
-    sa.bindparam("now", type_=UTCDateTime()),
-).columns(**CLAIM_COLUMNS)
 
 # Rows another transaction holds are skipped, as on PostgreSQL: pruning never waits
 # behind a claim. MySQL cannot delete from a table its own sub-select reads with a
@@ -98,7 +77,7 @@ def _code(error: BaseException) -> int | None:
     return args[0] if args and isinstance(args[0], int) else None
 
 
-class MySQL(Dialect):
+class MySQL(StepwiseClaim):
     backend = backends.named("mysql")
 
     def normalize_url(self, url: str) -> str:
@@ -162,34 +141,6 @@ class MySQL(Dialect):
         fresh = [row for row in rows if row[key] not in existing]
         await self.insert_ignoring(conn, table, fresh, key)
         return {row[key] for row in fresh}
-
-    async def claim(
-        self,
-        conn: AsyncConnection,
-        *,
-        limit: int,
-        lease: float,
-        token: uuid.UUID,
-        owner: str,
-        ahead: float = 0.0,
-    ) -> Sequence[Any]:
-        now = await self.transaction_now(conn)
-        until = now + timedelta(seconds=ahead)
-        due = (await conn.execute(_DUE, {"now": now, "ahead_until": until, "limit": limit})).all()
-        if not due:
-            return []
-        ids = [row.occurrence_id for row in due]
-        await conn.execute(
-            _LEASE,
-            {
-                "ids": ids,
-                "token": token,
-                "owner": owner,
-                "now": now,
-                "lease_until": now + timedelta(seconds=lease),
-            },
-        )
-        return with_lost((await conn.execute(_ROWS, {"ids": ids, "now": now})).all(), due)
 
     async def prune(self, conn: AsyncConnection, *, cutoff: datetime, limit: int) -> int:
         keys = list((await conn.execute(_EXPIRED, {"cutoff": cutoff, "limit": limit})).scalars())

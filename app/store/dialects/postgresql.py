@@ -14,6 +14,7 @@ import functools
 import hashlib
 import json
 import logging
+from collections import defaultdict
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from datetime import UTC, datetime
@@ -27,7 +28,8 @@ from sqlalchemy.engine import Row, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from app import backends
-from app.domain.occurrence import OccurrenceStatus
+from app.domain.ids import event_id
+from app.domain.occurrence import Delivery, OccurrenceStatus
 from app.store.codec import JsonText
 from app.store.dialects.base import (
     CLAIM_COLUMNS,
@@ -38,8 +40,10 @@ from app.store.dialects.base import (
     dumps,
     session_lock,
 )
+from app.store.dialects.outcomes import outcomes
 from app.store.sql import query
-from app.store.tables import PRUNABLE, UTCDateTime, occurrences
+from app.store.tables import PRUNABLE, occurrences, schedule_events, schedules
+from app.store.types import UTCDateTime
 
 if TYPE_CHECKING:
     from app.store.wakeups import Wakeups
@@ -253,13 +257,59 @@ def _prune_statement() -> sa.Delete:
 _PRUNE = _prune_statement()
 
 
+def _delivered_restarting() -> sa.Update:
+    """`Outcomes.delivered`, then a restart from 0 of the failure count of each schedule it
+    delivered (only those counting: most schedules never fail, and are not written)."""
+    done = outcomes(DIALECT).delivered.returning(occurrences.c.schedule_id).cte("delivered")
+    return (
+        schedules.update()
+        .where(
+            schedules.c.id.in_(sa.select(done.c.schedule_id)),
+            schedules.c.consecutive_failures > 0,
+        )
+        .values(consecutive_failures=0)
+    )
+
+
+@functools.cache
+def _finishing_with_events(finishing: sa.Select[Any]) -> sa.Insert:
+    """The schedules `finishing` reads (and locks) set to their new status, and each one's
+    event, in one statement. Event ids come as an array beside `schedule_ids`, one for each
+    candidate (those that do not finish leave theirs unused)."""
+    now = sa.func.now(type_=UTCDateTime())
+    found = finishing.cte("finishing")
+    changed = (
+        schedules.update()
+        .where(schedules.c.id == found.c.id)
+        .values(status=found.c.status, updated_at=now)
+        .returning(schedules.c.id, found.c.version, found.c.status)
+        .cte("finished")
+    )
+    ids = (
+        sa.func.unnest(
+            sa.bindparam("schedule_ids", type_=postgresql.ARRAY(sa.Uuid())),
+            sa.bindparam("event_ids", type_=postgresql.ARRAY(sa.Uuid())),
+        )
+        .table_valued("schedule_id", "event_id")
+        .render_derived(name="e")
+    )
+    # Finishing is no change a client makes: the version stays.
+    rows = sa.select(
+        ids.c.event_id,
+        changed.c.id,
+        changed.c.status,
+        changed.c.version,
+        sa.bindparam("actor", type_=sa.String()),
+        now,
+    ).select_from(changed.join(ids, ids.c.schedule_id == changed.c.id))
+    return schedule_events.insert().from_select(
+        ["id", "schedule_id", "kind", "version", "actor", "at"], rows
+    )
+
+
 class PostgreSQL(OnConflictInserts, Dialect):
     insert = staticmethod(postgresql.insert)
     backend = backends.named("postgresql")
-    claim_counts_fires = True
-    claim_reads_rules = True
-    writable_ctes = True
-    json_text = True
 
     def normalize_url(self, url: str) -> str:
         if url.startswith("postgres://"):
@@ -333,6 +383,36 @@ class PostgreSQL(OnConflictInserts, Dialect):
         if rows:
             params = {name: [row[key] for row in rows] for name, key in _ATTEMPT_ARRAYS.items()}
             await conn.execute(_RECORD_ATTEMPTS, params)
+
+    async def mark_delivered(
+        self, conn: AsyncConnection, deliveries: Sequence[Delivery], now: datetime
+    ) -> None:
+        # One statement per lease token: the update, and the restart of the counts of the
+        # schedules it delivered.
+        by_token: dict[Any, list[Any]] = defaultdict(list)
+        for delivery in deliveries:
+            by_token[delivery.lease_token].append(delivery.occurrence_id)
+        for token, ids in by_token.items():
+            await conn.execute(_DELIVERED_RESTARTING, {"ids": ids, "token": token})
+
+    async def finish_schedules(
+        self,
+        conn: AsyncConnection,
+        finishing: sa.Select[Any],
+        schedule_ids: Sequence[Any],
+        now: datetime,
+        actor: str | None,
+    ) -> None:
+        # The locked read, the update by key and the events in one statement.
+        ids = list(schedule_ids)
+        if ids:
+            params = {
+                "schedule_ids": ids,
+                "event_ids": [event_id(now) for _ in ids],
+                "actor": actor,
+                "now": now,
+            }
+            await conn.execute(_finishing_with_events(finishing), params)
 
     async def insert_rows(
         self,
@@ -494,3 +574,4 @@ class PgListener:
 
 
 DIALECT = PostgreSQL()
+_DELIVERED_RESTARTING = _delivered_restarting()

@@ -9,9 +9,7 @@ host); there is no other replica to lock out or to wake.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,33 +22,16 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from app import backends
-from app.store.dialects.base import (
-    CLAIM_COLUMNS,
-    LOST_COLUMNS,
-    Dialect,
-    OnConflictInserts,
-    dumps,
-    with_lost,
-)
-from app.store.sql import queries
-from app.store.tables import PRUNABLE, UUID, UTCDateTime, occurrences
+from app.store.dialects.base import OnConflictInserts, dumps
+from app.store.dialects.stepwise import StepwiseClaim
+from app.store.tables import PRUNABLE, occurrences
+from app.store.types import UTCDateTime
 
 # Primary result codes that say the file cannot be used now: busy or locked past
 # busy_timeout and the retries, an I/O error, a full disk, a file that cannot be opened, a
 # lock protocol error. SQLITE_ERROR ("no such table", a syntax error) and constraint
 # failures are not among them.
 _UNAVAILABLE_CODES = frozenset({5, 6, 10, 13, 14, 15})
-
-_due, _lease = queries("claim", "sqlite")
-_DUE = _due.bindparams(
-    sa.bindparam("now", type_=UTCDateTime()), sa.bindparam("ahead_until", type_=UTCDateTime())
-).columns(sa.column("occurrence_id", UUID), **LOST_COLUMNS)
-_CLAIM = _lease.bindparams(
-    sa.bindparam("ids", expanding=True, type_=UUID),
-    sa.bindparam("token", type_=sa.Uuid()),
-    sa.bindparam("now", type_=UTCDateTime()),
-    sa.bindparam("lease_until", type_=UTCDateTime()),
-).columns(**CLAIM_COLUMNS)
 
 _PRUNE = occurrences.delete().where(
     occurrences.c.occurrence_id.in_(
@@ -67,7 +48,7 @@ _PRUNE = occurrences.delete().where(
 )
 
 
-class SQLite(OnConflictInserts, Dialect):
+class SQLite(OnConflictInserts, StepwiseClaim):
     insert = staticmethod(sqlite.insert)
     backend = backends.named("sqlite")
     batch_migrations = True
@@ -121,30 +102,6 @@ class SQLite(OnConflictInserts, Dialect):
 
     async def transaction_now(self, conn: AsyncConnection) -> datetime:
         return datetime.now(UTC)
-
-    async def claim(
-        self,
-        conn: AsyncConnection,
-        *,
-        limit: int,
-        lease: float,
-        token: uuid.UUID,
-        owner: str,
-        ahead: float = 0.0,
-    ) -> Sequence[Any]:
-        now = datetime.now(UTC)
-        until = now + timedelta(seconds=ahead)
-        due = (await conn.execute(_DUE, {"now": now, "ahead_until": until, "limit": limit})).all()
-        if not due:
-            return []
-        params = {
-            "ids": [row.occurrence_id for row in due],
-            "token": token,
-            "owner": owner,
-            "now": now,
-            "lease_until": now + timedelta(seconds=lease),
-        }
-        return with_lost((await conn.execute(_CLAIM, params)).all(), due)
 
     async def prune(self, conn: AsyncConnection, *, cutoff: datetime, limit: int) -> int:
         result = await conn.execute(_PRUNE, {"cutoff": cutoff, "limit": limit})

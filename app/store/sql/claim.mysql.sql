@@ -1,10 +1,14 @@
+-- The claim in steps (app/store/dialects/stepwise.py runs them in order, in one
+-- transaction): lock the due rows, lease them, read them back with their schedules (there
+-- is no UPDATE ... RETURNING).
+
 -- Lock up to :limit due occurrences, oldest available first, skipping rows another
 -- replica holds. The sub-select on schedules takes no locks (a locking read locks only
 -- the rows of its own query block). `first_claim` marks an occurrence's first claim ever:
 -- only then is it counted as a firing and its cadence planned. `lost_*` is the lease this
 -- claim replaces, read before it is overwritten: a settle or a release clears the token, so
 -- a token still set is an attempt nobody settled (its replica died or stalled).
-SELECT o.occurrence_id, o.first_attempt_at IS NULL AS first_claim,
+SELECT o.occurrence_id, o.schedule_id, o.first_attempt_at IS NULL AS first_claim,
        o.lease_token AS lost_token, o.lease_owner AS lost_owner,
        o.leased_at AS lost_at, o.available_at AS lost_until,
        o.lease_token IS NOT NULL AND o.lease_ahead AS lost_ahead
@@ -35,14 +39,16 @@ SET attempts = attempts + CASE WHEN lease_token IS NOT NULL AND lease_ahead THEN
     updated_at = :now
 WHERE occurrence_id IN :ids;
 
--- And read each back with its schedule's definition. A first claim is one that set the
+-- And read each back with its schedule's definition, misfire rules and tick count. A first claim is one that set the
 -- instant just now (a re-claim comes a lease later, so an earlier first attempt never
 -- equals :now). `trigger` is a reserved word here.
 SELECT o.occurrence_id, o.schedule_id, o.fire_at, o.attempts, o.origin,
        o.first_attempt_at = :now AS first_claim,
        CAST(:now AS DATETIME(6)) AS claimed_at,
        s.event_type, s.max_attempts, s.jitter_seconds,
-       s.payload AS body, s.target AS target, s.`trigger` AS `trigger`
+       s.payload AS body, s.target AS target, s.`trigger` AS `trigger`,
+       s.misfire_policy, s.misfire_grace_seconds, s.max_catchup, s.max_occurrences,
+       s.tick_count
 FROM occurrences AS o
 JOIN schedules AS s ON s.id = o.schedule_id
 WHERE o.occurrence_id IN :ids

@@ -1,13 +1,15 @@
--- Lease up to :limit due occurrences, oldest available first, and return each with its
--- schedule's definition. SQLite has a single writer (BEGIN IMMEDIATE), so the select and
--- the update cannot interleave with another claim; the time parameter is the database
--- host's clock, which is this process's clock. SQLite has no data-modifying CTE, so the
--- schedules' fire counters are bumped by _count_first_fires in the same transaction.
+-- The claim in steps (app/store/dialects/stepwise.py runs them in order, in one
+-- transaction): lock the due rows, lease them, read them back with their schedules. SQLite
+-- has a single writer (BEGIN IMMEDIATE), so the steps cannot interleave with another claim;
+-- the time parameter is the database host's clock, which is this process's clock.
 
--- The due rows, with the lease each claim replaces (`lost_*`), read before the update
--- overwrites it (RETURNING sees only new values): a settle or a release clears the token,
--- so a token still set is an attempt nobody settled (its replica died or stalled).
-SELECT o.occurrence_id, o.lease_token AS lost_token, o.lease_owner AS lost_owner,
+-- Up to :limit due occurrences, oldest available first. `first_claim` marks an
+-- occurrence's first claim ever: only then is it counted as a firing and its cadence
+-- planned. `lost_*` is the lease this claim replaces, read before the lease overwrites it:
+-- a settle or a release clears the token, so a token still set is an attempt nobody settled
+-- (its replica died or stalled).
+SELECT o.occurrence_id, o.schedule_id, o.first_attempt_at IS NULL AS first_claim,
+       o.lease_token AS lost_token, o.lease_owner AS lost_owner,
        o.leased_at AS lost_at, o.available_at AS lost_until,
        o.lease_token IS NOT NULL AND o.lease_ahead AS lost_ahead
 FROM occurrences AS o
@@ -20,10 +22,10 @@ WHERE o.status = 'pending'
 ORDER BY o.available_at
 LIMIT :limit;
 
--- Lease them and read each back with its schedule's definition.
--- A lease lost while it still waited for its instant (`lease_ahead`) never started: this
--- claim's attempt is that same attempt. `leased_at`: when the attempt may start (now, or
--- the due instant of one claimed ahead).
+-- Lease them: the attempt, the lease's end and token, the first attempt's instant. A lease
+-- lost while it still waited for its instant (`lease_ahead`) never started: this claim's
+-- attempt is that same attempt. `leased_at`: when the attempt may start (now, or the due
+-- instant of one claimed ahead).
 UPDATE occurrences
 SET attempts = attempts + CASE WHEN lease_token IS NOT NULL AND lease_ahead THEN 0 ELSE 1 END,
     leased_at = max(available_at, fire_at, :now),
@@ -33,16 +35,19 @@ SET attempts = attempts + CASE WHEN lease_token IS NOT NULL AND lease_ahead THEN
     lease_owner = :owner,
     first_attempt_at = coalesce(first_attempt_at, :now),
     updated_at = :now
-WHERE occurrence_id IN :ids
-RETURNING occurrence_id, schedule_id, fire_at, attempts, origin,
-    -- RETURNING sees the new row: a first claim is one that set the instant just now (a
-    -- re-claim comes a lease later, so an earlier first attempt never equals :now).
-    first_attempt_at = :now AS first_claim,
-    :now AS claimed_at,
-    (SELECT s.event_type FROM schedules AS s WHERE s.id = schedule_id) AS event_type,
-    (SELECT s.max_attempts FROM schedules AS s WHERE s.id = schedule_id) AS max_attempts,
-    (SELECT s.jitter_seconds FROM schedules AS s WHERE s.id = schedule_id) AS jitter_seconds,
-    -- The payload's text: stored as bytes (a row from before that, a bare number, as one).
-    (SELECT CAST(s.payload AS TEXT) FROM schedules AS s WHERE s.id = schedule_id) AS body,
-    (SELECT s.target FROM schedules AS s WHERE s.id = schedule_id) AS target,
-    (SELECT s.trigger FROM schedules AS s WHERE s.id = schedule_id) AS trigger
+WHERE occurrence_id IN :ids;
+
+-- And read each back with its schedule's definition, misfire rules and tick count. A first
+-- claim is one that set the instant just now (a re-claim comes a lease later, so an earlier
+-- first attempt never equals :now). The payload's text: stored as bytes (a row from before
+-- that, a bare number, as one).
+SELECT o.occurrence_id, o.schedule_id, o.fire_at, o.attempts, o.origin,
+       o.first_attempt_at = :now AS first_claim,
+       :now AS claimed_at,
+       s.event_type, s.max_attempts, s.jitter_seconds,
+       CAST(s.payload AS TEXT) AS body, s.target AS target, s."trigger" AS "trigger",
+       s.misfire_policy, s.misfire_grace_seconds, s.max_catchup, s.max_occurrences,
+       s.tick_count
+FROM occurrences AS o
+JOIN schedules AS s ON s.id = o.schedule_id
+WHERE o.occurrence_id IN :ids

@@ -13,12 +13,14 @@ import sqlalchemy as sa
 from app.domain.occurrence import OccurrenceStatus, Settlement
 from app.store.claims import ClaimStore
 from app.store.database import Database
+from app.store.releases import ReleaseStore
 from app.store.settlements import SettlementStore
 from app.store.sql import queries, query
 from app.store.tables import occurrences
 from tests.integration.conftest import Harness
 
 CLAIMS = ClaimStore()
+RELEASES = ReleaseStore()
 SETTLEMENTS = SettlementStore()
 
 
@@ -112,7 +114,7 @@ async def test_release_of_an_unstarted_claim_makes_it_due_now_without_counting(
     await _immediate(harness, 2)
     batch = await _claim(harness.database, 2)
 
-    await harness.database.run(lambda conn: SETTLEMENTS.release(conn, batch, started=False))
+    await harness.database.run(lambda conn: RELEASES.release(conn, batch, started=False))
 
     again = await _claim(harness.database, 2)
     assert sorted(d.occurrence_id for d in again) == sorted(d.occurrence_id for d in batch)

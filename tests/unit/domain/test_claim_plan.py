@@ -113,7 +113,6 @@ def test_a_one_shot_becomes_a_delivery_that_closes_its_schedule_when_settled() -
     assert delivery.target == TARGET
     assert delivery.one_shot is True
     assert delivery.last is False
-    assert p.first_fires == {SID: 1}
     assert (p.pending, p.skips, p.tallies) == ([], [], {})
 
 
@@ -142,7 +141,6 @@ def test_a_recurring_tick_on_time_fires_and_writes_the_next_tick() -> None:
         PendingOccurrence(occurrence_id(SID, at(120)), SID, at(120), at(120), Origin.SCHEDULE)
     ]
     assert p.tallies == {SID: Tally(ticks=1)}
-    assert p.first_fires == {SID: 1}
 
 
 def test_the_next_tick_is_jittered_with_the_given_random_draw() -> None:
@@ -169,7 +167,7 @@ def test_a_re_claimed_cadence_tick_plans_nothing_and_counts_no_firing() -> None:
 
     (delivery,) = p.deliveries
     assert delivery.last is True  # nothing was planned after it: its settle checks
-    assert (p.pending, p.tallies, p.first_fires) == ([], {}, {})
+    assert (p.pending, p.tallies) == ([], {})
 
 
 def test_a_first_claim_without_rules_fires_without_planning() -> None:
@@ -178,7 +176,6 @@ def test_a_first_claim_without_rules_fires_without_planning() -> None:
     assert fired(p) == [T0]
     assert p.deliveries[0].last is True
     assert (p.pending, p.tallies) == ([], {})
-    assert p.first_fires == {SID: 1}
 
 
 @pytest.mark.parametrize("origin", [Origin.CATCHUP, Origin.BACKFILL, Origin.TRIGGER])
@@ -190,7 +187,6 @@ def test_an_occurrence_outside_the_cadence_fires_and_counts_but_plans_nothing(
     assert fired(p) == [T0]
     assert p.deliveries[0].last is True
     assert (p.pending, p.tallies) == ([], {})
-    assert p.first_fires == {SID: 1}
 
 
 # misfire policies
@@ -213,7 +209,6 @@ def test_skip_drops_a_tick_later_than_the_grace_and_records_it_on_the_claimed_ro
     assert p.skips == []  # the claimed row itself becomes the skipped entry
     assert [o.fire_at for o in p.pending] == [at(60)]
     assert p.tallies == {SID: Tally(ticks=0, unfired=1, skipped=1, reason="misfire")}
-    assert p.first_fires == {SID: 1}  # taken back by `unfired`
     assert p.done_recurring == set()  # its next tick is pending
 
 
@@ -312,14 +307,13 @@ def test_a_row_past_its_last_attempt_is_dead_lettered_and_closes_a_one_shot() ->
     assert p.deliveries == []
     assert p.finished_one_shots == {SID}
     assert p.done_recurring == set()
-    assert p.first_fires == {}
 
 
 def test_an_exhausted_cadence_tick_plans_nothing_and_may_close_its_schedule() -> None:
     p = plan(cadence(attempts=6, max_attempts=5))
 
     assert p.exhausted == [occurrence_id(SID, T0)]
-    assert (p.pending, p.tallies, p.first_fires) == ([], {}, {})
+    assert (p.pending, p.tallies) == ([], {})
     assert p.done_recurring == {SID}
 
 
@@ -347,7 +341,6 @@ def test_an_unreadable_trigger_fails_its_row_alone() -> None:
     assert fired(p) == [at(60)]
     assert [o.schedule_id for o in p.pending] == [SID]
     # its firing was counted at the claim and is taken back
-    assert p.first_fires == {OTHER: 1, SID: 1}
     assert p.tallies[OTHER] == Tally(unfired=1)
 
 
@@ -363,7 +356,7 @@ def test_an_unreadable_row_on_its_last_attempt_may_close_its_schedule() -> None:
     (failed,) = p.failed
     assert failed.spent
     assert p.finished_one_shots == {SID}
-    assert (p.first_fires, p.tallies) == ({}, {})
+    assert p.tallies == {}
 
 
 def test_an_unreadable_trigger_fails_even_past_the_last_attempt() -> None:

@@ -1,5 +1,5 @@
 """A schedule's occurrences as its lifecycle changes them: inserted, held, given back,
-cancelled, skipped, backfilled, and listed.
+cancelled, skipped, backfilled, and listed; and what a pause writes, whoever makes it.
 """
 
 from __future__ import annotations
@@ -19,12 +19,15 @@ from app.domain.occurrence import (
     OccurrenceStatus,
     Origin,
 )
+from app.domain.schedule import PauseReason, ScheduleStatus
 from app.store.dialects import dialect_of
 from app.store.rows import new_occurrence, skipped_occurrence, to_occurrence
-from app.store.tables import UUID, UTCDateTime, occurrences, schedules
+from app.store.schedules import ScheduleStore
+from app.store.tables import occurrences, schedules
+from app.store.types import UUID, UTCDateTime
 
 
-class CadenceStore:
+class LifecycleStore:
     """Statements on a schedule's occurrences; every method runs inside the caller's transaction."""
 
     async def record_skips(
@@ -243,3 +246,24 @@ class CadenceStore:
             occurrences.c.fire_at.desc(), occurrences.c.occurrence_id.desc()
         ).limit(limit)
         return [to_occurrence(row) for row in await conn.execute(statement)]
+
+
+async def pause(
+    conn: AsyncConnection,
+    schedule_id: uuid.UUID,
+    now: datetime,
+    *,
+    recurring: bool,
+    reason: PauseReason,
+) -> None:
+    """Pause a schedule: nothing of it is claimed until it resumes. A recurring one's due
+    ticks are recorded as skipped and its unfired ones dropped; every pending occurrence is
+    held with its own instant, which resume gives back. Its version grows by one."""
+    await ScheduleStore().update(
+        conn, schedule_id, now, status=ScheduleStatus.PAUSED, paused_at=now, pause_reason=reason
+    )
+    cadence = LifecycleStore()
+    if recurring:
+        await cadence.skip_due_cadence(conn, schedule_id, now, "paused")
+        await cadence.drop_unfired_cadence(conn, schedule_id)
+    await cadence.hold(conn, schedule_id, now)

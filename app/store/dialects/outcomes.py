@@ -1,0 +1,70 @@
+"""What a settle writes beyond each occurrence's own row, as every database can write it:
+the statements behind `Dialect.mark_delivered` and `Dialect.finish_schedules`.
+
+They are built once per dialect from its clock (`Dialect.now`) and list parameters
+(`Dialect.among`). PostgreSQL overrides both operations with single statements over these
+same pieces (data-modifying CTEs, in postgresql.py); the meaning is the same everywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING
+
+import sqlalchemy as sa
+
+from app.domain.occurrence import OccurrenceStatus
+from app.store.tables import occurrences, schedules
+from app.store.types import UUID
+
+if TYPE_CHECKING:
+    from app.store.dialects.base import Dialect
+
+
+@dataclass(frozen=True, slots=True)
+class Outcomes:
+    # The occurrences of `ids` that lease `token` still holds, delivered.
+    delivered: sa.Update
+    # Each schedule of `touched` that delivered one of `delivered_ids` at `now` (this
+    # transaction) and counts dead letters in a row: back to 0.
+    restart_failures: sa.Update
+    # The schedules of `schedule_ids` set to `b_status`.
+    finish: sa.Update
+
+
+@cache
+def outcomes(dialect: Dialect) -> Outcomes:
+    now = dialect.now()
+    o = occurrences.alias("o")
+    return Outcomes(
+        delivered=occurrences.update()
+        .where(
+            dialect.among(occurrences.c.occurrence_id, "ids"),
+            occurrences.c.lease_token == sa.bindparam("token", type_=UUID),
+            occurrences.c.status == OccurrenceStatus.PENDING,
+        )
+        .values(
+            status=OccurrenceStatus.DELIVERED,
+            delivered_at=now,
+            available_at=None,
+            updated_at=now,
+            lease_token=None,
+            last_error=None,
+        ),
+        restart_failures=schedules.update()
+        .where(
+            dialect.among(schedules.c.id, "touched"),
+            schedules.c.consecutive_failures > 0,
+            sa.exists().where(
+                o.c.schedule_id == schedules.c.id,
+                dialect.among(o.c.occurrence_id, "delivered_ids"),
+                o.c.status == OccurrenceStatus.DELIVERED,
+                o.c.delivered_at == now,
+            ),
+        )
+        .values(consecutive_failures=0),
+        finish=schedules.update()
+        .where(dialect.among(schedules.c.id, "schedule_ids"))
+        .values(status=sa.bindparam("b_status", type_=sa.String()), updated_at=now),
+    )
