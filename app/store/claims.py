@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -131,56 +130,8 @@ class Claimed:
     not_before: dict[uuid.UUID, datetime] = field(default_factory=dict)
 
 
-def _start_ahead_statement() -> tuple[sa.Update, sa.Select[Any]]:
-    """Mark claimed-ahead attempts as started, where their lease still holds and nothing
-    stopped them since the claim (a cancel, a pause); and read back which were marked."""
-    paused = sa.exists().where(
-        schedules.c.id == occurrences.c.schedule_id, schedules.c.status == "paused"
-    )
-    ours = (
-        occurrences.c.occurrence_id.in_(sa.bindparam("ids", expanding=True, type_=UUID)),
-        occurrences.c.lease_token == sa.bindparam("token", type_=UUID),
-        occurrences.c.status == OccurrenceStatus.PENDING,
-    )
-    start = (
-        occurrences.update()
-        .where(*ours, occurrences.c.available_at.is_not(None), ~paused)
-        .values(lease_ahead=False)
-    )
-    started = sa.select(occurrences.c.occurrence_id).where(*ours, ~occurrences.c.lease_ahead)
-    return start, started
-
-
-_START_AHEAD, _STARTED_AHEAD = _start_ahead_statement()
-
-
 class ClaimStore:
     """The claim statement and the writes it plans; runs inside the caller's transaction."""
-
-    async def start_ahead(
-        self, conn: AsyncConnection, deliveries: Sequence[Delivery]
-    ) -> set[uuid.UUID]:
-        """Deliveries claimed ahead, now due: those that may start, marked started. A
-        cancel or a pause committed since the claim stops one (it is not returned); so
-        does a lease that another claim took over. An attempt marked started is charged if
-        its lease is lost; one never marked is not (it never ran)."""
-        by_token: dict[uuid.UUID, list[uuid.UUID]] = defaultdict(list)
-        for delivery in deliveries:
-            by_token[delivery.lease_token].append(delivery.occurrence_id)
-        # A mark lost with a crash of the database reads as never started (uncharged, and
-        # the attempt is made again): harmless, and the flush is most of a mark's time.
-        await dialect_of(conn).commit_without_waiting(conn)
-        may_start: set[uuid.UUID] = set()
-        for token, ids in by_token.items():
-            params = {"ids": ids, "token": token}
-            result = await conn.execute(_START_AHEAD, params)
-            if result.rowcount == len(ids):
-                may_start.update(ids)
-            else:  # some were stopped: which were marked
-                may_start.update(
-                    row.occurrence_id for row in await conn.execute(_STARTED_AHEAD, params)
-                )
-        return may_start
 
     def __init__(self, rng: random.Random | None = None) -> None:
         self._rng = rng or random.Random()  # jitter draws

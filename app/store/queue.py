@@ -18,6 +18,7 @@ from app.store.clock import transaction_now
 from app.store.database import Connection, Database
 from app.store.releases import ReleaseStore
 from app.store.settlements import SettlementStore
+from app.store.starts import StartStore
 from app.store.wakeups import Wakeups, next_due_in
 
 
@@ -69,6 +70,7 @@ class DeliveryQueue:
         self._starts = starts or database
         self._wakeups = wakeups
         self._claims = claims or ClaimStore()
+        self._marks = StartStore()
         self._settlements = SettlementStore()
         self._releases = ReleaseStore()
 
@@ -98,7 +100,7 @@ class DeliveryQueue:
     async def start_ahead(self, deliveries: Sequence[Delivery]) -> set[uuid.UUID]:
         if not deliveries:
             return set()
-        return await self._starts.run(lambda conn: self._claims.start_ahead(conn, deliveries))
+        return await self._starts.run(lambda conn: self._marks.start_ahead(conn, deliveries))
 
     async def settle(self, settlements: Sequence[Settlement]) -> None:
         if settlements:
