@@ -26,8 +26,7 @@ from fastapi.templating import Jinja2Templates
 from app.api import dead_letters as dead_letter_routes
 from app.api import occurrences as occurrence_routes
 from app.api import schedules as schedule_routes
-from app.api.deps import DeadLettersDep, SchedulesDep, StateDep
-from app.api.occurrences import OccurrencesDep
+from app.api.deps import DeadLettersDep, OccurrencesDep, SchedulesDep, StateDep
 from app.api.schemas import AttemptOut, OccurrenceOut, ScheduleOut
 from app.domain.errors import ChronoqError, ConflictError, InvalidInputError, NotFoundError
 from app.domain.limits import MAX_LABEL_FILTERS, MAX_LABEL_KEY, MAX_LABEL_VALUE, check_text
