@@ -19,6 +19,7 @@ from typing import cast
 
 from app.domain.addresses import AddressPolicy
 from app.domain.errors import ConflictError, InvalidInputError, NotFoundError, PayloadTooLargeError
+from app.domain.filters import ScheduleFilter
 from app.domain.ids import format_instant, occurrence_id, uuid7
 from app.domain.limits import MAX_BATCH
 from app.domain.misfire import skipped_range
@@ -61,7 +62,7 @@ from app.store.clock import transaction_now
 from app.store.database import Connection, Database
 from app.store.events import EventStore, NewEvent
 from app.store.rows import new_occurrence
-from app.store.schedules import ScheduleFilter, ScheduleStore
+from app.store.schedules import ScheduleStore
 from app.store.wakeups import Wakeups
 
 # json.dumps(value, separators=(",", ":"), ensure_ascii=False), its encoder made once.

@@ -29,10 +29,10 @@ from app.api import schedules as schedule_routes
 from app.api.deps import DeadLettersDep, OccurrencesDep, SchedulesDep, StateDep
 from app.api.schemas import AttemptOut, OccurrenceOut, ScheduleOut
 from app.domain.errors import ChronoqError, ConflictError, InvalidInputError, NotFoundError
+from app.domain.filters import DeadLetterFilter
 from app.domain.limits import MAX_LABEL_FILTERS, MAX_LABEL_KEY, MAX_LABEL_VALUE, check_text
 from app.domain.schedule import ScheduleStatus
 from app.domain.trigger import Trigger, fire_times, is_recurring
-from app.store.dead_letters import DeadLetterFilter
 from app.ui.forms import FormGuard, Viewer, same_origin
 from app.ui.live import LiveNumbers
 
