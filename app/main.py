@@ -119,7 +119,7 @@ def create_app(
                 schedules=ScheduleService(database, config, wakeups=hub, resolver=resolver),
                 dead_letters=DeadLetterService(database, hub),
                 occurrences=OccurrenceService(database),
-                readiness=ReplicaReadiness(database, broker=sinks.broker, loop=dispatcher),
+                readiness=ReplicaReadiness(database, broker=sinks.broker, worker=dispatcher),
                 keys=KeyRing(api_keys),
             )
 

@@ -17,19 +17,21 @@ class Broker(Protocol):
     def connected(self) -> bool: ...
 
 
-class Loop(Protocol):
+class DeliveryLoop(Protocol):
     def health(self) -> str:
         """ "ok", or why the loop is not delivering."""
         ...
 
 
 class ReplicaReadiness:
-    """The checks of one replica; `broker` and `loop` are None where it has none."""
+    """The checks of one replica; `broker` and `worker` are None where it has none."""
 
-    def __init__(self, database: Database, broker: Broker | None, loop: Loop | None) -> None:
+    def __init__(
+        self, database: Database, broker: Broker | None, worker: DeliveryLoop | None
+    ) -> None:
         self._database = database
         self._broker = broker
-        self._loop = loop
+        self._worker = worker
 
     async def checks(self) -> dict[str, str]:
         checks: dict[str, str] = {}
@@ -42,6 +44,6 @@ class ReplicaReadiness:
             checks["database"] = f"unreachable: {type(exc).__name__}"
         if self._broker is not None:
             checks["broker"] = "ok" if self._broker.connected else "unreachable"
-        if self._loop is not None:
-            checks["worker"] = self._loop.health()
+        if self._worker is not None:
+            checks["worker"] = self._worker.health()
         return checks
