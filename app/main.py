@@ -20,6 +20,8 @@ from app.api.hosts import AllowedHostsMiddleware, use_relative_redirects
 from app.api.query import declared_query_only
 from app.service.addresses import HostResolver
 from app.service.dead_letters import DeadLetterService
+from app.service.occurrences import OccurrenceService
+from app.service.readiness import ReplicaReadiness
 from app.service.schedules import ScheduleService
 from app.settings import Settings, load_settings
 from app.sinks import open_sinks
@@ -114,11 +116,10 @@ def create_app(
                 await stack.enter_async_context(Pruner(worker_database, config).started())
             yield State(
                 settings=config,
-                database=database,
                 schedules=ScheduleService(database, config, wakeups=hub, resolver=resolver),
                 dead_letters=DeadLetterService(database, hub),
-                dispatcher=dispatcher,
-                sinks=sinks,
+                occurrences=OccurrenceService(database),
+                readiness=ReplicaReadiness(database, broker=sinks.broker, worker=dispatcher),
                 keys=KeyRing(api_keys),
             )
 

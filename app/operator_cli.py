@@ -28,6 +28,7 @@ from app.api.schemas import (
     ScheduleOut,
 )
 from app.domain.errors import ChronoqError, ConflictError, InvalidInputError, NotFoundError
+from app.domain.filters import DeadLetterFilter, ScheduleFilter
 from app.domain.occurrence import OccurrenceStatus
 from app.domain.schedule import CLI_ACTOR, Schedule, ScheduleStatus
 from app.service.dead_letters import DeadLetterService
@@ -35,8 +36,6 @@ from app.service.occurrences import OccurrenceService
 from app.service.schedules import ScheduleService
 from app.settings import Settings, load_settings
 from app.store.database import Database, describe_failure, missing_database, redact_url
-from app.store.dead_letters import DeadLetterFilter
-from app.store.schedules import ScheduleFilter
 
 MAX_LIMIT = 500  # the HTTP API's largest page
 

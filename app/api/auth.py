@@ -29,7 +29,7 @@ from fastapi import Depends, Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.hosts import is_same_origin
-from app.api.problems import MEDIA_TYPE, problem_type
+from app.api.problem_details import MEDIA_TYPE, problem_type
 from app.settings import ApiKey
 
 # One WWW-Authenticate header per scheme: browsers read only the first challenge of a

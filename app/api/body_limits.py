@@ -16,7 +16,7 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.api.problems import problem_response
+from app.api.problem_details import problem_response
 
 # A client too slow to send its body in time is not waited for again: the connection ends
 # with the answer. (After a 413 the server reads on and drops the rest, within

@@ -12,9 +12,9 @@ from app.api.deps import CursorQuery, DeadLettersDep, LimitQuery
 from app.api.filters import EventTypeQuery
 from app.api.problems import responses
 from app.api.schemas import DeadLetterOut, Page, ReplayAccepted, Replayed, ReplayRequest
+from app.domain.filters import DeadLetterFilter
 from app.domain.ids import format_instant
 from app.domain.occurrence import OccurrenceStatus
-from app.store.dead_letters import DeadLetterFilter
 
 router = APIRouter(prefix="/v1/dead-letters", tags=["dead-letters"])
 

@@ -7,21 +7,19 @@ from typing import Annotated, TypedDict, cast
 from fastapi import Depends, Query, Request
 
 from app.api.auth import KeyRing
+from app.api.readiness import Readiness
 from app.service.dead_letters import DeadLetterService
+from app.service.occurrences import OccurrenceService
 from app.service.schedules import ScheduleService
 from app.settings import Settings
-from app.sinks.base import Sinks
-from app.store.database import Database
-from app.worker.dispatcher import Dispatcher
 
 
 class State(TypedDict):
     settings: Settings
-    database: Database
     schedules: ScheduleService
     dead_letters: DeadLetterService
-    dispatcher: Dispatcher | None
-    sinks: Sinks
+    occurrences: OccurrenceService
+    readiness: Readiness
     keys: KeyRing  # read by the API key middleware; empty: the API is open
 
 
@@ -38,6 +36,14 @@ def _dead_letters(request: Request) -> DeadLetterService:
     return _state(request)["dead_letters"]
 
 
+def _occurrences(request: Request) -> OccurrenceService:
+    return _state(request)["occurrences"]
+
+
+def _readiness(request: Request) -> Readiness:
+    return _state(request)["readiness"]
+
+
 def _settings(request: Request) -> Settings:
     return _state(request)["settings"]
 
@@ -45,6 +51,8 @@ def _settings(request: Request) -> Settings:
 StateDep = Annotated[State, Depends(_state)]
 SchedulesDep = Annotated[ScheduleService, Depends(_schedules)]
 DeadLettersDep = Annotated[DeadLetterService, Depends(_dead_letters)]
+OccurrencesDep = Annotated[OccurrenceService, Depends(_occurrences)]
+ReadinessDep = Annotated[Readiness, Depends(_readiness)]
 SettingsDep = Annotated[Settings, Depends(_settings)]
 LimitQuery = Annotated[int, Query(ge=1, le=500, description="Page size")]
 CursorQuery = Annotated[str | None, Query(description="Opaque cursor from next_cursor")]

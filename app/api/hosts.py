@@ -21,7 +21,7 @@ from starlette.responses import RedirectResponse
 from starlette.routing import Match, Router
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.api.problems import MEDIA_TYPE, excerpt, problem_type
+from app.api.problem_details import MEDIA_TYPE, excerpt, problem_type
 from app.settings import HostAllowList, Settings
 
 # Answered whatever the Host: an orchestrator's probes name the address they dial (a pod's

@@ -3,25 +3,16 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 
 from app.api import pagination
-from app.api.deps import CursorQuery, LimitQuery, StateDep
+from app.api.deps import CursorQuery, LimitQuery, OccurrencesDep
 from app.api.problems import responses
 from app.api.schemas import AttemptOut, OccurrenceOut, Page
 from app.domain.ids import format_instant
-from app.service.occurrences import OccurrenceService
 
 router = APIRouter(prefix="/v1/occurrences", tags=["occurrences"])
-
-
-def _service(state: StateDep) -> OccurrenceService:
-    return OccurrenceService(state["database"])
-
-
-OccurrencesDep = Annotated[OccurrenceService, Depends(_service)]
 
 
 @router.get("/{occurrence_id}", responses=responses(404, 422))

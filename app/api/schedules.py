@@ -25,11 +25,11 @@ from app.api.schemas import (
     batch_created_json,
 )
 from app.domain.errors import InvalidInputError
+from app.domain.filters import ScheduleFilter
 from app.domain.ids import format_instant
 from app.domain.limits import one_line
 from app.domain.occurrence import OccurrenceStatus
 from app.domain.schedule import Schedule, SchedulePatch, ScheduleSpec, ScheduleStatus
-from app.store.schedules import ScheduleFilter
 
 router = APIRouter(prefix="/v1/schedules", tags=["schedules"])
 

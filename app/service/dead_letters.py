@@ -11,11 +11,12 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from app.domain.errors import ConflictError, InvalidInputError, NotFoundError
+from app.domain.filters import DeadLetterFilter
 from app.domain.occurrence import DeadLetter, OccurrenceStatus
 from app.domain.schedule import EventKind
 from app.store.clock import transaction_now
 from app.store.database import Connection, Database
-from app.store.dead_letters import DeadLetterFilter, DeadLetterStore
+from app.store.dead_letters import DeadLetterStore
 from app.store.events import EventStore
 from app.store.wakeups import Wakeups
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -12,6 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.domain.filters import DeadLetterFilter
 from app.domain.occurrence import (
     DeadLetter,
     OccurrenceStatus,
@@ -21,12 +21,6 @@ from app.store import codec
 from app.store.rows import to_occurrence
 from app.store.tables import occurrences, schedules
 from app.store.types import UUID, UTCDateTime
-
-
-@dataclass(frozen=True, slots=True)
-class DeadLetterFilter:
-    schedule_id: uuid.UUID | None = None
-    event_type: str | None = None
 
 
 class DeadLetterStore:

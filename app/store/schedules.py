@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.claim_plan import pending_occurrence
 from app.domain.errors import ConflictError
+from app.domain.filters import ScheduleFilter
 from app.domain.occurrence import OccurrenceStatus, Origin
 from app.domain.schedule import (
     DERIVED_FIELDS,
@@ -46,15 +47,6 @@ def idempotency_column(key: str, principal: str | None) -> str:
     if principal is None:
         return key
     return f"{principal}{_SCOPE_SEPARATOR}{hashlib.sha256(key.encode()).hexdigest()}"
-
-
-@dataclass(frozen=True, slots=True)
-class ScheduleFilter:
-    status: ScheduleStatus | None = None
-    event_type: str | None = None
-    target_type: str | None = None
-    name: str | None = None
-    labels: dict[str, str] = field(default_factory=dict)
 
 
 def _labels(value: Any) -> dict[str, str]:

@@ -20,6 +20,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from app.domain.filters import DeadLetterFilter
 from app.domain.ids import uuid7
 from app.domain.misfire import Rules, Skip, SkipReason
 from app.domain.occurrence import (
@@ -46,7 +47,7 @@ from app.store.claims import Claimed
 from app.store.clock import transaction_now
 from app.store.database import Connection, Database
 from app.store.ddl import schema_ddl
-from app.store.dead_letters import DeadLetterFilter, DeadLetterStore
+from app.store.dead_letters import DeadLetterStore
 from app.store.dialects import dialect_of
 from app.store.lifecycle import LifecycleStore
 from app.store.migrations import is_at_head, upgrade_to_head

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import pathlib
 import time
 from collections.abc import Callable
 
@@ -29,6 +30,22 @@ async def test_readyz_reports_a_reachable_migrated_database(harness: Harness) ->
 
     assert response.status_code == 200
     assert response.json()["checks"] == {"database": "ok"}
+
+
+async def test_readyz_is_503_on_a_database_not_migrated_to_head(
+    tmp_path: pathlib.Path,
+) -> None:
+    app = create_app(make_settings(f"sqlite+aiosqlite:///{tmp_path / 'empty.db'}"))
+    async with LifespanManager(app) as manager:
+        transport = httpx.ASGITransport(app=manager.app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
+            response = await client.get("/readyz")
+
+    assert response.status_code == 503
+    assert response.json() == {
+        "status": "not ready",
+        "checks": {"database": "not migrated to head"},
+    }
 
 
 @pytest.mark.postgres

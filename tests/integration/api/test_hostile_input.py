@@ -661,7 +661,7 @@ async def test_a_batch_plans_its_triggers_off_the_event_loop(
         planned_on.add(threading.get_ident())
         return first_fire_or_refuse(*args, **kwargs)
 
-    monkeypatch.setattr("app.service.schedules.first_fire_or_refuse", recording)
+    monkeypatch.setattr("app.service.schedules.creation.first_fire_or_refuse", recording)
     items = [valid_body(target=harness.webhook(), trigger=cron("*/5 * * * *"))] * 100
 
     response = await harness.client.post("/v1/schedules/batch", json={"items": items})

@@ -1,0 +1,122 @@
+"""Changing a schedule (PATCH): fields checked as at create, the change recorded with the
+fields it changed, and the next occurrence planned again when its instant, its jitter or
+whether it comes at all changes."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import cast
+
+from app.domain.errors import ConflictError, InvalidInputError
+from app.domain.occurrence import Origin
+from app.domain.schedule import (
+    NOT_NULLABLE,
+    RULE_FIELDS,
+    EventKind,
+    Schedule,
+    SchedulePatch,
+    ScheduleStatus,
+    check_patch,
+)
+from app.domain.trigger import Trigger, check_cadence, first_fire_or_refuse, is_recurring, resolve
+from app.service.schedules.checks import BodyChecks, kept_secrets
+from app.service.schedules.steps import ScheduleSteps
+from app.store import completion
+from app.store.clock import transaction_now
+from app.store.database import Connection, Database
+from app.store.rows import new_occurrence
+from app.store.wakeups import Wakeups
+
+# PATCH fields that change which ticks come, or when: the next occurrence is planned again.
+RECOMPUTE = frozenset({"trigger", "jitter_seconds", "max_occurrences"})
+# PATCH fields that change the cadence itself: refused once a schedule has finished.
+SHAPE = frozenset({"trigger", "max_occurrences"})
+
+
+def _stored_value(schedule: Schedule, field: str) -> object:
+    """A schedule's value of a PATCH field, by the field's name."""
+    if field in RULE_FIELDS:
+        return getattr(schedule.rules, RULE_FIELDS[field])
+    return getattr(schedule, field)
+
+
+class ScheduleChanges:
+    def __init__(
+        self, database: Database, steps: ScheduleSteps, checks: BodyChecks, wakeups: Wakeups
+    ) -> None:
+        self._db = database
+        self._steps = steps
+        self._checks = checks
+        self._wakeups = wakeups
+
+    async def patch(
+        self,
+        schedule_id: uuid.UUID,
+        patch: SchedulePatch,
+        if_match: frozenset[int] | None = None,
+        actor: str | None = None,
+    ) -> Schedule:
+        changes = patch.model_dump(exclude_unset=True)
+        if "payload" in changes:
+            self._checks.payload(patch.payload, "#/payload")
+        self._checks.target(patch, "#/target/type")
+        await self._checks.urls([(patch, "#")])
+        if patch.trigger is not None:
+            check_cadence(patch.trigger)
+        for field in NOT_NULLABLE:
+            if field in changes and changes[field] is None:
+                raise InvalidInputError(f"{field} cannot be null", pointer=f"#/{field}")
+        recompute = bool(RECOMPUTE & changes.keys())
+
+        async def work(conn: Connection) -> Schedule:
+            current = await self._steps.locked(conn, schedule_id, if_match)
+            check_patch(current.status, changes_trigger=bool(SHAPE & changes.keys()))
+            now = await transaction_now(conn)
+            values: dict[str, object] = {
+                field: getattr(patch, field) for field in changes if field != "trigger"
+            }
+            if patch.target is not None:
+                values["target"] = kept_secrets(patch.target, current.target, "#/target")
+            if patch.trigger is not None:
+                if not is_recurring(current.trigger) and current.fire_count > 0:
+                    raise ConflictError("this one-shot schedule has already fired")
+                values["trigger"] = resolve(patch.trigger, now)
+            if recompute:
+                # The not-yet-fired next occurrence is replaced: its instant, its jitter
+                # draw or whether it comes at all changes (one already fired keeps its own).
+                await self._replan(conn, current, values, now)
+            await self._steps.schedules.update(conn, schedule_id, now, **values)
+            # What the PATCH changed; a PATCH that changes nothing still makes a version.
+            changed = sorted(
+                field for field, value in values.items() if value != _stored_value(current, field)
+            )
+            await self._steps.record(conn, current, EventKind.UPDATED, now, actor, fields=changed)
+            if recompute and current.status is ScheduleStatus.PENDING:
+                await completion.finish_recurring(conn, [schedule_id], now, actor)
+            return await self._steps.require(conn, schedule_id)
+
+        return await self._db.run(work)
+
+    async def _replan(
+        self, conn: Connection, current: Schedule, values: dict[str, object], now: datetime
+    ) -> None:
+        trigger = cast(Trigger, values.get("trigger", current.trigger))
+        first = first_fire_or_refuse(trigger, now)
+        occurrences = self._steps.occurrences
+        await occurrences.drop_unfired_cadence(conn, current.id)
+        recurring = is_recurring(trigger)
+        budget = values.get("max_occurrences", current.rules.max_occurrences)
+        if recurring and isinstance(budget, int) and current.rules.fired >= budget:
+            return  # the new bound is already spent: the schedule completes
+        paused = current.status is ScheduleStatus.PAUSED
+        if paused and recurring:
+            return  # resume plans the next tick
+        jitter = cast(float, values.get("jitter_seconds", current.jitter_seconds))
+        row = new_occurrence(
+            current.id, first, now, Origin.SCHEDULE, delay=self._steps.jitter(jitter)
+        )
+        if paused:  # held: resume gives it back its instant
+            row["held_until"], row["available_at"] = row["available_at"], None
+        await occurrences.insert(conn, [row])
+        await self._wakeups.announce(conn, row["available_at"])

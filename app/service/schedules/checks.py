@@ -1,0 +1,66 @@
+"""What a schedule's body must satisfy beyond its schema, checked before any transaction:
+the payload's size, a broker for a RabbitMQ target, the webhook hosts' addresses, and the
+redacted secrets a client sends back."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from app.domain.addresses import AddressPolicy
+from app.domain.errors import InvalidInputError, PayloadTooLargeError
+from app.domain.placeholders import PlaceholderError, keep_stored_secrets
+from app.domain.schedule import SchedulePatch, ScheduleSpec
+from app.domain.target import Target, WebhookTarget
+from app.service.addresses import HostResolver, TargetAddresses
+from app.settings import Settings
+
+# json.dumps(value, separators=(",", ":"), ensure_ascii=False), its encoder made once.
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+def kept_secrets(new: Target, stored: Target | None, pointer: str) -> Target:
+    """`new` with each redacted form a client sent back replaced by the stored secret
+    (`app.domain.placeholders`); one that nothing stored stands for is refused."""
+    try:
+        return keep_stored_secrets(new, stored)
+    except PlaceholderError as exc:
+        raise InvalidInputError(str(exc), pointer=f"{pointer}/{exc.field}") from None
+
+
+class BodyChecks:
+    """The checks that depend on this service's settings; each refusal names its pointer."""
+
+    def __init__(self, settings: Settings, resolver: HostResolver | None = None) -> None:
+        self._settings = settings
+        self._addresses = TargetAddresses(AddressPolicy.of(*settings.target_rules()), resolver)
+
+    def payload(self, payload: object, pointer: str) -> None:
+        size = len(_COMPACT(payload).encode())
+        limit = self._settings.max_payload_bytes
+        if size > limit:
+            raise PayloadTooLargeError(
+                f"payload is {size} bytes; the limit is {limit} (CHRONOQ_MAX_PAYLOAD_BYTES)",
+                pointer=pointer,
+            )
+
+    def target(self, spec: ScheduleSpec | SchedulePatch, pointer: str) -> None:
+        if (
+            spec.target is not None
+            and spec.target.type == "rabbitmq"
+            and not self._settings.amqp_url
+        ):
+            raise InvalidInputError(
+                "a rabbitmq target needs AMQP_URL to be configured on the service", pointer=pointer
+            )
+
+    async def urls(self, specs: Sequence[tuple[ScheduleSpec | SchedulePatch, str]]) -> None:
+        """Webhook hosts that are, or resolve to, a denied address are refused (DESIGN 8);
+        each (spec, pointer prefix) names its URL as `<prefix>/target/url`."""
+        # A URL is judged by itself: each distinct one is checked once, at its first item
+        # (the same refusal, at the same pointer, as checking every item in order).
+        first: dict[str, tuple[WebhookTarget, str]] = {}
+        for spec, prefix in specs:
+            if isinstance(spec.target, WebhookTarget) and spec.target.url not in first:
+                first[spec.target.url] = (spec.target, f"{prefix}/target/url")
+        await self._addresses.check(first.values())

@@ -1,0 +1,209 @@
+"""Creating schedules: one, idempotent under an Idempotency-Key, or a batch, all or nothing;
+each stored with its first occurrence and its `created` event in one transaction."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from app.domain.errors import ConflictError, InvalidInputError
+from app.domain.ids import uuid7
+from app.domain.limits import MAX_BATCH
+from app.domain.schedule import EventKind, Schedule, ScheduleDraft, ScheduleSpec, rules_of
+from app.domain.trigger import Trigger, check_cadence, first_fire_or_refuse, resolve
+from app.service.schedules.checks import BodyChecks, kept_secrets
+from app.service.schedules.steps import ScheduleSteps
+from app.settings import Settings
+from app.store.clock import transaction_now
+from app.store.database import Connection, Database
+from app.store.events import NewEvent
+from app.store.wakeups import Wakeups
+
+
+@dataclass(frozen=True, slots=True)
+class Created:
+    schedule: Schedule
+    created: bool  # False: the replay of an earlier create with the same key and body
+
+
+def _planned(trigger: Trigger, now: datetime, pointer: str) -> tuple[Trigger, datetime]:
+    """A new schedule's trigger pinned to `now`, and its first fire instant; a trigger too
+    sparse, or whose bounds leave nothing to fire, is refused naming it (under `pointer`)."""
+    check_cadence(trigger, pointer)
+    resolved = resolve(trigger, now)
+    return resolved, first_fire_or_refuse(resolved, now, pointer)
+
+
+def _due(draft: ScheduleDraft) -> datetime:
+    """When a new schedule's first occurrence becomes claimable."""
+    return draft.first_fire_at + timedelta(seconds=draft.first_delay)
+
+
+def _created(drafts: Sequence[ScheduleDraft], actor: str | None) -> list[NewEvent]:
+    return [NewEvent(d.id, EventKind.CREATED, version=1, actor=actor) for d in drafts]
+
+
+def _fingerprint(spec: ScheduleSpec) -> str:
+    canonical = json.dumps(spec.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class ScheduleCreation:
+    def __init__(
+        self,
+        database: Database,
+        settings: Settings,
+        steps: ScheduleSteps,
+        checks: BodyChecks,
+        wakeups: Wakeups,
+        rng: random.Random,
+    ) -> None:
+        self._db = database
+        self._settings = settings
+        self._steps = steps
+        self._checks = checks
+        self._wakeups = wakeups
+        self._rng = rng
+
+    def _draft(
+        self,
+        spec: ScheduleSpec,
+        now: datetime,
+        plan: tuple[Trigger, datetime],
+        key: str | None = None,
+        request_hash: str | None = None,
+        created_by: str | None = None,
+    ) -> ScheduleDraft:
+        trigger, first = plan
+        return ScheduleDraft(
+            id=uuid7(now, self._rng.getrandbits(74)),
+            name=spec.name,
+            event_type=spec.event_type,
+            payload=spec.payload,
+            target=spec.target,
+            trigger=trigger,
+            max_attempts=spec.max_attempts or self._settings.max_attempts,
+            labels=spec.labels,
+            first_fire_at=first,
+            jitter_seconds=spec.jitter_seconds,
+            rules=rules_of(spec),
+            pause_after_failures=spec.pause_after_failures,
+            first_delay=self._steps.jitter(spec.jitter_seconds),
+            idempotency_key=key,
+            request_hash=request_hash,
+            created_by=created_by,
+        )
+
+    async def _check_names(
+        self, conn: Connection, specs: Sequence[ScheduleSpec], batch: bool
+    ) -> None:
+        names = [spec.name for spec in specs if spec.name is not None]
+        taken = set(await self._steps.schedules.name_taken(conn, names))
+        seen: set[str] = set()
+        for index, spec in enumerate(specs):
+            pointer = f"#/items/{index}/name" if batch else "#/name"
+            if spec.name is None:
+                continue
+            if spec.name in taken:
+                raise ConflictError(
+                    f"a schedule named {spec.name!r} already exists", pointer=pointer
+                )
+            if spec.name in seen:
+                raise InvalidInputError(
+                    f"name {spec.name!r} appears twice in the batch", pointer=pointer
+                )
+            seen.add(spec.name)
+
+    async def create(
+        self,
+        spec: ScheduleSpec,
+        idempotency_key: str | None = None,
+        created_by: str | None = None,
+    ) -> Created:
+        """Store a schedule and its first occurrence. The same idempotency key with the same
+        body returns the original; with another body it is a conflict. `created_by` is the
+        name of the API key that asked (None: the API is open), and idempotency keys are its
+        own: another API key's use of the same one is another schedule."""
+        self._checks.payload(spec.payload, "#/payload")
+        self._checks.target(spec, "#/target/type")
+        await self._checks.urls([(spec, "#")])
+        kept_secrets(spec.target, None, "#/target")
+        request_hash = _fingerprint(spec) if idempotency_key else None
+
+        async def replay_key(conn: Connection) -> Created | None:
+            if idempotency_key is None:
+                return None
+            existing = await self._steps.schedules.find_by_idempotency_key(
+                conn, idempotency_key, created_by
+            )
+            if existing is None:
+                return None
+            if existing.request_hash != request_hash:
+                raise ConflictError(
+                    "this Idempotency-Key was already used with a different request body"
+                )
+            return Created(existing, created=False)
+
+        async def work(conn: Connection) -> Created:
+            if (earlier := await replay_key(conn)) is not None:
+                return earlier
+            await self._check_names(conn, [spec], batch=False)
+            now = await transaction_now(conn)
+            plan = _planned(spec.trigger, now, "#")
+            draft = self._draft(
+                spec, now, plan, idempotency_key, request_hash, created_by=created_by
+            )
+            (stored,) = await self._steps.schedules.insert(conn, [draft], now)
+            await self._steps.events.record(conn, _created([draft], created_by), now)
+            await self._wakeups.announce(conn, _due(draft))
+            return Created(stored, created=True)
+
+        try:
+            return await self._db.run(work)
+        except ConflictError:
+            if idempotency_key is None:
+                raise
+            # Two requests raced with the same key: the loser answers like a replay.
+            earlier = await self._db.run(replay_key)
+            if earlier is None:
+                raise
+            return earlier
+
+    async def create_many(
+        self, specs: Sequence[ScheduleSpec], created_by: str | None = None
+    ) -> list[Schedule]:
+        """All or nothing, in one transaction."""
+        if len(specs) > MAX_BATCH:
+            raise InvalidInputError(f"a batch holds at most {MAX_BATCH} items", pointer="#/items")
+        for index, spec in enumerate(specs):
+            self._checks.payload(spec.payload, f"#/items/{index}/payload")
+            self._checks.target(spec, f"#/items/{index}/target/type")
+            kept_secrets(spec.target, None, f"#/items/{index}/target")
+        await self._checks.urls([(spec, f"#/items/{index}") for index, spec in enumerate(specs)])
+
+        async def work(conn: Connection) -> list[Schedule]:
+            await self._check_names(conn, specs, batch=True)
+            now = await transaction_now(conn)
+            # A thousand triggers are a thousand walks of the calendar (croniter's): off
+            # the event loop, which serves every other request meanwhile.
+            plans = await asyncio.to_thread(
+                lambda: [
+                    _planned(spec.trigger, now, f"#/items/{index}")
+                    for index, spec in enumerate(specs)
+                ]
+            )
+            drafts = [
+                self._draft(spec, now, plan, created_by=created_by)
+                for spec, plan in zip(specs, plans, strict=True)
+            ]
+            stored = await self._steps.schedules.insert(conn, drafts, now)
+            await self._steps.events.record(conn, _created(drafts, created_by), now)
+            await self._wakeups.announce(conn, min(map(_due, drafts), default=None))
+            return stored
+
+        return await self._db.run(work)

@@ -1,0 +1,54 @@
+"""How the console shows values: instants, periods, triggers and JSON, given to its
+templates as Jinja filters; every value is escaped as text."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import jinja2
+
+from app.domain.trigger import Trigger
+
+
+def when(value: datetime | None) -> str:
+    if value is None:
+        return "-"
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") + "Z"
+
+
+def period(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g} {unit}"
+    return f"{seconds:g} s"
+
+
+def trigger_text(trigger: Trigger) -> str:
+    if trigger.type == "cron":
+        return f"cron {trigger.expression} ({trigger.timezone})"
+    if trigger.type == "interval":
+        return f"every {period(trigger.every_seconds)}"
+    if trigger.type == "once":
+        return f"once at {when(trigger.at)}"
+    return "immediately"
+
+
+def pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
+
+
+def environment() -> jinja2.Environment:
+    """The console templates' environment, with the filters above."""
+    templates = jinja2.Environment(
+        loader=jinja2.PackageLoader("app.ui", "templates"),
+        autoescape=True,  # every value is text: a payload's <script> shows as text
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    templates.filters["when"] = when
+    templates.filters["trigger_text"] = trigger_text
+    templates.filters["pretty"] = pretty
+    return templates
