@@ -28,7 +28,7 @@ from app.store.database import Database
 from app.store.migrations import upgrade_to_head
 from app.store.wakeups import Wakeups
 from app.ui import console
-from app.worker.thread import delivery_thread
+from app.worker.thread import delivery_loop
 
 _GC_THRESHOLDS = (20_000, 50, 100)
 
@@ -92,7 +92,7 @@ def create_app(
                 # handling never stands between a due occurrence and its delivery
                 # (docs/performance.md). It builds its own pools and sinks there, and its
                 # sinks are the ones readiness reports on.
-                loop = await stack.enter_async_context(delivery_thread(config, hub).running())
+                loop = await stack.enter_async_context(delivery_loop(config, hub))
                 dispatcher, sinks = loop.dispatcher, loop.sinks
             else:
                 sinks = await stack.enter_async_context(open_sinks(config))

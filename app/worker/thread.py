@@ -32,6 +32,7 @@ from app import metrics
 from app.settings import Settings
 from app.sinks import open_sinks
 from app.sinks.base import Sinks
+from app.store import dialects
 from app.store.database import Database
 from app.store.queue import DeliveryQueue
 from app.store.wakeups import Wakeups
@@ -254,3 +255,16 @@ def delivery_thread(settings: Settings, wakeups: Wakeups) -> LoopThread[Delivery
         name="chronoq-delivery",
         switch_interval=SWITCH_INTERVAL,
     )
+
+
+def delivery_loop(
+    settings: Settings, wakeups: Wakeups
+) -> AbstractAsyncContextManager[DeliveryLoop]:
+    """Where this replica's delivery loop runs: on a thread of its own on a database that
+    several replicas share; on the caller's event loop on SQLite, as before. SQLite has one
+    writer per file, which the API's writes and the loop's take in turn whichever thread
+    they come from, and a stop that met a settle waiting for that lock from the loop's
+    thread was seen to hang until its grace ran out (docs/performance.md)."""
+    if dialects.for_url(settings.database_url).multi_replica:
+        return delivery_thread(settings, wakeups).running()
+    return delivery_parts(settings, wakeups)
