@@ -7,16 +7,10 @@ write's own transaction reaches every replica's `LISTEN` connection when, and on
 write commits; elsewhere the announcement reaches this process's loop once the write has
 committed, and other replicas find the work when they next poll. Announcements are hints:
 a lost one costs at most one poll interval, since the loop never sleeps longer than that.
-
-The delivery loop may run on another thread's event loop than the writes that announce
-(app.worker.thread): a listener is called on the event loop it subscribed from, directly
-when that is the announcing one, else through `call_soon_threadsafe`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Callable
 from contextlib import suppress
 from datetime import datetime
@@ -30,47 +24,26 @@ Listener = Callable[[float], None]
 
 class Wakeups:
     """This process's end of the announcements: listeners hear "something is due in N
-    seconds" (negative: already due), on the event loop each subscribed from. Safe to use
-    from any thread."""
+    seconds" (negative: already due)."""
 
     def __init__(self) -> None:
-        self._listeners: list[tuple[Listener, asyncio.AbstractEventLoop | None]] = []
-        self._lock = threading.Lock()
+        self._listeners: list[Listener] = []
 
     def subscribe(self, listener: Listener) -> None:
-        with self._lock:
-            self._listeners.append((listener, _running_loop()))
+        self._listeners.append(listener)
 
     def unsubscribe(self, listener: Listener) -> None:
-        with self._lock:
-            for n, (subscribed, _) in enumerate(self._listeners):
-                if subscribed == listener:
-                    del self._listeners[n]
-                    return
+        with suppress(ValueError):
+            self._listeners.remove(listener)
 
     def due_in(self, seconds: float) -> None:
-        with self._lock:
-            listeners = list(self._listeners)
-        here = _running_loop()
-        for listener, loop in listeners:
-            if loop is None or loop is here:
-                listener(seconds)
-                continue
-            # A loop that has closed has no listener left to wake.
-            with suppress(RuntimeError):
-                loop.call_soon_threadsafe(listener, seconds)
+        for listener in list(self._listeners):
+            listener(seconds)
 
     async def announce(self, conn: AsyncConnection, at: datetime | None) -> None:
         """Inside a write's transaction: an occurrence is due at `at` (None: nothing new)."""
         if at is not None:
             await dialect_of(conn).announce(conn, self, at)
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
 
 
 async def next_due_in(conn: AsyncConnection) -> float | None:
