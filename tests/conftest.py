@@ -317,17 +317,24 @@ STORES = [
 ]
 
 
-# For a slow case whose store-specific part the store conformance suite (tests/store/)
-# already runs on every store: the embedded store and one server, not all three.
-ONE_SERVER = pytest.mark.parametrize("database_url", STORES[:2], indirect=True)
+# The stores an integration case runs on unless it says otherwise: the embedded one and one
+# server. What the store does is the store conformance suite's (tests/store/, on every
+# store); the API, the delivery loop, the CLI and the console above it are the same code
+# whichever store is below.
+SERVED = STORES[:2]
+# For an integration case about what a store itself does where the databases differ (how
+# MySQL locks, counts rows, classifies its errors, holds extreme values), beyond what the
+# conformance suite covers: every store.
+ALL_STORES = pytest.mark.parametrize("database_url", STORES, indirect=True)
 # For a case whose store reads and writes are those of other cases (a command's usage
 # errors, a table's layout): the embedded store only.
 EMBEDDED_ONLY = pytest.mark.parametrize("database_url", STORES[:1], indirect=True)
 
 
-@pytest.fixture(params=STORES)
+@pytest.fixture(params=SERVED)
 def database_url(request: pytest.FixtureRequest, tmp_path: Path, sqlite_template: Path) -> str:
-    """An empty, migrated database of each store; every test gets a clean one."""
+    """An empty, migrated database of each store (SERVED, or those a case's parametrize
+    names); every test gets a clean one."""
     if request.param == "sqlite":
         path = tmp_path / "chronoq.db"
         shutil.copy(sqlite_template, path)

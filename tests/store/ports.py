@@ -8,9 +8,7 @@ use the store.
 
 from __future__ import annotations
 
-import asyncio
 import random
-import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -54,6 +52,7 @@ from app.store.queue import DeliveryQueue
 from app.store.schedules import ScheduleStore
 from app.store.tables import attempts, occurrences, schedules
 from app.store.wakeups import Wakeups
+from tests.waiting import eventually
 
 __all__ = [
     "Database",
@@ -218,13 +217,21 @@ async def due_in(database: Database) -> float | None:
 
 
 async def claim_when_due(
-    database: Database, *, limit: int = 10, lease: float = 30.0, within: float = 5.0
+    database: Database,
+    *,
+    limit: int = 10,
+    lease: float = 30.0,
+    owner: str = OWNER,
+    within: float = 10.0,
 ) -> list[Delivery]:
     """Claim as soon as something is due, polling; fails after `within` seconds."""
-    deadline = time.monotonic() + within
-    while not (found := await claim(database, limit=limit, lease=lease)):
-        assert time.monotonic() < deadline, f"nothing became claimable within {within}s"
-        await asyncio.sleep(0.05)
+    found: list[Delivery] = []
+
+    async def claimed() -> bool:
+        found.extend(await claim(database, limit=limit, lease=lease, owner=owner))
+        return bool(found)
+
+    await eventually(claimed, within=within, every=0.05, what="something claimable")
     return found
 
 
@@ -266,6 +273,7 @@ class AttemptRow:
     started_at: datetime
     duration_ms: int
     error: str | None
+    replica: str | None
 
 
 async def read_attempt_log(database: Database, occurrence_id: uuid.UUID) -> list[AttemptRow]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tests.conftest import ONE_SERVER
 from tests.integration.conftest import Harness
 
 SECOND = timedelta(seconds=1)
@@ -28,7 +27,6 @@ async def _completed(harness: Harness, schedule_id: str) -> bool:
     return await harness.schedule_status(schedule_id) == "completed"
 
 
-@ONE_SERVER
 async def test_an_interval_stops_at_end_at_and_completes(harness: Harness) -> None:
     start = _soon()
     created = await harness.create(

@@ -16,12 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from app.worker.dispatcher import Dispatcher
-from tests.conftest import ONE_SERVER
 from tests.integration.conftest import Harness
-
-# The plan is a pure function (tests/unit/domain/test_claim_plan.py) and what the claim
-# writes for it is in the store conformance suite; these cases wait out real ticks.
-pytestmark = ONE_SERVER
 
 TICK = timedelta(seconds=1)
 OUTAGE = 3.6  # seconds the loop is stopped: three or four ticks are missed

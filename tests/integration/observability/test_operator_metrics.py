@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.engine import Engine
 
 from app import metrics
-from tests.conftest import ONE_SERVER, STORES
+from tests.conftest import STORES
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
 
@@ -142,7 +142,6 @@ async def test_store_numbers_are_cached_and_concurrent_scrapes_share_one_read(
     assert _value(cached, "chronoq_backlog_due") == 1
 
 
-@ONE_SERVER
 @pytest.mark.usefixtures("uncached")
 async def test_a_failed_read_keeps_the_last_numbers_counts_the_failure_and_metrics_answer(
     harness: Harness, caplog: pytest.LogCaptureFixture

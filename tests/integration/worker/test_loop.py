@@ -16,7 +16,7 @@ from app.settings import Settings
 from app.sinks import open_sinks
 from app.store.database import Database
 from app.worker.dispatcher import Dispatcher
-from tests.conftest import ONE_SERVER, make_settings
+from tests.conftest import make_settings
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
 from tests.tcp_proxy import TcpProxy
@@ -158,7 +158,6 @@ async def test_a_missed_room_signal_costs_at_most_a_poll_interval(harness: Harne
         await _wait_until(lambda: _true(dispatcher.cycles > 0), timeout=3.0)
 
 
-@ONE_SERVER
 async def test_a_delivery_never_starts_on_a_lease_too_short_to_finish(harness: Harness) -> None:
     """One delivery at a time, half a second each, under a 4 s lease: ten claimed at once
     take 5 s, so the later ones would start with their lease nearly gone or spent (another

@@ -23,7 +23,7 @@ from app.store.dialects.postgresql import PRUNING_LOCK
 from app.store.retention import prune
 from app.store.tables import occurrences
 from app.worker.pruner import Pruner
-from tests.conftest import make_settings
+from tests.conftest import ALL_STORES, make_settings
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
 from tests.tcp_proxy import TcpProxy
@@ -234,6 +234,7 @@ async def test_a_round_prunes_batch_after_batch_until_one_comes_back_short(
     assert await pruner.run_once() == 0
 
 
+@ALL_STORES
 async def test_a_retention_reaching_before_year_one_prunes_nothing(harness: Harness) -> None:
     await _delivered(harness)
     await _age(harness.database, by=timedelta(days=365 * 100))

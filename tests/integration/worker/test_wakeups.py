@@ -16,6 +16,7 @@ import sqlalchemy as sa
 
 from app.store.database import Database
 from app.worker.dispatcher import Dispatcher
+from tests.conftest import ALL_STORES
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
 
@@ -65,12 +66,15 @@ def _received(harness: Harness, count: int) -> Callable[[], Awaitable[bool]]:
     return check
 
 
+# Each database wakes the loop its own way (LISTEN/NOTIFY, or in process after a commit).
+@ALL_STORES
 async def test_a_new_schedule_wakes_an_idle_loop(harness: Harness) -> None:
     async with _idle_loop(harness):
         await harness.create(trigger={"type": "immediate"})
         await _within(PROMPT, _received(harness, 1))
 
 
+@ALL_STORES
 async def test_an_idle_loop_sleeps_until_the_next_due_instant(harness: Harness) -> None:
     due = datetime.now(UTC) + timedelta(seconds=1.5)
     await harness.create(trigger={"type": "once", "at": _iso(due)})
@@ -82,6 +86,7 @@ async def test_an_idle_loop_sleeps_until_the_next_due_instant(harness: Harness) 
     assert timedelta(0) <= arrived - due < timedelta(seconds=PROMPT)
 
 
+@ALL_STORES
 async def test_a_recurring_schedule_keeps_its_cadence_without_polling(harness: Harness) -> None:
     start = datetime.now(UTC) + timedelta(milliseconds=500)
     async with _idle_loop(harness):
@@ -95,6 +100,7 @@ async def test_a_recurring_schedule_keeps_its_cadence_without_polling(harness: H
         assert arrived - (start + n * timedelta(seconds=1)) < timedelta(seconds=PROMPT)
 
 
+@ALL_STORES
 async def test_a_retry_wakes_the_loop_when_it_comes_due(make_harness) -> None:  # type: ignore[no-untyped-def]
     async with make_harness(retry_base_delay=0.2, retry_max_delay=0.4) as harness:
         harness.receiver.script("/hook", Reply(status=503))
@@ -105,6 +111,7 @@ async def test_a_retry_wakes_the_loop_when_it_comes_due(make_harness) -> None:  
         assert [r.headers["X-Attempt"] for r in harness.receiver.requests] == ["1", "2"]
 
 
+@ALL_STORES
 async def test_trigger_replay_and_resume_wake_an_idle_loop(make_harness) -> None:  # type: ignore[no-untyped-def]
     async with make_harness(max_attempts=1) as harness:
         harness.receiver.script("/hook", Reply(status=400))
