@@ -6,13 +6,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from tests.factories import iso
 from tests.integration.conftest import Harness
 
 SECOND = timedelta(seconds=1)
-
-
-def _iso(instant: datetime) -> str:
-    return instant.isoformat().replace("+00:00", "Z")
 
 
 def _at(text: str) -> datetime:
@@ -33,8 +30,8 @@ async def test_an_interval_stops_at_end_at_and_completes(harness: Harness) -> No
         trigger={
             "type": "interval",
             "every_seconds": 1,
-            "start_at": _iso(start),
-            "end_at": _iso(start + 2 * SECOND),
+            "start_at": iso(start),
+            "end_at": iso(start + 2 * SECOND),
         }
     )
 
@@ -49,7 +46,7 @@ async def test_an_interval_stops_at_end_at_and_completes(harness: Harness) -> No
 
 async def test_max_occurrences_caps_the_ticks_that_fire(harness: Harness) -> None:
     created = await harness.create(
-        trigger={"type": "interval", "every_seconds": 1, "start_at": _iso(_soon())},
+        trigger={"type": "interval", "every_seconds": 1, "start_at": iso(_soon())},
         max_occurrences=2,
     )
 
@@ -72,7 +69,7 @@ async def test_a_bounded_schedule_whose_last_tick_needed_a_retry_still_completes
 
     harness.receiver.script("/hook", Reply(status=503))
     created = await harness.create(
-        trigger={"type": "interval", "every_seconds": 3600, "start_at": _iso(_soon())},
+        trigger={"type": "interval", "every_seconds": 3600, "start_at": iso(_soon())},
         max_occurrences=1,
     )
 
@@ -84,7 +81,7 @@ async def test_a_bounded_schedule_whose_last_tick_needed_a_retry_still_completes
 async def test_a_cron_with_start_at_fires_nothing_before_it(harness: Harness) -> None:
     start = datetime(2031, 6, 1, 12, 0, 30, tzinfo=UTC)
     created = await harness.create(
-        trigger={"type": "cron", "expression": "0 * * * *", "start_at": _iso(start)}
+        trigger={"type": "cron", "expression": "0 * * * *", "start_at": iso(start)}
     )
 
     assert _at(created["next_fire_at"]) == datetime(2031, 6, 1, 13, 0, tzinfo=UTC)
@@ -93,18 +90,18 @@ async def test_a_cron_with_start_at_fires_nothing_before_it(harness: Harness) ->
 async def test_an_end_at_before_the_first_tick_is_refused_naming_it(harness: Harness) -> None:
     now = datetime.now(UTC)
     cases: list[dict[str, Any]] = [
-        {"type": "cron", "expression": "0 0 1 1 *", "end_at": _iso(now + timedelta(days=1))},
+        {"type": "cron", "expression": "0 0 1 1 *", "end_at": iso(now + timedelta(days=1))},
         {
             "type": "cron",
             "expression": "* * * * *",
-            "start_at": _iso(now + timedelta(days=2)),
-            "end_at": _iso(now + timedelta(days=1)),
+            "start_at": iso(now + timedelta(days=2)),
+            "end_at": iso(now + timedelta(days=1)),
         },
         {
             "type": "interval",
             "every_seconds": 60,
-            "start_at": _iso(now - timedelta(seconds=90)),
-            "end_at": _iso(now - timedelta(seconds=1)),
+            "start_at": iso(now - timedelta(seconds=90)),
+            "end_at": iso(now - timedelta(seconds=1)),
         },
     ]
     for trigger in cases:
@@ -143,7 +140,7 @@ async def test_patching_bounds_and_policies_plans_the_next_tick_again(harness: H
                 "type": "cron",
                 "expression": "0 9 * * *",
                 "timezone": "Europe/Paris",
-                "start_at": _iso(start),
+                "start_at": iso(start),
             },
             "misfire_policy": "fire_all",
             "max_catchup": 7,
@@ -163,8 +160,8 @@ async def test_patching_bounds_and_policies_plans_the_next_tick_again(harness: H
             "trigger": {
                 "type": "cron",
                 "expression": "0 9 * * *",
-                "start_at": _iso(start),
-                "end_at": _iso(start + timedelta(hours=1)),
+                "start_at": iso(start),
+                "end_at": iso(start + timedelta(hours=1)),
             }
         },
     )
@@ -181,7 +178,7 @@ async def test_lowering_max_occurrences_below_what_fired_completes_the_schedule(
     harness: Harness,
 ) -> None:
     created = await harness.create(
-        trigger={"type": "interval", "every_seconds": 3600, "start_at": _iso(_soon())}
+        trigger={"type": "interval", "every_seconds": 3600, "start_at": iso(_soon())}
     )
     await harness.step_until(lambda: _received(harness, 1))
 
@@ -210,10 +207,10 @@ async def test_the_preview_honours_bounds(harness: Harness) -> None:
             "trigger": {
                 "type": "cron",
                 "expression": "0 12 * * *",
-                "start_at": _iso(after + timedelta(days=2)),
-                "end_at": _iso(after + timedelta(days=5, hours=12)),
+                "start_at": iso(after + timedelta(days=2)),
+                "end_at": iso(after + timedelta(days=5, hours=12)),
             },
-            "after": _iso(after),
+            "after": iso(after),
             "count": 10,
         },
     )
@@ -221,7 +218,7 @@ async def test_the_preview_honours_bounds(harness: Harness) -> None:
         "/v1/triggers/preview",
         json={
             "trigger": {"type": "cron", "expression": "0 12 * * *"},
-            "after": _iso(after),
+            "after": iso(after),
             "count": 10,
             "max_occurrences": 2,
         },
@@ -232,7 +229,7 @@ async def test_the_preview_honours_bounds(harness: Harness) -> None:
             "trigger": {
                 "type": "cron",
                 "expression": "0 0 1 1 *",
-                "end_at": _iso(datetime.now(UTC) + timedelta(days=1)),
+                "end_at": iso(datetime.now(UTC) + timedelta(days=1)),
             }
         },
     )

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from tests.factories import iso
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
-
-
-def _iso(instant: datetime) -> str:
-    return instant.isoformat().replace("+00:00", "Z")
 
 
 def _at(text: str) -> datetime:
@@ -20,7 +17,7 @@ async def test_a_retrying_tick_does_not_delay_the_next_one(harness: Harness) -> 
     harness.receiver.always("/hook", Reply(500))
     start = datetime.now(UTC) + timedelta(seconds=1)
     created = await harness.create(
-        trigger={"type": "interval", "every_seconds": 60, "start_at": _iso(start)}
+        trigger={"type": "interval", "every_seconds": 60, "start_at": iso(start)}
     )
 
     await harness.step_until(lambda: _requests(harness, 1))
@@ -55,7 +52,7 @@ async def test_an_overdue_recurring_occurrence_fires_once_and_the_next_is_in_the
     harness: Harness,
 ) -> None:
     long_ago = datetime.now(UTC) - timedelta(hours=5)
-    created = await harness.create(trigger={"type": "once", "at": _iso(long_ago)})
+    created = await harness.create(trigger={"type": "once", "at": iso(long_ago)})
     await harness.step()
     assert len(harness.receiver.requests) == 1
     assert await harness.schedule_status(created["id"]) == "completed"
@@ -72,7 +69,7 @@ async def test_an_overdue_recurring_occurrence_fires_once_and_the_next_is_in_the
 async def test_pause_holds_everything_and_resume_realigns_to_the_future(harness: Harness) -> None:
     start = datetime.now(UTC) + timedelta(milliseconds=300)
     created = await harness.create(
-        trigger={"type": "interval", "every_seconds": 1, "start_at": _iso(start)}
+        trigger={"type": "interval", "every_seconds": 1, "start_at": iso(start)}
     )
 
     paused = (await harness.client.post(f"/v1/schedules/{created['id']}/pause")).json()
@@ -96,7 +93,7 @@ async def test_pause_holds_everything_and_resume_realigns_to_the_future(harness:
 
 async def test_a_paused_one_shot_due_meanwhile_fires_once_on_resume(harness: Harness) -> None:
     soon = datetime.now(UTC) + timedelta(milliseconds=200)
-    created = await harness.create(trigger={"type": "once", "at": _iso(soon)})
+    created = await harness.create(trigger={"type": "once", "at": iso(soon)})
     await harness.client.post(f"/v1/schedules/{created['id']}/pause")
     await _wait(0.4)
     assert await harness.step() == 0
@@ -171,7 +168,7 @@ async def test_patching_the_trigger_moves_the_next_occurrence(harness: Harness) 
 
     response = await harness.client.patch(
         f"/v1/schedules/{created['id']}",
-        json={"trigger": {"type": "interval", "every_seconds": 3600, "start_at": _iso(soon)}},
+        json={"trigger": {"type": "interval", "every_seconds": 3600, "start_at": iso(soon)}},
     )
 
     assert response.status_code == 200

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
@@ -17,25 +16,13 @@ import sqlalchemy as sa
 from app.store.database import Database
 from app.worker.dispatcher import Dispatcher
 from tests.conftest import ALL_STORES
+from tests.factories import iso
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
+from tests.waiting import eventually
 
 POLL = 60.0  # never reached: anything that arrives in time was woken up
 PROMPT = 5.0  # generous bound for "at once" on a busy 2-core machine
-
-
-def _iso(instant: datetime) -> str:
-    return instant.isoformat().replace("+00:00", "Z")
-
-
-async def _within(seconds: float, condition: Callable[[], Awaitable[bool]]) -> float:
-    """Wait until `condition` holds; returns how long it took, fails after `seconds`."""
-    started = time.monotonic()
-    while not await condition():
-        elapsed = time.monotonic() - started
-        assert elapsed < seconds, f"not within {seconds}s"
-        await asyncio.sleep(0.01)
-    return time.monotonic() - started
 
 
 @asynccontextmanager
@@ -50,7 +37,7 @@ async def _idle_loop(harness: Harness) -> AsyncIterator[Dispatcher]:
         wakeups=harness.wakeups,
     )
     async with dispatcher.started():
-        await _within(PROMPT, lambda: _true(dispatcher.cycles >= 1))
+        await eventually(lambda: dispatcher.cycles >= 1, within=PROMPT, every=0.01)
         await asyncio.sleep(0.3)  # its first claim found nothing; it sleeps
         yield dispatcher
 
@@ -71,15 +58,15 @@ def _received(harness: Harness, count: int) -> Callable[[], Awaitable[bool]]:
 async def test_a_new_schedule_wakes_an_idle_loop(harness: Harness) -> None:
     async with _idle_loop(harness):
         await harness.create(trigger={"type": "immediate"})
-        await _within(PROMPT, _received(harness, 1))
+        await eventually(_received(harness, 1), within=PROMPT, every=0.01)
 
 
 @ALL_STORES
 async def test_an_idle_loop_sleeps_until_the_next_due_instant(harness: Harness) -> None:
     due = datetime.now(UTC) + timedelta(seconds=1.5)
-    await harness.create(trigger={"type": "once", "at": _iso(due)})
+    await harness.create(trigger={"type": "once", "at": iso(due)})
     async with _idle_loop(harness):
-        await _within(PROMPT, _received(harness, 1))
+        await eventually(_received(harness, 1), within=PROMPT, every=0.01)
 
     arrived = datetime.fromtimestamp(harness.receiver.requests[0].at, UTC)
     # Woken for it: the loop's poll (POLL) would have come far later.
@@ -91,9 +78,9 @@ async def test_a_recurring_schedule_keeps_its_cadence_without_polling(harness: H
     start = datetime.now(UTC) + timedelta(milliseconds=500)
     async with _idle_loop(harness):
         await harness.create(
-            trigger={"type": "interval", "every_seconds": 1, "start_at": _iso(start)}
+            trigger={"type": "interval", "every_seconds": 1, "start_at": iso(start)}
         )
-        await _within(PROMPT + 3, _received(harness, 3))
+        await eventually(_received(harness, 3), within=PROMPT + 3, every=0.01)
 
     for n, request in enumerate(harness.receiver.requests[:3]):
         arrived = datetime.fromtimestamp(request.at, UTC)
@@ -106,7 +93,7 @@ async def test_a_retry_wakes_the_loop_when_it_comes_due(make_harness) -> None:  
         harness.receiver.script("/hook", Reply(status=503))
         async with _idle_loop(harness):
             await harness.create(trigger={"type": "immediate"})
-            await _within(PROMPT, _received(harness, 2))
+            await eventually(_received(harness, 2), within=PROMPT, every=0.01)
 
         assert [r.headers["X-Attempt"] for r in harness.receiver.requests] == ["1", "2"]
 
@@ -116,23 +103,25 @@ async def test_trigger_replay_and_resume_wake_an_idle_loop(make_harness) -> None
     async with make_harness(max_attempts=1) as harness:
         harness.receiver.script("/hook", Reply(status=400))
         later = datetime.now(UTC) + timedelta(hours=1)
-        created = await harness.create(trigger={"type": "once", "at": _iso(later)})
+        created = await harness.create(trigger={"type": "once", "at": iso(later)})
         paused = await harness.create(trigger={"type": "immediate"})
         await harness.client.post(f"/v1/schedules/{paused['id']}/pause")
         async with _idle_loop(harness):
             await harness.client.post(f"/v1/schedules/{created['id']}/trigger")
-            await _within(PROMPT, _received(harness, 1))  # refused with 400: dead letter
+            await eventually(
+                _received(harness, 1), within=PROMPT, every=0.01
+            )  # refused with 400: dead letter
 
             async def dead_lettered() -> bool:
                 return bool((await harness.get("/v1/dead-letters"))["items"])
 
-            await _within(PROMPT, dead_lettered)
+            await eventually(dead_lettered, within=PROMPT, every=0.01)
             (letter,) = (await harness.get("/v1/dead-letters"))["items"]
             await harness.client.post(f"/v1/dead-letters/{letter['occurrence_id']}/replay")
-            await _within(PROMPT, _received(harness, 2))
+            await eventually(_received(harness, 2), within=PROMPT, every=0.01)
 
             await harness.client.post(f"/v1/schedules/{paused['id']}/resume")
-            await _within(PROMPT, _received(harness, 3))
+            await eventually(_received(harness, 3), within=PROMPT, every=0.01)
 
 
 @pytest.mark.postgres
@@ -142,9 +131,11 @@ async def test_a_lost_listen_connection_is_re_established(harness: Harness) -> N
         killed = await _terminate_listeners(harness.database)
         assert killed
         # The listener notices and listens again on a connection of its own.
-        await _within(PROMPT, lambda: _listening_anew(harness.database, killed))
+        await eventually(
+            lambda: _listening_anew(harness.database, killed), within=PROMPT, every=0.01
+        )
         await harness.create(trigger={"type": "immediate"})
-        await _within(PROMPT, _received(harness, 1))
+        await eventually(_received(harness, 1), within=PROMPT, every=0.01)
         assert await _listeners(harness.database) >= 1
 
 
