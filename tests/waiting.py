@@ -7,6 +7,7 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 
 async def eventually(
@@ -31,3 +32,15 @@ async def eventually(
             name = what or getattr(condition, "__qualname__", repr(condition))
             raise AssertionError(f"{name}: not reached within {within:g}s")
         await asyncio.sleep(every)
+
+
+def suspended_in(task: asyncio.Task[Any] | None, function: str) -> bool:
+    """Whether `task` is waiting somewhere inside a call of the coroutine `function` (its
+    name or qualified name, `Alarm.sleep`): how a case knows a loop has reached a state
+    it does not report."""
+    coro: Any = task.get_coro() if task is not None else None
+    while coro is not None and hasattr(coro, "cr_code"):
+        if function in (coro.cr_code.co_name, coro.cr_code.co_qualname):
+            return True
+        coro = coro.cr_await
+    return False

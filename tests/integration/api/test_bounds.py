@@ -3,6 +3,7 @@ completes; PATCH plans the next tick again; the preview honours them."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -16,8 +17,31 @@ def _at(text: str) -> datetime:
     return datetime.fromisoformat(text)
 
 
-def _soon() -> datetime:
-    return datetime.now(UTC) + timedelta(milliseconds=500)
+async def _starting_soon(
+    harness: Harness, trigger: Callable[[datetime], dict[str, Any]], **spec: Any
+) -> tuple[datetime, dict[str, Any]]:
+    """A schedule whose interval (`trigger(start)`) starts half a second from now, and its
+    start. A start already past when the service reads it would move the first tick on by
+    an interval: on a machine that slow, the schedule is cancelled and made again with a
+    longer lead."""
+    lead = timedelta(milliseconds=500)
+    for _ in range(5):
+        start = datetime.now(UTC) + lead
+        created = await harness.create(trigger=trigger(start), **spec)
+        if _at(created["next_fire_at"]) == start:
+            return start, created
+        cancelled = await harness.client.delete(f"/v1/schedules/{created['id']}")
+        assert cancelled.status_code == 200, cancelled.text
+        lead *= 2
+    raise AssertionError("no schedule could be created before its start")
+
+
+def _interval(every_seconds: float) -> Callable[[datetime], dict[str, Any]]:
+    return lambda start: {
+        "type": "interval",
+        "every_seconds": every_seconds,
+        "start_at": iso(start),
+    }
 
 
 async def _completed(harness: Harness, schedule_id: str) -> bool:
@@ -25,14 +49,14 @@ async def _completed(harness: Harness, schedule_id: str) -> bool:
 
 
 async def test_an_interval_stops_at_end_at_and_completes(harness: Harness) -> None:
-    start = _soon()
-    created = await harness.create(
-        trigger={
+    start, created = await _starting_soon(
+        harness,
+        lambda start: {
             "type": "interval",
             "every_seconds": 1,
             "start_at": iso(start),
             "end_at": iso(start + 2 * SECOND),
-        }
+        },
     )
 
     await harness.step_until(lambda: _completed(harness, created["id"]))
@@ -45,10 +69,7 @@ async def test_an_interval_stops_at_end_at_and_completes(harness: Harness) -> No
 
 
 async def test_max_occurrences_caps_the_ticks_that_fire(harness: Harness) -> None:
-    created = await harness.create(
-        trigger={"type": "interval", "every_seconds": 1, "start_at": iso(_soon())},
-        max_occurrences=2,
-    )
+    _, created = await _starting_soon(harness, _interval(1), max_occurrences=2)
 
     await harness.step_until(lambda: _completed(harness, created["id"]))
 
@@ -68,10 +89,7 @@ async def test_a_bounded_schedule_whose_last_tick_needed_a_retry_still_completes
     from tests.receiver import Reply
 
     harness.receiver.script("/hook", Reply(status=503))
-    created = await harness.create(
-        trigger={"type": "interval", "every_seconds": 3600, "start_at": iso(_soon())},
-        max_occurrences=1,
-    )
+    _, created = await _starting_soon(harness, _interval(3600), max_occurrences=1)
 
     await harness.step_until(lambda: _completed(harness, created["id"]))
 
@@ -177,9 +195,7 @@ async def test_patching_bounds_and_policies_plans_the_next_tick_again(harness: H
 async def test_lowering_max_occurrences_below_what_fired_completes_the_schedule(
     harness: Harness,
 ) -> None:
-    created = await harness.create(
-        trigger={"type": "interval", "every_seconds": 3600, "start_at": iso(_soon())}
-    )
+    _, created = await _starting_soon(harness, _interval(3600))
     await harness.step_until(lambda: _received(harness, 1))
 
     patched = await harness.client.patch(

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from app.worker import dispatcher as dispatcher_module
-from app.worker.dispatcher import CLAIM_AHEAD, Dispatcher
+from app.worker.dispatcher import Dispatcher
 from tests.factories import iso
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
@@ -67,8 +67,14 @@ async def test_interval_ticks_arrive_once_each_and_none_before_its_instant(
         assert datetime.fromisoformat(at) == start, "the first tick is the start instant"
 
 
-async def test_a_stop_hands_back_the_ticks_it_held_unattempted(harness: Harness) -> None:
-    due = datetime.now(UTC) + timedelta(seconds=CLAIM_AHEAD + 1.5)
+async def test_a_stop_hands_back_the_ticks_it_held_unattempted(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A window of 3 s and the tick 2 s away (as `_stopped_while_waiting`): claimed ahead by
+    # the first claim, with seconds to spare before its instant for the loop to be seen
+    # holding it and stopped, not the default window's fraction of a second.
+    monkeypatch.setattr(dispatcher_module, "CLAIM_AHEAD", 3.0)
+    due = datetime.now(UTC) + timedelta(seconds=2)
     trigger = {"type": "interval", "every_seconds": 3600, "start_at": iso(due)}
     async with _loop(harness) as dispatcher:
         schedule = await harness.create(trigger=trigger)

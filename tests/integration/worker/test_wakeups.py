@@ -4,7 +4,6 @@ because it sleeps until the next due instant it knows of and writes announce ear
 
 from __future__ import annotations
 
-import asyncio
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -13,32 +12,66 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
+from app.store.claims import Claimed
 from app.store.database import Database
+from app.store.queue import DeliveryQueue
 from app.worker.dispatcher import Dispatcher
 from tests.conftest import ALL_STORES
 from tests.factories import iso
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
-from tests.waiting import eventually
+from tests.waiting import eventually, suspended_in
 
 POLL = 60.0  # never reached: anything that arrives in time was woken up
 PROMPT = 5.0  # generous bound for "at once" on a busy 2-core machine
+
+
+class _CountedQueue(DeliveryQueue):
+    """The store's queue, counting the claims that have come back."""
+
+    answered = 0
+
+    async def claim(
+        self,
+        *,
+        limit: int,
+        lease: float,
+        owner: str,
+        backoff: Callable[[int], float],
+        ahead: float = 0.0,
+    ) -> Claimed:
+        try:
+            return await super().claim(
+                limit=limit, lease=lease, owner=owner, backoff=backoff, ahead=ahead
+            )
+        finally:
+            self.answered += 1
 
 
 @asynccontextmanager
 async def _idle_loop(harness: Harness) -> AsyncIterator[Dispatcher]:
     """A running loop that polls only every POLL seconds, and has gone idle."""
     settings = harness.settings.model_copy(update={"poll_interval": POLL})
+    queue = _CountedQueue(harness.database, harness.wakeups)
     dispatcher = Dispatcher(
         harness.database,
         harness.sinks,
         settings,
+        queue=queue,
         rng=random.Random(5),
         wakeups=harness.wakeups,
     )
+
+    def asleep() -> bool:
+        # Every claim it issued came back (with nothing), and it waits on its alarm.
+        return (
+            dispatcher.cycles >= 1
+            and queue.answered == dispatcher.cycles
+            and suspended_in(dispatcher._task, "Alarm.sleep")
+        )
+
     async with dispatcher.started():
-        await eventually(lambda: dispatcher.cycles >= 1, within=PROMPT, every=0.01)
-        await asyncio.sleep(0.3)  # its first claim found nothing; it sleeps
+        await eventually(asleep, within=PROMPT, every=0.01, what="the loop idle")
         yield dispatcher
 
 
