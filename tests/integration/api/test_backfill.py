@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -10,8 +9,10 @@ from typing import Any
 from app.domain.ids import occurrence_id
 from tests.factories import iso
 from tests.integration.conftest import Harness
+from tests.store import ports
 
 MINUTE = timedelta(minutes=1)
+SECOND = timedelta(seconds=1)
 
 
 def _at(text: str) -> datetime:
@@ -89,8 +90,10 @@ async def test_a_skipped_tick_can_be_backfilled(harness: Harness) -> None:
         trigger={"type": "interval", "every_seconds": 1, "start_at": iso(start)}
     )
     schedule_id = created["id"]
-    await harness.client.post(f"/v1/schedules/{schedule_id}/pause")
-    await asyncio.sleep(1.2)  # a one-second tick falls inside the pause
+    paused = (await harness.client.post(f"/v1/schedules/{schedule_id}/pause")).json()
+    # A one-second tick (on whole seconds) falls inside the pause.
+    paused_at = _at(paused["updated_at"])
+    await ports.until_past(harness.database, paused_at.replace(microsecond=0) + SECOND)
     await harness.client.post(f"/v1/schedules/{schedule_id}/resume")
     skipped = [o for o in await harness.occurrences(schedule_id) if o["status"] == "skipped"]
     assert skipped

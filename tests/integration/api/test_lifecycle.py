@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from tests.factories import iso
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
+from tests.store import ports
 
 
 def _at(text: str) -> datetime:
@@ -34,8 +35,8 @@ async def test_missed_ticks_collapse_into_one_catch_up_then_the_schedule_realign
     harness: Harness,
 ) -> None:
     created = await harness.create(trigger={"type": "interval", "every_seconds": 1})
-    # The loop is not stepped for several ticks, as if every scheduler were down.
-    await _wait(2.6)
+    # The loop is not stepped while two more ticks go by, as if every scheduler were down.
+    await ports.until_past(harness.database, _at(created["next_fire_at"]) + timedelta(seconds=2))
 
     before = datetime.now(UTC)
     assert await harness.step() == 1
@@ -76,8 +77,8 @@ async def test_pause_holds_everything_and_resume_realigns_to_the_future(harness:
     assert paused["status"] == "paused"
     assert paused["next_fire_at"] is None
 
-    # Well past several ticks: nothing fires while paused.
-    await _wait(1.5)
+    # Past two ticks: nothing fires while paused.
+    await ports.until_past(harness.database, start + timedelta(seconds=1))
     assert await harness.step() == 0
     assert harness.receiver.requests == []
 
@@ -92,10 +93,10 @@ async def test_pause_holds_everything_and_resume_realigns_to_the_future(harness:
 
 
 async def test_a_paused_one_shot_due_meanwhile_fires_once_on_resume(harness: Harness) -> None:
-    soon = datetime.now(UTC) + timedelta(milliseconds=200)
-    created = await harness.create(trigger={"type": "once", "at": iso(soon)})
+    # Due already: nothing steps the loop before the pause, so it falls due while paused.
+    due = datetime.now(UTC) - timedelta(seconds=1)
+    created = await harness.create(trigger={"type": "once", "at": iso(due)})
     await harness.client.post(f"/v1/schedules/{created['id']}/pause")
-    await _wait(0.4)
     assert await harness.step() == 0
 
     await harness.client.post(f"/v1/schedules/{created['id']}/resume")
@@ -197,9 +198,3 @@ async def _requests(harness: Harness, count: int) -> bool:
 async def _delivered_count(harness: Harness, schedule_id: str, count: int) -> bool:
     items = await harness.occurrences(schedule_id)
     return sum(1 for o in items if o["status"] == "delivered") >= count
-
-
-async def _wait(seconds: float) -> None:
-    import asyncio
-
-    await asyncio.sleep(seconds)

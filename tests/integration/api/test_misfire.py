@@ -8,7 +8,6 @@ each policy fires and skips the ticks it promises to.
 
 from __future__ import annotations
 
-import asyncio
 import random
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
@@ -17,10 +16,12 @@ from typing import Any
 from app.worker.dispatcher import Dispatcher
 from tests.factories import iso
 from tests.integration.conftest import Harness
+from tests.store import ports
 from tests.waiting import eventually
 
 TICK = timedelta(seconds=1)
-OUTAGE = 3.6  # seconds the loop is stopped: three or four ticks are missed
+# How long after the third missed tick the loop runs again.
+OUTAGE_MARGIN = timedelta(milliseconds=100)
 
 
 def _at(text: str) -> datetime:
@@ -41,7 +42,7 @@ def _delivered_ticks(harness: Harness) -> list[datetime]:
 
 
 async def _stopped_across_ticks(harness: Harness, **policy: Any) -> tuple[str, datetime, datetime]:
-    """A one-second interval fires once, the loop stops for OUTAGE seconds, then runs
+    """A one-second interval fires once, the loop stops for three ticks, then runs
     again until the schedule has planned a tick after the restart. Returns the schedule
     id, the first tick and the restart instant."""
     start = (datetime.now(UTC) + timedelta(milliseconds=300)).replace(microsecond=0) + TICK
@@ -56,7 +57,8 @@ async def _stopped_across_ticks(harness: Harness, **policy: Any) -> tuple[str, d
         return len(harness.receiver.requests) >= 1
 
     await _run_loop_until(harness, first_delivered)
-    await asyncio.sleep(OUTAGE)
+    # Stopped while three ticks after the first go by.
+    await ports.until_past(harness.database, start + 3 * TICK + OUTAGE_MARGIN)
     restart = datetime.now(UTC)
 
     async def caught_up() -> bool:
@@ -199,7 +201,7 @@ async def test_ticks_inside_a_pause_are_recorded_as_skipped(harness: Harness) ->
     schedule_id = created["id"]
     paused = await harness.client.post(f"/v1/schedules/{schedule_id}/pause")
     assert paused.status_code == 200
-    await asyncio.sleep((start - datetime.now(UTC)).total_seconds() + 2.5)
+    await ports.until_past(harness.database, start + 2 * TICK)  # three ticks inside the pause
     assert await harness.step() == 0  # nothing fires while paused
 
     resumed = (await harness.client.post(f"/v1/schedules/{schedule_id}/resume")).json()
@@ -232,7 +234,8 @@ async def test_a_pause_lists_max_catchup_ticks_then_one_entry_for_the_rest(
     )
     schedule_id = created["id"]
     paused = (await harness.client.post(f"/v1/schedules/{schedule_id}/pause")).json()
-    await asyncio.sleep(3.5)
+    # Three ticks inside the pause.
+    await ports.until_past(harness.database, _at(paused["updated_at"]) + 3 * TICK)
 
     resumed = (await harness.client.post(f"/v1/schedules/{schedule_id}/resume")).json()
 
