@@ -500,6 +500,9 @@ async def test_canonical_hosts_are_accepted(offline: Harness, url: str) -> None:
     response = await offline.client.post("/v1/schedules", json=valid_body(target=webhook(url=url)))
 
     assert response.status_code == 201, response.text
+    assert response.json()["target"]["url"] == url, "stored as written"
+    stored = await offline.get(f"/v1/schedules/{response.json()['id']}")
+    assert stored["target"]["url"] == url
 
 
 async def test_a_tab_inside_a_header_value_is_accepted(harness: Harness) -> None:
