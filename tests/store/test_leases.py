@@ -12,10 +12,12 @@ from tests.store import ports
 from tests.store.ports import Database, claim_when_due
 from tests.waiting import eventually
 
-# Long enough that a claim ahead always finds the occurrence not due yet, even on a slow
-# machine; short enough to wait for.
-AHEAD = 0.6
-LEASE = 0.4
+# Long enough that a claim ahead finds the occurrence not due yet, and a pause comes before
+# its instant, even on a machine loaded many times over (a second to spare); short enough to
+# wait for.
+AHEAD = 2.0
+# Longer than AHEAD / 2, so that a claim ahead's lease runs out after its instant.
+LEASE = 1.2
 
 
 async def _claimed_ahead(
