@@ -1,4 +1,4 @@
-"""Factories for domain values used across unit tests."""
+"""Factories for domain values and the API's spellings of them, used across the tests."""
 
 from __future__ import annotations
 
@@ -26,3 +26,8 @@ def make_delivery(**overrides: Any) -> Delivery:
     }
     values.update(overrides)
     return Delivery(**values)
+
+
+def iso(instant: datetime) -> str:
+    """An instant as the API writes one: ISO 8601 with a Z for UTC."""
+    return instant.isoformat().replace("+00:00", "Z")

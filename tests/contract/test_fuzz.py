@@ -33,6 +33,10 @@ EXAMPLES = int(os.environ.get("CHRONOQ_FUZZ_EXAMPLES", "10"))
 WORKFLOWS = 3 * EXAMPLES
 WORKFLOW_STEPS = 10
 
+# The per-case timeout (pyproject.toml) fits the default examples; `make fuzz` runs thirty
+# times as many, and its cases get as much longer.
+pytestmark = pytest.mark.timeout(max(300, 30 * EXAMPLES))
+
 # Values a JSON Schema cannot describe but a schedule needs to be created at all: with
 # them, some generated creates succeed, and the workflows go on to read, change, pause and
 # cancel what they made. Every target stays on 127.0.0.1 (and nothing delivers to it).

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from app.backends import backend_of
+from tests.conftest import ALL_STORES
 from tests.e2e.processes import Service, Services
 from tests.receiver import Receiver, Reply
 
@@ -168,6 +169,8 @@ async def completed_schedules(client: httpx.AsyncClient, service: Service) -> li
             return items
 
 
+# Replicas sharing a server through a crash: each server leases and locks its own way.
+@ALL_STORES
 async def test_killed_replica_loses_no_occurrence(
     database_url: str, receiver: Receiver, services: Services
 ) -> None:

@@ -22,6 +22,7 @@ import pytest
 
 from tests.e2e.processes import Services
 from tests.receiver import Receiver, Reply
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
@@ -112,13 +113,11 @@ async def _arrivals(receiver: Receiver, count: int, services: Services) -> None:
 
 
 async def _wait_all_completed(client: httpx.AsyncClient, base_url: str) -> None:
-    deadline = time.monotonic() + 30
-    while True:
+    async def none_pending() -> bool:
         page = (await client.get(f"{base_url}/v1/schedules", params={"status": "pending"})).json()
-        if not page["items"]:
-            return
-        assert time.monotonic() < deadline, "schedules still pending"
-        await asyncio.sleep(0.2)
+        return not page["items"]
+
+    await eventually(none_pending, within=30, every=0.2, what="no schedule pending")
 
 
 @pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)

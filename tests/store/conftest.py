@@ -13,9 +13,8 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 
-from tests.conftest import run_sync
+from tests.conftest import empty_tables
 from tests.store.ports import Database
 
 DIALECTS = [
@@ -28,25 +27,6 @@ DIALECTS = [
 # own (session scope), and a factory of empty databases.
 _MIGRATED = {"postgresql": "postgres_url", "mysql": "mysql_url"}
 _EMPTY = {"postgresql": "empty_postgres", "mysql": "empty_mysql"}
-
-# How each dialect empties the tables between tests; occurrences first (foreign key).
-_CLEAN = {
-    "postgresql": ["TRUNCATE occurrences, schedules CASCADE"],
-    "mysql": ["DELETE FROM occurrences", "DELETE FROM schedules"],
-}
-
-
-def _clean(url: str, statements: list[str]) -> None:
-    async def run() -> None:
-        database = Database(url)
-        try:
-            async with database.engine.begin() as conn:
-                for statement in statements:
-                    await conn.execute(sa.text(statement))
-        finally:
-            await database.close()
-
-    run_sync(run)
 
 
 @pytest.fixture(params=DIALECTS)
@@ -65,7 +45,7 @@ def store_url(
         shutil.copy(sqlite_template, path)
         return f"sqlite:///{path}"
     url: str = request.getfixturevalue(_MIGRATED[dialect])
-    _clean(url, _CLEAN[dialect])
+    empty_tables(url)
     return url
 
 

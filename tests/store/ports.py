@@ -8,9 +8,7 @@ use the store.
 
 from __future__ import annotations
 
-import asyncio
 import random
-import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -55,6 +53,7 @@ from app.store.queue import DeliveryQueue
 from app.store.schedules import ScheduleStore
 from app.store.tables import attempts, occurrences, schedules
 from app.store.wakeups import Wakeups
+from tests.waiting import eventually
 
 __all__ = [
     "Database",
@@ -90,6 +89,7 @@ __all__ = [
     "skip_due_ticks",
     "start_ahead",
     "unhold",
+    "until_past",
     "upgrade_to_head",
 ]
 
@@ -219,13 +219,21 @@ async def due_in(database: Database) -> float | None:
 
 
 async def claim_when_due(
-    database: Database, *, limit: int = 10, lease: float = 30.0, within: float = 5.0
+    database: Database,
+    *,
+    limit: int = 10,
+    lease: float = 30.0,
+    owner: str = OWNER,
+    within: float = 10.0,
 ) -> list[Delivery]:
     """Claim as soon as something is due, polling; fails after `within` seconds."""
-    deadline = time.monotonic() + within
-    while not (found := await claim(database, limit=limit, lease=lease)):
-        assert time.monotonic() < deadline, f"nothing became claimable within {within}s"
-        await asyncio.sleep(0.05)
+    found: list[Delivery] = []
+
+    async def claimed() -> bool:
+        found.extend(await claim(database, limit=limit, lease=lease, owner=owner))
+        return bool(found)
+
+    await eventually(claimed, within=within, every=0.05, what="something claimable")
     return found
 
 
@@ -267,6 +275,7 @@ class AttemptRow:
     started_at: datetime
     duration_ms: int
     error: str | None
+    replica: str | None
 
 
 async def read_attempt_log(database: Database, occurrence_id: uuid.UUID) -> list[AttemptRow]:
@@ -514,3 +523,15 @@ async def read_schedule_status(database: Database, schedule_id: uuid.UUID) -> Sc
 async def database_now(database: Database) -> datetime:
     """The database clock, read in a transaction of its own."""
     return await database.run(transaction_now)
+
+
+async def until_past(database: Database, instant: datetime) -> None:
+    """Wait until the database clock, which every due instant and lease is read against,
+    is past `instant` (however far off it is, and 10 s more): how a case lets ticks go by
+    or a lease run out, rather than sleeping a tuned time."""
+
+    async def passed() -> bool:
+        return await database_now(database) > instant
+
+    within = (instant - datetime.now(UTC)).total_seconds() + 10.0
+    await eventually(passed, within=within, what=f"the database clock past {instant}")

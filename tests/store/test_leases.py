@@ -4,19 +4,20 @@ a release gives back, and what a pause or a cancel does to a leased occurrence."
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 from app.domain.occurrence import Delivery, OccurrenceStatus, Settlement, Unsent
 from app.domain.schedule import ScheduleDraft
 from tests.store import ports
 from tests.store.ports import Database, claim_when_due
+from tests.waiting import eventually
 
-# Long enough that a claim ahead always finds the occurrence not due yet, even on a slow
-# machine; short enough to wait for.
-AHEAD = 0.6
-LEASE = 0.4
+# Long enough that a claim ahead finds the occurrence not due yet, and a pause comes before
+# its instant, even on a machine loaded many times over (a second to spare); short enough to
+# wait for.
+AHEAD = 2.0
+# Longer than AHEAD / 2, so that a claim ahead's lease runs out after its instant.
+LEASE = 1.2
 
 
 async def _claimed_ahead(
@@ -32,11 +33,63 @@ async def _claimed_ahead(
     return draft, delivery
 
 
-async def _until(check: Callable[[], Awaitable[bool]], within: float = 10.0) -> None:
-    deadline = time.monotonic() + within
-    while not await check():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.05)
+async def _taken_over(database: Database) -> tuple[Delivery, Delivery]:
+    """An immediate occurrence claimed by replica-a under a short lease, then claimed again
+    by replica-b once that lease ran out unsettled."""
+    await ports.insert_schedules(database, [ports.draft(ports.immediate())])
+    (first,) = await ports.claim(database, limit=5, lease=LEASE, owner="replica-a")
+    (second,) = await claim_when_due(database, limit=5, owner="replica-b")
+    assert second.occurrence_id == first.occurrence_id
+    return first, second
+
+
+async def test_a_claim_ahead_takes_what_falls_due_within_its_window_and_nothing_later(
+    database: Database,
+) -> None:
+    now = datetime.now(UTC)
+    due = ports.draft(ports.immediate())
+    # Far enough inside and outside the window that no machine is slow enough to blur it.
+    soon = ports.draft(ports.once(now + timedelta(seconds=30)))
+    later = ports.draft(ports.once(now + timedelta(seconds=120)))
+    await ports.insert_schedules(database, [due, soon, later])
+
+    claimed = await ports.claim_ahead(database, limit=5, ahead=60.0)
+
+    by_schedule = {delivery.schedule_id: delivery for delivery in claimed.deliveries}
+    assert set(by_schedule) == {due.id, soon.id}
+    assert by_schedule[due.id].occurrence_id not in claimed.not_before, "due now: no wait"
+    ahead = by_schedule[soon.id]
+    assert claimed.not_before[ahead.occurrence_id] == ahead.fire_at == soon.first_fire_at
+    (outside,) = await ports.read_occurrence_rows(database, later.id)
+    assert (outside.attempts, outside.lease_token) == (0, None)
+    assert (await ports.claim_ahead(database, limit=5, ahead=60.0)).deliveries == []
+
+
+async def test_a_lost_lease_is_charged_once_as_lease_expired_by_the_replica_that_held_it(
+    database: Database,
+) -> None:
+    first, second = await _taken_over(database)
+
+    assert (first.attempt, second.attempt) == (1, 2)
+    (lost,) = await ports.read_attempt_log(database, first.occurrence_id)
+    assert (lost.attempt, lost.outcome, lost.replica) == (1, "lease_expired", "replica-a")
+    assert lost.duration_ms == LEASE * 1000, "it ran at most its lease"
+    row = await ports.read_lease(database, first.occurrence_id)
+    assert (row.attempts, row.lease_token) == (2, second.lease_token)
+
+
+async def test_a_late_settle_of_a_lease_another_claim_took_over_writes_no_attempt(
+    database: Database,
+) -> None:
+    first, second = await _taken_over(database)
+
+    await ports.settle(database, [Settlement(first, OccurrenceStatus.DELIVERED)])
+
+    log = await ports.read_attempt_log(database, first.occurrence_id)
+    assert [(a.attempt, a.outcome) for a in log] == [(1, "lease_expired")]
+    await ports.settle(database, [Settlement(second, OccurrenceStatus.DELIVERED)])
+    log = await ports.read_attempt_log(database, first.occurrence_id)
+    assert [(a.attempt, a.outcome) for a in log] == [(1, "lease_expired"), (2, "delivered")]
 
 
 async def test_a_claim_ahead_lost_before_its_attempt_started_costs_no_attempt(
@@ -72,7 +125,7 @@ async def test_a_claim_ahead_lost_after_its_attempt_started_is_charged(
             OccurrenceStatus.DEAD_LETTERED
         )
 
-    await _until(spent)
+    await eventually(spent, what="the lost attempt dead-lettered")
     (lost,) = await ports.read_attempt_log(database, delivery.occurrence_id)
     assert (lost.attempt, lost.outcome) == (1, "lease_expired")
     assert lost.started_at == delivery.fire_at

@@ -19,6 +19,7 @@ from app.settings import Settings
 from app.sinks.base import Sinks
 from app.store.claims import Claimed
 from app.worker.dispatcher import Dispatcher, min_lease
+from tests.waiting import eventually, suspended_in
 
 EPOCH = datetime(2030, 1, 1, tzinfo=UTC)
 TARGET = WebhookTarget(type="webhook", url="http://127.0.0.1:9/hook")
@@ -49,6 +50,7 @@ class FakeQueue:
     settled: list[Settlement] = field(default_factory=list)
     released: list[tuple[list[Delivery], bool]] = field(default_factory=list)
     claims: int = 0
+    claimed_at: list[float] = field(default_factory=list)  # when each claim was asked for
 
     async def claim(
         self,
@@ -60,6 +62,7 @@ class FakeQueue:
         ahead: float = 0.0,  # what is scripted is due: nothing to hold
     ) -> Claimed:
         self.claims += 1
+        self.claimed_at.append(time.monotonic())
         if self.fail_claims:
             self.fail_claims -= 1
             raise StoreUnavailableError("the database is down")
@@ -127,19 +130,12 @@ def dispatcher(queue: FakeQueue, sink: FakeSink, **overrides: Any) -> Dispatcher
     return Dispatcher(None, Sinks({"webhook": sink}), settings(**overrides), queue=queue)
 
 
-async def until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.01)
-
-
 async def test_the_loop_delivers_and_settles_every_claimed_occurrence_once() -> None:
     batch = [delivery() for _ in range(30)]
     queue = FakeQueue(batches=[(0.0, batch[:10]), (0.0, batch[10:20]), (0.0, batch[20:])])
     sink = FakeSink(delay=0.01)
     async with dispatcher(queue, sink).started():
-        await until(lambda: len(queue.settled) == 30)
+        await eventually(lambda: len(queue.settled) == 30, every=0.01)
     assert sorted(s.delivery.occurrence_id for s in queue.settled) == sorted(
         d.occurrence_id for d in batch
     )
@@ -155,31 +151,39 @@ async def test_ticks_split_between_two_claims_in_flight_go_out_in_tick_order() -
     queue = FakeQueue(batches=[(0.3, [one, three]), (0.0, [two])])
     sink = FakeSink()
     async with dispatcher(queue, sink).started():
-        await until(lambda: len(queue.settled) == 3)
+        await eventually(lambda: len(queue.settled) == 3, every=0.01)
     assert [d.fire_at for _, d in sink.started] == [one.fire_at, two.fire_at, three.fire_at]
 
 
 async def test_nothing_starts_once_its_lease_is_too_short_to_finish() -> None:
     """One delivery at a time, each taking most of a second, under a 3 s lease that needs
-    2 s left to start: the first two start, the rest are handed back unstarted."""
+    2 s left to start: the first two at most start, the rest are handed back unstarted."""
     config = {"lease": 3.0, "dispatch_timeout": 1.0, "concurrency": 1}
+    delay = 0.8
     batch = [delivery() for _ in range(5)]
     queue = FakeQueue(batches=[(0.0, batch)])
-    sink = FakeSink(delay=0.8)
-    claimed_at = time.monotonic()
+    sink = FakeSink(delay=delay)
     loop = dispatcher(queue, sink, **config)
     async with loop.started():
-        await until(lambda: sum(len(r[0]) for r in queue.released) + len(sink.started) >= 5)
-        await until(lambda: len(queue.settled) == len(sink.started))
+        await eventually(
+            lambda: sum(len(r[0]) for r in queue.released) + len(sink.started) >= 5, every=0.01
+        )
+        await eventually(lambda: len(queue.settled) == len(sink.started), every=0.01)
     need = min_lease(settings(**config))
+    # The lease began no earlier than the claim was asked for: each start had `need` left
+    # of it, however slowly this machine ran.
+    claimed_at = queue.claimed_at[0]
     for started, _ in sink.started:
-        assert started - claimed_at <= 3.0 - need + 0.2  # it had `need` left, give or take
+        assert started - claimed_at <= 3.0 - need
     handed_back = [d for deliveries, started in queue.released for d in deliveries]
     assert all(not started for _, started in queue.released)  # not counted as attempts
     assert {d.occurrence_id for d in handed_back} | {d.occurrence_id for _, d in sink.started} == {
         d.occurrence_id for d in batch
     }
-    assert len(sink.started) == 2
+    # One at a time, each at least `delay` long: no more than this many fit before the
+    # lease is too short (a loop that ignored the lease would start all five).
+    assert len(sink.started) <= int((3.0 - need) / delay) + 1 == 2
+    assert handed_back, "the rest were handed back"
 
 
 async def test_a_stop_cancelled_part_way_leaves_no_delivery_or_settler_running() -> None:
@@ -188,9 +192,10 @@ async def test_a_stop_cancelled_part_way_leaves_no_delivery_or_settler_running()
     loop = dispatcher(queue, sink, dispatch_timeout=3.0, lease=10.0)
     async with asyncio.timeout(10):
         loop._task = asyncio.create_task(loop.run())
-        await until(lambda: loop.in_flight == 1)
+        await eventually(lambda: loop.in_flight == 1, every=0.01)
         stopping = asyncio.create_task(loop.stop())
-        await asyncio.sleep(0.2)  # the drain is waiting for the blocked delivery
+        # The drain is waiting for the blocked delivery.
+        await eventually(lambda: suspended_in(loop._task, "drain"), every=0.01)
         stopping.cancel()
         await asyncio.wait({stopping})
     assert not loop.running
@@ -208,7 +213,8 @@ async def test_a_batch_being_written_when_the_stop_comes_is_still_written() -> N
     queue = FakeQueue(batches=[(0.0, batch)], settle_gate=gate)
     loop = dispatcher(queue, FakeSink())
     async with loop.started():
-        await until(lambda: queue.settle_gate is None)  # the write has begun and hangs
+        # The write has begun and hangs.
+        await eventually(lambda: queue.settle_gate is None, every=0.01)
     assert sorted(s.delivery.occurrence_id for s in queue.settled) == sorted(
         d.occurrence_id for d in batch
     )
@@ -220,9 +226,9 @@ async def test_readiness_reports_failing_claims_and_recovers_by_itself() -> None
     loop = dispatcher(queue, FakeSink(), poll_interval=0.05)
     async with loop.started():
         assert loop.health() == "ok"
-        await until(lambda: loop.health() != "ok")
+        await eventually(lambda: loop.health() != "ok", every=0.01)
         assert loop.health().startswith("claims failing for ")
         assert loop.health().endswith(": StoreUnavailableError")
         queue.fail_claims = 0
-        await until(lambda: loop.health() == "ok", timeout=10)
+        await eventually(lambda: loop.health() == "ok", every=0.01)
     assert loop.health() == "stopped"

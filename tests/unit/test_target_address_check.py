@@ -49,21 +49,37 @@ async def test_the_pointer_named_is_the_first_target_with_the_denied_name() -> N
 
 async def test_a_name_that_does_not_resolve_is_left_to_delivery() -> None:
     policy = AddressPolicy.of(allow_networks=[ip_network("10.0.0.0/8")])
+    dns = FakeDNS()
 
-    await TargetAddresses(policy, FakeDNS()).check([(hook("http://later.test/"), "#")])
+    await TargetAddresses(policy, dns).check([(hook("http://later.test/"), "#")])
+
+    assert dns.checks == {"later.test": 1}, "the name was looked up, and no answer refused"
+    # The same name answering with an address the policy refuses is refused: what let it
+    # through was the missing answer, not a check that skipped it.
+    answering = FakeDNS({"later.test": ["192.168.0.7"]})
+    with pytest.raises(InvalidInputError) as refused:
+        await TargetAddresses(policy, answering).check([(hook("http://later.test/"), "#/x")])
+    assert refused.value.pointer == "#/x"
 
 
 async def test_a_lookup_that_hangs_is_given_up_and_left_to_delivery(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     class Hanging:
+        def __init__(self) -> None:
+            self.asked: list[str] = []
+
         async def addresses(self, host: str) -> Sequence[str]:
+            self.asked.append(host)
             await asyncio.sleep(3600)
             return []
 
     monkeypatch.setattr(addresses, "RESOLVE_TIMEOUT", 0.01)
+    resolver = Hanging()
 
-    await TargetAddresses(AddressPolicy(), Hanging()).check([(hook("http://slow.test/"), "#")])
+    await TargetAddresses(AddressPolicy(), resolver).check([(hook("http://slow.test/"), "#")])
+
+    assert resolver.asked == ["slow.test"], "the name was looked up, and the wait given up"
 
 
 class UnencodableNames:

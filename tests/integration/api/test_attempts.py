@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -17,6 +16,7 @@ from app.store.tables import attempts, occurrences, schedules
 from app.store.wakeups import Wakeups
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
+from tests.store import ports
 
 
 async def _attempts(harness: Harness, occurrence_id: str) -> list[dict[str, Any]]:
@@ -39,6 +39,13 @@ async def _claim_and_crash(harness: Harness, lease: float) -> None:
     crashed = DeliveryQueue(harness.database, Wakeups())
     claimed = await crashed.claim(limit=10, lease=lease, owner="crashed", backoff=lambda _: 0.05)
     assert len(claimed.deliveries) == 1
+
+
+async def _lease_ran_out(harness: Harness, lease: float) -> None:
+    """Wait until a lease of `lease` seconds taken before this call has run out, on the
+    database clock the claims read."""
+    end = await ports.database_now(harness.database) + timedelta(seconds=lease)
+    await ports.until_past(harness.database, end)
 
 
 async def test_a_retried_then_delivered_webhook_shows_both_attempts_with_status_and_excerpt(
@@ -113,7 +120,7 @@ async def test_an_attempt_whose_replica_died_shows_as_lease_expired_after_the_re
     created = await harness.create()
     occurrence_id = created["next_occurrence_id"]
     await _claim_and_crash(harness, lease=0.3)
-    await asyncio.sleep(0.4)
+    await _lease_ran_out(harness, 0.3)
 
     assert await harness.step() == 1
 
@@ -139,7 +146,7 @@ async def test_the_lease_exhausted_dead_letter_records_its_lost_attempt(
     created = await harness.create(max_attempts=1)
     occurrence_id = created["next_occurrence_id"]
     await _claim_and_crash(harness, lease=0.2)
-    await asyncio.sleep(0.3)
+    await _lease_ran_out(harness, 0.2)
 
     assert await harness.step() == 0  # dead-lettered by the claim, nothing delivered
 
@@ -161,7 +168,7 @@ async def test_a_late_settle_after_the_reclaim_adds_no_attempt(harness: Harness)
     (delivery,) = (
         await slow.claim(limit=1, lease=0.2, owner="slow", backoff=lambda _: 0.05)
     ).deliveries
-    await asyncio.sleep(0.3)
+    await _lease_ran_out(harness, 0.2)
     assert await harness.step() == 1
     late = await harness.dispatcher.attempt(delivery)
     assert isinstance(late, Settlement)

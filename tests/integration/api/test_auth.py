@@ -9,11 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ONE_SERVER
 from tests.integration.conftest import Harness
-
-# The embedded store and one server: the key check sits in front of the app, before any store.
-pytestmark = ONE_SERVER
 
 WRITER = "0123456789abcdef-writer"
 READER = "0123456789abcdef-reader"

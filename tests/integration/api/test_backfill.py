@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from app.domain.ids import occurrence_id
+from tests.factories import iso
 from tests.integration.conftest import Harness
+from tests.store import ports
 
 MINUTE = timedelta(minutes=1)
-
-
-def _iso(instant: datetime) -> str:
-    return instant.isoformat().replace("+00:00", "Z")
+SECOND = timedelta(seconds=1)
 
 
 def _at(text: str) -> datetime:
@@ -23,7 +21,7 @@ def _at(text: str) -> datetime:
 
 async def _minutely_since(harness: Harness, start: datetime) -> str:
     created = await harness.create(
-        trigger={"type": "interval", "every_seconds": 60, "start_at": _iso(start)}
+        trigger={"type": "interval", "every_seconds": 60, "start_at": iso(start)}
     )
     return str(created["id"])
 
@@ -32,7 +30,7 @@ async def _backfill(
     harness: Harness, schedule_id: str, start: datetime, end: datetime
 ) -> dict[str, Any]:
     response = await harness.client.post(
-        f"/v1/schedules/{schedule_id}/backfill", json={"from": _iso(start), "to": _iso(end)}
+        f"/v1/schedules/{schedule_id}/backfill", json={"from": iso(start), "to": iso(end)}
     )
     assert response.status_code == 200, response.text
     result: dict[str, Any] = response.json()
@@ -89,11 +87,13 @@ async def test_backfilling_the_same_range_twice_creates_nothing_new(harness: Har
 async def test_a_skipped_tick_can_be_backfilled(harness: Harness) -> None:
     start = datetime.now(UTC).replace(second=0, microsecond=0) - 30 * MINUTE
     created = await harness.create(
-        trigger={"type": "interval", "every_seconds": 1, "start_at": _iso(start)}
+        trigger={"type": "interval", "every_seconds": 1, "start_at": iso(start)}
     )
     schedule_id = created["id"]
-    await harness.client.post(f"/v1/schedules/{schedule_id}/pause")
-    await asyncio.sleep(1.2)  # a one-second tick falls inside the pause
+    paused = (await harness.client.post(f"/v1/schedules/{schedule_id}/pause")).json()
+    # A one-second tick (on whole seconds) falls inside the pause.
+    paused_at = _at(paused["updated_at"])
+    await ports.until_past(harness.database, paused_at.replace(microsecond=0) + SECOND)
     await harness.client.post(f"/v1/schedules/{schedule_id}/resume")
     skipped = [o for o in await harness.occurrences(schedule_id) if o["status"] == "skipped"]
     assert skipped
@@ -113,15 +113,15 @@ async def test_backfill_refuses_bad_ranges_and_schedules(harness: Harness) -> No
     url = f"/v1/schedules/{schedule_id}/backfill"
 
     future = await harness.client.post(
-        url, json={"from": _iso(now - MINUTE), "to": _iso(now + MINUTE)}
+        url, json={"from": iso(now - MINUTE), "to": iso(now + MINUTE)}
     )
     backwards = await harness.client.post(
-        url, json={"from": _iso(now - MINUTE), "to": _iso(now - 2 * MINUTE)}
+        url, json={"from": iso(now - MINUTE), "to": iso(now - 2 * MINUTE)}
     )
     too_many = await harness.client.post(
-        url, json={"from": _iso(now - 2000 * MINUTE), "to": _iso(now - MINUTE)}
+        url, json={"from": iso(now - 2000 * MINUTE), "to": iso(now - MINUTE)}
     )
-    missing = await harness.client.post(url, json={"from": _iso(now - MINUTE)})
+    missing = await harness.client.post(url, json={"from": iso(now - MINUTE)})
 
     for response in (future, backwards, too_many):
         assert response.status_code == 422, response.text
@@ -135,17 +135,17 @@ async def test_backfill_refuses_bad_ranges_and_schedules(harness: Harness) -> No
     one_shot = await harness.create(trigger={"type": "once", "delay_seconds": 3600})
     response = await harness.client.post(
         f"/v1/schedules/{one_shot['id']}/backfill",
-        json={"from": _iso(now - MINUTE), "to": _iso(now)},
+        json={"from": iso(now - MINUTE), "to": iso(now)},
     )
     assert response.status_code == 409
     await harness.client.delete(f"/v1/schedules/{schedule_id}")
     cancelled = await harness.client.post(
-        url, json={"from": _iso(now - 3 * MINUTE), "to": _iso(now - MINUTE)}
+        url, json={"from": iso(now - 3 * MINUTE), "to": iso(now - MINUTE)}
     )
     assert cancelled.status_code == 409
     unknown = await harness.client.post(
         f"/v1/schedules/{uuid.uuid4()}/backfill",
-        json={"from": _iso(now - MINUTE), "to": _iso(now)},
+        json={"from": iso(now - MINUTE), "to": iso(now)},
     )
     assert unknown.status_code == 404
 

@@ -8,11 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import ONE_SERVER
 from tests.integration.conftest import Harness
-
-# The embedded store and one server: bad input is refused before it reaches the store.
-pytestmark = ONE_SERVER
 
 PROBLEM = "application/problem+json"
 PAYLOAD_LIMIT = 1024

@@ -3,41 +3,60 @@ completes; PATCH plans the next tick again; the preview honours them."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tests.conftest import ONE_SERVER
+from tests.factories import iso
 from tests.integration.conftest import Harness
 
 SECOND = timedelta(seconds=1)
-
-
-def _iso(instant: datetime) -> str:
-    return instant.isoformat().replace("+00:00", "Z")
 
 
 def _at(text: str) -> datetime:
     return datetime.fromisoformat(text)
 
 
-def _soon() -> datetime:
-    return datetime.now(UTC) + timedelta(milliseconds=500)
+async def _starting_soon(
+    harness: Harness, trigger: Callable[[datetime], dict[str, Any]], **spec: Any
+) -> tuple[datetime, dict[str, Any]]:
+    """A schedule whose interval (`trigger(start)`) starts half a second from now, and its
+    start. A start already past when the service reads it would move the first tick on by
+    an interval: on a machine that slow, the schedule is cancelled and made again with a
+    longer lead."""
+    lead = timedelta(milliseconds=500)
+    for _ in range(5):
+        start = datetime.now(UTC) + lead
+        created = await harness.create(trigger=trigger(start), **spec)
+        if _at(created["next_fire_at"]) == start:
+            return start, created
+        cancelled = await harness.client.delete(f"/v1/schedules/{created['id']}")
+        assert cancelled.status_code == 200, cancelled.text
+        lead *= 2
+    raise AssertionError("no schedule could be created before its start")
+
+
+def _interval(every_seconds: float) -> Callable[[datetime], dict[str, Any]]:
+    return lambda start: {
+        "type": "interval",
+        "every_seconds": every_seconds,
+        "start_at": iso(start),
+    }
 
 
 async def _completed(harness: Harness, schedule_id: str) -> bool:
     return await harness.schedule_status(schedule_id) == "completed"
 
 
-@ONE_SERVER
 async def test_an_interval_stops_at_end_at_and_completes(harness: Harness) -> None:
-    start = _soon()
-    created = await harness.create(
-        trigger={
+    start, created = await _starting_soon(
+        harness,
+        lambda start: {
             "type": "interval",
             "every_seconds": 1,
-            "start_at": _iso(start),
-            "end_at": _iso(start + 2 * SECOND),
-        }
+            "start_at": iso(start),
+            "end_at": iso(start + 2 * SECOND),
+        },
     )
 
     await harness.step_until(lambda: _completed(harness, created["id"]))
@@ -50,10 +69,7 @@ async def test_an_interval_stops_at_end_at_and_completes(harness: Harness) -> No
 
 
 async def test_max_occurrences_caps_the_ticks_that_fire(harness: Harness) -> None:
-    created = await harness.create(
-        trigger={"type": "interval", "every_seconds": 1, "start_at": _iso(_soon())},
-        max_occurrences=2,
-    )
+    _, created = await _starting_soon(harness, _interval(1), max_occurrences=2)
 
     await harness.step_until(lambda: _completed(harness, created["id"]))
 
@@ -73,10 +89,7 @@ async def test_a_bounded_schedule_whose_last_tick_needed_a_retry_still_completes
     from tests.receiver import Reply
 
     harness.receiver.script("/hook", Reply(status=503))
-    created = await harness.create(
-        trigger={"type": "interval", "every_seconds": 3600, "start_at": _iso(_soon())},
-        max_occurrences=1,
-    )
+    _, created = await _starting_soon(harness, _interval(3600), max_occurrences=1)
 
     await harness.step_until(lambda: _completed(harness, created["id"]))
 
@@ -86,7 +99,7 @@ async def test_a_bounded_schedule_whose_last_tick_needed_a_retry_still_completes
 async def test_a_cron_with_start_at_fires_nothing_before_it(harness: Harness) -> None:
     start = datetime(2031, 6, 1, 12, 0, 30, tzinfo=UTC)
     created = await harness.create(
-        trigger={"type": "cron", "expression": "0 * * * *", "start_at": _iso(start)}
+        trigger={"type": "cron", "expression": "0 * * * *", "start_at": iso(start)}
     )
 
     assert _at(created["next_fire_at"]) == datetime(2031, 6, 1, 13, 0, tzinfo=UTC)
@@ -95,18 +108,18 @@ async def test_a_cron_with_start_at_fires_nothing_before_it(harness: Harness) ->
 async def test_an_end_at_before_the_first_tick_is_refused_naming_it(harness: Harness) -> None:
     now = datetime.now(UTC)
     cases: list[dict[str, Any]] = [
-        {"type": "cron", "expression": "0 0 1 1 *", "end_at": _iso(now + timedelta(days=1))},
+        {"type": "cron", "expression": "0 0 1 1 *", "end_at": iso(now + timedelta(days=1))},
         {
             "type": "cron",
             "expression": "* * * * *",
-            "start_at": _iso(now + timedelta(days=2)),
-            "end_at": _iso(now + timedelta(days=1)),
+            "start_at": iso(now + timedelta(days=2)),
+            "end_at": iso(now + timedelta(days=1)),
         },
         {
             "type": "interval",
             "every_seconds": 60,
-            "start_at": _iso(now - timedelta(seconds=90)),
-            "end_at": _iso(now - timedelta(seconds=1)),
+            "start_at": iso(now - timedelta(seconds=90)),
+            "end_at": iso(now - timedelta(seconds=1)),
         },
     ]
     for trigger in cases:
@@ -145,7 +158,7 @@ async def test_patching_bounds_and_policies_plans_the_next_tick_again(harness: H
                 "type": "cron",
                 "expression": "0 9 * * *",
                 "timezone": "Europe/Paris",
-                "start_at": _iso(start),
+                "start_at": iso(start),
             },
             "misfire_policy": "fire_all",
             "max_catchup": 7,
@@ -165,8 +178,8 @@ async def test_patching_bounds_and_policies_plans_the_next_tick_again(harness: H
             "trigger": {
                 "type": "cron",
                 "expression": "0 9 * * *",
-                "start_at": _iso(start),
-                "end_at": _iso(start + timedelta(hours=1)),
+                "start_at": iso(start),
+                "end_at": iso(start + timedelta(hours=1)),
             }
         },
     )
@@ -182,9 +195,7 @@ async def test_patching_bounds_and_policies_plans_the_next_tick_again(harness: H
 async def test_lowering_max_occurrences_below_what_fired_completes_the_schedule(
     harness: Harness,
 ) -> None:
-    created = await harness.create(
-        trigger={"type": "interval", "every_seconds": 3600, "start_at": _iso(_soon())}
-    )
+    _, created = await _starting_soon(harness, _interval(3600))
     await harness.step_until(lambda: _received(harness, 1))
 
     patched = await harness.client.patch(
@@ -212,10 +223,10 @@ async def test_the_preview_honours_bounds(harness: Harness) -> None:
             "trigger": {
                 "type": "cron",
                 "expression": "0 12 * * *",
-                "start_at": _iso(after + timedelta(days=2)),
-                "end_at": _iso(after + timedelta(days=5, hours=12)),
+                "start_at": iso(after + timedelta(days=2)),
+                "end_at": iso(after + timedelta(days=5, hours=12)),
             },
-            "after": _iso(after),
+            "after": iso(after),
             "count": 10,
         },
     )
@@ -223,7 +234,7 @@ async def test_the_preview_honours_bounds(harness: Harness) -> None:
         "/v1/triggers/preview",
         json={
             "trigger": {"type": "cron", "expression": "0 12 * * *"},
-            "after": _iso(after),
+            "after": iso(after),
             "count": 10,
             "max_occurrences": 2,
         },
@@ -234,7 +245,7 @@ async def test_the_preview_honours_bounds(harness: Harness) -> None:
             "trigger": {
                 "type": "cron",
                 "expression": "0 0 1 1 *",
-                "end_at": _iso(datetime.now(UTC) + timedelta(days=1)),
+                "end_at": iso(datetime.now(UTC) + timedelta(days=1)),
             }
         },
     )

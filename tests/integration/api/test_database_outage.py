@@ -20,7 +20,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from app.domain.errors import StoreUnavailableError
 from app.main import create_app
 from app.store.database import Database
-from tests.conftest import make_settings
+from tests.conftest import ALL_STORES, make_settings
 from tests.tcp_proxy import TcpProxy
 
 PROBLEM = "application/problem+json"
@@ -149,6 +149,8 @@ async def stored(database_url: str) -> list[tuple[str, str, str]]:
         await database.close()
 
 
+# Each database has its own error codes for what it refuses.
+@ALL_STORES
 async def test_a_statement_the_database_refuses_is_not_an_outage(database_url: str) -> None:
     database = Database(database_url)
     try:

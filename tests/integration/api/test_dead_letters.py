@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.conftest import ALL_STORES
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
 
@@ -85,6 +86,7 @@ async def test_replaying_what_is_not_dead_lettered_is_a_conflict(harness: Harnes
     assert missing.status_code == 404
 
 
+@ALL_STORES
 async def test_bulk_replay_by_ids_and_by_filter(harness: Harness) -> None:
     a = await _dead_letter(harness, event_type="kind.a")
     b = await _dead_letter(harness, event_type="kind.a")
@@ -113,6 +115,7 @@ async def test_bulk_replay_without_ids_or_filters_is_refused(harness: Harness) -
     assert len((await harness.get("/v1/dead-letters"))["items"]) == 1
 
 
+@ALL_STORES
 async def test_discard_removes_a_dead_letter_for_good(harness: Harness) -> None:
     created = await _dead_letter(harness)
     occurrence_id = created["next_occurrence_id"]

@@ -20,7 +20,7 @@ from app.domain.limits import STORED
 from app.domain.target import Target
 from app.domain.trigger import first_fire_or_refuse
 from app.store.tables import schedules
-from tests.conftest import EMBEDDED_ONLY
+from tests.conftest import ALL_STORES, EMBEDDED_ONLY
 from tests.integration.api.test_bad_input import (
     HOOK,
     PROBLEM,
@@ -150,6 +150,7 @@ async def test_numbers_and_instants_out_of_bounds_are_refused_and_nothing_stored
     assert await stored_schedules(offline) == []
 
 
+@ALL_STORES
 async def test_the_largest_accepted_values_read_back_and_plan_without_overflow(
     harness: Harness,
 ) -> None:
@@ -499,6 +500,9 @@ async def test_canonical_hosts_are_accepted(offline: Harness, url: str) -> None:
     response = await offline.client.post("/v1/schedules", json=valid_body(target=webhook(url=url)))
 
     assert response.status_code == 201, response.text
+    assert response.json()["target"]["url"] == url, "stored as written"
+    stored = await offline.get(f"/v1/schedules/{response.json()['id']}")
+    assert stored["target"]["url"] == url
 
 
 async def test_a_tab_inside_a_header_value_is_accepted(harness: Harness) -> None:
@@ -891,6 +895,7 @@ async def dead_letter(harness: Harness) -> dict[str, Any]:
     return created
 
 
+@ALL_STORES
 @pytest.mark.parametrize("text", ODD_PAYLOADS)
 async def test_a_row_with_an_odd_payload_still_reads(harness: Harness, text: str) -> None:
     created = await dead_letter(harness)
@@ -918,6 +923,7 @@ async def test_a_row_with_an_odd_payload_still_reads(harness: Harness, text: str
     }
 
 
+@ALL_STORES
 @pytest.mark.parametrize(
     "text",
     [
@@ -939,6 +945,7 @@ async def test_a_schedule_whose_payload_json_cannot_decode_still_reads(
     assert listed.status_code == 200, listed.text
 
 
+@ALL_STORES
 @pytest.mark.parametrize(
     "text",
     [
@@ -963,6 +970,7 @@ async def test_a_dead_letter_whose_payload_json_cannot_decode_still_reads(
     assert one.json()["payload"] is None
 
 
+@ALL_STORES
 async def test_a_payload_nested_64_deep_is_delivered_and_reads_back(harness: Harness) -> None:
     body = raw_body(nested(64), target=harness.webhook(), trigger={"type": "immediate"})
     response = await post_raw(harness, "/v1/schedules", body)

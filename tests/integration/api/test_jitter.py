@@ -4,11 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from tests.factories import iso
 from tests.integration.conftest import Harness
-
-
-def _iso(instant: datetime) -> str:
-    return instant.isoformat().replace("+00:00", "Z")
 
 
 def _at(text: str) -> datetime:
@@ -23,7 +20,7 @@ async def test_an_occurrence_becomes_due_within_its_jitter_window_keeping_its_in
     harness: Harness,
 ) -> None:
     at = datetime.now(UTC) + timedelta(hours=1)
-    created = await harness.create(trigger={"type": "once", "at": _iso(at)}, jitter_seconds=600)
+    created = await harness.create(trigger={"type": "once", "at": iso(at)}, jitter_seconds=600)
 
     (occurrence,) = await _pending(harness, created["id"])
 
@@ -36,7 +33,7 @@ async def test_an_occurrence_becomes_due_within_its_jitter_window_keeping_its_in
 
 async def test_a_jittered_delivery_names_its_nominal_instant(harness: Harness) -> None:
     at = datetime.now(UTC) - timedelta(seconds=30)
-    created = await harness.create(trigger={"type": "once", "at": _iso(at)}, jitter_seconds=1)
+    created = await harness.create(trigger={"type": "once", "at": iso(at)}, jitter_seconds=1)
 
     assert await harness.step() == 1
 
@@ -48,7 +45,7 @@ async def test_a_jittered_delivery_names_its_nominal_instant(harness: Harness) -
 async def test_every_tick_of_a_recurring_schedule_is_jittered(harness: Harness) -> None:
     start = datetime.now(UTC) + timedelta(seconds=1)
     created = await harness.create(
-        trigger={"type": "interval", "every_seconds": 3600, "start_at": _iso(start)},
+        trigger={"type": "interval", "every_seconds": 3600, "start_at": iso(start)},
         jitter_seconds=0.01,
     )
     await harness.step_until(lambda: _requests(harness, 1))
@@ -63,7 +60,7 @@ async def test_every_tick_of_a_recurring_schedule_is_jittered(harness: Harness) 
 
 async def test_patching_the_jitter_redraws_the_next_occurrence(harness: Harness) -> None:
     at = datetime.now(UTC) + timedelta(hours=2)
-    created = await harness.create(trigger={"type": "once", "at": _iso(at)})
+    created = await harness.create(trigger={"type": "once", "at": iso(at)})
 
     response = await harness.client.patch(
         f"/v1/schedules/{created['id']}", json={"jitter_seconds": 3600}

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from tests.factories import iso
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
-
-
-def _iso(instant: datetime) -> str:
-    return instant.isoformat().replace("+00:00", "Z")
+from tests.store import ports
 
 
 def _at(text: str) -> datetime:
@@ -20,7 +18,7 @@ async def test_a_retrying_tick_does_not_delay_the_next_one(harness: Harness) -> 
     harness.receiver.always("/hook", Reply(500))
     start = datetime.now(UTC) + timedelta(seconds=1)
     created = await harness.create(
-        trigger={"type": "interval", "every_seconds": 60, "start_at": _iso(start)}
+        trigger={"type": "interval", "every_seconds": 60, "start_at": iso(start)}
     )
 
     await harness.step_until(lambda: _requests(harness, 1))
@@ -37,8 +35,8 @@ async def test_missed_ticks_collapse_into_one_catch_up_then_the_schedule_realign
     harness: Harness,
 ) -> None:
     created = await harness.create(trigger={"type": "interval", "every_seconds": 1})
-    # The loop is not stepped for several ticks, as if every scheduler were down.
-    await _wait(2.6)
+    # The loop is not stepped while two more ticks go by, as if every scheduler were down.
+    await ports.until_past(harness.database, _at(created["next_fire_at"]) + timedelta(seconds=2))
 
     before = datetime.now(UTC)
     assert await harness.step() == 1
@@ -55,7 +53,7 @@ async def test_an_overdue_recurring_occurrence_fires_once_and_the_next_is_in_the
     harness: Harness,
 ) -> None:
     long_ago = datetime.now(UTC) - timedelta(hours=5)
-    created = await harness.create(trigger={"type": "once", "at": _iso(long_ago)})
+    created = await harness.create(trigger={"type": "once", "at": iso(long_ago)})
     await harness.step()
     assert len(harness.receiver.requests) == 1
     assert await harness.schedule_status(created["id"]) == "completed"
@@ -72,15 +70,15 @@ async def test_an_overdue_recurring_occurrence_fires_once_and_the_next_is_in_the
 async def test_pause_holds_everything_and_resume_realigns_to_the_future(harness: Harness) -> None:
     start = datetime.now(UTC) + timedelta(milliseconds=300)
     created = await harness.create(
-        trigger={"type": "interval", "every_seconds": 1, "start_at": _iso(start)}
+        trigger={"type": "interval", "every_seconds": 1, "start_at": iso(start)}
     )
 
     paused = (await harness.client.post(f"/v1/schedules/{created['id']}/pause")).json()
     assert paused["status"] == "paused"
     assert paused["next_fire_at"] is None
 
-    # Well past several ticks: nothing fires while paused.
-    await _wait(1.5)
+    # Past two ticks: nothing fires while paused.
+    await ports.until_past(harness.database, start + timedelta(seconds=1))
     assert await harness.step() == 0
     assert harness.receiver.requests == []
 
@@ -95,10 +93,10 @@ async def test_pause_holds_everything_and_resume_realigns_to_the_future(harness:
 
 
 async def test_a_paused_one_shot_due_meanwhile_fires_once_on_resume(harness: Harness) -> None:
-    soon = datetime.now(UTC) + timedelta(milliseconds=200)
-    created = await harness.create(trigger={"type": "once", "at": _iso(soon)})
+    # Due already: nothing steps the loop before the pause, so it falls due while paused.
+    due = datetime.now(UTC) - timedelta(seconds=1)
+    created = await harness.create(trigger={"type": "once", "at": iso(due)})
     await harness.client.post(f"/v1/schedules/{created['id']}/pause")
-    await _wait(0.4)
     assert await harness.step() == 0
 
     await harness.client.post(f"/v1/schedules/{created['id']}/resume")
@@ -171,7 +169,7 @@ async def test_patching_the_trigger_moves_the_next_occurrence(harness: Harness) 
 
     response = await harness.client.patch(
         f"/v1/schedules/{created['id']}",
-        json={"trigger": {"type": "interval", "every_seconds": 3600, "start_at": _iso(soon)}},
+        json={"trigger": {"type": "interval", "every_seconds": 3600, "start_at": iso(soon)}},
     )
 
     assert response.status_code == 200
@@ -200,9 +198,3 @@ async def _requests(harness: Harness, count: int) -> bool:
 async def _delivered_count(harness: Harness, schedule_id: str, count: int) -> bool:
     items = await harness.occurrences(schedule_id)
     return sum(1 for o in items if o["status"] == "delivered") >= count
-
-
-async def _wait(seconds: float) -> None:
-    import asyncio
-
-    await asyncio.sleep(seconds)

@@ -8,38 +8,24 @@ each policy fires and skips the ticks it promises to.
 
 from __future__ import annotations
 
-import asyncio
 import random
-import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from app.worker.dispatcher import Dispatcher
-from tests.conftest import ONE_SERVER
+from tests.factories import iso
 from tests.integration.conftest import Harness
-
-# The plan is a pure function (tests/unit/domain/test_claim_plan.py) and what the claim
-# writes for it is in the store conformance suite; these cases wait out real ticks.
-pytestmark = ONE_SERVER
+from tests.store import ports
+from tests.waiting import eventually
 
 TICK = timedelta(seconds=1)
-OUTAGE = 3.6  # seconds the loop is stopped: three or four ticks are missed
-
-
-def _iso(instant: datetime) -> str:
-    return instant.isoformat().replace("+00:00", "Z")
+# How long after the third missed tick the loop runs again.
+OUTAGE_MARGIN = timedelta(milliseconds=100)
 
 
 def _at(text: str) -> datetime:
     return datetime.fromisoformat(text)
-
-
-async def _until(condition: Callable[[], Awaitable[bool]], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not await condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.05)
 
 
 async def _run_loop_until(harness: Harness, condition: Callable[[], Awaitable[bool]]) -> None:
@@ -48,7 +34,7 @@ async def _run_loop_until(harness: Harness, condition: Callable[[], Awaitable[bo
     settings = harness.settings.model_copy(update={"min_cycle_delay": 0.1})
     dispatcher = Dispatcher(harness.database, harness.sinks, settings, rng=random.Random(3))
     async with dispatcher.started():
-        await _until(condition)
+        await eventually(condition, within=20.0)
 
 
 def _delivered_ticks(harness: Harness) -> list[datetime]:
@@ -56,12 +42,12 @@ def _delivered_ticks(harness: Harness) -> list[datetime]:
 
 
 async def _stopped_across_ticks(harness: Harness, **policy: Any) -> tuple[str, datetime, datetime]:
-    """A one-second interval fires once, the loop stops for OUTAGE seconds, then runs
+    """A one-second interval fires once, the loop stops for three ticks, then runs
     again until the schedule has planned a tick after the restart. Returns the schedule
     id, the first tick and the restart instant."""
     start = (datetime.now(UTC) + timedelta(milliseconds=300)).replace(microsecond=0) + TICK
     created = await harness.create(
-        trigger={"type": "interval", "every_seconds": 1, "start_at": _iso(start)}, **policy
+        trigger={"type": "interval", "every_seconds": 1, "start_at": iso(start)}, **policy
     )
     schedule_id = created["id"]
     # A create that a loaded machine delayed past `start` begins at the next tick.
@@ -71,7 +57,8 @@ async def _stopped_across_ticks(harness: Harness, **policy: Any) -> tuple[str, d
         return len(harness.receiver.requests) >= 1
 
     await _run_loop_until(harness, first_delivered)
-    await asyncio.sleep(OUTAGE)
+    # Stopped while three ticks after the first go by.
+    await ports.until_past(harness.database, start + 3 * TICK + OUTAGE_MARGIN)
     restart = datetime.now(UTC)
 
     async def caught_up() -> bool:
@@ -103,7 +90,7 @@ def _assert_every_tick_accounted(
     ticks = []
     tick = start
     while tick <= restart:
-        assert tick in by_tick, f"the tick at {_iso(tick)} left no trace"
+        assert tick in by_tick, f"the tick at {iso(tick)} left no trace"
         ticks.append(tick)
         tick += TICK
     missed = ticks[1:]
@@ -209,12 +196,12 @@ async def test_skip_drops_ticks_older_than_the_grace_and_fires_the_rest(
 async def test_ticks_inside_a_pause_are_recorded_as_skipped(harness: Harness) -> None:
     start = datetime.now(UTC).replace(microsecond=0) + 2 * TICK
     created = await harness.create(
-        trigger={"type": "interval", "every_seconds": 1, "start_at": _iso(start)}
+        trigger={"type": "interval", "every_seconds": 1, "start_at": iso(start)}
     )
     schedule_id = created["id"]
     paused = await harness.client.post(f"/v1/schedules/{schedule_id}/pause")
     assert paused.status_code == 200
-    await asyncio.sleep((start - datetime.now(UTC)).total_seconds() + 2.5)
+    await ports.until_past(harness.database, start + 2 * TICK)  # three ticks inside the pause
     assert await harness.step() == 0  # nothing fires while paused
 
     resumed = (await harness.client.post(f"/v1/schedules/{schedule_id}/resume")).json()
@@ -242,12 +229,13 @@ async def test_a_pause_lists_max_catchup_ticks_then_one_entry_for_the_rest(
 ) -> None:
     start = datetime.now(UTC) - timedelta(hours=1)
     created = await harness.create(
-        trigger={"type": "interval", "every_seconds": 1, "start_at": _iso(start)},
+        trigger={"type": "interval", "every_seconds": 1, "start_at": iso(start)},
         max_catchup=1,
     )
     schedule_id = created["id"]
     paused = (await harness.client.post(f"/v1/schedules/{schedule_id}/pause")).json()
-    await asyncio.sleep(3.5)
+    # Three ticks inside the pause.
+    await ports.until_past(harness.database, _at(paused["updated_at"]) + 3 * TICK)
 
     resumed = (await harness.client.post(f"/v1/schedules/{schedule_id}/resume")).json()
 

@@ -11,11 +11,8 @@ import pytest
 from asgi_lifespan import LifespanManager
 
 from app.main import create_app
-from tests.conftest import ONE_SERVER, make_settings
+from tests.conftest import make_settings
 from tests.integration.conftest import Harness
-
-# The embedded store and one server: problem shapes are the API's, whatever the store.
-pytestmark = ONE_SERVER
 
 PROBLEM = "application/problem+json"
 SECRET = "secret internals: password=hunter2 at /srv/chronoq/app.py line 42"

@@ -7,7 +7,6 @@ import re
 
 import pytest
 
-from tests.conftest import ONE_SERVER
 from tests.integration.conftest import Harness
 
 PROBLEM = "application/problem+json"
@@ -56,7 +55,6 @@ async def test_an_unknown_query_parameter_is_a_422_naming_it(harness: Harness) -
     assert "status" in problem["detail"]  # what the operation takes
 
 
-@ONE_SERVER
 async def test_declared_parameters_and_aliases_still_work(harness: Harness) -> None:
     created = await harness.create(
         trigger={"type": "once", "delay_seconds": 3600}, labels={"team": "ops"}

@@ -14,7 +14,6 @@ from standardwebhooks import Webhook
 from app.api.schemas import target_out
 from app.domain.limits import STORED
 from app.domain.target import RabbitMQTarget, WebhookTarget
-from tests.conftest import ONE_SERVER
 from tests.integration.cli.test_operator_commands import as_json, ok
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
@@ -517,7 +516,6 @@ def test_a_stored_target_with_userinfo_and_an_authorization_header_still_reads()
 # -- the operator CLI ------------------------------------------------------------------------
 
 
-@ONE_SERVER
 async def test_the_operator_cli_prints_targets_redacted(
     harness: Harness, database_url: str
 ) -> None:

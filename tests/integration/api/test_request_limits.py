@@ -11,11 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ONE_SERVER
 from tests.integration.conftest import Harness
-
-# The embedded store and one server: request limits act before the body is parsed.
-pytestmark = ONE_SERVER
 
 PROBLEM = "application/problem+json"
 

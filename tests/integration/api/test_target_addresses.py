@@ -12,14 +12,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ONE_SERVER
 from tests.dns import FakeDNS
 from tests.integration.api.test_bad_input import assert_problem_names, stored_schedules
 from tests.integration.conftest import Harness
-
-# The embedded store and one server: SSRF refusals happen before anything is stored, and
-# what is stored is a target like any other.
-pytestmark = ONE_SERVER
 
 METADATA = "169.254.169.254"
 

@@ -8,11 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ONE_SERVER
 from tests.integration.conftest import Harness
-
-# The embedded store and one server: previews are computed, not stored.
-pytestmark = ONE_SERVER
 
 
 async def _preview(harness: Harness, body: dict[str, Any], expect: int = 200) -> Any:

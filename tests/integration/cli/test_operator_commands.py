@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import EMBEDDED_ONLY, ONE_SERVER
+from tests.conftest import EMBEDDED_ONLY
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
 
@@ -170,7 +170,6 @@ async def test_list_filters_as_the_http_api_does(
     assert 0 < len(listed) < 3
 
 
-@ONE_SERVER
 async def test_list_limit_keeps_the_newest(harness: Harness, database_url: str) -> None:
     created = [await harness.create() for _ in range(3)]
 
@@ -367,7 +366,6 @@ ID_COMMANDS = [
 ]
 
 
-@ONE_SERVER
 @pytest.mark.parametrize("command", ID_COMMANDS, ids=" ".join)
 async def test_an_unknown_id_exits_1_with_one_line(database_url: str, command: list[str]) -> None:
     unknown = str(uuid.uuid4())

@@ -8,7 +8,6 @@ import asyncio
 import subprocess
 from importlib.metadata import version
 
-from tests.conftest import ONE_SERVER
 from tests.integration.cli.commands import chronoq, command, environment
 from tests.integration.conftest import Harness
 
@@ -60,7 +59,6 @@ def test_openapi_piped_into_head_prints_the_first_line_and_no_traceback() -> Non
     assert shell.returncode in (0, 141)
 
 
-@ONE_SERVER
 async def test_list_into_a_reader_that_went_away_exits_quietly(
     harness: Harness, database_url: str
 ) -> None:

@@ -23,7 +23,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.engine import Engine
 
 from app import metrics
-from tests.conftest import ONE_SERVER, STORES
+from tests.conftest import STORES
+from tests.factories import iso
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
 
@@ -75,10 +76,6 @@ def statements() -> Iterator[list[str]]:
         sa.event.remove(Engine, "before_cursor_execute", record)
 
 
-def _iso(instant: datetime) -> str:
-    return instant.isoformat().replace("+00:00", "Z")
-
-
 @pytest.mark.usefixtures("uncached")
 async def test_backlog_counts_due_pending_occurrences_not_held_and_schedules_by_status(
     harness: Harness,
@@ -86,7 +83,7 @@ async def test_backlog_counts_due_pending_occurrences_not_held_and_schedules_by_
     for _ in range(2):
         await harness.create(trigger={"type": "immediate"})
     await harness.create(
-        trigger={"type": "once", "at": _iso(datetime.now(UTC) + timedelta(hours=1))}
+        trigger={"type": "once", "at": iso(datetime.now(UTC) + timedelta(hours=1))}
     )
     paused = await harness.create(trigger={"type": "immediate"})
     assert (await harness.client.post(f"/v1/schedules/{paused['id']}/pause")).status_code == 200
@@ -142,7 +139,6 @@ async def test_store_numbers_are_cached_and_concurrent_scrapes_share_one_read(
     assert _value(cached, "chronoq_backlog_due") == 1
 
 
-@ONE_SERVER
 @pytest.mark.usefixtures("uncached")
 async def test_a_failed_read_keeps_the_last_numbers_counts_the_failure_and_metrics_answer(
     harness: Harness, caplog: pytest.LogCaptureFixture

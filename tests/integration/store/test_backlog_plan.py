@@ -13,7 +13,11 @@ import sqlalchemy as sa
 
 from app.store.backlog import DEAD_LETTERS, DUE
 from app.store.tables import occurrences
+from tests.conftest import ALL_STORES
 from tests.integration.conftest import Harness
+
+# Each database's own query plans.
+pytestmark = ALL_STORES
 
 
 def _explain(conn: Any, statement: sa.Select[Any]) -> str:

@@ -17,7 +17,11 @@ from app.store.releases import ReleaseStore
 from app.store.settlements import SettlementStore
 from app.store.sql import queries, query
 from app.store.tables import occurrences
+from tests.conftest import ALL_STORES
 from tests.integration.conftest import Harness
+
+# The claim's own statements, as each database runs them.
+pytestmark = ALL_STORES
 
 CLAIMS = ClaimStore()
 RELEASES = ReleaseStore()

@@ -19,6 +19,7 @@ from app.store.database import Database
 from app.store.queue import DeliveryQueue
 from tests.conftest import STORES
 from tests.integration.conftest import Harness
+from tests.waiting import eventually
 
 SERVERS = pytest.mark.parametrize("database_url", STORES[1:], indirect=True)
 
@@ -105,12 +106,10 @@ def _bind(dialect: str, value: uuid.UUID) -> Any:
 
 
 async def _until_waiting(observer: Any, dialect: str, within: float = 10.0) -> None:
-    deadline = time.monotonic() + within
-    while True:
+    async def waiting() -> bool:
         states = (await observer.execute(sa.text(_WAITING[dialect]))).scalars().all()
         await observer.commit()
-        if "Lock" in states or "LOCK WAIT" in states:
-            return
-        assert time.monotonic() < deadline, "the settle never waited for the pause"
-        # MariaDB refreshes innodb_trx only for a read 0.1 s after the one before.
-        await asyncio.sleep(0.15)
+        return "Lock" in states or "LOCK WAIT" in states
+
+    # MariaDB refreshes innodb_trx only for a read 0.1 s after the one before.
+    await eventually(waiting, within=within, every=0.15, what="the settle waiting for the pause")

@@ -16,18 +16,11 @@ from app.settings import Settings
 from app.sinks import open_sinks
 from app.store.database import Database
 from app.worker.dispatcher import Dispatcher
-from tests.conftest import ONE_SERVER, make_settings
+from tests.conftest import make_settings
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
 from tests.tcp_proxy import TcpProxy
-
-
-async def _wait_until(condition, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not await condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.05)
+from tests.waiting import eventually
 
 
 @asynccontextmanager
@@ -69,7 +62,7 @@ async def test_the_loop_survives_a_database_outage_and_delivers_afterwards(
 
             await proxy.cut()
             during = await _batch(harness, 10)
-            await _wait_until(lambda: _true(dispatcher.errors >= 2))
+            await eventually(lambda: dispatcher.errors >= 2, within=20.0, every=0.05)
             assert dispatcher.running
             assert len(harness.receiver.requests) == 10
 
@@ -88,7 +81,9 @@ async def test_stopping_lets_in_flight_deliveries_finish_and_settles_them(
     harness.receiver.always("/hook", Reply(delay=0.5))
     async with _running(harness.settings, harness.database, concurrency=8) as dispatcher:
         ids = await _batch(harness, 5)
-        await _wait_until(lambda: _true(dispatcher.cycles > 0 and not _idle(dispatcher)))
+        await eventually(
+            lambda: dispatcher.cycles > 0 and not _idle(dispatcher), within=20.0, every=0.05
+        )
         started = time.monotonic()
     stopped_in = time.monotonic() - started
 
@@ -113,7 +108,7 @@ async def test_the_running_loop_delivers_a_concurrent_stream_exactly_once(
     async with _running(harness.settings, harness.database, concurrency=16, batch_size=10):
         ids = await _batch(harness, 120)
         await harness.receiver.wait_for(120, timeout=30)
-        await _wait_until(lambda: _all_completed(harness, 120))
+        await eventually(lambda: _all_completed(harness, 120), within=20.0, every=0.05)
 
     received = [r.occurrence_id for r in harness.receiver.requests]
     assert sorted(received) == sorted(ids)
@@ -132,7 +127,7 @@ async def test_stopping_hands_back_claimed_but_unstarted_occurrences_at_once(
     loop = {"concurrency": 1, "batch_size": 10}
     async with _running(harness.settings, harness.database, **loop) as dispatcher:
         ids = await _batch(harness, 6)
-        await _wait_until(lambda: _true(not _idle(dispatcher)))
+        await eventually(lambda: not _idle(dispatcher), within=20.0, every=0.05)
 
     # One was in flight and finished; the rest come back due now, their attempt uncounted,
     # without waiting for the 5 s lease.
@@ -155,10 +150,9 @@ async def test_a_missed_room_signal_costs_at_most_a_poll_interval(harness: Harne
         await asyncio.sleep(0.2)
         assert dispatcher.cycles == 0  # waiting for room
         dispatcher._claims.clear()  # gone, and no one signals
-        await _wait_until(lambda: _true(dispatcher.cycles > 0), timeout=3.0)
+        await eventually(lambda: dispatcher.cycles > 0, within=3.0, every=0.05)
 
 
-@ONE_SERVER
 async def test_a_delivery_never_starts_on_a_lease_too_short_to_finish(harness: Harness) -> None:
     """One delivery at a time, half a second each, under a 4 s lease: ten claimed at once
     take 5 s, so the later ones would start with their lease nearly gone or spent (another
@@ -169,7 +163,7 @@ async def test_a_delivery_never_starts_on_a_lease_too_short_to_finish(harness: H
     loop = {"concurrency": 1, "batch_size": 10, "lease": 4.0, "dispatch_timeout": 2.0}
     async with _running(harness.settings, harness.database, **loop):
         ids = await _batch(harness, 10)
-        await _wait_until(lambda: _all_completed(harness, 10), timeout=60)
+        await eventually(lambda: _all_completed(harness, 10), within=60, every=0.05)
 
     received = [r.occurrence_id for r in harness.receiver.requests]
     assert sorted(received) == sorted(ids)

@@ -4,11 +4,9 @@ back the ticks it still held, unattempted."""
 
 from __future__ import annotations
 
-import asyncio
 import random
-import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -16,22 +14,13 @@ from typing import Any
 import pytest
 
 from app.worker import dispatcher as dispatcher_module
-from app.worker.dispatcher import CLAIM_AHEAD, Dispatcher
+from app.worker.dispatcher import Dispatcher
+from tests.factories import iso
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
+from tests.waiting import eventually
 
 BOUND = 10.0  # generous: the machine is shared
-
-
-def _iso(instant: datetime) -> str:
-    return instant.isoformat().replace("+00:00", "Z")
-
-
-async def _within(seconds: float, condition: Callable[[], Awaitable[bool]]) -> None:
-    deadline = time.monotonic() + seconds
-    while not await condition():
-        assert time.monotonic() < deadline, f"not within {seconds}s"
-        await asyncio.sleep(0.01)
 
 
 async def _true(value: bool) -> bool:
@@ -59,7 +48,7 @@ async def test_interval_ticks_arrive_once_each_and_none_before_its_instant(
     async with _loop(harness):
         for n in range(6):
             start = first + timedelta(milliseconds=40 * n)
-            trigger = {"type": "interval", "every_seconds": 1, "start_at": _iso(start)}
+            trigger = {"type": "interval", "every_seconds": 1, "start_at": iso(start)}
             ids.append((await harness.create(trigger=trigger))["id"])
         await harness.receiver.wait_for(12, timeout=BOUND + 2)
     requests = harness.receiver.requests
@@ -78,13 +67,19 @@ async def test_interval_ticks_arrive_once_each_and_none_before_its_instant(
         assert datetime.fromisoformat(at) == start, "the first tick is the start instant"
 
 
-async def test_a_stop_hands_back_the_ticks_it_held_unattempted(harness: Harness) -> None:
-    due = datetime.now(UTC) + timedelta(seconds=CLAIM_AHEAD + 1.5)
-    trigger = {"type": "interval", "every_seconds": 3600, "start_at": _iso(due)}
+async def test_a_stop_hands_back_the_ticks_it_held_unattempted(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A window of 3 s and the tick 2 s away (as `_stopped_while_waiting`): claimed ahead by
+    # the first claim, with seconds to spare before its instant for the loop to be seen
+    # holding it and stopped, not the default window's fraction of a second.
+    monkeypatch.setattr(dispatcher_module, "CLAIM_AHEAD", 3.0)
+    due = datetime.now(UTC) + timedelta(seconds=2)
+    trigger = {"type": "interval", "every_seconds": 3600, "start_at": iso(due)}
     async with _loop(harness) as dispatcher:
         schedule = await harness.create(trigger=trigger)
         # Claimed ahead of its instant, and held.
-        await _within(BOUND, lambda: _true(dispatcher.waiting == 1))
+        await eventually(lambda: dispatcher.waiting == 1, within=BOUND, every=0.01)
         assert datetime.now(UTC) < due, "the machine was too slow for this test"
     assert harness.receiver.requests == []
     occurrences = await harness.occurrences(schedule["id"])
@@ -106,8 +101,8 @@ async def _stopped_while_waiting(
     monkeypatch.setattr(dispatcher_module, "CLAIM_AHEAD", 3.0)
     due = datetime.now(UTC) + timedelta(seconds=2)
     async with _loop(harness) as dispatcher:
-        schedule = await harness.create(trigger={"type": "once", "at": _iso(due)})
-        await _within(BOUND, lambda: _true(dispatcher.waiting == 1))
+        schedule = await harness.create(trigger={"type": "once", "at": iso(due)})
+        await eventually(lambda: dispatcher.waiting == 1, within=BOUND, every=0.01)
         path = f"/v1/schedules/{schedule['id']}"
         if stop == "pause":
             response = await harness.client.post(f"{path}/pause")
@@ -115,13 +110,14 @@ async def _stopped_while_waiting(
             response = await harness.client.delete(path)
         assert response.status_code == 200, response.text
         assert datetime.now(UTC) < due, "the machine was too slow for this test"
-        await _within(
-            BOUND,
-            lambda: _true(
+        await eventually(
+            lambda: (
                 datetime.now(UTC) > due + timedelta(seconds=0.2)
                 and dispatcher.waiting == 0
                 and dispatcher.in_flight == 0
             ),
+            within=BOUND,
+            every=0.01,
         )
     assert harness.receiver.requests == [], "a stopped tick was delivered"
     (occurrence,) = await harness.occurrences(schedule["id"])
@@ -158,7 +154,7 @@ async def test_an_attempt_in_flight_through_a_cancel_is_in_the_attempt_log(
     harness.receiver.script("/hook", Reply(200, delay=1.0))
     async with _loop(harness) as dispatcher:
         schedule = await harness.create()
-        await _within(BOUND, lambda: _true(dispatcher.in_flight == 1))
+        await eventually(lambda: dispatcher.in_flight == 1, within=BOUND, every=0.01)
         response = await harness.client.delete(f"/v1/schedules/{schedule['id']}")
         assert response.status_code == 200, response.text
         await harness.receiver.wait_for(1, timeout=BOUND)
@@ -168,7 +164,7 @@ async def test_an_attempt_in_flight_through_a_cancel_is_in_the_attempt_log(
             found = await harness.get(f"/v1/occurrences/{occurrence_id}/attempts")
             return bool(found["items"])
 
-        await _within(BOUND, logged)
+        await eventually(logged, within=BOUND, every=0.01)
     (attempt,) = (await harness.get(f"/v1/occurrences/{occurrence_id}/attempts"))["items"]
     assert (attempt["attempt"], attempt["outcome"]) == (1, "delivered")
     (occurrence,) = await harness.occurrences(schedule["id"])

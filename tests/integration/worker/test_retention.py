@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -23,24 +22,15 @@ from app.store.dialects.postgresql import PRUNING_LOCK
 from app.store.retention import prune
 from app.store.tables import occurrences
 from app.worker.pruner import Pruner
-from tests.conftest import make_settings
+from tests.conftest import ALL_STORES, make_settings
+from tests.factories import iso
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
 from tests.tcp_proxy import TcpProxy
+from tests.waiting import eventually
 
 RETENTION = timedelta(days=7)
 OLD = timedelta(days=8)
-
-
-def _iso(instant: datetime) -> str:
-    return instant.isoformat().replace("+00:00", "Z")
-
-
-async def _until(condition: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not await condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.02)
 
 
 async def _true(value: bool) -> bool:
@@ -106,7 +96,7 @@ async def _skipped(harness: Harness) -> str:
     """A recurring schedule paused after its tick came due, before the loop reached it."""
     start = datetime.now(UTC) - timedelta(minutes=1)
     created = await harness.create(
-        trigger={"type": "interval", "every_seconds": 1, "start_at": _iso(start)}
+        trigger={"type": "interval", "every_seconds": 1, "start_at": iso(start)}
     )
     due = datetime.fromisoformat(created["next_fire_at"])
     await asyncio.sleep(max(0.0, (due - datetime.now(UTC)).total_seconds()) + 0.05)
@@ -234,6 +224,7 @@ async def test_a_round_prunes_batch_after_batch_until_one_comes_back_short(
     assert await pruner.run_once() == 0
 
 
+@ALL_STORES
 async def test_a_retention_reaching_before_year_one_prunes_nothing(harness: Harness) -> None:
     await _delivered(harness)
     await _age(harness.database, by=timedelta(days=365 * 100))
@@ -315,10 +306,10 @@ async def test_the_loop_prunes_by_itself_every_interval(harness: Harness) -> Non
     pruner = _pruner(harness, retention_interval=0.05, retention_batch=5)
 
     async with pruner.started():
-        await _until(lambda: _true(pruner.pruned_total == 12))
+        await eventually(lambda: pruner.pruned_total == 12, within=10.0)
         late = await _delivered(harness)
         await _age(harness.database, [late])
-        await _until(lambda: _true(pruner.pruned_total == 13))
+        await eventually(lambda: pruner.pruned_total == 13, within=10.0)
         assert pruner.running
 
     assert not pruner.running
@@ -342,13 +333,13 @@ async def test_the_loop_survives_a_failing_round_and_prunes_afterwards(harness: 
     away = True
     try:
         async with pruner.started():
-            await _until(lambda: _true(pruner.errors >= 2))
+            await eventually(lambda: pruner.errors >= 2, within=10.0)
             assert pruner.running
             assert pruner.pruned_total == 0
 
             await rename("occurrences_away", "occurrences")
             away = False
-            await _until(lambda: _true(pruner.pruned_total == len(ids)), timeout=15)
+            await eventually(lambda: pruner.pruned_total == len(ids), within=15)
     finally:
         if away:
             await rename("occurrences_away", "occurrences")
@@ -369,12 +360,12 @@ async def test_the_loop_rides_out_a_database_outage(harness: Harness) -> None:
         pruner = Pruner(database, settings)
         await proxy.cut()
         async with pruner.started():
-            await _until(lambda: _true(pruner.errors >= 1))
+            await eventually(lambda: pruner.errors >= 1, within=10.0)
             assert pruner.running
 
             await _age(harness.database)
             await proxy.restore()
-            await _until(lambda: _true(pruner.pruned_total == 4), timeout=20)
+            await eventually(lambda: pruner.pruned_total == 4, within=20)
     finally:
         await database.close()
         await proxy.close()

@@ -4,9 +4,7 @@ because it sleeps until the next due instant it knows of and writes announce ear
 
 from __future__ import annotations
 
-import asyncio
 import random
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
@@ -14,43 +12,66 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
+from app.store.claims import Claimed
 from app.store.database import Database
+from app.store.queue import DeliveryQueue
 from app.worker.dispatcher import Dispatcher
+from tests.conftest import ALL_STORES
+from tests.factories import iso
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
+from tests.waiting import eventually, suspended_in
 
 POLL = 60.0  # never reached: anything that arrives in time was woken up
 PROMPT = 5.0  # generous bound for "at once" on a busy 2-core machine
 
 
-def _iso(instant: datetime) -> str:
-    return instant.isoformat().replace("+00:00", "Z")
+class _CountedQueue(DeliveryQueue):
+    """The store's queue, counting the claims that have come back."""
 
+    answered = 0
 
-async def _within(seconds: float, condition: Callable[[], Awaitable[bool]]) -> float:
-    """Wait until `condition` holds; returns how long it took, fails after `seconds`."""
-    started = time.monotonic()
-    while not await condition():
-        elapsed = time.monotonic() - started
-        assert elapsed < seconds, f"not within {seconds}s"
-        await asyncio.sleep(0.01)
-    return time.monotonic() - started
+    async def claim(
+        self,
+        *,
+        limit: int,
+        lease: float,
+        owner: str,
+        backoff: Callable[[int], float],
+        ahead: float = 0.0,
+    ) -> Claimed:
+        try:
+            return await super().claim(
+                limit=limit, lease=lease, owner=owner, backoff=backoff, ahead=ahead
+            )
+        finally:
+            self.answered += 1
 
 
 @asynccontextmanager
 async def _idle_loop(harness: Harness) -> AsyncIterator[Dispatcher]:
     """A running loop that polls only every POLL seconds, and has gone idle."""
     settings = harness.settings.model_copy(update={"poll_interval": POLL})
+    queue = _CountedQueue(harness.database, harness.wakeups)
     dispatcher = Dispatcher(
         harness.database,
         harness.sinks,
         settings,
+        queue=queue,
         rng=random.Random(5),
         wakeups=harness.wakeups,
     )
+
+    def asleep() -> bool:
+        # Every claim it issued came back (with nothing), and it waits on its alarm.
+        return (
+            dispatcher.cycles >= 1
+            and queue.answered == dispatcher.cycles
+            and suspended_in(dispatcher._task, "Alarm.sleep")
+        )
+
     async with dispatcher.started():
-        await _within(PROMPT, lambda: _true(dispatcher.cycles >= 1))
-        await asyncio.sleep(0.3)  # its first claim found nothing; it sleeps
+        await eventually(asleep, within=PROMPT, every=0.01, what="the loop idle")
         yield dispatcher
 
 
@@ -65,67 +86,75 @@ def _received(harness: Harness, count: int) -> Callable[[], Awaitable[bool]]:
     return check
 
 
+# Each database wakes the loop its own way (LISTEN/NOTIFY, or in process after a commit).
+@ALL_STORES
 async def test_a_new_schedule_wakes_an_idle_loop(harness: Harness) -> None:
     async with _idle_loop(harness):
         await harness.create(trigger={"type": "immediate"})
-        await _within(PROMPT, _received(harness, 1))
+        await eventually(_received(harness, 1), within=PROMPT, every=0.01)
 
 
+@ALL_STORES
 async def test_an_idle_loop_sleeps_until_the_next_due_instant(harness: Harness) -> None:
     due = datetime.now(UTC) + timedelta(seconds=1.5)
-    await harness.create(trigger={"type": "once", "at": _iso(due)})
+    await harness.create(trigger={"type": "once", "at": iso(due)})
     async with _idle_loop(harness):
-        await _within(PROMPT, _received(harness, 1))
+        await eventually(_received(harness, 1), within=PROMPT, every=0.01)
 
     arrived = datetime.fromtimestamp(harness.receiver.requests[0].at, UTC)
     # Woken for it: the loop's poll (POLL) would have come far later.
     assert timedelta(0) <= arrived - due < timedelta(seconds=PROMPT)
 
 
+@ALL_STORES
 async def test_a_recurring_schedule_keeps_its_cadence_without_polling(harness: Harness) -> None:
     start = datetime.now(UTC) + timedelta(milliseconds=500)
     async with _idle_loop(harness):
         await harness.create(
-            trigger={"type": "interval", "every_seconds": 1, "start_at": _iso(start)}
+            trigger={"type": "interval", "every_seconds": 1, "start_at": iso(start)}
         )
-        await _within(PROMPT + 3, _received(harness, 3))
+        await eventually(_received(harness, 3), within=PROMPT + 3, every=0.01)
 
     for n, request in enumerate(harness.receiver.requests[:3]):
         arrived = datetime.fromtimestamp(request.at, UTC)
         assert arrived - (start + n * timedelta(seconds=1)) < timedelta(seconds=PROMPT)
 
 
+@ALL_STORES
 async def test_a_retry_wakes_the_loop_when_it_comes_due(make_harness) -> None:  # type: ignore[no-untyped-def]
     async with make_harness(retry_base_delay=0.2, retry_max_delay=0.4) as harness:
         harness.receiver.script("/hook", Reply(status=503))
         async with _idle_loop(harness):
             await harness.create(trigger={"type": "immediate"})
-            await _within(PROMPT, _received(harness, 2))
+            await eventually(_received(harness, 2), within=PROMPT, every=0.01)
 
         assert [r.headers["X-Attempt"] for r in harness.receiver.requests] == ["1", "2"]
 
 
+@ALL_STORES
 async def test_trigger_replay_and_resume_wake_an_idle_loop(make_harness) -> None:  # type: ignore[no-untyped-def]
     async with make_harness(max_attempts=1) as harness:
         harness.receiver.script("/hook", Reply(status=400))
         later = datetime.now(UTC) + timedelta(hours=1)
-        created = await harness.create(trigger={"type": "once", "at": _iso(later)})
+        created = await harness.create(trigger={"type": "once", "at": iso(later)})
         paused = await harness.create(trigger={"type": "immediate"})
         await harness.client.post(f"/v1/schedules/{paused['id']}/pause")
         async with _idle_loop(harness):
             await harness.client.post(f"/v1/schedules/{created['id']}/trigger")
-            await _within(PROMPT, _received(harness, 1))  # refused with 400: dead letter
+            await eventually(
+                _received(harness, 1), within=PROMPT, every=0.01
+            )  # refused with 400: dead letter
 
             async def dead_lettered() -> bool:
                 return bool((await harness.get("/v1/dead-letters"))["items"])
 
-            await _within(PROMPT, dead_lettered)
+            await eventually(dead_lettered, within=PROMPT, every=0.01)
             (letter,) = (await harness.get("/v1/dead-letters"))["items"]
             await harness.client.post(f"/v1/dead-letters/{letter['occurrence_id']}/replay")
-            await _within(PROMPT, _received(harness, 2))
+            await eventually(_received(harness, 2), within=PROMPT, every=0.01)
 
             await harness.client.post(f"/v1/schedules/{paused['id']}/resume")
-            await _within(PROMPT, _received(harness, 3))
+            await eventually(_received(harness, 3), within=PROMPT, every=0.01)
 
 
 @pytest.mark.postgres
@@ -135,9 +164,11 @@ async def test_a_lost_listen_connection_is_re_established(harness: Harness) -> N
         killed = await _terminate_listeners(harness.database)
         assert killed
         # The listener notices and listens again on a connection of its own.
-        await _within(PROMPT, lambda: _listening_anew(harness.database, killed))
+        await eventually(
+            lambda: _listening_anew(harness.database, killed), within=PROMPT, every=0.01
+        )
         await harness.create(trigger={"type": "immediate"})
-        await _within(PROMPT, _received(harness, 1))
+        await eventually(_received(harness, 1), within=PROMPT, every=0.01)
         assert await _listeners(harness.database) >= 1
 
 

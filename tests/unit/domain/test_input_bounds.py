@@ -75,7 +75,10 @@ def nested(depth: int) -> Any:
     ],
 )
 def test_instants_at_the_edges_of_the_range_are_accepted(instant: str) -> None:
-    TRIGGER.validate_python({"type": "once", "at": instant})
+    accepted = TRIGGER.validate_python({"type": "once", "at": instant})
+
+    assert accepted.type == "once"
+    assert accepted.at == datetime.fromisoformat(instant), "the instant, to the microsecond"
 
 
 @pytest.mark.parametrize(
@@ -124,7 +127,10 @@ def test_an_interval_is_at_most_ten_years(every: float) -> None:
 
 
 def test_an_interval_of_ten_years_is_accepted() -> None:
-    TRIGGER.validate_python({"type": "interval", "every_seconds": MAX_PERIOD_SECONDS})
+    accepted = TRIGGER.validate_python({"type": "interval", "every_seconds": MAX_PERIOD_SECONDS})
+
+    assert accepted.type == "interval"
+    assert accepted.every_seconds == MAX_PERIOD_SECONDS
 
 
 @pytest.mark.parametrize("delay", [MAX_PERIOD_SECONDS + 1, 1e18, float("nan")])
@@ -342,7 +348,10 @@ def test_a_webhook_url_with_a_non_canonical_or_broken_host_is_refused(url: str) 
     ],
 )
 def test_a_webhook_url_with_a_canonical_host_is_accepted(url: str) -> None:
-    TARGET.validate_python({"type": "webhook", "url": url})
+    accepted = TARGET.validate_python({"type": "webhook", "url": url})
+
+    assert accepted.type == "webhook"
+    assert accepted.url == url, "a canonical URL is kept as written"
 
 
 # -- RabbitMQ targets ---------------------------------------------------------------------
@@ -370,7 +379,15 @@ def test_rabbitmq_headers_an_amqp_table_cannot_carry_are_refused(headers: dict[s
 def test_rabbitmq_headers_at_their_limits_are_accepted() -> None:
     headers = {"k" * 128: 2**63 - 1, "low": -(2**63), "text": "a\tb", "flag": True, "none": None}
 
-    TARGET.validate_python({"type": "rabbitmq", "routing_key": "jobs", "headers": headers})
+    accepted = TARGET.validate_python(
+        {"type": "rabbitmq", "routing_key": "jobs", "headers": headers}
+    )
+
+    assert accepted.type == "rabbitmq"
+    assert accepted.headers == headers
+    assert [type(value) for value in accepted.headers.values()] == [
+        type(value) for value in headers.values()
+    ], "no value coerced (True stays a bool, not 1)"
 
 
 def test_an_exchange_name_fits_an_amqp_short_string() -> None:
@@ -383,8 +400,10 @@ def test_an_exchange_name_fits_an_amqp_short_string() -> None:
 
 
 def test_a_payload_nests_at_most_64_deep() -> None:
-    SPEC.validate_python(spec(payload=nested(MAX_PAYLOAD_DEPTH)))
-    SPEC.validate_python(spec(payload={"a": nested(MAX_PAYLOAD_DEPTH - 1)}))
+    deepest = nested(MAX_PAYLOAD_DEPTH)
+    assert SPEC.validate_python(spec(payload=deepest)).payload == deepest
+    inside = {"a": nested(MAX_PAYLOAD_DEPTH - 1)}
+    assert SPEC.validate_python(spec(payload=inside)).payload == inside
 
     assert refusal(SPEC, spec(payload=nested(MAX_PAYLOAD_DEPTH + 1))) == [("payload",)]
     assert refusal(PATCH, {"payload": nested(300)}) == [("payload",)]
