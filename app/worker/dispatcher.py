@@ -21,9 +21,10 @@ import logging
 import os
 import random
 import socket
+import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 
 from app import metrics
 from app.domain.occurrence import Delivery, Settlement, Unsent
@@ -34,7 +35,7 @@ from app.store.claims import Claimed
 from app.store.database import Database
 from app.store.queue import DeliveryQueue, Queue
 from app.store.wakeups import Wakeups
-from app.worker.ahead import TIMER_SLACK, ClaimedAhead
+from app.worker.ahead import ClaimedAhead
 from app.worker.alarm import Alarm
 from app.worker.attempt import attempt
 from app.worker.drain import drain
@@ -123,8 +124,15 @@ class Dispatcher:
             stopping=self._stopping,
         )
         self._task: asyncio.Task[None] | None = None
+        # A run until idle (`run_until_idle`): the wall-clock instant that what it delivers
+        # is due by; whether its claims have found everything due by then; what failed it.
+        self._until: float | None = None
+        self._drained = False
+        self._failure: Exception | None = None
+        self._changed = asyncio.Event()  # something the loop holds finished or moved on
         self.cycles = 0
         self.errors = 0
+        self.started_deliveries = 0
 
     # -- what others read ------------------------------------------------------------
 
@@ -177,7 +185,10 @@ class Dispatcher:
         )
 
     async def _write_settlements(self, settlements: Sequence[Settlement]) -> None:
-        await self._queue.settle(settlements)
+        try:
+            await self._queue.settle(settlements)
+        finally:
+            self._changed.set()
         retries = [s.retry_in for s in settlements if s.retry_in is not None]
         if retries and self.running:
             self.wake_in(min(retries))
@@ -207,33 +218,21 @@ class Dispatcher:
             return
         metrics.HANDED_BACK.inc(len(deliveries))
         log.info("handing back %d claimed occurrences whose lease ran short", len(deliveries))
+        self._release_in_background(deliveries)
+
+    def _release_in_background(self, deliveries: list[Delivery]) -> None:
+        """Hand back unstarted; the loop's stop waits for it."""
         task = asyncio.create_task(self._release_quietly(deliveries, False))
         self._releases.add(task)
-        task.add_done_callback(self._releases.discard)
+        task.add_done_callback(self._released)
+
+    def _released(self, task: asyncio.Task[None]) -> None:
+        self._releases.discard(task)
+        self._changed.set()
 
     def _count_error(self) -> None:
         self.errors += 1
         metrics.LOOP_ERRORS.inc()
-
-    async def run_once(self) -> int:
-        """One cycle of the loop's own parts, for tests that step it: claim one batch, let
-        the lanes start it (in order, one per schedule at a time), wait until every
-        delivery of it has finished, and write the settlements. Returns how many it
-        claimed. Not for use while `run` is running."""
-        assert not self.running, "run_once steps a loop that is not running"
-        claimed = await self.claim(min(self._settings.batch_size, self._settings.concurrency))
-        loop = asyncio.get_running_loop()
-        self._admit(claimed, loop.time())
-        while self._in_flight or self._claimed_ahead or self._claimed_ahead.busy:
-            if self._in_flight:
-                await asyncio.wait(set(self._in_flight))
-            else:  # claimed ahead: its timer or its mark starts it
-                await asyncio.sleep(TIMER_SLACK)
-        if self._releases:
-            await asyncio.wait(set(self._releases))
-        if not await self._settler.flush():
-            raise RuntimeError("settling failed; see the log")
-        return len(claimed.deliveries)
 
     # -- the loop --------------------------------------------------------------------
 
@@ -268,10 +267,80 @@ class Dispatcher:
 
     def _ahead(self) -> float:
         """How far ahead the next claim looks: CLAIM_AHEAD, or nothing while the claimed-ahead
-        deliveries waiting are at their bound."""
+        deliveries waiting are at their bound; in a run until idle, no further than it
+        delivers."""
         if self._claimed_ahead.holding >= HELD_CAPACITY_FACTOR * self._pacing.capacity:
             return 0.0
+        if self._until is not None:
+            return min(CLAIM_AHEAD, max(self._until - time.time(), 0.0))
         return CLAIM_AHEAD
+
+    async def run_until_idle(self, within: float = 0.0) -> int:
+        """Run the loop (`run`, the production loop: its claims, the lanes, claims ahead,
+        the settle batcher and the drain) until it is idle, then stop it; returns how many
+        deliveries it handed to the sinks. For tests and tools that step a replica; not
+        while the loop is running.
+
+        Idle: everything due by the time it was called, or `within` seconds later, has been
+        delivered once (whatever the outcome) and its settlement written. What came due
+        after that instant is not this run's: a retry that an attempt of this run made
+        waits for the next run (its claim, if a claim took it, hands it back unstarted,
+        due again at its instant). What falls due within `within` seconds is claimed ahead
+        and held until its instant, as the loop does; with `within` 0 (the default) the
+        run claims nothing ahead. Raises the error of a claim that failed (the loop would
+        retry it), and RuntimeError when settlements could not be written.
+        """
+        assert not self.running, "run_until_idle runs a loop that is not running"
+        self._until = time.time() + within
+        self._drained = False
+        self._failure = None
+        self._stopping.clear()
+        started = self.started_deliveries
+        task = self._task = asyncio.create_task(self.run(), name="chronoq-dispatcher")
+        try:
+            await task
+        finally:
+            self._until = None
+            self._stopping.clear()  # free to run again, or to be `started`
+        if self._failure is not None:
+            raise self._failure
+        if self._settler.pending:
+            raise RuntimeError("settling failed; see the log")
+        return self.started_deliveries - started
+
+    def _idle(self) -> bool:
+        """Nothing claimed is left in hand, and no claim, hand-back or settle write is on
+        its way (what waits to be written, the stop writes)."""
+        ahead = self._claimed_ahead
+        return not (
+            self._claims
+            or self._in_flight
+            or self._lanes.waiting
+            or ahead
+            or ahead.busy
+            or self._releases
+            or self._settler.writing
+        )
+
+    async def _settle_down(self) -> None:
+        """A run until idle whose claims found everything: stop once what it holds is done."""
+        self._changed.clear()
+        if self._idle():
+            self._stopping.set()
+            return
+        changed = asyncio.ensure_future(self._changed.wait())
+        stop = asyncio.ensure_future(self._stopping.wait())
+        try:
+            # The poll interval bounds the wait, as for the room: a step without a signal
+            # (a mark that stopped everything it took) costs a poll.
+            await asyncio.wait(
+                {changed, stop},
+                timeout=self._settings.poll_interval,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:
+            changed.cancel()
+            stop.cancel()
 
     async def run(self) -> None:
         """Claim, deliver and settle until stopped.
@@ -284,16 +353,28 @@ class Dispatcher:
         loop = asyncio.get_running_loop()
         self._settler.start()
         self._wakeups.subscribe(self.wake_in)
+        # A run until idle ends once what is due now is done: other replicas' news of what
+        # falls due later is not for it.
+        listening: AbstractAsyncContextManager[None] = (
+            self._queue.listening() if self._until is None else nullcontext()
+        )
         try:
-            async with self._queue.listening():
+            async with listening:
                 while not self._stopping.is_set():
                     self._hand_back(self._lanes.expiring(loop.time()))
+                    if self._drained:
+                        await self._settle_down()
+                        continue
                     ahead = self._ahead()
                     batch = self._pacing.batch(ahead)
                     room = self._pacing.room(
                         batch, len(self._in_flight) + self._lanes.waiting + self._claiming
                     )
-                    if not room or not self._pacing.may_claim(len(self._claims)):
+                    # A run until idle claims one batch at a time: it ends at the first
+                    # claim that finds nothing more, and a second claim beside that one
+                    # would only contend with it.
+                    alone = self._until is not None
+                    if not room or not self._pacing.may_claim(len(self._claims), alone=alone):
                         await self._pacing.wait_for_room(self._stopping)
                         continue
                     self.cycles += 1
@@ -330,11 +411,15 @@ class Dispatcher:
     def _issue_claim(self, limit: int, ahead: float) -> None:
         previous = self._claims[-1] if self._claims else None
         self._claiming += limit
-        task = asyncio.create_task(self._claim_into_lanes(limit, previous, ahead))
+        task = asyncio.create_task(self._claim_into_lanes(limit, previous, ahead, time.time()))
         self._claims.append(task)
 
     async def _claim_into_lanes(
-        self, limit: int, previous: asyncio.Task[None] | None, ahead: float = 0.0
+        self,
+        limit: int,
+        previous: asyncio.Task[None] | None,
+        ahead: float = 0.0,
+        issued_at: float = 0.0,
     ) -> None:
         """One claim; its rows join the lanes after those of every claim issued before it
         (two claims at once can each take some of one schedule's ticks, and the earlier
@@ -347,6 +432,9 @@ class Dispatcher:
                 claimed = await self.claim(limit, ahead)
             except Exception as exc:
                 self._claim_failed(exc)
+                if self._until is not None:  # a run until idle ends with the error
+                    self._failure = self._failure or exc
+                    self._stopping.set()
             if previous is not None:
                 await asyncio.wait({previous})
         finally:
@@ -358,10 +446,15 @@ class Dispatcher:
                 self._claims.remove(current)
             self._claiming -= limit
             self._pacing.claim_ended()
+            self._changed.set()
         if claimed is None:
             return
         self._health.succeeded()
         pause = self._pacing.claimed(len(claimed.deliveries), limit, ahead, claimed.due_in)
+        if self._until is not None and len(claimed.deliveries) < limit:
+            # Nothing more was due by the window's end; is that the run's end too?
+            self._drained = self._drained or issued_at + ahead >= self._until
+            pause = 0.0 if self._drained else pause
         self._alarm.wake_in(pause)
         self._admit(claimed, issued)
 
@@ -374,9 +467,22 @@ class Dispatcher:
         """The lease began no earlier than the claim was issued: it ends by then + lease.
         A delivery claimed ahead waits until its due instant, by this replica's clock."""
         deadline = issued + self._settings.lease
-        ready = self._claimed_ahead.take(claimed.deliveries, claimed.not_before, deadline)
+        deliveries = claimed.deliveries
+        if self._until is not None:
+            deliveries = self._this_runs(deliveries)
+        ready = self._claimed_ahead.take(deliveries, claimed.not_before, deadline)
         self._lanes.admit(ready, deadline)
         self._start_ready()
+
+    def _this_runs(self, deliveries: list[Delivery]) -> list[Delivery]:
+        """A run until idle delivers what was due by its instant; the rest goes back."""
+        until = self._until
+        assert until is not None
+        later = [d for d in deliveries if d.due_at is not None and d.due_at.timestamp() > until]
+        if not later:
+            return deliveries
+        self._release_in_background(later)
+        return [d for d in deliveries if d.due_at is None or d.due_at.timestamp() <= until]
 
     def _start_ready(self) -> None:
         if self._stopping.is_set() and self.running:
@@ -386,8 +492,10 @@ class Dispatcher:
         for delivery in started.launch:
             task = asyncio.create_task(self._deliver(delivery))
             self._in_flight[task] = delivery
+            self.started_deliveries += 1
             metrics.IN_FLIGHT.inc()
             task.add_done_callback(self._finished)
+        self._changed.set()
 
     async def _deliver(self, delivery: Delivery) -> None:
         # The settlement joins the batcher as the task's last step: a finished task's
@@ -407,3 +515,4 @@ class Dispatcher:
         self._lanes.finished(delivery)
         self._start_ready()
         self._pacing.freed(len(self._in_flight) + self._lanes.waiting)
+        self._changed.set()

@@ -56,8 +56,9 @@ class Pacing:
         room = self._concurrency + 2 * batch - taken
         return room if room >= self._refill_at else 0
 
-    def may_claim(self, claims: int) -> bool:
-        return claims < MAX_CLAIMS
+    def may_claim(self, claims: int, *, alone: bool = False) -> bool:
+        """Whether another claim may join the `claims` running; `alone`: one at a time."""
+        return claims < (1 if alone else MAX_CLAIMS)
 
     def freed(self, unfinished: int) -> None:
         """A delivery finished, `unfinished` are left: signal the wait once a batch fits."""
