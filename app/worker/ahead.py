@@ -1,23 +1,56 @@
-"""Claimed ahead, not due yet: deliveries wait here for their instant, then go on.
+"""Claims ahead: ticks claimed before they are due wait here, off the lanes, for their instant.
 
-Invariant: every delivery held is handed on exactly once, with the lease end it was held
-with: by the timer no earlier than its instant (less the timer's resolution and the
-`gather` it was made with), or by `release_all` when the loop stops. Nothing is dropped.
+A steady stream of ticks is claimed ahead: a claim also leases the occurrences due within
+a short window (that no lease holds; the loop's CLAIM_AHEAD), so that the claim's round
+trips happen before the ticks are due, not after. Each such delivery goes through two
+steps before it reaches the lanes, by this replica's clock:
+
+1. START_LEAD before its instant it is marked started (`ClaimedAhead`): one statement,
+   for all the deliveries whose marks fall due within START_GATHER of each other, that
+   a pause or cancel committed since the claim stops it at. A stopped one is handed back
+   unstarted, with its instant (a pause holds it until the resume; a cancel has ended it
+   already). The lead is about that statement's own time, so that it is done by the
+   instant and the tick goes out on time; the gathering makes a stream of thousands of
+   ticks a second cost a few dozen statements a second, not one a tick. A pause committed
+   in the last START_LEAD + START_GATHER before an instant is as late as one after it.
+2. Marked, it waits (`Held` again) until its instant, then joins the lanes. Nothing starts
+   early.
+
+Invariants:
+- `Held`: every delivery held is handed on exactly once, with the lease end it was held
+  with: by the timer no earlier than its instant (less the timer's resolution and the
+  `gather` it was made with), or by `release_all` when the loop stops. Nothing is dropped.
+- `ClaimedAhead`: every delivery it takes reaches the lanes exactly once, marked started
+  and not before its instant, or is handed back unstarted (stopped since its claim, or its
+  mark failed: then all of that statement's are, or their leases run out, uncharged). When
+  the loop stops, what is held joins the lanes at once, unmarked, and the drain hands it back.
 """
 
 from __future__ import annotations
 
 import asyncio
 import heapq
-from collections.abc import Callable
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import datetime
 
 from app.domain.occurrence import Delivery
+from app.worker.outcomes import log
 
 # Event loop timers run up to their resolution early (a millisecond on libuv's).
 TIMER_SLACK = 0.001
+# How long before its instant a claimed-ahead attempt is marked started, and how close
+# together the marks that share one statement fall (see the module's docstring).
+START_LEAD = 0.02
+START_GATHER = 0.03
 
 # Deliveries that are due, grouped by the lease end they were claimed with.
 OnDue = Callable[[list[Delivery], float], None]
+# Mark claimed-ahead deliveries started; the ids of those that may start.
+Mark = Callable[[Sequence[Delivery]], Awaitable[set[uuid.UUID]]]
+# Hand deliveries back (`started`: whether their attempt is counted); never raises.
+Release = Callable[[Sequence[Delivery], bool], Awaitable[None]]
 
 
 class Held:
@@ -77,3 +110,138 @@ class Held:
             by_deadline.setdefault(deadline, []).append(delivery)
         for deadline, deliveries in by_deadline.items():
             self._on_due(deliveries, deadline)
+
+
+class ClaimedAhead:
+    """From a claim ahead to the lanes. `admit` queues deliveries in the lanes and `start`
+    lets the lanes start what they may; `mark` and `release` are the store's; `on_error`
+    counts a failed mark; `stopping` says the loop is stopping."""
+
+    def __init__(
+        self,
+        *,
+        mark: Mark,
+        admit: OnDue,
+        start: Callable[[], None],
+        release: Release,
+        on_error: Callable[[], None],
+        stopping: asyncio.Event,
+    ) -> None:
+        self._mark = mark
+        self._admit = admit
+        self._start = start
+        self._release = release
+        self._on_error = on_error
+        self._stopping = stopping
+        self._held = Held(self._due, gather=START_GATHER)  # not about due yet
+        # About due, waiting to be marked started (`_start_due`); marked, and waiting for
+        # their instant (`_marked`); the instant of each, by loop time.
+        self._starting: list[tuple[list[Delivery], float]] = []
+        self._task: asyncio.Task[None] | None = None
+        self._marked = Held(self._at_instant)
+        self._instants: dict[uuid.UUID, float] = {}
+
+    def __len__(self) -> int:
+        """Taken, and not yet in the lanes or handed back (but for those being marked)."""
+        return len(self._held) + len(self._marked)
+
+    @property
+    def holding(self) -> int:
+        """Waiting to be marked started: what bounds how far ahead the loop claims."""
+        return len(self._held)
+
+    @property
+    def busy(self) -> bool:
+        """Marks are being made or wait to be."""
+        return self._task is not None or bool(self._starting)
+
+    def take(
+        self,
+        deliveries: list[Delivery],
+        not_before: Mapping[uuid.UUID, datetime],
+        deadline: float,
+    ) -> list[Delivery]:
+        """A claim's deliveries, whose lease ends at loop time `deadline`: returns those due
+        already (not in `not_before`), and takes the others, each due at its instant there."""
+        if not not_before:
+            return deliveries
+        now, wall = asyncio.get_running_loop().time(), time.time()
+        ready: list[Delivery] = []
+        due_now: list[Delivery] = []
+        for delivery in deliveries:
+            due = not_before.get(delivery.occurrence_id)
+            if due is None:
+                ready.append(delivery)
+            elif (wait := due.timestamp() - wall) <= START_LEAD:
+                due_now.append(delivery)  # claimed ahead, and (about) due by now
+                self._instants[delivery.occurrence_id] = now + wait
+            else:
+                self._held.hold(delivery, now + wait - START_LEAD, deadline)
+                self._instants[delivery.occurrence_id] = now + wait
+        self._held.arm()
+        if due_now:
+            self._due(due_now, deadline)
+        return ready
+
+    async def stop(self) -> None:
+        """The loop is stopping (`stopping` is set): everything held joins the lanes, once
+        the marks being made are done."""
+        self._held.release_all()
+        if self._task is not None:
+            await asyncio.wait({self._task})
+        self._marked.release_all()
+        self._instants.clear()
+
+    def _due(self, deliveries: list[Delivery], deadline: float) -> None:
+        """START_LEAD before their instant: marked started first (`_start_due`), then held
+        until the instant; when the loop is stopping they join the lanes at once."""
+        if self._stopping.is_set():
+            self._at_instant(deliveries, deadline)
+            return
+        self._starting.append((deliveries, deadline))
+        if self._task is None:
+            self._task = asyncio.create_task(self._start_due())
+
+    def _at_instant(self, deliveries: list[Delivery], deadline: float) -> None:
+        self._admit(deliveries, deadline)
+        self._start()
+
+    async def _start_due(self) -> None:
+        """Mark what came due meanwhile, in one statement, and let the lanes start it."""
+        try:
+            while self._starting:
+                groups, self._starting = self._starting, []
+                due = [delivery for deliveries, _ in groups for delivery in deliveries]
+                try:
+                    may_start = await self._mark(due)
+                except Exception:
+                    self._on_error()
+                    log.exception("marking %d claimed-ahead occurrences started failed", len(due))
+                    for delivery in due:
+                        self._instants.pop(delivery.occurrence_id, None)
+                    await self._release(due, False)
+                    continue
+                now = asyncio.get_running_loop().time()
+                for deliveries, deadline in groups:
+                    ready = []
+                    for delivery in deliveries:
+                        at = self._instants.pop(delivery.occurrence_id, now)
+                        if delivery.occurrence_id not in may_start:
+                            continue
+                        if at > now + TIMER_SLACK:
+                            self._marked.hold(delivery, at, deadline)  # never early
+                        else:
+                            ready.append(delivery)
+                    self._admit(ready, deadline)
+                self._marked.arm()
+                self._start()
+                stopped = [d for d in due if d.occurrence_id not in may_start]
+                if stopped:
+                    log.info(
+                        "%d claimed-ahead occurrences were paused or cancelled before their "
+                        "instant; not starting them",
+                        len(stopped),
+                    )
+                    await self._release(stopped, False)
+        finally:
+            self._task = None

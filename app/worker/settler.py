@@ -52,6 +52,11 @@ class SettleBatcher:
     def pending(self) -> int:
         return len(self._pending)
 
+    @property
+    def writing(self) -> bool:
+        """A write is on its way (`stop` would cut it off and put its batch back)."""
+        return self._lock.locked()
+
     def add(self, settlement: Settlement) -> None:
         self._pending.append(settlement)
         self._ready.set()

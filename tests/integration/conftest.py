@@ -56,8 +56,9 @@ class Harness:
         return result
 
     async def step(self) -> int:
-        """One claim/deliver/settle cycle of the loop."""
-        return await self.dispatcher.run_once()
+        """Run the loop until what is due now is delivered and settled (a retry it makes
+        waits for the next step); how many deliveries it started."""
+        return await self.dispatcher.run_until_idle()
 
     async def step_until(self, done: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> None:
         """Step the loop until `done()` holds; waits for retries to come due in between."""

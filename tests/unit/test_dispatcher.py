@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from app.domain.errors import StoreUnavailableError
 from app.domain.occurrence import Delivered, Delivery, Outcome, Settlement
 from app.domain.target import WebhookTarget
@@ -232,3 +234,44 @@ async def test_readiness_reports_failing_claims_and_recovers_by_itself() -> None
         queue.fail_claims = 0
         await eventually(lambda: loop.health() == "ok", every=0.01)
     assert loop.health() == "stopped"
+
+
+async def test_a_run_until_idle_delivers_every_batch_due_settles_them_and_stops() -> None:
+    batch = [delivery() for _ in range(25)]
+    queue = FakeQueue(batches=[(0.0, batch[:10]), (0.0, batch[10:20]), (0.0, batch[20:])])
+    sink = FakeSink(delay=0.01)
+    loop = dispatcher(queue, sink)
+
+    assert await loop.run_until_idle() == 25
+
+    assert sorted(s.delivery.occurrence_id for s in queue.settled) == sorted(
+        d.occurrence_id for d in batch
+    )
+    assert queue.released == []
+    assert not loop.running
+    assert loop.in_flight == 0
+    assert loop.waiting == 0
+    claims = queue.claims
+    assert await loop.run_until_idle() == 0  # again: nothing is due
+    assert queue.claims == claims + 1
+    assert "chronoq-settler" not in {task.get_name() for task in asyncio.all_tasks()}
+
+
+async def test_a_run_until_idle_ends_with_the_error_of_a_failed_claim() -> None:
+    queue = FakeQueue(fail_claims=1)
+    loop = dispatcher(queue, FakeSink())
+    with pytest.raises(StoreUnavailableError):
+        await loop.run_until_idle()
+    assert not loop.running
+    assert await loop.run_until_idle() == 0  # the store is back
+
+
+async def test_a_run_until_idle_raises_when_settlements_cannot_be_written() -> None:
+    class Refusing(FakeQueue):
+        async def settle(self, settlements: Sequence[Settlement]) -> None:
+            raise StoreUnavailableError("the database is down")
+
+    queue = Refusing(batches=[(0.0, [delivery()])])
+    loop = dispatcher(queue, FakeSink())
+    with pytest.raises(RuntimeError, match="settling failed"):
+        await loop.run_until_idle()

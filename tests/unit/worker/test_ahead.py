@@ -1,12 +1,18 @@
-"""Held: claimed-ahead deliveries wait for their instant, then go on once, with their lease end."""
+"""Claimed ahead: `Held` hands each delivery on once, at its instant, with its lease end;
+`ClaimedAhead` marks each started before its instant and lets none reach the lanes early,
+nor one that a pause or cancel stopped since its claim."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 from app.domain.occurrence import Delivery
-from app.worker.ahead import TIMER_SLACK, Held
+from app.worker.ahead import START_GATHER, START_LEAD, TIMER_SLACK, ClaimedAhead, Held
 from tests import factories
 
 # How long "soon" may take on a machine whose every core is busy; far above the waits held.
@@ -136,3 +142,150 @@ async def test_a_delivery_whose_instant_has_passed_goes_on_at_the_next_turn() ->
     await recorder.until(1)
 
     assert recorder.handed_on() == [past]
+
+
+class Store:
+    """The marks and hand-backs `ClaimedAhead` asks for: `stopped` ids may not start (a
+    pause or cancel since the claim); `failing` makes every mark fail."""
+
+    def __init__(self, stopped: frozenset[uuid.UUID] = frozenset(), failing: bool = False):
+        self.stopped = stopped
+        self.failing = failing
+        self.marks: list[tuple[float, list[Delivery]]] = []
+        self.released: list[tuple[list[Delivery], bool]] = []
+        self.errors = 0
+        self.handed_back = asyncio.Event()
+
+    async def mark(self, deliveries: Sequence[Delivery]) -> set[uuid.UUID]:
+        self.marks.append((asyncio.get_running_loop().time(), list(deliveries)))
+        if self.failing:
+            raise ConnectionError("the database is down")
+        return {d.occurrence_id for d in deliveries} - self.stopped
+
+    async def release(self, deliveries: Sequence[Delivery], started: bool) -> None:
+        self.released.append((list(deliveries), started))
+        self.handed_back.set()
+
+    def error(self) -> None:
+        self.errors += 1
+
+
+def claimed_ahead(store: Store, lanes: Recorder, stopping: asyncio.Event | None = None) -> Any:
+    return ClaimedAhead(
+        mark=store.mark,
+        admit=lanes,
+        start=lambda: None,
+        release=store.release,
+        on_error=store.error,
+        stopping=stopping or asyncio.Event(),
+    )
+
+
+def due_in(seconds: float) -> datetime:
+    return datetime.fromtimestamp(time.time() + seconds, UTC)
+
+
+async def test_what_is_due_already_goes_straight_on_and_the_rest_is_taken() -> None:
+    lanes = Recorder()
+    ahead = claimed_ahead(Store(), lanes)
+    now, later = delivery(), delivery()
+
+    ready = ahead.take([now, later], {later.occurrence_id: due_in(WAIT * 2)}, LEASE_END)
+
+    assert ready == [now]
+    assert len(ahead) == 1
+    assert ahead.holding == 1
+    assert ahead.take([now], {}, LEASE_END) == [now]
+    await ahead.stop()
+
+
+async def test_a_claimed_ahead_delivery_is_marked_before_its_instant_and_starts_at_it() -> None:
+    store, lanes = Store(), Recorder()
+    ahead = claimed_ahead(store, lanes)
+    one = delivery()
+    loop = asyncio.get_running_loop()
+    instant = loop.time() + 0.2
+
+    assert ahead.take([one], {one.occurrence_id: due_in(0.2)}, LEASE_END) == []
+    await lanes.until(1)
+
+    ((marked_at, marked),) = store.marks
+    assert marked == [one]
+    assert marked_at >= instant - START_LEAD - START_GATHER - TIMER_SLACK - 0.01
+    ((admitted_at, admitted, deadline),) = [call for call in lanes.calls if call[1]]
+    assert admitted == [one]
+    assert deadline == LEASE_END
+    assert admitted_at >= instant - TIMER_SLACK - 0.01  # the wall clock read, give or take
+    assert store.released == []
+    assert len(ahead) == 0
+    assert not ahead.busy
+
+
+async def test_marks_falling_due_close_together_share_one_statement() -> None:
+    store, lanes = Store(), Recorder()
+    ahead = claimed_ahead(store, lanes)
+    one, two = delivery(), delivery()
+    not_before = {one.occurrence_id: due_in(0.1), two.occurrence_id: due_in(0.1 + START_GATHER / 3)}
+
+    ahead.take([one, two], not_before, LEASE_END)
+    await lanes.until(2)
+
+    assert [marked for _, marked in store.marks] == [[one, two]]
+
+
+async def test_one_stopped_since_its_claim_never_starts_and_is_handed_back_unstarted() -> None:
+    paused, going = delivery(), delivery()
+    store, lanes = Store(stopped=frozenset({paused.occurrence_id})), Recorder()
+    ahead = claimed_ahead(store, lanes)
+    not_before = {d.occurrence_id: due_in(0.05) for d in (paused, going)}
+
+    ahead.take([paused, going], not_before, LEASE_END)
+    await lanes.until(1)
+    async with asyncio.timeout(WAIT):
+        await store.handed_back.wait()
+
+    assert lanes.handed_on() == [going]
+    assert store.released == [([paused], False)]
+    assert not ahead.busy
+
+
+async def test_a_failed_mark_hands_all_of_its_deliveries_back_unstarted() -> None:
+    store, lanes = Store(failing=True), Recorder()
+    ahead = claimed_ahead(store, lanes)
+    batch = [delivery(), delivery()]
+
+    ahead.take(batch, {d.occurrence_id: due_in(0.05) for d in batch}, LEASE_END)
+    async with asyncio.timeout(WAIT):
+        await store.handed_back.wait()
+
+    assert store.released == [(batch, False)]
+    assert store.errors == 1
+    assert lanes.handed_on() == []
+
+
+async def test_a_delivery_about_due_at_its_claim_is_marked_at_once() -> None:
+    store, lanes = Store(), Recorder()
+    ahead = claimed_ahead(store, lanes)
+    one = delivery()
+
+    ahead.take([one], {one.occurrence_id: due_in(START_LEAD / 2)}, LEASE_END)
+    assert ahead.busy  # its mark is on its way; it is not held for a timer
+    await lanes.until(1)
+
+    assert lanes.handed_on() == [one]
+
+
+async def test_stopping_puts_everything_held_in_the_lanes_at_once_unmarked() -> None:
+    store, lanes = Store(), Recorder()
+    stopping = asyncio.Event()
+    ahead = claimed_ahead(store, lanes, stopping)
+    soon, later = delivery(), delivery()
+    not_before = {soon.occurrence_id: due_in(WAIT * 2), later.occurrence_id: due_in(WAIT * 3)}
+    ahead.take([soon, later], not_before, LEASE_END)
+
+    stopping.set()
+    await ahead.stop()
+
+    assert sorted(map(id, lanes.handed_on())) == sorted(map(id, [soon, later]))
+    assert store.marks == []
+    assert len(ahead) == 0

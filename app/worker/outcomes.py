@@ -1,0 +1,70 @@
+"""What a finished attempt shows operators: its metrics and its log line.
+
+Invariant: a log line carries ids, the attempt and the outcome, and a failure's kind; never
+a payload, a header or a URL (the full error text is on the occurrence, which the API guards).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from app import metrics
+from app.domain.occurrence import OccurrenceStatus, Settlement
+
+# The loop's lines keep the loop's logger name, wherever in the loop they are written.
+log = logging.getLogger("app.worker.dispatcher")
+
+OUTCOMES = {
+    OccurrenceStatus.DELIVERED: "delivered",
+    OccurrenceStatus.PENDING: "retry",
+    OccurrenceStatus.DEAD_LETTERED: "dead_lettered",
+}
+
+
+def observe(settlement: Settlement, seconds: float) -> None:
+    """Metrics and the log line of one finished attempt that took `seconds`."""
+    delivery = settlement.delivery
+    target_type = delivery.target.type
+    status = settlement.status
+    outcome = OUTCOMES[status]
+    metrics.DURATION.labels(target_type).observe(seconds)
+    metrics.DELIVERIES.labels(outcome, target_type).inc()
+    fields = {
+        "schedule_id": str(delivery.schedule_id),
+        "occurrence_id": str(delivery.occurrence_id),
+        "attempt": delivery.attempt,
+        "outcome": outcome,
+    }
+    if status is OccurrenceStatus.DELIVERED:
+        metrics.LATENESS.labels(delivery.origin, target_type).observe(
+            max(time.time() - delivery.fire_at.timestamp(), 0.0)
+        )
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("delivered occurrence %s", delivery.occurrence_id, extra=fields)
+    elif status is OccurrenceStatus.DEAD_LETTERED:
+        metrics.DEAD_LETTERS.inc()
+        why = reason(settlement.error)
+        log.warning(
+            "dead-lettered occurrence %s after attempt %d: %s",
+            delivery.occurrence_id,
+            delivery.attempt,
+            why,
+            extra={**fields, "reason": why},
+        )
+    else:
+        why = reason(settlement.error)
+        log.info(
+            "occurrence %s failed attempt %d, retrying in %.1fs: %s",
+            delivery.occurrence_id,
+            delivery.attempt,
+            settlement.retry_in or 0.0,
+            why,
+            extra={**fields, "reason": why, "retry_in": settlement.retry_in},
+        )
+
+
+def reason(error: str | None) -> str:
+    """The kind of a failure without its detail: a target's reply may echo the payload and
+    a client error may name a URL with a token in it."""
+    return (error or "unknown").split(":", 1)[0][:80]
