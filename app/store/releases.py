@@ -9,7 +9,6 @@ the attempt log (its outcome unknown, as after a crash).
 from __future__ import annotations
 
 import uuid
-from collections import defaultdict
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from functools import cache
@@ -20,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.occurrence import AttemptOutcome, Delivery, OccurrenceStatus, Unsent
 from app.store.clock import transaction_now
+from app.store.dialects.base import by_lease_token
 from app.store.rows import attempt_id, truncate_error
 from app.store.tables import attempts, occurrences
 from app.store.types import UUID, UTCDateTime
@@ -54,9 +54,7 @@ class ReleaseStore:
         if not items:
             return
         if started:
-            by_token: dict[uuid.UUID, list[uuid.UUID]] = defaultdict(list)
-            for d in items:
-                by_token[d.lease_token].append(d.occurrence_id)
+            by_token = by_lease_token(items)
             await _record_cut_off(conn, by_token, now)
         soonest = now + timedelta(seconds=unsent.retry_in) if unsent is not None else now
         await conn.execute(

@@ -8,7 +8,6 @@ not (it never ran). A pause or a cancel committed before the mark stops the atte
 from __future__ import annotations
 
 import uuid
-from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.occurrence import Delivery, OccurrenceStatus
 from app.store.dialects import dialect_of
+from app.store.dialects.base import by_lease_token
 from app.store.tables import occurrences, schedules
 from app.store.types import UUID
 
@@ -54,9 +54,7 @@ class StartStore:
         cancel or a pause committed since the claim stops one (it is not returned); so
         does a lease that another claim took over. An attempt marked started is charged if
         its lease is lost; one never marked is not (it never ran)."""
-        by_token: dict[uuid.UUID, list[uuid.UUID]] = defaultdict(list)
-        for delivery in deliveries:
-            by_token[delivery.lease_token].append(delivery.occurrence_id)
+        by_token = by_lease_token(deliveries)
         # A mark lost with a crash of the database reads as never started (uncharged, and
         # the attempt is made again): harmless, and the flush is most of a mark's time.
         await dialect_of(conn).commit_without_waiting(conn)

@@ -110,6 +110,14 @@ def dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
+def by_lease_token(deliveries: Iterable[Delivery]) -> dict[Any, list[Any]]:
+    """The occurrence ids of `deliveries`, by the lease token that holds them."""
+    found: dict[Any, list[Any]] = defaultdict(list)
+    for delivery in deliveries:
+        found[delivery.lease_token].append(delivery.occurrence_id)
+    return found
+
+
 def after_commit(callback: Callable[[], None]) -> None:
     """Run `callback` once the enclosing `Database.run` transaction commits (at once when
     there is none); a transaction that fails drops it."""
@@ -258,9 +266,7 @@ class Dialect(ABC):
         from 0 again the count of dead letters in a row of each schedule that delivered
         one (only those counting: most schedules never fail, and are not written)."""
         statements = outcomes(self)
-        by_token: dict[Any, list[Any]] = defaultdict(list)
-        for delivery in deliveries:
-            by_token[delivery.lease_token].append(delivery.occurrence_id)
+        by_token = by_lease_token(deliveries)
         for token, ids in by_token.items():
             await conn.execute(statements.delivered, {"ids": ids, "token": token, "now": now})
         if by_token:

@@ -14,7 +14,6 @@ import functools
 import hashlib
 import json
 import logging
-from collections import defaultdict
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from datetime import UTC, datetime
@@ -37,6 +36,7 @@ from app.store.dialects.base import (
     RULE_COLUMNS,
     Dialect,
     OnConflictInserts,
+    by_lease_token,
     dumps,
     session_lock,
 )
@@ -389,10 +389,7 @@ class PostgreSQL(OnConflictInserts, Dialect):
     ) -> None:
         # One statement per lease token: the update, and the restart of the counts of the
         # schedules it delivered.
-        by_token: dict[Any, list[Any]] = defaultdict(list)
-        for delivery in deliveries:
-            by_token[delivery.lease_token].append(delivery.occurrence_id)
-        for token, ids in by_token.items():
+        for token, ids in by_lease_token(deliveries).items():
             await conn.execute(_DELIVERED_RESTARTING, {"ids": ids, "token": token})
 
     async def finish_schedules(
