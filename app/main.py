@@ -155,7 +155,7 @@ def create_app(
     app.include_router(occurrences.router, responses=problems.responses(503))
     app.include_router(triggers.router)
     docs.install(app)
-    app.include_router(console.router())
+    app.include_router(console.default_router())
     app.mount("/ui/static", console.static_files(), name="console-static")
     return app
 

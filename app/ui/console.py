@@ -9,6 +9,7 @@ the OpenAPI document: the console is not part of the API.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Awaitable, Callable
 from importlib.resources import files
@@ -46,6 +47,14 @@ def _viewer(request: Request, state: StateDep) -> Viewer:
 
 
 ViewerDep = Annotated[Viewer, Depends(_viewer)]
+
+
+@functools.cache
+def default_router() -> APIRouter:
+    """`router()` of the console's own pages, built once per process: it holds no state of
+    an app's (each request reaches its app's services through its dependencies), and
+    building the routes is most of what making an app costs."""
+    return router()
 
 
 def router(console: Console | None = None) -> APIRouter:
