@@ -9,21 +9,19 @@ channel, so installations sharing a database never meet.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import hashlib
 import json
 import logging
 from collections.abc import AsyncIterator, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-import asyncpg
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Dialect as SqlDialect
-from sqlalchemy.engine import Row, make_url
+from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from app import backends
@@ -41,6 +39,7 @@ from app.store.dialects.base import (
     session_lock,
 )
 from app.store.dialects.outcomes import outcomes
+from app.store.dialects.pg_listen import PgListener, due_channel
 from app.store.sql import query
 from app.store.tables import PRUNABLE, occurrences, schedule_events, schedules
 from app.store.types import UTCDateTime
@@ -65,11 +64,6 @@ MIGRATION_LOCK = 0x43_48_52_4F_4E_51  # "CHRONQ"
 PRUNING_LOCK = 0x43_48_52_4F_4E_51_52_54  # "CHRONQRT"
 _LOCKS = {"migrate": MIGRATION_LOCK, "prune": PRUNING_LOCK}
 
-CHANNEL = "chronoq_due"
-_MAX_CHANNEL = 63  # identifiers, channel names included, are cut at 63 bytes
-RECONNECT_MIN = 0.5
-RECONNECT_MAX = 10.0
-PING_INTERVAL = 30.0
 
 _NOW = sa.select(sa.func.now(type_=UTCDateTime()))
 _NOTIFY = sa.text(
@@ -214,17 +208,6 @@ def migration_lock_key(schema: str | None) -> int:
 def pruning_lock_key(schema: str | None) -> int:
     """The pruning lock of the installation in `schema` (None: the default one)."""
     return advisory_key("prune", schema, PRUNING_LOCK)
-
-
-def due_channel(schema: str | None) -> str:
-    """The NOTIFY channel of the installation in `schema` (None: the default one)."""
-    if schema is None:
-        return CHANNEL
-    channel = f"{CHANNEL}_{schema}"
-    if len(channel) <= _MAX_CHANNEL:
-        return channel
-    digest = hashlib.blake2b(schema.encode(), digest_size=8).hexdigest()
-    return f"{channel[: _MAX_CHANNEL - len(digest) - 1]}_{digest}"
 
 
 def schema_of(conn: AsyncConnection) -> str | None:
@@ -492,82 +475,6 @@ class PostgreSQL(OnConflictInserts, Dialect):
             yield
         finally:
             await listener.stop()
-
-
-class PgListener:
-    """One `LISTEN` connection per replica, re-established whenever it is lost; polling
-    covers the gap while it is down."""
-
-    def __init__(self, url: str, wakeups: Wakeups, *, schema: str | None = None) -> None:
-        parsed = make_url(url)
-        self.channel = due_channel(schema)
-        self._dsn = parsed.set(drivername="postgresql").render_as_string(hide_password=False)
-        self._host = f"{parsed.host or 'localhost'}:{parsed.port or 5432}"
-        self._wakeups = wakeups
-        self._task: asyncio.Task[None] | None = None
-        self.connected = asyncio.Event()
-        self.connections = 0  # how many times it (re)connected, for tests and metrics
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._stay_listening(), name="chronoq-listen")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with suppress(asyncio.CancelledError):
-                await self._task
-
-    def _heard(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
-        try:
-            seconds = float(payload)
-        except ValueError:
-            return
-        self._wakeups.due_in(seconds)
-
-    async def _stay_listening(self) -> None:
-        delay = RECONNECT_MIN
-        while True:
-            try:
-                conn = await asyncpg.connect(
-                    self._dsn, timeout=10, server_settings={"application_name": "chronoq-listen"}
-                )
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.warning(
-                    "cannot LISTEN on %s (%s); polling meanwhile, retrying in %.1fs",
-                    self._host,
-                    type(exc).__name__,
-                    delay,
-                )
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, RECONNECT_MAX)
-                continue
-            lost = asyncio.Event()
-            conn.add_termination_listener(lambda _conn, lost=lost: lost.set())
-            try:
-                await conn.add_listener(self.channel, self._heard)
-                delay = RECONNECT_MIN
-                self.connections += 1
-                self.connected.set()
-                # Anything announced while no connection listened is unknown: wake the
-                # loop so it looks for itself.
-                self._wakeups.due_in(0.0)
-                while not lost.is_set():
-                    # A connection cut without a FIN (a partition) shows only when used.
-                    with suppress(TimeoutError):
-                        await asyncio.wait_for(lost.wait(), PING_INTERVAL)
-                        break
-                    await asyncio.wait_for(conn.execute("SELECT 1"), timeout=5)
-                log.warning("lost the LISTEN connection to %s; reconnecting", self._host)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.warning("LISTEN on %s failed (%s)", self._host, type(exc).__name__)
-            finally:
-                self.connected.clear()
-                with suppress(Exception):
-                    await asyncio.wait_for(conn.close(), timeout=2)
 
 
 DIALECT = PostgreSQL()

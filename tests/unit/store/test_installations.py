@@ -9,11 +9,10 @@ import pytest
 
 from app.store.database import Database, describe_failure
 from app.store.ddl import schema_ddl
+from app.store.dialects.pg_listen import CHANNEL, due_channel
 from app.store.dialects.postgresql import (
-    CHANNEL,
     PRUNING_LOCK,
     advisory_key,
-    due_channel,
     migration_lock_key,
     pruning_lock_key,
     quote_schema,
