@@ -28,11 +28,9 @@ from app.sinks import open_sinks
 from app.store.backlog import backlog
 from app.store.database import Database
 from app.store.migrations import upgrade_to_head
-from app.store.queue import DeliveryQueue
 from app.store.wakeups import Wakeups
 from app.ui import console
-from app.worker.dispatcher import Dispatcher
-from app.worker.pruner import Pruner
+from app.worker.running import delivery_loop
 
 _GC_THRESHOLDS = (20_000, 50, 100)
 
@@ -93,27 +91,7 @@ def create_app(
             hub = wakeups or Wakeups()
             dispatcher = None
             if config.worker_enabled:
-                # The loop's own pool: its claims and settles never queue behind API requests
-                # for a connection, and skip the per-checkout ping.
-                worker_database = Database(
-                    config.database_url, schema=config.db_schema, pool_size=4, pre_ping=False
-                )
-                stack.push_async_callback(worker_database.close)
-                metrics.POOLS.watch("worker", worker_database)
-                stack.callback(metrics.POOLS.forget, "worker")
-                starts = None
-                if worker_database.dialect.multi_replica:
-                    # SQLite has one writer per process: its starts share the loop's pool.
-                    starts = Database(
-                        config.database_url, schema=config.db_schema, pool_size=1, pre_ping=False
-                    )
-                    stack.push_async_callback(starts.close)
-                queue = DeliveryQueue(worker_database, hub, starts=starts)
-                dispatcher = Dispatcher(worker_database, sinks, config, wakeups=hub, queue=queue)
-                await stack.enter_async_context(dispatcher.started())
-                # Retention runs beside the loop; an advisory lock keeps it to one replica
-                # at a time, and API-only replicas leave it to the workers.
-                await stack.enter_async_context(Pruner(worker_database, config).started())
+                dispatcher = await stack.enter_async_context(delivery_loop(config, sinks, hub))
             yield State(
                 settings=config,
                 schedules=ScheduleService(database, config, wakeups=hub, resolver=resolver),

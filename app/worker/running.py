@@ -1,0 +1,48 @@
+"""A replica's delivery loop with what it owns: its database pools, its queue, retention.
+
+One wiring for the two places a loop runs: on the API's event loop (`app.main`, the ASGI
+app on its own) and in a delivery process of its own (`app.delivery`, under
+`chronoq serve`)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+
+from app import metrics
+from app.settings import Settings
+from app.sinks import Sinks
+from app.store.database import Database
+from app.store.queue import DeliveryQueue
+from app.store.wakeups import Wakeups
+from app.worker.dispatcher import Dispatcher
+from app.worker.pruner import Pruner
+
+
+@asynccontextmanager
+async def delivery_loop(config: Settings, sinks: Sinks, hub: Wakeups) -> AsyncIterator[Dispatcher]:
+    """Run the loop (and retention beside it) for the duration of the block, hearing `hub`'s
+    announcements; stop both gracefully on exit."""
+    async with AsyncExitStack() as stack:
+        # The loop's own pool: its claims and settles never queue behind API requests for a
+        # connection, and skip the per-checkout ping.
+        database = Database(
+            config.database_url, schema=config.db_schema, pool_size=4, pre_ping=False
+        )
+        stack.push_async_callback(database.close)
+        metrics.POOLS.watch("worker", database)
+        stack.callback(metrics.POOLS.forget, "worker")
+        starts = None
+        if database.dialect.multi_replica:
+            # SQLite has one writer per process: its starts share the loop's pool.
+            starts = Database(
+                config.database_url, schema=config.db_schema, pool_size=1, pre_ping=False
+            )
+            stack.push_async_callback(starts.close)
+        queue = DeliveryQueue(database, hub, starts=starts)
+        dispatcher = Dispatcher(database, sinks, config, wakeups=hub, queue=queue)
+        await stack.enter_async_context(dispatcher.started())
+        # Retention runs beside the loop; an advisory lock keeps it to one replica at a
+        # time, and API-only replicas leave it to the workers.
+        await stack.enter_async_context(Pruner(database, config).started())
+        yield dispatcher
