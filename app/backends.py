@@ -25,6 +25,9 @@ class Backend:
     multi_replica: bool
     # Whether CHRONOQ_DB_SCHEMA (an installation per schema) is supported.
     schemas: bool
+    # Whether a write wakes the loops of other processes at once (LISTEN/NOTIFY); where it
+    # does not, they find the write at their next poll.
+    notifies: bool = False
     # Loggers of its drivers that print each statement with its parameters at DEBUG (so
     # targets' secrets too): kept at WARNING whatever the log level.
     statement_loggers: tuple[str, ...] = ()
@@ -32,7 +35,12 @@ class Backend:
 
 BACKENDS: tuple[Backend, ...] = (
     Backend(
-        "postgresql", "PostgreSQL", ("postgresql", "postgres"), multi_replica=True, schemas=True
+        "postgresql",
+        "PostgreSQL",
+        ("postgresql", "postgres"),
+        multi_replica=True,
+        schemas=True,
+        notifies=True,
     ),
     Backend(
         "sqlite",

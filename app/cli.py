@@ -9,6 +9,7 @@ import ipaddress
 import json
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -68,22 +69,63 @@ def _serve(args: argparse.Namespace) -> int:
                 "%s by, or * for any",
                 args.host,
             )
-    uvicorn.run(
-        "app.main:app",
-        host=args.host,
-        port=args.port,
-        log_config=None,
-        access_log=args.access_log,
-        lifespan="on",
-        # The connection cap and the request-head timeout (app.api.connections); replica
-        # processes import the class by its path.
-        http=GuardedHttpToolsProtocol,
-        timeout_keep_alive=args.timeout_keep_alive,
-        # Each process is a replica of its own (its API, its loop, its pools), sharing only
-        # the port and the database; the parent restarts one that dies.
-        workers=args.processes,
-    )
+    delivery = None
+    if settings.separate_delivery():
+        from app.delivery import STOP_MARGIN, DeliveryProcesses
+
+        # The loop in processes of its own, one per API process; the API processes read
+        # their health and metrics over these sockets, and run no loop.
+        delivery = DeliveryProcesses(
+            args.processes, stop_timeout=settings.dispatch_timeout + STOP_MARGIN
+        )
+        os.environ["CHRONOQ_DELIVERY_SOCKETS"] = ",".join(delivery.sockets)
+    terminated = _terminate_by_exception()
+    try:
+        if delivery is not None:
+            delivery.start()
+        uvicorn.run(
+            "app.main:app",
+            host=args.host,
+            port=args.port,
+            log_config=None,
+            access_log=args.access_log,
+            lifespan="on",
+            # The connection cap and the request-head timeout (app.api.connections); replica
+            # processes import the class by its path.
+            http=GuardedHttpToolsProtocol,
+            timeout_keep_alive=args.timeout_keep_alive,
+            # Each process is a replica of its own (its API, its loop or its delivery
+            # process, its pools), sharing only the port and the database; the parent
+            # restarts one that dies.
+            workers=args.processes,
+        )
+    except _SigtermError:
+        pass
+    finally:
+        # After the API has stopped taking requests: each delivery process drains.
+        if delivery is not None:
+            delivery.stop()
+        signal.signal(signal.SIGTERM, terminated)
+    if _SigtermError.seen:
+        # Ended as a SIGTERM ends a process, as it would have without delivery processes.
+        signal.raise_signal(signal.SIGTERM)
     return 0
+
+
+class _SigtermError(Exception):
+    seen = False
+
+
+def _terminate_by_exception() -> signal._HANDLER:
+    """Make SIGTERM raise `_SigtermError` in the main thread (uvicorn, on its graceful way
+    out, raises the signal again under the handler it found), so that `serve` stops its
+    delivery processes before it ends; returns the handler it replaced."""
+
+    def terminated(signum: int, frame: object) -> None:
+        _SigtermError.seen = True
+        raise _SigtermError
+
+    return signal.signal(signal.SIGTERM, terminated)
 
 
 def _is_loopback(host: str) -> bool:

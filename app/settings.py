@@ -70,6 +70,15 @@ class Settings(BaseSettings):
     jitter: bool = True
     max_attempts: int = 5
     worker_enabled: bool = True
+    # Where `chronoq serve` runs the delivery loop: `separate`, a process of its own beside
+    # the API's (so requests never stand in its way); `shared`, the API's event loop;
+    # `auto`, separate where writes wake other processes at once (PostgreSQL's NOTIFY),
+    # shared elsewhere. The ASGI app run on its own always shares.
+    delivery_process: Literal["auto", "separate", "shared"] = "auto"
+    # Set by `chronoq serve` for its API processes, not by hand: the Unix sockets of the
+    # replica's delivery processes (comma-separated), whose health /readyz reports and whose
+    # metrics /metrics includes; the API process then runs no loop of its own.
+    delivery_sockets: str | None = None
     auto_migrate: bool = True
     max_payload_bytes: int = 262144
     # A request body over this is refused before it is read (Content-Length) or as soon as
@@ -243,6 +252,11 @@ class Settings(BaseSettings):
                 raise SettingsError(
                     f"CHRONOQ_DB_SCHEMA is for PostgreSQL only; DATABASE_URL names {backend.name}"
                 )
+        if self.delivery_process == "separate" and not backend.multi_replica:
+            raise SettingsError(
+                "CHRONOQ_DELIVERY_PROCESS=separate needs a database that several processes "
+                f"can share (PostgreSQL or MySQL/MariaDB); {backend.label} serves one process"
+            )
         if self.amqp_url is not None and not self.amqp_url.startswith(("amqp://", "amqps://")):
             raise SettingsError("AMQP_URL must be an amqp:// or amqps:// URL")
         if self.webhook_signing_secret is not None and not signing_key(self.webhook_signing_secret):
@@ -252,6 +266,15 @@ class Settings(BaseSettings):
         self._check_signing_secrets()
         self.api_key_entries()
         return self
+
+    def separate_delivery(self) -> bool:
+        """Whether `chronoq serve` runs the delivery loop in a process of its own."""
+        if not self.worker_enabled or self.delivery_process == "shared":
+            return False
+        if self.delivery_process == "separate":
+            return True
+        backend = backend_of(self.database_url)
+        return backend is not None and backend.notifies
 
     def _check_signing_secrets(self) -> None:
         # Entries are named by position: an error message never shows a secret.

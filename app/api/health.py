@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from app import metrics as app_metrics
 from app.api.deps import ReadinessDep
@@ -40,4 +40,4 @@ async def metrics() -> Response:
     # The installation's backlog, dead letters and schedules: read from the database at
     # most every few seconds, by one read at a time (app.metrics).
     await app_metrics.STORE.refresh()
-    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+    return Response(await app_metrics.DELIVERY.exposition(), media_type=CONTENT_TYPE_LATEST)

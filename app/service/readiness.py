@@ -18,9 +18,23 @@ class Broker(Protocol):
 
 
 class DeliveryLoop(Protocol):
-    def health(self) -> str:
+    async def health(self) -> str:
         """ "ok", or why the loop is not delivering."""
         ...
+
+
+class Health(Protocol):
+    def health(self) -> str: ...
+
+
+class InProcessLoop:
+    """The replica's delivery loop on this process's own event loop."""
+
+    def __init__(self, loop: Health) -> None:
+        self._loop = loop
+
+    async def health(self) -> str:
+        return self._loop.health()
 
 
 class ReplicaReadiness:
@@ -45,5 +59,5 @@ class ReplicaReadiness:
         if self._broker is not None:
             checks["broker"] = "ok" if self._broker.connected else "unreachable"
         if self._worker is not None:
-            checks["worker"] = self._worker.health()
+            checks["worker"] = await self._worker.health()
         return checks

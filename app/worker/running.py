@@ -11,7 +11,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 
 from app import metrics
 from app.settings import Settings
-from app.sinks import Sinks
+from app.sinks.base import Sinks
 from app.store.database import Database
 from app.store.queue import DeliveryQueue
 from app.store.wakeups import Wakeups

@@ -7,6 +7,7 @@ answering deliveries while a replica starts or stops.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import signal
@@ -124,6 +125,9 @@ class Service:
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
+            # A group of its own: a kill ends every process of the replica at once (its
+            # delivery process too), as when its container or machine dies.
+            start_new_session=True,
         )
 
     @property
@@ -167,9 +171,10 @@ class Service:
                 await asyncio.sleep(0.05)
 
     def kill(self) -> None:
-        """SIGKILL: no lifespan shutdown, no release of claims, no last settle."""
-        if self.alive:
-            os.kill(self.pid, signal.SIGKILL)
+        """SIGKILL to each of its processes: no lifespan shutdown, no release of claims, no
+        last settle."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, signal.SIGKILL)
         self.process.wait(timeout=10)
 
     async def terminate(self, timeout: float) -> int:

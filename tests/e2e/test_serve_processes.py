@@ -1,7 +1,7 @@
-"""`chronoq serve --processes N`: N replica processes on one port, each a full member of the
-fleet (its own API, loop and pools), sharing nothing but the database. Every occurrence is
-delivered once, both processes deliver, and SIGTERM to the parent stops them all gracefully.
-SQLite, which one process serves, refuses it.
+"""`chronoq serve --processes N`: N API processes on one port and, on PostgreSQL, N delivery
+processes beside them, each a full member of the fleet (its own pools), sharing nothing but
+the database. Every occurrence is delivered once, both delivery processes deliver, and
+SIGTERM to the parent stops them all gracefully. SQLite, which one process serves, refuses it.
 """
 
 from __future__ import annotations
@@ -33,8 +33,9 @@ CONCURRENCY = 4
 REPLY_DELAY = 0.05
 
 
-def children(pid: int) -> list[int]:
-    """Live child processes of `pid` that run a replica (not multiprocessing's helpers)."""
+def children(pid: int, marker: bytes = b"spawn_main") -> list[int]:
+    """Live child processes of `pid` whose command line holds `marker`: by default the API
+    processes (not multiprocessing's helpers), with `DELIVERY` the delivery processes."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -44,9 +45,12 @@ def children(pid: int) -> list[int]:
             command = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
         except (OSError, IndexError, ValueError):
             continue
-        if parent == pid and b"spawn_main" in command:
+        if parent == pid and marker in command:
             found.append(int(entry.name))
     return found
+
+
+DELIVERY = b"app.delivery"
 
 
 @pytest.fixture
@@ -69,7 +73,7 @@ def serve(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
         yield start
     finally:
         for process in started:
-            replicas = children(process.pid)
+            replicas = children(process.pid) + children(process.pid, DELIVERY)
             if process.poll() is None:
                 process.kill()
                 process.wait(timeout=10)
@@ -83,14 +87,16 @@ def _log(tmp_path: Path) -> str:
 
 
 async def _healthy(port: int, process: subprocess.Popen[bytes], replicas: int) -> None:
-    """Until the port answers and the parent has `replicas` replica processes that started."""
+    """Until the port answers ready and the parent has `replicas` API processes that
+    started, and as many delivery processes."""
     deadline = time.monotonic() + 90
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", trust_env=False) as http:
         while True:
             assert process.poll() is None, "the service exited while starting"
             try:
-                healthy = (await http.get("/healthz", timeout=2)).status_code == 200
-                if healthy and len(children(process.pid)) == replicas:
+                ready = (await http.get("/readyz", timeout=2)).status_code == 200
+                started = len(children(process.pid)) == replicas
+                if ready and started and len(children(process.pid, DELIVERY)) == replicas:
                     return
             except httpx.TransportError:
                 pass
@@ -136,19 +142,20 @@ async def test_two_processes_deliver_every_occurrence_once_and_stop_on_sigterm(
         assert len(arrivals) == SCHEDULES
         assert max(arrivals.values()) == 1, "an occurrence arrived twice"
 
-        # Both replicas took part: the attempt log names the replica of each attempt.
+        # Both delivery processes took part: the attempt log names the replica of each
+        # attempt.
         replicas: Counter[str] = Counter()
         for occurrence_id in arrivals:
             attempts = (await http.get(f"/v1/occurrences/{occurrence_id}/attempts")).json()
             replicas.update(a["replica"] for a in attempts["items"])
     assert sum(replicas.values()) == SCHEDULES
     pids = {replica.split(":")[1] for replica in replicas}
-    assert pids == {str(pid) for pid in children(parent.pid)}, replicas
+    assert pids == {str(pid) for pid in children(parent.pid, DELIVERY)}, replicas
 
-    replica_pids = children(parent.pid)
+    replica_pids = children(parent.pid) + children(parent.pid, DELIVERY)
     parent.send_signal(signal.SIGTERM)
     assert await asyncio.to_thread(parent.wait, 60) == 0, _log(tmp_path)
-    assert not set(replica_pids) & set(children(parent.pid)), "a replica outlived the parent"
+    assert not set(replica_pids) & set(children(parent.pid)), "a process outlived the parent"
     for pid in replica_pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
