@@ -416,3 +416,41 @@ def test_an_allowed_host_that_is_none_of_the_forms_is_refused(
 
     with pytest.raises(SettingsError, match=f"CHRONOQ_ALLOWED_HOSTS.*{says}"):
         load_settings()
+
+
+@pytest.mark.parametrize(
+    ("url", "environment", "separate"),
+    [
+        # auto: a process of its own where writes wake it at once (NOTIFY).
+        ("postgresql://chronoq@127.0.0.1/chronoq", {}, True),
+        ("mysql://root@127.0.0.1/chronoq", {}, False),
+        ("sqlite:////tmp/x.db", {}, False),
+        ("postgresql://chronoq@127.0.0.1/chronoq", {"CHRONOQ_DELIVERY_PROCESS": "shared"}, False),
+        ("mysql://root@127.0.0.1/chronoq", {"CHRONOQ_DELIVERY_PROCESS": "separate"}, True),
+        # An API-only replica has no loop to place.
+        ("postgresql://chronoq@127.0.0.1/chronoq", {"CHRONOQ_WORKER_ENABLED": "false"}, False),
+    ],
+)
+def test_where_serve_runs_the_delivery_loop(
+    monkeypatch: pytest.MonkeyPatch, url: str, environment: dict[str, str], separate: bool
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", url)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+
+    assert load_settings().separate_delivery() is separate
+
+
+def test_a_separate_delivery_process_on_sqlite_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATABASE_URL", "sqlite:////tmp/x.db")
+    monkeypatch.setenv("CHRONOQ_DELIVERY_PROCESS", "separate")
+
+    with pytest.raises(SettingsError, match=r"CHRONOQ_DELIVERY_PROCESS=separate .* SQLite"):
+        load_settings()
+
+
+def test_an_unknown_delivery_process_placement_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHRONOQ_DELIVERY_PROCESS", "thread")
+
+    with pytest.raises(SettingsError, match="CHRONOQ_DELIVERY_PROCESS"):
+        load_settings()
