@@ -23,6 +23,11 @@ arrive exactly once. The replica's RSS (VmRSS at the end of the window, and VmHW
 database connections (`pg_stat_activity` rows of its database, read mid-window) are
 reported too.
 
+`--placements shared separate` runs this checkout's replica both ways (the loop on the API's
+event loop, and in a delivery process of its own: CHRONOQ_DELIVERY_PROCESS), interleaved;
+without it, the default (a delivery process of its own on PostgreSQL). CPU, RSS and
+connections are the whole process tree's.
+
 `--baseline TREE` also measures the code of TREE (a plain copy of an earlier commit, run
 with this virtualenv and PYTHONPATH=TREE), interleaved with this checkout's.
 """
@@ -143,14 +148,7 @@ async def one_run(
     expected: set[str] = set()
     reads: dict[str, int] = {}
     timings: dict[str, list[float]] = {}
-    worker: bench.Service | None = None
     try:
-        if args.split:
-            # The alternative to a thread: the loop in a process of its own, beside an
-            # API-only one (wake-ups between them by NOTIFY).
-            worker = await bench.start_service(
-                ctx.procs, ctx.http, database_url, ctx.log_dir, f"{tag}-loop", env, command
-            )
         service = await bench.start_service(
             ctx.procs,
             ctx.http,
@@ -159,9 +157,7 @@ async def one_run(
             tag,
             extra_env=env,
             command=command,
-            serve_args=["--no-worker"] if args.split else None,
         )
-        pids = [service.proc.pid] + ([worker.proc.pid] if worker else [])
         try:
             await ctx.receiver.reset()
             base = service.base
@@ -231,6 +227,8 @@ async def one_run(
                     every(1.0, end, console),
                     every(1.0, end, scrape),
                 ]
+            # The service's processes: with a delivery process, the API's and the loop's.
+            pids = bench.process_tree(service.proc.pid)
             pid = pids[-1]  # the one running the delivery loop
             profiler = None
             if args.profile:
@@ -274,8 +272,6 @@ async def one_run(
             await asyncio.sleep(args.settle)
         finally:
             result["exit_code"] = await ctx.procs.stop(service.proc)
-            if worker is not None:
-                result["exit_code"] = result["exit_code"] or await ctx.procs.stop(worker.proc)
         records = await ctx.receiver.records()
         found = bench.analyse(records, expected)
         result.update(
@@ -314,13 +310,19 @@ async def one_run(
 
 def variants(args: argparse.Namespace) -> list[tuple[str, list[str] | None, dict[str, str]]]:
     extra = dict(item.split("=", 1) for item in args.env)
-    new = (args.label, None, extra)
+    if args.placements:
+        new = [
+            (f"{args.label} {placement}", None, {**extra, "CHRONOQ_DELIVERY_PROCESS": placement})
+            for placement in args.placements
+        ]
+    else:
+        new = [(args.label, None, extra)]
     if args.baseline is None:
-        return [new]
+        return new
     tree = Path(args.baseline).resolve()
     if not (tree / "app" / "cli.py").exists():
         raise SystemExit(f"{tree} holds no app/cli.py")
-    return [("base", [sys.executable, "-m", "app.cli"], {**extra, "PYTHONPATH": str(tree)}), new]
+    return [("base", [sys.executable, "-m", "app.cli"], {**extra, "PYTHONPATH": str(tree)}), *new]
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
@@ -457,9 +459,10 @@ def main() -> int:
     parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for the service")
     parser.add_argument("--pg-admin-url", default=bench.DEFAULT_PG_ADMIN_URL)
     parser.add_argument(
-        "--split",
-        action="store_true",
-        help="this checkout's replica as two processes: the API, and the delivery loop",
+        "--placements",
+        nargs="+",
+        choices=("shared", "separate"),
+        help="run this checkout once per CHRONOQ_DELIVERY_PROCESS value, interleaved",
     )
     parser.add_argument("--profile", help="a directory for py-spy's raw samples of each run")
     parser.add_argument("--no-docs", dest="docs", action="store_false")

@@ -149,8 +149,13 @@ class Service:
         tail = "\n".join(text.splitlines()[-lines:])
         return f"--- {self.name} (pid {self.pid}, exit {self.process.returncode}) ---\n{tail}"
 
-    async def wait_healthy(self, timeout: float) -> None:
-        """Until GET /healthz answers 200; raises with the log when the process exits first."""
+    async def wait_ready(self, timeout: float) -> None:
+        """Until GET /readyz answers 200 (its delivery loop too, in a delivery process of its
+        own where it has one); raises with the log when the process exits first."""
+        await self.wait_healthy(timeout, path="/readyz")
+
+    async def wait_healthy(self, timeout: float, path: str = "/healthz") -> None:
+        """Until GET `path` answers 200; raises with the log when the process exits first."""
         deadline = time.monotonic() + timeout
         async with httpx.AsyncClient(base_url=self.base_url, trust_env=False) as client:
             while True:
@@ -159,14 +164,14 @@ class Service:
                         f"{self.name} exited while starting\n{self.log_tail()}"
                     )
                 try:
-                    response = await client.get("/healthz", timeout=2.0)
+                    response = await client.get(path, timeout=2.0)
                     if response.status_code == 200:
                         return
                 except httpx.TransportError:
                     pass
                 if time.monotonic() > deadline:
                     raise ServiceExitedError(
-                        f"{self.name} not healthy after {timeout:g}s\n{self.log_tail()}"
+                        f"{self.name}: {path} not 200 after {timeout:g}s\n{self.log_tail()}"
                     )
                 await asyncio.sleep(0.05)
 

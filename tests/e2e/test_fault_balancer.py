@@ -281,6 +281,8 @@ async def test_replicas_behind_nginx_survive_kill_and_stop(
         fleet = await asyncio.gather(
             *(services.start(f"replica-{i}", settings) for i in range(1, 4))
         )
+        # Their delivery processes started too: the stream's timing begins with the fleet.
+        await asyncio.gather(*(s.wait_ready(60.0) for s in fleet))
         prefix = tmp_path / "nginx"
         prefix.mkdir()
         config = prefix / "nginx.conf"
