@@ -310,6 +310,7 @@ async def one_run(
 
 def variants(args: argparse.Namespace) -> list[tuple[str, list[str] | None, dict[str, str]]]:
     extra = dict(item.split("=", 1) for item in args.env)
+    new: list[tuple[str, list[str] | None, dict[str, str]]]
     if args.placements:
         new = [
             (f"{args.label} {placement}", None, {**extra, "CHRONOQ_DELIVERY_PROCESS": placement})
