@@ -35,12 +35,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from app import logs
 from app.runtime import tune_garbage_collector
+from app.service.readiness import InProcessLoop
 from app.settings import load_settings
 from app.sinks import open_sinks
 from app.store.database import Database
 from app.store.migrations import upgrade_to_head
 from app.store.wakeups import Wakeups
-from app.worker.dispatcher import Dispatcher
 from app.worker.running import delivery_loop
 
 log = logging.getLogger("app.delivery")
@@ -60,11 +60,12 @@ STOP_MARGIN = 15.0
 # -- the delivery process ----------------------------------------------------------------
 
 
-async def _serve_health(socket: Path, dispatcher: Dispatcher) -> web.AppRunner:
-    """The socket's tiny HTTP server: /health and /metrics of this process."""
+async def _serve_health(socket: Path, loop: InProcessLoop) -> web.AppRunner:
+    """The socket's tiny HTTP server: /health (the loop's readiness checks) and /metrics of
+    this process."""
 
     async def health_view(_: web.Request) -> web.Response:
-        return web.json_response({"worker": dispatcher.health()})
+        return web.json_response(await loop.checks())
 
     async def metrics_view(_: web.Request) -> web.Response:
         response = web.Response(body=generate_latest())
@@ -100,7 +101,7 @@ async def _deliver(socket: Path, parent: int) -> None:
         sinks = await stack.enter_async_context(open_sinks(config))
         tune_garbage_collector()
         dispatcher = await stack.enter_async_context(delivery_loop(config, sinks, Wakeups()))
-        runner = await _serve_health(socket, dispatcher)
+        runner = await _serve_health(socket, InProcessLoop(dispatcher, sinks.broker))
         stack.push_async_callback(runner.cleanup)
         log.info("delivery process %d delivering", os.getpid())
         while not stopping.is_set():

@@ -70,26 +70,31 @@ def create_app(
             stack.callback(metrics.STORE.forget)
             if config.auto_migrate:
                 await upgrade_to_head(database)
-            sinks = await stack.enter_async_context(open_sinks(config))
             tune_garbage_collector()
             hub = wakeups or Wakeups()
             worker: InProcessLoop | DeliveryLink | None = None
+            broker = None
             if config.delivery_sockets:
-                # `chronoq serve` runs this replica's loop in processes of their own.
+                # `chronoq serve` runs this replica's loop in processes of their own, with
+                # the sinks: their checks are the loop's and the broker's.
                 worker = DeliveryLink(config.delivery_sockets.split(","))
                 await worker.open()
                 stack.push_async_callback(worker.close)
                 metrics.DELIVERY.watch(worker.metrics)
                 stack.callback(metrics.DELIVERY.forget)
-            elif config.worker_enabled:
-                dispatcher = await stack.enter_async_context(delivery_loop(config, sinks, hub))
-                worker = InProcessLoop(dispatcher)
+            else:
+                sinks = await stack.enter_async_context(open_sinks(config))
+                if config.worker_enabled:
+                    dispatcher = await stack.enter_async_context(delivery_loop(config, sinks, hub))
+                    worker = InProcessLoop(dispatcher, sinks.broker)
+                else:
+                    broker = sinks.broker  # an API-only replica still says whether it is up
             yield State(
                 settings=config,
                 schedules=ScheduleService(database, config, wakeups=hub, resolver=resolver),
                 dead_letters=DeadLetterService(database, hub),
                 occurrences=OccurrenceService(database),
-                readiness=ReplicaReadiness(database, broker=sinks.broker, worker=worker),
+                readiness=ReplicaReadiness(database, broker=broker, worker=worker),
                 keys=KeyRing(api_keys),
             )
 

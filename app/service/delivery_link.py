@@ -42,16 +42,21 @@ class DeliveryLink:
         for session in sessions:
             await session.close()
 
-    async def health(self) -> str:
-        """ "ok" when every delivery process says its loop is delivering, else the first
-        reason one is not (which one, when there are several)."""
+    async def checks(self) -> dict[str, str]:
+        """Readiness as the delivery processes see it: `worker`, "ok" when every one says
+        its loop is delivering, else the first reason one is not (naming which, when there
+        are several); `broker`, where they deliver to one, likewise."""
         answers = await asyncio.gather(
-            *(self._health(index) for index in range(len(self._sessions)))
+            *(self._checks(index) for index in range(len(self._sessions)))
         )
+        merged: dict[str, str] = {}
         for index, answer in enumerate(answers, start=1):
-            if answer != "ok":
-                return answer if len(answers) == 1 else f"delivery process {index}: {answer}"
-        return "ok"
+            for name, value in answer.items():
+                if merged.get(name, "ok") != "ok":
+                    continue  # the first failure of each check is the one reported
+                several = len(answers) > 1 and value != "ok"
+                merged[name] = f"delivery process {index}: {value}" if several else value
+        return merged
 
     async def metrics(self) -> list[str | None]:
         """Each delivery process's metrics (text format), None for one that did not answer."""
@@ -59,16 +64,17 @@ class DeliveryLink:
             await asyncio.gather(*(self._metrics(index) for index in range(len(self._sessions))))
         )
 
-    async def _health(self, index: int) -> str:
+    async def _checks(self, index: int) -> dict[str, str]:
         try:
             async with self._sessions[index].get("http://delivery/health") as response:
                 body = await response.json()
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             self._answered(index, exc)
-            return NOT_ANSWERING
+            return {"worker": NOT_ANSWERING}
         self._answered(index, None)
-        worker = body.get("worker") if isinstance(body, dict) else None
-        return worker if isinstance(worker, str) else NOT_ANSWERING
+        if not isinstance(body, dict) or not isinstance(body.get("worker"), str):
+            return {"worker": NOT_ANSWERING}
+        return {name: value for name, value in body.items() if isinstance(value, str)}
 
     async def _metrics(self, index: int) -> str | None:
         try:

@@ -93,15 +93,17 @@ async def one_delivery_process(service: Service) -> int:
 
 
 @pytest.mark.postgres
+@pytest.mark.rabbitmq
 async def test_the_loop_runs_in_a_process_of_its_own_that_the_api_reports(
-    postgres_url: str, receiver: Receiver, services: Services
+    postgres_url: str, amqp_url: str, receiver: Receiver, services: Services
 ) -> None:
-    service = await services.start("replica", settings(postgres_url))
+    # With a broker: the delivery process holds the connection, and readiness reports it.
+    service = await services.start("replica", settings(postgres_url, AMQP_URL=amqp_url))
     delivering = await one_delivery_process(service)
     async with httpx.AsyncClient(base_url=service.base_url, trust_env=False) as client:
         await eventually(lambda: ready(client), within=30, what="/readyz 200")
         body = (await client.get("/readyz")).json()
-        assert body["checks"]["worker"] == "ok"
+        assert body["checks"] == {"database": "ok", "broker": "ok", "worker": "ok"}
 
         items = [immediate(receiver, n) for n in range(20)]
         answer = await client.post("/v1/schedules/batch", json={"items": items})

@@ -20,12 +20,14 @@ from app.service.delivery_link import NOT_ANSWERING, DeliveryLink
 
 @asynccontextmanager
 async def delivery_process(
-    socket: Path, worker: str = "ok", metrics_text: str = ""
+    socket: Path, worker: str = "ok", broker: str | None = None, metrics_text: str = ""
 ) -> AsyncIterator[None]:
-    """A stand-in answering on `socket` as a delivery process does."""
+    """A stand-in answering on `socket` as a delivery process does (`broker`: what it says
+    of its broker connection, None for none configured)."""
 
     async def health(_: web.Request) -> web.Response:
-        return web.json_response({"worker": worker})
+        checks = {"worker": worker} if broker is None else {"broker": broker, "worker": worker}
+        return web.json_response(checks)
 
     async def exposition(_: web.Request) -> web.Response:
         return web.Response(text=metrics_text)
@@ -64,18 +66,23 @@ def delivery_metrics(delivered: int) -> str:
     return generate_latest(registry).decode()
 
 
-async def test_health_is_what_each_process_says(tmp_path: Path) -> None:
+async def test_checks_are_what_each_process_says(tmp_path: Path) -> None:
     one, two = tmp_path / "one.sock", tmp_path / "two.sock"
     async with delivery_process(one), linked(one) as link:
-        assert await link.health() == "ok"
+        assert await link.checks() == {"worker": "ok"}
+    async with delivery_process(one, broker="unreachable"), linked(one) as link:
+        assert await link.checks() == {"broker": "unreachable", "worker": "ok"}
     async with (
-        delivery_process(one),
-        delivery_process(two, worker="claims failing for 12 s: StoreUnavailableError"),
+        delivery_process(one, broker="ok"),
+        delivery_process(
+            two, worker="claims failing for 12 s: StoreUnavailableError", broker="unreachable"
+        ),
         linked(one, two) as link,
     ):
-        assert await link.health() == (
-            "delivery process 2: claims failing for 12 s: StoreUnavailableError"
-        )
+        assert await link.checks() == {
+            "broker": "delivery process 2: unreachable",
+            "worker": "delivery process 2: claims failing for 12 s: StoreUnavailableError",
+        }
 
 
 async def test_a_process_that_does_not_answer_is_reported_and_logged_once(
@@ -85,13 +92,13 @@ async def test_a_process_that_does_not_answer_is_reported_and_logged_once(
     caplog.set_level(logging.INFO, logger="app.service.delivery_link")
     async with linked(socket) as link:
         # Before its first answer (starting): reported, not logged.
-        assert await link.health() == NOT_ANSWERING
+        assert await link.checks() == {"worker": NOT_ANSWERING}
         assert await link.metrics() == [None]
         assert caplog.records == []
         async with delivery_process(socket):
-            assert await link.health() == "ok"
+            assert await link.checks() == {"worker": "ok"}
         for _ in range(3):
-            assert await link.health() == NOT_ANSWERING
+            assert await link.checks() == {"worker": NOT_ANSWERING}
     messages = [r.getMessage() for r in caplog.records]
     assert len(messages) == 2, messages
     assert messages[0] == f"delivery process at {socket} answers"
@@ -111,7 +118,7 @@ async def test_a_garbled_answer_is_not_taken_for_health(tmp_path: Path) -> None:
     await web.UnixSite(runner, str(socket)).start()
     try:
         async with linked(socket) as link:
-            assert await link.health() == NOT_ANSWERING
+            assert await link.checks() == {"worker": NOT_ANSWERING}
     finally:
         await runner.cleanup()
 
