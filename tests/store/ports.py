@@ -92,7 +92,6 @@ __all__ = [
     "skip_due_ticks",
     "start_ahead",
     "unhold",
-    "until_past",
     "upgrade_to_head",
 ]
 
@@ -556,15 +555,3 @@ async def read_sql_clock(database: Database, expression: str) -> Any:
         return (await conn.execute(sa.text(f"SELECT {expression}"))).scalar_one()
 
     return await database.run(work)
-
-
-async def until_past(database: Database, instant: datetime) -> None:
-    """Wait until the database clock, which every due instant and lease is read against,
-    is past `instant` (however far off it is, and 10 s more): how a case lets ticks go by
-    or a lease run out, rather than sleeping a tuned time."""
-
-    async def passed() -> bool:
-        return await database_now(database) > instant
-
-    within = (instant - datetime.now(UTC)).total_seconds() + 10.0
-    await eventually(passed, within=within, what=f"the database clock past {instant}")
