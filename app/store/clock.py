@@ -1,15 +1,135 @@
-"""The database clock: every replica reads time from the one database, never its own."""
+"""The database clock: every replica reads time from the one database, never its own.
+
+It is read in two ways, and only these: into Python, once per transaction where a dialect
+binds it into its statements (`transaction_now`, `Dialect.bound_now`), and inside the
+statements themselves where a dialect lets the server read it (PostgreSQL's `now()`).
+
+`DatabaseClock` is that clock as this process sees it, with the seam tests move time by
+instead of waiting for it (`DatabaseClock.move`). Production never moves it; unmoved, no
+statement and no instant differs from what the database says.
+"""
 
 from __future__ import annotations
 
-from datetime import datetime
+import re
+import time
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.store.dialects import dialect_of
+from app.store.dialects import OPTION, dialect_of
+
+if TYPE_CHECKING:
+    from app.store.dialects.base import Dialect
+
+# Every way the three databases' SQL reads a clock of its own: while the clock is moved, a
+# statement that reads one otherwise than as its dialect's `server_clock` would not see the
+# move, and is refused rather than run on the wrong time.
+CLOCK_READS = re.compile(
+    r"\b(?:now|transaction_timestamp|statement_timestamp|clock_timestamp|timeofday|sysdate"
+    r"|utc_timestamp|utc_date|utc_time|curdate|curtime)\s*\("
+    r"|\bunix_timestamp\s*\(\s*\)"
+    r"|\b(?:current_timestamp|current_date|current_time|localtimestamp|localtime)\b"
+    r"|'now'",
+    re.IGNORECASE,
+)
 
 
 async def transaction_now(conn: AsyncConnection) -> datetime:
     """The instant this transaction's writes are stamped with, from the database's clock
     (an embedded SQLite file belongs to one host, whose clock is the database's)."""
     return await dialect_of(conn).transaction_now(conn)
+
+
+class DatabaseClock:
+    """The clock of one kind of database as this process reads it: one per dialect, so
+    every `Database` of that kind in the process (the API's pool, the delivery loop's, a
+    test's own) reads the same one, as replicas read the one database's.
+
+    The clock seam, for tests only (no setting reaches it): `move(by)` moves the clock
+    forward at once, and every read of it after that is `by` later: the instants
+    `transaction_now` and `Dialect.bound_now` return, and each statement that reads the
+    server's clock itself (PostgreSQL's `now()`, in the claim, the settle, the start marks,
+    `next_due_in` and the rest), whose text then reads it moved (`Dialect.moved_statement`).
+    So claims, leases and their expiry, retry instants, due instants, misfire checks,
+    pause and resume instants, created and updated stamps, the loop's "next due in" and
+    retention all see the moved clock, on every store. `reset()` puts it back.
+
+    Unmoved, nothing changes: statements are sent as they are written (no hook is even
+    installed until a first move), and the only cost is adding a zero shift to the
+    instants read into Python.
+    """
+
+    def __init__(self) -> None:
+        self._shift = timedelta(0)
+
+    @property
+    def shift(self) -> timedelta:
+        """How far the clock is moved (zero but in tests)."""
+        return self._shift
+
+    def move(self, by: timedelta) -> None:
+        """Move the clock forward by `by`, at once, for every read of it from now on
+        (a clock never runs backwards: a negative `by` is refused)."""
+        if by < timedelta(0):
+            raise ValueError("the database clock moves forward only")
+        _watch_statements()
+        self._shift += by
+
+    def reset(self) -> None:
+        """The clock as the database keeps it again."""
+        self._shift = timedelta(0)
+
+    def host_now(self) -> datetime:
+        """This host's clock, moved as the database clock is: the database clock where
+        it is the host's (SQLite), and the best guess of it where there is no connection
+        to read it on."""
+        return datetime.now(UTC) + self._shift
+
+    def time(self) -> float:
+        """`host_now` as `time.time()` reads it: what the delivery loop compares the due
+        instants the store hands it with."""
+        return time.time() + self._shift.total_seconds()
+
+
+def moved_statement(statement: str, read: str | None, moved: str) -> str:
+    """`statement` with each `read` of the server's clock in its text replaced by `moved`,
+    the same clock moved; any other clock it reads is refused (it would not see the move)."""
+    pieces = statement.split(read) if read is not None else [statement]
+    for piece in pieces:
+        if (found := CLOCK_READS.search(piece)) is not None:
+            raise AssertionError(
+                f"a statement reads the clock as {found.group(0)!r}, which does not see "
+                f"the moved database clock: {statement}"
+            )
+    return moved.join(pieces)
+
+
+_watching = False
+
+
+def _watch_statements() -> None:
+    """From the first move on, every statement of this process passes `_moved` (once)."""
+    global _watching
+    if not _watching:
+        event.listen(Engine, "before_cursor_execute", _moved, retval=True)
+        _watching = True
+
+
+def _moved(
+    conn: Any,
+    cursor: Any,
+    statement: str,
+    parameters: Any,
+    context: Any,
+    executemany: bool,
+) -> tuple[str, Any]:
+    """A statement about to be sent, as it reads its database's clock moved (engines that
+    are no `Database`'s, and clocks not moved, pass unchanged)."""
+    dialect: Dialect | None = conn.engine.get_execution_options().get(OPTION)
+    if dialect is None or not dialect.clock.shift:
+        return statement, parameters
+    return dialect.moved_statement(statement, dialect.clock.shift), parameters

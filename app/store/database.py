@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.errors import StoreUnavailableError
 from app.store import dialects
+from app.store.clock import DatabaseClock
 from app.store.dialects.base import AFTER_COMMIT, Dialect
 
 log = logging.getLogger(__name__)
@@ -140,6 +141,12 @@ class Database:
         )
         # Code holding only a connection asks it for its dialect (`dialects.dialect_of`).
         self.engine.sync_engine.update_execution_options(**{dialects.OPTION: self.dialect})
+
+    @property
+    def clock(self) -> DatabaseClock:
+        """The database clock as this process reads it, the same for every `Database` of
+        this dialect; tests move it forward instead of waiting (`DatabaseClock.move`)."""
+        return self.dialect.clock
 
     def pool_in_use(self) -> int:
         """Connections checked out of the pool now (a metric)."""

@@ -115,7 +115,8 @@ class Held:
 class ClaimedAhead:
     """From a claim ahead to the lanes. `admit` queues deliveries in the lanes and `start`
     lets the lanes start what they may; `mark` and `release` are the store's; `on_error`
-    counts a failed mark; `stopping` says the loop is stopping."""
+    counts a failed mark; `stopping` says the loop is stopping; `wall` is the wall clock
+    the due instants are read against."""
 
     def __init__(
         self,
@@ -126,8 +127,10 @@ class ClaimedAhead:
         release: Release,
         on_error: Callable[[], None],
         stopping: asyncio.Event,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self._mark = mark
+        self._wall = wall  # the clock due instants are read against
         self._admit = admit
         self._start = start
         self._release = release
@@ -165,7 +168,7 @@ class ClaimedAhead:
         already (not in `not_before`), and takes the others, each due at its instant there."""
         if not not_before:
             return deliveries
-        now, wall = asyncio.get_running_loop().time(), time.time()
+        now, wall = asyncio.get_running_loop().time(), self._wall()
         ready: list[Delivery] = []
         due_now: list[Delivery] = []
         for delivery in deliveries:

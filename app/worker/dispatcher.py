@@ -87,6 +87,9 @@ class Dispatcher:
             assert database is not None, "give a database or a queue"
             queue = DeliveryQueue(database, self._wakeups)
         self._queue = queue
+        # The wall clock the store's due instants are compared with: the host's, moved as
+        # the database clock is (tests move it; `app.store.clock.DatabaseClock`).
+        self._wall = database.clock.time if database is not None else time.time
         self._sinks = sinks
         self._settings = settings
         self._rng = rng or random.Random()
@@ -122,6 +125,7 @@ class Dispatcher:
             release=self._release_quietly,
             on_error=self._count_error,
             stopping=self._stopping,
+            wall=self._wall,
         )
         self._task: asyncio.Task[None] | None = None
         # A run until idle (`run_until_idle`): the wall-clock instant that what it delivers
@@ -272,7 +276,7 @@ class Dispatcher:
         if self._claimed_ahead.holding >= HELD_CAPACITY_FACTOR * self._pacing.capacity:
             return 0.0
         if self._until is not None:
-            return min(CLAIM_AHEAD, max(self._until - time.time(), 0.0))
+            return min(CLAIM_AHEAD, max(self._until - self._wall(), 0.0))
         return CLAIM_AHEAD
 
     async def run_until_idle(self, within: float = 0.0) -> int:
@@ -291,7 +295,7 @@ class Dispatcher:
         retry it), and RuntimeError when settlements could not be written.
         """
         assert not self.running, "run_until_idle runs a loop that is not running"
-        self._until = time.time() + within
+        self._until = self._wall() + within
         self._drained = False
         self._failure = None
         self._stopping.clear()
@@ -411,7 +415,7 @@ class Dispatcher:
     def _issue_claim(self, limit: int, ahead: float) -> None:
         previous = self._claims[-1] if self._claims else None
         self._claiming += limit
-        task = asyncio.create_task(self._claim_into_lanes(limit, previous, ahead, time.time()))
+        task = asyncio.create_task(self._claim_into_lanes(limit, previous, ahead, self._wall()))
         self._claims.append(task)
 
     async def _claim_into_lanes(

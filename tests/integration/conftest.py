@@ -101,6 +101,7 @@ async def running_harness(
             ) as client:
                 yield Harness(client, dispatcher, database, settings, receiver, sinks, wakeups, dns)
     finally:
+        database.clock.reset()  # a case that moved it (tests.store.ports.move_clock)
         await database.close()
 
 

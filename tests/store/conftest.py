@@ -55,6 +55,7 @@ async def database(store_url: str) -> AsyncIterator[Database]:
     try:
         yield database
     finally:
+        database.clock.reset()  # a case that moved it
         await database.close()
 
 

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -75,6 +75,8 @@ __all__ = [
     "insert_schedules",
     "interval",
     "is_at_head",
+    "move_clock",
+    "move_clock_past",
     "once",
     "prune",
     "read_attempt_log",
@@ -82,6 +84,7 @@ __all__ = [
     "read_lease",
     "read_occurrence_rows",
     "read_schedule_status",
+    "read_sql_clock",
     "record_skipped_tick",
     "release",
     "replay",
@@ -89,7 +92,6 @@ __all__ = [
     "skip_due_ticks",
     "start_ahead",
     "unhold",
-    "until_past",
     "upgrade_to_head",
 ]
 
@@ -525,13 +527,31 @@ async def database_now(database: Database) -> datetime:
     return await database.run(transaction_now)
 
 
-async def until_past(database: Database, instant: datetime) -> None:
-    """Wait until the database clock, which every due instant and lease is read against,
-    is past `instant` (however far off it is, and 10 s more): how a case lets ticks go by
-    or a lease run out, rather than sleeping a tuned time."""
+def move_clock(database: Database, by: timedelta) -> None:
+    """Move the database clock forward by `by`, at once: every read of it after this, by
+    this `Database` and by every other one of its store in the process (the API's pool,
+    the delivery loop's), is `by` later. How a case lets ticks go by, a pause last or a
+    lease run out without waiting for it. The `database` fixture and the API harness put
+    the clock back when the case ends."""
+    database.clock.move(by)
 
-    async def passed() -> bool:
-        return await database_now(database) > instant
 
-    within = (instant - datetime.now(UTC)).total_seconds() + 10.0
-    await eventually(passed, within=within, what=f"the database clock past {instant}")
+async def move_clock_past(database: Database, instant: datetime) -> datetime:
+    """Move the database clock just past `instant` (a millisecond; not at all when it is
+    past already), as though the time until then had gone by; returns the clock's reading
+    after the move."""
+    now = await database_now(database)
+    if now <= instant:
+        database.clock.move(instant - now + timedelta(milliseconds=1))
+    after = await database_now(database)
+    assert after > instant, f"the database clock reads {after}, not past {instant}"
+    return after
+
+
+async def read_sql_clock(database: Database, expression: str) -> Any:
+    """`SELECT expression` in a transaction of its own: SQL that reads a clock itself."""
+
+    async def work(conn: Connection) -> Any:
+        return (await conn.execute(sa.text(f"SELECT {expression}"))).scalar_one()
+
+    return await database.run(work)

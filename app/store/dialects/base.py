@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from contextvars import ContextVar
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -26,6 +26,7 @@ from app.backends import Backend
 from app.domain.ids import event_id
 from app.domain.occurrence import Delivery, OccurrenceStatus
 from app.domain.schedule import EventKind
+from app.store.clock import DatabaseClock, moved_statement
 from app.store.codec import JsonText
 from app.store.dialects.outcomes import outcomes
 from app.store.tables import attempts, occurrences, schedule_events
@@ -151,6 +152,15 @@ class Dialect(ABC):
     # need the live database, and `chronoq migrate --sql` cannot render them.
     batch_migrations: ClassVar[bool] = False
 
+    # What this dialect's statements write where they read the server's clock themselves
+    # (None: none does; the clock is read into Python, `transaction_now`, and bound).
+    server_clock: ClassVar[str | None] = None
+
+    def __init__(self) -> None:
+        # The database clock as this process reads it, shared by every `Database` of this
+        # dialect (one instance per process); tests move it (`DatabaseClock.move`).
+        self.clock = DatabaseClock()
+
     # -- connections --------------------------------------------------------------------
 
     @abstractmethod
@@ -182,7 +192,8 @@ class Dialect(ABC):
 
     @abstractmethod
     async def transaction_now(self, conn: AsyncConnection) -> datetime:
-        """The database clock's current instant, for this transaction's writes."""
+        """The database clock's current instant, for this transaction's writes (moved as
+        `clock` is)."""
 
     async def commit_without_waiting(self, conn: AsyncConnection) -> None:
         """Let this transaction's commit return before it is on disk: for a write whose loss
@@ -193,6 +204,17 @@ class Dialect(ABC):
     async def bound_now(self, conn: AsyncConnection) -> datetime:
         """The value of the `now` parameter of statements built with `now()`."""
         return await self.transaction_now(conn)
+
+    def moved_clock(self, by: timedelta) -> str:
+        """SQL for `server_clock` moved forward by `by` (a dialect that has one says)."""
+        raise NotImplementedError(f"{self.name} reads no clock in its statements")
+
+    def moved_statement(self, statement: str, by: timedelta) -> str:
+        """`statement` as it reads the database clock moved forward by `by` (the clock
+        seam, `DatabaseClock.move`; never in production): each `server_clock` read is
+        `moved_clock(by)`, and a statement reading any other clock is refused."""
+        read = self.server_clock
+        return moved_statement(statement, read, self.moved_clock(by) if read else "")
 
     def now(self) -> sa.ColumnElement[datetime]:
         """The transaction's instant inside a statement (bound as `now` by default)."""
@@ -350,7 +372,7 @@ class Dialect(ABC):
     async def announce(self, conn: AsyncConnection, wakeups: Wakeups, at: datetime) -> None:
         """Inside a write's transaction: something is due at `at`. By default the news
         reaches this process's loop once the write commits (other replicas poll)."""
-        after_commit(lambda: wakeups.due_in((at - datetime.now(UTC)).total_seconds()))
+        after_commit(lambda: wakeups.due_in((at - self.clock.host_now()).total_seconds()))
 
     async def next_due_in(self, conn: AsyncConnection) -> float | None:
         """Seconds until the earliest pending occurrence not yet due (None: none)."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -79,6 +79,8 @@ def _code(error: BaseException) -> int | None:
 
 class MySQL(StepwiseClaim):
     backend = backends.named("mysql")
+    # The one read of the server's clock, `_NOW`'s (`transaction_now`).
+    server_clock = "UTC_TIMESTAMP(6)"
 
     def normalize_url(self, url: str) -> str:
         parsed = make_url(url)
@@ -119,6 +121,9 @@ class MySQL(StepwiseClaim):
         value = (await conn.execute(_NOW)).scalar_one()
         assert isinstance(value, datetime)
         return value
+
+    def moved_clock(self, by: timedelta) -> str:
+        return f"(UTC_TIMESTAMP(6) + INTERVAL {by // timedelta(microseconds=1)} MICROSECOND)"
 
     async def insert_ignoring(
         self, conn: AsyncConnection, table: sa.Table, rows: list[dict[str, Any]], key: str

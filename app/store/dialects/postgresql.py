@@ -15,7 +15,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from datetime import UTC, datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -293,6 +293,8 @@ def _finishing_with_events(finishing: sa.Select[Any]) -> sa.Insert:
 class PostgreSQL(OnConflictInserts, Dialect):
     insert = staticmethod(postgresql.insert)
     backend = backends.named("postgresql")
+    # How every statement, the named SQL's too, reads the transaction's instant.
+    server_clock = "now()"
 
     def normalize_url(self, url: str) -> str:
         if url.startswith("postgres://"):
@@ -344,8 +346,14 @@ class PostgreSQL(OnConflictInserts, Dialect):
         return value
 
     async def bound_now(self, conn: AsyncConnection) -> datetime:
-        # Statements read now() themselves; the bound value is never used.
-        return datetime.now(UTC)
+        # Statements read now() themselves; the bound value only seeds ids and the instant
+        # of an attempt that has none of its own.
+        return self.clock.host_now()
+
+    def moved_clock(self, by: timedelta) -> str:
+        # In microseconds: an interval with no day part adds elapsed time, whatever the
+        # session's time zone does across a DST change.
+        return f"(now() + interval '{by // timedelta(microseconds=1)} microseconds')"
 
     def now(self) -> sa.ColumnElement[datetime]:
         return sa.func.now(type_=UTCDateTime())

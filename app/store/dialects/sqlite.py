@@ -9,7 +9,7 @@ host); there is no other replica to lock out or to wake.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +101,7 @@ class SQLite(OnConflictInserts, StepwiseClaim):
         return None
 
     async def transaction_now(self, conn: AsyncConnection) -> datetime:
-        return datetime.now(UTC)
+        return self.clock.host_now()
 
     async def prune(self, conn: AsyncConnection, *, cutoff: datetime, limit: int) -> int:
         result = await conn.execute(_PRUNE, {"cutoff": cutoff, "limit": limit})

@@ -42,10 +42,10 @@ async def _claim_and_crash(harness: Harness, lease: float) -> None:
 
 
 async def _lease_ran_out(harness: Harness, lease: float) -> None:
-    """Wait until a lease of `lease` seconds taken before this call has run out, on the
-    database clock the claims read."""
+    """Let a lease of `lease` seconds taken before this call run out: the database clock
+    the claims read moves past its end."""
     end = await ports.database_now(harness.database) + timedelta(seconds=lease)
-    await ports.until_past(harness.database, end)
+    await ports.move_clock_past(harness.database, end)
 
 
 async def test_a_retried_then_delivered_webhook_shows_both_attempts_with_status_and_excerpt(

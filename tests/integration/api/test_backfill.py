@@ -93,7 +93,7 @@ async def test_a_skipped_tick_can_be_backfilled(harness: Harness) -> None:
     paused = (await harness.client.post(f"/v1/schedules/{schedule_id}/pause")).json()
     # A one-second tick (on whole seconds) falls inside the pause.
     paused_at = _at(paused["updated_at"])
-    await ports.until_past(harness.database, paused_at.replace(microsecond=0) + SECOND)
+    await ports.move_clock_past(harness.database, paused_at.replace(microsecond=0) + SECOND)
     await harness.client.post(f"/v1/schedules/{schedule_id}/resume")
     skipped = [o for o in await harness.occurrences(schedule_id) if o["status"] == "skipped"]
     assert skipped

@@ -20,6 +20,7 @@ async def test_a_retrying_tick_does_not_delay_the_next_one(harness: Harness) -> 
     created = await harness.create(
         trigger={"type": "interval", "every_seconds": 60, "start_at": iso(start)}
     )
+    await ports.move_clock_past(harness.database, _at(created["next_fire_at"]))
 
     await harness.step_until(lambda: _requests(harness, 1))
 
@@ -36,9 +37,10 @@ async def test_missed_ticks_collapse_into_one_catch_up_then_the_schedule_realign
 ) -> None:
     created = await harness.create(trigger={"type": "interval", "every_seconds": 1})
     # The loop is not stepped while two more ticks go by, as if every scheduler were down.
-    await ports.until_past(harness.database, _at(created["next_fire_at"]) + timedelta(seconds=2))
+    before = await ports.move_clock_past(
+        harness.database, _at(created["next_fire_at"]) + timedelta(seconds=2)
+    )
 
-    before = datetime.now(UTC)
     assert await harness.step() == 1
     assert await harness.step() == 0
 
@@ -59,7 +61,7 @@ async def test_an_overdue_recurring_occurrence_fires_once_and_the_next_is_in_the
     assert await harness.schedule_status(created["id"]) == "completed"
 
     cron = await harness.create(trigger={"type": "cron", "expression": "* * * * * *"})
-    before = datetime.now(UTC)
+    before = await ports.move_clock_past(harness.database, _at(cron["next_fire_at"]))
     await harness.step_until(lambda: _delivered_count(harness, cron["id"], 1))
     occurrences = await harness.occurrences(cron["id"])
     upcoming = [o for o in occurrences if o["status"] == "pending"]
@@ -78,15 +80,16 @@ async def test_pause_holds_everything_and_resume_realigns_to_the_future(harness:
     assert paused["next_fire_at"] is None
 
     # Past two ticks: nothing fires while paused.
-    await ports.until_past(harness.database, start + timedelta(seconds=1))
+    await ports.move_clock_past(harness.database, start + timedelta(seconds=1))
     assert await harness.step() == 0
     assert harness.receiver.requests == []
 
-    before = datetime.now(UTC)
+    before = await ports.database_now(harness.database)
     resumed = (await harness.client.post(f"/v1/schedules/{created['id']}/resume")).json()
     assert resumed["status"] == "pending"
     assert _at(resumed["next_fire_at"]) > before
     assert await harness.step() == 0  # nothing fires on resume itself
+    await ports.move_clock_past(harness.database, _at(resumed["next_fire_at"]))
     await harness.step_until(lambda: _delivered_count(harness, created["id"], 1))
     fired = harness.receiver.requests[0].headers["X-Scheduled-For"]
     assert _at(fired) > before
@@ -176,6 +179,7 @@ async def test_patching_the_trigger_moves_the_next_occurrence(harness: Harness) 
     patched = response.json()
     assert _at(patched["next_fire_at"]) == soon.replace(microsecond=soon.microsecond)
     assert patched["next_occurrence_id"] != created["next_occurrence_id"]
+    await ports.move_clock_past(harness.database, soon)
     await harness.step_until(lambda: _delivered_count(harness, created["id"], 1))
     assert harness.receiver.requests[0].occurrence_id == patched["next_occurrence_id"]
 

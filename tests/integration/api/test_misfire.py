@@ -1,16 +1,17 @@
 """Misfire policies: the delivery loop is stopped across several ticks of a one-second
 interval and started again; what each policy fires and skips is read back over the API.
 
-The number of missed ticks depends on timing, so the assertions are about structure:
-every tick of the schedule is accounted for exactly once (delivered or skipped), and
-each policy fires and skips the ticks it promises to.
+The ticks go by on the database clock, moved forward (tests.store.ports.move_clock)
+rather than waited for. The assertions are about structure: every tick of the schedule
+is accounted for exactly once (delivered or skipped), and each policy fires and skips the
+ticks it promises to.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from app.worker.dispatcher import Dispatcher
@@ -29,12 +30,18 @@ def _at(text: str) -> datetime:
 
 
 async def _run_loop_until(harness: Harness, condition: Callable[[], Awaitable[bool]]) -> None:
-    """Run the delivery loop until `condition` holds, then stop it."""
+    """Run the delivery loop until what is due is delivered, and again until `condition`
+    holds; then it is stopped. (Run until idle, it claims nothing ahead of its instant:
+    the ticks the clock has not reached wait for it.)"""
     # Claims 0.1 s apart: one claim takes all of a gap's catch-ups, whose order is kept.
     settings = harness.settings.model_copy(update={"min_cycle_delay": 0.1})
     dispatcher = Dispatcher(harness.database, harness.sinks, settings, rng=random.Random(3))
-    async with dispatcher.started():
-        await eventually(condition, within=20.0)
+
+    async def ran() -> bool:
+        await dispatcher.run_until_idle()
+        return await condition()
+
+    await eventually(ran, within=20.0)
 
 
 def _delivered_ticks(harness: Harness) -> list[datetime]:
@@ -45,7 +52,8 @@ async def _stopped_across_ticks(harness: Harness, **policy: Any) -> tuple[str, d
     """A one-second interval fires once, the loop stops for three ticks, then runs
     again until the schedule has planned a tick after the restart. Returns the schedule
     id, the first tick and the restart instant."""
-    start = (datetime.now(UTC) + timedelta(milliseconds=300)).replace(microsecond=0) + TICK
+    now = await ports.database_now(harness.database)
+    start = (now + timedelta(milliseconds=300)).replace(microsecond=0) + TICK
     created = await harness.create(
         trigger={"type": "interval", "every_seconds": 1, "start_at": iso(start)}, **policy
     )
@@ -56,10 +64,10 @@ async def _stopped_across_ticks(harness: Harness, **policy: Any) -> tuple[str, d
     async def first_delivered() -> bool:
         return len(harness.receiver.requests) >= 1
 
+    await ports.move_clock_past(harness.database, start)
     await _run_loop_until(harness, first_delivered)
     # Stopped while three ticks after the first go by.
-    await ports.until_past(harness.database, start + 3 * TICK + OUTAGE_MARGIN)
-    restart = datetime.now(UTC)
+    restart = await ports.move_clock_past(harness.database, start + 3 * TICK + OUTAGE_MARGIN)
 
     async def caught_up() -> bool:
         snapshot = await harness.get(f"/v1/schedules/{schedule_id}")
@@ -194,14 +202,15 @@ async def test_skip_drops_ticks_older_than_the_grace_and_fires_the_rest(
 
 
 async def test_ticks_inside_a_pause_are_recorded_as_skipped(harness: Harness) -> None:
-    start = datetime.now(UTC).replace(microsecond=0) + 2 * TICK
+    start = (await ports.database_now(harness.database)).replace(microsecond=0) + 2 * TICK
     created = await harness.create(
         trigger={"type": "interval", "every_seconds": 1, "start_at": iso(start)}
     )
     schedule_id = created["id"]
     paused = await harness.client.post(f"/v1/schedules/{schedule_id}/pause")
     assert paused.status_code == 200
-    await ports.until_past(harness.database, start + 2 * TICK)  # three ticks inside the pause
+    # Three ticks inside the pause.
+    await ports.move_clock_past(harness.database, start + 2 * TICK)
     assert await harness.step() == 0  # nothing fires while paused
 
     resumed = (await harness.client.post(f"/v1/schedules/{schedule_id}/resume")).json()
@@ -227,7 +236,7 @@ async def test_ticks_inside_a_pause_are_recorded_as_skipped(harness: Harness) ->
 async def test_a_pause_lists_max_catchup_ticks_then_one_entry_for_the_rest(
     harness: Harness,
 ) -> None:
-    start = datetime.now(UTC) - timedelta(hours=1)
+    start = await ports.database_now(harness.database) - timedelta(hours=1)
     created = await harness.create(
         trigger={"type": "interval", "every_seconds": 1, "start_at": iso(start)},
         max_catchup=1,
@@ -235,7 +244,7 @@ async def test_a_pause_lists_max_catchup_ticks_then_one_entry_for_the_rest(
     schedule_id = created["id"]
     paused = (await harness.client.post(f"/v1/schedules/{schedule_id}/pause")).json()
     # Three ticks inside the pause.
-    await ports.until_past(harness.database, _at(paused["updated_at"]) + 3 * TICK)
+    await ports.move_clock_past(harness.database, _at(paused["updated_at"]) + 3 * TICK)
 
     resumed = (await harness.client.post(f"/v1/schedules/{schedule_id}/resume")).json()
 
