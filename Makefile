@@ -26,10 +26,10 @@ run: $(BIN)/chronoq
 ## test: the whole suite on TEST_WORKERS (2) pytest-xdist processes; TEST_WORKERS=0 runs it in
 ## one (PostgreSQL, MariaDB, RabbitMQ and Chromium tests skip locally when those are missing).
 ## Cases marked `alone` (they restart the broker every other case uses) run afterwards, by
-## themselves.
+## themselves. The 20 slowest cases are listed at the end, so the budget has its evidence.
 TEST_WORKERS ?= 2
 test: $(VENV)/.dev
-	$(BIN)/pytest -n $(TEST_WORKERS) -m "not alone"
+	$(BIN)/pytest -n $(TEST_WORKERS) -m "not alone" --durations=20
 	$(BIN)/pytest -n 0 -m alone
 
 ## fuzz: the suite's schemathesis run at length: FUZZ_EXAMPLES (300) examples per operation, not 10
