@@ -105,6 +105,7 @@ def in_process(
     with (
         _ONE_AT_A_TIME,
         _environment(variables),
+        _import_path(),
         _fresh_logging(),
         _streams_of(thread, io.StringIO(stdin), stdout, stderr),
     ):
@@ -237,6 +238,16 @@ def _environment(variables: dict[str, str]) -> Iterator[None]:
         for name, value in before.items():
             if os.environ.get(name) != value:
                 os.environ[name] = value
+
+
+@contextmanager
+def _import_path() -> Iterator[None]:
+    """sys.path as it was before the command (alembic prepends to it at each migration)."""
+    before = sys.path[:]
+    try:
+        yield
+    finally:
+        sys.path[:] = before
 
 
 def _exit_status(code: object, stderr: io.StringIO) -> int:
