@@ -1,10 +1,10 @@
-"""`chronoq bus declare` and `chronoq bus peek`, run as the real command against RabbitMQ."""
+"""`chronoq bus declare` and `chronoq bus peek` against RabbitMQ: in-process
+(commands.in_process), and as a process of its own for a broker URL missing from its
+environment."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -12,18 +12,14 @@ from pathlib import Path
 import aio_pika
 import pytest
 
-pytestmark = pytest.mark.rabbitmq
+from tests.integration.cli import commands
 
-CHRONOQ = str(Path(sys.executable).with_name("chronoq"))
+pytestmark = pytest.mark.rabbitmq
 
 
 def chronoq(*args: str, amqp_url: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "AMQP_URL"}
-    if amqp_url is not None:
-        env["AMQP_URL"] = amqp_url
-    return subprocess.run(
-        [CHRONOQ, *args], env=env, capture_output=True, text=True, timeout=60, check=False
-    )
+    variables = {} if amqp_url is None else {"AMQP_URL": amqp_url}
+    return commands.in_process(*args, timeout=60, **variables)
 
 
 @pytest.fixture
@@ -149,7 +145,8 @@ def test_an_unreachable_broker_is_named_by_host_without_credentials() -> None:
 
 
 def test_a_missing_broker_url_is_a_usage_error() -> None:
-    result = chronoq("bus", "peek", "--queue", "q")
+    # A process of its own: AMQP_URL is missing from its environment.
+    result = commands.chronoq("bus", "peek", "--queue", "q", timeout=60)
 
     assert result.returncode == 2
     assert "AMQP_URL" in result.stderr

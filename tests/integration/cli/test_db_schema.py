@@ -23,7 +23,7 @@ from app.store.dialects.postgresql import migration_lock_key
 from app.store.migrations import is_at_head
 from app.store.wakeups import Wakeups
 from tests.conftest import make_settings
-from tests.integration.cli.commands import chronoq, describe, start
+from tests.integration.cli.commands import describe, in_process_async, start
 from tests.receiver import Receiver
 
 pytestmark = pytest.mark.postgres
@@ -38,6 +38,7 @@ CHRONOQ_TABLES = {
 
 
 def _migrate_side_by_side(url: str, *schemas: str) -> None:
+    """`chronoq migrate` of each schema at once, each a process of its own."""
     running = {
         schema: start("migrate", DATABASE_URL=url, CHRONOQ_DB_SCHEMA=schema) for schema in schemas
     }
@@ -162,9 +163,7 @@ async def test_one_installation_migrates_while_another_waits_for_its_own_lock(
     await holder.execute("SELECT pg_advisory_lock($1)", migration_lock_key("alpha"))
     try:
         alpha = start("migrate", DATABASE_URL=url, CHRONOQ_DB_SCHEMA="alpha")
-        beta = await asyncio.to_thread(
-            chronoq, "migrate", DATABASE_URL=url, CHRONOQ_DB_SCHEMA="beta"
-        )
+        beta = await in_process_async("migrate", DATABASE_URL=url, CHRONOQ_DB_SCHEMA="beta")
 
         assert beta.returncode == 0, beta.stderr
         assert alpha.poll() is None, "alpha migrated without its lock"
@@ -186,7 +185,9 @@ async def test_each_installation_prunes_under_its_own_lock(
     empty_postgres: Callable[[], str],
 ) -> None:
     url = empty_postgres()
-    _migrate_side_by_side(url, "alpha", "beta")
+    for schema in ("alpha", "beta"):
+        migrated = await in_process_async("migrate", DATABASE_URL=url, CHRONOQ_DB_SCHEMA=schema)
+        assert migrated.returncode == 0, f"{schema}: {migrated.stderr}"
     databases = {
         "alpha": Database(url, schema="alpha"),
         "alpha again": Database(url, schema="alpha"),

@@ -1,5 +1,6 @@
 """`chronoq migrate` and `chronoq migrate --sql`: exit codes, one-line errors without the
-password, and offline SQL that takes an empty database to head."""
+password, and offline SQL that takes an empty database to head. In-process
+(commands.in_process), but for an unreachable database, the command as a process of its own."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from app.store.database import Database
 from app.store.migrations import is_at_head
-from tests.integration.cli.commands import chronoq, describe, differences, run_script
+from tests.integration.cli.commands import chronoq, describe, differences, in_process, run_script
 from tests.store.catalog import Catalog, read_catalog
 from tests.store.catalog import differences as store_differences
 
@@ -30,8 +31,8 @@ async def _at_head(url: str, db_schema: str | None) -> bool:
 def test_migrate_creates_a_sqlite_database_at_head(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'chronoq.db'}"
 
-    first = chronoq("migrate", DATABASE_URL=url)
-    again = chronoq("migrate", DATABASE_URL=url)
+    first = in_process("migrate", DATABASE_URL=url)
+    again = in_process("migrate", DATABASE_URL=url)
 
     assert first.returncode == 0, first.stderr
     assert again.returncode == 0, again.stderr
@@ -39,6 +40,7 @@ def test_migrate_creates_a_sqlite_database_at_head(tmp_path: Path) -> None:
 
 
 def test_an_unreachable_database_exits_1_with_one_line_and_no_password() -> None:
+    # A process of its own: nothing it prints on its way out may add a line or the password.
     result = chronoq("migrate", DATABASE_URL=UNREACHABLE)
 
     assert result.returncode == 1
@@ -53,7 +55,7 @@ def test_a_missing_database_exits_1_with_one_line_and_no_password(postgres_url: 
     missing = postgres_url.rsplit("/", 1)[0] + "/chronoq_no_such_database"
     with_password = missing.replace("postgresql://postgres@", f"postgresql://postgres:{PASSWORD}@")
 
-    result = chronoq("migrate", DATABASE_URL=with_password)
+    result = in_process("migrate", DATABASE_URL=with_password)
 
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
@@ -74,7 +76,7 @@ def test_a_missing_database_exits_1_with_one_line_and_no_password(postgres_url: 
 def test_a_bad_configuration_exits_2_naming_the_variable(
     variables: dict[str, Any], complaint: str
 ) -> None:
-    result = chronoq("migrate", **variables)
+    result = in_process("migrate", **variables)
 
     assert result.returncode == 2
     assert result.stderr.startswith("chronoq: ")
@@ -85,7 +87,7 @@ def test_a_bad_configuration_exits_2_naming_the_variable(
 def test_migrate_sql_is_refused_for_sqlite_pointing_to_schema(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'chronoq.db'}"
 
-    result = chronoq("migrate", "--sql", DATABASE_URL=url)
+    result = in_process("migrate", "--sql", DATABASE_URL=url)
 
     assert result.returncode == 2
     assert "chronoq schema --dialect sqlite" in result.stderr
@@ -100,7 +102,7 @@ async def test_migrate_sql_takes_an_empty_postgresql_database_to_head(
     variables: dict[str, Any] = {"DATABASE_URL": UNREACHABLE}
     if db_schema is not None:
         variables["CHRONOQ_DB_SCHEMA"] = db_schema
-    printed = chronoq("migrate", "--sql", **variables)
+    printed = in_process("migrate", "--sql", **variables)
     assert printed.returncode == 0, printed.stderr
     assert PASSWORD not in printed.stdout
     from_sql, migrated = empty_postgres(), empty_postgres()
@@ -109,18 +111,18 @@ async def test_migrate_sql_takes_an_empty_postgresql_database_to_head(
     await run_script(from_sql, printed.stdout)
 
     assert await _at_head(from_sql, db_schema)
-    online = chronoq("migrate", **{**variables, "DATABASE_URL": migrated})
+    online = in_process("migrate", **{**variables, "DATABASE_URL": migrated})
     assert online.returncode == 0, online.stderr
     schema = db_schema or "public"
     built, expected = await describe(from_sql, schema), await describe(migrated, schema)
     assert not differences(built, expected), "\n".join(differences(built, expected))
     # Migrating a database built from the printed SQL finds nothing left to do.
-    again = chronoq("migrate", **{**variables, "DATABASE_URL": from_sql})
+    again = in_process("migrate", **{**variables, "DATABASE_URL": from_sql})
     assert again.returncode == 0, again.stderr
 
 
 def test_migrate_sql_in_a_schema_creates_it_and_keeps_the_version_table_there() -> None:
-    result = chronoq("migrate", "--sql", DATABASE_URL=UNREACHABLE, CHRONOQ_DB_SCHEMA="tenant_a")
+    result = in_process("migrate", "--sql", DATABASE_URL=UNREACHABLE, CHRONOQ_DB_SCHEMA="tenant_a")
 
     assert result.returncode == 0, result.stderr
     lines = [line for line in result.stdout.splitlines() if line.strip()]
@@ -137,7 +139,7 @@ async def test_migrate_sql_takes_an_empty_mysql_database_to_head(
     empty_mysql: Callable[[], str],
 ) -> None:
     unreachable = f"mysql://chronoq:{PASSWORD}@127.0.0.1:1/chronoq"
-    printed = chronoq("migrate", "--sql", DATABASE_URL=unreachable)
+    printed = in_process("migrate", "--sql", DATABASE_URL=unreachable)
     assert printed.returncode == 0, printed.stderr
     assert PASSWORD not in printed.stdout
     from_sql, migrated = empty_mysql(), empty_mysql()
@@ -155,12 +157,12 @@ async def test_migrate_sql_takes_an_empty_mysql_database_to_head(
         await database.close()
 
     assert await _at_head(from_sql, None)
-    online = chronoq("migrate", DATABASE_URL=migrated)
+    online = in_process("migrate", DATABASE_URL=migrated)
     assert online.returncode == 0, online.stderr
     built, expected = await _catalog(from_sql), await _catalog(migrated)
     assert expected["indexes"]
     assert not store_differences(built, expected), "\n".join(store_differences(built, expected))
-    again = chronoq("migrate", DATABASE_URL=from_sql)
+    again = in_process("migrate", DATABASE_URL=from_sql)
     assert again.returncode == 0, again.stderr
 
 

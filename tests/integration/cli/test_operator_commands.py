@@ -1,15 +1,14 @@
 """The operator commands (`list`, `inspect`, `pause`, `resume`, `cancel`, `dead-letter
-list|replay`) run as the real `chronoq` command against both databases, and agree with the
-HTTP API on the same data."""
+list|replay`) run as the `chronoq` command against both databases, and agree with the HTTP
+API on the same data. They run in-process (commands.in_process); the command as a process of
+its own is here for a DATABASE_URL of its environment, and in test_pipes_and_version.py."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
 import json
-import os
 import subprocess
-import sys
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,30 +17,18 @@ from typing import Any
 import pytest
 
 from tests.conftest import EMBEDDED_ONLY
+from tests.integration.cli import commands
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
 
-CHRONOQ = str(Path(sys.executable).with_name("chronoq"))
 UNREACHABLE = "postgresql://user:secret@127.0.0.1:1/x"
 
 
 async def chronoq(*args: str, database_url: str | None) -> subprocess.CompletedProcess[str]:
-    """Run the command in a thread, so that the test's own event loop (and the harness's
-    database connections on it) stay responsive meanwhile."""
-    env = {
-        k: v for k, v in os.environ.items() if k != "DATABASE_URL" and not k.startswith("CHRONOQ_")
-    }
-    if database_url is not None:
-        env["DATABASE_URL"] = database_url
-    return await asyncio.to_thread(
-        subprocess.run,
-        [CHRONOQ, *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    """Run the command in-process, in a thread, so that the test's own event loop (and the
+    harness's database connections on it) stay responsive meanwhile."""
+    variables = {} if database_url is None else {"DATABASE_URL": database_url}
+    return await commands.in_process_async(*args, timeout=60, **variables)
 
 
 async def ok(*args: str, database_url: str) -> str:
@@ -430,7 +417,9 @@ async def test_an_unreachable_database_exits_1_without_showing_its_password(
 
 
 async def test_an_unreachable_database_url_from_the_environment_is_redacted_too() -> None:
-    result = await chronoq("list", database_url=UNREACHABLE)
+    # A process of its own: the URL is the one its environment holds, and nothing else it
+    # prints on its way out (a traceback, a warning at exit) may show the password either.
+    result = await asyncio.to_thread(commands.chronoq, "list", DATABASE_URL=UNREACHABLE)
 
     assert result.returncode == 1
     assert "user:***@" in one_line(result.stderr)

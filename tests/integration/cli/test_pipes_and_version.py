@@ -8,6 +8,7 @@ import asyncio
 import subprocess
 from importlib.metadata import version
 
+from tests.conftest import EMBEDDED_ONLY
 from tests.integration.cli.commands import chronoq, command, environment
 from tests.integration.conftest import Harness
 
@@ -59,6 +60,9 @@ def test_openapi_piped_into_head_prints_the_first_line_and_no_traceback() -> Non
     assert shell.returncode in (0, 141)
 
 
+# The embedded store only: what the store reads is test_operator_commands.py's, and the pipe
+# is the same whichever store is below.
+@EMBEDDED_ONLY
 async def test_list_into_a_reader_that_went_away_exits_quietly(
     harness: Harness, database_url: str
 ) -> None:

@@ -1,5 +1,7 @@
 """`chronoq schema`: the DDL of the current schema, printed with no database at hand; a
-database built from it counts as migrated, serves, delivers, and matches the migrations."""
+database built from it counts as migrated, serves, delivers, and matches the migrations.
+In-process (commands.in_process), but for the DDL of the SQLite database that serves, which
+the command prints as a process of its own."""
 
 from __future__ import annotations
 
@@ -18,18 +20,19 @@ from asgi_lifespan import LifespanManager
 from app.main import create_app
 from app.store.migrations import head_revisions
 from tests.conftest import make_settings
-from tests.integration.cli.commands import chronoq, describe, differences, run_script
+from tests.integration.cli.commands import chronoq, describe, differences, in_process, run_script
 from tests.receiver import Receiver
 
 # Where the command would connect if it tried: nothing listens on port 1.
 UNREACHABLE = "postgresql://chronoq:s3cret-pw@127.0.0.1:1/chronoq"
 
 
-def ddl(dialect: str, db_schema: str | None = None) -> str:
+def ddl(dialect: str, db_schema: str | None = None, *, process: bool = False) -> str:
+    """The DDL `chronoq schema` prints: in-process, or as a process of its own."""
     args = ["schema", "--dialect", dialect]
     if db_schema is not None:
         args += ["--db-schema", db_schema]
-    result = chronoq(*args, DATABASE_URL=UNREACHABLE)
+    result = (chronoq if process else in_process)(*args, DATABASE_URL=UNREACHABLE)
     assert result.returncode == 0, result.stderr
     return result.stdout
 
@@ -44,7 +47,7 @@ def ddl(dialect: str, db_schema: str | None = None) -> str:
     ],
 )
 def test_schema_prints_the_ddl_with_no_database_reachable(dialect: str, claim_index: str) -> None:
-    result = chronoq("schema", "--dialect", dialect, DATABASE_URL=UNREACHABLE)
+    result = in_process("schema", "--dialect", dialect, DATABASE_URL=UNREACHABLE)
 
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
@@ -66,7 +69,7 @@ def test_schema_prints_the_ddl_with_no_database_reachable(dialect: str, claim_in
     ],
 )
 def test_schema_usage_errors_exit_2_with_one_line(args: list[str], complaint: str) -> None:
-    result = chronoq("schema", *args)
+    result = in_process("schema", *args)
 
     assert result.returncode == 2
     assert result.stdout == ""
@@ -117,7 +120,7 @@ async def _serve_and_deliver(url: str, db_schema: str | None, receiver: Receiver
 async def test_a_sqlite_database_built_from_the_ddl_serves_and_delivers(
     tmp_path: Path, receiver: Receiver
 ) -> None:
-    url = _sqlite_database(tmp_path / "chronoq.db", ddl("sqlite"))
+    url = _sqlite_database(tmp_path / "chronoq.db", ddl("sqlite", process=True))
 
     await _serve_and_deliver(url, None, receiver)
 
@@ -143,7 +146,7 @@ async def test_the_ddl_builds_what_the_migrations_build_on_postgresql(
     variables: dict[str, Any] = {"DATABASE_URL": migrated}
     if db_schema is not None:
         variables["CHRONOQ_DB_SCHEMA"] = db_schema
-    result = chronoq("migrate", **variables)
+    result = in_process("migrate", **variables)
     assert result.returncode == 0, result.stderr
 
     schema = db_schema or "public"
@@ -180,7 +183,7 @@ def _sqlite_catalog(path: Path) -> dict[str, set[tuple[object, ...]]]:
 def test_the_ddl_builds_what_the_migrations_build_on_sqlite(tmp_path: Path) -> None:
     _sqlite_database(tmp_path / "from_ddl.db", ddl("sqlite"))
     migrated = tmp_path / "migrated.db"
-    result = chronoq("migrate", DATABASE_URL=f"sqlite:///{migrated}")
+    result = in_process("migrate", DATABASE_URL=f"sqlite:///{migrated}")
     assert result.returncode == 0, result.stderr
 
     built = _sqlite_catalog(tmp_path / "from_ddl.db")
