@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.processes import CHRONOQ, Service, Services, free_port, service_environment
+from tests.e2e.processes import Service, Services
 from tests.receiver import Receiver, Reply
 from tests.waiting import eventually
 
@@ -224,20 +223,3 @@ async def test_sqlite_and_shared_keep_the_loop_on_the_api_event_loop(
         replicas = await attempted_by(client, receiver.on("/hook")[0].occurrence_id)
     assert delivery_processes(service.pid) == []
     assert replicas == [str(service.pid)]
-
-
-def test_separate_on_sqlite_is_refused_at_start(tmp_path: Path) -> None:
-    env = service_environment(
-        settings(f"sqlite:///{tmp_path / 'one.db'}", CHRONOQ_DELIVERY_PROCESS="separate")
-    )
-    done = subprocess.run(
-        [str(CHRONOQ), "serve", "--port", str(free_port())],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 2, done.stderr
-    assert "CHRONOQ_DELIVERY_PROCESS=separate" in done.stderr
-    assert "SQLite serves one process" in done.stderr

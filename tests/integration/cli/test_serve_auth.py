@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from app import cli
-from tests.integration.cli.commands import chronoq, start
+from tests.integration.cli.commands import in_process, start
 
 KEY = "serve-0123456789abcdef"
 
@@ -28,7 +28,8 @@ def free_port() -> int:
 def test_serve_without_keys_refuses_a_non_loopback_host_naming_the_variable(
     tmp_path: Path, host: str
 ) -> None:
-    result = chronoq(
+    # In-process: the refusal comes before anything binds or serves.
+    result = in_process(
         "serve", "--host", host, "--port", str(free_port()), DATABASE_URL=f"sqlite:///{tmp_path}/x"
     )
 
@@ -40,7 +41,7 @@ def test_serve_without_keys_refuses_a_non_loopback_host_naming_the_variable(
 
 
 def test_serve_refuses_a_malformed_key_without_echoing_it(tmp_path: Path) -> None:
-    result = chronoq(
+    result = in_process(
         "serve",
         "--port",
         str(free_port()),
@@ -170,3 +171,17 @@ def test_serve_with_keys_starts_closed_and_does_not_warn(tmp_path: Path) -> None
     assert status == 401
     assert "is open to anyone" not in stderr
     assert KEY not in stderr
+
+
+def test_serve_refuses_a_separate_delivery_process_on_sqlite(tmp_path: Path) -> None:
+    result = in_process(
+        "serve",
+        "--port",
+        str(free_port()),
+        DATABASE_URL=f"sqlite:///{tmp_path}/x",
+        CHRONOQ_DELIVERY_PROCESS="separate",
+    )
+
+    assert result.returncode == 2, result.stderr
+    assert "CHRONOQ_DELIVERY_PROCESS=separate" in result.stderr
+    assert "SQLite serves one process" in result.stderr
