@@ -53,7 +53,6 @@ from app.store.queue import DeliveryQueue
 from app.store.schedules import ScheduleStore
 from app.store.tables import attempts, occurrences, schedules
 from app.store.wakeups import Wakeups
-from tests.waiting import eventually
 
 __all__ = [
     "Database",
@@ -62,7 +61,6 @@ __all__ = [
     "cancel",
     "claim",
     "claim_ahead",
-    "claim_when_due",
     "cron",
     "database_now",
     "dead_letters",
@@ -88,6 +86,7 @@ __all__ = [
     "record_skipped_tick",
     "release",
     "replay",
+    "run_out_lease",
     "settle",
     "skip_due_ticks",
     "start_ahead",
@@ -218,25 +217,6 @@ async def due_in(database: Database) -> float | None:
     )
     assert claimed.deliveries == [], "the claim found something due"
     return claimed.due_in
-
-
-async def claim_when_due(
-    database: Database,
-    *,
-    limit: int = 10,
-    lease: float = 30.0,
-    owner: str = OWNER,
-    within: float = 10.0,
-) -> list[Delivery]:
-    """Claim as soon as something is due, polling; fails after `within` seconds."""
-    found: list[Delivery] = []
-
-    async def claimed() -> bool:
-        found.extend(await claim(database, limit=limit, lease=lease, owner=owner))
-        return bool(found)
-
-    await eventually(claimed, within=within, every=0.05, what="something claimable")
-    return found
 
 
 async def settle(database: Database, settlements: Sequence[Settlement]) -> None:
@@ -546,6 +526,15 @@ async def move_clock_past(database: Database, instant: datetime) -> datetime:
     after = await database_now(database)
     assert after > instant, f"the database clock reads {after}, not past {instant}"
     return after
+
+
+async def run_out_lease(database: Database, occurrence_id: uuid.UUID) -> datetime:
+    """Let the occurrence's lease run out, as though the time until its end had gone by:
+    the database clock moved just past it (its `available_at`). Returns the clock's reading
+    after the move."""
+    end = (await read_lease(database, occurrence_id)).available_at
+    assert end is not None, "the occurrence has no lease to run out (paused, or finished)"
+    return await move_clock_past(database, end)
 
 
 async def read_sql_clock(database: Database, expression: str) -> Any:

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 from app.domain.ids import occurrence_id
 from app.domain.occurrence import Delivery, OccurrenceStatus, Settlement
 from tests.store import ports
-from tests.store.ports import Database, claim_when_due
+from tests.store.ports import Database
 
 
 async def test_concurrent_claimers_each_take_every_occurrence_exactly_once(
@@ -81,18 +80,18 @@ async def test_claim_takes_the_oldest_due_first_counts_the_attempt_and_keeps_the
 async def test_an_expired_lease_is_claimed_again_and_only_the_new_token_settles(
     database: Database,
 ) -> None:
-    lease = 0.5
     schedule = ports.draft(ports.immediate())
     await ports.insert_schedules(database, [schedule])
 
-    started = time.monotonic()
-    (first,) = await ports.claim(database, limit=1, lease=lease)
-    early = await ports.claim(database, limit=1)
-    if time.monotonic() - started < lease:  # always, unless this machine stalled
-        assert early == [], "claimed again before its lease ran out"
+    (first,) = await ports.claim(database, limit=1, lease=30.0)
+    assert await ports.claim(database, limit=1) == [], "claimed again at once"
+    lease_end = (await ports.read_lease(database, first.occurrence_id)).available_at
+    assert lease_end is not None
+    await ports.move_clock_past(database, lease_end - timedelta(seconds=5))
+    assert await ports.claim(database, limit=1) == [], "claimed again before its lease ran out"
 
-    (second,) = await claim_when_due(database, limit=1)
-    assert time.monotonic() - started >= lease * 0.9, "claimed again well before the lease end"
+    await ports.move_clock_past(database, lease_end)
+    (second,) = await ports.claim(database, limit=1)
     assert second.occurrence_id == first.occurrence_id
     assert second.attempt == 2
     assert second.lease_token != first.lease_token
@@ -185,13 +184,12 @@ async def test_a_claim_that_finds_nothing_due_tells_how_soon_the_next_occurrence
 async def test_a_first_claim_counts_one_firing_and_a_claim_again_counts_none(
     database: Database,
 ) -> None:
-    lease = 0.3
     now = datetime.now(UTC)
     schedules = [ports.draft(ports.once(now - timedelta(seconds=1))) for _ in range(3)]
     await ports.insert_schedules(database, schedules)
     before = await ports.database_now(database)
 
-    first = await ports.claim(database, limit=10, lease=lease)
+    first = await ports.claim(database, limit=10)
     assert len(first) == 3
     for schedule in schedules:
         stored = await ports.read_schedule(database, schedule.id)
@@ -199,8 +197,10 @@ async def test_a_first_claim_counts_one_firing_and_a_claim_again_counts_none(
         assert stored.last_fired_at is not None
         assert stored.last_fired_at >= before
 
-    # The lease runs out unsettled: the claim that takes it again is the same firing.
-    again = await claim_when_due(database, limit=10, lease=lease)
+    # The leases run out unsettled: the claim that takes them again is the same firing.
+    for delivery in first:
+        await ports.run_out_lease(database, delivery.occurrence_id)
+    again = await ports.claim(database, limit=10)
     assert {d.occurrence_id for d in again} == {d.occurrence_id for d in first}
     assert {d.attempt for d in again} == {2}
     for schedule in schedules:

@@ -3,21 +3,19 @@ a release gives back, and what a pause or a cancel does to a leased occurrence."
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime, timedelta
 
 from app.domain.occurrence import Delivery, OccurrenceStatus, Settlement, Unsent
 from app.domain.schedule import ScheduleDraft
 from tests.store import ports
-from tests.store.ports import Database, claim_when_due
-from tests.waiting import eventually
+from tests.store.ports import Database
 
-# Long enough that a claim ahead finds the occurrence not due yet, and a pause comes before
-# its instant, even on a machine loaded many times over (a second to spare); short enough to
-# wait for.
-AHEAD = 2.0
+# Far longer than any stall of a loaded machine, so that a claim ahead finds the occurrence
+# not due yet and a pause comes before its instant; nobody waits for them: the cases move
+# the database clock past instants and lease ends (ports.move_clock_past, run_out_lease).
+AHEAD = 60.0
 # Longer than AHEAD / 2, so that a claim ahead's lease runs out after its instant.
-LEASE = 1.2
+LEASE = 45.0
 
 
 async def _claimed_ahead(
@@ -34,11 +32,13 @@ async def _claimed_ahead(
 
 
 async def _taken_over(database: Database) -> tuple[Delivery, Delivery]:
-    """An immediate occurrence claimed by replica-a under a short lease, then claimed again
-    by replica-b once that lease ran out unsettled."""
+    """An immediate occurrence claimed by replica-a, then claimed again by replica-b once
+    that lease ran out unsettled (and not before)."""
     await ports.insert_schedules(database, [ports.draft(ports.immediate())])
     (first,) = await ports.claim(database, limit=5, lease=LEASE, owner="replica-a")
-    (second,) = await claim_when_due(database, limit=5, owner="replica-b")
+    assert await ports.claim(database, limit=5, owner="replica-b") == [], "still leased"
+    await ports.run_out_lease(database, first.occurrence_id)
+    (second,) = await ports.claim(database, limit=5, owner="replica-b")
     assert second.occurrence_id == first.occurrence_id
     return first, second
 
@@ -102,8 +102,10 @@ async def test_a_claim_ahead_lost_before_its_attempt_started_costs_no_attempt(
     assert row.lease_ahead
     assert row.attempts == 1
     assert row.leased_at == delivery.fire_at, "an attempt claimed ahead starts at its instant"
+    assert await ports.claim(database, limit=5) == [], "still leased"
 
-    (again,) = await claim_when_due(database, limit=5)
+    await ports.run_out_lease(database, delivery.occurrence_id)
+    (again,) = await ports.claim(database, limit=5)
 
     assert (again.occurrence_id, again.attempt) == (delivery.occurrence_id, 1)
     row = await ports.read_lease(database, delivery.occurrence_id)
@@ -119,13 +121,11 @@ async def test_a_claim_ahead_lost_after_its_attempt_started_is_charged(
     started = await ports.read_lease(database, delivery.occurrence_id)
     assert not started.lease_ahead
 
-    async def spent() -> bool:
-        await ports.claim(database, limit=5)
-        return (await ports.read_lease(database, delivery.occurrence_id)).status == (
-            OccurrenceStatus.DEAD_LETTERED
-        )
+    await ports.run_out_lease(database, delivery.occurrence_id)
+    assert await ports.claim(database, limit=5) == [], "claimed beyond its attempt budget"
 
-    await eventually(spent, what="the lost attempt dead-lettered")
+    spent = await ports.read_lease(database, delivery.occurrence_id)
+    assert (spent.status, spent.attempts) == (OccurrenceStatus.DEAD_LETTERED, 1)
     (lost,) = await ports.read_attempt_log(database, delivery.occurrence_id)
     assert (lost.attempt, lost.outcome) == (1, "lease_expired")
     assert lost.started_at == delivery.fire_at
@@ -146,7 +146,9 @@ async def test_a_pause_before_the_instant_stops_a_claim_ahead_and_keeps_the_inst
     await ports.unhold(database, draft.id)
     resumed = await ports.read_lease(database, delivery.occurrence_id)
     assert resumed.available_at == delivery.fire_at
-    (again,) = await claim_when_due(database, limit=5)
+    assert await ports.claim(database, limit=5) == [], "claimed before its instant"
+    await ports.move_clock_past(database, delivery.fire_at)
+    (again,) = await ports.claim(database, limit=5)
     assert (again.occurrence_id, again.attempt) == (delivery.occurrence_id, 1)
 
 
@@ -166,7 +168,7 @@ async def test_a_release_of_an_unstarted_attempt_gives_back_its_own_instant(
 ) -> None:
     # A claim ahead handed back unstarted (the loop stopping) is due at its instant, not
     # at once: the tick must not go out early.
-    _, delivery = await _claimed_ahead(database, lease=30.0)
+    _, delivery = await _claimed_ahead(database)
 
     await ports.release(database, [delivery], started=False)
 
@@ -176,7 +178,7 @@ async def test_a_release_of_an_unstarted_attempt_gives_back_its_own_instant(
 
 async def test_a_release_keeps_a_retry_instant(database: Database) -> None:
     await ports.insert_schedules(database, [ports.draft(ports.immediate())])
-    (first,) = await claim_when_due(database, limit=5)
+    (first,) = await ports.claim(database, limit=5)
     await ports.settle(
         database, [Settlement(first, OccurrenceStatus.PENDING, error="503", retry_in=AHEAD / 2)]
     )
@@ -196,15 +198,17 @@ async def test_a_lost_attempt_is_logged_from_its_claim_not_from_a_pause_or_resum
 ) -> None:
     draft = ports.draft(ports.immediate())
     await ports.insert_schedules(database, [draft])
-    (delivery,) = await claim_when_due(database, limit=5, lease=LEASE)
+    (delivery,) = await ports.claim(database, limit=5, lease=LEASE)
     claimed_at = (await ports.read_lease(database, delivery.occurrence_id)).leased_at
     assert claimed_at is not None
-    # A pause and a resume while the attempt runs rewrite the row, not its lease's start.
-    await asyncio.sleep(0.05)
+    # A pause and a resume a while into the attempt rewrite the row, not its lease's start.
+    ports.move_clock(database, timedelta(seconds=1))
     await ports.hold(database, draft.id)
     await ports.unhold(database, draft.id)
+    assert await ports.claim(database, limit=5) == [], "the resume ended the lease"
 
-    (again,) = await claim_when_due(database, limit=5)
+    await ports.run_out_lease(database, delivery.occurrence_id)
+    (again,) = await ports.claim(database, limit=5)
 
     assert again.attempt == 2
     (lost,) = await ports.read_attempt_log(database, delivery.occurrence_id)
@@ -214,7 +218,7 @@ async def test_a_lost_attempt_is_logged_from_its_claim_not_from_a_pause_or_resum
 async def test_a_cancel_keeps_the_attempt_in_flight_in_the_log(database: Database) -> None:
     draft = ports.draft(ports.immediate())
     await ports.insert_schedules(database, [draft])
-    (delivery,) = await claim_when_due(database, limit=5)
+    (delivery,) = await ports.claim(database, limit=5)
 
     await ports.cancel(database, draft.id)
     await ports.settle(database, [Settlement(delivery, OccurrenceStatus.DELIVERED)])
@@ -229,14 +233,14 @@ async def test_an_unsent_delivery_is_handed_back_uncharged_after_a_pause(
     database: Database,
 ) -> None:
     await ports.insert_schedules(database, [ports.draft(ports.immediate(), max_attempts=1)])
-    (delivery,) = await claim_when_due(database, limit=5)
-    before = datetime.now(UTC)
+    (delivery,) = await ports.claim(database, limit=5)
+    before = await ports.database_now(database)
 
     await ports.release(
         database,
         [delivery],
         started=False,
-        unsent=Unsent("this replica ran out of a resource: Too many open files", 0.5),
+        unsent=Unsent("this replica ran out of a resource: Too many open files", 20.0),
     )
 
     row = await ports.read_lease(database, delivery.occurrence_id)
@@ -244,7 +248,8 @@ async def test_an_unsent_delivery_is_handed_back_uncharged_after_a_pause(
     assert row.last_error is not None
     assert "Too many open files" in row.last_error
     assert row.available_at is not None
-    assert row.available_at >= before + timedelta(seconds=0.5)
+    assert row.available_at >= before + timedelta(seconds=20)
     assert await ports.claim(database, limit=5) == []
-    (again,) = await claim_when_due(database, limit=5)
+    await ports.move_clock_past(database, row.available_at)
+    (again,) = await ports.claim(database, limit=5)
     assert again.attempt == 1, "the unsent attempt was not charged"

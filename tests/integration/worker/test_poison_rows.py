@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -12,6 +11,7 @@ import sqlalchemy as sa
 
 from app.store.tables import occurrences, schedules
 from tests.integration.conftest import Harness
+from tests.store import ports
 
 
 async def _plant(harness: Harness, schedule_id: str, trigger: dict[str, Any]) -> None:
@@ -39,7 +39,8 @@ async def test_poisoned_rows_are_settled_alone_and_every_other_schedule_is_deliv
     make_harness: Callable[..., Any],
 ) -> None:
     async with make_harness(max_attempts=2) as h:
-        start = (datetime.now(UTC) + timedelta(seconds=0.2)).isoformat()
+        at = datetime.now(UTC) + timedelta(seconds=1)
+        start = at.isoformat()
         # Due in a moment, and recurring: the claim plans its next tick.
         huge = await h.create(
             target=h.webhook("/huge"),
@@ -49,7 +50,7 @@ async def test_poisoned_rows_are_settled_alone_and_every_other_schedule_is_deliv
         healthy = [await h.create(target=h.webhook("/ok")) for _ in range(5)]
         await _plant(h, huge["id"], {"type": "interval", "every_seconds": 1e18, "start_at": start})
         await _plant(h, unknown["id"], {"type": "lunar", "phase": "full"})
-        await asyncio.sleep(0.3)
+        await ports.move_clock_past(h.database, at)
 
         async def settled() -> bool:
             dead = (await h.get("/v1/dead-letters"))["items"]

@@ -1,12 +1,18 @@
 """Recurring ticks claimed ahead: the loop leases ticks shortly before they are due and
 holds them until their instant, so none arrives early, each arrives once, and a stop hands
-back the ticks it still held, unattempted."""
+back the ticks it still held, unattempted.
+
+Instants are read on the database clock, which the cases move to just before a tick, or
+past it, rather than wait for it (`tests.store.ports.move_clock_past`); a request's arrival
+(`Received.at`, the host's clock) is compared with it moved as well (`_arrived`). Holding a
+tick claimed ahead until its instant is the loop's own timer: that takes the real time.
+"""
 
 from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -17,14 +23,22 @@ from app.worker import dispatcher as dispatcher_module
 from app.worker.dispatcher import Dispatcher
 from tests.factories import iso
 from tests.integration.conftest import Harness
-from tests.receiver import Reply
+from tests.receiver import Received, Reply
+from tests.store import ports
 from tests.waiting import eventually
 
 BOUND = 10.0  # generous: the machine is shared
+# How long before a tick the cases move the clock to: what the loop then holds it for.
+LEAD = timedelta(seconds=0.3)
 
 
 async def _true(value: bool) -> bool:
     return value
+
+
+def _arrived(harness: Harness, request: Received) -> float:
+    """When `request` arrived, on the database clock (moved as the case moved it)."""
+    return request.at + harness.database.clock.shift.total_seconds()
 
 
 @asynccontextmanager
@@ -43,18 +57,20 @@ async def _loop(harness: Harness) -> AsyncIterator[Dispatcher]:
 async def test_interval_ticks_arrive_once_each_and_none_before_its_instant(
     harness: Harness,
 ) -> None:
-    first = datetime.now(UTC) + timedelta(seconds=1)
+    # All six made well before their first ticks, then the clock moved to just before them.
+    first = datetime.now(UTC) + timedelta(hours=1)
     ids = []
     async with _loop(harness):
         for n in range(6):
             start = first + timedelta(milliseconds=40 * n)
             trigger = {"type": "interval", "every_seconds": 1, "start_at": iso(start)}
             ids.append((await harness.create(trigger=trigger))["id"])
+        await ports.move_clock_past(harness.database, first - LEAD)
         await harness.receiver.wait_for(12, timeout=BOUND + 2)
     requests = harness.receiver.requests
     for request in requests:
         due = datetime.fromisoformat(request.headers["X-Scheduled-For"]).timestamp()
-        assert request.at >= due, "a tick was delivered before its instant"
+        assert _arrived(harness, request) >= due, "a tick was delivered before its instant"
     ticks = Counter(
         (request.headers["X-Schedule-Id"], request.headers["X-Scheduled-For"])
         for request in requests
@@ -85,11 +101,13 @@ async def test_a_stop_hands_back_the_ticks_it_held_unattempted(
     occurrences = await harness.occurrences(schedule["id"])
     (tick,) = [o for o in occurrences if datetime.fromisoformat(o["fire_at"]) == due]
     assert (tick["status"], tick["attempts"]) == ("pending", 0)
-    # The next claim delivers it, once, and not before its instant.
-    await harness.step_until(lambda: _true(len(harness.receiver.requests) == 1))
+    # Not due before its instant; at it, the next claim delivers it, once.
+    assert await harness.step() == 0, "a tick handed back was due before its instant"
+    await ports.move_clock_past(harness.database, due)
+    assert await harness.step() == 1
     (request,) = harness.receiver.requests
     assert request.headers["X-Occurrence-Id"] == tick["occurrence_id"]
-    assert request.at >= due.timestamp(), "a tick handed back was delivered before its instant"
+    assert _arrived(harness, request) >= due.timestamp()
 
 
 async def _stopped_while_waiting(
@@ -97,7 +115,8 @@ async def _stopped_while_waiting(
 ) -> dict[str, Any]:
     """A one-shot claimed ahead (a window of 3 s, so that there is time to act), stopped by
     `stop` ("pause" or "cancel") while it waits for its instant; returns its occurrence
-    once its instant has passed and the loop let go of it."""
+    once its instant has passed and the loop let go of it. (On real time: what lets go of
+    it is the mark the loop's own timer makes at its instant, which no moved clock wakes.)"""
     monkeypatch.setattr(dispatcher_module, "CLAIM_AHEAD", 3.0)
     due = datetime.now(UTC) + timedelta(seconds=2)
     async with _loop(harness) as dispatcher:
@@ -135,7 +154,7 @@ async def test_a_pause_while_a_tick_waits_claimed_ahead_stops_it(
     await harness.step_until(lambda: _true(len(harness.receiver.requests) == 1))
     (request,) = harness.receiver.requests
     assert request.headers["X-Attempt"] == "1"
-    assert request.at >= occurrence["due"].timestamp()
+    assert _arrived(harness, request) >= occurrence["due"].timestamp()
 
 
 async def test_a_cancel_while_a_tick_waits_claimed_ahead_stops_it(
@@ -146,6 +165,34 @@ async def test_a_cancel_while_a_tick_waits_claimed_ahead_stops_it(
     assert occurrence["status"] == "cancelled"
     attempts = await harness.get(f"/v1/occurrences/{occurrence['occurrence_id']}/attempts")
     assert attempts["items"] == []
+
+
+async def test_a_running_loop_delivers_a_tick_claimed_ahead_at_its_instant_on_the_moved_clock(
+    make_harness: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The running loop holds a tick claimed ahead until its instant on the database clock
+    (`ClaimedAhead`'s `wall`), not on the host's: with the clock moved to a second before a
+    tick due in an hour, it is claimed ahead, held that second, and delivered, once. (A
+    lease longer than the wait: no claim after a lost lease could deliver it instead.)"""
+    monkeypatch.setattr(dispatcher_module, "CLAIM_AHEAD", 3.0)
+    due = datetime.now(UTC) + timedelta(hours=1)
+    async with make_harness(lease=BOUND * 6) as harness, _loop(harness) as dispatcher:
+        schedule = await harness.create(trigger={"type": "once", "at": iso(due)})
+        await ports.move_clock_past(harness.database, due - timedelta(seconds=1))
+        # Claimed ahead, and held.
+        await eventually(lambda: dispatcher.waiting == 1, within=BOUND, every=0.01)
+        await harness.receiver.wait_for(1, timeout=BOUND)
+        await eventually(
+            lambda: _status(harness, schedule["id"], "completed"), within=BOUND, every=0.01
+        )
+        (request,) = harness.receiver.requests
+        arrived = _arrived(harness, request)
+    assert arrived >= due.timestamp(), "delivered before its instant"
+    assert request.headers["X-Attempt"] == "1"
+
+
+async def _status(harness: Harness, schedule_id: str, status: str) -> bool:
+    return await harness.schedule_status(schedule_id) == status
 
 
 async def test_an_attempt_in_flight_through_a_cancel_is_in_the_attempt_log(

@@ -26,6 +26,7 @@ from tests.conftest import ALL_STORES, make_settings
 from tests.factories import iso
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
+from tests.store import ports
 from tests.tcp_proxy import TcpProxy
 from tests.waiting import eventually
 
@@ -98,8 +99,7 @@ async def _skipped(harness: Harness) -> str:
     created = await harness.create(
         trigger={"type": "interval", "every_seconds": 1, "start_at": iso(start)}
     )
-    due = datetime.fromisoformat(created["next_fire_at"])
-    await asyncio.sleep(max(0.0, (due - datetime.now(UTC)).total_seconds()) + 0.05)
+    await ports.move_clock_past(harness.database, datetime.fromisoformat(created["next_fire_at"]))
     response = await harness.client.post(f"/v1/schedules/{created['id']}/pause")
     assert response.status_code == 200, response.text
     return str(created["next_occurrence_id"])

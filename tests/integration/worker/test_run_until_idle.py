@@ -7,6 +7,7 @@ from typing import Any
 
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
+from tests.store import ports
 
 
 def _iso(instant: datetime) -> str:
@@ -32,15 +33,18 @@ async def test_a_retry_made_by_a_run_waits_for_the_next_run_even_when_due_at_onc
 async def test_what_falls_due_within_the_window_given_is_held_and_delivered_at_its_instant(
     harness: Harness,
 ) -> None:
-    due = datetime.now(UTC) + timedelta(seconds=0.4)
+    due = datetime.now(UTC) + timedelta(hours=1)
     created = await harness.create(trigger={"type": "once", "at": _iso(due)})
 
     assert await harness.dispatcher.run_until_idle() == 0  # not due yet: not this run's
     assert harness.receiver.requests == []
 
+    # The clock moved to just before it: the run holds it until then (the real time left).
+    await ports.move_clock_past(harness.database, due - timedelta(seconds=0.3))
     assert await harness.dispatcher.run_until_idle(within=1.0) == 1
     (request,) = harness.receiver.requests
-    assert request.at >= due.timestamp(), "delivered before its instant"
+    arrived = request.at + harness.database.clock.shift.total_seconds()
+    assert arrived >= due.timestamp(), "delivered before its instant"
     assert await harness.schedule_status(created["id"]) == "completed"
     (occurrence,) = await harness.occurrences(created["id"])
     assert occurrence["attempts"] == 1
