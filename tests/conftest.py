@@ -303,6 +303,13 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 _EMPTY_TABLES = [table.delete() for table in reversed(metadata.sorted_tables)]
 
 
+async def delete_every_row(database: Database) -> None:
+    """Empty the migrated database behind `database`, in one transaction."""
+    async with database.engine.begin() as conn:
+        for statement in _EMPTY_TABLES:
+            await conn.execute(statement)
+
+
 class _Janitor:
     """Empties the server databases of the run between cases over a connection to each that
     it keeps: opening one (and SQLAlchemy's first-connect queries) was most of the 40 ms an
@@ -324,9 +331,7 @@ class _Janitor:
             database = self._databases.get(url)
             if database is None:
                 database = self._databases[url] = Database(url, pool_size=1)
-            async with database.engine.begin() as conn:
-                for statement in _EMPTY_TABLES:
-                    await conn.execute(statement)
+            await delete_every_row(database)
 
         self._run(run)
 

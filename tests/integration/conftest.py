@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import random
+import shutil
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import pytest_asyncio
 from asgi_lifespan import LifespanManager
 from fastapi import FastAPI
 
@@ -22,7 +25,7 @@ from app.sinks.base import Sinks
 from app.store.database import Database
 from app.store.wakeups import Wakeups
 from app.worker.dispatcher import Dispatcher
-from tests.conftest import make_settings
+from tests.conftest import SERVED, delete_every_row, make_settings
 from tests.dns import FakeDNS
 from tests.receiver import Receiver
 
@@ -160,3 +163,40 @@ def make_harness(database_url: str, receiver: Receiver) -> Callable[..., Any]:
         return running_harness(database_url, receiver, dns, **overrides)
 
     return build
+
+
+def shared_harness(**overrides: Any) -> Any:
+    """A module-scoped fixture: one harness per store (SERVED) that a module's cases share,
+    for cases that need nothing of a harness of their own: they neither step the loop nor
+    script the receiver nor look up names, and what they store is deleted before the next
+    one (`fresh`). Starting a harness and its first connections is most of what such a case
+    costs. Its cases run on the module's loop, where the harness lives:
+    `@pytest.mark.asyncio(loop_scope="module")`."""
+
+    @pytest_asyncio.fixture(scope="module", loop_scope="module", params=SERVED)
+    async def shared(
+        request: pytest.FixtureRequest,
+        tmp_path_factory: pytest.TempPathFactory,
+        sqlite_template: Path,
+    ) -> AsyncIterator[Harness]:
+        if request.param == "sqlite":
+            path = tmp_path_factory.mktemp("shared") / "chronoq.db"
+            shutil.copy(sqlite_template, path)
+            url = f"sqlite:///{path}"
+        else:
+            url = request.getfixturevalue("postgres_url")
+        async with Receiver() as receiver, running_harness(url, receiver, **overrides) as harness:
+            yield harness
+
+    return shared
+
+
+async def fresh(harness: Harness) -> Harness:
+    """A shared harness whose store is empty: whatever an earlier case (of this module, or
+    of another on the same server database) left is deleted."""
+    await delete_every_row(harness.database)
+    return harness
+
+
+# The mark of a case that uses a `shared_harness`.
+ON_MODULE_LOOP = pytest.mark.asyncio(loop_scope="module")
