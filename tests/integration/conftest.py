@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import random
+import shutil
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import pytest_asyncio
 from asgi_lifespan import LifespanManager
+from fastapi import FastAPI
 
 from app.main import create_app
 from app.settings import Settings
@@ -21,7 +25,7 @@ from app.sinks.base import Sinks
 from app.store.database import Database
 from app.store.wakeups import Wakeups
 from app.worker.dispatcher import Dispatcher
-from tests.conftest import make_settings
+from tests.conftest import SERVED, delete_every_row, make_settings
 from tests.dns import FakeDNS
 from tests.receiver import Receiver
 
@@ -79,6 +83,42 @@ class Harness:
         return items
 
 
+# Apps a harness is done with, whose routes are built. FastAPI builds an app's routes (the
+# parameters and models of each) as requests first reach them: a quarter of a second, most of
+# what a case that makes an app cost. Every app create_app makes is the same but for its
+# lifespan, which holds the settings, wakeups and resolver it was given (the middleware and
+# the routes read them from the lifespan's state), so a harness runs its own app's lifespan
+# in one of these: what it serves is its own app's.
+_IDLE_APPS: list[FastAPI] = []
+
+
+def _shape(app: FastAPI) -> list[Any]:
+    """What create_app put in `app` besides its lifespan: two apps of the same shape serve
+    alike."""
+    routes = [
+        (type(route), getattr(route, "path", None), getattr(route, "original_router", None))
+        for route in app.router.routes
+    ]
+    middleware = [(m.cls, m.args, m.kwargs) for m in app.user_middleware]
+    handlers = sorted(map(repr, app.exception_handlers))
+    return [type(app), routes, middleware, handlers, app.router.dependencies]
+
+
+@contextmanager
+def _served_by_a_built_app(app: FastAPI) -> Iterator[FastAPI]:
+    """`app`, or an idle app of the same shape whose routes are built, made to run `app`'s
+    lifespan; used by one harness at a time."""
+    if _IDLE_APPS:
+        built = _IDLE_APPS.pop()
+        assert _shape(built) == _shape(app), "create_app made an app of another shape"
+        built.router.lifespan_context = app.router.lifespan_context
+        app = built
+    try:
+        yield app
+    finally:
+        _IDLE_APPS.append(app)
+
+
 @asynccontextmanager
 async def running_harness(
     database_url: str, receiver: Receiver, dns: FakeDNS | None = None, **overrides: Any
@@ -87,19 +127,23 @@ async def running_harness(
     settings = make_settings(database_url, **overrides)
     wakeups = Wakeups()
     dns = dns or FakeDNS()
-    app = create_app(settings, wakeups, resolver=dns)
     database = Database(settings.database_url)
     try:
-        async with (
-            open_sinks(settings, resolver=dns) as sinks,
-            LifespanManager(app) as manager,
-        ):
-            dispatcher = Dispatcher(database, sinks, settings, rng=random.Random(7), owner="test")
-            transport = httpx.ASGITransport(app=manager.app)
-            async with httpx.AsyncClient(
-                transport=transport, base_url="http://localhost"
-            ) as client:
-                yield Harness(client, dispatcher, database, settings, receiver, sinks, wakeups, dns)
+        with _served_by_a_built_app(create_app(settings, wakeups, resolver=dns)) as app:
+            async with (
+                open_sinks(settings, resolver=dns) as sinks,
+                LifespanManager(app) as manager,
+            ):
+                dispatcher = Dispatcher(
+                    database, sinks, settings, rng=random.Random(7), owner="test"
+                )
+                transport = httpx.ASGITransport(app=manager.app)
+                async with httpx.AsyncClient(
+                    transport=transport, base_url="http://localhost"
+                ) as client:
+                    yield Harness(
+                        client, dispatcher, database, settings, receiver, sinks, wakeups, dns
+                    )
     finally:
         database.clock.reset()  # a case that moved it (tests.store.ports.move_clock)
         await database.close()
@@ -120,3 +164,40 @@ def make_harness(database_url: str, receiver: Receiver) -> Callable[..., Any]:
         return running_harness(database_url, receiver, dns, **overrides)
 
     return build
+
+
+def shared_harness(**overrides: Any) -> Any:
+    """A module-scoped fixture: one harness per store (SERVED) that a module's cases share,
+    for cases that need nothing of a harness of their own: they neither step the loop nor
+    script the receiver nor look up names, and what they store is deleted before the next
+    one (`fresh`). Starting a harness and its first connections is most of what such a case
+    costs. Its cases run on the module's loop, where the harness lives:
+    `@pytest.mark.asyncio(loop_scope="module")`."""
+
+    @pytest_asyncio.fixture(scope="module", loop_scope="module", params=SERVED)
+    async def shared(
+        request: pytest.FixtureRequest,
+        tmp_path_factory: pytest.TempPathFactory,
+        sqlite_template: Path,
+    ) -> AsyncIterator[Harness]:
+        if request.param == "sqlite":
+            path = tmp_path_factory.mktemp("shared") / "chronoq.db"
+            shutil.copy(sqlite_template, path)
+            url = f"sqlite:///{path}"
+        else:
+            url = request.getfixturevalue("postgres_url")
+        async with Receiver() as receiver, running_harness(url, receiver, **overrides) as harness:
+            yield harness
+
+    return shared
+
+
+async def fresh(harness: Harness) -> Harness:
+    """A shared harness whose store is empty: whatever an earlier case (of this module, or
+    of another on the same server database) left is deleted."""
+    await delete_every_row(harness.database)
+    return harness
+
+
+# The mark of a case that uses a `shared_harness`.
+ON_MODULE_LOOP = pytest.mark.asyncio(loop_scope="module")

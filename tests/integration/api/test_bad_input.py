@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
 import pytest
+import pytest_asyncio
 
-from tests.integration.conftest import Harness
+from tests.integration.conftest import ON_MODULE_LOOP, Harness, fresh, shared_harness
 
 PROBLEM = "application/problem+json"
 PAYLOAD_LIMIT = 1024
@@ -63,11 +63,21 @@ async def stored_schedules(harness: Harness) -> list[dict[str, Any]]:
     return items
 
 
-@pytest.fixture
-async def strict(make_harness: Callable[..., Any]) -> AsyncIterator[Harness]:
+# The module's cases share a harness per store, its store emptied before each case: one
+# without a broker and with a small payload limit (`strict`), and one as any case's.
+shared_strict = shared_harness(amqp_url=None, max_payload_bytes=PAYLOAD_LIMIT)
+shared_default = shared_harness()
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def strict(shared_strict: Harness) -> Harness:
     """A harness without a broker and with a small payload limit."""
-    async with make_harness(amqp_url=None, max_payload_bytes=PAYLOAD_LIMIT) as running:
-        yield running
+    return await fresh(shared_strict)
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def shared(shared_default: Harness) -> Harness:
+    return await fresh(shared_default)
 
 
 BAD_SCHEDULES = [
@@ -257,6 +267,7 @@ BAD_SCHEDULES = [
 
 
 @pytest.mark.parametrize(("body", "status", "pointer"), BAD_SCHEDULES)
+@ON_MODULE_LOOP
 async def test_bad_schedule_is_refused_with_the_field_named_and_nothing_stored(
     strict: Harness, body: dict[str, Any], status: int, pointer: str
 ) -> None:
@@ -266,15 +277,16 @@ async def test_bad_schedule_is_refused_with_the_field_named_and_nothing_stored(
     assert await stored_schedules(strict) == []
 
 
-async def test_body_that_is_not_json_is_refused_and_nothing_stored(harness: Harness) -> None:
-    response = await harness.client.post(
+@ON_MODULE_LOOP
+async def test_body_that_is_not_json_is_refused_and_nothing_stored(shared: Harness) -> None:
+    response = await shared.client.post(
         "/v1/schedules",
         content=b'{"event_type": "invoice.due", ',
         headers={"Content-Type": "application/json"},
     )
 
     assert_problem_names(response, 400, "#")
-    assert await stored_schedules(harness) == []
+    assert await stored_schedules(shared) == []
 
 
 def batch_of(count: int, **changes_at_3: Any) -> dict[str, Any]:
@@ -331,6 +343,7 @@ BAD_BATCHES = [
 
 
 @pytest.mark.parametrize(("body", "status", "pointer"), BAD_BATCHES)
+@ON_MODULE_LOOP
 async def test_bad_batch_is_refused_with_the_item_named_and_nothing_stored(
     strict: Harness, body: dict[str, Any], status: int, pointer: str
 ) -> None:
@@ -340,19 +353,18 @@ async def test_bad_batch_is_refused_with_the_item_named_and_nothing_stored(
     assert await stored_schedules(strict) == []
 
 
+@ON_MODULE_LOOP
 async def test_batch_naming_an_existing_schedule_conflicts_and_stores_none_of_its_items(
-    harness: Harness,
+    shared: Harness,
 ) -> None:
-    existing = await harness.create(
-        name="item-3", trigger={"type": "interval", "every_seconds": 60}
-    )
+    existing = await shared.create(name="item-3", trigger={"type": "interval", "every_seconds": 60})
 
-    response = await harness.client.post("/v1/schedules/batch", json=batch_of(6))
+    response = await shared.client.post("/v1/schedules/batch", json=batch_of(6))
 
     assert response.status_code == 409, response.text
     assert response.headers["content-type"].startswith(PROBLEM)
     assert response.json()["errors"][0]["pointer"] == "#/items/3/name"
-    assert [s["id"] for s in await stored_schedules(harness)] == [existing["id"]]
+    assert [s["id"] for s in await stored_schedules(shared)] == [existing["id"]]
 
 
 BAD_PATCHES = [
@@ -426,6 +438,7 @@ BAD_PATCHES = [
 
 
 @pytest.mark.parametrize(("patch", "status", "pointer"), BAD_PATCHES)
+@ON_MODULE_LOOP
 async def test_bad_patch_is_refused_and_leaves_the_schedule_unchanged(
     strict: Harness, patch: dict[str, Any], status: int, pointer: str
 ) -> None:

@@ -7,10 +7,11 @@ import base64
 import json
 import threading
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+import pytest_asyncio
 import sqlalchemy as sa
 from croniter import croniter
 from pydantic import TypeAdapter
@@ -20,7 +21,7 @@ from app.domain.limits import STORED
 from app.domain.target import Target
 from app.domain.trigger import first_fire_or_refuse
 from app.store.tables import schedules
-from tests.conftest import ALL_STORES, EMBEDDED_ONLY
+from tests.conftest import ALL_STORES, EMBEDDED_ONLY, STORES
 from tests.integration.api.test_bad_input import (
     HOOK,
     PROBLEM,
@@ -30,7 +31,7 @@ from tests.integration.api.test_bad_input import (
     valid_body,
     webhook,
 )
-from tests.integration.conftest import Harness
+from tests.integration.conftest import ON_MODULE_LOOP, Harness, fresh, shared_harness
 from tests.receiver import Reply
 
 TEN_YEARS = 10 * 365 * 86400
@@ -67,10 +68,22 @@ def assert_parameter_named(response: Any, parameter: str) -> None:
     assert any(p == parameter or p.startswith(f"{parameter}.") for p in named), named
 
 
-@pytest.fixture
-async def offline(make_harness: Callable[..., Any]) -> AsyncIterator[Harness]:
-    async with make_harness(amqp_url=None) as running:
-        yield running
+# The module's cases that need no harness of their own share one per store (and one without
+# a broker), its store emptied before each case.
+shared_offline = shared_harness(amqp_url=None)
+shared_default = shared_harness()
+# The cases that keep to the embedded store.
+SHARED_EMBEDDED_ONLY = pytest.mark.parametrize("shared_offline", STORES[:1], indirect=True)
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def offline(shared_offline: Harness) -> Harness:
+    return await fresh(shared_offline)
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def shared(shared_default: Harness) -> Harness:
+    return await fresh(shared_default)
 
 
 # -- bounds on numbers and instants -----------------------------------------------------
@@ -141,6 +154,7 @@ OUT_OF_BOUNDS = [
 
 
 @pytest.mark.parametrize(("body", "pointer"), OUT_OF_BOUNDS)
+@ON_MODULE_LOOP
 async def test_numbers_and_instants_out_of_bounds_are_refused_and_nothing_stored(
     offline: Harness, body: dict[str, Any], pointer: str
 ) -> None:
@@ -176,18 +190,20 @@ async def test_the_largest_accepted_values_read_back_and_plan_without_overflow(
 # -- the preview and backfill ------------------------------------------------------------
 
 
+@ON_MODULE_LOOP
 async def test_a_preview_whose_ticks_overflow_is_refused_naming_the_interval(
-    harness: Harness,
+    shared: Harness,
 ) -> None:
-    response = await harness.client.post(
+    response = await shared.client.post(
         "/v1/triggers/preview", json={"trigger": interval(1e10), "count": 100}
     )
 
     assert_problem_names(response, 422, "#/trigger/every_seconds")
 
 
-async def test_a_preview_stops_at_the_year_9999_edge(harness: Harness) -> None:
-    response = await harness.client.post(
+@ON_MODULE_LOOP
+async def test_a_preview_stops_at_the_year_9999_edge(shared: Harness) -> None:
+    response = await shared.client.post(
         "/v1/triggers/preview",
         json={
             "trigger": interval(TEN_YEARS / 10, start_at="9990-01-01T00:00:00Z"),
@@ -212,10 +228,11 @@ async def test_a_preview_stops_at_the_year_9999_edge(harness: Harness) -> None:
         pytest.param({"trigger": interval(60), "count": "5"}, "#/count"),
     ],
 )
+@ON_MODULE_LOOP
 async def test_a_preview_out_of_bounds_is_refused_naming_the_field(
-    harness: Harness, body: dict[str, Any], pointer: str
+    shared: Harness, body: dict[str, Any], pointer: str
 ) -> None:
-    response = await harness.client.post("/v1/triggers/preview", json=body)
+    response = await shared.client.post("/v1/triggers/preview", json=body)
 
     assert_problem_names(response, 422, pointer)
 
@@ -241,16 +258,17 @@ async def test_a_preview_out_of_bounds_is_refused_naming_the_field(
         pytest.param({"from": 0, "to": "2020-01-01T00:00:00Z"}, "#/from", id="from a number"),
     ],
 )
+@ON_MODULE_LOOP
 async def test_a_backfill_out_of_bounds_is_refused_naming_the_field_and_creates_nothing(
-    harness: Harness, body: dict[str, Any], pointer: str
+    shared: Harness, body: dict[str, Any], pointer: str
 ) -> None:
-    created = await harness.create(trigger=cron("0 * * * *", start_at="2019-01-01T00:00:00Z"))
-    before = await harness.occurrences(created["id"])
+    created = await shared.create(trigger=cron("0 * * * *", start_at="2019-01-01T00:00:00Z"))
+    before = await shared.occurrences(created["id"])
 
-    response = await harness.client.post(f"/v1/schedules/{created['id']}/backfill", json=body)
+    response = await shared.client.post(f"/v1/schedules/{created['id']}/backfill", json=body)
 
     assert_problem_names(response, 422, pointer)
-    assert await harness.occurrences(created["id"]) == before
+    assert await shared.occurrences(created["id"]) == before
 
 
 BAD_PATCHES = [
@@ -273,55 +291,59 @@ BAD_PATCHES = [
 
 
 @pytest.mark.parametrize(("patch", "pointer"), BAD_PATCHES)
+@ON_MODULE_LOOP
 async def test_a_patch_has_the_bounds_of_a_create(
-    harness: Harness, patch: dict[str, Any], pointer: str
+    shared: Harness, patch: dict[str, Any], pointer: str
 ) -> None:
-    created = await harness.create(trigger=cron("0 9 * * *"))
+    created = await shared.create(trigger=cron("0 9 * * *"))
     path = f"/v1/schedules/{created['id']}"
-    before = await harness.get(path)
+    before = await shared.get(path)
 
-    response = await harness.client.patch(path, json=patch)
+    response = await shared.client.patch(path, json=patch)
 
     assert_problem_names(response, 422, pointer)
-    assert await harness.get(path) == before
+    assert await shared.get(path) == before
 
 
-async def test_a_patch_nested_too_deep_is_refused_naming_the_payload(harness: Harness) -> None:
-    created = await harness.create(trigger=cron("0 9 * * *"))
+@ON_MODULE_LOOP
+async def test_a_patch_nested_too_deep_is_refused_naming_the_payload(shared: Harness) -> None:
+    created = await shared.create(trigger=cron("0 9 * * *"))
     path = f"/v1/schedules/{created['id']}"
-    before = await harness.get(path)
+    before = await shared.get(path)
 
-    response = await harness.client.patch(
+    response = await shared.client.patch(
         path,
         content=f'{{"payload": {nested(65)}}}'.encode(),
         headers={"Content-Type": "application/json"},
     )
 
     assert_problem_names(response, 422, "#/payload")
-    assert await harness.get(path) == before
+    assert await shared.get(path) == before
 
 
 # -- payloads: nesting, NaN, surrogates ------------------------------------------------------
 
 
-async def test_a_payload_nested_64_deep_is_accepted_and_65_refused(harness: Harness) -> None:
-    accepted = await post_raw(harness, "/v1/schedules", raw_body(nested(64)))
-    refused = await post_raw(harness, "/v1/schedules", raw_body(nested(65)))
-    deeper = await post_raw(harness, "/v1/schedules", raw_body(nested(300)))
+@ON_MODULE_LOOP
+async def test_a_payload_nested_64_deep_is_accepted_and_65_refused(shared: Harness) -> None:
+    accepted = await post_raw(shared, "/v1/schedules", raw_body(nested(64)))
+    refused = await post_raw(shared, "/v1/schedules", raw_body(nested(65)))
+    deeper = await post_raw(shared, "/v1/schedules", raw_body(nested(300)))
 
     assert accepted.status_code == 201, accepted.text
     assert_problem_names(refused, 422, "#/payload")
     assert_problem_names(deeper, 422, "#/payload")
-    assert [s["id"] for s in await stored_schedules(harness)] == [accepted.json()["id"]]
+    assert [s["id"] for s in await stored_schedules(shared)] == [accepted.json()["id"]]
 
 
-async def test_a_deeply_nested_object_payload_is_refused(harness: Harness) -> None:
+@ON_MODULE_LOOP
+async def test_a_deeply_nested_object_payload_is_refused(shared: Harness) -> None:
     payload = '{"a":' * 100 + "1" + "}" * 100
 
-    response = await post_raw(harness, "/v1/schedules", raw_body(payload))
+    response = await post_raw(shared, "/v1/schedules", raw_body(payload))
 
     assert_problem_names(response, 422, "#/payload")
-    assert await stored_schedules(harness) == []
+    assert await stored_schedules(shared) == []
 
 
 @pytest.mark.parametrize(
@@ -335,13 +357,14 @@ async def test_a_deeply_nested_object_payload_is_refused(harness: Harness) -> No
         pytest.param('{"a": {"\\udfff": 1}}', "#/payload/a", id="lone surrogate in a key"),
     ],
 )
+@ON_MODULE_LOOP
 async def test_a_payload_that_is_not_json_text_is_refused_naming_its_path(
-    harness: Harness, payload: str, pointer: str
+    shared: Harness, payload: str, pointer: str
 ) -> None:
-    response = await post_raw(harness, "/v1/schedules", raw_body(payload))
+    response = await post_raw(shared, "/v1/schedules", raw_body(payload))
 
     assert_problem_names(response, 422, pointer)
-    assert await stored_schedules(harness) == []
+    assert await stored_schedules(shared) == []
 
 
 @pytest.mark.parametrize(
@@ -389,29 +412,31 @@ async def test_a_payload_that_is_not_json_text_is_refused_naming_its_path(
         ),
     ],
 )
+@ON_MODULE_LOOP
 async def test_a_lone_surrogate_anywhere_is_refused_naming_the_field(
-    harness: Harness, text: str, pointer: str
+    shared: Harness, text: str, pointer: str
 ) -> None:
-    target = json.dumps(harness.webhook())
+    target = json.dumps(shared.webhook())
 
-    response = await post_raw(harness, "/v1/schedules", text.replace("TARGET", target).encode())
+    response = await post_raw(shared, "/v1/schedules", text.replace("TARGET", target).encode())
 
     assert_problem_names(response, 422, pointer)
-    assert await stored_schedules(harness) == []
+    assert await stored_schedules(shared) == []
 
 
+@ON_MODULE_LOOP
 async def test_a_lone_surrogate_in_a_batch_item_is_refused_naming_the_item(
-    harness: Harness,
+    shared: Harness,
 ) -> None:
     good = json.dumps(valid_body())
     bad = good.replace('"invoice.due"', '"\\ud800"')
 
     response = await post_raw(
-        harness, "/v1/schedules/batch", f'{{"items": [{good}, {bad}]}}'.encode()
+        shared, "/v1/schedules/batch", f'{{"items": [{good}, {bad}]}}'.encode()
     )
 
     assert_problem_names(response, 422, "#/items/1/event_type")
-    assert await stored_schedules(harness) == []
+    assert await stored_schedules(shared) == []
 
 
 # -- strings and numbers that cannot be delivered ---------------------------------------
@@ -477,13 +502,14 @@ UNDELIVERABLE = [
 
 
 @pytest.mark.parametrize(("body", "pointer"), UNDELIVERABLE)
+@ON_MODULE_LOOP
 async def test_text_that_cannot_be_delivered_is_refused_at_create(
-    harness: Harness, body: dict[str, Any], pointer: str
+    shared: Harness, body: dict[str, Any], pointer: str
 ) -> None:
-    response = await harness.client.post("/v1/schedules", json=body)
+    response = await shared.client.post("/v1/schedules", json=body)
 
     assert_problem_names(response, 422, pointer)
-    assert await stored_schedules(harness) == []
+    assert await stored_schedules(shared) == []
 
 
 @pytest.mark.parametrize(
@@ -496,6 +522,7 @@ async def test_text_that_cannot_be_delivered_is_refused_at_create(
         "http://10.0.0.1/x",
     ],
 )
+@ON_MODULE_LOOP
 async def test_canonical_hosts_are_accepted(offline: Harness, url: str) -> None:
     response = await offline.client.post("/v1/schedules", json=valid_body(target=webhook(url=url)))
 
@@ -505,8 +532,9 @@ async def test_canonical_hosts_are_accepted(offline: Harness, url: str) -> None:
     assert stored["target"]["url"] == url
 
 
-async def test_a_tab_inside_a_header_value_is_accepted(harness: Harness) -> None:
-    created = await harness.create(target=harness.webhook(headers={"X-A": "a\tb"}))
+@ON_MODULE_LOOP
+async def test_a_tab_inside_a_header_value_is_accepted(shared: Harness) -> None:
+    created = await shared.create(target=shared.webhook(headers={"X-A": "a\tb"}))
 
     assert created["target"]["headers"] == {"X-A": "a\tb"}
 
@@ -555,8 +583,9 @@ OVERSIZE_CONTAINERS = [
 ]
 
 
-@EMBEDDED_ONLY
+@SHARED_EMBEDDED_ONLY
 @pytest.mark.parametrize(("body", "pointer"), OVERSIZE_CONTAINERS)
+@ON_MODULE_LOOP
 async def test_an_oversize_container_is_one_error_naming_it_and_nothing_stored(
     offline: Harness, body: dict[str, Any], pointer: str
 ) -> None:
@@ -567,7 +596,8 @@ async def test_an_oversize_container_is_one_error_naming_it_and_nothing_stored(
     assert await stored_schedules(offline) == []
 
 
-@EMBEDDED_ONLY
+@SHARED_EMBEDDED_ONLY
+@ON_MODULE_LOOP
 async def test_a_lone_surrogate_inside_an_oversize_container_is_not_echoed(
     offline: Harness,
 ) -> None:
@@ -707,9 +737,10 @@ async def test_a_webhook_header_that_forges_the_client_s_origin_is_refused_namin
     assert (await harness.get(f"/v1/schedules/{created['id']}"))["target"]["headers"] == {}
 
 
-@EMBEDDED_ONLY
+@SHARED_EMBEDDED_ONLY
 @pytest.mark.parametrize("name", ["CC", "BCC", "cc", "Bcc"])
 @pytest.mark.parametrize("value", ["jobs", 5, None, "é\u200b"])
+@ON_MODULE_LOOP
 async def test_a_rabbitmq_cc_or_bcc_header_is_refused_naming_it(
     offline: Harness, name: str, value: Any
 ) -> None:
@@ -769,26 +800,28 @@ NOT_STRICT = [
 
 
 @pytest.mark.parametrize(("body", "pointer"), NOT_STRICT)
+@ON_MODULE_LOOP
 async def test_a_value_of_the_wrong_json_type_is_refused_not_coerced(
-    harness: Harness, body: dict[str, Any], pointer: str
+    shared: Harness, body: dict[str, Any], pointer: str
 ) -> None:
-    response = await harness.client.post("/v1/schedules", json=body)
+    response = await shared.client.post("/v1/schedules", json=body)
 
     assert_problem_names(response, 422, pointer)
-    assert await stored_schedules(harness) == []
+    assert await stored_schedules(shared) == []
 
 
-async def test_instants_and_ids_come_as_strings(harness: Harness) -> None:
-    created = await harness.create(
+@ON_MODULE_LOOP
+async def test_instants_and_ids_come_as_strings(shared: Harness) -> None:
+    created = await shared.create(
         trigger={"type": "once", "at": "2031-01-01T09:00:00+02:00"}, jitter_seconds=5
     )
 
     assert created["trigger"]["at"].startswith("2031-01-01T09:00:00")
-    response = await harness.client.post(
+    response = await shared.client.post(
         "/v1/dead-letters/replay", json={"schedule_id": created["id"]}
     )
     assert response.status_code == 202, response.text
-    refused = await harness.client.post("/v1/dead-letters/replay", json={"schedule_id": 5})
+    refused = await shared.client.post("/v1/dead-letters/replay", json={"schedule_id": 5})
     assert_problem_names(refused, 422, "#/schedule_id")
 
 
@@ -814,26 +847,28 @@ TAMPERED = [
 
 @pytest.mark.parametrize("cursor", TAMPERED)
 @pytest.mark.parametrize("path", ["/v1/schedules", "/v1/dead-letters", "OCCURRENCES"])
+@ON_MODULE_LOOP
 async def test_a_tampered_cursor_is_refused_on_every_list(
-    harness: Harness, path: str, cursor: str
+    shared: Harness, path: str, cursor: str
 ) -> None:
     if path == "OCCURRENCES":
-        created = await harness.create(trigger=cron("0 9 * * *"))
+        created = await shared.create(trigger=cron("0 9 * * *"))
         path = f"/v1/schedules/{created['id']}/occurrences"
 
-    response = await harness.client.get(path, params={"cursor": cursor})
+    response = await shared.client.get(path, params={"cursor": cursor})
 
     assert_parameter_named(response, "cursor")
 
 
-async def test_more_than_20_label_filters_are_refused(harness: Harness) -> None:
+@ON_MODULE_LOOP
+async def test_more_than_20_label_filters_are_refused(shared: Harness) -> None:
     twenty: QueryPairs = [("label", f"k{i}:v") for i in range(20)]
 
-    assert (await harness.client.get("/v1/schedules", params=twenty)).status_code == 200
+    assert (await shared.client.get("/v1/schedules", params=twenty)).status_code == 200
     many: QueryPairs = [("label", f"k{i}:v") for i in range(1000)]
-    assert_parameter_named(await harness.client.get("/v1/schedules", params=many), "label")
+    assert_parameter_named(await shared.client.get("/v1/schedules", params=many), "label")
     assert_parameter_named(
-        await harness.client.get("/v1/schedules", params=[*twenty, ("label", "k:v")]), "label"
+        await shared.client.get("/v1/schedules", params=[*twenty, ("label", "k:v")]), "label"
     )
 
 
@@ -851,10 +886,11 @@ async def test_more_than_20_label_filters_are_refused(harness: Harness) -> None:
         ("/v1/dead-letters", "limit", "-1"),
     ],
 )
+@ON_MODULE_LOOP
 async def test_query_values_no_schedule_can_match_are_refused(
-    harness: Harness, path: str, parameter: str, value: str
+    shared: Harness, path: str, parameter: str, value: str
 ) -> None:
-    response = await harness.client.get(path, params={parameter: value})
+    response = await shared.client.get(path, params={parameter: value})
 
     assert_parameter_named(response, parameter)
 

@@ -8,14 +8,23 @@ from typing import Any
 
 import httpx
 import pytest
+import pytest_asyncio
 from asgi_lifespan import LifespanManager
 
 from app.main import create_app
 from tests.conftest import make_settings
-from tests.integration.conftest import Harness
+from tests.integration.conftest import ON_MODULE_LOOP, Harness, fresh, shared_harness
 
 PROBLEM = "application/problem+json"
 SECRET = "secret internals: password=hunter2 at /srv/chronoq/app.py line 42"
+
+# The cases that only ask the API share a harness per store, its store emptied before each.
+shared_default = shared_harness()
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def shared(shared_default: Harness) -> Harness:
+    return await fresh(shared_default)
 
 
 def assert_problem(response: httpx.Response, status: int) -> dict[str, Any]:
@@ -47,25 +56,28 @@ UNKNOWN_RESOURCES = [
 
 
 @pytest.mark.parametrize(("method", "path", "body"), UNKNOWN_RESOURCES)
+@ON_MODULE_LOOP
 async def test_unknown_resource_is_a_404_problem_naming_the_id(
-    harness: Harness, method: str, path: str, body: dict[str, Any] | None
+    shared: Harness, method: str, path: str, body: dict[str, Any] | None
 ) -> None:
-    response = await harness.client.request(method, path, json=body)
+    response = await shared.client.request(method, path, json=body)
 
     problem = assert_problem(response, 404)
     assert UNKNOWN in problem["detail"]
 
 
-async def test_pending_occurrence_is_not_a_dead_letter(harness: Harness) -> None:
-    created = await harness.create(trigger={"type": "once", "delay_seconds": 3600})
+@ON_MODULE_LOOP
+async def test_pending_occurrence_is_not_a_dead_letter(shared: Harness) -> None:
+    created = await shared.create(trigger={"type": "once", "delay_seconds": 3600})
 
-    response = await harness.client.get(f"/v1/dead-letters/{created['next_occurrence_id']}")
+    response = await shared.client.get(f"/v1/dead-letters/{created['next_occurrence_id']}")
 
     assert_problem(response, 404)
 
 
-async def test_unknown_route_is_a_404_problem(harness: Harness) -> None:
-    response = await harness.client.get("/v1/calendars")
+@ON_MODULE_LOOP
+async def test_unknown_route_is_a_404_problem(shared: Harness) -> None:
+    response = await shared.client.get("/v1/calendars")
 
     assert_problem(response, 404)
 
@@ -81,10 +93,11 @@ WRONG_METHODS = [
 
 
 @pytest.mark.parametrize(("method", "path", "allowed"), WRONG_METHODS)
+@ON_MODULE_LOOP
 async def test_wrong_method_is_a_405_problem_advertising_only_allowed_methods(
-    harness: Harness, method: str, path: str, allowed: set[str]
+    shared: Harness, method: str, path: str, allowed: set[str]
 ) -> None:
-    response = await harness.client.request(method, path)
+    response = await shared.client.request(method, path)
 
     assert_problem(response, 405)
     listed = {m.strip() for m in response.headers["allow"].split(",")} - {"HEAD"}
@@ -92,34 +105,36 @@ async def test_wrong_method_is_a_405_problem_advertising_only_allowed_methods(
 
 
 @pytest.mark.parametrize(("method", "path", "allowed"), WRONG_METHODS)
+@ON_MODULE_LOOP
 async def test_wrong_method_answer_lists_every_method_the_resource_allows(
-    harness: Harness, method: str, path: str, allowed: set[str]
+    shared: Harness, method: str, path: str, allowed: set[str]
 ) -> None:
-    response = await harness.client.request(method, path)
+    response = await shared.client.request(method, path)
 
     assert response.status_code == 405
     listed = {m.strip() for m in response.headers["allow"].split(",")} - {"HEAD"}
     assert listed == allowed
 
 
-async def test_duplicate_name_is_a_409_problem_and_stores_nothing(harness: Harness) -> None:
-    first = await harness.create(
+@ON_MODULE_LOOP
+async def test_duplicate_name_is_a_409_problem_and_stores_nothing(shared: Harness) -> None:
+    first = await shared.create(
         name="nightly-report", trigger={"type": "cron", "expression": "@daily"}
     )
 
-    response = await harness.client.post(
+    response = await shared.client.post(
         "/v1/schedules",
         json={
             "name": "nightly-report",
             "event_type": "report.other",
-            "target": harness.webhook(),
+            "target": shared.webhook(),
             "trigger": {"type": "immediate"},
         },
     )
 
     problem = assert_problem(response, 409)
     assert "nightly-report" in problem["detail"]
-    listed = (await harness.get("/v1/schedules"))["items"]
+    listed = (await shared.get("/v1/schedules"))["items"]
     assert [s["id"] for s in listed] == [first["id"]]
 
 
@@ -143,10 +158,11 @@ MALFORMED_PARAMETERS = [
 
 
 @pytest.mark.parametrize(("method", "path", "parameter"), MALFORMED_PARAMETERS)
+@ON_MODULE_LOOP
 async def test_malformed_parameter_is_a_422_problem_naming_the_parameter(
-    harness: Harness, method: str, path: str, parameter: str
+    shared: Harness, method: str, path: str, parameter: str
 ) -> None:
-    response = await harness.client.request(method, path)
+    response = await shared.client.request(method, path)
 
     problem = assert_problem(response, 422)
     assert parameter in {error.get("parameter") for error in problem["errors"]}, problem
@@ -181,12 +197,13 @@ async def test_payload_limit_counts_the_bytes_of_the_json_payload(
         assert response.status_code == status, response.text
 
 
+@ON_MODULE_LOOP
 async def test_a_body_of_ten_thousand_bad_entries_is_answered_in_a_few_kib(
-    harness: Harness,
+    shared: Harness,
 ) -> None:
-    item = {**spec_with(harness, {"n": 1}), **{f"unknown{n}": n for n in range(10)}}
+    item = {**spec_with(shared, {"n": 1}), **{f"unknown{n}": n for n in range(10)}}
 
-    response = await harness.client.post("/v1/schedules/batch", json={"items": [item] * 1000})
+    response = await shared.client.post("/v1/schedules/batch", json={"items": [item] * 1000})
 
     problem = assert_problem(response, 422)
     assert len(response.content) < 16 * 1024
@@ -198,7 +215,7 @@ async def test_a_body_of_ten_thousand_bad_entries_is_answered_in_a_few_kib(
         "field": "items.0.unknown0",
         "detail": "Extra inputs are not permitted",
     }
-    assert (await harness.get("/v1/schedules"))["items"] == []
+    assert (await shared.get("/v1/schedules"))["items"] == []
 
 
 HUGE = "x" * 100_000
@@ -213,11 +230,12 @@ HUGE = "x" * 100_000
         pytest.param({"trigger": {"type": "cron", "expression": HUGE}}, id="a long value"),
     ],
 )
+@ON_MODULE_LOOP
 async def test_no_problem_repeats_more_than_an_excerpt_of_a_huge_input(
-    harness: Harness, change: dict[str, Any]
+    shared: Harness, change: dict[str, Any]
 ) -> None:
-    response = await harness.client.post(
-        "/v1/schedules", json={**spec_with(harness, {"n": 1}), **change}
+    response = await shared.client.post(
+        "/v1/schedules", json={**spec_with(shared, {"n": 1}), **change}
     )
 
     problem = assert_problem(response, 422)

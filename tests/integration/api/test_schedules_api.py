@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
+import pytest_asyncio
+import sqlalchemy as sa
 
-from tests.integration.conftest import Harness
+from app.store.tables import schedules
+from tests.integration.conftest import ON_MODULE_LOOP, Harness, fresh, shared_harness
 from tests.receiver import Reply
 
 PROBLEM = "application/problem+json"
@@ -329,39 +333,58 @@ async def test_batch_of_a_thousand_items_is_accepted(harness: Harness) -> None:
     assert await harness.get(f"/v1/schedules/{created[-1]['id']}") == created[-1]
 
 
-@pytest.fixture
-async def catalogue(make_harness: Callable[..., Any]) -> AsyncIterator[Harness]:
-    """Four schedules to filter: two invoice webhooks, a report to RabbitMQ, a cancelled one."""
-    async with make_harness(amqp_url="amqp://guest:guest@127.0.0.1:5672/") as harness:
-        cron = {"type": "cron", "expression": "0 9 * * *"}
+async def _fill_catalogue(harness: Harness) -> set[uuid.UUID]:
+    """Two invoice webhooks, a report to RabbitMQ, a cancelled one; returns their ids."""
+    cron = {"type": "cron", "expression": "0 9 * * *"}
+    made = [
         await harness.create(
             name="a",
             event_type="invoice.due",
             trigger=cron,
             labels={"team": "billing", "env": "prod"},
-        )
+        ),
         await harness.create(
             name="b",
             event_type="invoice.due",
             trigger=cron,
             labels={"team": "billing", "env": "dev"},
-        )
+        ),
         await harness.create(
             name="c",
             event_type="report.ready",
             trigger=cron,
             target={"type": "rabbitmq", "exchange": "reports", "routing_key": "daily"},
             labels={"team": "data", "env": "prod", "app.kubernetes.io/name": "web"},
-        )
-        cancelled = await harness.create(
+        ),
+        await harness.create(
             name="d",
             event_type="report.ready",
             trigger=cron,
             labels={"team": "data", "source": "s3://bucket/key"},
-        )
-        response = await harness.client.delete(f"/v1/schedules/{cancelled['id']}")
-        assert response.status_code == 200, response.text
-        yield harness
+        ),
+    ]
+    response = await harness.client.delete(f"/v1/schedules/{made[-1]['id']}")
+    assert response.status_code == 200, response.text
+    return {uuid.UUID(schedule["id"]) for schedule in made}
+
+
+# The filter cases only read: they share one catalogue per store.
+shared_with_broker = shared_harness(amqp_url="amqp://guest:guest@127.0.0.1:5672/")
+_CATALOGUES: dict[int, set[uuid.UUID]] = {}
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def catalogue(shared_with_broker: Harness) -> Harness:
+    """Four schedules to filter: two invoice webhooks, a report to RabbitMQ, a cancelled one.
+    Made once per shared harness, and made again whenever its store no longer holds just them
+    (the server database is every case's: another one empties it)."""
+    harness = shared_with_broker
+    async with harness.database.engine.connect() as conn:
+        stored = set((await conn.execute(sa.select(schedules.c.id))).scalars())
+    if stored != _CATALOGUES.get(id(harness)):
+        await fresh(harness)
+        _CATALOGUES[id(harness)] = await _fill_catalogue(harness)
+    return harness
 
 
 FILTERS = [
@@ -380,6 +403,7 @@ FILTERS = [
 
 
 @pytest.mark.parametrize(("query", "names"), FILTERS)
+@ON_MODULE_LOOP
 async def test_list_filters_select_matching_schedules(
     catalogue: Harness, query: str, names: list[str]
 ) -> None:

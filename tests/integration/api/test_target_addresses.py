@@ -11,12 +11,23 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import pytest_asyncio
 
 from tests.dns import FakeDNS
 from tests.integration.api.test_bad_input import assert_problem_names, stored_schedules
-from tests.integration.conftest import Harness
+from tests.integration.conftest import ON_MODULE_LOOP, Harness, fresh, shared_harness
 
 METADATA = "169.254.169.254"
+
+# The cases that only ask the API share a harness per store (no name resolves), its store
+# emptied before each case.
+shared_default = shared_harness()
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def shared(shared_default: Harness) -> Harness:
+    return await fresh(shared_default)
+
 
 DENIED_HOSTS = [
     pytest.param(METADATA, id="metadata"),
@@ -56,45 +67,49 @@ def detail_of(response: Any) -> str:
 
 
 @pytest.mark.parametrize("host", DENIED_HOSTS)
-async def test_a_denied_host_is_refused_at_create(harness: Harness, host: str) -> None:
-    response = await harness.client.post("/v1/schedules", json=body(f"http://{host}/latest"))
+@ON_MODULE_LOOP
+async def test_a_denied_host_is_refused_at_create(shared: Harness, host: str) -> None:
+    response = await shared.client.post("/v1/schedules", json=body(f"http://{host}/latest"))
 
     assert_problem_names(response, 422, "#/target/url")
     assert "denied address" in detail_of(response)
-    assert await stored_schedules(harness) == []
+    assert await stored_schedules(shared) == []
 
 
 @pytest.mark.parametrize("host", DENIED_HOSTS)
-async def test_a_denied_host_is_refused_at_patch(harness: Harness, host: str) -> None:
-    created = await harness.create(trigger={"type": "cron", "expression": "*/5 * * * *"})
+@ON_MODULE_LOOP
+async def test_a_denied_host_is_refused_at_patch(shared: Harness, host: str) -> None:
+    created = await shared.create(trigger={"type": "cron", "expression": "*/5 * * * *"})
 
-    response = await harness.client.patch(
+    response = await shared.client.patch(
         f"/v1/schedules/{created['id']}",
         json={"target": {"type": "webhook", "url": f"http://{host}/latest"}},
     )
 
     assert_problem_names(response, 422, "#/target/url")
     assert "denied address" in detail_of(response)
-    unchanged = await harness.get(f"/v1/schedules/{created['id']}")
+    unchanged = await shared.get(f"/v1/schedules/{created['id']}")
     assert unchanged["target"]["url"] == created["target"]["url"]
 
 
+@ON_MODULE_LOOP
 async def test_a_numeric_spelling_is_refused_naming_the_address_it_means(
-    harness: Harness,
+    shared: Harness,
 ) -> None:
-    response = await harness.client.post("/v1/schedules", json=body("http://2852039166/"))
+    response = await shared.client.post("/v1/schedules", json=body("http://2852039166/"))
 
     assert_problem_names(response, 422, "#/target/url")
     assert "the host 2852039166 is 169.254.169.254, a denied address" in detail_of(response)
 
 
-async def test_a_denied_host_in_a_batch_names_its_item(harness: Harness) -> None:
-    items = [body(harness.receiver.url("/ok")), body(f"http://{METADATA}/")]
+@ON_MODULE_LOOP
+async def test_a_denied_host_in_a_batch_names_its_item(shared: Harness) -> None:
+    items = [body(shared.receiver.url("/ok")), body(f"http://{METADATA}/")]
 
-    response = await harness.client.post("/v1/schedules/batch", json={"items": items})
+    response = await shared.client.post("/v1/schedules/batch", json={"items": items})
 
     assert_problem_names(response, 422, "#/items/1/target/url")
-    assert await stored_schedules(harness) == []
+    assert await stored_schedules(shared) == []
 
 
 async def test_a_name_that_resolves_to_a_denied_address_is_refused_at_create(
@@ -124,8 +139,9 @@ async def test_a_name_is_resolved_once_for_a_whole_batch(make_harness: Callable[
         assert dns.checks == {"hooks.test": 1}
 
 
-async def test_a_name_that_does_not_resolve_yet_is_accepted(harness: Harness) -> None:
-    response = await harness.client.post("/v1/schedules", json=body("http://later.test/x"))
+@ON_MODULE_LOOP
+async def test_a_name_that_does_not_resolve_yet_is_accepted(shared: Harness) -> None:
+    response = await shared.client.post("/v1/schedules", json=body("http://later.test/x"))
 
     assert response.status_code == 201, response.text
 
@@ -255,20 +271,21 @@ UNENCODABLE_HOSTS = [
 
 
 @pytest.mark.parametrize("host", UNENCODABLE_HOSTS)
+@ON_MODULE_LOOP
 async def test_a_host_the_http_client_cannot_encode_is_refused_at_create_and_patch(
-    harness: Harness, host: str
+    shared: Harness, host: str
 ) -> None:
     url = f"http://{host}/hook"
-    created = await harness.create(trigger={"type": "cron", "expression": "*/5 * * * *"})
+    created = await shared.create(trigger={"type": "cron", "expression": "*/5 * * * *"})
 
-    response = await harness.client.post("/v1/schedules", json=body(url))
-    patched = await harness.client.patch(
+    response = await shared.client.post("/v1/schedules", json=body(url))
+    patched = await shared.client.patch(
         f"/v1/schedules/{created['id']}", json={"target": {"type": "webhook", "url": url}}
     )
 
     assert_problem_names(response, 422, "#/target/url")
     assert_problem_names(patched, 422, "#/target/url")
-    assert [s["id"] for s in await stored_schedules(harness)] == [created["id"]]
+    assert [s["id"] for s in await stored_schedules(shared)] == [created["id"]]
 
 
 @pytest.mark.parametrize(
@@ -284,8 +301,9 @@ async def test_a_host_the_http_client_cannot_encode_is_refused_at_create_and_pat
         pytest.param("example\u3002com", id="ideographic full stop"),
     ],
 )
-async def test_a_host_the_http_client_can_encode_is_accepted(harness: Harness, host: str) -> None:
-    response = await harness.client.post("/v1/schedules", json=body(f"http://{host}/hook"))
+@ON_MODULE_LOOP
+async def test_a_host_the_http_client_can_encode_is_accepted(shared: Harness, host: str) -> None:
+    response = await shared.client.post("/v1/schedules", json=body(f"http://{host}/hook"))
 
     assert response.status_code == 201, response.text
 
