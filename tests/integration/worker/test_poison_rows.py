@@ -39,9 +39,11 @@ async def test_poisoned_rows_are_settled_alone_and_every_other_schedule_is_deliv
     make_harness: Callable[..., Any],
 ) -> None:
     async with make_harness(max_attempts=2) as h:
-        at = datetime.now(UTC) + timedelta(seconds=1)
+        # Recurring, its first tick still ahead when it is made (one whose start had passed
+        # would first fire a whole interval later), and then due: the clock is moved past it.
+        # The claim plans its next tick.
+        at = datetime.now(UTC) + timedelta(hours=1)
         start = at.isoformat()
-        # Due in a moment, and recurring: the claim plans its next tick.
         huge = await h.create(
             target=h.webhook("/huge"),
             trigger={"type": "interval", "every_seconds": 60, "start_at": start},
