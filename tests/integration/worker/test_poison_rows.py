@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
 
 from app.store.tables import occurrences, schedules
 from tests.integration.conftest import Harness
+from tests.store import ports
 
 
 async def _plant(harness: Harness, schedule_id: str, trigger: dict[str, Any]) -> None:
@@ -38,16 +39,20 @@ async def test_poisoned_rows_are_settled_alone_and_every_other_schedule_is_deliv
     make_harness: Callable[..., Any],
 ) -> None:
     async with make_harness(max_attempts=2) as h:
-        # Due at once (no start: a start a moment ahead became the next minute's tick when a
-        # loaded machine delayed the create), and recurring: the claim plans its next tick.
+        # Recurring, its first tick still ahead when it is made (one whose start had passed
+        # would first fire a whole interval later), and then due: the clock is moved past it.
+        # The claim plans its next tick.
+        at = datetime.now(UTC) + timedelta(hours=1)
+        start = at.isoformat()
         huge = await h.create(
-            target=h.webhook("/huge"), trigger={"type": "interval", "every_seconds": 60}
+            target=h.webhook("/huge"),
+            trigger={"type": "interval", "every_seconds": 60, "start_at": start},
         )
         unknown = await h.create(target=h.webhook("/unknown"))
         healthy = [await h.create(target=h.webhook("/ok")) for _ in range(5)]
-        start = datetime.now(UTC).isoformat()
         await _plant(h, huge["id"], {"type": "interval", "every_seconds": 1e18, "start_at": start})
         await _plant(h, unknown["id"], {"type": "lunar", "phase": "full"})
+        await ports.move_clock_past(h.database, at)
 
         async def settled() -> bool:
             dead = (await h.get("/v1/dead-letters"))["items"]
