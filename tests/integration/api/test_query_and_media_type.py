@@ -6,10 +6,21 @@ from __future__ import annotations
 import re
 
 import pytest
+import pytest_asyncio
 
-from tests.integration.conftest import Harness
+from tests.integration.conftest import ON_MODULE_LOOP, Harness, fresh, shared_harness
 
 PROBLEM = "application/problem+json"
+
+# The cases that only ask the API share a harness per store, its store emptied before each.
+shared_default = shared_harness()
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def shared(shared_default: Harness) -> Harness:
+    return await fresh(shared_default)
+
+
 BODY = b'{"event_type": "x", "target": {}, "trigger": {"type": "immediate"}}'
 
 
@@ -20,13 +31,14 @@ BODY = b'{"event_type": "x", "target": {}, "trigger": {"type": "immediate"}}'
         pytest.param({}, "it had no Content-Type", id="none"),
     ],
 )
+@ON_MODULE_LOOP
 async def test_a_body_not_sent_as_json_is_a_415_saying_what_to_send(
-    harness: Harness, headers: dict[str, str], told: str
+    shared: Harness, headers: dict[str, str], told: str
 ) -> None:
-    created = await harness.create(trigger={"type": "once", "delay_seconds": 3600})
+    created = await shared.create(trigger={"type": "once", "delay_seconds": 3600})
 
-    posted = await harness.client.post("/v1/schedules", content=BODY, headers=headers)
-    patched = await harness.client.patch(
+    posted = await shared.client.post("/v1/schedules", content=BODY, headers=headers)
+    patched = await shared.client.patch(
         f"/v1/schedules/{created['id']}", content=b'{"max_attempts": 2}', headers=headers
     )
 
@@ -38,14 +50,15 @@ async def test_a_body_not_sent_as_json_is_a_415_saying_what_to_send(
         assert told in detail
     assert posted.headers["accept-post"] == "application/json"
     assert patched.headers["accept-patch"] == "application/json"
-    assert len((await harness.get("/v1/schedules"))["items"]) == 1
-    assert (await harness.get(f"/v1/schedules/{created['id']}"))["max_attempts"] != 2
+    assert len((await shared.get("/v1/schedules"))["items"]) == 1
+    assert (await shared.get(f"/v1/schedules/{created['id']}"))["max_attempts"] != 2
 
 
-async def test_an_unknown_query_parameter_is_a_422_naming_it(harness: Harness) -> None:
-    await harness.create(trigger={"type": "once", "delay_seconds": 3600})
+@ON_MODULE_LOOP
+async def test_an_unknown_query_parameter_is_a_422_naming_it(shared: Harness) -> None:
+    await shared.create(trigger={"type": "once", "delay_seconds": 3600})
 
-    response = await harness.client.get("/v1/schedules?staus=paused&limit=5&zz=1")
+    response = await shared.client.get("/v1/schedules?staus=paused&limit=5&zz=1")
 
     assert response.status_code == 422, response.text
     assert response.headers["content-type"].startswith(PROBLEM)
@@ -55,26 +68,28 @@ async def test_an_unknown_query_parameter_is_a_422_naming_it(harness: Harness) -
     assert "status" in problem["detail"]  # what the operation takes
 
 
-async def test_declared_parameters_and_aliases_still_work(harness: Harness) -> None:
-    created = await harness.create(
+@ON_MODULE_LOOP
+async def test_declared_parameters_and_aliases_still_work(shared: Harness) -> None:
+    created = await shared.create(
         trigger={"type": "once", "delay_seconds": 3600}, labels={"team": "ops"}
     )
 
-    listed = await harness.get(
+    listed = await shared.get(
         "/v1/schedules?status=pending&label=team:ops&limit=5&event_type=test.event"
     )
-    occurrences = await harness.get(f"/v1/schedules/{created['id']}/occurrences?limit=1")
-    dead = await harness.get("/v1/dead-letters?limit=1")
+    occurrences = await shared.get(f"/v1/schedules/{created['id']}/occurrences?limit=1")
+    dead = await shared.get("/v1/dead-letters?limit=1")
 
     assert [s["id"] for s in listed["items"]] == [created["id"]]
     assert len(occurrences["items"]) == 1
     assert dead["items"] == []
 
 
-async def test_every_v1_operation_refuses_an_unknown_parameter(harness: Harness) -> None:
-    created = await harness.create(trigger={"type": "once", "delay_seconds": 3600})
+@ON_MODULE_LOOP
+async def test_every_v1_operation_refuses_an_unknown_parameter(shared: Harness) -> None:
+    created = await shared.create(trigger={"type": "once", "delay_seconds": 3600})
     ids = {"schedule_id": created["id"], "occurrence_id": created["next_occurrence_id"]}
-    paths = (await harness.get("/openapi.json"))["paths"]
+    paths = (await shared.get("/openapi.json"))["paths"]
     operations = [
         (method.upper(), re.sub(r"\{(\w+)\}", lambda m: ids.get(m[1], "x"), template))
         for template, methods in paths.items()
@@ -85,14 +100,15 @@ async def test_every_v1_operation_refuses_an_unknown_parameter(harness: Harness)
 
     for method, path in operations:
         body: dict[str, object] | None = None if method in ("GET", "DELETE") else {}
-        response = await harness.client.request(method, f"{path}?no_such_parameter=1", json=body)
+        response = await shared.client.request(method, f"{path}?no_such_parameter=1", json=body)
         assert response.status_code == 422, (method, path, response.text)
         assert response.json()["errors"][0]["parameter"] == "no_such_parameter"
     # None of them changed anything.
-    assert (await harness.get(f"/v1/schedules/{created['id']}"))["status"] == "pending"
+    assert (await shared.get(f"/v1/schedules/{created['id']}"))["status"] == "pending"
 
 
-async def test_routes_outside_v1_take_any_query(harness: Harness) -> None:
+@ON_MODULE_LOOP
+async def test_routes_outside_v1_take_any_query(shared: Harness) -> None:
     for path in ("/healthz", "/readyz", "/metrics", "/openapi.json"):
-        response = await harness.client.get(f"{path}?cache_buster=1")
+        response = await shared.client.get(f"{path}?cache_buster=1")
         assert response.status_code == 200, (path, response.text)

@@ -10,10 +10,19 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+import pytest_asyncio
 
-from tests.integration.conftest import Harness
+from tests.integration.conftest import ON_MODULE_LOOP, Harness, fresh, shared_harness
 
 PROBLEM = "application/problem+json"
+
+# The cases that only ask the API share a harness per store, its store emptied before each.
+shared_default = shared_harness()
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def shared(shared_default: Harness) -> Harness:
+    return await fresh(shared_default)
 
 
 def _body(harness: Harness, **extra: Any) -> dict[str, Any]:
@@ -147,23 +156,25 @@ async def test_a_body_under_the_limit_is_accepted(make_harness) -> None:  # type
         "content-length",
     ],
 )
+@ON_MODULE_LOOP
 async def test_connection_and_framing_headers_are_refused_in_a_target(
-    harness: Harness, name: str
+    shared: Harness, name: str
 ) -> None:
-    body = _body(harness, target=harness.webhook(headers={name: "x"}))
+    body = _body(shared, target=shared.webhook(headers={name: "x"}))
 
-    response = await harness.client.post("/v1/schedules", json=body)
+    response = await shared.client.post("/v1/schedules", json=body)
 
     assert response.status_code == 422, response.text
     assert [e["pointer"] for e in response.json()["errors"]] == ["#/target/headers"]
-    assert await _stored(harness) == []
+    assert await _stored(shared) == []
 
 
-async def test_header_names_that_differ_only_in_case_are_refused(harness: Harness) -> None:
-    body = _body(harness, target=harness.webhook(headers={"X-Team": "a", "x-team": "b"}))
+@ON_MODULE_LOOP
+async def test_header_names_that_differ_only_in_case_are_refused(shared: Harness) -> None:
+    body = _body(shared, target=shared.webhook(headers={"X-Team": "a", "x-team": "b"}))
 
-    response = await harness.client.post("/v1/schedules", json=body)
+    response = await shared.client.post("/v1/schedules", json=body)
 
     assert response.status_code == 422, response.text
     assert "case" in response.json()["errors"][0]["detail"]
-    assert await _stored(harness) == []
+    assert await _stored(shared) == []

@@ -8,12 +8,21 @@ import json
 from typing import Any
 
 import pytest
+import pytest_asyncio
 
 from app.domain.schedule import NOT_NULLABLE
 from app.main import create_app
-from tests.integration.conftest import Harness
+from tests.integration.conftest import ON_MODULE_LOOP, Harness, fresh, shared_harness
 
 PROBLEM = "application/problem+json"
+
+# The cases that only ask the API share a harness per store, its store emptied before each.
+shared_default = shared_harness()
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def shared(shared_default: Harness) -> Harness:
+    return await fresh(shared_default)
 
 
 @pytest.mark.parametrize(
@@ -24,21 +33,23 @@ PROBLEM = "application/problem+json"
         pytest.param({}, id="no content type"),
     ],
 )
+@ON_MODULE_LOOP
 async def test_a_body_that_is_not_declared_json_is_a_415_problem(
-    harness: Harness, headers: dict[str, str]
+    shared: Harness, headers: dict[str, str]
 ) -> None:
     body = b'{"event_type": "x", "target": {}, "trigger": {"type": "immediate"}}'
 
-    response = await harness.client.post("/v1/schedules", content=body, headers=headers)
+    response = await shared.client.post("/v1/schedules", content=body, headers=headers)
 
     assert response.status_code == 415, response.text
     assert response.headers["content-type"].startswith(PROBLEM)
     assert response.json()["status"] == 415
-    assert (await harness.get("/v1/schedules"))["items"] == []
+    assert (await shared.get("/v1/schedules"))["items"] == []
 
 
-async def test_a_json_body_that_is_not_utf8_is_a_400_problem(harness: Harness) -> None:
-    response = await harness.client.post(
+@ON_MODULE_LOOP
+async def test_a_json_body_that_is_not_utf8_is_a_400_problem(shared: Harness) -> None:
+    response = await shared.client.post(
         "/v1/schedules",
         content=b'{"event_type": "\xff"}',
         headers={"Content-Type": "application/json"},
@@ -58,10 +69,11 @@ async def test_a_json_body_that_is_not_utf8_is_a_400_problem(harness: Harness) -
         pytest.param("OPTIONS", "/v1/dead-letters/replay", "POST", id="OPTIONS on the replay"),
     ],
 )
+@ON_MODULE_LOOP
 async def test_a_literal_path_is_never_taken_for_an_id(
-    harness: Harness, method: str, path: str, allowed: str
+    shared: Harness, method: str, path: str, allowed: str
 ) -> None:
-    response = await harness.client.request(method, path, json={} if method == "PATCH" else None)
+    response = await shared.client.request(method, path, json={} if method == "PATCH" else None)
 
     assert response.status_code == 405, response.text
     assert response.headers["allow"] == allowed
@@ -113,28 +125,28 @@ def test_every_declared_problem_is_application_problem_json() -> None:
 
 
 @pytest.mark.parametrize("field", NOT_NULLABLE)
+@ON_MODULE_LOOP
 async def test_a_patch_field_the_schema_does_not_offer_null_refuses_null(
-    harness: Harness, field: str
+    shared: Harness, field: str
 ) -> None:
     schema = _document()["components"]["schemas"]["SchedulePatch"]
     assert "null" not in json.dumps(schema["properties"][field])
-    created = await harness.create(trigger={"type": "cron", "expression": "0 9 * * *"})
+    created = await shared.create(trigger={"type": "cron", "expression": "0 9 * * *"})
 
-    response = await harness.client.patch(f"/v1/schedules/{created['id']}", json={field: None})
+    response = await shared.client.patch(f"/v1/schedules/{created['id']}", json={field: None})
 
     assert response.status_code == 422, response.text
     assert [e["pointer"] for e in response.json()["errors"]] == [f"#/{field}"]
 
 
 @pytest.mark.parametrize("field", ["payload", "max_occurrences"])
-async def test_a_patch_field_the_schema_offers_null_takes_null(
-    harness: Harness, field: str
-) -> None:
-    created = await harness.create(
+@ON_MODULE_LOOP
+async def test_a_patch_field_the_schema_offers_null_takes_null(shared: Harness, field: str) -> None:
+    created = await shared.create(
         trigger={"type": "cron", "expression": "0 9 * * *"}, max_occurrences=5
     )
 
-    response = await harness.client.patch(f"/v1/schedules/{created['id']}", json={field: None})
+    response = await shared.client.patch(f"/v1/schedules/{created['id']}", json={field: None})
 
     assert response.status_code == 200, response.text
     assert response.json()[field] is None
