@@ -1,8 +1,10 @@
 """The delivery loop: claim due occurrences, deliver them concurrently, settle in batches.
 
-Invariant: every claimed occurrence ends in exactly one of settle (delivered, retry,
+Invariants: every claimed occurrence ends in exactly one of settle (delivered, retry,
 dead letter), release (handed back, due now), or an expired lease that any replica
-re-claims. Nothing a replica holds is lost when it stops or dies.
+re-claims. Nothing a replica holds is lost when it stops or dies. What a replica that dies
+has sent and not recorded (and is sent again) is at most two windows (`concurrency`): the
+window in flight and one window finished and waiting for its settle write.
 
 The loop is put together from parts that each keep one promise (and have tests of their
 own): `Pacing` (when to claim and how much), `Lanes` (per-schedule order, the in-flight
@@ -112,6 +114,7 @@ class Dispatcher:
             backoff=settings.poll_interval,
             max_backoff=MAX_ERROR_BACKOFF,
             on_error=self._count_error,
+            on_written=self._start_ready,
         )
         self._health = ClaimHealth(UNHEALTHY_POLLS * settings.poll_interval)
         self._in_flight: dict[asyncio.Task[None], Delivery] = {}
@@ -491,7 +494,12 @@ class Dispatcher:
     def _start_ready(self) -> None:
         if self._stopping.is_set() and self.running:
             return  # the drain hands back what is waiting
-        started = self._lanes.start(asyncio.get_running_loop().time())
+        # Sent and not yet recorded is what a crash would send again: at most the window
+        # in flight and one window's worth finished and waiting for its settle write. A
+        # store slower than the targets holds starts back rather than let that grow.
+        unrecorded = len(self._in_flight) + self._settler.unsettled
+        most = max(0, 2 * self._settings.concurrency - unrecorded)
+        started = self._lanes.start(asyncio.get_running_loop().time(), most)
         self._hand_back(started.hand_back)
         for delivery in started.launch:
             task = asyncio.create_task(self._deliver(delivery))

@@ -77,10 +77,12 @@ class Lanes:
             self._waiting += 1
         self._soonest = min(self._soonest, deadline)
 
-    def start(self, now: float) -> Started:
-        """Take the heads of ready lanes while the in-flight window has room."""
+    def start(self, now: float, most: int | None = None) -> Started:
+        """Take the heads of ready lanes while the in-flight window has room, `most` at
+        most when given."""
         started = Started()
-        while self._ready and len(self._busy) < self._limit:
+        limit = self._limit if most is None else min(self._limit, len(self._busy) + most)
+        while self._ready and len(self._busy) < limit:
             sid = self._ready.popleft()
             lane = self._lanes[sid]
             head = lane[0]

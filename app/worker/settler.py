@@ -7,7 +7,10 @@ Invariants:
   not hold back the others: a failed batch is written again one by one, and a settlement
   refused `MAX_STRIKES` times on its own is given up, logged, to its lease (it is then
   attempted again, as after a crash);
-- while the store is unreachable, writes back off exponentially up to `max_backoff`.
+- while the store is unreachable, writes back off exponentially up to `max_backoff`;
+- `unsettled` counts every settlement added and not yet written (pending, or in a write
+  on its way), and `on_written` runs after each write that lands, once the count is down:
+  a caller that bounds `unsettled` bounds what a crash can leave sent but unrecorded.
 """
 
 from __future__ import annotations
@@ -36,12 +39,15 @@ class SettleBatcher:
         backoff: float,
         max_backoff: float,
         on_error: Callable[[], None] = lambda: None,
+        on_written: Callable[[], None] = lambda: None,
     ) -> None:
         self._write = write
         self._gather = gather  # a short window turns a stream of finishes into few writes
         self._backoff = backoff
         self._max_backoff = max_backoff
         self._on_error = on_error
+        self._on_written = on_written
+        self._in_write = 0  # settlements taken out of `_pending` by the write on its way
         self._pending: list[Settlement] = []
         self._strikes: dict[uuid.UUID, int] = {}
         self._ready = asyncio.Event()
@@ -51,6 +57,11 @@ class SettleBatcher:
     @property
     def pending(self) -> int:
         return len(self._pending)
+
+    @property
+    def unsettled(self) -> int:
+        """Added and not yet written: pending, or in the write on its way."""
+        return len(self._pending) + self._in_write
 
     @property
     def writing(self) -> bool:
@@ -83,26 +94,38 @@ class SettleBatcher:
             batch, self._pending = self._pending, []
             if not batch:
                 return True
+            self._in_write = len(batch)
             try:
-                await self._write(batch)
-            except StoreUnavailableError:
-                self._keep(batch)
-                self._failed("settling %d deliveries failed; will retry", len(batch))
-                return False
-            except Exception:
-                if len(batch) == 1:
-                    self._failed("settling %d delivery failed; will retry", 1)
-                    self._keep([s for s in batch if self._strike(s)])
-                    return not self._pending
-                self._failed("settling %d deliveries failed; writing them one by one", len(batch))
-                return await self._one_by_one(batch)
-            except BaseException:  # cancelled mid-write: keep the batch for the next try
-                self._keep(batch)
-                raise
-            if self._strikes:  # written at last: their earlier refusals no longer count
-                for settlement in batch:
-                    self._strikes.pop(settlement.delivery.occurrence_id, None)
-            return True
+                return await self._write_batch(batch)
+            finally:
+                self._in_write = 0
+
+    async def _write_batch(self, batch: list[Settlement]) -> bool:
+        try:
+            await self._write(batch)
+        except StoreUnavailableError:
+            self._keep(batch)
+            self._failed("settling %d deliveries failed; will retry", len(batch))
+            return False
+        except Exception:
+            if len(batch) == 1:
+                self._failed("settling %d delivery failed; will retry", 1)
+                self._keep([s for s in batch if self._strike(s)])
+                return not self._pending
+            self._failed("settling %d deliveries failed; writing them one by one", len(batch))
+            return await self._one_by_one(batch)
+        except BaseException:  # cancelled mid-write: keep the batch for the next try
+            self._keep(batch)
+            raise
+        if self._strikes:  # written at last: their earlier refusals no longer count
+            for settlement in batch:
+                self._strikes.pop(settlement.delivery.occurrence_id, None)
+        self._written(len(batch))
+        return True
+
+    def _written(self, count: int) -> None:
+        self._in_write -= count
+        self._on_written()
 
     async def _one_by_one(self, batch: list[Settlement]) -> bool:
         left: list[Settlement] = []
@@ -116,8 +139,11 @@ class SettleBatcher:
                 except Exception:
                     if self._strike(settlement):
                         left.append(settlement)
+                    else:  # given up to its lease: no longer held here
+                        self._in_write -= 1
                 else:
                     self._strikes.pop(settlement.delivery.occurrence_id, None)
+                    self._written(1)
         except BaseException:
             self._keep(left + batch[index:])
             raise

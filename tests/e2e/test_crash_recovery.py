@@ -27,8 +27,8 @@ REPLY_DELAY = 0.2  # slow replies keep deliveries in flight when the kill lands
 KILL_AFTER = 100  # deliveries recorded before the kill
 CONCURRENCY = 64  # the in-flight window
 # The most a killed replica can leave sent but unsettled: its in-flight window, and the
-# deliveries that finished but were waiting for the settle batch being written (at most
-# another window's worth: while a settle is written the window refills once).
+# deliveries that finished and wait for their settle write. The loop holds starts back
+# once those reach another window's worth, however slow the store is.
 UNSETTLED_BOUND = 2 * CONCURRENCY
 LEASE = 3.0
 RECOVERY_TIMEOUT = 60.0

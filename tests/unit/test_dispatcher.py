@@ -275,3 +275,25 @@ async def test_a_run_until_idle_raises_when_settlements_cannot_be_written() -> N
     loop = dispatcher(queue, FakeSink())
     with pytest.raises(RuntimeError, match="settling failed"):
         await loop.run_until_idle()
+
+
+async def test_a_store_slower_than_the_targets_holds_starts_back_at_two_windows() -> None:
+    # What a crash would send again is what was sent and not yet recorded: the window in
+    # flight and one window finished and waiting for its settle write. While the write
+    # hangs, nothing more starts; once it lands, the rest goes out.
+    gate = asyncio.Event()
+    batch = [delivery() for _ in range(40)]
+    queue = FakeQueue(
+        batches=[(0.0, batch[i : i + 10]) for i in range(0, 40, 10)], settle_gate=gate
+    )
+    sink = FakeSink()
+    loop = dispatcher(queue, sink, concurrency=8, batch_size=10)
+    async with loop.started():
+        await eventually(lambda: queue.settle_gate is None, every=0.01)  # a write hangs
+        await eventually(lambda: len(sink.started) == 16, every=0.01)
+        await asyncio.sleep(0.1)  # more time to start more, if anything would
+        assert len(sink.started) == 16
+        assert queue.settled == []
+        gate.set()
+        await eventually(lambda: len(queue.settled) == 40, every=0.01)
+    assert len(sink.started) == 40

@@ -259,3 +259,14 @@ def test_take_all_empties_every_lane_and_leaves_the_in_flight_ones_alone() -> No
     assert lanes.expiring(1000.0) == []
     assert lanes.start(0.0).launch == []
     assert lanes.in_flight == 0
+
+
+def test_a_start_given_most_launches_no_more_than_that_within_the_window() -> None:
+    lanes = Lanes(limit=3, min_lease=MIN_LEASE)
+    lanes.admit([delivery(s, 0) for s in (SCHEDULE_A, SCHEDULE_B, SCHEDULE_C)], deadline=LONG)
+
+    assert len(lanes.start(0.0, most=0).launch) == 0
+    assert len(lanes.start(0.0, most=1).launch) == 1
+    assert len(lanes.start(0.0, most=5).launch) == 2  # the window of 3 still holds
+    assert lanes.in_flight == 3
+    assert lanes.waiting == 0

@@ -348,3 +348,60 @@ async def test_stop_cancelled_while_the_writer_winds_down_is_not_swallowed() -> 
     with pytest.raises(asyncio.CancelledError):
         async with asyncio.timeout(WAIT):
             await stopping
+
+
+async def test_unsettled_counts_what_is_pending_and_in_a_write_until_the_write_lands() -> None:
+    write = FakeWrite()
+    seen: list[int] = []
+    batcher = SettleBatcher(
+        write,
+        gather=0.0,
+        backoff=0.01,
+        max_backoff=0.02,
+        on_written=lambda: seen.append(batcher.unsettled),
+    )
+    held = settlement()
+    write.stalls = holding(held)
+    batcher.add(held)
+    batcher.add(settlement())
+    assert batcher.unsettled == 2
+
+    flushing = asyncio.create_task(batcher.flush())
+    async with asyncio.timeout(WAIT):
+        await write.stalled.wait()
+    batcher.add(settlement())
+    assert batcher.pending == 1
+    assert batcher.unsettled == 3  # the two in the hanging write still count
+    assert seen == []
+    flushing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await flushing
+    assert batcher.unsettled == 3  # put back, not lost from the count
+
+    write.stalls = never
+    assert await batcher.flush()
+    assert seen == [0]
+    assert batcher.unsettled == 0
+
+
+async def test_writing_one_by_one_counts_each_landed_or_given_up_settlement_off() -> None:
+    write = FakeWrite()
+    seen: list[int] = []
+    batcher = SettleBatcher(
+        write,
+        gather=0.0,
+        backoff=0.01,
+        max_backoff=0.02,
+        on_written=lambda: seen.append(batcher.unsettled),
+    )
+    first, bad, last = settlement(), settlement(), settlement()
+    write.refuses = holding(bad)
+    for each in (first, bad, last):
+        batcher.add(each)
+
+    assert not await batcher.flush()
+    assert seen == [2, 1]  # each landed write counted off at once; the refused one stays
+    assert batcher.unsettled == 1
+    for _ in range(MAX_STRIKES - 1):
+        await batcher.flush()
+    assert batcher.unsettled == 0  # given up to its lease: no longer held here
