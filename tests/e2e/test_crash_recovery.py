@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from app.backends import backend_of
+from app.worker.dispatcher import UNRECORDED_WINDOWS
 from tests.conftest import ALL_STORES
 from tests.e2e.processes import Service, Services
 from tests.receiver import Receiver, Reply
@@ -25,11 +26,11 @@ SCHEDULES = 300
 SPREAD_SECONDS = 2.0  # one-shot triggers spread over this window after creation
 REPLY_DELAY = 0.2  # slow replies keep deliveries in flight when the kill lands
 KILL_AFTER = 100  # deliveries recorded before the kill
-CONCURRENCY = 64  # the in-flight window
-# The most a killed replica can leave sent but unsettled: its in-flight window, and the
-# deliveries that finished and wait for their settle write. The loop holds starts back
-# once those reach another window's worth, however slow the store is.
-UNSETTLED_BOUND = 2 * CONCURRENCY
+CONCURRENCY = 16  # the in-flight window
+# The most a killed replica can leave sent but unsettled: in flight, or finished and
+# waiting for a settle write. The loop holds starts back at that bound, however slow the
+# store is.
+UNSETTLED_BOUND = UNRECORDED_WINDOWS * CONCURRENCY
 LEASE = 3.0
 RECOVERY_TIMEOUT = 60.0
 SETTLE_TIMEOUT = 30.0
@@ -111,9 +112,9 @@ class Figures:
         if extra > UNSETTLED_BOUND:
             worst = max(self.counts().values())
             pytest.fail(
-                f"{extra} redeliveries exceed {UNSETTLED_BOUND}, the in-flight window of "
-                f"{CONCURRENCY} and one settle batch's worth (one occurrence arrived {worst} "
-                "times): more than the killed replica can have left unsettled"
+                f"{extra} redeliveries exceed {UNSETTLED_BOUND}, {UNRECORDED_WINDOWS} in-flight "
+                f"windows of {CONCURRENCY} (one occurrence arrived {worst} times): more than "
+                "the killed replica can have left unsettled"
             )
         # Only what the killed replica had sent is sent again: every occurrence that arrived
         # twice arrived first before the kill (give or take what was on the wire then; its

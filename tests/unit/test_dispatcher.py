@@ -20,7 +20,7 @@ from app.domain.target import WebhookTarget
 from app.settings import Settings
 from app.sinks.base import Sinks
 from app.store.claims import Claimed
-from app.worker.dispatcher import Dispatcher, min_lease
+from app.worker.dispatcher import UNRECORDED_WINDOWS, Dispatcher, min_lease
 from tests.waiting import eventually, suspended_in
 
 EPOCH = datetime(2030, 1, 1, tzinfo=UTC)
@@ -277,23 +277,25 @@ async def test_a_run_until_idle_raises_when_settlements_cannot_be_written() -> N
         await loop.run_until_idle()
 
 
-async def test_a_store_slower_than_the_targets_holds_starts_back_at_two_windows() -> None:
-    # What a crash would send again is what was sent and not yet recorded: the window in
-    # flight and one window finished and waiting for its settle write. While the write
-    # hangs, nothing more starts; once it lands, the rest goes out.
+async def test_a_store_slower_than_the_targets_holds_starts_back_at_its_bound() -> None:
+    # What a crash would send again is what was sent and not yet recorded: in flight, or
+    # finished and waiting for a settle write. While the write hangs, starts stop at
+    # UNRECORDED_WINDOWS windows; once it lands, the rest goes out.
     gate = asyncio.Event()
-    batch = [delivery() for _ in range(40)]
+    concurrency = 2
+    bound = UNRECORDED_WINDOWS * concurrency
+    batch = [delivery() for _ in range(bound + 10)]
     queue = FakeQueue(
-        batches=[(0.0, batch[i : i + 10]) for i in range(0, 40, 10)], settle_gate=gate
+        batches=[(0.0, batch[i : i + 10]) for i in range(0, len(batch), 10)], settle_gate=gate
     )
     sink = FakeSink()
-    loop = dispatcher(queue, sink, concurrency=8, batch_size=10)
+    loop = dispatcher(queue, sink, concurrency=concurrency, batch_size=10)
     async with loop.started():
         await eventually(lambda: queue.settle_gate is None, every=0.01)  # a write hangs
-        await eventually(lambda: len(sink.started) == 16, every=0.01)
+        await eventually(lambda: len(sink.started) == bound, every=0.01)
         await asyncio.sleep(0.1)  # more time to start more, if anything would
-        assert len(sink.started) == 16
+        assert len(sink.started) == bound
         assert queue.settled == []
         gate.set()
-        await eventually(lambda: len(queue.settled) == 40, every=0.01)
-    assert len(sink.started) == 40
+        await eventually(lambda: len(queue.settled) == len(batch), every=0.01)
+    assert len(sink.started) == len(batch)
