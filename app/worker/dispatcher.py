@@ -11,9 +11,10 @@ own): `Pacing` (when to claim and how much), `Lanes` (per-schedule order, the in
 window, no start on a short lease), `ClaimedAhead` (ticks claimed before they are due:
 `app.worker.ahead` says how they wait), `attempt` (one delivery, never raising) and its
 `outcomes`, `SettleBatcher` (batched writes that drop nothing), `Alarm` (the idle sleep and
-its wake-ups), `drain` (the stop) and `ClaimHealth` (readiness). What is left here is the
-cycle that joins them: claims, in issue order, feed the lanes (through `ClaimedAhead` when
-claimed ahead); finished deliveries feed the batcher.
+its wake-ups), `HandBacks` (releases that never raise), `drain` (the stop) and
+`ClaimHealth` (readiness). What is left here is the cycle that joins them: claims, in issue
+order, feed the lanes (through `ClaimedAhead` when claimed ahead); finished deliveries feed
+the batcher.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from app.worker.ahead import ClaimedAhead
 from app.worker.alarm import Alarm
 from app.worker.attempt import attempt
 from app.worker.drain import drain
+from app.worker.handbacks import HandBacks
 from app.worker.health import ClaimHealth
 from app.worker.lanes import Lanes
 from app.worker.pacing import MAX_ERROR_BACKOFF, Pacing
@@ -127,12 +129,15 @@ class Dispatcher:
         self._in_flight: dict[asyncio.Task[None], Delivery] = {}
         self._claims: list[asyncio.Task[None]] = []  # in the order they were issued
         self._claiming = 0  # rows asked for by claims still running
-        self._releases: set[asyncio.Task[None]] = set()
+        self._changed = asyncio.Event()  # something the loop holds finished or moved on
+        self._hand_backs = HandBacks(
+            self._queue, on_error=self._count_error, on_done=self._changed.set
+        )
         self._claimed_ahead = ClaimedAhead(
             mark=self._queue.start_ahead,
             admit=self._lanes.admit,
             start=self._start_ready,
-            release=self._release_quietly,
+            release=self._hand_backs.release,
             on_error=self._count_error,
             stopping=self._stopping,
             wall=self._wall,
@@ -143,7 +148,6 @@ class Dispatcher:
         self._until: float | None = None
         self._drained = False
         self._failure: Exception | None = None
-        self._changed = asyncio.Event()  # something the loop holds finished or moved on
         self.cycles = 0
         self.errors = 0
         self.started_deliveries = 0
@@ -206,43 +210,6 @@ class Dispatcher:
         retries = [s.retry_in for s in settlements if s.retry_in is not None]
         if retries and self.running:
             self.wake_in(min(retries))
-
-    async def release(
-        self, deliveries: Sequence[Delivery], *, started: bool, unsent: Unsent | None = None
-    ) -> None:
-        """Hand occurrences back; one that never started is not counted. `unsent`: why
-        they could not be sent, which their `last_error` says until they are."""
-        await self._queue.release(deliveries, started=started, unsent=unsent)
-
-    async def _release_quietly(
-        self, deliveries: Sequence[Delivery], started: bool, unsent: Unsent | None = None
-    ) -> None:
-        if not deliveries:
-            return
-        try:
-            await self.release(deliveries, started=started, unsent=unsent)
-        except Exception:
-            # Their leases run out instead; another replica takes them then.
-            self._count_error()
-            log.exception("releasing %d occurrences failed", len(deliveries))
-
-    def _hand_back(self, deliveries: list[Delivery]) -> None:
-        """Release, in the background, claimed deliveries whose lease is too short to start."""
-        if not deliveries:
-            return
-        metrics.HANDED_BACK.inc(len(deliveries))
-        log.info("handing back %d claimed occurrences whose lease ran short", len(deliveries))
-        self._release_in_background(deliveries)
-
-    def _release_in_background(self, deliveries: list[Delivery]) -> None:
-        """Hand back unstarted; the loop's stop waits for it."""
-        task = asyncio.create_task(self._release_quietly(deliveries, False))
-        self._releases.add(task)
-        task.add_done_callback(self._released)
-
-    def _released(self, task: asyncio.Task[None]) -> None:
-        self._releases.discard(task)
-        self._changed.set()
 
     def _count_error(self) -> None:
         self.errors += 1
@@ -332,7 +299,7 @@ class Dispatcher:
             or self._lanes.waiting
             or ahead
             or ahead.busy
-            or self._releases
+            or self._hand_backs.busy
             or self._settler.writing
         )
 
@@ -375,7 +342,7 @@ class Dispatcher:
         try:
             async with listening:
                 while not self._stopping.is_set():
-                    self._hand_back(self._lanes.expiring(loop.time()))
+                    self._hand_backs.short_leases(self._lanes.expiring(loop.time()))
                     if self._drained:
                         await self._settle_down()
                         continue
@@ -402,12 +369,11 @@ class Dispatcher:
             await drain(
                 lanes=self._lanes,
                 in_flight=self._in_flight,
-                release=self._release_quietly,
+                release=self._hand_backs.release,
                 settler=self._settler,
                 grace=self._settings.dispatch_timeout,
             )
-            if self._releases:
-                await asyncio.wait(set(self._releases))
+            await self._hand_backs.wait()
 
     async def _stop_claims(self) -> None:
         """Let running claims finish (their rows are then handed back by the drain); if
@@ -495,7 +461,7 @@ class Dispatcher:
         later = [d for d in deliveries if d.due_at is not None and d.due_at.timestamp() > until]
         if not later:
             return deliveries
-        self._release_in_background(later)
+        self._hand_backs.in_background(later)
         return [d for d in deliveries if d.due_at is None or d.due_at.timestamp() <= until]
 
     def _start_ready(self) -> None:
@@ -506,7 +472,7 @@ class Dispatcher:
         unrecorded = len(self._in_flight) + self._settler.unsettled
         most = max(0, UNRECORDED_WINDOWS * self._settings.concurrency - unrecorded)
         started = self._lanes.start(asyncio.get_running_loop().time(), most)
-        self._hand_back(started.hand_back)
+        self._hand_backs.short_leases(started.hand_back)
         for delivery in started.launch:
             task = asyncio.create_task(self._deliver(delivery))
             self._in_flight[task] = delivery
@@ -521,7 +487,7 @@ class Dispatcher:
         done = await self.attempt(delivery)
         if isinstance(done, Unsent):
             # Not the target's failure: handed back uncharged, due again a little later.
-            await self._release_quietly([delivery], False, done)
+            await self._hand_backs.release([delivery], False, done)
             return
         self._settler.add(done)
 
