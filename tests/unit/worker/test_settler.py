@@ -350,8 +350,8 @@ async def test_stop_cancelled_while_the_writer_winds_down_is_not_swallowed() -> 
             await stopping
 
 
-async def test_unsettled_counts_what_is_pending_and_in_a_write_until_the_write_lands() -> None:
-    write = FakeWrite()
+def counting_batcher(write: FakeWrite) -> tuple[SettleBatcher, list[int]]:
+    """A batcher that records, after each write that lands, how many it still holds."""
     seen: list[int] = []
     batcher = SettleBatcher(
         write,
@@ -360,6 +360,12 @@ async def test_unsettled_counts_what_is_pending_and_in_a_write_until_the_write_l
         max_backoff=0.02,
         on_written=lambda: seen.append(batcher.unsettled),
     )
+    return batcher, seen
+
+
+async def test_unsettled_counts_what_is_pending_and_in_a_write_until_the_write_lands() -> None:
+    write = FakeWrite()
+    batcher, seen = counting_batcher(write)
     held = settlement()
     write.stalls = holding(held)
     batcher.add(held)
@@ -386,14 +392,7 @@ async def test_unsettled_counts_what_is_pending_and_in_a_write_until_the_write_l
 
 async def test_writing_one_by_one_counts_each_landed_or_given_up_settlement_off() -> None:
     write = FakeWrite()
-    seen: list[int] = []
-    batcher = SettleBatcher(
-        write,
-        gather=0.0,
-        backoff=0.01,
-        max_backoff=0.02,
-        on_written=lambda: seen.append(batcher.unsettled),
-    )
+    batcher, seen = counting_batcher(write)
     first, bad, last = settlement(), settlement(), settlement()
     write.refuses = holding(bad)
     for each in (first, bad, last):
