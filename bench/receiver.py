@@ -7,6 +7,8 @@ Binds 127.0.0.1, then prints one JSON line `{"port": N}` on stdout. Routes:
 - `* /hook`       records (X-Occurrence-Id, arrival time.time(), X-Scheduled-For, X-Attempt)
                   and answers 200 with an empty body;
 - `* /sink`       the same work and reply, but only counted (the ceiling load goes here);
+- `* /switch`     counted like /sink, answering the status last set by `POST /switch/{status}`
+                  (200 at first): a target that fails, then recovers;
 - `GET /stats`    `{"hook": arrivals, "unique": distinct ids, "sink": count}`;
 - `GET /records`  `{"records": [[id, at, scheduled_for, attempt], ...]}` for /hook;
 - `POST /reset`   forgets everything.
@@ -31,6 +33,8 @@ class Recorder:
         self.records: list[tuple[str, float, str, str]] = []
         self.ids: set[str] = set()
         self.sink = 0
+        self.switched = 0
+        self.switch_status = 200
 
     async def hook(self, request: web.Request) -> web.Response:
         at = time.time()
@@ -52,9 +56,23 @@ class Recorder:
         self.sink += 1
         return web.Response()
 
+    async def switch(self, request: web.Request) -> web.Response:
+        await request.read()
+        self.switched += 1
+        return web.Response(status=self.switch_status)
+
+    async def set_switch(self, request: web.Request) -> web.Response:
+        self.switch_status = int(request.match_info["status"])
+        return web.json_response({"status": self.switch_status})
+
     async def stats(self, _: web.Request) -> web.Response:
         return web.json_response(
-            {"hook": len(self.records), "unique": len(self.ids), "sink": self.sink}
+            {
+                "hook": len(self.records),
+                "unique": len(self.ids),
+                "sink": self.sink,
+                "switch": self.switched,
+            }
         )
 
     async def dump(self, _: web.Request) -> web.Response:
@@ -64,6 +82,8 @@ class Recorder:
         self.records = []
         self.ids = set()
         self.sink = 0
+        self.switched = 0
+        self.switch_status = 200
         return web.json_response({"reset": True})
 
 
@@ -71,6 +91,8 @@ def build_app(recorder: Recorder) -> web.Application:
     app = web.Application(client_max_size=1 << 20)
     app.router.add_route("*", "/hook", recorder.hook)
     app.router.add_route("*", "/sink", recorder.sink_)
+    app.router.add_post("/switch/{status:[1-5][0-9][0-9]}", recorder.set_switch)
+    app.router.add_route("*", "/switch", recorder.switch)
     app.router.add_get("/stats", recorder.stats)
     app.router.add_get("/records", recorder.dump)
     app.router.add_post("/reset", recorder.reset)
