@@ -199,5 +199,15 @@ async def fresh(harness: Harness) -> Harness:
     return harness
 
 
+# The harness a module's cases share when they need nothing else of one (`shared_harness`,
+# per module and store), and `shared`: that harness with its store emptied for the case.
+shared_default = shared_harness()
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def shared(shared_default: Harness) -> Harness:
+    return await fresh(shared_default)
+
+
 # The mark of a case that uses a `shared_harness`.
 ON_MODULE_LOOP = pytest.mark.asyncio(loop_scope="module")

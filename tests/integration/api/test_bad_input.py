@@ -64,20 +64,14 @@ async def stored_schedules(harness: Harness) -> list[dict[str, Any]]:
 
 
 # The module's cases share a harness per store, its store emptied before each case: one
-# without a broker and with a small payload limit (`strict`), and one as any case's.
+# without a broker and with a small payload limit (`strict`), and the suite's `shared`.
 shared_strict = shared_harness(amqp_url=None, max_payload_bytes=PAYLOAD_LIMIT)
-shared_default = shared_harness()
 
 
 @pytest_asyncio.fixture(loop_scope="module")
 async def strict(shared_strict: Harness) -> Harness:
     """A harness without a broker and with a small payload limit."""
     return await fresh(shared_strict)
-
-
-@pytest_asyncio.fixture(loop_scope="module")
-async def shared(shared_default: Harness) -> Harness:
-    return await fresh(shared_default)
 
 
 BAD_SCHEDULES = [

@@ -68,10 +68,9 @@ def assert_parameter_named(response: Any, parameter: str) -> None:
     assert any(p == parameter or p.startswith(f"{parameter}.") for p in named), named
 
 
-# The module's cases that need no harness of their own share one per store (and one without
-# a broker), its store emptied before each case.
+# The module's cases that need no harness of their own share one per store, its store
+# emptied before each case: the suite's `shared`, and one without a broker.
 shared_offline = shared_harness(amqp_url=None)
-shared_default = shared_harness()
 # The cases that keep to the embedded store.
 SHARED_EMBEDDED_ONLY = pytest.mark.parametrize("shared_offline", STORES[:1], indirect=True)
 
@@ -79,11 +78,6 @@ SHARED_EMBEDDED_ONLY = pytest.mark.parametrize("shared_offline", STORES[:1], ind
 @pytest_asyncio.fixture(loop_scope="module")
 async def offline(shared_offline: Harness) -> Harness:
     return await fresh(shared_offline)
-
-
-@pytest_asyncio.fixture(loop_scope="module")
-async def shared(shared_default: Harness) -> Harness:
-    return await fresh(shared_default)
 
 
 # -- bounds on numbers and instants -----------------------------------------------------

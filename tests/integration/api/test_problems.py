@@ -8,23 +8,14 @@ from typing import Any
 
 import httpx
 import pytest
-import pytest_asyncio
 from asgi_lifespan import LifespanManager
 
 from app.main import create_app
 from tests.conftest import make_settings
-from tests.integration.conftest import ON_MODULE_LOOP, Harness, fresh, shared_harness
+from tests.integration.conftest import ON_MODULE_LOOP, Harness
 
 PROBLEM = "application/problem+json"
 SECRET = "secret internals: password=hunter2 at /srv/chronoq/app.py line 42"
-
-# The cases that only ask the API share a harness per store, its store emptied before each.
-shared_default = shared_harness()
-
-
-@pytest_asyncio.fixture(loop_scope="module")
-async def shared(shared_default: Harness) -> Harness:
-    return await fresh(shared_default)
 
 
 def assert_problem(response: httpx.Response, status: int) -> dict[str, Any]:

@@ -10,19 +10,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
-from tests.integration.conftest import ON_MODULE_LOOP, Harness, fresh, shared_harness
+from tests.integration.conftest import ON_MODULE_LOOP, Harness
 
 PROBLEM = "application/problem+json"
-
-# The cases that only ask the API share a harness per store, its store emptied before each.
-shared_default = shared_harness()
-
-
-@pytest_asyncio.fixture(loop_scope="module")
-async def shared(shared_default: Harness) -> Harness:
-    return await fresh(shared_default)
 
 
 def _body(harness: Harness, **extra: Any) -> dict[str, Any]:

@@ -11,22 +11,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from tests.dns import FakeDNS
 from tests.integration.api.test_bad_input import assert_problem_names, stored_schedules
-from tests.integration.conftest import ON_MODULE_LOOP, Harness, fresh, shared_harness
+from tests.integration.conftest import ON_MODULE_LOOP, Harness
 
 METADATA = "169.254.169.254"
-
-# The cases that only ask the API share a harness per store (no name resolves), its store
-# emptied before each case.
-shared_default = shared_harness()
-
-
-@pytest_asyncio.fixture(loop_scope="module")
-async def shared(shared_default: Harness) -> Harness:
-    return await fresh(shared_default)
 
 
 DENIED_HOSTS = [
