@@ -5,137 +5,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ipaddress
 import json
-import logging
 import os
-import signal
 import sys
 from pathlib import Path
 
 from app import logs
 from app.operator_cli import add_operator_commands
+from app.serve import serve as serve_command
 from app.settings import SettingsError, load_settings
 from app.store import dialects
 from app.store.database import Database, describe_failure, redact_url
-
-
-def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from app.api.connections import GuardedHttpToolsProtocol, ensure_descriptors
-
-    if args.no_worker:
-        os.environ["CHRONOQ_WORKER_ENABLED"] = "false"
-    settings = load_settings()  # refuse a bad configuration before binding the port
-    if args.processes < 1:
-        raise UsageError("--processes must be at least 1")
-    if args.processes > 1 and not dialects.for_url(settings.database_url).multi_replica:
-        raise UsageError(
-            "--processes above 1 needs a database that several replicas can share "
-            "(PostgreSQL or MySQL/MariaDB); SQLite serves one process"
-        )
-    api_keys = settings.api_key_entries()
-    if not api_keys and not _is_loopback(args.host) and not settings.allow_unauthenticated:
-        raise UsageError(
-            f"refusing to serve on {args.host} with no API keys: set CHRONOQ_API_KEYS (or "
-            "CHRONOQ_API_KEYS_FILE), or CHRONOQ_ALLOW_UNAUTHENTICATED=true to serve it open"
-        )
-    # Raised before uvicorn starts, so every replica process inherits it.
-    if (lowered := ensure_descriptors(settings)) is not None:
-        # The replica processes read their settings again: they learn it from here.
-        os.environ["CHRONOQ_MAX_CONNECTIONS"] = str(lowered)
-    # uvicorn's own lines go through the same handler, so a JSON log is JSON throughout.
-    logs.configure(settings.log_level, settings.log_format, secrets=[k.key for k in api_keys])
-    if lowered is not None:
-        logging.getLogger("app.cli").warning(
-            "the open-files limit (ulimit -n) leaves room for %d client connections, not the "
-            "default %d: serving with CHRONOQ_MAX_CONNECTIONS=%d",
-            lowered,
-            settings.max_connections,
-            lowered,
-        )
-    if not api_keys:
-        logging.getLogger("app.cli").warning(
-            "no API keys are set (CHRONOQ_API_KEYS): the API on %s:%s is open to anyone "
-            "who can reach it",
-            args.host,
-            args.port,
-        )
-        if settings.allowed_hosts is None and not _is_loopback(args.host):
-            logging.getLogger("app.cli").warning(
-                "with no API keys only requests naming a loopback host (localhost, 127.x.x.x, "
-                "::1) are answered: set CHRONOQ_ALLOWED_HOSTS to the names clients reach "
-                "%s by, or * for any",
-                args.host,
-            )
-    delivery = None
-    if settings.separate_delivery():
-        from app.delivery import STOP_MARGIN, DeliveryProcesses
-
-        # The loop in processes of its own, one per API process; the API processes read
-        # their health and metrics over these sockets, and run no loop.
-        delivery = DeliveryProcesses(
-            args.processes, stop_timeout=settings.dispatch_timeout + STOP_MARGIN
-        )
-        os.environ["CHRONOQ_DELIVERY_SOCKETS"] = ",".join(delivery.sockets)
-    terminated = _terminate_by_exception()
-    try:
-        if delivery is not None:
-            delivery.start()
-        uvicorn.run(
-            "app.main:app",
-            host=args.host,
-            port=args.port,
-            log_config=None,
-            access_log=args.access_log,
-            lifespan="on",
-            # The connection cap and the request-head timeout (app.api.connections); replica
-            # processes import the class by its path.
-            http=GuardedHttpToolsProtocol,
-            timeout_keep_alive=args.timeout_keep_alive,
-            # Each process is a replica of its own (its API, its loop or its delivery
-            # process, its pools), sharing only the port and the database; the parent
-            # restarts one that dies.
-            workers=args.processes,
-        )
-    except _SigtermError:
-        pass
-    finally:
-        # After the API has stopped taking requests: each delivery process drains.
-        if delivery is not None:
-            delivery.stop()
-        signal.signal(signal.SIGTERM, terminated)
-    if _SigtermError.seen:
-        # Ended as a SIGTERM ends a process, as it would have without delivery processes.
-        signal.raise_signal(signal.SIGTERM)
-    return 0
-
-
-class _SigtermError(Exception):
-    seen = False
-
-
-def _terminate_by_exception() -> signal._HANDLER:
-    """Make SIGTERM raise `_SigtermError` in the main thread (uvicorn, on its graceful way
-    out, raises the signal again under the handler it found), so that `serve` stops its
-    delivery processes before it ends; returns the handler it replaced."""
-
-    def terminated(signum: int, frame: object) -> None:
-        _SigtermError.seen = True
-        raise _SigtermError
-
-    return signal.signal(signal.SIGTERM, terminated)
-
-
-def _is_loopback(host: str) -> bool:
-    """Whether `host` is a loopback address (127.0.0.0/8, ::1) or `localhost`."""
-    if host.lower().rstrip(".") == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+from app.usage import UsageError
 
 
 def _migrate(args: argparse.Namespace) -> int:
@@ -232,10 +113,6 @@ def _receiver(args: argparse.Namespace) -> int:
     print(f"receiving on http://127.0.0.1:{args.port}/ (failing: {sorted(failing) or 'none'})")
     web.run_app(app, host="127.0.0.1", port=args.port, print=None)
     return 0
-
-
-class UsageError(Exception):
-    """The command line itself is wrong (exit 2)."""
 
 
 def _amqp_url(args: argparse.Namespace) -> str:
@@ -338,7 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="close an idle keep-alive connection after this long",
     )
-    serve.set_defaults(run=_serve)
+    serve.set_defaults(run=serve_command)
 
     migrate = commands.add_parser("migrate", help="upgrade the database schema to head")
     migrate.add_argument(

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app import cli
+from app import cli, serve
 from tests.integration.cli.commands import in_process, start
 
 KEY = "serve-0123456789abcdef"
@@ -111,12 +111,12 @@ def test_serve_open_beyond_loopback_warns_that_only_loopback_names_are_answered(
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "127.8.9.10", "::1", "localhost", "LOCALHOST"])
 def test_loopback_hosts_need_no_keys(host: str) -> None:
-    assert cli._is_loopback(host)
+    assert serve.is_loopback(host)
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.0.0.1", "localhost.example", "[::2]"])
 def test_other_hosts_are_not_loopback(host: str) -> None:
-    assert not cli._is_loopback(host)
+    assert not serve.is_loopback(host)
 
 
 def _serve_until_healthy(tmp_path: Path, **variables: str) -> tuple[int, str]:
