@@ -147,6 +147,10 @@ class ScheduleOut(BaseModel):
     consecutive_failures: int = Field(
         description="Occurrences dead-lettered in a row; a delivery sets it back to 0"
     )
+    flow_key: str | None = Field(
+        description="The flow key whose limits its deliveries share; null: none",
+        examples=["customer-42"],
+    )
 
     @classmethod
     def of(cls, s: Schedule) -> ScheduleOut:

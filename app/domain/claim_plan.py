@@ -104,6 +104,8 @@ class ClaimedRow:
     # When it became claimable before this claim (its jittered instant, its retry instant);
     # a release of an attempt that never started gives it back this instant.
     due_at: datetime | None = None
+    # Its flow key, which the occurrences its cadence writes carry on.
+    flow_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,10 +117,16 @@ class PendingOccurrence:
     fire_at: datetime
     available_at: datetime
     origin: Origin
+    flow_key: str | None = None
 
 
 def pending_occurrence(
-    schedule_id: uuid.UUID, fire_at: datetime, origin: Origin, *, delay: float = 0.0
+    schedule_id: uuid.UUID,
+    fire_at: datetime,
+    origin: Origin,
+    *,
+    delay: float = 0.0,
+    flow_key: str | None = None,
 ) -> PendingOccurrence:
     """The firing of `schedule_id` at `fire_at`; `delay` is its jitter: it becomes
     claimable that much after its nominal instant."""
@@ -128,6 +136,7 @@ def pending_occurrence(
         fire_at=fire_at,
         available_at=fire_at + timedelta(seconds=delay) if delay else fire_at,
         origin=origin,
+        flow_key=flow_key,
     )
 
 
@@ -311,10 +320,14 @@ def _materialize(
     (but for the claimed tick's own misfire: the claimed row itself records it)."""
     sid = row.schedule_id
     for tick in cadence.catch_up:
-        plan.pending.append(pending_occurrence(sid, tick, Origin.CATCHUP))
+        plan.pending.append(pending_occurrence(sid, tick, Origin.CATCHUP, flow_key=row.flow_key))
     if cadence.upcoming is not None:
         delay = rng.uniform(0, row.jitter_seconds or 0.0)
-        plan.pending.append(pending_occurrence(sid, cadence.upcoming, Origin.SCHEDULE, delay=delay))
+        plan.pending.append(
+            pending_occurrence(
+                sid, cadence.upcoming, Origin.SCHEDULE, delay=delay, flow_key=row.flow_key
+            )
+        )
     for skip in cadence.skips:
         if skip.fire_at != row.fire_at or skip.reason == "dst_gap":
             plan.skips.append(skip_entry(sid, skip))

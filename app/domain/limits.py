@@ -288,6 +288,18 @@ EventType = Annotated[
 
 Name = Annotated[str, Field(min_length=1, max_length=200), one_line()]
 
+FlowKeyName = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=128,
+        pattern=r"^[A-Za-z0-9._:-]+$",
+        description="A flow key (1-128 of A-Z a-z 0-9 . _ : -): the deliveries of every "
+        "schedule naming it share its limits (PUT /v1/flow-keys/{key}); null: none",
+        examples=["customer-42"],
+    ),
+]
+
 
 def _labels(value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
     if not on_input(info):

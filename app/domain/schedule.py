@@ -12,7 +12,15 @@ from pydantic import ConfigDict, Field
 
 from app.domain.errors import ConflictError, PreconditionFailedError
 from app.domain.ids import occurrence_id
-from app.domain.limits import MAX_COUNT, EventType, InputModel, JsonPayload, Labels, Name
+from app.domain.limits import (
+    MAX_COUNT,
+    EventType,
+    FlowKeyName,
+    InputModel,
+    JsonPayload,
+    Labels,
+    Name,
+)
 from app.domain.misfire import DEFAULT_GRACE_SECONDS, DEFAULT_MAX_CATCHUP, MisfirePolicy, Rules
 from app.domain.target import Target
 from app.domain.trigger import Trigger
@@ -122,6 +130,7 @@ class ScheduleDefinition:
     jitter_seconds: float
     rules: Rules
     pause_after_failures: int | None = None
+    flow_key: str | None = None
     request_hash: str | None = None
     created_by: str | None = None
 
@@ -264,11 +273,12 @@ class ScheduleSpec(InputModel):
     pause_after_failures: int | None = Field(
         default=None, ge=1, le=MAX_PAUSE_AFTER_FAILURES, description=_PAUSE_AFTER
     )
+    flow_key: FlowKeyName | None = None
 
 
 # PATCH fields that may be left out but never set to null (the service names the field):
-# their schema does not offer null. `payload`, `max_occurrences` and `pause_after_failures`
-# take null as a value.
+# their schema does not offer null. `payload`, `max_occurrences`, `pause_after_failures`
+# and `flow_key` take null as a value.
 NOT_NULLABLE = (
     "target",
     "trigger",
@@ -317,6 +327,7 @@ class SchedulePatch(InputModel):
     pause_after_failures: int | None = Field(
         default=None, ge=1, le=MAX_PAUSE_AFTER_FAILURES, description=_PAUSE_AFTER
     )
+    flow_key: FlowKeyName | None = None
 
 
 def rules_of(values: object, *, fired: int = 0) -> Rules:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -29,16 +30,25 @@ def _status_is(table: sa.Table, status: str) -> sa.ColumnElement[bool]:
     return table.c.status == sa.literal(status, literal_execute=True)
 
 
-# Due and not held (a paused schedule's occurrences have no `available_at`): a range scan
-# of the claim index, partial on PostgreSQL and SQLite, status-led on MySQL; the oldest
-# `available_at` is its first entry.
-DUE = sa.select(
-    sa.func.count().label("due"),
-    sa.func.min(occurrences.c.available_at).label("oldest"),
-).where(
-    _status_is(occurrences, OccurrenceStatus.PENDING),
-    occurrences.c.available_at <= sa.bindparam("now", type_=UTCDateTime()),
-)
+def _due(keyed: bool) -> sa.Select[int, Any]:
+    """Due and not held (a paused schedule's occurrences have no `available_at`), of no
+    flow key or of one: a range scan of the claim index or of the keyed one, partial on
+    PostgreSQL and SQLite, status-led on MySQL; the oldest `available_at` is its first
+    entry."""
+    key = occurrences.c.flow_key
+    return sa.select(
+        sa.func.count().label("due"),
+        sa.func.min(occurrences.c.available_at).label("oldest"),
+    ).where(
+        _status_is(occurrences, OccurrenceStatus.PENDING),
+        key.is_not(None) if keyed else key.is_(None),
+        occurrences.c.available_at <= sa.bindparam("now", type_=UTCDateTime()),
+    )
+
+
+DUE = _due(keyed=False)
+# Due on a flow key: claimed as the key allows, so the count is what waits on keys.
+DUE_KEYED = _due(keyed=True)
 
 # Dead letters waiting for an operator: a count of the dead-letter index.
 DEAD_LETTERS = sa.select(sa.func.count()).where(
@@ -55,25 +65,34 @@ SCHEDULES = sa.select(schedules.c.status, sa.func.count()).group_by(schedules.c.
 class Backlog:
     """The installation's numbers at one instant of the database clock."""
 
-    # Pending occurrences due now and not held.
+    # Pending occurrences due now and not held, with or without a flow key.
     due: int
     # How long the oldest of them has been due (0 when none is).
     oldest_due_seconds: float
     dead_letters: int
     # Every schedule status, with 0 for a status no schedule has.
     schedules: dict[str, int]
+    # Of `due`, those of a flow key: waiting for the key's limits (or about to start).
+    keyed_due: int = 0
 
 
 async def read_backlog(conn: AsyncConnection) -> Backlog:
     now: datetime = await transaction_now(conn)
     due, oldest = (await conn.execute(DUE, {"now": now})).one()
+    keyed, oldest_keyed = (await conn.execute(DUE_KEYED, {"now": now})).one()
+    if oldest is None or (oldest_keyed is not None and oldest_keyed < oldest):
+        oldest = oldest_keyed
     dead = (await conn.execute(DEAD_LETTERS)).scalar_one()
     by_status = {str(status): 0 for status in ScheduleStatus}
     for status, count in (await conn.execute(SCHEDULES)).all():
         by_status[str(status)] = int(count)
     age = 0.0 if oldest is None else max((now - oldest).total_seconds(), 0.0)
     return Backlog(
-        due=int(due), oldest_due_seconds=age, dead_letters=int(dead), schedules=by_status
+        due=int(due) + int(keyed),
+        oldest_due_seconds=age,
+        dead_letters=int(dead),
+        schedules=by_status,
+        keyed_due=int(keyed),
     )
 
 

@@ -96,6 +96,7 @@ def _claimed_row(row: Row[Any]) -> ClaimedRow:
         jitter_seconds=row.jitter_seconds,
         lost=_lost_lease(row),
         due_at=_due_at(row),
+        flow_key=row.flow_key,
     )
 
 
@@ -163,9 +164,23 @@ class ClaimStore:
         """
         token = uuid.uuid4()
         dialect = dialect_of(conn)
-        claimed = await dialect.claim(
-            conn, limit=limit, lease=lease, token=token, owner=owner, ahead=ahead
+        claimed = list(
+            await dialect.claim(
+                conn, limit=limit, lease=lease, token=token, owner=owner, ahead=ahead
+            )
         )
+        if len(claimed) < limit:
+            # Keyed occurrences fill the room the unkeyed ones left. No key has limits yet
+            # (they come with the flow-keys resource), so a key's rows go out as any other.
+            claimed += await dialect.claim(
+                conn,
+                limit=limit - len(claimed),
+                lease=lease,
+                token=token,
+                owner=owner,
+                ahead=ahead,
+                keyed=True,
+            )
         if not claimed:
             return Claimed([])
         now = claimed[0].claimed_at

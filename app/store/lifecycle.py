@@ -91,6 +91,7 @@ class LifecycleStore:
         now: datetime,
         *,
         held: bool,
+        flow_key: str | None = None,
     ) -> list[uuid.UUID]:
         """One occurrence per tick, with its usual id; ticks that already have one are left
         as they are, except skipped ones, which become due. Returns the ids made due."""
@@ -108,7 +109,7 @@ class LifecycleStore:
         rows = []
         for tick, id_ in zip(ticks, ids, strict=True):
             if id_ not in existing:
-                row = new_occurrence(schedule_id, tick, now, Origin.BACKFILL)
+                row = new_occurrence(schedule_id, tick, now, Origin.BACKFILL, flow_key=flow_key)
                 if held:
                     row["available_at"] = None
                 rows.append(row)
@@ -127,6 +128,7 @@ class LifecycleStore:
                     skip_reason=None,
                     skipped_count=0,
                     available_at=None if held else occurrences.c.fire_at,
+                    flow_key=flow_key,
                     updated_at=now,
                 )
             )
@@ -151,6 +153,22 @@ class LifecycleStore:
             )
             .order_by(occurrences.c.fire_at, occurrences.c.occurrence_id)
             .with_for_update()
+        )
+
+    async def move_to_key(
+        self, conn: AsyncConnection, schedule_id: uuid.UUID, flow_key: str | None
+    ) -> None:
+        """Give the schedule's occurrences that may still be attempted (pending ones, and
+        dead letters a replay may send again) the schedule's new flow key."""
+        await conn.execute(
+            occurrences.update()
+            .where(
+                occurrences.c.schedule_id == schedule_id,
+                occurrences.c.status.in_(
+                    [OccurrenceStatus.PENDING, OccurrenceStatus.DEAD_LETTERED]
+                ),
+            )
+            .values(flow_key=flow_key)
         )
 
     async def drop_unfired_cadence(self, conn: AsyncConnection, schedule_id: uuid.UUID) -> None:

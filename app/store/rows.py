@@ -93,6 +93,7 @@ def pending_row(occurrence: PendingOccurrence, now: datetime) -> dict[str, Any]:
         "attempts": 0,
         "created_at": now,
         "updated_at": now,
+        "flow_key": occurrence.flow_key,
     }
 
 
@@ -108,7 +109,9 @@ def new_occurrence(
     origin: Origin,
     *,
     delay: float = 0.0,
+    flow_key: str | None = None,
 ) -> dict[str, Any]:
     """The row of a not-yet-fired occurrence; its id is derived, so inserting twice is a no-op.
     `delay` is its jitter: it becomes claimable that much after its nominal instant."""
-    return pending_row(pending_occurrence(schedule_id, fire_at, origin, delay=delay), now)
+    firing = pending_occurrence(schedule_id, fire_at, origin, delay=delay, flow_key=flow_key)
+    return pending_row(firing, now)

@@ -179,7 +179,9 @@ class ScheduleStore:
         # Each first occurrence once: its id is both its row's key and the snapshot's
         # next_occurrence_id.
         firsts = [
-            pending_occurrence(d.id, d.first_fire_at, Origin.SCHEDULE, delay=d.first_delay)
+            pending_occurrence(
+                d.id, d.first_fire_at, Origin.SCHEDULE, delay=d.first_delay, flow_key=d.flow_key
+            )
             for d in drafts
         ]
         stored = [

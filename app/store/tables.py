@@ -63,27 +63,33 @@ def _in(column: str, values: tuple[str, ...]) -> str:
 
 # The pruning statement repeats this text, so that both dialects prove the index usable.
 PRUNABLE = _in("status", PRUNABLE_STATUSES)
+# The pending rows of no flow key and of one; the claims repeat these texts.
+UNKEYED = "status = 'pending' AND flow_key IS NULL"
+KEYED = "status = 'pending' AND flow_key IS NOT NULL"
+ORDERINGS = ("none", "fifo")
+FLOW_KEY_LENGTH = 128
 
 _PARTIAL_DIALECTS = ("postgresql", "sqlite")
 _MYSQL_DIALECTS = ("mysql", "mariadb")
 
 
-def _partial(name: str, *columns: str, where: str, mysql: tuple[str, ...]) -> list[sa.Index]:
+def _partial(name: str, *columns: str, where: str, mysql: tuple[str, ...] | None) -> list[sa.Index]:
     """An index over `columns` of the rows `where` selects: partial on PostgreSQL and
     SQLite, so its size follows the rows that matter, not the history kept. MySQL has no
-    partial indexes; there the index is over `mysql`, which leads or ends with the column
-    `where` tests, so each lookup is still a range scan of the index. Both carry the
-    dialects they belong to (`info`); DDL takes a table's indexes from `table_indexes`."""
-    return [
-        sa.Index(
-            name,
-            *columns,
-            postgresql_where=sa.text(where),
-            sqlite_where=sa.text(where),
-            info={"dialects": _PARTIAL_DIALECTS},
-        ),
-        sa.Index(name, *mysql, info={"dialects": _MYSQL_DIALECTS}),
-    ]
+    partial indexes; there the index is over `mysql`, which leads or ends with the columns
+    `where` tests, so each lookup is still a range scan of the index (None: another MySQL
+    index serves already). Both carry the dialects they belong to (`info`); DDL takes a
+    table's indexes from `table_indexes`."""
+    partial = sa.Index(
+        name,
+        *columns,
+        postgresql_where=sa.text(where),
+        sqlite_where=sa.text(where),
+        info={"dialects": _PARTIAL_DIALECTS},
+    )
+    if mysql is None:
+        return [partial]
+    return [partial, sa.Index(name, *mysql, info={"dialects": _MYSQL_DIALECTS})]
 
 
 def table_indexes(table: sa.Table, dialect: str) -> list[sa.Index]:
@@ -122,6 +128,10 @@ class ScheduleRow(SQLModel, table=True):
         sa.CheckConstraint("consecutive_failures >= 0", name="consecutive_failures"),
         # The claim skips paused schedules; this keeps that check off a scan of every schedule.
         *_partial("ix_schedules_paused", "id", where="status = 'paused'", mysql=("status", "id")),
+        # The keys schedules name (the list of keys, a PATCH of the key).
+        *_partial(
+            "ix_schedules_flow_key", "flow_key", where="flow_key IS NOT NULL", mysql=("flow_key",)
+        ),
         MYSQL_TABLE,
     )
 
@@ -183,6 +193,10 @@ class ScheduleRow(SQLModel, table=True):
     consecutive_failures: int = Field(
         default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
     )
+    # The flow key whose limits its deliveries share (NULL: none).
+    flow_key: str | None = Field(
+        default=None, sa_column=sa.Column(sa.String(FLOW_KEY_LENGTH), nullable=True)
+    )
 
 
 class OccurrenceRow(SQLModel, table=True):
@@ -201,11 +215,23 @@ class OccurrenceRow(SQLModel, table=True):
         sa.CheckConstraint(
             "skip_reason IS NULL OR " + _in("skip_reason", SKIP_REASONS), name="skip_reason_value"
         ),
+        # The claim of unkeyed rows: rows held back on a flow key are not in it, so they
+        # cost that claim nothing however many wait (on MySQL, `flow_key IS NULL` is an
+        # equality lookup in the index's second column).
         *_partial(
             "ix_occurrences_claim",
             "available_at",
-            where="status = 'pending'",
-            mysql=("status", "available_at"),
+            where=UNKEYED,
+            mysql=("status", "flow_key", "available_at"),
+        ),
+        # The keyed claim: each key's due rows in due order (MySQL: the claim index).
+        *_partial("ix_occurrences_flow", "flow_key", "available_at", where=KEYED, mysql=None),
+        # The earliest keyed row not due yet, for the loop's idle sleep.
+        *_partial(
+            "ix_occurrences_flow_due",
+            "available_at",
+            where=KEYED,
+            mysql=("status", "available_at", "flow_key"),
         ),
         sa.Index("ix_occurrences_schedule_id_fire_at", "schedule_id", "fire_at"),
         *_partial(
@@ -261,6 +287,56 @@ class OccurrenceRow(SQLModel, table=True):
     )
     delivered_at: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
     dead_lettered_at: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
+    created_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
+    updated_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
+    # Its schedule's flow key, copied when the row is written (and by a PATCH of the key),
+    # so that the claim never joins to find it.
+    flow_key: str | None = Field(
+        default=None, sa_column=sa.Column(sa.String(FLOW_KEY_LENGTH), nullable=True)
+    )
+
+
+class FlowKeyRow(SQLModel, table=True):
+    """A flow key's limits, its token bucket and its back-off (DESIGN section 11). A key
+    that schedules name with no row has no limits; what is in flight is never stored but
+    counted from live leases, so a replica that dies holds its slots only until they end."""
+
+    __tablename__ = "flow_keys"
+    __table_args__ = (
+        sa.CheckConstraint("rate IS NULL OR rate >= 1", name="rate"),
+        sa.CheckConstraint("period_seconds > 0", name="period_seconds"),
+        sa.CheckConstraint("burst IS NULL OR burst >= 1", name="burst"),
+        sa.CheckConstraint("parallelism IS NULL OR parallelism >= 1", name="parallelism"),
+        sa.CheckConstraint(_in("ordering", ORDERINGS), name="ordering"),
+        sa.CheckConstraint("version >= 1", name="version"),
+        MYSQL_TABLE,
+    )
+
+    key: str = Field(sa_column=sa.Column(sa.String(FLOW_KEY_LENGTH), primary_key=True))
+    rate: int | None = Field(default=None, sa_column=sa.Column(sa.Integer))
+    period_seconds: float = Field(
+        default=1.0, sa_column=sa.Column(DOUBLE, nullable=False, server_default="1")
+    )
+    burst: int | None = Field(default=None, sa_column=sa.Column(sa.Integer))
+    parallelism: int | None = Field(default=None, sa_column=sa.Column(sa.Integer))
+    ordering: str = Field(
+        default="none", sa_column=sa.Column(sa.String(10), nullable=False, server_default="none")
+    )
+    paused: bool = Field(
+        default=False, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.false())
+    )
+    # False for a row that only a back-off made (no limits were ever PUT): a PUT is then new.
+    limits_set: bool = Field(
+        default=True, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.true())
+    )
+    version: int = Field(
+        default=1, sa_column=sa.Column(sa.Integer, nullable=False, server_default="1")
+    )
+    # The bucket: `tokens` as of `refilled_at` (NULL: full).
+    tokens: float | None = Field(default=None, sa_column=sa.Column(DOUBLE))
+    refilled_at: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
+    # A destination's Retry-After: nothing of the key starts before it.
+    backoff_until: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
     created_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
     updated_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
 
@@ -328,3 +404,4 @@ schedules: sa.Table = ScheduleRow.__table__  # type: ignore[attr-defined]
 occurrences: sa.Table = OccurrenceRow.__table__  # type: ignore[attr-defined]
 attempts: sa.Table = AttemptRow.__table__  # type: ignore[attr-defined]
 schedule_events: sa.Table = ScheduleEventRow.__table__  # type: ignore[attr-defined]
+flow_keys: sa.Table = FlowKeyRow.__table__  # type: ignore[attr-defined]

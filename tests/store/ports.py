@@ -126,6 +126,7 @@ def draft(
     payload: Any = None,
     rules: Rules | None = None,
     jitter_seconds: float = 0.0,
+    flow_key: str | None = None,
 ) -> ScheduleDraft:
     """A schedule about to be stored, as the service builds one. Its first occurrence is
     the trigger's first instant from now, or `fire_at` (a tick already past, as a
@@ -146,6 +147,7 @@ def draft(
         first_fire_at=first,
         jitter_seconds=jitter_seconds,
         rules=rules or Rules(),
+        flow_key=flow_key,
     )
 
 

@@ -77,6 +77,45 @@ async def test_claim_takes_the_oldest_due_first_counts_the_attempt_and_keeps_the
     assert (row.attempts, row.lease_token) == (0, None)
 
 
+async def test_keyed_occurrences_fill_the_room_unkeyed_ones_leave_in_one_claim(
+    database: Database,
+) -> None:
+    now = datetime.now(UTC)
+    unkeyed = [ports.draft(ports.once(now - timedelta(seconds=k))) for k in (1, 2)]
+    keyed = [
+        ports.draft(ports.once(now - timedelta(seconds=k)), flow_key="customer-42")
+        for k in (3, 4, 5)
+    ]
+    later = ports.draft(ports.once(now + timedelta(hours=1)), flow_key="customer-42")
+    await ports.insert_schedules(database, [*unkeyed, *keyed, later])
+
+    batch = await ports.claim(database, limit=4)
+    # Every unkeyed one (no key holds them back) and the oldest keyed ones fill the
+    # limit, under one lease, handed out oldest first.
+    assert [d.schedule_id for d in batch] == [
+        keyed[2].id,
+        keyed[1].id,
+        unkeyed[1].id,
+        unkeyed[0].id,
+    ]
+    assert len({d.lease_token for d in batch}) == 1
+    rest = await ports.claim(database, limit=10)
+    assert [d.schedule_id for d in rest] == [keyed[0].id]
+    assert await ports.claim(database, limit=10) == [], "a future keyed occurrence was claimed"
+    (row,) = await ports.read_occurrence_rows(database, later.id)
+    assert (row.attempts, row.lease_token) == (0, None)
+
+
+async def test_an_idle_claim_waits_for_the_next_keyed_occurrence_too(database: Database) -> None:
+    soon = ports.draft(ports.once(datetime.now(UTC) + timedelta(seconds=60)), flow_key="k.1")
+    later = ports.draft(ports.once(datetime.now(UTC) + timedelta(hours=2)))
+    await ports.insert_schedules(database, [later, soon])
+
+    due = await ports.due_in(database)
+    assert due is not None
+    assert 50 < due <= 60
+
+
 async def test_an_expired_lease_is_claimed_again_and_only_the_new_token_settles(
     database: Database,
 ) -> None:

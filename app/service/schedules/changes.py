@@ -87,6 +87,9 @@ class ScheduleChanges:
                 # draw or whether it comes at all changes (one already fired keeps its own).
                 await self._replan(conn, current, values, now)
             await self._steps.schedules.update(conn, schedule_id, now, **values)
+            if "flow_key" in values and values["flow_key"] != current.flow_key:
+                # What has not fired for good moves to the new key, in flight or not.
+                await self._steps.occurrences.move_to_key(conn, schedule_id, patch.flow_key)
             # What the PATCH changed; a PATCH that changes nothing still makes a version.
             changed = sorted(
                 field for field, value in values.items() if value != _stored_value(current, field)
@@ -113,8 +116,14 @@ class ScheduleChanges:
         if paused and recurring:
             return  # resume plans the next tick
         jitter = cast(float, values.get("jitter_seconds", current.jitter_seconds))
+        flow_key = cast(str | None, values.get("flow_key", current.flow_key))
         row = new_occurrence(
-            current.id, first, now, Origin.SCHEDULE, delay=self._steps.jitter(jitter)
+            current.id,
+            first,
+            now,
+            Origin.SCHEDULE,
+            delay=self._steps.jitter(jitter),
+            flow_key=flow_key,
         )
         if paused:  # held: resume gives it back its instant
             row["held_until"], row["available_at"] = row["available_at"], None

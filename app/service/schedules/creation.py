@@ -93,6 +93,7 @@ class ScheduleCreation:
             jitter_seconds=spec.jitter_seconds,
             rules=rules_of(spec),
             pause_after_failures=spec.pause_after_failures,
+            flow_key=spec.flow_key,
             first_delay=self._steps.jitter(spec.jitter_seconds),
             idempotency_key=key,
             request_hash=request_hash,

@@ -99,6 +99,7 @@ class ScheduleLifecycle:
                         now,
                         Origin.SCHEDULE,
                         delay=steps.jitter(current.jitter_seconds),
+                        flow_key=current.flow_key,
                     )
                     await steps.occurrences.insert(conn, [row])
                     await self._wakeups.announce(conn, row["available_at"])

@@ -50,7 +50,7 @@ class OnDemand:
             check_version(current.version, if_match)
             check_trigger(current.status)
             now = await transaction_now(conn)
-            row = new_occurrence(schedule_id, now, now, Origin.TRIGGER)
+            row = new_occurrence(schedule_id, now, now, Origin.TRIGGER, flow_key=current.flow_key)
             await steps.occurrences.insert(conn, [row])
             await steps.schedules.bump_version(conn, schedule_id, now)
             await steps.record(conn, current, EventKind.TRIGGERED, now, actor)
@@ -115,6 +115,7 @@ class OnDemand:
                 ticks,
                 now,
                 held=current.status is ScheduleStatus.PAUSED,
+                flow_key=current.flow_key,
             )
             if made:  # a backfill that creates nothing changes nothing
                 await steps.schedules.bump_version(conn, schedule_id, now)

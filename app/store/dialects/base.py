@@ -55,6 +55,7 @@ CLAIM_COLUMNS: dict[str, Any] = {
     "body": sa.Text(),
     "target": sa.Text(),
     "trigger": sa.Text(),
+    "flow_key": sa.String(),
 }
 
 # A schedule's misfire rules and tick count, which every claim returns with each row.
@@ -101,6 +102,17 @@ _HELD = (
     )
     .with_for_update()
 )
+
+
+def earliest_later(keyed: bool, now: sa.ColumnElement[datetime]) -> sa.Select[Any]:
+    """The earliest `available_at` after `now` of a pending row of no flow key or of one:
+    the first entry past `now` of the claim index or of the keyed one."""
+    key = occurrences.c.flow_key
+    return sa.select(sa.func.min(occurrences.c.available_at)).where(
+        occurrences.c.status == sa.literal(OccurrenceStatus.PENDING.value, literal_execute=True),
+        key.is_not(None) if keyed else key.is_(None),
+        occurrences.c.available_at > now,
+    )
 
 
 def dumps(value: Any) -> str:
@@ -342,9 +354,11 @@ class Dialect(ABC):
         token: Any,
         owner: str,
         ahead: float = 0.0,
+        keyed: bool = False,
     ) -> Sequence[Any]:
         """Lease up to `limit` due occurrences, and occurrences due within `ahead` seconds
-        that no lease holds (`lost_until` is each one's due instant); each row with
+        that no lease holds (`lost_until` is each one's due instant): those with no flow
+        key, or with `keyed` those that name one; each row with
         CLAIM_COLUMNS, LOST_COLUMNS and RULE_COLUMNS. A first claim of an occurrence
         (`first_claim`) counts as a firing of its schedule (`fire_count`,
         `last_fired_at`), in the claim itself."""
@@ -377,17 +391,13 @@ class Dialect(ABC):
     async def next_due_in(self, conn: AsyncConnection) -> float | None:
         """Seconds until the earliest pending occurrence not yet due (None: none)."""
         now = await self.bound_now(conn)
-        at = await conn.scalar(
-            sa.select(sa.func.min(occurrences.c.available_at)).where(
-                occurrences.c.status == OccurrenceStatus.PENDING,
-                occurrences.c.available_at > sa.literal(now, UTCDateTime()),
-            )
-        )
-        if at is None:
-            return None
-        when = at if isinstance(at, datetime) else datetime.fromisoformat(str(at))
-        when = when.replace(tzinfo=UTC) if when.tzinfo is None else when
-        return (when - now).total_seconds()
+        found = []
+        for keyed in (False, True):
+            at = await conn.scalar(earliest_later(keyed, sa.literal(now, UTCDateTime())))
+            if at is not None:
+                when = at if isinstance(at, datetime) else datetime.fromisoformat(str(at))
+                found.append(when.replace(tzinfo=UTC) if when.tzinfo is None else when)
+        return (min(found) - now).total_seconds() if found else None
 
     def listening(self, url: str, schema: str | None, wakeups: Wakeups) -> Any:
         """An async context manager: while open, other replicas' announcements reach

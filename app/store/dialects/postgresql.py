@@ -26,7 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from app import backends
 from app.domain.ids import event_id
-from app.domain.occurrence import Delivery, OccurrenceStatus
+from app.domain.occurrence import Delivery
 from app.store.codec import JsonText
 from app.store.dialects.base import (
     CLAIM_COLUMNS,
@@ -36,6 +36,7 @@ from app.store.dialects.base import (
     OnConflictInserts,
     by_lease_token,
     dumps,
+    earliest_later,
     session_lock,
 )
 from app.store.dialects.outcomes import outcomes
@@ -70,11 +71,12 @@ _NOTIFY = sa.text(
     "SELECT pg_notify(:channel, CAST(EXTRACT(EPOCH FROM (:at - now())) AS text))"
 ).bindparams(sa.bindparam("at", type_=UTCDateTime()))
 _TRY_XACT_LOCK = sa.text("SELECT pg_try_advisory_xact_lock(:key)")
-_CLAIM = (
-    query("claim", "postgresql")
+_CLAIMS = {
+    keyed: query("claim", "postgresql", keyed=keyed)
     .bindparams(sa.bindparam("token", type_=sa.Uuid()))
     .columns(**CLAIM_COLUMNS, **LOST_COLUMNS, **RULE_COLUMNS)
-)
+    for keyed in (False, True)
+}
 
 
 # The attempt log's insert: one statement whatever the batch's size (array parameters, so
@@ -434,9 +436,10 @@ class PostgreSQL(OnConflictInserts, Dialect):
         token: Any,
         owner: str,
         ahead: float = 0.0,
+        keyed: bool = False,
     ) -> Sequence[Row[Any]]:
         params = {"limit": limit, "lease": lease, "token": token, "owner": owner, "ahead": ahead}
-        return (await conn.execute(_CLAIM, params)).all()
+        return (await conn.execute(_CLAIMS[keyed], params)).all()
 
     async def prune(self, conn: AsyncConnection, *, cutoff: datetime, limit: int) -> int:
         result = await conn.execute(_PRUNE, {"cutoff": cutoff, "limit": limit})
@@ -464,13 +467,7 @@ class PostgreSQL(OnConflictInserts, Dialect):
         await conn.execute(_NOTIFY, {"channel": due_channel(schema_of(conn)), "at": at})
 
     async def next_due_in(self, conn: AsyncConnection) -> float | None:
-        earliest = sa.func.min(occurrences.c.available_at)
-        seconds = await conn.scalar(
-            sa.select(sa.extract("epoch", earliest - sa.func.now())).where(
-                occurrences.c.status == OccurrenceStatus.PENDING,
-                occurrences.c.available_at > sa.func.now(),
-            )
-        )
+        seconds = await conn.scalar(_NEXT_DUE_IN)
         return None if seconds is None else float(seconds)
 
     @asynccontextmanager
@@ -484,6 +481,18 @@ class PostgreSQL(OnConflictInserts, Dialect):
         finally:
             await listener.stop()
 
+
+# Seconds to the earliest pending row not due yet, keyed or not (each from its own index).
+_NEXT_DUE_IN = sa.select(
+    sa.extract(
+        "epoch",
+        sa.func.least(
+            earliest_later(False, sa.func.now()).scalar_subquery(),
+            earliest_later(True, sa.func.now()).scalar_subquery(),
+        )
+        - sa.func.now(),
+    )
+)
 
 DIALECT = PostgreSQL()
 _DELIVERED_RESTARTING = _delivered_restarting()

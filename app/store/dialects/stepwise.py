@@ -56,8 +56,11 @@ class StepwiseClaim(Dialect):
     """`Dialect.claim` as the steps of `claim.<name>.sql`: due rows, lease, read-back."""
 
     @cached_property
-    def _claim_steps(self) -> tuple[sa.TextualSelect, sa.TextClause, sa.TextualSelect]:
-        due, lease, rows = (_typed(step) for step in queries("claim", self.name))
+    def _claim_steps(self) -> dict[bool, tuple[sa.TextualSelect, sa.TextClause, sa.TextualSelect]]:
+        return {keyed: self._steps(keyed) for keyed in (False, True)}
+
+    def _steps(self, keyed: bool) -> tuple[sa.TextualSelect, sa.TextClause, sa.TextualSelect]:
+        due, lease, rows = (_typed(step) for step in queries("claim", self.name, keyed=keyed))
         return (
             due.columns(
                 sa.column("occurrence_id", UUID),
@@ -78,8 +81,9 @@ class StepwiseClaim(Dialect):
         token: uuid.UUID,
         owner: str,
         ahead: float = 0.0,
+        keyed: bool = False,
     ) -> Sequence[Any]:
-        due_step, lease_step, rows_step = self._claim_steps
+        due_step, lease_step, rows_step = self._claim_steps[keyed]
         now = await self.transaction_now(conn)
         until = now + timedelta(seconds=ahead)
         due = (

@@ -18,17 +18,28 @@ DIALECTS = ("postgresql", "sqlite", "mysql")
 _END = re.compile(r";[ \t]*$", re.MULTILINE)
 
 
+# The claim's files select unkeyed rows; the claim of keyed rows is the same statements
+# over the other side of the predicate (and so over the keyed partial indexes).
+UNKEYED_ROWS = "o.flow_key IS NULL"
+KEYED_ROWS = "o.flow_key IS NOT NULL"
+
+
 @cache
-def queries(name: str, dialect: str) -> tuple[sa.TextClause, ...]:
-    """The statements of `name` written for `dialect` (file `<name>.<dialect>.sql`)."""
+def queries(name: str, dialect: str, *, keyed: bool = False) -> tuple[sa.TextClause, ...]:
+    """The statements of `name` written for `dialect` (file `<name>.<dialect>.sql`); with
+    `keyed`, over keyed occurrences instead of unkeyed ones (UNKEYED_ROWS, said once)."""
     source = resources.files(__package__).joinpath(f"{name}.{dialect}.sql").read_text("utf-8")
+    if keyed:
+        if source.count(UNKEYED_ROWS) != 1:
+            raise ValueError(f"{name}.{dialect}.sql must say {UNKEYED_ROWS!r} exactly once")
+        source = source.replace(UNKEYED_ROWS, KEYED_ROWS)
     # Comments are for readers; dropping them keeps a ":name" in prose from becoming a parameter.
     lines = [line for line in source.splitlines() if not line.lstrip().startswith("--")]
     parts = [part.strip() for part in _END.split("\n".join(lines))]
     return tuple(sa.text(part) for part in parts if part)
 
 
-def query(name: str, dialect: str) -> sa.TextClause:
-    """The single statement of `name` written for `dialect`."""
-    (statement,) = queries(name, dialect)
+def query(name: str, dialect: str, *, keyed: bool = False) -> sa.TextClause:
+    """The single statement of `name` written for `dialect` (`keyed`: as for `queries`)."""
+    (statement,) = queries(name, dialect, keyed=keyed)
     return statement

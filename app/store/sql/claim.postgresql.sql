@@ -22,7 +22,7 @@ WITH due AS (
            o.lease_token IS NOT NULL AND o.lease_ahead AS lost_ahead,
            greatest(o.available_at, o.fire_at) AS due_at
     FROM occurrences AS o
-    WHERE o.status = 'pending'
+    WHERE o.status = 'pending' AND o.flow_key IS NULL
       AND o.available_at <= now() + make_interval(secs => :ahead)
       AND (o.lease_token IS NULL OR o.available_at <= now())
       AND NOT EXISTS (
@@ -44,7 +44,8 @@ claimed AS (
         updated_at = now()
     FROM due
     WHERE o.occurrence_id = due.occurrence_id
-    RETURNING o.occurrence_id, o.schedule_id, o.fire_at, o.attempts, o.origin, due.first_claim,
+    RETURNING o.occurrence_id, o.schedule_id, o.fire_at, o.attempts, o.origin, o.flow_key,
+              due.first_claim,
               due.lost_token, due.lost_owner, due.lost_at, due.lost_until, due.lost_ahead
 ),
 first_fires AS (
@@ -56,7 +57,8 @@ first_fires AS (
     ) AS f
     WHERE s.id = f.schedule_id
 )
-SELECT c.occurrence_id, c.schedule_id, c.fire_at, c.attempts, c.origin, c.first_claim,
+SELECT c.occurrence_id, c.schedule_id, c.fire_at, c.attempts, c.origin, c.flow_key,
+       c.first_claim,
        c.lost_token, c.lost_owner, c.lost_at, c.lost_until, c.lost_ahead,
        now() AS claimed_at,
        s.event_type, s.max_attempts, s.jitter_seconds,

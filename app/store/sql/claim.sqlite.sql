@@ -13,7 +13,7 @@ SELECT o.occurrence_id, o.schedule_id, o.first_attempt_at IS NULL AS first_claim
        o.leased_at AS lost_at, o.available_at AS lost_until,
        o.lease_token IS NOT NULL AND o.lease_ahead AS lost_ahead
 FROM occurrences AS o
-WHERE o.status = 'pending'
+WHERE o.status = 'pending' AND o.flow_key IS NULL
   AND o.available_at <= :ahead_until
   AND (o.lease_token IS NULL OR o.available_at <= :now)
   AND NOT EXISTS (
@@ -41,7 +41,7 @@ WHERE occurrence_id IN :ids;
 -- claim is one that set the instant just now (a re-claim comes a lease later, so an earlier
 -- first attempt never equals :now). The payload's text: stored as bytes (a row from before
 -- that, a bare number, as one).
-SELECT o.occurrence_id, o.schedule_id, o.fire_at, o.attempts, o.origin,
+SELECT o.occurrence_id, o.schedule_id, o.fire_at, o.attempts, o.origin, o.flow_key,
        o.first_attempt_at = :now AS first_claim,
        :now AS claimed_at,
        s.event_type, s.max_attempts, s.jitter_seconds,

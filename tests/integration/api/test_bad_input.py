@@ -257,6 +257,15 @@ BAD_SCHEDULES = [
         "#/labels",
         id="label key with a colon",
     ),
+    pytest.param(valid_body(flow_key=""), 422, "#/flow_key", id="empty flow key"),
+    pytest.param(valid_body(flow_key="customer 42"), 422, "#/flow_key", id="flow key with a space"),
+    pytest.param(
+        valid_body(flow_key="k" * 129), 422, "#/flow_key", id="flow key over 128 characters"
+    ),
+    pytest.param(
+        valid_body(flow_key="caf\u00e9\u0000"), 422, "#/flow_key", id="flow key out of the alphabet"
+    ),
+    pytest.param(valid_body(flow_key=42), 422, "#/flow_key", id="flow key that is a number"),
 ]
 
 
@@ -428,6 +437,7 @@ BAD_PATCHES = [
         "#/payload",
         id="payload over the limit",
     ),
+    pytest.param({"flow_key": "a/b"}, 422, "#/flow_key", id="flow key with a slash"),
 ]
 
 

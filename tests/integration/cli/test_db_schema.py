@@ -33,6 +33,7 @@ CHRONOQ_TABLES = {
     ("occurrences",),
     ("attempts",),
     ("schedule_events",),
+    ("flow_keys",),
     ("alembic_version",),
 }
 

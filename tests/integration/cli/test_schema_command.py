@@ -37,13 +37,16 @@ def ddl(dialect: str, db_schema: str | None = None, *, process: bool = False) ->
     return result.stdout
 
 
+UNKEYED = "status = 'pending' AND flow_key IS NULL"
+
+
 @pytest.mark.parametrize(
     ("dialect", "claim_index"),
     [
-        ("postgresql", "ON occurrences (available_at) WHERE status = 'pending';"),
-        ("sqlite", "ON occurrences (available_at) WHERE status = 'pending';"),
-        # No partial indexes: the status leads instead.
-        ("mysql", "ON occurrences (status, available_at);"),
+        ("postgresql", f"ON occurrences (available_at) WHERE {UNKEYED};"),
+        ("sqlite", f"ON occurrences (available_at) WHERE {UNKEYED};"),
+        # No partial indexes: the status and the key lead instead.
+        ("mysql", "ON occurrences (status, flow_key, available_at);"),
     ],
 )
 def test_schema_prints_the_ddl_with_no_database_reachable(dialect: str, claim_index: str) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from app.store.backlog import DEAD_LETTERS, DUE
+from app.store.backlog import DEAD_LETTERS, DUE, DUE_KEYED
 from app.store.tables import occurrences
 from tests.conftest import ALL_STORES
 from tests.integration.conftest import Harness
@@ -27,8 +27,12 @@ def _explain(conn: Any, statement: sa.Select[Any]) -> str:
 
 @pytest.mark.parametrize(
     ("statement", "index"),
-    [(DUE, "ix_occurrences_claim"), (DEAD_LETTERS, "ix_occurrences_dead_letters")],
-    ids=["due", "dead_letters"],
+    [
+        (DUE, "ix_occurrences_claim"),
+        (DUE_KEYED, "ix_occurrences_flow_due"),
+        (DEAD_LETTERS, "ix_occurrences_dead_letters"),
+    ],
+    ids=["due", "due_keyed", "dead_letters"],
 )
 async def test_backlog_statements_use_their_index_whatever_the_history(
     harness: Harness, statement: sa.Select[Any], index: str
@@ -63,6 +67,8 @@ async def test_backlog_statements_use_their_index_whatever_the_history(
                 "status": "pending",
                 "origin": "backfill",
                 "attempts": 0,
+                # Of no flow key and of one: each due count reads its own index.
+                "flow_key": "customer-1" if k % 2 else None,
                 "created_at": now,
                 "updated_at": now,
             }
