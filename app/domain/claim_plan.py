@@ -309,6 +309,7 @@ def _plan_row(
         last=recurring and last,
         origin=row.origin,
         due_at=row.due_at,
+        flow_key=row.flow_key,
     )
     return plan
 

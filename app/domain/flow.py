@@ -77,6 +77,11 @@ class FlowLimits:
     def most_in_flight(self) -> int | None:
         return 1 if self.ordering is Ordering.FIFO else self.parallelism
 
+    @property
+    def limited(self) -> bool:
+        """Whether anything bounds the key (a key with none is claimed as if unkeyed)."""
+        return self.paused or self.capacity is not None or self.most_in_flight is not None
+
 
 def _bounded(field: str, value: int | None, low: int, high: int) -> None:
     if value is not None and not (low <= value <= high):
@@ -103,6 +108,13 @@ class Bucket:
     def spent(self, count: int) -> Bucket:
         return replace(self, tokens=self.tokens - count)
 
+    def next_token_in(self, limits: FlowLimits) -> float | None:
+        """Seconds until the bucket holds a whole token (0: it does; None: no rate limit)."""
+        if limits.rate is None:
+            return None
+        missing = 1.0 - self.tokens
+        return max(0.0, missing * limits.period_seconds / limits.rate)
+
 
 def full_bucket(limits: FlowLimits, now: datetime) -> Bucket:
     return Bucket(float(limits.capacity or 0), now)
@@ -127,3 +139,19 @@ def allowance(
         tokens = max(0, math.floor(bucket.tokens + 1e-9))
         room = tokens if room is None else min(room, tokens)
     return room, bucket
+
+
+@dataclass(frozen=True, slots=True)
+class FlowKey:
+    """A key as an operator sees it: its limits (None: never PUT, so none), the version a
+    PUT or DELETE may name, and the live figures: attempts in flight now, occurrences due
+    and held back, and the destination's back-off, while it lasts."""
+
+    key: str
+    limits: FlowLimits | None
+    version: int | None
+    in_flight: int
+    waiting: int
+    backoff_until: datetime | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None

@@ -82,6 +82,8 @@ class Delivery:
     # When it was due before its claim (its jittered or retry instant, never before
     # `fire_at`): handed back unstarted, it is due again then, not at once.
     due_at: datetime | None = None
+    # The flow key whose limits it counts against (None: none): its settle may free a slot.
+    flow_key: str | None = None
 
 
 # How much of a reply's body an attempt keeps (DESIGN 9): enough to read an error page's

@@ -79,14 +79,13 @@ class ScheduleStatus(StrEnum):
 TERMINAL = frozenset({ScheduleStatus.COMPLETED, ScheduleStatus.CANCELLED, ScheduleStatus.FAILED})
 
 
-def check_version(current: int, expected: frozenset[int] | None) -> None:
+def check_version(current: int, expected: frozenset[int] | None, state: str | None = None) -> None:
     """Optimistic concurrency: `expected` holds the versions a client's If-Match names
-    (None: any version will do)."""
+    (None: any version will do); `state` says what is at `current` (a schedule's version)."""
     if expected is not None and current not in expected:
         named = ", ".join(f'"{v}"' for v in sorted(expected)) or "no version of it"
-        raise PreconditionFailedError(
-            f"the schedule is at version {current}; If-Match named {named}"
-        )
+        state = state or f"the schedule is at version {current}"
+        raise PreconditionFailedError(f"{state}; If-Match named {named}")
 
 
 def check_pause(status: ScheduleStatus) -> None:

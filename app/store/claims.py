@@ -34,6 +34,7 @@ from app.store import codec
 from app.store.completion import finish_one_shots, finish_recurring
 from app.store.dialects import dialect_of
 from app.store.failures import count_dead_letters
+from app.store.flow_claims import FlowClaims, KeyedClaim
 from app.store.rows import attempt_id, pending_row, rules_of_row, skip_row, truncate_error
 from app.store.tables import attempts, occurrences, schedules
 from app.store.types import UUID, UTCDateTime
@@ -121,14 +122,23 @@ def _error(failed: Unplannable) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Claimed:
-    """What one claim leased, and, when it found nothing, how soon the next occurrence
-    is due (None: nothing is scheduled, or the claim found work). `not_before`: the due
-    instant of each delivery a claim ahead leased before it was due; it must not start
-    earlier (a delivery not listed is due already)."""
+    """What one claim leased, and how soon more may be claimed (None: not known): when it
+    found nothing, the next occurrence's due instant or a held-back key's next token or
+    back-off's end; when it found some, only the latter. `not_before`: the due instant of
+    each delivery a claim ahead leased before it was due; it must not start earlier (a
+    delivery not listed is due already). `more`: the claim stopped at its limit with more
+    due, though it may have leased fewer than asked (room kept for keyed rows)."""
 
     deliveries: list[Delivery]
     due_in: float | None = None
     not_before: dict[uuid.UUID, datetime] = field(default_factory=dict)
+    more: bool = False
+
+
+# A claim whose unkeyed rows fill it looks for due keyed rows every this many claims, even
+# when the last look found none, so that keys falling due during a long unkeyed backlog
+# get their share within a few claims.
+KEYED_LOOK_EVERY = 4
 
 
 class ClaimStore:
@@ -136,6 +146,11 @@ class ClaimStore:
 
     def __init__(self, rng: random.Random | None = None) -> None:
         self._rng = rng or random.Random()  # jitter draws
+        self._flow = FlowClaims()
+        # How many keyed rows the last keyed claim could have started: up to half of the
+        # next claim is kept for them, so that neither kind waits behind the other's backlog.
+        self._keyed_demand = 0
+        self._without_keyed = 0  # full claims in a row that did not look at keyed rows
 
     async def claim(
         self,
@@ -164,25 +179,18 @@ class ClaimStore:
         """
         token = uuid.uuid4()
         dialect = dialect_of(conn)
+        unkeyed_limit = limit - min(limit // 2, self._keyed_demand)
         claimed = list(
             await dialect.claim(
-                conn, limit=limit, lease=lease, token=token, owner=owner, ahead=ahead
+                conn, limit=unkeyed_limit, lease=lease, token=token, owner=owner, ahead=ahead
             )
         )
-        if len(claimed) < limit:
-            # Keyed occurrences fill the room the unkeyed ones left. No key has limits yet
-            # (they come with the flow-keys resource), so a key's rows go out as any other.
-            claimed += await dialect.claim(
-                conn,
-                limit=limit - len(claimed),
-                lease=lease,
-                token=token,
-                owner=owner,
-                ahead=ahead,
-                keyed=True,
-            )
+        more = len(claimed) >= unkeyed_limit
+        keyed = await self._claim_keyed(conn, limit - len(claimed), lease, token, owner)
+        claimed += keyed.rows
+        more = more or keyed.demand > len(keyed.rows) > 0
         if not claimed:
-            return Claimed([])
+            return Claimed([], keyed.held_in, more=more)
         now = claimed[0].claimed_at
         rows = [_claimed_row(row) for row in claimed]
         not_before = {
@@ -223,7 +231,21 @@ class ClaimStore:
         await finish_one_shots(conn, plan.finished_one_shots, now)
         if plan.done_recurring:
             await finish_recurring(conn, plan.done_recurring, now)
-        return Claimed(plan.deliveries, None, not_before)
+        return Claimed(plan.deliveries, keyed.held_in, not_before, more)
+
+    async def _claim_keyed(
+        self, conn: AsyncConnection, room: int, lease: float, token: uuid.UUID, owner: str
+    ) -> KeyedClaim:
+        """Keyed rows into the room the unkeyed ones left; with none left, a look (one
+        index probe) every KEYED_LOOK_EVERY claims at whether any are due."""
+        if room <= 0:
+            self._without_keyed += 1
+            if self._without_keyed < KEYED_LOOK_EVERY:
+                return KeyedClaim([])
+        self._without_keyed = 0
+        keyed = await self._flow.claim(conn, room=room, lease=lease, token=token, owner=owner)
+        self._keyed_demand = keyed.demand
+        return keyed
 
     async def _skip_claimed(
         self, conn: AsyncConnection, token: uuid.UUID, ids: list[uuid.UUID], now: datetime

@@ -93,7 +93,11 @@ class DeliveryQueue:
             )
             if found.deliveries:
                 return found
-            return replace(found, due_in=await next_due_in(conn))
+            due_in = await next_due_in(conn)
+            held_in = found.due_in  # a key held back for its rate or a back-off
+            if due_in is None or (held_in is not None and held_in < due_in):
+                due_in = held_in
+            return replace(found, due_in=due_in)
 
         return await self._db.run(work)
 

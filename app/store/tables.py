@@ -226,6 +226,15 @@ class OccurrenceRow(SQLModel, table=True):
         ),
         # The keyed claim: each key's due rows in due order (MySQL: the claim index).
         *_partial("ix_occurrences_flow", "flow_key", "available_at", where=KEYED, mysql=None),
+        # A fifo key's head: its earliest pending row in due order (fire instant, then id).
+        *_partial(
+            "ix_occurrences_flow_order",
+            "flow_key",
+            "fire_at",
+            "occurrence_id",
+            where=KEYED,
+            mysql=("status", "flow_key", "fire_at", "occurrence_id"),
+        ),
         # The earliest keyed row not due yet, for the loop's idle sleep.
         *_partial(
             "ix_occurrences_flow_due",

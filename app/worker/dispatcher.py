@@ -210,6 +210,10 @@ class Dispatcher:
         retries = [s.retry_in for s in settlements if s.retry_in is not None]
         if retries and self.running:
             self.wake_in(min(retries))
+        if self.running and any(s.delivery.flow_key is not None for s in settlements):
+            # A settled attempt frees its key's slot: what its parallelism or order held
+            # back may start now.
+            self._alarm.wake_in(0.0)
 
     def _count_error(self) -> None:
         self.errors += 1
@@ -430,8 +434,10 @@ class Dispatcher:
         if claimed is None:
             return
         self._health.succeeded()
-        pause = self._pacing.claimed(len(claimed.deliveries), limit, ahead, claimed.due_in)
-        if self._until is not None and len(claimed.deliveries) < limit:
+        pause = self._pacing.claimed(
+            len(claimed.deliveries), limit, ahead, claimed.due_in, claimed.more
+        )
+        if self._until is not None and len(claimed.deliveries) < limit and not claimed.more:
             # Nothing more was due by the window's end; is that the run's end too?
             self._drained = self._drained or issued_at + ahead >= self._until
             pause = 0.0 if self._drained else pause

@@ -82,15 +82,22 @@ class Pacing:
             stop.cancel()
             room.cancel()
 
-    def claimed(self, found: int, limit: int, ahead: float, due_in: float | None) -> float:
+    def claimed(
+        self, found: int, limit: int, ahead: float, due_in: float | None, more: bool = False
+    ) -> float:
         """The pause after a claim that asked for `limit` (looking `ahead` seconds ahead)
-        and found `found`; with none, `due_in` says how soon the next is due, if known."""
+        and found `found`; `due_in` says how soon more may be claimed, if known (with none
+        found, the next due instant); `more`: it stopped at a limit with more due."""
         self._consecutive_errors = 0
-        if found >= limit or (found and not ahead):
+        if found >= limit or more or (found and not ahead):
             self.next_pause = self._min_delay  # a backlog: claim again soon
         elif found:
-            # Everything due within the window is claimed: the next claim can wait a while.
-            self.next_pause = min(self._poll, max(self._min_delay, AHEAD_PAUSE))
+            # Everything due within the window is claimed: the next claim can wait a while,
+            # but not past the instant a key held back may start more.
+            pause = max(self._min_delay, AHEAD_PAUSE)
+            if due_in is not None:
+                pause = min(pause, max(due_in, self._min_delay) + WAKE_MARGIN)
+            self.next_pause = min(self._poll, pause)
         elif due_in is None:
             self.next_pause = self._poll
         else:

@@ -19,6 +19,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from app.domain.filters import DeadLetterFilter
+from app.domain.flow import FlowKey, FlowLimits
 from app.domain.ids import uuid7
 from app.domain.misfire import Rules, Skip, SkipReason
 from app.domain.occurrence import (
@@ -47,6 +48,7 @@ from app.store.database import Connection, Database
 from app.store.ddl import schema_ddl
 from app.store.dead_letters import DeadLetterStore
 from app.store.dialects import dialect_of
+from app.store.flow_keys import FlowKeyStore
 from app.store.lifecycle import LifecycleStore
 from app.store.migrations import is_at_head, upgrade_to_head
 from app.store.queue import DeliveryQueue
@@ -61,12 +63,15 @@ __all__ = [
     "cancel",
     "claim",
     "claim_ahead",
+    "claimed",
     "cron",
     "database_now",
     "dead_letters",
+    "delete_flow_key",
     "draft",
     "due_in",
     "find_by_idempotency_key",
+    "flow_keys",
     "hold",
     "holding_pruning_lock",
     "immediate",
@@ -77,7 +82,9 @@ __all__ = [
     "move_clock_past",
     "once",
     "prune",
+    "put_flow_key",
     "read_attempt_log",
+    "read_flow_key",
     "read_idempotency_column",
     "read_lease",
     "read_occurrence_rows",
@@ -209,6 +216,16 @@ async def claim(
         limit=limit, lease=lease, owner=owner, backoff=lambda _attempt: 1.0
     )
     return claimed.deliveries
+
+
+async def claimed(
+    database: Database, *, limit: int, lease: float = 30.0, owner: str = OWNER
+) -> Claimed:
+    """A claim as the loop sees it: what it leased, whether it stopped at its limit with
+    more due (`more`), and how soon more may be claimed (`due_in`)."""
+    return await _queue(database).claim(
+        limit=limit, lease=lease, owner=owner, backoff=lambda _attempt: 1.0
+    )
 
 
 async def due_in(database: Database) -> float | None:
@@ -544,5 +561,49 @@ async def read_sql_clock(database: Database, expression: str) -> Any:
 
     async def work(conn: Connection) -> Any:
         return (await conn.execute(sa.text(f"SELECT {expression}"))).scalar_one()
+
+    return await database.run(work)
+
+
+# -- flow keys ----------------------------------------------------------------------------
+
+
+async def put_flow_key(
+    database: Database,
+    key: str,
+    limits: FlowLimits,
+    if_match: frozenset[int] | None = None,
+) -> tuple[FlowKey, bool]:
+    """Create or replace a key's limits: the key as it then stands, and whether it is new."""
+
+    async def work(conn: Connection) -> tuple[FlowKey, bool]:
+        return await FlowKeyStore().put(conn, key, limits, if_match, await transaction_now(conn))
+
+    return await database.run(work)
+
+
+async def read_flow_key(database: Database, key: str) -> FlowKey:
+    async def work(conn: Connection) -> FlowKey:
+        return await FlowKeyStore().get(conn, key, await transaction_now(conn))
+
+    return await database.run(work)
+
+
+async def delete_flow_key(
+    database: Database, key: str, if_match: frozenset[int] | None = None
+) -> bool:
+    async def work(conn: Connection) -> bool:
+        return await FlowKeyStore().delete(conn, key, if_match)
+
+    return await database.run(work)
+
+
+async def flow_keys(
+    database: Database, *, after: str | None = None, limit: int = 100
+) -> list[FlowKey]:
+    async def work(conn: Connection) -> list[FlowKey]:
+        return await FlowKeyStore().page(
+            conn, after=after, limit=limit, now=await transaction_now(conn)
+        )
 
     return await database.run(work)

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -29,6 +30,7 @@ from app.domain.schedule import EventKind
 from app.store.clock import DatabaseClock, moved_statement
 from app.store.codec import JsonText
 from app.store.dialects.outcomes import outcomes
+from app.store.sql import query
 from app.store.tables import attempts, occurrences, schedule_events
 from app.store.types import UUID, UTCDateTime
 
@@ -78,6 +80,22 @@ LOST_COLUMNS: dict[str, Any] = {
     "lost_ahead": sa.Boolean(),
 }
 _LOST = tuple(LOST_COLUMNS)
+
+# What `Dialect.due_keys` returns of each key.
+DUE_KEY_COLUMNS: dict[str, Any] = {
+    "flow_key": sa.String(),
+    "first_at": UTCDateTime(),
+    "now": UTCDateTime(),
+    "rate": sa.Integer(),
+    "period_seconds": sa.Float(),
+    "burst": sa.Integer(),
+    "parallelism": sa.Integer(),
+    "ordering": sa.String(),
+    "paused": sa.Boolean(),
+    "tokens": sa.Float(),
+    "refilled_at": UTCDateTime(),
+    "backoff_until": UTCDateTime(),
+}
 
 
 def with_lost(rows: Iterable[Row[Any]], due: Iterable[Row[Any]]) -> list[SimpleNamespace]:
@@ -354,14 +372,32 @@ class Dialect(ABC):
         token: Any,
         owner: str,
         ahead: float = 0.0,
-        keyed: bool = False,
+        ids: Sequence[Any] | None = None,
     ) -> Sequence[Any]:
         """Lease up to `limit` due occurrences, and occurrences due within `ahead` seconds
         that no lease holds (`lost_until` is each one's due instant): those with no flow
-        key, or with `keyed` those that name one; each row with
+        key, or with `ids` those of the ids that are still claimable; each row with
         CLAIM_COLUMNS, LOST_COLUMNS and RULE_COLUMNS. A first claim of an occurrence
         (`first_claim`) counts as a firing of its schedule (`fire_count`,
         `last_fired_at`), in the claim itself."""
+
+    @cached_property
+    def _due_keys(self) -> tuple[sa.TextualSelect, bool]:
+        """The statement, and whether it takes the instant as `now` (or reads the clock)."""
+        statement = query("flow_due", self.name)
+        bound = "now" in statement._bindparams
+        if bound:
+            statement = statement.bindparams(sa.bindparam("now", type_=UTCDateTime()))
+        return statement.columns(**DUE_KEY_COLUMNS), bound
+
+    async def due_keys(self, conn: AsyncConnection) -> Sequence[Any]:
+        """The flow keys that have due occurrences, the earliest due first, each with
+        DUE_KEY_COLUMNS: its earliest `available_at`, the transaction's instant and the
+        key's stored limits, bucket and back-off (NULL: the key has no row), read without
+        a lock."""
+        statement, bound = self._due_keys
+        params = {"now": await self.transaction_now(conn)} if bound else {}
+        return (await conn.execute(statement, params)).all()
 
     @abstractmethod
     async def prune(self, conn: AsyncConnection, *, cutoff: datetime, limit: int) -> int:

@@ -73,7 +73,10 @@ _NOTIFY = sa.text(
 _TRY_XACT_LOCK = sa.text("SELECT pg_try_advisory_xact_lock(:key)")
 _CLAIMS = {
     keyed: query("claim", "postgresql", keyed=keyed)
-    .bindparams(sa.bindparam("token", type_=sa.Uuid()))
+    .bindparams(
+        sa.bindparam("token", type_=sa.Uuid()),
+        *([sa.bindparam("ids", expanding=True, type_=sa.Uuid())] if keyed else []),
+    )
     .columns(**CLAIM_COLUMNS, **LOST_COLUMNS, **RULE_COLUMNS)
     for keyed in (False, True)
 }
@@ -436,10 +439,12 @@ class PostgreSQL(OnConflictInserts, Dialect):
         token: Any,
         owner: str,
         ahead: float = 0.0,
-        keyed: bool = False,
+        ids: Sequence[Any] | None = None,
     ) -> Sequence[Row[Any]]:
         params = {"limit": limit, "lease": lease, "token": token, "owner": owner, "ahead": ahead}
-        return (await conn.execute(_CLAIMS[keyed], params)).all()
+        if ids is not None:
+            params["ids"] = list(ids)
+        return (await conn.execute(_CLAIMS[ids is not None], params)).all()
 
     async def prune(self, conn: AsyncConnection, *, cutoff: datetime, limit: int) -> int:
         result = await conn.execute(_PRUNE, {"cutoff": cutoff, "limit": limit})

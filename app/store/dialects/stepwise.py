@@ -81,14 +81,15 @@ class StepwiseClaim(Dialect):
         token: uuid.UUID,
         owner: str,
         ahead: float = 0.0,
-        keyed: bool = False,
+        ids: Sequence[Any] | None = None,
     ) -> Sequence[Any]:
-        due_step, lease_step, rows_step = self._claim_steps[keyed]
+        due_step, lease_step, rows_step = self._claim_steps[ids is not None]
         now = await self.transaction_now(conn)
         until = now + timedelta(seconds=ahead)
-        due = (
-            await conn.execute(due_step, {"now": now, "ahead_until": until, "limit": limit})
-        ).all()
+        params: dict[str, Any] = {"now": now, "ahead_until": until, "limit": limit}
+        if ids is not None:
+            params["ids"] = list(ids)
+        due = (await conn.execute(due_step, params)).all()
         if not due:
             return []
         ids = [row.occurrence_id for row in due]

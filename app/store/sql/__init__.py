@@ -12,22 +12,24 @@ from importlib import resources
 
 import sqlalchemy as sa
 
-NAMES = ("claim",)
+NAMES = ("claim", "flow_due")
 DIALECTS = ("postgresql", "sqlite", "mysql")
 
 _END = re.compile(r";[ \t]*$", re.MULTILINE)
 
 
 # The claim's files select unkeyed rows; the claim of keyed rows is the same statements
-# over the other side of the predicate (and so over the keyed partial indexes).
+# over the rows the keyed claim chose, by id, as each key's limits allow
+# (app/store/flow_claims.py). Every other condition of a claim still holds for them.
 UNKEYED_ROWS = "o.flow_key IS NULL"
-KEYED_ROWS = "o.flow_key IS NOT NULL"
+KEYED_ROWS = "o.occurrence_id IN :ids"
 
 
 @cache
 def queries(name: str, dialect: str, *, keyed: bool = False) -> tuple[sa.TextClause, ...]:
     """The statements of `name` written for `dialect` (file `<name>.<dialect>.sql`); with
-    `keyed`, over keyed occurrences instead of unkeyed ones (UNKEYED_ROWS, said once)."""
+    `keyed`, over the occurrences bound as `ids` instead of unkeyed ones (UNKEYED_ROWS, said
+    once)."""
     source = resources.files(__package__).joinpath(f"{name}.{dialect}.sql").read_text("utf-8")
     if keyed:
         if source.count(UNKEYED_ROWS) != 1:

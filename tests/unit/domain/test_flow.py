@@ -114,3 +114,19 @@ def test_paused_and_backing_off_keys_start_nothing_until_then() -> None:
     bucket = full_bucket(limits, T0)
     assert allowance(limits, bucket, in_flight=0, now=at(29), backoff_until=at(30))[0] == 0
     assert allowance(limits, bucket, in_flight=0, now=at(30), backoff_until=at(30))[0] == 5
+
+
+def test_an_empty_bucket_says_when_its_next_token_comes() -> None:
+    limits = FlowLimits(rate=2, period_seconds=10)  # one each 5 s
+    assert full_bucket(limits, T0).next_token_in(limits) == 0.0
+    assert full_bucket(limits, T0).spent(2).next_token_in(limits) == pytest.approx(5.0)
+    assert Bucket(tokens=0.5, refilled_at=T0).next_token_in(limits) == pytest.approx(2.5)
+    assert Bucket(0.0, T0).next_token_in(FlowLimits(parallelism=2)) is None
+
+
+def test_a_key_is_limited_by_any_of_its_limits_and_not_by_none() -> None:
+    assert not FlowLimits().limited
+    assert FlowLimits(rate=1).limited
+    assert FlowLimits(parallelism=1).limited
+    assert FlowLimits(ordering=Ordering.FIFO).limited
+    assert FlowLimits(paused=True).limited

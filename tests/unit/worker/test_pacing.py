@@ -58,6 +58,17 @@ def test_a_window_claimed_ahead_in_full_pauses_up_to_the_poll_interval() -> None
     assert pacing(poll_interval=POLL).claimed(3, 30, 0.5, None) == POLL
 
 
+def test_a_claim_stopped_short_by_its_limit_is_a_backlog() -> None:
+    # Fewer than asked, with more due (room kept for keyed rows, a key's room filled).
+    assert pacing(min_cycle_delay=0.005).claimed(3, 30, 0.5, None, more=True) == 0.005
+
+
+def test_a_window_claimed_ahead_wakes_when_a_held_key_may_start_again() -> None:
+    paced = pacing(poll_interval=1.0)
+    assert paced.claimed(3, 30, 0.5, 0.05) == 0.05 + WAKE_MARGIN
+    assert paced.claimed(3, 30, 0.5, 5.0) == AHEAD_PAUSE
+
+
 def test_an_empty_claim_sleeps_until_the_next_due_instant_or_a_poll() -> None:
     paced = pacing(poll_interval=1.0)
     assert paced.claimed(0, 10, 0.0, None) == 1.0

@@ -1,0 +1,191 @@
+"""Flow keys as operators keep them: limits put, read with live figures, removed, listed;
+and the back-off a destination asks for.
+
+Invariant: what is in flight or waiting is counted from the occurrences when read, never
+stored; a key's row holds only what an operator or a destination said (limits, back-off)
+and the bucket the claim spends from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.domain.flow import FlowKey, FlowLimits, Ordering
+from app.domain.occurrence import OccurrenceStatus
+from app.domain.schedule import check_version
+from app.store.dialects import dialect_of
+from app.store.tables import flow_keys, occurrences, schedules
+from app.store.types import UTCDateTime
+
+_o = occurrences.c
+_f = flow_keys.c
+_PENDING = sa.literal(OccurrenceStatus.PENDING.value, literal_execute=True)
+_NOW = sa.bindparam("now", type_=UTCDateTime())
+_KEYS: sa.BindParameter[str] = sa.bindparam("keys", expanding=True)
+
+
+def _count(condition: sa.ColumnElement[bool]) -> sa.ColumnElement[int]:
+    """How many rows of the group meet `condition` (MySQL has no FILTER clause)."""
+    return sa.func.coalesce(sa.func.sum(sa.case((condition, 1), else_=0)), 0)
+
+
+# Per key: attempts in flight (a lease not yet ended) and occurrences due and not started.
+_FIGURES = (
+    sa.select(
+        _o.flow_key,
+        _count(sa.and_(_o.lease_token.is_not(None), _o.available_at > _NOW)).label("in_flight"),
+        _count(_o.available_at <= _NOW).label("waiting"),
+    )
+    .where(_o.status == _PENDING, _o.flow_key.is_not(None), _o.flow_key.in_(_KEYS))
+    .group_by(_o.flow_key)
+)
+
+
+def _limits(row: Any) -> FlowLimits | None:
+    if not row.limits_set:
+        return None
+    return FlowLimits(
+        rate=row.rate,
+        period_seconds=row.period_seconds,
+        burst=row.burst,
+        parallelism=row.parallelism,
+        ordering=Ordering(row.ordering),
+        paused=bool(row.paused),
+    )
+
+
+def _limit_values(limits: FlowLimits) -> dict[str, Any]:
+    return {
+        "rate": limits.rate,
+        "period_seconds": limits.period_seconds,
+        "burst": limits.burst,
+        "parallelism": limits.parallelism,
+        "ordering": limits.ordering.value,
+        "paused": limits.paused,
+    }
+
+
+class FlowKeyStore:
+    """Reads and writes of `flow_keys`, inside the caller's transaction."""
+
+    async def get(self, conn: AsyncConnection, key: str, now: datetime) -> FlowKey:
+        """The key as it stands; a key never PUT is answered too (no limits)."""
+        row = (await conn.execute(sa.select(flow_keys).where(_f.key == key))).one_or_none()
+        (found,) = await self._with_figures(conn, [key], {key: row} if row else {}, now)
+        return found
+
+    async def put(
+        self,
+        conn: AsyncConnection,
+        key: str,
+        limits: FlowLimits,
+        if_match: frozenset[int] | None,
+        now: datetime,
+    ) -> tuple[FlowKey, bool]:
+        """Create or replace the key's limits; True when the key had none. A client's
+        `if_match` names the versions it expects (a key with no limits is at none). The
+        bucket keeps its tokens, up to the new capacity: new limits are no new burst."""
+        dialect = dialect_of(conn)
+        fresh = {
+            "key": key,
+            "limits_set": False,
+            "version": 1,
+            "created_at": now,
+            "updated_at": now,
+        }
+        await dialect.insert_ignoring(conn, flow_keys, [fresh], "key")
+        row = (
+            await conn.execute(sa.select(flow_keys).where(_f.key == key).with_for_update())
+        ).one()
+        created = not row.limits_set
+        if if_match is not None:
+            if created:
+                check_version(0, if_match, "the flow key has no limits yet")
+            else:
+                check_version(row.version, if_match, f"the flow key is at version {row.version}")
+        capacity = limits.capacity
+        tokens = None if capacity is None or row.tokens is None else min(row.tokens, capacity)
+        values = {
+            **_limit_values(limits),
+            "limits_set": True,
+            "version": 1 if created else row.version + 1,
+            "tokens": tokens,
+            "refilled_at": None if tokens is None else row.refilled_at,
+            "updated_at": now,
+        }
+        await conn.execute(flow_keys.update().where(_f.key == key).values(**values))
+        return await self.get(conn, key, now), created
+
+    async def delete(
+        self, conn: AsyncConnection, key: str, if_match: frozenset[int] | None
+    ) -> bool:
+        """Remove the key's limits and back-off (its schedules keep the name and run
+        unlimited); False when it had none."""
+        row = (
+            await conn.execute(
+                sa.select(_f.version, _f.limits_set).where(_f.key == key).with_for_update()
+            )
+        ).one_or_none()
+        if row is None or not row.limits_set:
+            if if_match is not None:
+                check_version(0, if_match, "the flow key has no limits")
+            if row is not None:
+                await conn.execute(flow_keys.delete().where(_f.key == key))
+            return False
+        if if_match is not None:
+            check_version(row.version, if_match, f"the flow key is at version {row.version}")
+        await conn.execute(flow_keys.delete().where(_f.key == key))
+        return True
+
+    async def page(
+        self, conn: AsyncConnection, *, after: str | None, limit: int, now: datetime
+    ) -> list[FlowKey]:
+        """Keys in name order after `after`: those with a row and those only schedules
+        name (each schedule's key is in its own index)."""
+        named = sa.select(schedules.c.flow_key.label("key")).where(
+            schedules.c.flow_key.is_not(None)
+        )
+        stored = sa.select(_f.key.label("key"))
+        if after is not None:
+            named = named.where(schedules.c.flow_key > after)
+            stored = stored.where(_f.key > after)
+        both = sa.union(named, stored).subquery()
+        keys = list(
+            (await conn.execute(sa.select(both.c.key).order_by(both.c.key).limit(limit))).scalars()
+        )
+        if not keys:
+            return []
+        rows = {
+            row.key: row for row in await conn.execute(sa.select(flow_keys).where(_f.key.in_(keys)))
+        }
+        return await self._with_figures(conn, keys, rows, now)
+
+    async def _with_figures(
+        self, conn: AsyncConnection, keys: Sequence[str], rows: dict[str, Any], now: datetime
+    ) -> list[FlowKey]:
+        figures = {
+            row.flow_key: row
+            for row in await conn.execute(_FIGURES, {"keys": list(keys), "now": now})
+        }
+        found = []
+        for key in keys:
+            row, counted = rows.get(key), figures.get(key)
+            backoff = None if row is None else row.backoff_until
+            found.append(
+                FlowKey(
+                    key=key,
+                    limits=None if row is None else _limits(row),
+                    version=row.version if row is not None and row.limits_set else None,
+                    in_flight=counted.in_flight if counted else 0,
+                    waiting=counted.waiting if counted else 0,
+                    backoff_until=backoff if backoff is not None and backoff > now else None,
+                    created_at=None if row is None else row.created_at,
+                    updated_at=None if row is None else row.updated_at,
+                )
+            )
+        return found

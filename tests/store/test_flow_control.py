@@ -1,0 +1,256 @@
+"""Flow control in the claim, on every store: a key's parallelism across claimers, its
+token bucket, fifo order with a retrying head, a lost lease freeing its slot, and held-back
+keys that never hold up anything else."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from app.domain.errors import PreconditionFailedError
+from app.domain.flow import FlowLimits, Ordering
+from app.domain.occurrence import Delivery, OccurrenceStatus, Settlement
+from tests.store import ports
+from tests.store.ports import Database
+
+
+async def _keyed(
+    database: Database, key: str, count: int, *, since: float = 60.0
+) -> list[uuid.UUID]:
+    """`count` one-shot schedules on `key`, each due already, the first the oldest."""
+    now = datetime.now(UTC)
+    drafts = [
+        ports.draft(ports.once(now - timedelta(seconds=since - k)), flow_key=key)
+        for k in range(count)
+    ]
+    await ports.insert_schedules(database, drafts)
+    return [d.id for d in drafts]
+
+
+def _delivered(deliveries: list[Delivery]) -> list[Settlement]:
+    return [Settlement(d, OccurrenceStatus.DELIVERED) for d in deliveries]
+
+
+async def test_parallelism_bounds_what_concurrent_claimers_hold_of_a_key(
+    database: Database, store_url: str
+) -> None:
+    await ports.put_flow_key(database, "acme", FlowLimits(parallelism=3))
+    await _keyed(database, "acme", 20)
+    # Each claimer has a pool of its own, as separate replicas do.
+    claimers = [Database(store_url) for _ in range(4)]
+    try:
+        held: list[Delivery] = []
+        # Claims at once, round after round: a claim may pass over a row another one has
+        # in hand for an instant (MySQL locks the row past its range), never exceed the
+        # limit, and the slots fill within a few rounds.
+        for _ in range(5):
+            rounds = await asyncio.gather(
+                *(ports.claim(c, limit=10, owner=f"replica-{n}") for n, c in enumerate(claimers))
+            )
+            held += [d for batch in rounds for d in batch]
+            assert len(held) <= 3, f"{len(held)} in flight on a key of parallelism 3"
+        assert len({d.occurrence_id for d in held}) == 3
+        assert await ports.claim(claimers[0], limit=10) == [], "a fourth started"
+
+        # Each settle frees one slot: the next claim, by any replica, takes one more.
+        await ports.settle(database, _delivered(held[:1]))
+        (more,) = await ports.claim(claimers[1], limit=10)
+        assert more.occurrence_id not in {d.occurrence_id for d in held}
+        assert (await ports.read_flow_key(database, "acme")).in_flight == 3
+    finally:
+        for claimer in claimers:
+            await claimer.close()
+
+
+async def test_a_lease_that_runs_out_frees_its_slot(database: Database) -> None:
+    await ports.put_flow_key(database, "acme", FlowLimits(parallelism=1))
+    await _keyed(database, "acme", 3)
+    (first,) = await ports.claim(database, limit=10, owner="died")
+    assert await ports.claim(database, limit=10) == []
+
+    await ports.run_out_lease(database, first.occurrence_id)
+    # The replica that held it is gone: its slot is free again, for one attempt only.
+    again = await ports.claim(database, limit=10)
+    assert len(again) == 1
+    assert await ports.claim(database, limit=10) == []
+
+
+async def test_the_token_bucket_starts_burst_then_rate_per_period(database: Database) -> None:
+    await ports.put_flow_key(database, "acme", FlowLimits(rate=2, period_seconds=10, burst=3))
+    await _keyed(database, "acme", 20)
+
+    assert len(await ports.claim(database, limit=50)) == 3, "the burst is 3"
+    held = await ports.claimed(database, limit=50)
+    assert held.deliveries == []
+    # One token comes every 5 s: the loop is told when, not left to poll.
+    assert held.due_in is not None
+    assert 4.0 < held.due_in <= 5.0
+    assert (await ports.read_flow_key(database, "acme")).waiting == 17
+
+    ports.move_clock(database, timedelta(seconds=5.1))
+    assert len(await ports.claim(database, limit=50)) == 1
+    ports.move_clock(database, timedelta(seconds=10))
+    assert len(await ports.claim(database, limit=50)) == 2
+    # A long quiet spell fills the bucket to its burst, no more.
+    ports.move_clock(database, timedelta(hours=1))
+    assert len(await ports.claim(database, limit=50)) == 3
+    assert await ports.claim(database, limit=50) == []
+
+
+async def test_fifo_starts_the_head_only_and_a_retrying_head_holds_the_key(
+    database: Database,
+) -> None:
+    await ports.put_flow_key(database, "ledger", FlowLimits(ordering=Ordering.FIFO))
+    schedules = await _keyed(database, "ledger", 3)
+
+    (head,) = await ports.claim(database, limit=10)
+    assert head.schedule_id == schedules[0]
+    assert await ports.claim(database, limit=10) == [], "the next started before the head settled"
+
+    await ports.settle(
+        database, [Settlement(head, OccurrenceStatus.PENDING, error="503", retry_in=30.0)]
+    )
+    # The head waits for its retry, and the others wait for the head.
+    held = await ports.claimed(database, limit=10)
+    assert held.deliveries == []
+    assert held.due_in is not None
+    assert 25 < held.due_in <= 30
+
+    await ports.move_clock_past(database, datetime.now(UTC) + timedelta(seconds=31))
+    (retried,) = await ports.claim(database, limit=10)
+    assert (retried.occurrence_id, retried.attempt) == (head.occurrence_id, 2)
+    await ports.settle(database, _delivered([retried]))
+
+    (second,) = await ports.claim(database, limit=10)
+    assert second.schedule_id == schedules[1]
+    await ports.settle(database, _delivered([second]))
+    (third,) = await ports.claim(database, limit=10)
+    assert third.schedule_id == schedules[2]
+
+
+async def test_a_dead_lettered_head_lets_the_next_start(database: Database) -> None:
+    await ports.put_flow_key(database, "ledger", FlowLimits(ordering=Ordering.FIFO))
+    schedules = await _keyed(database, "ledger", 2)
+    (head,) = await ports.claim(database, limit=10)
+    await ports.settle(database, [Settlement(head, OccurrenceStatus.DEAD_LETTERED, error="410")])
+    (second,) = await ports.claim(database, limit=10)
+    assert second.schedule_id == schedules[1]
+
+
+async def test_held_back_keys_never_hold_up_other_keys_or_unkeyed_occurrences(
+    database: Database,
+) -> None:
+    now = datetime.now(UTC)
+    await ports.put_flow_key(database, "paused", FlowLimits(paused=True))
+    await ports.put_flow_key(database, "slow", FlowLimits(rate=1, period_seconds=3600))
+    # The held-back keys' rows are the oldest due, and there are more of them than a
+    # claim takes.
+    await _keyed(database, "paused", 30, since=600)
+    await _keyed(database, "slow", 30, since=600)
+    free = await _keyed(database, "free", 3, since=30)
+    unkeyed = [ports.draft(ports.once(now - timedelta(seconds=k))) for k in (1, 2, 3)]
+    await ports.insert_schedules(database, unkeyed)
+
+    taken = await ports.claim(database, limit=10)
+    counts = Counter(d.flow_key for d in taken)
+    assert counts == {None: 3, "free": 3, "slow": 1}, counts
+    assert {d.schedule_id for d in taken} >= set(free) | {u.id for u in unkeyed}
+    # Nothing more may start: the paused key waits, the slow one has no token.
+    assert await ports.claim(database, limit=10) == []
+    paused = await ports.read_flow_key(database, "paused")
+    assert (paused.waiting, paused.in_flight) == (30, 0)
+
+
+async def test_a_claim_ahead_never_takes_a_keyed_occurrence_before_its_instant(
+    database: Database,
+) -> None:
+    await ports.put_flow_key(database, "acme", FlowLimits(parallelism=5))
+    soon = ports.draft(ports.once(datetime.now(UTC) + timedelta(seconds=2)), flow_key="acme")
+    await ports.insert_schedules(database, [soon])
+    claimed = await ports.claim_ahead(database, limit=10, ahead=10.0)
+    assert claimed.deliveries == []
+    assert claimed.due_in is not None
+    assert claimed.due_in <= 2.0
+
+
+async def test_a_claim_stopped_by_its_room_says_there_is_more(database: Database) -> None:
+    await _keyed(database, "acme", 5)
+    claimed = await ports.claimed(database, limit=3)
+    assert len(claimed.deliveries) == 3
+    assert claimed.more
+
+
+async def test_a_key_paused_and_resumed_starts_again(database: Database) -> None:
+    await ports.put_flow_key(database, "acme", FlowLimits(paused=True))
+    await _keyed(database, "acme", 2)
+    assert await ports.claim(database, limit=10) == []
+    await ports.put_flow_key(database, "acme", FlowLimits())
+    assert len(await ports.claim(database, limit=10)) == 2
+
+
+async def test_limits_are_versioned_and_a_stale_if_match_changes_nothing(
+    database: Database,
+) -> None:
+    with pytest.raises(PreconditionFailedError):
+        await ports.put_flow_key(database, "acme", FlowLimits(rate=5), frozenset({1}))
+    created, new = await ports.put_flow_key(database, "acme", FlowLimits(rate=5))
+    assert new
+    assert created.version == 1
+    assert created.limits == FlowLimits(rate=5)
+    replaced, new = await ports.put_flow_key(database, "acme", FlowLimits(rate=7), frozenset({1}))
+    assert not new
+    assert replaced.version == 2
+    with pytest.raises(PreconditionFailedError):
+        await ports.put_flow_key(database, "acme", FlowLimits(rate=9), frozenset({1}))
+    assert (await ports.read_flow_key(database, "acme")).limits == FlowLimits(rate=7)
+
+    with pytest.raises(PreconditionFailedError):
+        await ports.delete_flow_key(database, "acme", frozenset({1}))
+    assert await ports.delete_flow_key(database, "acme", frozenset({2}))
+    gone = await ports.read_flow_key(database, "acme")
+    assert (gone.limits, gone.version) == (None, None)
+    assert not await ports.delete_flow_key(database, "acme")
+
+
+async def test_the_list_has_keys_put_and_keys_only_schedules_name(database: Database) -> None:
+    await ports.put_flow_key(database, "b-put", FlowLimits(parallelism=2))
+    await _keyed(database, "a-named", 2)
+    await _keyed(database, "b-put", 1)
+    await _keyed(database, "c-named", 1)
+
+    first = await ports.flow_keys(database, limit=2)
+    assert [k.key for k in first] == ["a-named", "b-put"]
+    assert (first[0].limits, first[0].waiting) == (None, 2)
+    assert first[1].limits == FlowLimits(parallelism=2)
+    rest = await ports.flow_keys(database, after="b-put")
+    assert [k.key for k in rest] == ["c-named"]
+
+
+@pytest.mark.parametrize(
+    "dialect",
+    [
+        pytest.param("postgresql", marks=pytest.mark.postgres),
+        pytest.param("mysql", marks=pytest.mark.mysql),
+    ],
+)
+async def test_a_key_another_claim_holds_is_passed_over_not_waited_on(
+    database: Database, store_url: str
+) -> None:
+    await ports.put_flow_key(database, "busy", FlowLimits(parallelism=5))
+    await _keyed(database, "busy", 2)
+    await _keyed(database, "other", 2)
+    holder = Database(store_url)
+    try:
+        async with holder.engine.begin() as conn:
+            # Another replica's claim, in the middle of the key.
+            await conn.execute(sa.text("SELECT 1 FROM flow_keys WHERE 1 = 1 FOR UPDATE"))
+            taken = await asyncio.wait_for(ports.claim(database, limit=10), timeout=10)
+            assert {d.flow_key for d in taken} == {"other"}
+        assert {d.flow_key for d in await ports.claim(database, limit=10)} == {"busy"}
+    finally:
+        await holder.close()
