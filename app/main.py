@@ -11,7 +11,17 @@ from fastapi import Depends, FastAPI
 from fastapi.routing import APIRoute
 
 from app import logs, metrics
-from app.api import auth, dead_letters, docs, health, occurrences, problems, schedules, triggers
+from app.api import (
+    auth,
+    dead_letters,
+    docs,
+    flow_keys,
+    health,
+    occurrences,
+    problems,
+    schedules,
+    triggers,
+)
 from app.api.auth import ApiKeyMiddleware, KeyRing
 from app.api.body_limits import BodyLimitMiddleware
 from app.api.deps import State
@@ -21,6 +31,7 @@ from app.runtime import tune_garbage_collector
 from app.service.addresses import HostResolver
 from app.service.dead_letters import DeadLetterService
 from app.service.delivery_link import DeliveryLink
+from app.service.flow_keys import FlowKeyService
 from app.service.occurrences import OccurrenceService
 from app.service.readiness import InProcessLoop, ReplicaReadiness
 from app.service.schedules import ScheduleService
@@ -94,6 +105,7 @@ def create_app(
                 schedules=ScheduleService(database, config, wakeups=hub, resolver=resolver),
                 dead_letters=DeadLetterService(database, hub),
                 occurrences=OccurrenceService(database),
+                flow_keys=FlowKeyService(database),
                 readiness=ReplicaReadiness(database, broker=broker, worker=worker),
                 keys=KeyRing(api_keys),
             )
@@ -128,6 +140,7 @@ def create_app(
     app.include_router(schedules.router, responses=problems.responses(503))
     app.include_router(dead_letters.router, responses=problems.responses(503))
     app.include_router(occurrences.router, responses=problems.responses(503))
+    app.include_router(flow_keys.router, responses=problems.responses(503))
     app.include_router(triggers.router)
     docs.install(app)
     app.include_router(console.default_router())

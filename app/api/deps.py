@@ -9,6 +9,7 @@ from fastapi import Depends, Query, Request
 from app.api.auth import KeyRing
 from app.api.readiness import Readiness
 from app.service.dead_letters import DeadLetterService
+from app.service.flow_keys import FlowKeyService
 from app.service.occurrences import OccurrenceService
 from app.service.schedules import ScheduleService
 from app.settings import Settings
@@ -19,6 +20,7 @@ class State(TypedDict):
     schedules: ScheduleService
     dead_letters: DeadLetterService
     occurrences: OccurrenceService
+    flow_keys: FlowKeyService
     readiness: Readiness
     keys: KeyRing  # read by the API key middleware; empty: the API is open
 
@@ -40,6 +42,10 @@ def _occurrences(request: Request) -> OccurrenceService:
     return _state(request)["occurrences"]
 
 
+def _flow_keys(request: Request) -> FlowKeyService:
+    return _state(request)["flow_keys"]
+
+
 def _readiness(request: Request) -> Readiness:
     return _state(request)["readiness"]
 
@@ -52,6 +58,7 @@ StateDep = Annotated[State, Depends(_state)]
 SchedulesDep = Annotated[ScheduleService, Depends(_schedules)]
 DeadLettersDep = Annotated[DeadLetterService, Depends(_dead_letters)]
 OccurrencesDep = Annotated[OccurrenceService, Depends(_occurrences)]
+FlowKeysDep = Annotated[FlowKeyService, Depends(_flow_keys)]
 ReadinessDep = Annotated[Readiness, Depends(_readiness)]
 SettingsDep = Annotated[Settings, Depends(_settings)]
 LimitQuery = Annotated[int, Query(ge=1, le=500, description="Page size")]

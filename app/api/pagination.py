@@ -13,6 +13,7 @@ import uuid
 from datetime import UTC, datetime
 
 from app.domain.errors import InvalidInputError
+from app.domain.flow import KEY_PATTERN
 
 # An issued cursor is under 100 characters (an instant and a UUID); this leaves room and
 # keeps the decoder away from anything large or deeply nested.
@@ -39,6 +40,16 @@ def _decode(cursor: str, size: int) -> list[str]:
     if not isinstance(key, list) or len(key) != size or not all(isinstance(k, str) for k in key):
         raise _refused()
     return key
+
+
+def decode_key(cursor: str | None) -> str | None:
+    """A flow key's name: only one in the keys' alphabet was issued."""
+    if cursor is None:
+        return None
+    (value,) = _decode(cursor, 1)
+    if not KEY_PATTERN.fullmatch(value):
+        raise _refused()
+    return value
 
 
 def decode_id(cursor: str | None) -> uuid.UUID | None:

@@ -24,6 +24,7 @@ from app.api.schemas import (
     ScheduleOut,
     batch_created_json,
 )
+from app.api.versions import if_match_header, versions
 from app.domain.errors import InvalidInputError
 from app.domain.filters import ScheduleFilter
 from app.domain.ids import format_instant
@@ -47,29 +48,7 @@ IdempotencyKey = Annotated[
 ]
 
 
-IfMatch = Annotated[
-    str | None,
-    Header(
-        alias="If-Match",
-        max_length=1024,
-        description='Change only if the schedule is at this version: its ETag ("3"), or *',
-    ),
-]
-
-
-def _versions(if_match: str | None) -> frozenset[int] | None:
-    """The versions an If-Match header names; None for any (absent, or *). A weak or
-    malformed tag names no version (If-Match compares strongly), so it never matches."""
-    if if_match is None:
-        return None
-    tags = [tag.strip() for tag in if_match.split(",")]
-    if "*" in tags:
-        return None
-    return frozenset(
-        int(tag[1:-1])
-        for tag in tags
-        if len(tag) >= 3 and tag[0] == tag[-1] == '"' and tag[1:-1].isdigit() and len(tag) < 20
-    )
+IfMatch = Annotated[str | None, if_match_header("the schedule")]
 
 
 def _one(response: Response, schedule: Schedule) -> ScheduleOut:
@@ -168,7 +147,7 @@ async def patch_schedule(
     principal: PrincipalDep,
     if_match: IfMatch = None,
 ) -> ScheduleOut:
-    changed = await service.patch(schedule_id, patch, _versions(if_match), actor=principal)
+    changed = await service.patch(schedule_id, patch, versions(if_match), actor=principal)
     return _one(response, changed)
 
 
@@ -180,7 +159,7 @@ async def cancel_schedule(
     principal: PrincipalDep,
     if_match: IfMatch = None,
 ) -> ScheduleOut:
-    return _one(response, await service.cancel(schedule_id, _versions(if_match), actor=principal))
+    return _one(response, await service.cancel(schedule_id, versions(if_match), actor=principal))
 
 
 @router.post("/{schedule_id}/pause", responses=responses(404, 409, 412, 422))
@@ -191,7 +170,7 @@ async def pause_schedule(
     principal: PrincipalDep,
     if_match: IfMatch = None,
 ) -> ScheduleOut:
-    return _one(response, await service.pause(schedule_id, _versions(if_match), actor=principal))
+    return _one(response, await service.pause(schedule_id, versions(if_match), actor=principal))
 
 
 @router.post("/{schedule_id}/resume", responses=responses(404, 409, 412, 422))
@@ -202,7 +181,7 @@ async def resume_schedule(
     principal: PrincipalDep,
     if_match: IfMatch = None,
 ) -> ScheduleOut:
-    return _one(response, await service.resume(schedule_id, _versions(if_match), actor=principal))
+    return _one(response, await service.resume(schedule_id, versions(if_match), actor=principal))
 
 
 @router.post(
@@ -213,7 +192,7 @@ async def resume_schedule(
 async def trigger_schedule(
     schedule_id: uuid.UUID, service: SchedulesDep, principal: PrincipalDep, if_match: IfMatch = None
 ) -> OccurrenceOut:
-    fired = await service.trigger(schedule_id, _versions(if_match), actor=principal)
+    fired = await service.trigger(schedule_id, versions(if_match), actor=principal)
     return OccurrenceOut.of(fired)
 
 
@@ -229,7 +208,7 @@ async def backfill_schedule(
     the future), each with its usual occurrence id: ticks that already have one are left
     alone (a skipped one becomes due), so calling it twice creates nothing new."""
     done = await service.backfill(
-        schedule_id, body.from_, body.to, _versions(if_match), actor=principal
+        schedule_id, body.from_, body.to, versions(if_match), actor=principal
     )
     created = set(done.created)
     return BackfillResult(

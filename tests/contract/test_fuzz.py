@@ -63,7 +63,8 @@ PARAMETERS = {
 # rule is one a JSON Schema does not state: a webhook URL's scheme, exactly one of `at` and
 # `delay_seconds`, cron grammar and IANA zone names, instants in order and not in the future,
 # `key:value` label filters, opaque cursors (no generated string is one this API issued),
-# and a replay that names neither ids nor a filter. Every other check applies to them.
+# a replay that names neither ids nor a filter, and a flow key's coherence (a burst needs
+# a rate, fifo means parallelism 1). Every other check applies to them.
 SEMANTIC_RULES = [
     "create_schedule",
     "create_schedules",
@@ -75,6 +76,8 @@ SEMANTIC_RULES = [
     "list_events",
     "list_dead_letters",
     "replay_dead_letters",
+    "list_flow_keys",
+    "put_flow_key",
     "preview_trigger",
 ]
 # 412: an If-Match that is well-formed but names another version than the schedule's (a
@@ -214,6 +217,7 @@ def test_workflows_across_linked_operations_answer_within_the_contract(
             with closing(sqlite3.connect(database_path, timeout=10)) as conn, conn:
                 conn.execute("DELETE FROM occurrences")
                 conn.execute("DELETE FROM schedules")
+                conn.execute("DELETE FROM flow_keys")
 
         def get_call_kwargs(self, case: schemathesis.Case[Any]) -> dict[str, Any]:
             return {"app": app}

@@ -456,3 +456,45 @@ async def test_bad_patch_is_refused_and_leaves_the_schedule_unchanged(
     assert_problem_names(response, status, pointer)
     assert await strict.get(path) == before
     assert await strict.occurrences(created["id"]) == occurrences_before
+
+
+BAD_FLOW_KEYS = [
+    pytest.param({"rate": 0}, "#/rate", id="zero rate"),
+    pytest.param({"rate": -5}, "#/rate", id="negative rate"),
+    pytest.param({"rate": 10**12}, "#/rate", id="huge rate"),
+    pytest.param({"rate": 1.5}, "#/rate", id="fractional rate"),
+    pytest.param({"rate": "5"}, "#/rate", id="rate that is a string"),
+    pytest.param({"rate": 5, "period_seconds": 0}, "#/period_seconds", id="zero period"),
+    pytest.param({"rate": 5, "period_seconds": 1e9}, "#/period_seconds", id="period over a day"),
+    pytest.param({"burst": 5}, "#/burst", id="burst without a rate"),
+    pytest.param({"parallelism": 0}, "#/parallelism", id="parallelism 0"),
+    pytest.param({"ordering": "lifo"}, "#/ordering", id="unknown ordering"),
+    pytest.param(
+        {"ordering": "fifo", "parallelism": 2}, "#/parallelism", id="fifo with parallelism 2"
+    ),
+    pytest.param({"paused": "yes"}, "#/paused", id="paused that is a string"),
+    pytest.param({"in_flight": 3}, "#/in_flight", id="a live figure as input"),
+]
+
+
+@pytest.mark.parametrize(("body", "pointer"), BAD_FLOW_KEYS)
+@ON_MODULE_LOOP
+async def test_bad_flow_key_limits_are_refused_and_nothing_stored(
+    strict: Harness, body: dict[str, Any], pointer: str
+) -> None:
+    response = await strict.client.put("/v1/flow-keys/bad-input", json=body)
+
+    assert_problem_names(response, 422, pointer)
+    assert (await strict.get("/v1/flow-keys/bad-input"))["version"] is None
+
+
+@pytest.mark.parametrize(
+    "key", ["a%20b", "caf%C3%A9", "k" * 129, "a%00b"], ids=["space", "accent", "long", "nul"]
+)
+@ON_MODULE_LOOP
+async def test_a_flow_key_out_of_the_alphabet_is_refused_as_the_path_names_it(
+    strict: Harness, key: str
+) -> None:
+    response = await strict.client.put(f"/v1/flow-keys/{key}", json={"rate": 1})
+    assert response.status_code == 422, response.text
+    assert {error.get("field") for error in response.json()["errors"]} == {"key"}

@@ -65,3 +65,90 @@ async def test_an_occurrence_of_a_keyed_schedule_is_delivered(harness: Harness) 
 
     assert await harness.step() == 1
     assert await harness.schedule_status(created["id"]) == "completed"
+
+
+# -- the keys' resource ----------------------------------------------------------------
+
+
+async def test_a_key_is_put_new_then_replaced_under_if_match(harness: Harness) -> None:
+    path = "/v1/flow-keys/customer-42"
+    created = await harness.client.put(path, json={"rate": 50, "burst": 100, "parallelism": 10})
+    assert created.status_code == 201, created.text
+    assert created.headers["ETag"] == '"1"'
+    body = created.json()
+    assert {k: body[k] for k in ("key", "rate", "period_seconds", "burst", "parallelism")} == {
+        "key": "customer-42",
+        "rate": 50,
+        "period_seconds": 1.0,
+        "burst": 100,
+        "parallelism": 10,
+    }
+    assert (body["ordering"], body["paused"], body["version"]) == ("none", False, 1)
+    assert (body["in_flight"], body["waiting"], body["backoff_until"]) == (0, 0, None)
+
+    replaced = await harness.client.put(
+        path, json={"ordering": "fifo"}, headers={"If-Match": '"1"'}
+    )
+    assert replaced.status_code == 200, replaced.text
+    assert replaced.headers["ETag"] == '"2"'
+    # A PUT is whole: what it leaves out has no limit.
+    assert (replaced.json()["rate"], replaced.json()["ordering"]) == (None, "fifo")
+
+    stale = await harness.client.put(path, json={"rate": 1}, headers={"If-Match": '"1"'})
+    assert stale.status_code == 412, stale.text
+    assert (await harness.get(path))["ordering"] == "fifo"
+
+
+async def test_a_key_never_put_answers_with_no_limits_and_its_figures(harness: Harness) -> None:
+    await harness.create(flow_key="named-only", trigger={"type": "interval", "every_seconds": 3600})
+    response = await harness.client.get("/v1/flow-keys/named-only")
+    assert response.status_code == 200, response.text
+    assert "ETag" not in response.headers
+    body = response.json()
+    assert (body["rate"], body["parallelism"], body["version"]) == (None, None, None)
+    # Its first tick is due and not started: it waits, though on no limit yet.
+    assert (body["in_flight"], body["waiting"]) == (0, 1)
+
+
+async def test_a_deleted_key_runs_unlimited_and_a_second_delete_is_not_found(
+    harness: Harness,
+) -> None:
+    await harness.client.put("/v1/flow-keys/k1", json={"paused": True})
+    created = await harness.create(flow_key="k1")
+    assert await harness.step() == 0, "a paused key started something"
+    waiting = await harness.get("/v1/flow-keys/k1")
+    assert waiting["waiting"] == 1
+
+    stale = await harness.client.delete("/v1/flow-keys/k1", headers={"If-Match": '"7"'})
+    assert stale.status_code == 412, stale.text
+    gone = await harness.client.delete("/v1/flow-keys/k1")
+    assert gone.status_code == 204, gone.text
+    assert await harness.step() == 1
+    assert await harness.schedule_status(created["id"]) == "completed"
+    again = await harness.client.delete("/v1/flow-keys/k1")
+    assert again.status_code == 404, again.text
+
+
+async def test_the_list_pages_through_every_key_in_name_order(harness: Harness) -> None:
+    for key in ("c", "a", "b"):
+        assert (await harness.client.put(f"/v1/flow-keys/{key}", json={})).status_code == 201
+    await harness.create(flow_key="d", trigger={"type": "interval", "every_seconds": 3600})
+
+    first = await harness.get("/v1/flow-keys?limit=2")
+    assert [k["key"] for k in first["items"]] == ["a", "b"]
+    rest = await harness.get(f"/v1/flow-keys?limit=2&cursor={first['next_cursor']}")
+    assert [k["key"] for k in rest["items"]] == ["c", "d"]
+    assert rest["next_cursor"] is None
+
+
+async def test_parallelism_holds_through_the_api_and_the_loop(harness: Harness) -> None:
+    await harness.client.put("/v1/flow-keys/one-at-a-time", json={"parallelism": 1})
+    for _ in range(3):
+        await harness.create(flow_key="one-at-a-time")
+    # A run until idle starts what the key allows, one, and waits for nothing else.
+    delivered = 0
+    for _ in range(3):
+        assert await harness.step() == 1
+        delivered += 1
+    assert delivered == 3
+    assert await harness.step() == 0
