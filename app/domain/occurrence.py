@@ -149,6 +149,22 @@ Attempted = Outcome | Unsent
 MAX_RETRY_AFTER = 86400.0
 
 
+# The answers that say "not now" for the destination as a whole: with Retry-After they
+# hold the delivery's whole flow key, not only the occurrence.
+BACK_PRESSURE_STATUSES = frozenset({429, 503})
+
+
+def key_backoff(delivery: Delivery, outcome: Retryable) -> float | None:
+    """How long the delivery's flow key waits after this answer (None: it does not)."""
+    if (
+        delivery.flow_key is None
+        or outcome.retry_after is None
+        or outcome.status_code not in BACK_PRESSURE_STATUSES
+    ):
+        return None
+    return min(outcome.retry_after, MAX_RETRY_AFTER)
+
+
 class AttemptOutcome(StrEnum):
     """How one attempt ended, as the attempt log records it."""
 
@@ -197,6 +213,9 @@ class Settlement:
     status_code: int | None = None
     response_excerpt: str | None = None
     replica: str | None = None
+    # Seconds the delivery's whole flow key is to wait: its destination answered 429 or 503
+    # with Retry-After (None: no back-off asked, or no key).
+    key_backoff: float | None = None
 
     @property
     def outcome(self) -> AttemptOutcome:
@@ -224,6 +243,8 @@ def settle(
     }
     if isinstance(outcome, Delivered):
         return Settlement(delivery, OccurrenceStatus.DELIVERED, **timing)
+    if isinstance(outcome, Retryable):
+        timing["key_backoff"] = key_backoff(delivery, outcome)
     if isinstance(outcome, Permanent) or delivery.attempt >= delivery.max_attempts:
         return Settlement(delivery, OccurrenceStatus.DEAD_LETTERED, error=outcome.error, **timing)
     delay = policy.delay(delivery.attempt, rng)

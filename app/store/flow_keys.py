@@ -9,14 +9,14 @@ and the bucket the claim spends from.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.flow import FlowKey, FlowLimits, Ordering
-from app.domain.occurrence import OccurrenceStatus
+from app.domain.occurrence import OccurrenceStatus, Settlement
 from app.domain.schedule import check_version
 from app.store.dialects import dialect_of
 from app.store.tables import flow_keys, occurrences, schedules
@@ -44,6 +44,43 @@ _FIGURES = (
     .where(_o.status == _PENDING, _o.flow_key.is_not(None), _o.flow_key.in_(_KEYS))
     .group_by(_o.flow_key)
 )
+
+
+def _fresh_row(key: str, now: datetime) -> dict[str, Any]:
+    """A key's row before any limits are put (a PUT then counts as new)."""
+    return {"key": key, "limits_set": False, "version": 1, "created_at": now, "updated_at": now}
+
+
+# A back-off only ever moves later: an earlier Retry-After never shortens a longer one.
+_BACK_OFF = (
+    flow_keys.update()
+    .where(
+        _f.key == sa.bindparam("b_key"),
+        sa.or_(_f.backoff_until.is_(None), _f.backoff_until < sa.bindparam("b_until")),
+    )
+    .values(backoff_until=sa.bindparam("b_until", type_=UTCDateTime()))
+)
+
+
+async def back_off_keys(
+    conn: AsyncConnection, settlements: Sequence[Settlement], now: datetime
+) -> None:
+    """Hold each flow key whose destination asked for it (`Settlement.key_backoff`) until
+    then: a key with no row gets one, with no limits, for its back-off."""
+    until: dict[str, datetime] = {}
+    for item in settlements:
+        key, seconds = item.delivery.flow_key, item.key_backoff
+        if key is None or seconds is None:
+            continue
+        at = now + timedelta(seconds=seconds)
+        until[key] = max(at, until.get(key, at))
+    if not until:
+        return
+    fresh = [_fresh_row(key, now) for key in sorted(until)]
+    await dialect_of(conn).insert_ignoring(conn, flow_keys, fresh, "key")
+    await conn.execute(
+        _BACK_OFF, [{"b_key": key, "b_until": at} for key, at in sorted(until.items())]
+    )
 
 
 def _limits(row: Any) -> FlowLimits | None:

@@ -22,6 +22,7 @@ from app.store.completion import finish_one_shots, finish_recurring
 from app.store.dialects import dialect_of
 from app.store.dialects.base import Dialect
 from app.store.failures import count_dead_letters, lock_before_pausing
+from app.store.flow_keys import back_off_keys
 from app.store.rows import attempt_id, truncate_error
 from app.store.tables import occurrences
 from app.store.types import UUID
@@ -132,6 +133,7 @@ class SettlementStore:
             await conn.execute(statements.dead, dead)
         await finish_one_shots(conn, one_shots, now)
         await finish_recurring(conn, lasts, now)
+        await back_off_keys(conn, settlements, now)
         await count_dead_letters(
             conn,
             [

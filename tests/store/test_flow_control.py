@@ -254,3 +254,48 @@ async def test_a_key_another_claim_holds_is_passed_over_not_waited_on(
         assert {d.flow_key for d in await ports.claim(database, limit=10)} == {"busy"}
     finally:
         await holder.close()
+
+
+async def test_a_destination_asking_to_wait_holds_the_whole_key_until_then(
+    database: Database,
+) -> None:
+    # A key never put: the back-off needs no limits, and keeps none.
+    await _keyed(database, "acme", 4)
+    first, second, *_ = await ports.claim(database, limit=2)
+    asked = Settlement(
+        first, OccurrenceStatus.PENDING, error="HTTP 429", retry_in=60.0, key_backoff=60.0
+    )
+    await ports.settle(database, [asked])
+
+    assert await ports.claim(database, limit=10) == [], "the key started while it was to wait"
+    key = await ports.read_flow_key(database, "acme")
+    assert (key.limits, key.version, key.in_flight, key.waiting) == (None, None, 1, 2)
+    assert key.backoff_until is not None
+    # An attempt in flight when the answer came finishes as usual.
+    await ports.settle(database, _delivered([second]))
+    held = await ports.claimed(database, limit=10)
+    assert held.deliveries == []
+    assert held.due_in is not None
+    assert 50 < held.due_in <= 60
+
+    assert await ports.claim(database, limit=10) == []
+    ports.move_clock(database, timedelta(seconds=61))
+    taken = await ports.claim(database, limit=10)
+    assert len(taken) == 3  # the two waiting and the retry
+    assert (await ports.read_flow_key(database, "acme")).backoff_until is None
+
+
+async def test_a_back_off_never_shortens_a_longer_one(database: Database) -> None:
+    await _keyed(database, "acme", 2)
+    long, short = await ports.claim(database, limit=2)
+    await ports.settle(
+        database,
+        [
+            Settlement(long, OccurrenceStatus.PENDING, error="429", retry_in=600, key_backoff=600),
+            Settlement(short, OccurrenceStatus.PENDING, error="429", retry_in=5, key_backoff=5),
+        ],
+    )
+    before = (await ports.read_flow_key(database, "acme")).backoff_until
+    ports.move_clock(database, timedelta(seconds=10))
+    assert await ports.claim(database, limit=10) == []
+    assert (await ports.read_flow_key(database, "acme")).backoff_until == before

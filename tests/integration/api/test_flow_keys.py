@@ -8,6 +8,7 @@ import sqlalchemy as sa
 
 from app.store.tables import occurrences
 from tests.integration.conftest import Harness
+from tests.receiver import Reply
 
 
 async def pending_keys(harness: Harness, schedule_id: str) -> list[str | None]:
@@ -152,3 +153,23 @@ async def test_parallelism_holds_through_the_api_and_the_loop(harness: Harness) 
         delivered += 1
     assert delivered == 3
     assert await harness.step() == 0
+
+
+async def test_a_429_with_retry_after_holds_every_occurrence_of_the_key(harness: Harness) -> None:
+    harness.receiver.script("/busy", Reply(429, headers={"Retry-After": "120"}))
+    await harness.client.put("/v1/flow-keys/busy-customer", json={"parallelism": 1})
+    first = await harness.create(flow_key="busy-customer", target=harness.webhook("/busy"))
+    assert await harness.step() == 1
+
+    # Another schedule on the key waits too, though its own target never answered; an
+    # unkeyed one goes out.
+    other = await harness.create(flow_key="busy-customer", target=harness.webhook("/busy"))
+    unkeyed = await harness.create(target=harness.webhook("/free"))
+    assert await harness.step() == 1
+    assert [r.path for r in harness.receiver.requests] == ["/busy", "/free"]
+    key = await harness.get("/v1/flow-keys/busy-customer")
+    assert key["backoff_until"] is not None
+    assert key["waiting"] == 1
+    assert await harness.schedule_status(unkeyed["id"]) == "completed"
+    assert await harness.schedule_status(other["id"]) == "pending"  # not fired yet
+    assert await harness.schedule_status(first["id"]) == "pending"  # its retry waits too

@@ -154,3 +154,48 @@ def test_a_retryable_failure_either_retries_within_bounds_or_dead_letters_at_the
     assert 0.0 <= settlement.retry_in <= upper
     if retry_after is not None:
         assert settlement.retry_in >= min(retry_after, MAX_RETRY_AFTER)
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_a_keyed_delivery_asked_to_wait_holds_its_whole_key(status: int) -> None:
+    settlement = settle(
+        make_delivery(flow_key="customer-42"),
+        Retryable(f"HTTP {status}", retry_after=90.0, status_code=status),
+        POLICY,
+        random.Random(1),
+    )
+
+    assert settlement.key_backoff == 90.0
+
+
+def test_a_key_is_held_even_when_the_answer_spends_the_last_attempt() -> None:
+    settlement = settle(
+        make_delivery(attempt=5, max_attempts=5, flow_key="k"),
+        Retryable("HTTP 429", retry_after=30.0, status_code=429),
+        POLICY,
+        random.Random(1),
+    )
+
+    assert settlement.status is OccurrenceStatus.DEAD_LETTERED
+    assert settlement.key_backoff == 30.0
+
+
+@pytest.mark.parametrize(
+    ("flow_key", "status", "retry_after"),
+    [
+        (None, 429, 30.0),  # no key to hold
+        ("k", 500, 30.0),  # an error of its own, not "not now"
+        ("k", 429, None),  # no instant named
+    ],
+)
+def test_no_key_is_held_without_a_key_a_back_pressure_answer_and_an_instant(
+    flow_key: str | None, status: int, retry_after: float | None
+) -> None:
+    settlement = settle(
+        make_delivery(flow_key=flow_key),
+        Retryable(f"HTTP {status}", retry_after=retry_after, status_code=status),
+        POLICY,
+        random.Random(1),
+    )
+
+    assert settlement.key_backoff is None
