@@ -75,6 +75,13 @@ LATENESS = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600),
 )
 IN_FLIGHT = Gauge("chronoq_deliveries_in_flight", "Deliveries running now")
+FLOW_HELD = Counter(
+    "chronoq_flow_keys_held_total",
+    "Due flow keys a claim of this replica held back, by reason: paused, backoff (a "
+    "destination's Retry-After), rate, parallelism, order (a fifo key's head retrying or in "
+    "flight)",
+    ["reason"],
+)
 DEAD_LETTERS = Counter(
     "chronoq_dead_letters_total", "Occurrences this replica dead-lettered (budget spent)"
 )
@@ -214,6 +221,12 @@ class _StoreCollector(Collector):
             "chronoq_backlog_oldest_age_seconds",
             "How long the oldest due pending occurrence has been due (0 when none is)",
             value=last.oldest_due_seconds,
+        )
+        yield GaugeMetricFamily(
+            "chronoq_flow_waiting",
+            "Occurrences of flow keys due now and not started: waiting for their keys' limits "
+            "(installation-wide; no per-key label)",
+            value=last.keyed_due,
         )
         yield GaugeMetricFamily(
             "chronoq_dead_letters_outstanding",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -133,6 +133,8 @@ class Claimed:
     due_in: float | None = None
     not_before: dict[uuid.UUID, datetime] = field(default_factory=dict)
     more: bool = False
+    # Due flow keys the claim held back, by why (`KeyedClaim.held`).
+    held: Mapping[str, int] = field(default_factory=dict)
 
 
 # A claim whose unkeyed rows fill it looks for due keyed rows every this many claims, even
@@ -190,7 +192,7 @@ class ClaimStore:
         claimed += keyed.rows
         more = more or keyed.demand > len(keyed.rows) > 0
         if not claimed:
-            return Claimed([], keyed.held_in, more=more)
+            return Claimed([], keyed.held_in, more=more, held=keyed.held)
         now = claimed[0].claimed_at
         rows = [_claimed_row(row) for row in claimed]
         not_before = {
@@ -231,7 +233,7 @@ class ClaimStore:
         await finish_one_shots(conn, plan.finished_one_shots, now)
         if plan.done_recurring:
             await finish_recurring(conn, plan.done_recurring, now)
-        return Claimed(plan.deliveries, keyed.held_in, not_before, more)
+        return Claimed(plan.deliveries, keyed.held_in, not_before, more, keyed.held)
 
     async def _claim_keyed(
         self, conn: AsyncConnection, room: int, lease: float, token: uuid.UUID, owner: str

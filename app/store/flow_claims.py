@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -93,6 +93,9 @@ class KeyedClaim:
     rows: list[Any]
     demand: int = 0
     held_in: float | None = None
+    # Due keys it held back, by why: paused, backoff, rate, parallelism, order (a fifo head
+    # retrying or in flight).
+    held: Counter[str] = field(default_factory=Counter)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,17 +167,19 @@ class FlowClaims:
         """Lease up to `room` due keyed occurrences, oldest due first, as their keys allow."""
         dialect = dialect_of(conn)
         due = await dialect.due_keys(conn)
-        if not due or room <= 0:
-            return KeyedClaim([], len(due))
+        if not due:
+            return KeyedClaim([])
         now: datetime = due[0].now
+        held: Counter[str] = Counter()
         held_in: float | None = None
         free: list[_Pick] = []  # keys with no limits: no lock, no count
         bounded: list[str] = []  # keys that may start something once locked
         for row in due:
-            if len(free) + len(bounded) >= room:
+            if len(free) + len(bounded) >= max(room, 1):
                 break  # each key starts one at least: the oldest `room` keys fill the room
             backing_off = _backing_off(row, now)
             if backing_off is not None:
+                held["backoff"] += 1
                 held_in = _sooner(held_in, backing_off)
                 continue
             limits = _limits(row)
@@ -184,29 +189,37 @@ class FlowClaims:
             # From the unlocked read: a paused key or an empty bucket needs no lock to wait.
             most, bucket = allowance(limits, _bucket(row, limits, now), in_flight=0, now=now)
             if most == 0:
+                held["paused" if limits.paused else "rate"] += 1
                 held_in = _sooner(held_in, None if limits.paused else bucket.next_token_in(limits))
                 continue
             bounded.append(row.flow_key)
-        picks, buckets, wait = await self._bounded(conn, bounded, room, now)
+        if room <= 0:  # a look only: whether any due key may start something
+            return KeyedClaim([], len(free) + len(bounded), held_in, held)
+        picks, buckets, wait = await self._bounded(conn, bounded, room, now, held)
         picks = free + picks
         held_in = _sooner(held_in, wait)
         if not picks:
-            return KeyedClaim([], 0, held_in)
-        chosen = await self._choose(conn, picks, now)
+            return KeyedClaim([], 0, held_in, held)
+        chosen = await self._choose(conn, picks, now, held)
         demand = len(chosen)
         ids = [row.occurrence_id for row in sorted(chosen, key=lambda r: r.available_at)[:room]]
         if not ids:
-            return KeyedClaim([], 0, held_in)
+            return KeyedClaim([], 0, held_in, held)
         rows = list(
             await dialect.claim(
                 conn, limit=len(ids), lease=lease, token=token, owner=owner, ids=ids
             )
         )
         await self._spend(conn, buckets, Counter(row.flow_key for row in rows))
-        return KeyedClaim(rows, demand, held_in)
+        return KeyedClaim(rows, demand, held_in, held)
 
     async def _bounded(
-        self, conn: AsyncConnection, keys: list[str], room: int, now: datetime
+        self,
+        conn: AsyncConnection,
+        keys: list[str],
+        room: int,
+        now: datetime,
+        held: Counter[str],
     ) -> tuple[list[_Pick], dict[str, tuple[FlowLimits, Bucket]], float | None]:
         """Lock the keys with limits, count what of them is in flight and allow each what
         its limits give; also the buckets to spend from, and how soon a key out of tokens
@@ -236,8 +249,14 @@ class FlowClaims:
             if limits.capacity is not None:
                 buckets[row.flow_key] = (limits, bucket)
             if most == 0:
-                if not limits.paused and limits.capacity is not None:
-                    wait = _sooner(wait, bucket.next_token_in(limits) or None)
+                if limits.paused:
+                    held["paused"] += 1
+                elif limits.capacity is not None and bucket.next_token_in(limits):
+                    held["rate"] += 1
+                    wait = _sooner(wait, bucket.next_token_in(limits))
+                else:
+                    fifo = limits.ordering is Ordering.FIFO
+                    held["order" if fifo else "parallelism"] += 1
                 continue
             fifo = limits.ordering is Ordering.FIFO
             picks.append(
@@ -245,10 +264,15 @@ class FlowClaims:
             )
         return picks, buckets, wait
 
-    async def _choose(self, conn: AsyncConnection, picks: list[_Pick], now: datetime) -> list[Any]:
+    async def _choose(
+        self, conn: AsyncConnection, picks: list[_Pick], now: datetime, held: Counter[str]
+    ) -> list[Any]:
         """The rows each pick may start: a fifo head only when it is due."""
         rows = (await conn.execute(_candidates(picks), {"now": now})).all()
-        return [row for row in rows if row.available_at <= now]
+        chosen = [row for row in rows if row.available_at <= now]
+        if len(chosen) < len(rows):
+            held["order"] += len(rows) - len(chosen)
+        return chosen
 
     async def _spend(
         self,

@@ -189,6 +189,8 @@ class Dispatcher:
             ahead=ahead,
         )
         metrics.CLAIMED.inc(len(claimed.deliveries))
+        for reason, count in claimed.held.items():
+            metrics.FLOW_HELD.labels(reason).inc(count)
         return claimed
 
     async def attempt(self, delivery: Delivery) -> Settlement | Unsent:

@@ -105,6 +105,26 @@ async def test_backlog_counts_due_pending_occurrences_not_held_and_schedules_by_
 
 
 @pytest.mark.usefixtures("uncached")
+async def test_occurrences_waiting_on_flow_keys_and_keys_held_back_are_counted(
+    harness: Harness,
+) -> None:
+    held = metrics.FLOW_HELD.labels("paused")
+    held_before = held._value.get()
+    assert (await harness.client.put("/v1/flow-keys/held", json={"paused": True})).status_code
+    for _ in range(3):
+        await harness.create(flow_key="held")
+    await harness.create()
+
+    assert await harness.step() == 1  # the unkeyed one
+    samples = await _samples(harness)
+    assert _value(samples, "chronoq_flow_waiting") == 3
+    assert _value(samples, "chronoq_backlog_due") == 3
+    assert _value(samples, "chronoq_flow_keys_held_total", reason="paused") > held_before
+    # No series names a key: keys can be one per customer.
+    assert "held" not in {v for (_, labels) in samples for _, v in labels}
+
+
+@pytest.mark.usefixtures("uncached")
 async def test_dead_letters_outstanding_follow_dead_letters_and_their_discard(
     make_harness: Callable[..., Any],
 ) -> None:

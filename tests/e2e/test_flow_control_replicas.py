@@ -1,0 +1,126 @@
+"""Two replica processes against one database share a flow key's limits: never more in
+flight than its parallelism, never faster than its rate, whichever replica claims."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.e2e.processes import Service, Services
+from tests.receiver import Received, Receiver, Reply
+
+pytestmark = pytest.mark.e2e
+
+SERVERS = pytest.mark.parametrize(
+    "database_url",
+    [
+        pytest.param("postgresql", marks=pytest.mark.postgres),
+        pytest.param("mysql", marks=pytest.mark.mysql),
+    ],
+    indirect=True,
+)
+REPLY_DELAY = 0.3
+TIMEOUT = 60.0
+
+
+def settings(database_url: str) -> dict[str, str]:
+    return {
+        "DATABASE_URL": database_url,
+        "CHRONOQ_CONCURRENCY": "16",
+        "CHRONOQ_BATCH_SIZE": "50",
+        "CHRONOQ_POLL_INTERVAL": "0.05",
+        "CHRONOQ_LOG_LEVEL": "INFO",
+    }
+
+
+def keyed(receiver: Receiver, key: str, n: int) -> dict[str, Any]:
+    return {
+        "event_type": "e2e.flow",
+        "payload": {"n": n},
+        "target": {"type": "webhook", "url": receiver.url(f"/{key}")},
+        "trigger": {"type": "immediate"},
+        "flow_key": key,
+    }
+
+
+def most_at_once(requests: list[Received], lasting: float) -> int:
+    """The most requests in flight at one instant, each taken to last `lasting` seconds
+    from its arrival (a little less than the reply's delay: the next may arrive as soon as
+    the one before is answered)."""
+    return max(sum(1 for r in requests if r.at <= s.at < r.at + lasting) for s in requests)
+
+
+async def fleet(services: Services, database_url: str) -> list[Service]:
+    return list(
+        await asyncio.gather(
+            *(services.start(f"flow-replica-{i}", settings(database_url)) for i in range(2))
+        )
+    )
+
+
+async def create(client: httpx.AsyncClient, service: Service, items: list[dict[str, Any]]) -> None:
+    response = await client.post(f"{service.base_url}/v1/schedules/batch", json={"items": items})
+    assert response.status_code == 201, response.text
+
+
+async def wait_for(receiver: Receiver, path: str, count: int, services: Services) -> None:
+    try:
+        await receiver.wait_for(count, path=path, timeout=TIMEOUT)
+    except TimeoutError:
+        pytest.fail(f"{len(receiver.on(path))} of {count} arrived\n{services.logs()}")
+
+
+@SERVERS
+async def test_two_replicas_never_hold_more_of_a_key_than_its_parallelism(
+    database_url: str, receiver: Receiver, services: Services
+) -> None:
+    receiver.always("/narrow", Reply(delay=REPLY_DELAY))
+    receiver.always("/free", Reply(delay=REPLY_DELAY))
+    first, second = await fleet(services, database_url)
+    async with httpx.AsyncClient(trust_env=False, timeout=30.0) as client:
+        put = await client.put(f"{first.base_url}/v1/flow-keys/narrow", json={"parallelism": 2})
+        assert put.status_code == 201, put.text
+        await create(client, second, [keyed(receiver, "narrow", n) for n in range(16)])
+        await create(client, first, [keyed(receiver, "free", n) for n in range(16)])
+        await wait_for(receiver, "/narrow", 16, services)
+
+        narrow, free = receiver.on("/narrow"), receiver.on("/free")
+        assert most_at_once(narrow, REPLY_DELAY - 0.05) == 2
+        # The other key, unlimited, was never held back by this one.
+        assert most_at_once(free, REPLY_DELAY - 0.05) > 2
+        assert len({r.occurrence_id for r in narrow}) == 16
+        # The last attempts settle: nothing is left in flight or waiting on the key.
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            key = (await client.get(f"{second.base_url}/v1/flow-keys/narrow")).json()
+            if (key["in_flight"], key["waiting"]) == (0, 0) or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.1)
+        assert (key["in_flight"], key["waiting"]) == (0, 0)
+
+
+@SERVERS
+async def test_two_replicas_start_a_key_no_faster_than_its_rate(
+    database_url: str, receiver: Receiver, services: Services
+) -> None:
+    rate, count = 10, 25
+    receiver.always("/paced", Reply())
+    first, second = await fleet(services, database_url)
+    async with httpx.AsyncClient(trust_env=False, timeout=30.0) as client:
+        put = await client.put(
+            f"{second.base_url}/v1/flow-keys/paced", json={"rate": rate, "burst": 1}
+        )
+        assert put.status_code == 201, put.text
+        started = time.time()
+        await create(client, first, [keyed(receiver, "paced", n) for n in range(count)])
+        await wait_for(receiver, "/paced", count, services)
+
+        arrivals = sorted(r.at for r in receiver.on("/paced"))
+        # A burst of 1, then one each 1/rate s: the last no sooner than (count - 1) / rate.
+        assert arrivals[-1] - started >= (count - 1) / rate - 0.05
+        # Any one second holds at most rate + the burst.
+        assert max(sum(1 for t in arrivals if s <= t < s + 1.0) for s in arrivals) <= rate + 1
