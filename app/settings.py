@@ -20,6 +20,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.backends import URL_FORMS, backend_of
+from app.domain.retry import RetryPolicy
 from app.domain.secrets import signing_key
 
 DEFAULT_DATABASE_URL = "sqlite:///./data/chronoq.db"
@@ -134,6 +135,10 @@ class Settings(BaseSettings):
         if info.field_name == "target_allow" and not (listed.networks or listed.names):
             raise SettingsError(f"{env} lists nothing; leave it unset to admit every address")
         return value
+
+    def retry_policy(self) -> RetryPolicy:
+        """The retry policy of every schedule that sets none of its own."""
+        return RetryPolicy(self.retry_base_delay, self.retry_max_delay, self.jitter)
 
     def target_rules(
         self,

@@ -29,6 +29,7 @@ from app.domain.occurrence import (
     OccurrenceStatus,
     Origin,
 )
+from app.domain.retry import RetrySpec
 from app.domain.schedule import (
     RULE_FIELDS,
     EventKind,
@@ -150,6 +151,10 @@ class ScheduleOut(BaseModel):
     flow_key: str | None = Field(
         description="The flow key whose limits its deliveries share; null: none",
         examples=["customer-42"],
+    )
+    retry: RetrySpec | None = Field(
+        description="Its own retry policy over the service's (what it leaves out is the "
+        "service's setting); null: the service's"
     )
 
     @classmethod

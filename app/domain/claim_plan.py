@@ -18,6 +18,7 @@ from app.domain import misfire
 from app.domain.ids import gap_entry_id, occurrence_id
 from app.domain.misfire import Rules, SkipReason
 from app.domain.occurrence import Delivery, Origin
+from app.domain.retry import RetrySpec
 from app.domain.target import Target
 from app.domain.trigger import Trigger, is_recurring
 
@@ -106,6 +107,8 @@ class ClaimedRow:
     due_at: datetime | None = None
     # Its flow key, which the occurrences its cadence writes carry on.
     flow_key: str | None = None
+    # Its schedule's own retry policy (None: the service's).
+    retry: RetrySpec | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,6 +313,7 @@ def _plan_row(
         origin=row.origin,
         due_at=row.due_at,
         flow_key=row.flow_key,
+        retry=row.retry,
     )
     return plan
 

@@ -9,7 +9,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from app.domain.retry import RetryPolicy
+from app.domain.retry import RetryPolicy, RetrySpec
 from app.domain.target import Target
 
 
@@ -84,6 +84,8 @@ class Delivery:
     due_at: datetime | None = None
     # The flow key whose limits it counts against (None: none): its settle may free a slot.
     flow_key: str | None = None
+    # Its schedule's own retry policy over the service's (None: the service's).
+    retry: RetrySpec | None = None
 
 
 # How much of a reply's body an attempt keeps (DESIGN 9): enough to read an error page's
@@ -232,7 +234,8 @@ def settle(
     duration: float = 0.0,
     replica: str | None = None,
 ) -> Settlement:
-    """Turn an attempt's outcome into a settlement: delivered, retried later, or dead-lettered.
+    """Turn an attempt's outcome into a settlement: delivered, retried later (under the
+    delivery's own retry policy over `policy`, the service's), or dead-lettered.
     `started_at` and `duration` (seconds) time the attempt for its record."""
     timing: dict[str, Any] = {
         "started_at": started_at,
@@ -247,6 +250,8 @@ def settle(
         timing["key_backoff"] = key_backoff(delivery, outcome)
     if isinstance(outcome, Permanent) or delivery.attempt >= delivery.max_attempts:
         return Settlement(delivery, OccurrenceStatus.DEAD_LETTERED, error=outcome.error, **timing)
+    if delivery.retry is not None:
+        policy = delivery.retry.over(policy)  # the schedule's own, over the service's
     delay = policy.delay(delivery.attempt, rng)
     if outcome.retry_after is not None:
         delay = max(delay, min(outcome.retry_after, MAX_RETRY_AFTER))

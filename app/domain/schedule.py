@@ -22,6 +22,7 @@ from app.domain.limits import (
     Name,
 )
 from app.domain.misfire import DEFAULT_GRACE_SECONDS, DEFAULT_MAX_CATCHUP, MisfirePolicy, Rules
+from app.domain.retry import RetrySpec
 from app.domain.target import Target
 from app.domain.trigger import Trigger
 
@@ -130,6 +131,7 @@ class ScheduleDefinition:
     rules: Rules
     pause_after_failures: int | None = None
     flow_key: str | None = None
+    retry: RetrySpec | None = None
     request_hash: str | None = None
     created_by: str | None = None
 
@@ -239,6 +241,10 @@ MAX_JITTER_SECONDS = 86400
 MAX_GRACE_SECONDS = 86400 * 365
 MAX_CATCHUP = 1000
 MAX_PAUSE_AFTER_FAILURES = 1000
+_RETRY = (
+    "This schedule's retry policy; what it leaves out (or null for all of it) is the "
+    "service's. A PATCH replaces it whole"
+)
 _PAUSE_AFTER = (
     "Pause the schedule (pause_reason failures) after this many occurrences dead-lettered "
     "in a row; null: never"
@@ -273,11 +279,12 @@ class ScheduleSpec(InputModel):
         default=None, ge=1, le=MAX_PAUSE_AFTER_FAILURES, description=_PAUSE_AFTER
     )
     flow_key: FlowKeyName | None = None
+    retry: RetrySpec | None = Field(default=None, description=_RETRY)
 
 
 # PATCH fields that may be left out but never set to null (the service names the field):
 # their schema does not offer null. `payload`, `max_occurrences`, `pause_after_failures`
-# and `flow_key` take null as a value.
+# `flow_key` and `retry` take null as a value.
 NOT_NULLABLE = (
     "target",
     "trigger",
@@ -327,6 +334,7 @@ class SchedulePatch(InputModel):
         default=None, ge=1, le=MAX_PAUSE_AFTER_FAILURES, description=_PAUSE_AFTER
     )
     flow_key: FlowKeyName | None = None
+    retry: RetrySpec | None = Field(default=None, description=_RETRY)
 
 
 def rules_of(values: object, *, fired: int = 0) -> Rules:

@@ -98,6 +98,7 @@ def _claimed_row(row: Row[Any]) -> ClaimedRow:
         lost=_lost_lease(row),
         due_at=_due_at(row),
         flow_key=row.flow_key,
+        retry=codec.retry(row.retry),
     )
 
 

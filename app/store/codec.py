@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from app.domain.limits import STORED
+from app.domain.retry import RetrySpec
 from app.domain.target import Target
 from app.domain.trigger import Trigger
 
@@ -46,6 +47,29 @@ def target(value: Any) -> Target:
 
 def trigger(value: Any) -> Trigger:
     return _trigger(_key(value))
+
+
+_RETRY: TypeAdapter[RetrySpec] = TypeAdapter(RetrySpec)
+
+
+@lru_cache(maxsize=1024)
+def _retry(text: str) -> RetrySpec | None:
+    try:
+        return _RETRY.validate_json(text, strict=False)
+    except ValueError:
+        return None  # a policy that no longer reads back: the service's applies
+
+
+def retry(value: Any) -> RetrySpec | None:
+    """A schedule's own retry policy (None: the service's, or one that does not read)."""
+    if value is None:
+        return None
+    return _retry(_key(value))
+
+
+def dump_retry(value: RetrySpec | None) -> dict[str, Any] | None:
+    """A retry policy's stored JSON: only what it sets (None: the service's)."""
+    return None if value is None else value.model_dump(mode="json", exclude_none=True)
 
 
 def dump(value: Target | Trigger) -> dict[str, Any]:

@@ -75,8 +75,13 @@ _READ: dict[str, Callable[[Any], Any]] = {
     "labels": _labels,
     "status": ScheduleStatus,
     "attempts": lambda value: value or 0,  # NULL: no occurrence attempted yet
+    "retry": codec.retry,
 }
-_WRITE: dict[str, Callable[[Any], Any]] = {"target": codec.dump, "trigger": codec.dump}
+_WRITE: dict[str, Callable[[Any], Any]] = {
+    "target": codec.dump,
+    "trigger": codec.dump,
+    "retry": codec.dump_retry,
+}
 # - and fields read from the schedule's occurrences (`_derived`), never written.
 READ_FIELDS = tuple(f.name for f in fields(Schedule) if f.name != "rules")
 STORED_FIELDS = tuple(name for name in READ_FIELDS if name not in DERIVED_FIELDS)

@@ -197,6 +197,8 @@ class ScheduleRow(SQLModel, table=True):
     flow_key: str | None = Field(
         default=None, sa_column=sa.Column(sa.String(FLOW_KEY_LENGTH), nullable=True)
     )
+    # Its own retry policy over the service's (NULL: the service's), as JSON.
+    retry: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(JSONType, nullable=True))
 
 
 class OccurrenceRow(SQLModel, table=True):

@@ -31,7 +31,6 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcon
 
 from app import metrics
 from app.domain.occurrence import Delivery, Settlement, Unsent
-from app.domain.retry import RetryPolicy
 from app.settings import Settings
 from app.sinks.base import Sinks
 from app.store.claims import Claimed
@@ -104,9 +103,7 @@ class Dispatcher:
         self._sinks = sinks
         self._settings = settings
         self._rng = rng or random.Random()
-        self._policy = RetryPolicy(
-            settings.retry_base_delay, settings.retry_max_delay, settings.jitter
-        )
+        self._policy = settings.retry_policy()
         self.owner = owner or replica_name()
         self._stopping = asyncio.Event()
         self._alarm = Alarm(self._stopping)

@@ -61,6 +61,7 @@ class ScheduleChanges:
         if "payload" in changes:
             self._checks.payload(patch.payload, "#/payload")
         self._checks.target(patch, "#/target/type")
+        self._checks.retry(patch.retry, "#/retry")
         await self._checks.urls([(patch, "#")])
         if patch.trigger is not None:
             check_cadence(patch.trigger)

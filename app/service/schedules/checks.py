@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from app.domain.addresses import AddressPolicy
 from app.domain.errors import InvalidInputError, PayloadTooLargeError
 from app.domain.placeholders import PlaceholderError, keep_stored_secrets
+from app.domain.retry import RetrySpec
 from app.domain.schedule import SchedulePatch, ScheduleSpec
 from app.domain.target import Target, WebhookTarget
 from app.service.addresses import HostResolver, TargetAddresses
@@ -43,6 +44,11 @@ class BodyChecks:
                 f"payload is {size} bytes; the limit is {limit} (CHRONOQ_MAX_PAYLOAD_BYTES)",
                 pointer=pointer,
             )
+
+    def retry(self, retry: RetrySpec | None, pointer: str) -> None:
+        """A schedule's own retry policy holds together with the service's settings."""
+        if retry is not None:
+            retry.check(self._settings.retry_policy(), pointer)
 
     def target(self, spec: ScheduleSpec | SchedulePatch, pointer: str) -> None:
         if (

@@ -94,6 +94,7 @@ class ScheduleCreation:
             rules=rules_of(spec),
             pause_after_failures=spec.pause_after_failures,
             flow_key=spec.flow_key,
+            retry=spec.retry,
             first_delay=self._steps.jitter(spec.jitter_seconds),
             idempotency_key=key,
             request_hash=request_hash,
@@ -131,6 +132,7 @@ class ScheduleCreation:
         name of the API key that asked (None: the API is open), and idempotency keys are its
         own: another API key's use of the same one is another schedule."""
         self._checks.payload(spec.payload, "#/payload")
+        self._checks.retry(spec.retry, "#/retry")
         self._checks.target(spec, "#/target/type")
         await self._checks.urls([(spec, "#")])
         kept_secrets(spec.target, None, "#/target")
@@ -183,6 +185,7 @@ class ScheduleCreation:
             raise InvalidInputError(f"a batch holds at most {MAX_BATCH} items", pointer="#/items")
         for index, spec in enumerate(specs):
             self._checks.payload(spec.payload, f"#/items/{index}/payload")
+            self._checks.retry(spec.retry, f"#/items/{index}/retry")
             self._checks.target(spec, f"#/items/{index}/target/type")
             kept_secrets(spec.target, None, f"#/items/{index}/target")
         await self._checks.urls([(spec, f"#/items/{index}") for index, spec in enumerate(specs)])

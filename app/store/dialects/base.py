@@ -58,6 +58,7 @@ CLAIM_COLUMNS: dict[str, Any] = {
     "target": sa.Text(),
     "trigger": sa.Text(),
     "flow_key": sa.String(),
+    "retry": sa.Text(),
 }
 
 # A schedule's misfire rules and tick count, which every claim returns with each row.

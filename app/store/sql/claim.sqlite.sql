@@ -46,6 +46,7 @@ SELECT o.occurrence_id, o.schedule_id, o.fire_at, o.attempts, o.origin, o.flow_k
        :now AS claimed_at,
        s.event_type, s.max_attempts, s.jitter_seconds,
        CAST(s.payload AS TEXT) AS body, s.target AS target, s."trigger" AS "trigger",
+       s.retry AS retry,
        s.misfire_policy, s.misfire_grace_seconds, s.max_catchup, s.max_occurrences,
        s.tick_count
 FROM occurrences AS o

@@ -498,3 +498,41 @@ async def test_a_flow_key_out_of_the_alphabet_is_refused_as_the_path_names_it(
     response = await strict.client.put(f"/v1/flow-keys/{key}", json={"rate": 1})
     assert response.status_code == 422, response.text
     assert {error.get("field") for error in response.json()["errors"]} == {"key"}
+
+
+BAD_RETRIES = [
+    pytest.param({"base_delay_seconds": 0}, "#/retry/base_delay_seconds", id="zero base"),
+    pytest.param({"base_delay_seconds": -1}, "#/retry/base_delay_seconds", id="negative base"),
+    pytest.param({"max_delay_seconds": 1e12}, "#/retry/max_delay_seconds", id="max over a day"),
+    pytest.param(
+        {"base_delay_seconds": 60, "max_delay_seconds": 30},
+        "#/retry/max_delay_seconds",
+        id="max below base",
+    ),
+    # The service's own policy here: 0.05 s doubling up to 0.2 s.
+    pytest.param(
+        {"max_delay_seconds": 0.01}, "#/retry/max_delay_seconds", id="max below the service's base"
+    ),
+    pytest.param(
+        {"base_delay_seconds": 1}, "#/retry/base_delay_seconds", id="base above the service's max"
+    ),
+    pytest.param({"jitter": "yes"}, "#/retry/jitter", id="jitter that is a string"),
+    pytest.param({"base_delay_seconds": "5"}, "#/retry/base_delay_seconds", id="base as a string"),
+    pytest.param({"attempts": 3}, "#/retry/attempts", id="unknown retry field"),
+]
+
+
+@pytest.mark.parametrize(("retry", "pointer"), BAD_RETRIES)
+@ON_MODULE_LOOP
+async def test_a_bad_retry_policy_is_refused_on_create_and_on_patch(
+    strict: Harness, retry: dict[str, Any], pointer: str
+) -> None:
+    response = await strict.client.post("/v1/schedules", json=valid_body(retry=retry))
+    assert_problem_names(response, 422, pointer)
+    assert await stored_schedules(strict) == []
+
+    created = await strict.create(trigger=cron("0 9 * * *"))
+    path = f"/v1/schedules/{created['id']}"
+    patched = await strict.client.patch(path, json={"retry": retry})
+    assert_problem_names(patched, 422, pointer)
+    assert (await strict.get(path))["retry"] is None

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.domain.retry import RetryPolicy
+from app.domain.errors import InvalidInputError
+from app.domain.retry import RetryPolicy, RetrySpec
 
 
 @pytest.mark.parametrize(
@@ -104,3 +105,26 @@ def test_backoff_never_decreases_with_the_attempt_number(base: float, attempt: i
     policy = RetryPolicy(base_delay=base, max_delay=300.0, jitter=False)
 
     assert policy.backoff(attempt + 1) >= policy.backoff(attempt)
+
+
+def test_a_schedule_policy_sets_what_it_names_over_the_services() -> None:
+    service = RetryPolicy(base_delay=1.0, max_delay=300.0, jitter=True)
+    own = RetrySpec(base_delay_seconds=10, jitter=False).over(service)
+    assert own == RetryPolicy(base_delay=10.0, max_delay=300.0, jitter=False)
+    assert RetrySpec().over(service) == service
+
+
+@pytest.mark.parametrize(
+    ("spec", "pointer"),
+    [
+        (RetrySpec(base_delay_seconds=60, max_delay_seconds=30), "#/retry/max_delay_seconds"),
+        # Its base above the service's most: the base is what is out of line.
+        (RetrySpec(base_delay_seconds=600), "#/retry/base_delay_seconds"),
+    ],
+)
+def test_a_policy_whose_most_is_below_its_start_names_the_field(
+    spec: RetrySpec, pointer: str
+) -> None:
+    with pytest.raises(InvalidInputError) as refused:
+        spec.check(RetryPolicy(base_delay=1.0, max_delay=300.0))
+    assert refused.value.pointer == pointer
