@@ -21,6 +21,7 @@ from fastapi.staticfiles import StaticFiles
 
 from app.api.deps import DeadLettersDep, OccurrencesDep, SchedulesDep, StateDep
 from app.ui.dead_letter_pages import DeadLetterPages
+from app.ui.flow_key_pages import FlowKeyPages, add_flow_key_routes
 from app.ui.forms import FormGuard, Viewer
 from app.ui.frame import PageFrame
 from app.ui.live import LiveNumbers
@@ -40,6 +41,7 @@ class Console:
         self.frame = PageFrame(guard, live)
         self.schedules = SchedulePages(self.frame)
         self.dead_letters = DeadLetterPages(self.frame)
+        self.flow_keys = FlowKeyPages(self.frame)
 
 
 def _viewer(request: Request, state: StateDep) -> Viewer:
@@ -130,4 +132,5 @@ def router(console: Console | None = None) -> APIRouter:
     ) -> Response:
         return await dead_letter_pages.settle(request, who, service, "discard", occurrence_id)
 
+    add_flow_key_routes(routes, pages.flow_keys, _viewer)
     return routes

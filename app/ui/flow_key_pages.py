@@ -1,0 +1,288 @@
+"""The console's flow key pages (DESIGN 11): the keys in name order with their limits and
+live figures, one key with its figures, its Pause/Resume button and the form that edits
+its limits.
+
+The pages read through the very functions that answer the API's list and key, so they have
+its cursors and figures. The edit form puts the whole limits under If-Match of the version
+the page showed: a stale form is refused and the page shows the key as it is now; input the
+limits refuse is shown beside the form, naming the field, and nothing is stored. Pause and
+Resume flip `paused` of the limits as they are when pressed (under If-Match of the version
+just read), so a press never undoes another change made meanwhile.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, Response
+
+from app.api import flow_keys as flow_key_routes
+from app.api.deps import FlowKeysDep, State, StateDep
+from app.api.flow_keys import FlowKeyOut
+from app.domain.errors import ChronoqError, InvalidInputError, PreconditionFailedError
+from app.domain.flow import KEY_ALPHABET, FlowLimits, Ordering, check_key
+from app.ui.display import period
+from app.ui.forms import Viewer
+from app.ui.frame import PageFrame, back, status_of
+from app.ui.query import filter_value, link
+
+PAGE_SIZE = 50
+LIMIT_FIELDS = ("rate", "period_seconds", "burst", "parallelism", "ordering", "paused")
+_MAX_FIELD = 32  # longer than any value the limits accept
+_WHOLE = re.compile(r"[0-9]{1,12}")
+_SECONDS = re.compile(r"[0-9]{1,12}(\.[0-9]{1,17})?([eE][-+]?[0-9]{1,3})?")
+
+_DONE = {
+    "paused": "Paused: nothing of the key starts until it is resumed (nothing is skipped).",
+    "resumed": "Resumed: what waits on the key starts as its limits allow.",
+    "saved": "Limits saved.",
+}
+_STALE = (
+    "This key changed since the page was loaded: the form now shows its current limits. "
+    "Nothing was saved; make the change again."
+)
+_STALE_PRESS = "This key changed while the button was pressed. Nothing was saved; try again."
+
+ViewerOf = Callable[[Request, State], Viewer]
+
+
+def _seconds_text(value: float) -> str:
+    """A period as the form shows it, exactly (the shortest text that reads back as it)."""
+    text = repr(float(value))
+    return text[:-2] if text.endswith(".0") else text
+
+
+def _form_of(found: FlowKeyOut) -> dict[str, Any]:
+    """The edit form's values for the key's current limits (none put: no limits)."""
+    return {
+        "rate": "" if found.rate is None else str(found.rate),
+        "period_seconds": _seconds_text(found.period_seconds or 1.0),
+        "burst": "" if found.burst is None else str(found.burst),
+        "parallelism": "" if found.parallelism is None else str(found.parallelism),
+        "ordering": found.ordering,
+        "paused": found.paused,
+    }
+
+
+def _one(fields: dict[str, list[str]], name: str) -> str:
+    values = fields.get(name, [])
+    if len(values) > 1:
+        raise InvalidInputError("is given more than once", pointer=f"#/{name}")
+    return values[0].strip() if values else ""
+
+
+def _whole(text: str, name: str) -> int | None:
+    if not text:
+        return None
+    if not _WHOLE.fullmatch(text):
+        raise InvalidInputError("must be a whole number, or empty for none", pointer=f"#/{name}")
+    return int(text)
+
+
+def _limits_of(fields: dict[str, list[str]]) -> FlowLimits:
+    """The limits the form names, whole; input they refuse raises naming its field."""
+    texts = {name: _one(fields, name) for name in LIMIT_FIELDS}
+    period_text = texts["period_seconds"]
+    seconds = 1.0
+    if period_text:
+        if not _SECONDS.fullmatch(period_text):
+            raise InvalidInputError(
+                "must be a number of seconds, or empty for 1", pointer="#/period_seconds"
+            )
+        seconds = float(period_text)
+    ordering = texts["ordering"] or Ordering.NONE.value
+    if ordering not in {o.value for o in Ordering}:
+        raise InvalidInputError("is none or fifo", pointer="#/ordering")
+    return FlowLimits(
+        rate=_whole(texts["rate"], "rate"),
+        period_seconds=seconds,
+        burst=_whole(texts["burst"], "burst"),
+        parallelism=_whole(texts["parallelism"], "parallelism"),
+        ordering=Ordering(ordering),
+        paused=bool(texts["paused"]),
+    )
+
+
+def _field_of(exc: InvalidInputError) -> str | None:
+    pointer = exc.pointer or ""
+    name = pointer.removeprefix("#/")
+    return name if name in LIMIT_FIELDS else None
+
+
+class FlowKeyPages:
+    def __init__(self, frame: PageFrame) -> None:
+        self._frame = frame
+
+    async def flow_keys(
+        self, request: Request, viewer: Viewer, service: FlowKeysDep
+    ) -> HTMLResponse:
+        query = request.query_params
+        error: str | None = None
+        items: list[FlowKeyOut] = []
+        next_url: str | None = None
+        try:
+            page = await flow_key_routes.list_flow_keys(
+                service, limit=PAGE_SIZE, cursor=filter_value(query, "cursor")
+            )
+            items = page.items
+            if page.next_cursor is not None:
+                next_url = link({}, cursor=page.next_cursor)
+        except InvalidInputError as exc:
+            error = exc.detail
+        return await self._frame.render(
+            request,
+            viewer,
+            "flow_keys.html",
+            422 if error else 200,
+            title="Flow keys",
+            items=items,
+            next_url=next_url,
+            paged=bool(query.get("cursor")),
+            error=error,
+            period=period,
+        )
+
+    async def flow_key(
+        self,
+        request: Request,
+        viewer: Viewer,
+        service: FlowKeysDep,
+        key: str,
+        *,
+        status: int = 200,
+        form: dict[str, Any] | None = None,
+        error: str | None = None,
+        invalid: str | None = None,
+    ) -> HTMLResponse:
+        """The key's page; `form` (the values posted), `error` and `invalid` (the field it
+        names) when it answers a refused edit."""
+        frame = self._frame
+        try:
+            check_key(key)
+        except InvalidInputError:
+            return await frame.refuse(
+                request, viewer, 404, f"{key!r} is not a flow key: a flow key is {KEY_ALPHABET}"
+            )
+        try:
+            found = FlowKeyOut.of(await service.get(key))
+        except ChronoqError as exc:
+            return await frame.refuse(request, viewer, status_of(exc), exc.detail)
+        return await frame.render(
+            request,
+            viewer,
+            "flow_key.html",
+            status,
+            title=found.key,
+            key=found,
+            # A key with no limits is at version 0 for If-Match.
+            version=found.version or 0,
+            form=form or _form_of(found),
+            error=error,
+            invalid=invalid,
+            notice=None if error else _DONE.get(request.query_params.get("done", "")),
+            period=period,
+        )
+
+    async def press(
+        self,
+        request: Request,
+        viewer: Viewer,
+        service: FlowKeysDep,
+        key: str,
+        paused: bool,
+    ) -> Response:
+        """Pause or Resume: `paused` of the limits as they are now, the rest kept."""
+        frame = self._frame
+        fields = await frame.posted(request, viewer)
+        if isinstance(fields, HTMLResponse):
+            return fields
+        try:
+            check_key(key)
+            found = await service.get(key)
+            limits = found.limits if found.version is not None else None
+            limits = limits or FlowLimits()
+            if limits.paused != paused:
+                await service.put(
+                    key, replace(limits, paused=paused), frozenset({found.version or 0})
+                )
+        except PreconditionFailedError:
+            return await self.flow_key(
+                request, viewer, service, key, status=409, error=_STALE_PRESS
+            )
+        except ChronoqError as exc:
+            return await frame.refuse(request, viewer, status_of(exc), exc.detail)
+        return back(request, f"/ui/flow-keys/{key}?done={'paused' if paused else 'resumed'}")
+
+    async def edit(
+        self, request: Request, viewer: Viewer, service: FlowKeysDep, key: str
+    ) -> Response:
+        """The edit form: the whole limits, put under If-Match of the version it showed."""
+        frame = self._frame
+        fields = await frame.posted(request, viewer)
+        if isinstance(fields, HTMLResponse):
+            return fields
+        versions = fields.get("version", [])
+        if len(versions) != 1 or not _WHOLE.fullmatch(versions[0]):
+            return await frame.refuse(
+                request, viewer, 422, "The form names no version of the key: reload the page."
+            )
+        try:
+            check_key(key)
+        except InvalidInputError as exc:
+            return await frame.refuse(request, viewer, 404, exc.detail)
+        # What was typed, shown again beside the refusal.
+        posted: dict[str, Any] = {name: (fields.get(name) or [""])[0] for name in LIMIT_FIELDS}
+        posted["paused"] = bool(posted["paused"])
+        try:
+            limits = _limits_of(fields)
+        except InvalidInputError as exc:
+            field = _field_of(exc)
+            message = f"{field}: {exc.detail}" if field else exc.detail
+            return await self.flow_key(
+                request,
+                viewer,
+                service,
+                key,
+                status=422,
+                form=posted,
+                error=message,
+                invalid=field,
+            )
+        try:
+            await service.put(key, limits, frozenset({int(versions[0])}))
+        except PreconditionFailedError:
+            return await self.flow_key(request, viewer, service, key, status=409, error=_STALE)
+        except ChronoqError as exc:
+            return await frame.refuse(request, viewer, status_of(exc), exc.detail)
+        return back(request, f"/ui/flow-keys/{key}?done=saved")
+
+
+def add_flow_key_routes(routes: APIRouter, pages: FlowKeyPages, viewer_of: ViewerOf) -> None:
+    """The flow key pages' routes on the console's `routes`; `viewer_of` is the console's
+    own reading of who is looking."""
+
+    @routes.get("/flow-keys", response_class=HTMLResponse)
+    async def flow_keys(request: Request, state: StateDep, service: FlowKeysDep) -> HTMLResponse:
+        return await pages.flow_keys(request, viewer_of(request, state), service)
+
+    @routes.get("/flow-keys/{key}", response_class=HTMLResponse)
+    async def flow_key(
+        request: Request, state: StateDep, service: FlowKeysDep, key: str
+    ) -> HTMLResponse:
+        return await pages.flow_key(request, viewer_of(request, state), service, key)
+
+    @routes.post("/flow-keys/{key}/pause")
+    async def pause(request: Request, state: StateDep, service: FlowKeysDep, key: str) -> Response:
+        return await pages.press(request, viewer_of(request, state), service, key, paused=True)
+
+    @routes.post("/flow-keys/{key}/resume")
+    async def resume(request: Request, state: StateDep, service: FlowKeysDep, key: str) -> Response:
+        return await pages.press(request, viewer_of(request, state), service, key, paused=False)
+
+    @routes.post("/flow-keys/{key}/limits")
+    async def edit(request: Request, state: StateDep, service: FlowKeysDep, key: str) -> Response:
+        return await pages.edit(request, viewer_of(request, state), service, key)
