@@ -1,5 +1,6 @@
-"""Operator commands of `chronoq`: list, inspect, events, attempts, pause, resume, cancel and
-dead-letter list|replay, run against the database through the same services as the HTTP API.
+"""Operator commands of `chronoq`: list, inspect, events, attempts, pause, resume, cancel,
+dead-letter list|replay and flow-key list|show|set|pause|resume (app/operator_flow_keys.py),
+run against the database through the same services as the HTTP API.
 
 Exit codes: 0 done, 1 the database or the service refused (unreachable, unknown id, a
 conflict), 2 the command line is wrong. Every error is one line on stderr; a database URL
@@ -32,6 +33,7 @@ from app.domain.filters import DeadLetterFilter, ScheduleFilter
 from app.domain.occurrence import OccurrenceStatus
 from app.domain.schedule import CLI_ACTOR, Schedule, ScheduleStatus
 from app.service.dead_letters import DeadLetterService
+from app.service.flow_keys import FlowKeyService
 from app.service.occurrences import OccurrenceService
 from app.service.schedules import ScheduleService
 from app.settings import Settings, load_settings
@@ -92,6 +94,7 @@ class _Services:
     schedules: ScheduleService
     dead_letters: DeadLetterService
     occurrences: OccurrenceService
+    flow_keys: FlowKeyService
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +119,7 @@ async def _against(settings: Settings, work: Callable[[_Services], Awaitable[_Ou
                 ScheduleService(database, settings),
                 DeadLetterService(database),
                 OccurrenceService(database),
+                FlowKeyService(database),
             )
         )
     finally:
@@ -420,3 +424,7 @@ def _register(
     )
     _add_id(replay, "occurrence id")
     replay.set_defaults(run=_dead_letter_replay)
+
+    from app.operator_flow_keys import add_flow_key_commands  # it builds on this module
+
+    add_flow_key_commands(commands, common)

@@ -1,0 +1,370 @@
+"""`chronoq flow-key list|show|set|pause|resume`: flow keys' limits and live figures from the
+operator CLI, through the same service as /v1/flow-keys (DESIGN.md section 11).
+
+Same conventions as the other operator commands (app/operator_cli.py): `--conn`, `--format
+text|json` (json: the document the HTTP API answers with), exit 0 done, 1 the database or the
+service refused (unreachable, a concurrent change), 2 the command line is wrong. Values the
+limits refuse (rate 0, a burst without a rate, fifo with parallelism 2) and keys outside the
+alphabet are usage errors naming the option, found before the database is opened, so nothing
+is stored. `set` replaces the limits as a whole, like a PUT. `pause` and `resume` read the key
+and put the same limits with `paused` flipped under If-Match of the version read: a change
+made in between is refused, never overwritten.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from app import operator_text as render
+from app.domain.errors import InvalidInputError, PreconditionFailedError
+from app.domain.flow import KEY_ALPHABET, FlowKey, FlowLimits, Ordering, check_key
+from app.operator_cli import (
+    MAX_LIMIT,
+    _execute,
+    _limit,
+    _Output,
+    _Parser,
+    _Services,
+)
+from app.service.flow_keys import FlowKeyService
+
+# Where FlowLimits points at a field it refuses, the option that gave it.
+_OPTIONS = {
+    "#/rate": "--rate",
+    "#/period_seconds": "--period-seconds",
+    "#/burst": "--burst",
+    "#/parallelism": "--parallelism",
+    "#/ordering": "--ordering",
+    "#/paused": "--paused",
+}
+
+
+# -- argument types -------------------------------------------------------------------
+
+
+def _key(text: str) -> str:
+    try:
+        return check_key(text)
+    except InvalidInputError:
+        shown = f"a key of {len(text)} characters" if len(text) > 40 else repr(text)
+        raise argparse.ArgumentTypeError(f"{shown} is not a flow key ({KEY_ALPHABET})") from None
+
+
+def _whole(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
+def _seconds(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+
+
+# -- text -------------------------------------------------------------------------------
+
+COLUMNS = (
+    "KEY",
+    "RATE",
+    "BURST",
+    "PARALLELISM",
+    "ORDERING",
+    "PAUSED",
+    "VERSION",
+    "IN FLIGHT",
+    "WAITING",
+    "BACKOFF UNTIL",
+)
+
+
+def _rate(limits: FlowLimits) -> str:
+    return "-" if limits.rate is None else f"{limits.rate}/{limits.period_seconds:g}s"
+
+
+def _row(found: FlowKey) -> list[str]:
+    limits = found.limits
+    if limits is None:
+        shown = ["-"] * 5
+    else:
+        shown = [
+            _rate(limits),
+            "-" if limits.capacity is None else str(limits.capacity),
+            "-" if limits.parallelism is None else str(limits.parallelism),
+            limits.ordering.value,
+            "yes" if limits.paused else "no",
+        ]
+    return [
+        found.key,
+        *shown,
+        "-" if found.version is None else str(found.version),
+        str(found.in_flight),
+        str(found.waiting),
+        render.when(found.backoff_until),
+    ]
+
+
+def describe(found: FlowKey) -> str:
+    """One key as a field list: its limits ("no limits" for a key never put), its version
+    and its live figures."""
+    limits = found.limits
+    pairs: list[tuple[str, str]] = [("key", found.key)]
+    if limits is None:
+        pairs += [("limits", "no limits (never set: its schedules run unlimited)")]
+    else:
+        if limits.rate is None:
+            rate, burst = "no rate limit", "-"
+        else:
+            rate = f"{limits.rate} per {limits.period_seconds:g}s"
+            burst = str(limits.burst) if limits.burst is not None else f"{limits.rate} (the rate)"
+        pairs += [
+            ("version", str(found.version)),
+            ("rate", rate),
+            ("burst", burst),
+            ("parallelism", "no limit" if limits.parallelism is None else str(limits.parallelism)),
+            ("ordering", limits.ordering.value),
+            ("paused", "yes" if limits.paused else "no"),
+        ]
+    pairs += [
+        ("in flight", str(found.in_flight)),
+        ("waiting", str(found.waiting)),
+        ("backoff until", render.when(found.backoff_until)),
+    ]
+    if limits is not None:
+        pairs += [
+            ("created at", render.when(found.created_at)),
+            ("updated at", render.when(found.updated_at)),
+        ]
+    return render.fields(pairs)
+
+
+def _document(found: FlowKey) -> Any:
+    # Here, not at the top: the routes' module imports FastAPI, which no other command needs.
+    from app.api.flow_keys import FlowKeyOut
+
+    return FlowKeyOut.of(found).model_dump(mode="json")
+
+
+def _one(found: FlowKey, headline: str | None = None) -> _Output:
+    text = describe(found)
+    return _Output(_document(found), text if headline is None else f"{headline}\n\n{text}")
+
+
+# -- the commands -----------------------------------------------------------------------
+
+
+def _list(args: argparse.Namespace) -> int:
+    async def work(services: _Services) -> _Output:
+        found: list[FlowKey] = []
+        if args.all:
+            while True:
+                page = await services.flow_keys.list(
+                    after=found[-1].key if found else None, limit=MAX_LIMIT
+                )
+                found += page
+                if len(page) < MAX_LIMIT:
+                    break
+            more = False
+        else:
+            found = await services.flow_keys.list(after=None, limit=args.limit + 1)
+            more = len(found) > args.limit
+            found = found[: args.limit]
+        if not found:
+            text = "no flow keys"
+        else:
+            text = render.table(COLUMNS, [_row(k) for k in found])
+            if more:
+                text += (
+                    f"\n\n(the first {len(found)} flow keys, in name order; more exist: "
+                    "raise --limit or pass --all)"
+                )
+        return _Output([_document(k) for k in found], text)
+
+    return _execute(args, work)
+
+
+def _show(args: argparse.Namespace) -> int:
+    async def work(services: _Services) -> _Output:
+        return _one(await services.flow_keys.get(args.key))
+
+    return _execute(args, work)
+
+
+def _set_command(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        try:
+            limits = FlowLimits(
+                rate=args.rate,
+                period_seconds=args.period_seconds,
+                burst=args.burst,
+                parallelism=args.parallelism,
+                ordering=Ordering(args.ordering),
+                paused=args.paused,
+            )
+        except InvalidInputError as exc:
+            option = _OPTIONS.get(exc.pointer or "", "the limits")
+            parser.error(f"argument {option}: {exc.detail}")
+
+        async def work(services: _Services) -> _Output:
+            found, created = await services.flow_keys.put(args.key, limits)
+            if created:
+                return _one(found, f"created flow key {found.key} (version {found.version})")
+            return _one(
+                found, f"replaced the limits of flow key {found.key} (now version {found.version})"
+            )
+
+        return _execute(args, work)
+
+    return run
+
+
+async def set_paused(service: FlowKeyService, key: str, paused: bool) -> tuple[FlowKey, bool]:
+    """Read the key, then put its limits with `paused` as asked, under If-Match of the version
+    read (none for a key never put: pausing one gives it only `paused`). The key as it now
+    is, and whether it was changed (not when it already was as asked). A change made between
+    the read and the put is a PreconditionFailedError, and nothing is changed."""
+    before = await service.get(key)
+    limits = before.limits
+    if (limits is not None and limits.paused) == paused:
+        return before, False
+    wanted = dataclasses.replace(limits or FlowLimits(), paused=paused)
+    try:
+        after, _ = await service.put(key, wanted, frozenset({before.version or 0}))
+    except PreconditionFailedError as exc:
+        verb = "paused" if paused else "resumed"
+        raise PreconditionFailedError(
+            f"flow key {key} changed after it was read ({exc.detail}): it was not {verb}; "
+            "run the command again"
+        ) from None
+    return after, True
+
+
+def _pause_command(paused: bool) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        async def work(services: _Services) -> _Output:
+            found, changed = await set_paused(services.flow_keys, args.key, paused)
+            if not changed:
+                if found.limits is None:
+                    headline = f"flow key {found.key} has no limits, so it is not paused"
+                else:
+                    state = "paused" if paused else "not paused"
+                    headline = f"flow key {found.key} is already {state} (version {found.version})"
+                return _one(found, f"{headline}; nothing changed")
+            if paused:
+                headline = (
+                    f"paused flow key {found.key} (version {found.version}): nothing of it "
+                    f"starts until `chronoq flow-key resume {found.key}`"
+                )
+            else:
+                headline = f"resumed flow key {found.key} (version {found.version})"
+            return _one(found, headline)
+
+        return _execute(args, work)
+
+    return run
+
+
+# -- registration -----------------------------------------------------------------------
+
+
+def _add_key(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "key", type=_key, metavar="KEY", help=f"the flow key ({KEY_ALPHABET}), as schedules name it"
+    )
+
+
+def add_flow_key_commands(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], common: _Parser
+) -> None:
+    """Register flow-key list|show|set|pause|resume."""
+    group = commands.add_parser("flow-key", help="flow keys' limits and live figures")
+    names = ["list", "show", "set", "pause", "resume"]
+    sub = group.add_subparsers(
+        dest="flow_key_command",
+        metavar="{" + ",".join(names) + "}",
+        required=True,
+        parser_class=_Parser,
+    )
+
+    listing = sub.add_parser(
+        "list", parents=[common], help="keys in name order, with their limits and live figures"
+    )
+    choice = listing.add_mutually_exclusive_group()
+    choice.add_argument("--all", action="store_true", help="every key (paged through)")
+    choice.add_argument(
+        "--limit",
+        type=_limit,
+        default=50,
+        metavar="N",
+        help=f"at most N keys (1 to {MAX_LIMIT}; default 50)",
+    )
+    listing.set_defaults(run=_list)
+
+    show = sub.add_parser(
+        "show", parents=[common], help="one key: its limits, version and live figures"
+    )
+    _add_key(show)
+    show.set_defaults(run=_show)
+
+    put = sub.add_parser(
+        "set",
+        parents=[common],
+        help="replace a key's limits as a whole, like PUT: options left out are no limit",
+    )
+    _add_key(put)
+    _add_limit_options(put)
+    put.set_defaults(run=_set_command(put))
+
+    changes: Sequence[tuple[str, bool, str]] = [
+        ("pause", True, "pause a key: nothing of it starts until it is resumed"),
+        ("resume", False, "resume a paused key (its other limits stay as they are)"),
+    ]
+    for name, paused, help_text in changes:
+        parser = sub.add_parser(name, parents=[common], help=help_text)
+        _add_key(parser)
+        parser.set_defaults(run=_pause_command(paused))
+
+
+def _add_limit_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--rate",
+        type=_whole,
+        metavar="N",
+        help="at most N attempts start per --period-seconds, on average (default: no rate limit)",
+    )
+    parser.add_argument(
+        "--period-seconds",
+        type=_seconds,
+        default=1.0,
+        metavar="S",
+        help="the period of --rate, in seconds (default 1)",
+    )
+    parser.add_argument(
+        "--burst",
+        type=_whole,
+        metavar="N",
+        help="how many may start at once after a quiet spell (default: the rate; needs --rate)",
+    )
+    parser.add_argument(
+        "--parallelism",
+        type=_whole,
+        metavar="N",
+        help="at most N attempts of the key in flight at once, fleet-wide (default: no limit)",
+    )
+    parser.add_argument(
+        "--ordering",
+        choices=[o.value for o in Ordering],
+        default=Ordering.NONE.value,
+        help="fifo: one at a time, in due order (means parallelism 1); default none",
+    )
+    parser.add_argument(
+        "--paused",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="nothing of the key starts while it is paused (default: not paused)",
+    )
