@@ -314,6 +314,7 @@ def _plan_row(
         due_at=row.due_at,
         flow_key=row.flow_key,
         retry=row.retry,
+        first=row.first_claim,
     )
     return plan
 

@@ -86,6 +86,8 @@ class Delivery:
     flow_key: str | None = None
     # Its schedule's own retry policy over the service's (None: the service's).
     retry: RetrySpec | None = None
+    # Its first attempt ever (not a retry, a replay or a lost lease's): it starts first.
+    first: bool = False
 
 
 # How much of a reply's body an attempt keeps (DESIGN 9): enough to read an error page's

@@ -22,7 +22,7 @@ from app.domain.occurrence import OccurrenceStatus
 from app.domain.schedule import ScheduleStatus
 from app.store.clock import transaction_now
 from app.store.database import Database
-from app.store.tables import occurrences, schedules
+from app.store.tables import CLAIM_SETS, KEYED, in_claim_set, occurrences, schedules
 from app.store.types import UTCDateTime
 
 
@@ -30,25 +30,22 @@ def _status_is(table: sa.Table, status: str) -> sa.ColumnElement[bool]:
     return table.c.status == sa.literal(status, literal_execute=True)
 
 
-def _due(keyed: bool) -> sa.Select[int, Any]:
-    """Due and not held (a paused schedule's occurrences have no `available_at`), of no
-    flow key or of one: a range scan of the claim index or of the keyed one, partial on
-    PostgreSQL and SQLite, status-led on MySQL; the oldest `available_at` is its first
-    entry."""
-    key = occurrences.c.flow_key
+def _due(where: str) -> sa.Select[int, Any]:
+    """Due and not held (a paused schedule's occurrences have no `available_at`), of one
+    claim index (`CLAIM_SETS`): a range scan of it, partial on PostgreSQL and SQLite,
+    status-led on MySQL; the oldest `available_at` is its first entry."""
     return sa.select(
         sa.func.count().label("due"),
         sa.func.min(occurrences.c.available_at).label("oldest"),
     ).where(
-        _status_is(occurrences, OccurrenceStatus.PENDING),
-        key.is_not(None) if keyed else key.is_(None),
+        in_claim_set(where),
         occurrences.c.available_at <= sa.bindparam("now", type_=UTCDateTime()),
     )
 
 
-DUE = _due(keyed=False)
-# Due on a flow key: claimed as the key allows, so the count is what waits on keys.
-DUE_KEYED = _due(keyed=True)
+# Due of each claim index; of a flow key, claimed as the key allows, so the count is what
+# waits on keys.
+DUE = {where: _due(where) for where in CLAIM_SETS}
 
 # Dead letters waiting for an operator: a count of the dead-letter index.
 DEAD_LETTERS = sa.select(sa.func.count()).where(
@@ -78,21 +75,25 @@ class Backlog:
 
 async def read_backlog(conn: AsyncConnection) -> Backlog:
     now: datetime = await transaction_now(conn)
-    due, oldest = (await conn.execute(DUE, {"now": now})).one()
-    keyed, oldest_keyed = (await conn.execute(DUE_KEYED, {"now": now})).one()
-    if oldest is None or (oldest_keyed is not None and oldest_keyed < oldest):
-        oldest = oldest_keyed
+    due, keyed, oldest = 0, 0, None
+    for where, statement in DUE.items():
+        count, first = (await conn.execute(statement, {"now": now})).one()
+        due += int(count)
+        if where == KEYED:
+            keyed = int(count)
+        if first is not None and (oldest is None or first < oldest):
+            oldest = first
     dead = (await conn.execute(DEAD_LETTERS)).scalar_one()
     by_status = {str(status): 0 for status in ScheduleStatus}
     for status, count in (await conn.execute(SCHEDULES)).all():
         by_status[str(status)] = int(count)
     age = 0.0 if oldest is None else max((now - oldest).total_seconds(), 0.0)
     return Backlog(
-        due=int(due) + int(keyed),
+        due=due,
         oldest_due_seconds=age,
         dead_letters=int(dead),
         schedules=by_status,
-        keyed_due=int(keyed),
+        keyed_due=keyed,
     )
 
 

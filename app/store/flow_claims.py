@@ -30,6 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.domain.flow import Bucket, FlowLimits, Ordering, allowance, full_bucket
 from app.domain.occurrence import OccurrenceStatus
 from app.store.dialects import dialect_of
+from app.store.sql import ClaimRows
 from app.store.tables import flow_keys, occurrences, schedules
 from app.store.types import UTCDateTime
 
@@ -207,7 +208,13 @@ class FlowClaims:
             return KeyedClaim([], 0, held_in, held)
         rows = list(
             await dialect.claim(
-                conn, limit=len(ids), lease=lease, token=token, owner=owner, ids=ids
+                conn,
+                limit=len(ids),
+                lease=lease,
+                token=token,
+                owner=owner,
+                rows=ClaimRows.CHOSEN,
+                ids=ids,
             )
         )
         await self._spend(conn, buckets, Counter(row.flow_key for row in rows))

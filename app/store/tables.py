@@ -63,9 +63,13 @@ def _in(column: str, values: tuple[str, ...]) -> str:
 
 # The pruning statement repeats this text, so that both dialects prove the index usable.
 PRUNABLE = _in("status", PRUNABLE_STATUSES)
-# The pending rows of no flow key and of one; the claims repeat these texts.
-UNKEYED = "status = 'pending' AND flow_key IS NULL"
+# The pending rows each claim index holds (`CLAIM_SETS`): of no flow key never attempted
+# (first attempts), of no flow key attempted before (retries, replays, leases lost), and of
+# a flow key. The claims repeat these texts, so each proves its index usable.
+UNKEYED_FRESH = "status = 'pending' AND flow_key IS NULL AND first_attempt_at IS NULL"
+UNKEYED_AGAIN = "status = 'pending' AND flow_key IS NULL AND first_attempt_at IS NOT NULL"
 KEYED = "status = 'pending' AND flow_key IS NOT NULL"
+CLAIM_SETS = (UNKEYED_FRESH, UNKEYED_AGAIN, KEYED)
 ORDERINGS = ("none", "fifo")
 FLOW_KEY_LENGTH = 128
 
@@ -217,15 +221,18 @@ class OccurrenceRow(SQLModel, table=True):
         sa.CheckConstraint(
             "skip_reason IS NULL OR " + _in("skip_reason", SKIP_REASONS), name="skip_reason_value"
         ),
-        # The claim of unkeyed rows: rows held back on a flow key are not in it, so they
-        # cost that claim nothing however many wait (on MySQL, `flow_key IS NULL` is an
-        # equality lookup in the index's second column).
+        # The claim of unkeyed first attempts: rows held back on a flow key are not in it,
+        # nor retries and replays, so neither costs that claim anything however many wait
+        # (on MySQL, `flow_key IS NULL` is an equality lookup in the index's second column,
+        # and the kind of attempt a filter).
         *_partial(
             "ix_occurrences_claim",
             "available_at",
-            where=UNKEYED,
+            where=UNKEYED_FRESH,
             mysql=("status", "flow_key", "available_at"),
         ),
+        # The claim of unkeyed rows attempted before (MySQL: the claim index).
+        *_partial("ix_occurrences_claim_again", "available_at", where=UNKEYED_AGAIN, mysql=None),
         # The keyed claim: each key's due rows in due order (MySQL: the claim index).
         *_partial("ix_occurrences_flow", "flow_key", "available_at", where=KEYED, mysql=None),
         # A fifo key's head: its earliest pending row in due order (fire instant, then id).
@@ -416,3 +423,9 @@ occurrences: sa.Table = OccurrenceRow.__table__  # type: ignore[attr-defined]
 attempts: sa.Table = AttemptRow.__table__  # type: ignore[attr-defined]
 schedule_events: sa.Table = ScheduleEventRow.__table__  # type: ignore[attr-defined]
 flow_keys: sa.Table = FlowKeyRow.__table__  # type: ignore[attr-defined]
+
+
+def in_claim_set(where: str) -> sa.ColumnElement[bool]:
+    """The rows of one claim index (`CLAIM_SETS`), as a condition a statement repeats
+    whole: literal text on PostgreSQL and SQLite, where it must imply the index's own."""
+    return sa.text(where).self_group()  # type: ignore[return-value]

@@ -4,6 +4,8 @@ Invariants:
 - a schedule has at most one delivery in flight; its others wait in its lane in tick order
   (`fire_at`, then id), so catch-ups and backfills arrive in tick order, whichever claim
   brought them;
+- on time first: a lane whose head is a first attempt starts before any lane whose head is
+  a retry or a replay, so a bulk replay never stands in front of first attempts;
 - at most `limit` deliveries are in flight;
 - nothing starts once its lease is too short to finish: a delivery whose lease ends within
   `min_lease` seconds is handed back instead, with the rest of its lane, so that the lane's
@@ -51,7 +53,9 @@ class Lanes:
         self._limit = limit
         self._min_lease = min_lease
         self._lanes: dict[uuid.UUID, list[_Waiting]] = {}  # non-empty lanes only
-        self._ready: deque[uuid.UUID] = deque()  # lanes with a head that may start
+        # Lanes with a head that may start: a first attempt, or another attempt.
+        self._ready: deque[uuid.UUID] = deque()
+        self._ready_again: deque[uuid.UUID] = deque()
         self._busy: set[uuid.UUID] = set()  # schedules with a delivery in flight
         self._waiting = 0
         self._soonest = float("inf")  # no waiting lease ends before this
@@ -71,9 +75,11 @@ class Lanes:
             lane = self._lanes.get(sid)
             if lane is None:
                 lane = self._lanes[sid] = []
+                bisect.insort(lane, _Waiting(delivery, deadline), key=lambda w: w.order)
                 if sid not in self._busy:
-                    self._ready.append(sid)
-            bisect.insort(lane, _Waiting(delivery, deadline), key=lambda w: w.order)
+                    self._make_ready(sid)
+            else:
+                bisect.insort(lane, _Waiting(delivery, deadline), key=lambda w: w.order)
             self._waiting += 1
         self._soonest = min(self._soonest, deadline)
 
@@ -82,8 +88,8 @@ class Lanes:
         most when given."""
         started = Started()
         limit = self._limit if most is None else min(self._limit, len(self._busy) + most)
-        while self._ready and len(self._busy) < limit:
-            sid = self._ready.popleft()
+        while (self._ready or self._ready_again) and len(self._busy) < limit:
+            sid = (self._ready or self._ready_again).popleft()
             lane = self._lanes[sid]
             head = lane[0]
             if head.deadline - now < self._min_lease:
@@ -102,7 +108,7 @@ class Lanes:
         sid = delivery.schedule_id
         self._busy.discard(sid)
         if sid in self._lanes:
-            self._ready.append(sid)
+            self._make_ready(sid)
 
     def expiring(self, now: float) -> list[Delivery]:
         """Remove and return every waiting lane that holds a delivery whose lease is too
@@ -122,6 +128,7 @@ class Lanes:
         out = [w.delivery for lane in self._lanes.values() for w in lane]
         self._lanes.clear()
         self._ready.clear()
+        self._ready_again.clear()
         self._waiting = 0
         self._soonest = float("inf")
         return out
@@ -132,6 +139,13 @@ class Lanes:
     def _drop(self, sid: uuid.UUID) -> list[Delivery]:
         lane = self._lanes.pop(sid)
         self._waiting -= len(lane)
-        if sid in self._ready:
-            self._ready.remove(sid)
+        for ready in (self._ready, self._ready_again):
+            if sid in ready:
+                ready.remove(sid)
         return [w.delivery for w in lane]
+
+    def _make_ready(self, sid: uuid.UUID) -> None:
+        """The lane may start its head: ahead of other attempts when it is a first one (by
+        its head now; one that an earlier tick joins later keeps its place)."""
+        first = self._lanes[sid][0].delivery.first
+        (self._ready if first else self._ready_again).append(sid)

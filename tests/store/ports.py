@@ -83,6 +83,7 @@ __all__ = [
     "once",
     "prune",
     "put_flow_key",
+    "queue",
     "read_attempt_log",
     "read_flow_key",
     "read_idempotency_column",
@@ -205,6 +206,12 @@ async def read_schedule(database: Database, schedule_id: uuid.UUID) -> Schedule:
 
 def _queue(database: Database) -> DeliveryQueue:
     return DeliveryQueue(database, Wakeups())
+
+
+def queue(database: Database) -> DeliveryQueue:
+    """The delivery loop's port, kept from claim to claim as a replica keeps it (what one
+    claim found shapes the next: the room kept for retries, replays and keyed rows)."""
+    return _queue(database)
 
 
 async def claim(

@@ -244,3 +244,53 @@ async def test_a_first_claim_counts_one_firing_and_a_claim_again_counts_none(
     assert {d.attempt for d in again} == {2}
     for schedule in schedules:
         assert (await ports.read_schedule(database, schedule.id)).fire_count == 1
+
+
+async def test_first_attempts_are_claimed_before_replays_that_fell_due_earlier(
+    database: Database,
+) -> None:
+    now = datetime.now(UTC)
+    # Twenty dead letters, replayed: due now, attempted before.
+    old = [ports.draft(ports.once(now - timedelta(minutes=10)), max_attempts=1) for _ in range(20)]
+    await ports.insert_schedules(database, old)
+    failed = await ports.claim(database, limit=50)
+    await ports.settle(
+        database, [Settlement(d, OccurrenceStatus.DEAD_LETTERED, error="400") for d in failed]
+    )
+    assert len(await ports.replay(database, [d.occurrence_id for d in failed])) == 20
+    fresh = [ports.draft(ports.once(now - timedelta(seconds=1))) for _ in range(3)]
+    await ports.insert_schedules(database, fresh)
+
+    claimed = await ports.claim(database, limit=10)
+    # Every first attempt, though the replays were due first; the replays fill the rest.
+    assert {d.schedule_id for d in claimed} >= {f.id for f in fresh}
+    assert len(claimed) == 10
+
+
+async def test_replays_keep_a_share_of_each_claim_beside_a_backlog_of_first_attempts(
+    database: Database,
+) -> None:
+    now = datetime.now(UTC)
+    old = [ports.draft(ports.once(now - timedelta(minutes=10)), max_attempts=1) for _ in range(30)]
+    await ports.insert_schedules(database, old)
+    failed = await ports.claim(database, limit=50)
+    await ports.settle(
+        database, [Settlement(d, OccurrenceStatus.DEAD_LETTERED, error="400") for d in failed]
+    )
+    await ports.replay(database, [d.occurrence_id for d in failed])
+    await ports.insert_schedules(
+        database, [ports.draft(ports.once(now - timedelta(seconds=1))) for _ in range(60)]
+    )
+    replayed = {d.id for d in old}
+
+    queue = ports.queue(database)
+    shares = []
+    for _ in range(6):
+        claimed = await queue.claim(limit=9, lease=30.0, owner="t", backoff=lambda _: 1.0)
+        assert len(claimed.deliveries) == 9
+        assert claimed.more
+        shares.append(sum(d.schedule_id in replayed for d in claimed.deliveries))
+    # First attempts fill the first claims; a look within a few claims finds the replays
+    # waiting, and from then on a third of each claim is theirs.
+    assert shares[-2:] == [3, 3]
+    assert shares[0] == 0

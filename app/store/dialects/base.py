@@ -30,8 +30,8 @@ from app.domain.schedule import EventKind
 from app.store.clock import DatabaseClock, moved_statement
 from app.store.codec import JsonText
 from app.store.dialects.outcomes import outcomes
-from app.store.sql import query
-from app.store.tables import attempts, occurrences, schedule_events
+from app.store.sql import ClaimRows, query
+from app.store.tables import CLAIM_SETS, attempts, in_claim_set, occurrences, schedule_events
 from app.store.types import UUID, UTCDateTime
 
 if TYPE_CHECKING:
@@ -123,14 +123,11 @@ _HELD = (
 )
 
 
-def earliest_later(keyed: bool, now: sa.ColumnElement[datetime]) -> sa.Select[Any]:
-    """The earliest `available_at` after `now` of a pending row of no flow key or of one:
-    the first entry past `now` of the claim index or of the keyed one."""
-    key = occurrences.c.flow_key
+def earliest_later(where: str, now: sa.ColumnElement[datetime]) -> sa.Select[Any]:
+    """The earliest `available_at` after `now` of the rows of one claim index
+    (`CLAIM_SETS`): its first entry past `now`."""
     return sa.select(sa.func.min(occurrences.c.available_at)).where(
-        occurrences.c.status == sa.literal(OccurrenceStatus.PENDING.value, literal_execute=True),
-        key.is_not(None) if keyed else key.is_(None),
-        occurrences.c.available_at > now,
+        in_claim_set(where), occurrences.c.available_at > now
     )
 
 
@@ -373,11 +370,12 @@ class Dialect(ABC):
         token: Any,
         owner: str,
         ahead: float = 0.0,
+        rows: ClaimRows = ClaimRows.FRESH,
         ids: Sequence[Any] | None = None,
     ) -> Sequence[Any]:
         """Lease up to `limit` due occurrences, and occurrences due within `ahead` seconds
-        that no lease holds (`lost_until` is each one's due instant): those with no flow
-        key, or with `ids` those of the ids that are still claimable; each row with
+        that no lease holds (`lost_until` is each one's due instant), of the kind `rows`
+        says (`ClaimRows`; `chosen`: those of `ids` still claimable); each row with
         CLAIM_COLUMNS, LOST_COLUMNS and RULE_COLUMNS. A first claim of an occurrence
         (`first_claim`) counts as a firing of its schedule (`fire_count`,
         `last_fired_at`), in the claim itself."""
@@ -428,9 +426,15 @@ class Dialect(ABC):
     async def next_due_in(self, conn: AsyncConnection) -> float | None:
         """Seconds until the earliest pending occurrence not yet due (None: none)."""
         now = await self.bound_now(conn)
+        bound = sa.literal(now, UTCDateTime())
+        # One round trip: the first entry past `now` of each claim index.
+        firsts = (
+            await conn.execute(
+                sa.select(*(earliest_later(w, bound).scalar_subquery() for w in CLAIM_SETS))
+            )
+        ).one()
         found = []
-        for keyed in (False, True):
-            at = await conn.scalar(earliest_later(keyed, sa.literal(now, UTCDateTime())))
+        for at in firsts:
             if at is not None:
                 when = at if isinstance(at, datetime) else datetime.fromisoformat(str(at))
                 found.append(when.replace(tzinfo=UTC) if when.tzinfo is None else when)

@@ -41,8 +41,8 @@ from app.store.dialects.base import (
 )
 from app.store.dialects.outcomes import outcomes
 from app.store.dialects.pg_listen import PgListener, due_channel
-from app.store.sql import query
-from app.store.tables import PRUNABLE, occurrences, schedule_events, schedules
+from app.store.sql import ClaimRows, query
+from app.store.tables import CLAIM_SETS, PRUNABLE, occurrences, schedule_events, schedules
 from app.store.types import UTCDateTime
 
 if TYPE_CHECKING:
@@ -72,13 +72,17 @@ _NOTIFY = sa.text(
 ).bindparams(sa.bindparam("at", type_=UTCDateTime()))
 _TRY_XACT_LOCK = sa.text("SELECT pg_try_advisory_xact_lock(:key)")
 _CLAIMS = {
-    keyed: query("claim", "postgresql", keyed=keyed)
+    rows: query("claim", "postgresql", rows=rows)
     .bindparams(
         sa.bindparam("token", type_=sa.Uuid()),
-        *([sa.bindparam("ids", expanding=True, type_=sa.Uuid())] if keyed else []),
+        *(
+            [sa.bindparam("ids", expanding=True, type_=sa.Uuid())]
+            if rows is ClaimRows.CHOSEN
+            else []
+        ),
     )
     .columns(**CLAIM_COLUMNS, **LOST_COLUMNS, **RULE_COLUMNS)
-    for keyed in (False, True)
+    for rows in ClaimRows
 }
 
 
@@ -439,12 +443,13 @@ class PostgreSQL(OnConflictInserts, Dialect):
         token: Any,
         owner: str,
         ahead: float = 0.0,
+        rows: ClaimRows = ClaimRows.FRESH,
         ids: Sequence[Any] | None = None,
     ) -> Sequence[Row[Any]]:
         params = {"limit": limit, "lease": lease, "token": token, "owner": owner, "ahead": ahead}
-        if ids is not None:
-            params["ids"] = list(ids)
-        return (await conn.execute(_CLAIMS[ids is not None], params)).all()
+        if rows is ClaimRows.CHOSEN:
+            params["ids"] = list(ids or ())
+        return (await conn.execute(_CLAIMS[rows], params)).all()
 
     async def prune(self, conn: AsyncConnection, *, cutoff: datetime, limit: int) -> int:
         result = await conn.execute(_PRUNE, {"cutoff": cutoff, "limit": limit})
@@ -492,8 +497,7 @@ _NEXT_DUE_IN = sa.select(
     sa.extract(
         "epoch",
         sa.func.least(
-            earliest_later(False, sa.func.now()).scalar_subquery(),
-            earliest_later(True, sa.func.now()).scalar_subquery(),
+            *(earliest_later(where, sa.func.now()).scalar_subquery() for where in CLAIM_SETS)
         )
         - sa.func.now(),
     )

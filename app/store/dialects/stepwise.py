@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.store.dialects.base import CLAIM_COLUMNS, LOST_COLUMNS, RULE_COLUMNS, Dialect, with_lost
-from app.store.sql import queries
+from app.store.sql import ClaimRows, queries
 from app.store.tables import schedules
 from app.store.types import UUID, UTCDateTime
 
@@ -56,11 +56,13 @@ class StepwiseClaim(Dialect):
     """`Dialect.claim` as the steps of `claim.<name>.sql`: due rows, lease, read-back."""
 
     @cached_property
-    def _claim_steps(self) -> dict[bool, tuple[sa.TextualSelect, sa.TextClause, sa.TextualSelect]]:
-        return {keyed: self._steps(keyed) for keyed in (False, True)}
+    def _claim_steps(
+        self,
+    ) -> dict[ClaimRows, tuple[sa.TextualSelect, sa.TextClause, sa.TextualSelect]]:
+        return {rows: self._steps(rows) for rows in ClaimRows}
 
-    def _steps(self, keyed: bool) -> tuple[sa.TextualSelect, sa.TextClause, sa.TextualSelect]:
-        due, lease, rows = (_typed(step) for step in queries("claim", self.name, keyed=keyed))
+    def _steps(self, which: ClaimRows) -> tuple[sa.TextualSelect, sa.TextClause, sa.TextualSelect]:
+        due, lease, rows = (_typed(step) for step in queries("claim", self.name, rows=which))
         return (
             due.columns(
                 sa.column("occurrence_id", UUID),
@@ -81,14 +83,15 @@ class StepwiseClaim(Dialect):
         token: uuid.UUID,
         owner: str,
         ahead: float = 0.0,
+        rows: ClaimRows = ClaimRows.FRESH,
         ids: Sequence[Any] | None = None,
     ) -> Sequence[Any]:
-        due_step, lease_step, rows_step = self._claim_steps[ids is not None]
+        due_step, lease_step, rows_step = self._claim_steps[rows]
         now = await self.transaction_now(conn)
         until = now + timedelta(seconds=ahead)
         params: dict[str, Any] = {"now": now, "ahead_until": until, "limit": limit}
-        if ids is not None:
-            params["ids"] = list(ids)
+        if rows is ClaimRows.CHOSEN:
+            params["ids"] = list(ids or ())
         due = (await conn.execute(due_step, params)).all()
         if not due:
             return []

@@ -7,6 +7,7 @@ order by the dialect that needs more than one (MySQL's claim has no UPDATE ... R
 from __future__ import annotations
 
 import re
+from enum import StrEnum
 from functools import cache
 from importlib import resources
 
@@ -18,30 +19,45 @@ DIALECTS = ("postgresql", "sqlite", "mysql")
 _END = re.compile(r";[ \t]*$", re.MULTILINE)
 
 
-# The claim's files select unkeyed rows; the claim of keyed rows is the same statements
-# over the rows the keyed claim chose, by id, as each key's limits allow
-# (app/store/flow_claims.py). Every other condition of a claim still holds for them.
+class ClaimRows(StrEnum):
+    """Which rows a claim statement selects: unkeyed rows never attempted (`fresh`: a tick
+    or a trigger on its first claim), unkeyed rows attempted before (`again`: retries,
+    replays, lost leases), or the keyed rows the keyed claim chose, by id, as each key's
+    limits allow (`chosen`, app/store/flow_claims.py). Each of the first two has a partial
+    index of its own, so that a replay of thousands never stands in the way of first
+    attempts; every other condition of a claim holds for all three."""
+
+    FRESH = "fresh"
+    AGAIN = "again"
+    CHOSEN = "chosen"
+
+
+# The claim's files say which rows they select once, as UNKEYED_ROWS; each kind of claim is
+# the same statements over its own rows.
 UNKEYED_ROWS = "o.flow_key IS NULL"
-KEYED_ROWS = "o.occurrence_id IN :ids"
+CLAIM_ROWS = {
+    ClaimRows.FRESH: "o.flow_key IS NULL AND o.first_attempt_at IS NULL",
+    ClaimRows.AGAIN: "o.flow_key IS NULL AND o.first_attempt_at IS NOT NULL",
+    ClaimRows.CHOSEN: "o.occurrence_id IN :ids",
+}
 
 
 @cache
-def queries(name: str, dialect: str, *, keyed: bool = False) -> tuple[sa.TextClause, ...]:
+def queries(name: str, dialect: str, *, rows: ClaimRows | None = None) -> tuple[sa.TextClause, ...]:
     """The statements of `name` written for `dialect` (file `<name>.<dialect>.sql`); with
-    `keyed`, over the occurrences bound as `ids` instead of unkeyed ones (UNKEYED_ROWS, said
-    once)."""
+    `rows`, a claim's, over those rows (`CLAIM_ROWS`, in place of UNKEYED_ROWS, said once)."""
     source = resources.files(__package__).joinpath(f"{name}.{dialect}.sql").read_text("utf-8")
-    if keyed:
+    if rows is not None:
         if source.count(UNKEYED_ROWS) != 1:
             raise ValueError(f"{name}.{dialect}.sql must say {UNKEYED_ROWS!r} exactly once")
-        source = source.replace(UNKEYED_ROWS, KEYED_ROWS)
+        source = source.replace(UNKEYED_ROWS, CLAIM_ROWS[rows])
     # Comments are for readers; dropping them keeps a ":name" in prose from becoming a parameter.
     lines = [line for line in source.splitlines() if not line.lstrip().startswith("--")]
     parts = [part.strip() for part in _END.split("\n".join(lines))]
     return tuple(sa.text(part) for part in parts if part)
 
 
-def query(name: str, dialect: str, *, keyed: bool = False) -> sa.TextClause:
-    """The single statement of `name` written for `dialect` (`keyed`: as for `queries`)."""
-    (statement,) = queries(name, dialect, keyed=keyed)
+def query(name: str, dialect: str, *, rows: ClaimRows | None = None) -> sa.TextClause:
+    """The single statement of `name` written for `dialect` (`rows`: as for `queries`)."""
+    (statement,) = queries(name, dialect, rows=rows)
     return statement

@@ -37,14 +37,14 @@ def ddl(dialect: str, db_schema: str | None = None, *, process: bool = False) ->
     return result.stdout
 
 
-UNKEYED = "status = 'pending' AND flow_key IS NULL"
+FIRST_ATTEMPTS = "status = 'pending' AND flow_key IS NULL AND first_attempt_at IS NULL"
 
 
 @pytest.mark.parametrize(
     ("dialect", "claim_index"),
     [
-        ("postgresql", f"ON occurrences (available_at) WHERE {UNKEYED};"),
-        ("sqlite", f"ON occurrences (available_at) WHERE {UNKEYED};"),
+        ("postgresql", f"ON occurrences (available_at) WHERE {FIRST_ATTEMPTS};"),
+        ("sqlite", f"ON occurrences (available_at) WHERE {FIRST_ATTEMPTS};"),
         # No partial indexes: the status and the key lead instead.
         ("mysql", "ON occurrences (status, flow_key, available_at);"),
     ],

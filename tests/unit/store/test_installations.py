@@ -84,7 +84,7 @@ def test_the_ddl_creates_every_table_and_index_and_stamps_the_head(dialect: str)
             assert f"CREATE INDEX {index.name} ON {table.name} " in ddl
     assert (
         "CREATE INDEX ix_occurrences_claim ON occurrences (available_at) "
-        "WHERE status = 'pending' AND flow_key IS NULL;" in ddl
+        "WHERE status = 'pending' AND flow_key IS NULL AND first_attempt_at IS NULL;" in ddl
     )
     assert "CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num)" in ddl
     (head,) = head_revisions()

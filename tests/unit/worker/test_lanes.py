@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -270,3 +271,22 @@ def test_a_start_given_most_launches_no_more_than_that_within_the_window() -> No
     assert len(lanes.start(0.0, most=5).launch) == 2  # the window of 3 still holds
     assert lanes.in_flight == 3
     assert lanes.waiting == 0
+
+
+def test_first_attempts_start_before_retries_and_replays_admitted_earlier() -> None:
+    lanes = Lanes(limit=2, min_lease=MIN_LEASE)
+    replays = [
+        factories.make_delivery(schedule_id=uuid.uuid4(), occurrence_id=uuid.uuid4())
+        for _ in range(4)
+    ]
+    first = dataclasses.replace(delivery(SCHEDULE_A, 0), first=True)
+    lanes.admit(replays, LONG)
+    lanes.admit([first], LONG)
+
+    started = lanes.start(0.0).launch
+    assert started[0] is first
+    assert started[1] in replays
+    # Once no first attempt waits, the others go on in the order they came.
+    for done in started:
+        lanes.finished(done)
+    assert lanes.start(0.0).launch == replays[1:3]
