@@ -247,7 +247,7 @@ class ClaimStore:
                 claimed += again
             else:  # a look only: whether any is due
                 self._again.found(int(await _any_due(conn, dialect, UNKEYED_AGAIN)), 0, limit)
-        keyed = await self._claim_keyed(conn, limit - len(claimed), lease, token, owner)
+        keyed = await self._claim_keyed(conn, limit - len(claimed), lease, token, owner, ahead)
         claimed += keyed.rows
         more = more or keyed.demand > len(keyed.rows) > 0
         if not claimed:
@@ -295,13 +295,21 @@ class ClaimStore:
         return Claimed(plan.deliveries, keyed.held_in, not_before, more, keyed.held)
 
     async def _claim_keyed(
-        self, conn: AsyncConnection, room: int, lease: float, token: uuid.UUID, owner: str
+        self,
+        conn: AsyncConnection,
+        room: int,
+        lease: float,
+        token: uuid.UUID,
+        owner: str,
+        ahead: float,
     ) -> KeyedClaim:
         """Keyed rows into the room the unkeyed ones left; with none left, a look (one
         index probe) every LOOK_EVERY claims at whether any may start."""
         if not self._keyed.looks(room):
             return KeyedClaim([])
-        keyed = await self._flow.claim(conn, room=room, lease=lease, token=token, owner=owner)
+        keyed = await self._flow.claim(
+            conn, room=room, lease=lease, token=token, owner=owner, ahead=ahead
+        )
         self._keyed.demand = keyed.demand
         return keyed
 

@@ -12,8 +12,9 @@ Invariants:
   id), and only when nothing of the key is in flight: a retrying head holds the key;
 - a key that is paused, backing off or out of tokens costs the claim one index probe, never
   a read of the rows waiting on it;
-- keyed rows are leased only when due, never ahead: a lease waiting for its instant would
-  hold a slot and a token before its time.
+- rows of a key with limits are leased only when due, never ahead: a lease waiting for its
+  instant would hold a slot and a token before its time (a key without limits is claimed
+  ahead as unkeyed rows are).
 """
 
 from __future__ import annotations
@@ -163,17 +164,26 @@ class FlowClaims:
     """The keyed part of a claim; runs inside the claim's transaction."""
 
     async def claim(
-        self, conn: AsyncConnection, *, room: int, lease: float, token: uuid.UUID, owner: str
+        self,
+        conn: AsyncConnection,
+        *,
+        room: int,
+        lease: float,
+        token: uuid.UUID,
+        owner: str,
+        ahead: float = 0.0,
     ) -> KeyedClaim:
-        """Lease up to `room` due keyed occurrences, oldest due first, as their keys allow."""
+        """Lease up to `room` due keyed occurrences, oldest due first, as their keys allow.
+        The rows of keys without limits are claimed as unkeyed rows are, `ahead` included;
+        a key with limits starts nothing before its instant."""
         dialect = dialect_of(conn)
-        due = await dialect.due_keys(conn)
+        due = await dialect.due_keys(conn, ahead)
         if not due:
             return KeyedClaim([])
         now: datetime = due[0].now
         held: Counter[str] = Counter()
         held_in: float | None = None
-        free: list[_Pick] = []  # keys with no limits: no lock, no count
+        free: list[str] = []  # keys with no limits: no lock, no count
         bounded: list[str] = []  # keys that may start something once locked
         for row in due:
             if len(free) + len(bounded) >= max(room, 1):
@@ -185,8 +195,10 @@ class FlowClaims:
                 continue
             limits = _limits(row)
             if limits is None or not limits.limited:
-                free.append(_Pick(row.flow_key, room + 1, fifo=False))
+                free.append(row.flow_key)
                 continue
+            if row.first_at > now:
+                continue  # due only within `ahead`: a key with limits waits for the instant
             # From the unlocked read: a paused key or an empty bucket needs no lock to wait.
             most, bucket = allowance(limits, _bucket(row, limits, now), in_flight=0, now=now)
             if most == 0:
@@ -197,27 +209,40 @@ class FlowClaims:
         if room <= 0:  # a look only: whether any due key may start something
             return KeyedClaim([], len(free) + len(bounded), held_in, held)
         picks, buckets, wait = await self._bounded(conn, bounded, room, now, held)
-        picks = free + picks
         held_in = _sooner(held_in, wait)
-        if not picks:
-            return KeyedClaim([], 0, held_in, held)
-        chosen = await self._choose(conn, picks, now, held)
-        demand = len(chosen)
-        ids = [row.occurrence_id for row in sorted(chosen, key=lambda r: r.available_at)[:room]]
-        if not ids:
-            return KeyedClaim([], 0, held_in, held)
-        rows = list(
-            await dialect.claim(
+        rows: list[Any] = []
+        demand = 0
+        if picks:
+            chosen = await self._choose(conn, picks, now, held)
+            demand = len(chosen)
+            oldest = sorted(chosen, key=lambda r: r.available_at)[:room]
+            if oldest:
+                rows = list(
+                    await dialect.claim(
+                        conn,
+                        limit=len(oldest),
+                        lease=lease,
+                        token=token,
+                        owner=owner,
+                        rows=ClaimRows.CHOSEN,
+                        ids=[row.occurrence_id for row in oldest],
+                    )
+                )
+                await self._spend(conn, buckets, Counter(row.flow_key for row in rows))
+        left = room - len(rows)
+        if free and left > 0:
+            taken = await dialect.claim(
                 conn,
-                limit=len(ids),
+                limit=left,
                 lease=lease,
                 token=token,
                 owner=owner,
-                rows=ClaimRows.CHOSEN,
-                ids=ids,
+                ahead=ahead,
+                rows=ClaimRows.FREE,
+                keys=free,
             )
-        )
-        await self._spend(conn, buckets, Counter(row.flow_key for row in rows))
+            rows += taken
+            demand += len(taken) + (1 if len(taken) >= left else 0)
         return KeyedClaim(rows, demand, held_in, held)
 
     async def _bounded(

@@ -178,6 +178,18 @@ async def test_a_claim_ahead_never_takes_a_keyed_occurrence_before_its_instant(
     assert claimed.due_in <= 2.0
 
 
+async def test_a_key_without_limits_is_claimed_ahead_like_unkeyed_occurrences(
+    database: Database,
+) -> None:
+    at = datetime.now(UTC) + timedelta(seconds=2)
+    soon = ports.draft(ports.once(at), flow_key="no-limits")
+    await ports.insert_schedules(database, [soon])
+    claimed = await ports.claim_ahead(database, limit=10, ahead=10.0)
+    (delivery,) = claimed.deliveries
+    # Held by the loop until its instant, as any occurrence claimed ahead.
+    assert claimed.not_before[delivery.occurrence_id] >= at - timedelta(milliseconds=1)
+
+
 async def test_a_claim_stopped_by_its_room_says_there_is_more(database: Database) -> None:
     await _keyed(database, "acme", 5)
     claimed = await ports.claimed(database, limit=3)

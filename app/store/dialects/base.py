@@ -372,10 +372,12 @@ class Dialect(ABC):
         ahead: float = 0.0,
         rows: ClaimRows = ClaimRows.FRESH,
         ids: Sequence[Any] | None = None,
+        keys: Sequence[str] | None = None,
     ) -> Sequence[Any]:
         """Lease up to `limit` due occurrences, and occurrences due within `ahead` seconds
         that no lease holds (`lost_until` is each one's due instant), of the kind `rows`
-        says (`ClaimRows`; `chosen`: those of `ids` still claimable); each row with
+        says (`ClaimRows`; `chosen`: those of `ids` still claimable; `free`: those of the
+        flow keys `keys`); each row with
         CLAIM_COLUMNS, LOST_COLUMNS and RULE_COLUMNS. A first claim of an occurrence
         (`first_claim`) counts as a firing of its schedule (`fire_count`,
         `last_fired_at`), in the claim itself."""
@@ -386,16 +388,23 @@ class Dialect(ABC):
         statement = query("flow_due", self.name)
         bound = "now" in statement._bindparams
         if bound:
-            statement = statement.bindparams(sa.bindparam("now", type_=UTCDateTime()))
+            statement = statement.bindparams(
+                sa.bindparam("now", type_=UTCDateTime()), sa.bindparam("until", type_=UTCDateTime())
+            )
         return statement.columns(**DUE_KEY_COLUMNS), bound
 
-    async def due_keys(self, conn: AsyncConnection) -> Sequence[Any]:
-        """The flow keys that have due occurrences, the earliest due first, each with
+    async def due_keys(self, conn: AsyncConnection, ahead: float = 0.0) -> Sequence[Any]:
+        """The flow keys that have occurrences due (or due within `ahead` seconds), the
+        earliest due first, each with
         DUE_KEY_COLUMNS: its earliest `available_at`, the transaction's instant and the
         key's stored limits, bucket and back-off (NULL: the key has no row), read without
         a lock."""
         statement, bound = self._due_keys
-        params = {"now": await self.transaction_now(conn)} if bound else {}
+        if bound:
+            now = await self.transaction_now(conn)
+            params: dict[str, Any] = {"now": now, "until": now + timedelta(seconds=ahead)}
+        else:
+            params = {"ahead": ahead}
         return (await conn.execute(statement, params)).all()
 
     @abstractmethod

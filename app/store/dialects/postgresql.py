@@ -71,16 +71,14 @@ _NOTIFY = sa.text(
     "SELECT pg_notify(:channel, CAST(EXTRACT(EPOCH FROM (:at - now())) AS text))"
 ).bindparams(sa.bindparam("at", type_=UTCDateTime()))
 _TRY_XACT_LOCK = sa.text("SELECT pg_try_advisory_xact_lock(:key)")
+# The list parameter each kind of claim takes, if any.
+_LISTS: dict[ClaimRows, sa.BindParameter[Any]] = {
+    ClaimRows.CHOSEN: sa.bindparam("ids", expanding=True, type_=sa.Uuid()),
+    ClaimRows.FREE: sa.bindparam("keys", expanding=True, type_=sa.String()),
+}
 _CLAIMS = {
     rows: query("claim", "postgresql", rows=rows)
-    .bindparams(
-        sa.bindparam("token", type_=sa.Uuid()),
-        *(
-            [sa.bindparam("ids", expanding=True, type_=sa.Uuid())]
-            if rows is ClaimRows.CHOSEN
-            else []
-        ),
-    )
+    .bindparams(sa.bindparam("token", type_=sa.Uuid()), *([_LISTS[rows]] if rows in _LISTS else []))
     .columns(**CLAIM_COLUMNS, **LOST_COLUMNS, **RULE_COLUMNS)
     for rows in ClaimRows
 }
@@ -445,10 +443,13 @@ class PostgreSQL(OnConflictInserts, Dialect):
         ahead: float = 0.0,
         rows: ClaimRows = ClaimRows.FRESH,
         ids: Sequence[Any] | None = None,
+        keys: Sequence[str] | None = None,
     ) -> Sequence[Row[Any]]:
         params = {"limit": limit, "lease": lease, "token": token, "owner": owner, "ahead": ahead}
         if rows is ClaimRows.CHOSEN:
             params["ids"] = list(ids or ())
+        if rows is ClaimRows.FREE:
+            params["keys"] = list(keys or ())
         return (await conn.execute(_CLAIMS[rows], params)).all()
 
     async def prune(self, conn: AsyncConnection, *, cutoff: datetime, limit: int) -> int:

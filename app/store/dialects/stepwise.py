@@ -33,6 +33,7 @@ _PARAMETERS: dict[str, sa.BindParameter[Any]] = {
     "ahead_until": sa.bindparam("ahead_until", type_=UTCDateTime()),
     "lease_until": sa.bindparam("lease_until", type_=UTCDateTime()),
     "ids": sa.bindparam("ids", expanding=True, type_=UUID),
+    "keys": sa.bindparam("keys", expanding=True, type_=sa.String()),
     "token": sa.bindparam("token", type_=UUID),
 }
 
@@ -85,6 +86,7 @@ class StepwiseClaim(Dialect):
         ahead: float = 0.0,
         rows: ClaimRows = ClaimRows.FRESH,
         ids: Sequence[Any] | None = None,
+        keys: Sequence[str] | None = None,
     ) -> Sequence[Any]:
         due_step, lease_step, rows_step = self._claim_steps[rows]
         now = await self.transaction_now(conn)
@@ -92,6 +94,8 @@ class StepwiseClaim(Dialect):
         params: dict[str, Any] = {"now": now, "ahead_until": until, "limit": limit}
         if rows is ClaimRows.CHOSEN:
             params["ids"] = list(ids or ())
+        if rows is ClaimRows.FREE:
+            params["keys"] = list(keys or ())
         due = (await conn.execute(due_step, params)).all()
         if not due:
             return []

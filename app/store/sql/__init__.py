@@ -30,6 +30,8 @@ class ClaimRows(StrEnum):
     FRESH = "fresh"
     AGAIN = "again"
     CHOSEN = "chosen"
+    # The rows of flow keys without limits (bound as `keys`), claimed as unkeyed rows are.
+    FREE = "free"
 
 
 # The claim's files say which rows they select once, as UNKEYED_ROWS; each kind of claim is
@@ -39,6 +41,7 @@ CLAIM_ROWS = {
     ClaimRows.FRESH: "o.flow_key IS NULL AND o.first_attempt_at IS NULL",
     ClaimRows.AGAIN: "o.flow_key IS NULL AND o.first_attempt_at IS NOT NULL",
     ClaimRows.CHOSEN: "o.occurrence_id IN :ids",
+    ClaimRows.FREE: "o.flow_key IS NOT NULL AND o.flow_key IN :keys",
 }
 
 

@@ -1,4 +1,4 @@
--- The flow keys with due occurrences, the earliest first, each with its stored limits,
+-- The flow keys with occurrences due by :until, the earliest first, each with its stored limits,
 -- bucket and back-off as last committed (a plain read takes no locks). The GROUP BY is a
 -- loose index scan of the claim index `(status, flow_key, available_at)`: one probe per key
 -- that has pending rows, however many rows wait on it. A paused schedule's rows have no
@@ -13,5 +13,5 @@ FROM (
     GROUP BY o.flow_key
 ) AS d
 LEFT JOIN flow_keys AS f ON f.`key` = d.flow_key
-WHERE d.first_at <= :now
+WHERE d.first_at <= :until
 ORDER BY d.first_at

@@ -1,4 +1,4 @@
--- The flow keys with due occurrences, the earliest first, each with its stored limits,
+-- The flow keys with occurrences due (or due within :ahead seconds), the earliest first, each with its stored limits,
 -- bucket and back-off as last committed (no lock: the keyed claim locks only the keys it
 -- may start something of, and reads them again under that lock).
 -- A loose index scan: one probe of `ix_occurrences_flow` per key that has pending rows,
@@ -28,5 +28,5 @@ SELECT d.flow_key, d.first_at, now() AS now,
        f.tokens, f.refilled_at, f.backoff_until
 FROM due AS d
 LEFT JOIN flow_keys AS f ON f.key = d.flow_key
-WHERE d.first_at <= now()
+WHERE d.first_at <= now() + make_interval(secs => :ahead)
 ORDER BY d.first_at

@@ -1,4 +1,4 @@
--- The flow keys with due occurrences, the earliest first, each with its stored limits,
+-- The flow keys with occurrences due by :until, the earliest first, each with its stored limits,
 -- bucket and back-off. A loose index scan: one probe of `ix_occurrences_flow` per key that
 -- has pending rows, however many rows wait on it, then the key's earliest `available_at`.
 -- A paused schedule's rows have no `available_at`, so a key with only those is not due.
@@ -26,5 +26,5 @@ SELECT d.flow_key, d.first_at, :now AS now,
        f.tokens, f.refilled_at, f.backoff_until
 FROM due AS d
 LEFT JOIN flow_keys AS f ON f."key" = d.flow_key
-WHERE d.first_at <= :now
+WHERE d.first_at <= :until
 ORDER BY d.first_at
