@@ -31,6 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.domain.flow import Bucket, FlowLimits, Ordering, allowance, full_bucket
 from app.domain.occurrence import OccurrenceStatus
 from app.store.dialects import dialect_of
+from app.store.flow_keys import stored_limits
 from app.store.sql import ClaimRows
 from app.store.tables import flow_keys, occurrences, schedules
 from app.store.types import UTCDateTime
@@ -108,17 +109,8 @@ class _Pick:
 
 
 def _limits(row: Any) -> FlowLimits | None:
-    """A key's stored limits (None: no row). The row was written from a validated PUT."""
-    if row.period_seconds is None:
-        return None
-    return FlowLimits(
-        rate=row.rate,
-        period_seconds=row.period_seconds,
-        burst=row.burst,
-        parallelism=row.parallelism,
-        ordering=Ordering(row.ordering),
-        paused=bool(row.paused),
-    )
+    """A key's stored limits (None: the key has no row)."""
+    return None if row.period_seconds is None else stored_limits(row)
 
 
 def _bucket(row: Any, limits: FlowLimits, now: datetime) -> Bucket:

@@ -83,9 +83,8 @@ async def back_off_keys(
     )
 
 
-def _limits(row: Any) -> FlowLimits | None:
-    if not row.limits_set:
-        return None
+def stored_limits(row: Any) -> FlowLimits:
+    """The limits a key's row holds (written from a validated PUT)."""
     return FlowLimits(
         rate=row.rate,
         period_seconds=row.period_seconds,
@@ -216,7 +215,7 @@ class FlowKeyStore:
             found.append(
                 FlowKey(
                     key=key,
-                    limits=None if row is None else _limits(row),
+                    limits=stored_limits(row) if row is not None and row.limits_set else None,
                     version=row.version if row is not None and row.limits_set else None,
                     in_flight=counted.in_flight if counted else 0,
                     waiting=counted.waiting if counted else 0,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
@@ -246,18 +247,28 @@ async def test_a_first_claim_counts_one_firing_and_a_claim_again_counts_none(
         assert (await ports.read_schedule(database, schedule.id)).fire_count == 1
 
 
+async def _replayed(database: Database, count: int) -> set[uuid.UUID]:
+    """`count` schedules whose occurrence was dead-lettered and then replayed: due now, and
+    attempted before; their ids."""
+    old = [
+        ports.draft(ports.once(datetime.now(UTC) - timedelta(minutes=10)), max_attempts=1)
+        for _ in range(count)
+    ]
+    await ports.insert_schedules(database, old)
+    failed = await ports.claim(database, limit=count)
+    assert len(failed) == count
+    await ports.settle(
+        database, [Settlement(d, OccurrenceStatus.DEAD_LETTERED, error="400") for d in failed]
+    )
+    assert len(await ports.replay(database, [d.occurrence_id for d in failed])) == count
+    return {d.id for d in old}
+
+
 async def test_first_attempts_are_claimed_before_replays_that_fell_due_earlier(
     database: Database,
 ) -> None:
     now = datetime.now(UTC)
-    # Twenty dead letters, replayed: due now, attempted before.
-    old = [ports.draft(ports.once(now - timedelta(minutes=10)), max_attempts=1) for _ in range(20)]
-    await ports.insert_schedules(database, old)
-    failed = await ports.claim(database, limit=50)
-    await ports.settle(
-        database, [Settlement(d, OccurrenceStatus.DEAD_LETTERED, error="400") for d in failed]
-    )
-    assert len(await ports.replay(database, [d.occurrence_id for d in failed])) == 20
+    await _replayed(database, 20)
     fresh = [ports.draft(ports.once(now - timedelta(seconds=1))) for _ in range(3)]
     await ports.insert_schedules(database, fresh)
 
@@ -271,17 +282,10 @@ async def test_replays_keep_a_share_of_each_claim_beside_a_backlog_of_first_atte
     database: Database,
 ) -> None:
     now = datetime.now(UTC)
-    old = [ports.draft(ports.once(now - timedelta(minutes=10)), max_attempts=1) for _ in range(30)]
-    await ports.insert_schedules(database, old)
-    failed = await ports.claim(database, limit=50)
-    await ports.settle(
-        database, [Settlement(d, OccurrenceStatus.DEAD_LETTERED, error="400") for d in failed]
-    )
-    await ports.replay(database, [d.occurrence_id for d in failed])
+    replayed = await _replayed(database, 30)
     await ports.insert_schedules(
         database, [ports.draft(ports.once(now - timedelta(seconds=1))) for _ in range(60)]
     )
-    replayed = {d.id for d in old}
 
     queue = ports.queue(database)
     shares = []
