@@ -5,14 +5,16 @@ a short window (that no lease holds; the loop's CLAIM_AHEAD), so that the claim'
 trips happen before the ticks are due, not after. Each such delivery goes through two
 steps before it reaches the lanes, by this replica's clock:
 
-1. START_LEAD before its instant it is marked started (`ClaimedAhead`): one statement,
+1. A lead before its instant it is marked started (`ClaimedAhead`): one statement,
    for all the deliveries whose marks fall due within START_GATHER of each other, that
    a pause or cancel committed since the claim stops it at. A stopped one is handed back
    unstarted, with its instant (a pause holds it until the resume; a cancel has ended it
    already). The lead is about that statement's own time, so that it is done by the
-   instant and the tick goes out on time; the gathering makes a stream of thousands of
-   ticks a second cost a few dozen statements a second, not one a tick. A pause committed
-   in the last START_LEAD + START_GATHER before an instant is as late as one after it.
+   instant and the tick goes out on time: START_LEAD while marks are quick, longer while
+   the database is slow to answer them (a bulk replay's writes beside the stream), up to
+   MAX_START_LEAD. The gathering makes a stream of thousands of ticks a second cost a few
+   dozen statements a second, not one a tick. A pause committed in the last lead +
+   START_GATHER before an instant is as late as one after it.
 2. Marked, it waits (`Held` again) until its instant, then joins the lanes. Nothing starts
    early.
 
@@ -41,8 +43,12 @@ from app.worker.outcomes import log
 # Event loop timers run up to their resolution early (a millisecond on libuv's).
 TIMER_SLACK = 0.001
 # How long before its instant a claimed-ahead attempt is marked started, and how close
-# together the marks that share one statement fall (see the module's docstring).
-START_LEAD = 0.02
+# together the marks that share one statement fall (see the module's docstring). The lead
+# follows what the marks take: at least twice the last one's time, decaying back towards
+# START_LEAD by LEAD_DECAY a mark, never beyond MAX_START_LEAD.
+START_LEAD = 0.1
+MAX_START_LEAD = 0.25
+LEAD_DECAY = 0.9
 START_GATHER = 0.03
 
 # Deliveries that are due, grouped by the lease end they were claimed with.
@@ -143,6 +149,7 @@ class ClaimedAhead:
         self._task: asyncio.Task[None] | None = None
         self._marked = Held(self._at_instant)
         self._instants: dict[uuid.UUID, float] = {}
+        self.lead = START_LEAD  # how long before its instant a delivery is marked
 
     def __len__(self) -> int:
         """Taken, and not yet in the lanes or handed back (but for those being marked)."""
@@ -175,11 +182,11 @@ class ClaimedAhead:
             due = not_before.get(delivery.occurrence_id)
             if due is None:
                 ready.append(delivery)
-            elif (wait := due.timestamp() - wall) <= START_LEAD:
+            elif (wait := due.timestamp() - wall) <= self.lead:
                 due_now.append(delivery)  # claimed ahead, and (about) due by now
                 self._instants[delivery.occurrence_id] = now + wait
             else:
-                self._held.hold(delivery, now + wait - START_LEAD, deadline)
+                self._held.hold(delivery, now + wait - self.lead, deadline)
                 self._instants[delivery.occurrence_id] = now + wait
         self._held.arm()
         if due_now:
@@ -196,7 +203,7 @@ class ClaimedAhead:
         self._instants.clear()
 
     def _due(self, deliveries: list[Delivery], deadline: float) -> None:
-        """START_LEAD before their instant: marked started first (`_start_due`), then held
+        """The lead before their instant: marked started first (`_start_due`), then held
         until the instant; when the loop is stopping they join the lanes at once."""
         if self._stopping.is_set():
             self._at_instant(deliveries, deadline)
@@ -215,6 +222,7 @@ class ClaimedAhead:
             while self._starting:
                 groups, self._starting = self._starting, []
                 due = [delivery for deliveries, _ in groups for delivery in deliveries]
+                began = asyncio.get_running_loop().time()
                 try:
                     may_start = await self._mark(due)
                 except Exception:
@@ -225,6 +233,9 @@ class ClaimedAhead:
                     await self._release(due, False)
                     continue
                 now = asyncio.get_running_loop().time()
+                self.lead = min(
+                    MAX_START_LEAD, max(START_LEAD, 2 * (now - began), self.lead * LEAD_DECAY)
+                )
                 for deliveries, deadline in groups:
                     ready = []
                     for delivery in deliveries:

@@ -12,7 +12,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from app.domain.occurrence import Delivery
-from app.worker.ahead import START_GATHER, START_LEAD, TIMER_SLACK, ClaimedAhead, Held
+from app.worker.ahead import (
+    MAX_START_LEAD,
+    START_GATHER,
+    START_LEAD,
+    TIMER_SLACK,
+    ClaimedAhead,
+    Held,
+)
 from tests import factories
 
 # How long "soon" may take on a machine whose every core is busy; far above the waits held.
@@ -225,7 +232,11 @@ async def test_marks_falling_due_close_together_share_one_statement() -> None:
     store, lanes = Store(), Recorder()
     ahead = claimed_ahead(store, lanes)
     one, two = delivery(), delivery()
-    not_before = {one.occurrence_id: due_in(0.1), two.occurrence_id: due_in(0.1 + START_GATHER / 3)}
+    first = START_LEAD + 0.1  # beyond the lead: held, then marked together
+    not_before = {
+        one.occurrence_id: due_in(first),
+        two.occurrence_id: due_in(first + START_GATHER / 3),
+    }
 
     ahead.take([one, two], not_before, LEASE_END)
     await lanes.until(2)
@@ -289,3 +300,30 @@ async def test_stopping_puts_everything_held_in_the_lanes_at_once_unmarked() -> 
     assert sorted(map(id, lanes.handed_on())) == sorted(map(id, [soon, later]))
     assert store.marks == []
     assert len(ahead) == 0
+
+
+async def test_slow_marks_lengthen_the_lead_and_quick_ones_shorten_it_again() -> None:
+    class Slow(Store):
+        delay = 0.08
+
+        async def mark(self, deliveries: Sequence[Delivery]) -> set[uuid.UUID]:
+            await asyncio.sleep(self.delay)
+            return await super().mark(deliveries)
+
+    store, lanes = Slow(), Recorder()
+    ahead = claimed_ahead(store, lanes)
+    assert ahead.lead == START_LEAD
+    first = delivery()
+    ahead.take([first], {first.occurrence_id: due_in(0.1)}, LEASE_END)
+    await lanes.until(1)
+    # Twice what the mark took: the next delivery's mark begins that long before its instant.
+    assert max(START_LEAD, 2 * Slow.delay) <= ahead.lead <= MAX_START_LEAD
+    slow_lead = ahead.lead
+
+    Slow.delay = 0.0
+    for _ in range(40):
+        quick = delivery()
+        ahead.take([quick], {quick.occurrence_id: due_in(0.0)}, LEASE_END)
+    await lanes.until(41)
+    assert START_LEAD <= ahead.lead < slow_lead
+    await ahead.stop()
