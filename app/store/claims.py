@@ -31,14 +31,12 @@ from app.domain.claim_plan import (
 )
 from app.domain.occurrence import AttemptOutcome, Delivery, OccurrenceStatus, Origin
 from app.store import codec
+from app.store.claim_mix import ClaimMix
 from app.store.completion import finish_one_shots, finish_recurring
 from app.store.dialects import dialect_of
-from app.store.dialects.base import Dialect
 from app.store.failures import count_dead_letters
-from app.store.flow_claims import FlowClaims, KeyedClaim
 from app.store.rows import attempt_id, pending_row, rules_of_row, skip_row, truncate_error
-from app.store.sql import ClaimRows
-from app.store.tables import UNKEYED_AGAIN, attempts, in_claim_set, occurrences, schedules
+from app.store.tables import attempts, occurrences, schedules
 from app.store.types import UUID, UTCDateTime
 
 LEASE_EXPIRED_ERROR = (
@@ -119,20 +117,6 @@ def _readable(read: Callable[[Any], _T], stored: Any) -> _T | Unreadable:
         return Unreadable(exc)
 
 
-async def _any_due(conn: AsyncConnection, dialect: Dialect, where: str) -> bool:
-    """Whether a claim index (`CLAIM_SETS`) has a row due: its first entry, by the host's
-    clock (a look needs no more)."""
-    statement = (
-        sa.select(occurrences.c.occurrence_id)
-        .where(
-            in_claim_set(where),
-            occurrences.c.available_at <= sa.bindparam("now", type_=UTCDateTime()),
-        )
-        .limit(1)
-    )
-    return (await conn.execute(statement, {"now": dialect.clock.host_now()})).first() is not None
-
-
 def _error(failed: Unplannable) -> str:
     return truncate_error(failed.error) or ""
 
@@ -154,49 +138,12 @@ class Claimed:
     held: Mapping[str, int] = field(default_factory=dict)
 
 
-# A claim that first attempts fill looks for the other kinds of row (retries and replays,
-# keyed rows) every this many claims, even when the last look found none, so that what
-# falls due during a long backlog of first attempts gets its share within a few claims.
-LOOK_EVERY = 4
-
-
-@dataclass(slots=True)
-class _Share:
-    """The room of each claim kept for one kind of row besides first attempts: up to a
-    third of the claim while the kind has rows due, so that none waits behind another's
-    backlog, and first attempts always have the rest. A kind that had no room is looked at
-    every LOOK_EVERY claims (a look: one probe of its index)."""
-
-    demand: int = 0  # how many the last claim of the kind could have taken
-    unseen: int = 0  # claims in a row that did not look at the kind
-
-    def kept(self, limit: int) -> int:
-        return min(limit // 3, self.demand)
-
-    def found(self, count: int, room: int, limit: int) -> None:
-        """The kind's claim took `count` of the `room` it had: all of it, or a look that
-        found some (`room` 0), means it may have more, and keeps its whole share."""
-        self.demand = limit if count and count >= room else count
-
-    def looks(self, room: int) -> bool:
-        if room > 0:
-            self.unseen = 0
-            return True
-        self.unseen += 1
-        if self.unseen < LOOK_EVERY:
-            return False
-        self.unseen = 0
-        return True
-
-
 class ClaimStore:
     """The claim statement and the writes it plans; runs inside the caller's transaction."""
 
     def __init__(self, rng: random.Random | None = None) -> None:
         self._rng = rng or random.Random()  # jitter draws
-        self._flow = FlowClaims()
-        self._again = _Share()  # retries and replays
-        self._keyed = _Share()
+        self._mix = ClaimMix()
 
     async def claim(
         self,
@@ -226,30 +173,11 @@ class ClaimStore:
         token = uuid.uuid4()
         dialect = dialect_of(conn)
 
-        async def lease_of(rows: ClaimRows, most: int) -> list[Row[Any]]:
-            found = await dialect.claim(
-                conn, limit=most, lease=lease, token=token, owner=owner, ahead=ahead, rows=rows
-            )
-            return list(found)
-
-        # First attempts first: retries, replays and keyed rows get the room they leave,
-        # and a share of their own while they have rows due (`_Share`).
-        kept_again, kept_keyed = self._again.kept(limit), self._keyed.kept(limit)
-        fresh_limit = limit - kept_again - kept_keyed
-        claimed = await lease_of(ClaimRows.FRESH, fresh_limit)
-        more = len(claimed) >= fresh_limit
-        room = limit - kept_keyed - len(claimed)
-        if self._again.looks(room):
-            if room > 0:
-                again = await lease_of(ClaimRows.AGAIN, room)
-                self._again.found(len(again), room, limit)
-                more = more or len(again) >= room
-                claimed += again
-            else:  # a look only: whether any is due
-                self._again.found(int(await _any_due(conn, dialect, UNKEYED_AGAIN)), 0, limit)
-        keyed = await self._claim_keyed(conn, limit - len(claimed), lease, token, owner, ahead)
-        claimed += keyed.rows
-        more = more or keyed.demand > len(keyed.rows) > 0
+        # First attempts first; retries, replays and keyed rows in the room they leave.
+        leased = await self._mix.lease(
+            conn, limit=limit, lease=lease, token=token, owner=owner, ahead=ahead
+        )
+        claimed, more, keyed = leased.rows, leased.more, leased.keyed
         if not claimed:
             return Claimed([], keyed.held_in, more=more, held=keyed.held)
         now = claimed[0].claimed_at
@@ -293,25 +221,6 @@ class ClaimStore:
         if plan.done_recurring:
             await finish_recurring(conn, plan.done_recurring, now)
         return Claimed(plan.deliveries, keyed.held_in, not_before, more, keyed.held)
-
-    async def _claim_keyed(
-        self,
-        conn: AsyncConnection,
-        room: int,
-        lease: float,
-        token: uuid.UUID,
-        owner: str,
-        ahead: float,
-    ) -> KeyedClaim:
-        """Keyed rows into the room the unkeyed ones left; with none left, a look (one
-        index probe) every LOOK_EVERY claims at whether any may start."""
-        if not self._keyed.looks(room):
-            return KeyedClaim([])
-        keyed = await self._flow.claim(
-            conn, room=room, lease=lease, token=token, owner=owner, ahead=ahead
-        )
-        self._keyed.demand = keyed.demand
-        return keyed
 
     async def _skip_claimed(
         self, conn: AsyncConnection, token: uuid.UUID, ids: list[uuid.UUID], now: datetime
