@@ -112,6 +112,7 @@ def snapshot(s: ScheduleOut) -> str:
             ("event type", s.event_type),
             ("trigger", trigger_text(s.trigger)),
             ("target", target_text(s.target)),
+            ("on failure", target_text(s.on_failure) if s.on_failure else "-"),
             ("labels", labels_text(s.labels)),
             ("max attempts", str(s.max_attempts)),
             ("next fire at", when(s.next_fire_at)),

@@ -57,14 +57,18 @@ _PAUSED = "true: nothing of the key starts until it is false again (nothing is s
 class FlowKeyIn(InputModel):
     """A key's limits, whole: what a PUT leaves out is at its default (no limit)."""
 
-    rate: int | None = Field(default=None, ge=1, le=MAX_RATE, description=_RATE)
-    period_seconds: float = Field(default=1.0, gt=0, le=MAX_PERIOD_SECONDS, description=_PERIOD)
-    burst: int | None = Field(default=None, ge=1, le=MAX_RATE, description=_BURST)
-    parallelism: int | None = Field(
-        default=None, ge=1, le=MAX_PARALLELISM, description=_PARALLELISM
+    rate: int | None = Field(default=None, ge=1, le=MAX_RATE, description=_RATE, examples=[50])
+    period_seconds: float = Field(
+        default=1.0, gt=0, le=MAX_PERIOD_SECONDS, description=_PERIOD, examples=[1.0]
     )
-    ordering: Literal["none", "fifo"] = Field(default="none", description=_ORDERING)
-    paused: bool = Field(default=False, description=_PAUSED)
+    burst: int | None = Field(default=None, ge=1, le=MAX_RATE, description=_BURST, examples=[100])
+    parallelism: int | None = Field(
+        default=None, ge=1, le=MAX_PARALLELISM, description=_PARALLELISM, examples=[10]
+    )
+    ordering: Literal["none", "fifo"] = Field(
+        default="none", description=_ORDERING, examples=["none"]
+    )
+    paused: bool = Field(default=False, description=_PAUSED, examples=[False])
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -92,20 +96,26 @@ class FlowKeyOut(BaseModel):
     period_seconds: float | None = Field(description=_PERIOD, examples=[1.0])
     burst: int | None = Field(description=_BURST, examples=[100])
     parallelism: int | None = Field(description=_PARALLELISM, examples=[10])
-    ordering: Literal["none", "fifo"] = Field(description=_ORDERING)
-    paused: bool = Field(description=_PAUSED)
+    ordering: Literal["none", "fifo"] = Field(description=_ORDERING, examples=["none"])
+    paused: bool = Field(description=_PAUSED, examples=[False])
     version: int | None = Field(
         description="Grows with every PUT; the ETag of the key's limits, for If-Match. "
-        "null: the key has no limits"
+        "null: the key has no limits",
+        examples=[3],
     )
-    in_flight: int = Field(description="Attempts of the key in flight now, fleet-wide")
-    waiting: int = Field(description="Occurrences due now and not started: held back by the key")
+    in_flight: int = Field(
+        description="Attempts of the key in flight now, fleet-wide", examples=[4]
+    )
+    waiting: int = Field(
+        description="Occurrences due now and not started: held back by the key", examples=[120]
+    )
     backoff_until: datetime | None = Field(
         description="A destination answered 429 or 503 with Retry-After: nothing of the key "
-        "starts before this instant; null: no back-off"
+        "starts before this instant; null: no back-off",
+        examples=["2026-12-03T09:00:30Z"],
     )
-    created_at: datetime | None
-    updated_at: datetime | None
+    created_at: datetime | None = Field(examples=["2026-12-01T08:00:00Z"])
+    updated_at: datetime | None = Field(examples=["2026-12-02T17:30:00Z"])
 
     @classmethod
     def of(cls, found: FlowKey) -> FlowKeyOut:

@@ -93,7 +93,7 @@ def problem_response(
 
 # Discriminator values that pydantic puts into an error's location; they are not fields.
 _UNION_TAGS = frozenset({"once", "immediate", "cron", "interval", "webhook", "rabbitmq"})
-_UNION_FIELDS = frozenset({"trigger", "target"})
+_UNION_FIELDS = frozenset({"trigger", "target", "on_failure"})
 
 
 def _path(loc: tuple[Any, ...], error_type: str) -> list[str]:

@@ -156,6 +156,11 @@ class ScheduleOut(BaseModel):
         description="Its own retry policy over the service's (what it leaves out is the "
         "service's setting); null: the service's"
     )
+    on_failure: TargetOut | None = Field(
+        description="The target told of each occurrence of it that is dead-lettered "
+        "(secrets redacted as on `target`); null: none",
+        examples=[{"type": "webhook", "url": "https://alerts.example.com/chronoq"}],
+    )
 
     @classmethod
     def of(cls, s: Schedule) -> ScheduleOut:
@@ -176,6 +181,7 @@ def _shown(s: Schedule, payload: Any) -> dict[str, Any]:
     values = dict(zip(_SHOWN_FIELDS, _READ_SHOWN(s), strict=True))
     values["payload"] = payload
     values["target"] = target_out(s.target)
+    values["on_failure"] = None if s.on_failure is None else target_out(s.on_failure)
     return values
 
 
@@ -194,6 +200,11 @@ class OccurrenceOut(BaseModel):
     skipped_count: int = Field(
         description="Ticks a skipped entry stands for: 1, or the rest of a long gap"
     )
+    callback_of: uuid.UUID | None = Field(
+        description="A failure callback's (origin callback): the occurrence whose "
+        "dead-lettering it reports to the schedule's on_failure target",
+        examples=["7d3f921f-fb95-5f69-85f9-81c248738a1d"],
+    )
     created_at: datetime
 
     @classmethod
@@ -211,6 +222,7 @@ class OccurrenceOut(BaseModel):
             dead_lettered_at=o.dead_lettered_at,
             skip_reason=cast(SkipReason | None, o.skip_reason),
             skipped_count=o.skipped_count,
+            callback_of=o.callback_of,
             created_at=o.created_at,
         )
 

@@ -298,6 +298,8 @@ def _plan_row(
             return plan
     if isinstance(row.target, Unreadable):
         raise row.target.error
+    # A failure callback settles nothing of its schedule's: it is not the schedule's firing.
+    firing = row.origin is not Origin.CALLBACK
     plan.delivery = Delivery(
         occurrence_id=row.occurrence_id,
         schedule_id=row.schedule_id,
@@ -308,8 +310,8 @@ def _plan_row(
         event_type=row.event_type,
         body=(row.body or "null").encode(),
         target=row.target,
-        one_shot=not recurring,
-        last=recurring and last,
+        one_shot=firing and not recurring,
+        last=firing and recurring and last,
         origin=row.origin,
         due_at=row.due_at,
         flow_key=row.flow_key,

@@ -23,12 +23,15 @@ class OccurrenceStatus(StrEnum):
 
 class Origin(StrEnum):
     """Why an occurrence exists: the schedule's own cadence, a missed tick fired late
-    (misfire policy fire_all or skip), an operator's backfill, or an operator's trigger."""
+    (misfire policy fire_all or skip), an operator's backfill, an operator's trigger, or
+    another occurrence's dead-lettering, reported to the schedule's `on_failure` target
+    (app.domain.callbacks)."""
 
     SCHEDULE = "schedule"
     TRIGGER = "trigger"
     CATCHUP = "catchup"
     BACKFILL = "backfill"
+    CALLBACK = "callback"
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +50,8 @@ class Occurrence:
     updated_at: datetime
     skip_reason: str | None = None
     skipped_count: int = 0
+    # A callback's: the occurrence whose dead-lettering it reports.
+    callback_of: uuid.UUID | None = None
 
 
 @dataclass(frozen=True, slots=True)

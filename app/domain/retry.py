@@ -56,12 +56,12 @@ class RetrySpec(InputModel):
     )
 
     base_delay_seconds: float | None = Field(
-        default=None, gt=0, le=MAX_RETRY_DELAY_SECONDS, description=_BASE
+        default=None, gt=0, le=MAX_RETRY_DELAY_SECONDS, description=_BASE, examples=[5]
     )
     max_delay_seconds: float | None = Field(
-        default=None, gt=0, le=MAX_RETRY_DELAY_SECONDS, description=_MAX
+        default=None, gt=0, le=MAX_RETRY_DELAY_SECONDS, description=_MAX, examples=[600]
     )
-    jitter: bool | None = Field(default=None, description=_JITTER)
+    jitter: bool | None = Field(default=None, description=_JITTER, examples=[True])
 
     def over(self, policy: RetryPolicy) -> RetryPolicy:
         """`policy` (the service's) with what this spec sets."""

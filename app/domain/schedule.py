@@ -132,6 +132,7 @@ class ScheduleDefinition:
     pause_after_failures: int | None = None
     flow_key: str | None = None
     retry: RetrySpec | None = None
+    on_failure: Target | None = None
     request_hash: str | None = None
     created_by: str | None = None
 
@@ -245,6 +246,11 @@ _RETRY = (
     "This schedule's retry policy; what it leaves out (or null for all of it) is the "
     "service's. A PATCH replaces it whole"
 )
+_ON_FAILURE = (
+    "A target told of each occurrence of this schedule that is dead-lettered, with the "
+    "occurrence, its last error and its payload (type occurrence.dead_lettered); null: none"
+)
+_ON_FAILURE_EXAMPLE = {"type": "webhook", "url": "https://alerts.example.com/chronoq"}
 _PAUSE_AFTER = (
     "Pause the schedule (pause_reason failures) after this many occurrences dead-lettered "
     "in a row; null: never"
@@ -278,13 +284,16 @@ class ScheduleSpec(InputModel):
     pause_after_failures: int | None = Field(
         default=None, ge=1, le=MAX_PAUSE_AFTER_FAILURES, description=_PAUSE_AFTER
     )
-    flow_key: FlowKeyName | None = None
+    flow_key: FlowKeyName | None = Field(default=None, examples=["customer-42"])
     retry: RetrySpec | None = Field(default=None, description=_RETRY)
+    on_failure: Target | None = Field(
+        default=None, description=_ON_FAILURE, examples=[_ON_FAILURE_EXAMPLE]
+    )
 
 
 # PATCH fields that may be left out but never set to null (the service names the field):
 # their schema does not offer null. `payload`, `max_occurrences`, `pause_after_failures`
-# `flow_key` and `retry` take null as a value.
+# `flow_key`, `retry` and `on_failure` take null as a value.
 NOT_NULLABLE = (
     "target",
     "trigger",
@@ -333,8 +342,11 @@ class SchedulePatch(InputModel):
     pause_after_failures: int | None = Field(
         default=None, ge=1, le=MAX_PAUSE_AFTER_FAILURES, description=_PAUSE_AFTER
     )
-    flow_key: FlowKeyName | None = None
+    flow_key: FlowKeyName | None = Field(default=None, examples=["customer-42"])
     retry: RetrySpec | None = Field(default=None, description=_RETRY)
+    on_failure: Target | None = Field(
+        default=None, description=_ON_FAILURE, examples=[_ON_FAILURE_EXAMPLE]
+    )
 
 
 def rules_of(values: object, *, fired: int = 0) -> Rules:

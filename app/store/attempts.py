@@ -16,7 +16,7 @@ from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.occurrence import Attempt, AttemptOutcome, Occurrence
-from app.store.rows import to_occurrence
+from app.store.rows import OCCURRENCE_COLUMNS, to_occurrence
 from app.store.tables import attempts, occurrences
 
 
@@ -40,7 +40,7 @@ class AttemptStore:
     ) -> Occurrence | None:
         row = (
             await conn.execute(
-                sa.select(occurrences).where(occurrences.c.occurrence_id == occurrence_id)
+                sa.select(*OCCURRENCE_COLUMNS).where(occurrences.c.occurrence_id == occurrence_id)
             )
         ).one_or_none()
         return None if row is None else to_occurrence(row)

@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.domain.callbacks import CALLBACK_EVENT_TYPE
 from app.domain.claim_plan import (
     ClaimedRow,
     LostAttempt,
@@ -30,11 +31,12 @@ from app.domain.claim_plan import (
     plan_claim,
 )
 from app.domain.occurrence import AttemptOutcome, Delivery, OccurrenceStatus, Origin
+from app.domain.target import Target
 from app.store import codec
 from app.store.claim_mix import ClaimMix
 from app.store.completion import finish_one_shots, finish_recurring
 from app.store.dialects import dialect_of
-from app.store.failures import count_dead_letters
+from app.store.failures import record_dead_letters
 from app.store.rows import attempt_id, pending_row, rules_of_row, skip_row, truncate_error
 from app.store.tables import attempts, occurrences, schedules
 from app.store.types import UUID, UTCDateTime
@@ -81,18 +83,25 @@ def _lost_row(lost: LostAttempt) -> dict[str, Any]:
 
 def _claimed_row(row: Row[Any]) -> ClaimedRow:
     """A claimed row as the planner reads it; a definition that does not read back is
-    handed over as such, to fail its own row only."""
+    handed over as such, to fail its own row only. A failure callback delivers its own
+    body to its schedule's `on_failure` target."""
+    origin = Origin(row.origin)
+    callback = origin is Origin.CALLBACK
     return ClaimedRow(
         occurrence_id=row.occurrence_id,
         schedule_id=row.schedule_id,
         fire_at=row.fire_at,
         attempts=row.attempts,
         max_attempts=row.max_attempts,
-        origin=Origin(row.origin),
+        origin=origin,
         first_claim=bool(row.first_claim),
-        event_type=row.event_type,
-        body=row.body,
-        target=_readable(codec.target, row.target),
+        event_type=CALLBACK_EVENT_TYPE if callback else row.event_type,
+        body=row.callback_body if callback else row.body,
+        target=(
+            _readable(_on_failure, row.on_failure)
+            if callback
+            else _readable(codec.target, row.target)
+        ),
         trigger=_readable(codec.trigger, row.trigger),
         jitter_seconds=row.jitter_seconds,
         lost=_lost_lease(row),
@@ -100,6 +109,14 @@ def _claimed_row(row: Row[Any]) -> ClaimedRow:
         flow_key=row.flow_key,
         retry=codec.retry(row.retry),
     )
+
+
+def _on_failure(stored: Any) -> Target:
+    """A callback's target: its schedule's `on_failure`, which a PATCH may have removed
+    (and with it the callbacks still pending) since the callback was written."""
+    if stored is None or stored == "null":  # SQL NULL, or JSON null
+        raise ValueError("the schedule has no on_failure target any more")
+    return codec.target(stored)
 
 
 def _due_at(row: Any) -> datetime:
@@ -211,12 +228,14 @@ class ClaimStore:
         if plan.failed:
             await self._settle_unplannable(conn, token, plan.failed, now, backoff, owner)
         # Dead letters the claim itself made count toward a schedule's auto-pause too.
-        dead = [(f.schedule_id, f.occurrence_id) for f in plan.failed if f.spent]
-        if plan.exhausted:
-            exhausted = set(plan.exhausted)
-            dead += [(r.schedule_id, r.occurrence_id) for r in rows if r.occurrence_id in exhausted]
+        spent = {f.occurrence_id for f in plan.failed if f.spent} | set(plan.exhausted)
+        dead = [
+            (r.schedule_id, r.occurrence_id)
+            for r in rows
+            if r.occurrence_id in spent and r.origin is not Origin.CALLBACK
+        ]
         if dead:
-            await count_dead_letters(conn, dead, now)
+            await record_dead_letters(conn, dead, now)
         await finish_one_shots(conn, plan.finished_one_shots, now)
         if plan.done_recurring:
             await finish_recurring(conn, plan.done_recurring, now)

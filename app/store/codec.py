@@ -45,6 +45,11 @@ def target(value: Any) -> Target:
     return _target(_key(value))
 
 
+def optional_target(value: Any) -> Target | None:
+    """A target that may be absent (a schedule's `on_failure`)."""
+    return None if value is None else target(value)
+
+
 def trigger(value: Any) -> Trigger:
     return _trigger(_key(value))
 
@@ -76,6 +81,11 @@ def dump(value: Target | Trigger) -> dict[str, Any]:
     """The JSON form stored in the database."""
     dumped: dict[str, Any] = value.model_dump(mode="json", exclude_none=True)
     return dumped
+
+
+def dump_optional(value: Target | None) -> dict[str, Any] | None:
+    """`dump`, of a value that may be absent."""
+    return None if value is None else dump(value)
 
 
 class JsonText(str):

@@ -42,8 +42,11 @@ class _Finishing:
 @cache
 def _finishing(dialect: Dialect) -> _Finishing:
     o = occurrences.alias("o")
+    # A failure callback still pending keeps no schedule from being done.
     nothing_pending = ~sa.exists().where(
-        o.c.schedule_id == schedules.c.id, o.c.status == OccurrenceStatus.PENDING
+        o.c.schedule_id == schedules.c.id,
+        o.c.status == OccurrenceStatus.PENDING,
+        o.c.origin != Origin.CALLBACK,
     )
     dead_lettered = sa.exists().where(
         o.c.schedule_id == schedules.c.id,

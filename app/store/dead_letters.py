@@ -11,11 +11,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.domain.callbacks import CALLBACK_EVENT_TYPE
 from app.domain.filters import DeadLetterFilter
-from app.domain.occurrence import (
-    DeadLetter,
-    OccurrenceStatus,
-)
+from app.domain.occurrence import DeadLetter, OccurrenceStatus, Origin
 from app.domain.schedule import ScheduleStatus
 from app.store import codec
 from app.store.rows import to_occurrence
@@ -34,10 +32,20 @@ class DeadLetterStore:
             # nesting, very long numbers); the codec reads it back safely.
             sa.cast(schedules.c.payload, sa.Text).label("payload"),
             schedules.c.target,
+            schedules.c.on_failure,
         ).join(schedules, schedules.c.id == occurrences.c.schedule_id)
 
     @staticmethod
     def _to_dead_letter(row: Row[Any]) -> DeadLetter:
+        """A dead letter with what a replay delivers: a failure callback's own message, to
+        its schedule's `on_failure` target (its schedule's target if a PATCH removed it)."""
+        if row.origin == Origin.CALLBACK:
+            return DeadLetter(
+                occurrence=to_occurrence(row),
+                event_type=CALLBACK_EVENT_TYPE,
+                payload=codec.payload(row.body),
+                target=codec.target(row.on_failure or row.target),
+            )
         return DeadLetter(
             occurrence=to_occurrence(row),
             event_type=row.event_type,
@@ -98,10 +106,12 @@ class DeadLetterStore:
         where: DeadLetterFilter | None = None,
     ) -> list[uuid.UUID]:
         """Dead letters back to pending, attempts reset, due now (held if the schedule is
-        paused). The occurrence id stays, so consumers still dedupe on it."""
+        paused, but for failure callbacks, which no pause holds). The occurrence id stays,
+        so consumers still dedupe on it."""
         paused = sa.exists().where(
             schedules.c.id == occurrences.c.schedule_id,
             schedules.c.status == ScheduleStatus.PAUSED,
+            occurrences.c.origin != Origin.CALLBACK,
         )
         # Read and locked first, then changed by key: not every database returns the rows
         # an UPDATE changed.

@@ -1,5 +1,7 @@
-"""Failures in a row: each schedule's count of consecutive dead letters, and the auto-pause
-it triggers at `pause_after_failures`.
+"""Dead letters as their schedules see them: each one's failure callback
+(app.store.callbacks), each schedule's count of consecutive dead letters, and the
+auto-pause it triggers at `pause_after_failures`. A callback's own dead letter is none of
+the schedule's failures.
 
 Invariant: an auto-pause is a manual pause's statements (`lifecycle.pause`) with reason
 "failures", in the transaction of the dead letter that reached the threshold. A delivery
@@ -18,7 +20,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.domain.occurrence import OccurrenceStatus, Settlement
+from app.domain.occurrence import OccurrenceStatus, Origin, Settlement
 from app.domain.schedule import (
     FAILURES_PAUSE,
     SYSTEM_ACTOR,
@@ -27,6 +29,7 @@ from app.domain.schedule import (
 )
 from app.domain.trigger import is_recurring
 from app.store import codec
+from app.store.callbacks import call_back
 from app.store.clock import transaction_now
 from app.store.dialects import dialect_of
 from app.store.dialects.base import Dialect
@@ -97,6 +100,7 @@ async def lock_before_pausing(conn: AsyncConnection, settled: Sequence[Settlemen
         item.delivery.schedule_id
         for item in settled
         if item.status is OccurrenceStatus.DEAD_LETTERED
+        and item.delivery.origin is not Origin.CALLBACK
     }
     if failing:
         await conn.execute(
@@ -104,17 +108,20 @@ async def lock_before_pausing(conn: AsyncConnection, settled: Sequence[Settlemen
         )
 
 
-async def count_dead_letters(
+async def record_dead_letters(
     conn: AsyncConnection, dead: Sequence[tuple[uuid.UUID, uuid.UUID]], now: datetime
 ) -> None:
-    """Add the (schedule id, occurrence id) pairs dead-lettered at `now` in this transaction
-    to each schedule's count of dead letters in a row, and pause those that reach their
-    `pause_after_failures` as a manual pause would, with reason "failures". Nothing to add
-    costs nothing; otherwise one UPDATE and a read of the schedules at threshold. The settle
-    and the claim (a lease spent on the last attempt, a definition that cannot be planned)
-    both count theirs this way."""
+    """What the (schedule id, occurrence id) pairs dead-lettered at `now` in this
+    transaction (callbacks' own dead letters left out by the caller) mean for their
+    schedules: each one's failure callback is written, each
+    schedule's count of dead letters in a row grows, and those that reach their
+    `pause_after_failures` pause as a manual pause would, with reason "failures". Nothing
+    to add costs nothing; otherwise a read for the callbacks, one UPDATE and a read of the
+    schedules at threshold. The settle and the claim (a lease spent on the last attempt, a
+    definition that cannot be planned) both record theirs this way."""
     if not dead:
         return
+    await call_back(conn, [occurrence_id for _, occurrence_id in dead], now)
     failing = list({schedule_id for schedule_id, _ in dead})
     statements = _statements(dialect_of(conn))
     await conn.execute(

@@ -21,7 +21,7 @@ from app.domain.occurrence import (
 )
 from app.domain.schedule import PauseReason, ScheduleStatus
 from app.store.dialects import dialect_of
-from app.store.rows import new_occurrence, skipped_occurrence, to_occurrence
+from app.store.rows import OCCURRENCE_COLUMNS, new_occurrence, skipped_occurrence, to_occurrence
 from app.store.schedules import ScheduleStore
 from app.store.tables import occurrences, schedules
 from app.store.types import UUID, UTCDateTime
@@ -159,7 +159,8 @@ class LifecycleStore:
         self, conn: AsyncConnection, schedule_id: uuid.UUID, flow_key: str | None
     ) -> None:
         """Give the schedule's occurrences that may still be attempted (pending ones, and
-        dead letters a replay may send again) the schedule's new flow key."""
+        dead letters a replay may send again) the schedule's new flow key; its failure
+        callbacks go to another destination, and have none."""
         await conn.execute(
             occurrences.update()
             .where(
@@ -167,6 +168,7 @@ class LifecycleStore:
                 occurrences.c.status.in_(
                     [OccurrenceStatus.PENDING, OccurrenceStatus.DEAD_LETTERED]
                 ),
+                occurrences.c.origin != Origin.CALLBACK,
             )
             .values(flow_key=flow_key)
         )
@@ -183,12 +185,14 @@ class LifecycleStore:
         )
 
     async def hold(self, conn: AsyncConnection, schedule_id: uuid.UUID, now: datetime) -> None:
-        """Make the schedule's pending occurrences unclaimable (paused)."""
+        """Make the schedule's pending occurrences unclaimable (paused), but for its failure
+        callbacks: they report what already failed (an auto-pause's own dead letter too)."""
         await conn.execute(
             occurrences.update()
             .where(
                 occurrences.c.schedule_id == schedule_id,
                 occurrences.c.status == OccurrenceStatus.PENDING,
+                occurrences.c.origin != Origin.CALLBACK,
             )
             # In this order: MySQL assigns left to right, each assignment seeing the ones
             # before it, so the instant is kept before it is cleared.
@@ -242,6 +246,21 @@ class LifecycleStore:
             )
         )
 
+    async def cancel_callbacks(
+        self, conn: AsyncConnection, schedule_id: uuid.UUID, now: datetime
+    ) -> None:
+        """Cancel the schedule's failure callbacks not yet delivered: its `on_failure`
+        target is gone. One in flight settles nothing, as with `cancel_pending`."""
+        await conn.execute(
+            occurrences.update()
+            .where(
+                occurrences.c.schedule_id == schedule_id,
+                occurrences.c.status == OccurrenceStatus.PENDING,
+                occurrences.c.origin == Origin.CALLBACK,
+            )
+            .values(status=OccurrenceStatus.CANCELLED, available_at=None, updated_at=now)
+        )
+
     async def history(
         self,
         conn: AsyncConnection,
@@ -252,7 +271,7 @@ class LifecycleStore:
         status: OccurrenceStatus | None = None,
     ) -> list[Occurrence]:
         """A schedule's occurrences, latest fire instant first."""
-        statement = sa.select(occurrences).where(occurrences.c.schedule_id == schedule_id)
+        statement = sa.select(*OCCURRENCE_COLUMNS).where(occurrences.c.schedule_id == schedule_id)
         if status is not None:
             statement = statement.where(occurrences.c.status == status)
         if after is not None:

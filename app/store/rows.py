@@ -19,6 +19,7 @@ from app.domain.occurrence import (
     Origin,
 )
 from app.domain.schedule import rules_of
+from app.store.tables import occurrences
 
 MAX_ERROR_LENGTH = 2000
 
@@ -40,6 +41,11 @@ def truncate_error(error: str | None) -> str | None:
     return error[: MAX_ERROR_LENGTH - 1] + "…"
 
 
+# An occurrence's columns as reads show it: all but a callback's body, which may weigh as
+# much as a payload and is read only to deliver it (or to show a dead letter).
+OCCURRENCE_COLUMNS = tuple(column for column in occurrences.c if column.name != "body")
+
+
 def to_occurrence(row: Row[Any]) -> Occurrence:
     return Occurrence(
         occurrence_id=row.occurrence_id,
@@ -56,6 +62,7 @@ def to_occurrence(row: Row[Any]) -> Occurrence:
         updated_at=row.updated_at,
         skip_reason=row.skip_reason,
         skipped_count=row.skipped_count,
+        callback_of=row.callback_of,
     )
 
 

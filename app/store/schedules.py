@@ -76,11 +76,13 @@ _READ: dict[str, Callable[[Any], Any]] = {
     "status": ScheduleStatus,
     "attempts": lambda value: value or 0,  # NULL: no occurrence attempted yet
     "retry": codec.retry,
+    "on_failure": codec.optional_target,
 }
 _WRITE: dict[str, Callable[[Any], Any]] = {
     "target": codec.dump,
     "trigger": codec.dump,
     "retry": codec.dump_retry,
+    "on_failure": codec.dump_optional,
 }
 # - and fields read from the schedule's occurrences (`_derived`), never written.
 READ_FIELDS = tuple(f.name for f in fields(Schedule) if f.name != "rules")
@@ -88,18 +90,23 @@ STORED_FIELDS = tuple(name for name in READ_FIELDS if name not in DERIVED_FIELDS
 
 
 def _derived() -> list[Any]:
-    """The fields a schedule's occurrences hold, each labelled with the field's name."""
+    """The fields a schedule's occurrences hold, each labelled with the field's name (its
+    failure callbacks are none of its firings)."""
     o = occurrences.alias("o")
     pending = (
         sa.select(o.c.fire_at, o.c.occurrence_id)
-        .where(o.c.schedule_id == schedules.c.id, o.c.status == OccurrenceStatus.PENDING)
+        .where(
+            o.c.schedule_id == schedules.c.id,
+            o.c.status == OccurrenceStatus.PENDING,
+            o.c.origin != Origin.CALLBACK,
+        )
         .order_by(o.c.fire_at)
         .limit(1)
         .correlate(schedules)
     )
     attempted = (
         sa.select(o.c.attempts, o.c.last_error)
-        .where(o.c.schedule_id == schedules.c.id, o.c.attempts > 0)
+        .where(o.c.schedule_id == schedules.c.id, o.c.attempts > 0, o.c.origin != Origin.CALLBACK)
         .order_by(o.c.fire_at.desc())
         .limit(1)
         .correlate(schedules)

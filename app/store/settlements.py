@@ -17,11 +17,11 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.domain.occurrence import OccurrenceStatus, Settlement
+from app.domain.occurrence import OccurrenceStatus, Origin, Settlement
 from app.store.completion import finish_one_shots, finish_recurring
 from app.store.dialects import dialect_of
 from app.store.dialects.base import Dialect
-from app.store.failures import count_dead_letters, lock_before_pausing
+from app.store.failures import lock_before_pausing, record_dead_letters
 from app.store.flow_keys import back_off_keys
 from app.store.rows import attempt_id, truncate_error
 from app.store.tables import occurrences
@@ -134,12 +134,13 @@ class SettlementStore:
         await finish_one_shots(conn, one_shots, now)
         await finish_recurring(conn, lasts, now)
         await back_off_keys(conn, settlements, now)
-        await count_dead_letters(
+        await record_dead_letters(
             conn,
             [
                 (item.delivery.schedule_id, item.delivery.occurrence_id)
                 for item in settlements
                 if item.status is OccurrenceStatus.DEAD_LETTERED
+                and item.delivery.origin is not Origin.CALLBACK
             ],
             now,
         )

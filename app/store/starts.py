@@ -14,7 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.domain.occurrence import Delivery, OccurrenceStatus
+from app.domain.occurrence import Delivery, OccurrenceStatus, Origin
 from app.store.dialects import dialect_of
 from app.store.dialects.base import by_lease_token
 from app.store.tables import occurrences, schedules
@@ -24,8 +24,11 @@ from app.store.types import UUID
 def _start_ahead_statement() -> tuple[sa.Update, sa.Select[Any]]:
     """Mark claimed-ahead attempts as started, where their lease still holds and nothing
     stopped them since the claim (a cancel, a pause); and read back which were marked."""
+    # A pause holds no failure callback.
     paused = sa.exists().where(
-        schedules.c.id == occurrences.c.schedule_id, schedules.c.status == "paused"
+        schedules.c.id == occurrences.c.schedule_id,
+        schedules.c.status == "paused",
+        occurrences.c.origin != Origin.CALLBACK,
     )
     ours = (
         occurrences.c.occurrence_id.in_(sa.bindparam("ids", expanding=True, type_=UUID)),

@@ -14,7 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Field, SQLModel
 
-from app.store.types import DOUBLE, PAYLOAD, UUID, JSONType, UTCDateTime
+from app.store.types import DOUBLE, LONG_TEXT, PAYLOAD, UUID, JSONType, UTCDateTime
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -34,7 +34,7 @@ MYSQL_TABLE = {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4", "mysql_coll
 
 SCHEDULE_STATUSES = ("pending", "paused", "completed", "cancelled", "failed")
 OCCURRENCE_STATUSES = ("pending", "delivered", "dead_lettered", "cancelled", "skipped")
-ORIGINS = ("schedule", "trigger", "catchup", "backfill")
+ORIGINS = ("schedule", "trigger", "catchup", "backfill", "callback")
 MISFIRE_POLICIES = ("fire_once", "skip", "fire_all")
 SKIP_REASONS = ("misfire", "paused", "dst_gap")
 PAUSE_REASONS = ("manual", "failures")
@@ -203,6 +203,10 @@ class ScheduleRow(SQLModel, table=True):
     )
     # Its own retry policy over the service's (NULL: the service's), as JSON.
     retry: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(JSONType, nullable=True))
+    # The target told of each of its occurrences dead-lettered (NULL: none), as JSON.
+    on_failure: dict[str, Any] | None = Field(
+        default=None, sa_column=sa.Column(JSONType, nullable=True)
+    )
 
 
 class OccurrenceRow(SQLModel, table=True):
@@ -312,6 +316,10 @@ class OccurrenceRow(SQLModel, table=True):
     flow_key: str | None = Field(
         default=None, sa_column=sa.Column(sa.String(FLOW_KEY_LENGTH), nullable=True)
     )
+    # A failure callback's (origin `callback`): the occurrence whose dead-lettering it
+    # reports, and the JSON text it delivers in place of its schedule's payload.
+    callback_of: uuid.UUID | None = Field(default=None, sa_column=sa.Column(UUID))
+    body: str | None = Field(default=None, sa_column=sa.Column(LONG_TEXT))
 
 
 class FlowKeyRow(SQLModel, table=True):

@@ -18,6 +18,9 @@ from sqlalchemy.types import TypeEngine
 # the schema depend on the server's version); native elsewhere.
 UUID = sa.Uuid().with_variant(sa.Uuid(native_uuid=False), "mysql", "mariadb")
 
+# Text beyond MySQL's TEXT (64 KiB): a callback's body holds a whole payload.
+LONG_TEXT = sa.Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
+
 # Databases whose instant type holds no offset: they store naive UTC.
 _NAIVE_INSTANTS = frozenset({"sqlite", "mysql", "mariadb"})
 # An instant with microseconds on MySQL (DATETIME alone drops them); elsewhere as it was.

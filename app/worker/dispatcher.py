@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 
 from app import metrics
-from app.domain.occurrence import Delivery, Settlement, Unsent
+from app.domain.occurrence import Delivery, OccurrenceStatus, Settlement, Unsent
 from app.settings import Settings
 from app.sinks.base import Sinks
 from app.store.claims import Claimed
@@ -209,9 +209,12 @@ class Dispatcher:
         retries = [s.retry_in for s in settlements if s.retry_in is not None]
         if retries and self.running:
             self.wake_in(min(retries))
-        if self.running and any(s.delivery.flow_key is not None for s in settlements):
+        if self.running and any(
+            s.delivery.flow_key is not None or s.status is OccurrenceStatus.DEAD_LETTERED
+            for s in settlements
+        ):
             # A settled attempt frees its key's slot: what its parallelism or order held
-            # back may start now.
+            # back may start now. A dead letter may have written a failure callback, due now.
             self._alarm.wake_in(0.0)
 
     def _count_error(self) -> None:

@@ -31,7 +31,7 @@ from app.domain.occurrence import (
     Unsent,
 )
 from app.domain.schedule import Schedule, ScheduleDraft, ScheduleStatus
-from app.domain.target import WebhookTarget
+from app.domain.target import Target, WebhookTarget
 from app.domain.trigger import (
     CronTrigger,
     ImmediateTrigger,
@@ -93,6 +93,7 @@ __all__ = [
     "read_sql_clock",
     "record_skipped_tick",
     "release",
+    "remove_on_failure",
     "replay",
     "run_out_lease",
     "settle",
@@ -135,6 +136,8 @@ def draft(
     rules: Rules | None = None,
     jitter_seconds: float = 0.0,
     flow_key: str | None = None,
+    on_failure: Target | None = None,
+    pause_after_failures: int | None = None,
 ) -> ScheduleDraft:
     """A schedule about to be stored, as the service builds one. Its first occurrence is
     the trigger's first instant from now, or `fire_at` (a tick already past, as a
@@ -156,6 +159,8 @@ def draft(
         jitter_seconds=jitter_seconds,
         rules=rules or Rules(),
         flow_key=flow_key,
+        on_failure=on_failure,
+        pause_after_failures=pause_after_failures,
     )
 
 
@@ -356,6 +361,17 @@ async def unhold(database: Database, schedule_id: uuid.UUID) -> None:
     await database.run(work)
 
 
+async def remove_on_failure(database: Database, schedule_id: uuid.UUID) -> None:
+    """What a PATCH of `on_failure` to null writes: no target, its callbacks cancelled."""
+
+    async def work(conn: Connection) -> None:
+        now = await transaction_now(conn)
+        await ScheduleStore().update(conn, schedule_id, now, on_failure=None)
+        await LifecycleStore().cancel_callbacks(conn, schedule_id, now)
+
+    await database.run(work)
+
+
 async def cancel(database: Database, schedule_id: uuid.UUID) -> None:
     """Cancel the schedule's pending occurrences."""
 
@@ -479,6 +495,7 @@ class OccurrenceRow:
     delivered_at: datetime | None
     dead_lettered_at: datetime | None
     updated_at: datetime
+    callback_of: uuid.UUID | None
 
 
 async def read_occurrence_rows(

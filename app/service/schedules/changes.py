@@ -60,7 +60,7 @@ class ScheduleChanges:
         changes = patch.model_dump(exclude_unset=True)
         if "payload" in changes:
             self._checks.payload(patch.payload, "#/payload")
-        self._checks.target(patch, "#/target/type")
+        self._checks.targets(patch, "#")
         self._checks.retry(patch.retry, "#/retry")
         await self._checks.urls([(patch, "#")])
         if patch.trigger is not None:
@@ -79,6 +79,10 @@ class ScheduleChanges:
             }
             if patch.target is not None:
                 values["target"] = kept_secrets(patch.target, current.target, "#/target")
+            if patch.on_failure is not None:
+                values["on_failure"] = kept_secrets(
+                    patch.on_failure, current.on_failure, "#/on_failure"
+                )
             if patch.trigger is not None:
                 if not is_recurring(current.trigger) and current.fire_count > 0:
                     raise ConflictError("this one-shot schedule has already fired")
@@ -88,6 +92,9 @@ class ScheduleChanges:
                 # draw or whether it comes at all changes (one already fired keeps its own).
                 await self._replan(conn, current, values, now)
             await self._steps.schedules.update(conn, schedule_id, now, **values)
+            if "on_failure" in values and values["on_failure"] is None:
+                # No target to tell any more: the callbacks still pending are cancelled.
+                await self._steps.occurrences.cancel_callbacks(conn, schedule_id, now)
             if "flow_key" in values and values["flow_key"] != current.flow_key:
                 # What has not fired for good moves to the new key, in flight or not.
                 await self._steps.occurrences.move_to_key(conn, schedule_id, patch.flow_key)

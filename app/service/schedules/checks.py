@@ -29,6 +29,13 @@ def kept_secrets(new: Target, stored: Target | None, pointer: str) -> Target:
         raise InvalidInputError(str(exc), pointer=f"{pointer}/{exc.field}") from None
 
 
+def no_redacted_secrets(spec: ScheduleSpec, prefix: str) -> None:
+    """A new schedule's targets hold no redacted form: nothing stored stands for one."""
+    kept_secrets(spec.target, None, f"{prefix}/target")
+    if spec.on_failure is not None:
+        kept_secrets(spec.on_failure, None, f"{prefix}/on_failure")
+
+
 class BodyChecks:
     """The checks that depend on this service's settings; each refusal names its pointer."""
 
@@ -50,23 +57,28 @@ class BodyChecks:
         if retry is not None:
             retry.check(self._settings.retry_policy(), pointer)
 
-    def target(self, spec: ScheduleSpec | SchedulePatch, pointer: str) -> None:
-        if (
-            spec.target is not None
-            and spec.target.type == "rabbitmq"
-            and not self._settings.amqp_url
-        ):
-            raise InvalidInputError(
-                "a rabbitmq target needs AMQP_URL to be configured on the service", pointer=pointer
-            )
+    def targets(self, spec: ScheduleSpec | SchedulePatch, pointer: str) -> None:
+        """The targets of `spec` (its `target` and its `on_failure`) that it sets can be
+        delivered to: a RabbitMQ one needs a broker configured. `pointer` prefixes each
+        field's name."""
+        for field in ("target", "on_failure"):
+            target = getattr(spec, field)
+            if target is not None and target.type == "rabbitmq" and not self._settings.amqp_url:
+                raise InvalidInputError(
+                    "a rabbitmq target needs AMQP_URL to be configured on the service",
+                    pointer=f"{pointer}/{field}/type",
+                )
 
     async def urls(self, specs: Sequence[tuple[ScheduleSpec | SchedulePatch, str]]) -> None:
         """Webhook hosts that are, or resolve to, a denied address are refused (DESIGN 8);
-        each (spec, pointer prefix) names its URL as `<prefix>/target/url`."""
+        each (spec, pointer prefix) names its URLs as `<prefix>/target/url` and
+        `<prefix>/on_failure/url`."""
         # A URL is judged by itself: each distinct one is checked once, at its first item
         # (the same refusal, at the same pointer, as checking every item in order).
         first: dict[str, tuple[WebhookTarget, str]] = {}
         for spec, prefix in specs:
-            if isinstance(spec.target, WebhookTarget) and spec.target.url not in first:
-                first[spec.target.url] = (spec.target, f"{prefix}/target/url")
+            for field in ("target", "on_failure"):
+                target = getattr(spec, field)
+                if isinstance(target, WebhookTarget) and target.url not in first:
+                    first[target.url] = (target, f"{prefix}/{field}/url")
         await self._addresses.check(first.values())

@@ -16,7 +16,7 @@ from app.domain.ids import uuid7
 from app.domain.limits import MAX_BATCH
 from app.domain.schedule import EventKind, Schedule, ScheduleDraft, ScheduleSpec, rules_of
 from app.domain.trigger import Trigger, check_cadence, first_fire_or_refuse, resolve
-from app.service.schedules.checks import BodyChecks, kept_secrets
+from app.service.schedules.checks import BodyChecks, no_redacted_secrets
 from app.service.schedules.steps import ScheduleSteps
 from app.settings import Settings
 from app.store.clock import transaction_now
@@ -95,6 +95,7 @@ class ScheduleCreation:
             pause_after_failures=spec.pause_after_failures,
             flow_key=spec.flow_key,
             retry=spec.retry,
+            on_failure=spec.on_failure,
             first_delay=self._steps.jitter(spec.jitter_seconds),
             idempotency_key=key,
             request_hash=request_hash,
@@ -133,9 +134,9 @@ class ScheduleCreation:
         own: another API key's use of the same one is another schedule."""
         self._checks.payload(spec.payload, "#/payload")
         self._checks.retry(spec.retry, "#/retry")
-        self._checks.target(spec, "#/target/type")
+        self._checks.targets(spec, "#")
         await self._checks.urls([(spec, "#")])
-        kept_secrets(spec.target, None, "#/target")
+        no_redacted_secrets(spec, "#")
         request_hash = _fingerprint(spec) if idempotency_key else None
 
         async def replay_key(conn: Connection) -> Created | None:
@@ -186,8 +187,8 @@ class ScheduleCreation:
         for index, spec in enumerate(specs):
             self._checks.payload(spec.payload, f"#/items/{index}/payload")
             self._checks.retry(spec.retry, f"#/items/{index}/retry")
-            self._checks.target(spec, f"#/items/{index}/target/type")
-            kept_secrets(spec.target, None, f"#/items/{index}/target")
+            self._checks.targets(spec, f"#/items/{index}")
+            no_redacted_secrets(spec, f"#/items/{index}")
         await self._checks.urls([(spec, f"#/items/{index}") for index, spec in enumerate(specs)])
 
         async def work(conn: Connection) -> list[Schedule]:

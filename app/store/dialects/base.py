@@ -59,6 +59,9 @@ CLAIM_COLUMNS: dict[str, Any] = {
     "trigger": sa.Text(),
     "flow_key": sa.String(),
     "retry": sa.Text(),
+    # A failure callback's target and body (origin `callback`; NULL body otherwise).
+    "on_failure": sa.Text(),
+    "callback_body": sa.Text(),
 }
 
 # A schedule's misfire rules and tick count, which every claim returns with each row.

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
-from app.domain.occurrence import OccurrenceStatus
+from app.domain.occurrence import OccurrenceStatus, Origin
 from app.store.tables import occurrences, schedules
 from app.store.types import UUID
 
@@ -61,6 +61,7 @@ def outcomes(dialect: Dialect) -> Outcomes:
                 dialect.among(o.c.occurrence_id, "delivered_ids"),
                 o.c.status == OccurrenceStatus.DELIVERED,
                 o.c.delivered_at == now,
+                o.c.origin != Origin.CALLBACK,  # no delivery of its schedule's
             ),
         )
         .values(consecutive_failures=0),

@@ -26,7 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from app import backends
 from app.domain.ids import event_id
-from app.domain.occurrence import Delivery
+from app.domain.occurrence import Delivery, Origin
 from app.store.codec import JsonText
 from app.store.dialects.base import (
     CLAIM_COLUMNS,
@@ -250,11 +250,17 @@ _PRUNE = _prune_statement()
 def _delivered_restarting() -> sa.Update:
     """`Outcomes.delivered`, then a restart from 0 of the failure count of each schedule it
     delivered (only those counting: most schedules never fail, and are not written)."""
-    done = outcomes(DIALECT).delivered.returning(occurrences.c.schedule_id).cte("delivered")
+    done = (
+        outcomes(DIALECT)
+        .delivered.returning(occurrences.c.schedule_id, occurrences.c.origin)
+        .cte("delivered")
+    )
+    # A failure callback delivered is no delivery of its schedule's.
+    delivering = sa.select(done.c.schedule_id).where(done.c.origin != Origin.CALLBACK)
     return (
         schedules.update()
         .where(
-            schedules.c.id.in_(sa.select(done.c.schedule_id)),
+            schedules.c.id.in_(delivering),
             schedules.c.consecutive_failures > 0,
         )
         .values(consecutive_failures=0)

@@ -22,6 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.domain.occurrence import Origin
 from app.store.dialects.base import CLAIM_COLUMNS, LOST_COLUMNS, RULE_COLUMNS, Dialect, with_lost
 from app.store.sql import ClaimRows, queries
 from app.store.tables import schedules
@@ -68,6 +69,7 @@ class StepwiseClaim(Dialect):
             due.columns(
                 sa.column("occurrence_id", UUID),
                 sa.column("schedule_id", UUID),
+                sa.column("origin", sa.String()),
                 sa.column("first_claim", sa.Boolean()),
                 **LOST_COLUMNS,
             ),
@@ -100,7 +102,10 @@ class StepwiseClaim(Dialect):
         if not due:
             return []
         ids = [row.occurrence_id for row in due]
-        await _count_fires(conn, Counter(row.schedule_id for row in due if row.first_claim), now)
+        fired = Counter(
+            row.schedule_id for row in due if row.first_claim and row.origin != Origin.CALLBACK
+        )
+        await _count_fires(conn, fired, now)
         await conn.execute(
             lease_step,
             {

@@ -8,7 +8,9 @@
 -- only then is it counted as a firing and its cadence planned. `lost_*` is the lease this
 -- claim replaces, read before it is overwritten: a settle or a release clears the token, so
 -- a token still set is an attempt nobody settled (its replica died or stalled).
-SELECT o.occurrence_id, o.schedule_id, o.first_attempt_at IS NULL AS first_claim,
+-- A failure callback (origin `callback`) is no firing of its schedule (the fire count
+-- leaves it out), and is not held by its pause: an auto-pause's own dead letter is reported.
+SELECT o.occurrence_id, o.schedule_id, o.origin, o.first_attempt_at IS NULL AS first_claim,
        o.lease_token AS lost_token, o.lease_owner AS lost_owner,
        o.leased_at AS lost_at, o.available_at AS lost_until,
        o.lease_token IS NOT NULL AND o.lease_ahead AS lost_ahead
@@ -17,7 +19,8 @@ WHERE o.status = 'pending' AND o.flow_key IS NULL
   AND o.available_at <= :ahead_until
   AND (o.lease_token IS NULL OR o.available_at <= :now)
   AND NOT EXISTS (
-      SELECT 1 FROM schedules AS s WHERE s.id = o.schedule_id AND s.status = 'paused'
+      SELECT 1 FROM schedules AS s
+      WHERE s.id = o.schedule_id AND s.status = 'paused' AND o.origin <> 'callback'
   )
 ORDER BY o.available_at
 LIMIT :limit
@@ -47,7 +50,7 @@ SELECT o.occurrence_id, o.schedule_id, o.fire_at, o.attempts, o.origin, o.flow_k
        CAST(:now AS DATETIME(6)) AS claimed_at,
        s.event_type, s.max_attempts, s.jitter_seconds,
        s.payload AS body, s.target AS target, s.`trigger` AS `trigger`,
-       s.retry AS retry,
+       s.retry AS retry, s.on_failure AS on_failure, o.body AS callback_body,
        s.misfire_policy, s.misfire_grace_seconds, s.max_catchup, s.max_occurrences,
        s.tick_count
 FROM occurrences AS o

@@ -7,6 +7,9 @@
 -- `lost_*` is the lease this claim replaces, read before it is overwritten: a settle or a
 -- release clears the token, so a token still set is an attempt nobody settled (its replica
 -- died or stalled), with its owner, its claim instant and its lease's end.
+-- A failure callback (origin `callback`) is no firing of its schedule, is not held by its
+-- pause (an auto-pause's own dead letter is reported), and delivers its `body` to the
+-- schedule's `on_failure` target.
 -- Each row also carries its schedule's misfire rules and tick count, which the planner of
 -- a cadence tick needs (no read of its own).
 -- `:ahead` (seconds, usually 0) also leases occurrences due that soon, which the loop holds
@@ -26,7 +29,8 @@ WITH due AS (
       AND o.available_at <= now() + make_interval(secs => :ahead)
       AND (o.lease_token IS NULL OR o.available_at <= now())
       AND NOT EXISTS (
-          SELECT 1 FROM schedules AS s WHERE s.id = o.schedule_id AND s.status = 'paused'
+          SELECT 1 FROM schedules AS s
+          WHERE s.id = o.schedule_id AND s.status = 'paused' AND o.origin <> 'callback'
       )
     ORDER BY o.available_at
     LIMIT :limit
@@ -45,14 +49,15 @@ claimed AS (
     FROM due
     WHERE o.occurrence_id = due.occurrence_id
     RETURNING o.occurrence_id, o.schedule_id, o.fire_at, o.attempts, o.origin, o.flow_key,
-              due.first_claim,
+              o.body, due.first_claim,
               due.lost_token, due.lost_owner, due.lost_at, due.lost_until, due.lost_ahead
 ),
 first_fires AS (
     UPDATE schedules AS s
     SET fire_count = s.fire_count + f.fired, last_fired_at = now()
     FROM (
-        SELECT schedule_id, count(*) AS fired FROM claimed WHERE first_claim
+        SELECT schedule_id, count(*) AS fired FROM claimed
+        WHERE first_claim AND origin <> 'callback'
         GROUP BY schedule_id
     ) AS f
     WHERE s.id = f.schedule_id
@@ -63,7 +68,7 @@ SELECT c.occurrence_id, c.schedule_id, c.fire_at, c.attempts, c.origin, c.flow_k
        now() AS claimed_at,
        s.event_type, s.max_attempts, s.jitter_seconds,
        s.payload::text AS body, s.target::text AS target, s.trigger::text AS trigger,
-       s.retry::text AS retry,
+       s.retry::text AS retry, s.on_failure::text AS on_failure, c.body AS callback_body,
        s.misfire_policy, s.misfire_grace_seconds, s.max_catchup, s.max_occurrences,
        s.tick_count
 FROM claimed AS c
