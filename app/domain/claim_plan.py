@@ -374,7 +374,8 @@ class _Builder:
 
     def fail(self, row: ClaimedRow, error: str) -> None:
         """The row is settled as a failed attempt; it did not fire, so a first claim's
-        firing is taken back (the claim counts every first claim as a firing)."""
+        firing is taken back (the claim counts every first claim as a firing, but for a
+        failure callback's, which is none)."""
         failed = Unplannable(
             row.occurrence_id,
             row.schedule_id,
@@ -384,7 +385,7 @@ class _Builder:
             error,
         )
         self.plan.failed.append(failed)
-        if failed.first_claim:
+        if failed.first_claim and row.origin is not Origin.CALLBACK:
             tally = self.plan.tallies.get(row.schedule_id, Tally())
             self.plan.tallies[row.schedule_id] = replace(tally, unfired=tally.unfired + 1)
         if failed.spent:

@@ -213,3 +213,27 @@ async def test_a_bad_on_failure_is_a_422_naming_it_and_nothing_is_stored(
     else:
         assert_problem_names(patched, 422, pointer)
     assert (await shared.get(f"/v1/schedules/{existing['id']}"))["on_failure"] is None
+
+
+@ON_MODULE_LOOP
+async def test_a_batch_names_the_item_whose_on_failure_is_refused(shared: Harness) -> None:
+    def item(on_failure: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "event_type": "test.event",
+            "target": shared.webhook(),
+            "trigger": HOUR,
+            "on_failure": on_failure,
+        }
+
+    items = [
+        item(shared.webhook("/alerts")),
+        item({"type": "webhook", "url": "http://169.254.169.254/latest"}),
+    ]
+    refused = await shared.client.post("/v1/schedules/batch", json={"items": items})
+
+    assert_problem_names(refused, 422, "#/items/1/on_failure/url")
+    assert await stored_schedules(shared) == []
+    accepted = await shared.client.post("/v1/schedules/batch", json={"items": items[:1]})
+    assert accepted.status_code == 201, accepted.text
+    (created,) = accepted.json()["items"]
+    assert created["on_failure"]["url"] == shared.receiver.url("/alerts")

@@ -470,3 +470,29 @@ def test_a_pending_occurrence_is_claimable_after_its_delay() -> None:
     delayed = pending_occurrence(SID, T0, Origin.SCHEDULE, delay=1.5)
     assert delayed.available_at == T0 + timedelta(seconds=1.5)
     assert delayed.occurrence_id == occurrence_id(SID, T0)
+
+
+# failure callbacks
+
+
+def test_a_failure_callback_is_a_delivery_that_settles_nothing_of_its_schedule() -> None:
+    callback = row(trigger=MINUTELY, rules=Rules(), origin=Origin.CALLBACK, body='{"type":"x"}')
+
+    p = plan(callback)
+
+    (delivery,) = p.deliveries
+    assert (delivery.one_shot, delivery.last, delivery.first) == (False, False, True)
+    assert delivery.body == b'{"type":"x"}'
+    # It plans no cadence (no next tick, no tally) though its schedule is recurring.
+    assert (p.pending, p.skips, p.tallies) == ([], [], {})
+    assert cadence_schedules([callback]) == set()
+
+
+def test_a_failure_callback_that_cannot_be_planned_takes_back_no_firing() -> None:
+    broken = row(origin=Origin.CALLBACK, target=Unreadable(ValueError("no on_failure")))
+
+    p = plan(broken)
+
+    (failed,) = p.failed
+    assert failed.first_claim
+    assert p.tallies == {}, "a callback's claim counted no firing to take back"
