@@ -10,7 +10,9 @@ dead-lettered. The route then answers 200, and a paced stream of `--stream` (300
 created, due `--gap` (20 ms) apart from 2 s on, to `/hook`; when the first of them is due,
 one `POST /v1/dead-letters/replay` (by event type) sends every dead letter out again.
 
-Lateness = arrival at the receiver minus `X-Scheduled-For`, for the stream only; the replay's
+Lateness = arrival at the receiver minus `X-Scheduled-For`, for the stream only (and, apart
+from the receiver's own queueing, how late each first attempt started by its attempt log:
+"started late"); the replay's
 drain time = from the replay request until the receiver has counted every replayed attempt.
 *alone* runs the same stream with no replay, on fresh services, interleaved: the lateness the
 stream has by itself. Every stream occurrence must arrive exactly once.
@@ -20,9 +22,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +53,34 @@ async def dead_letters(http: aiohttp.ClientSession, base: str) -> int:
         cursor = page.get("next_cursor")
         if not cursor:
             return count
+
+
+async def started_late(http: aiohttp.ClientSession, base: str, ids: set[str]) -> dict[str, float]:
+    """How late each occurrence's first attempt started by its replica's clock (its attempt
+    log's `started_at` minus its fire instant): the lateness the service made, apart from
+    the receiver's own queueing. p50 / p99 / max in ms."""
+    lags: list[float] = []
+    by_instant: list[tuple[str, float]] = []
+    semaphore = asyncio.Semaphore(8)
+
+    async def one(occurrence_id: str) -> None:
+        async with semaphore:
+            async with http.get(f"{base}/v1/occurrences/{occurrence_id}") as response:
+                fire_at = datetime.fromisoformat((await response.json())["fire_at"])
+            async with http.get(f"{base}/v1/occurrences/{occurrence_id}/attempts") as response:
+                first = (await response.json())["items"][0]
+        lag = (datetime.fromisoformat(first["started_at"]) - fire_at).total_seconds()
+        lags.append(lag)
+        by_instant.append((fire_at.isoformat(), lag))
+
+    await asyncio.gather(*(one(i) for i in ids))
+    lags.sort()
+    return {
+        "start_p50_ms": 1000 * lags[len(lags) // 2],
+        "start_p99_ms": 1000 * lags[min(len(lags) - 1, int(len(lags) * 0.99))],
+        "start_max_ms": 1000 * lags[-1],
+        "start_lags": sorted(by_instant),
+    }
 
 
 async def until(condition: Any, timeout: float, what: str) -> None:
@@ -118,6 +150,7 @@ async def one_run(ctx: bench.Context, replicas: int, replay: bool, tag: str) -> 
 
                 await until(drained, 120, "the replay to drain")
                 result["drain_s"] = time.time() - replayed_at
+            result.update(await started_late(http, base, expected))
         finally:
             for service in services:
                 await ctx.procs.stop(service.proc)
@@ -157,7 +190,9 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
                             )
                             bench.log(
                                 f"run {run} {name}: late p50 {r['lag_p50_ms']:.1f} ms, p99 "
-                                f"{r['lag_p99_ms']:.1f} ms, max {r['lag_max_ms']:.0f} ms; "
+                                f"{r['lag_p99_ms']:.1f} ms, max {r['lag_max_ms']:.0f} ms "
+                                f"(started late p50 {r['start_p50_ms']:.1f}, p99 "
+                                f"{r['start_p99_ms']:.1f}, max {r['start_max_ms']:.0f} ms); "
                                 f"lost {r['lost']}, dup {r['duplicates']}{drain}"
                             )
             finally:
@@ -176,7 +211,11 @@ def main() -> int:
     parser.add_argument("--stream", type=int, default=300, help="one-shots in the paced stream")
     parser.add_argument("--gap", type=float, default=0.02, help="seconds between them")
     parser.add_argument("--pg-admin-url", default=bench.DEFAULT_PG_ADMIN_URL)
-    asyncio.run(main_async(parser.parse_args()))
+    parser.add_argument("--json", type=Path, help="write every run's figures here")
+    args = parser.parse_args()
+    results = asyncio.run(main_async(args))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1, default=str))
     return 0
 
 
