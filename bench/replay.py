@@ -55,7 +55,7 @@ async def dead_letters(http: aiohttp.ClientSession, base: str) -> int:
             return count
 
 
-async def started_late(http: aiohttp.ClientSession, base: str, ids: set[str]) -> dict[str, float]:
+async def started_late(http: aiohttp.ClientSession, base: str, ids: set[str]) -> dict[str, Any]:
     """How late each occurrence's first attempt started by its replica's clock (its attempt
     log's `started_at` minus its fire instant): the lateness the service made, apart from
     the receiver's own queueing. p50 / p99 / max in ms."""
