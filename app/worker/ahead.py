@@ -16,16 +16,23 @@ steps before it reaches the lanes, by this replica's clock:
    dozen statements a second, not one a tick. A pause committed in the last lead +
    START_GATHER before an instant is as late as one after it.
 2. Marked, it waits (`Held` again) until its instant, then joins the lanes. Nothing starts
-   early.
+   early. A mark still unanswered START_GRACE after the instant (a database slowed by a
+   bulk replay's writes answers in hundreds of milliseconds) no longer holds the tick: it
+   joins the lanes then, and the mark's answer, when it comes, changes nothing for it. A
+   pause or cancel that the late mark would have seen is then as late as one committed
+   after the instant (a cancel's settle matches nothing; a pause's, like one during any
+   attempt, records the delivery). A replica that dies between that start and the mark's
+   commit leaves the attempt uncharged: it is made again under the same number.
 
 Invariants:
 - `Held`: every delivery held is handed on exactly once, with the lease end it was held
   with: by the timer no earlier than its instant (less the timer's resolution and the
   `gather` it was made with), or by `release_all` when the loop stops. Nothing is dropped.
-- `ClaimedAhead`: every delivery it takes reaches the lanes exactly once, marked started
-  and not before its instant, or is handed back unstarted (stopped since its claim, or its
-  mark failed: then all of that statement's are, or their leases run out, uncharged). When
-  the loop stops, what is held joins the lanes at once, unmarked, and the drain hands it back.
+- `ClaimedAhead`: every delivery it takes reaches the lanes exactly once, not before its
+  instant: marked started, or START_GRACE after its instant while its mark is unanswered;
+  or else is handed back unstarted (stopped since its claim, or its mark failed: then all
+  of that statement's not started yet are, or their leases run out, uncharged). When the
+  loop stops, what is held joins the lanes at once, unmarked, and the drain hands it back.
 """
 
 from __future__ import annotations
@@ -50,6 +57,8 @@ START_LEAD = 0.1
 MAX_START_LEAD = 0.25
 LEAD_DECAY = 0.9
 START_GATHER = 0.03
+# How long after its instant a claimed-ahead attempt waits for a late mark.
+START_GRACE = 0.02
 
 # Deliveries that are due, grouped by the lease end they were claimed with.
 OnDue = Callable[[list[Delivery], float], None]
@@ -148,6 +157,10 @@ class ClaimedAhead:
         self._starting: list[tuple[list[Delivery], float]] = []
         self._task: asyncio.Task[None] | None = None
         self._marked = Held(self._at_instant)
+        # Being marked, each START_GRACE after its instant: the ones still unanswered then
+        # start unmarked (`_unmarked_due`), and are listed until their mark comes back.
+        self._overdue = Held(self._unmarked_due)
+        self._started_unmarked: set[uuid.UUID] = set()
         self._instants: dict[uuid.UUID, float] = {}
         self.lead = START_LEAD  # how long before its instant a delivery is marked
 
@@ -199,6 +212,7 @@ class ClaimedAhead:
         self._held.release_all()
         if self._task is not None:
             await asyncio.wait({self._task})
+        self._overdue.release_all()  # every mark is answered: none of these is left
         self._marked.release_all()
         self._instants.clear()
 
@@ -209,12 +223,37 @@ class ClaimedAhead:
             self._at_instant(deliveries, deadline)
             return
         self._starting.append((deliveries, deadline))
+        for delivery in deliveries:
+            at = self._instants.get(delivery.occurrence_id)
+            if at is not None:
+                self._overdue.hold(delivery, at + START_GRACE, deadline)
+        self._overdue.arm()
         if self._task is None:
             self._task = asyncio.create_task(self._start_due())
 
     def _at_instant(self, deliveries: list[Delivery], deadline: float) -> None:
         self._admit(deliveries, deadline)
         self._start()
+
+    def _unmarked_due(self, deliveries: list[Delivery], deadline: float) -> None:
+        """START_GRACE past their instants: those whose mark has not answered start now."""
+        late = [d for d in deliveries if d.occurrence_id in self._instants]
+        if not late:
+            return
+        for delivery in late:
+            del self._instants[delivery.occurrence_id]
+            self._started_unmarked.add(delivery.occurrence_id)
+        self._at_instant(late, deadline)
+
+    def _answered(self, due: list[Delivery]) -> list[Delivery]:
+        """Of `due`, whose mark has answered, those that did not start without it."""
+        waiting = []
+        for delivery in due:
+            if delivery.occurrence_id in self._started_unmarked:
+                self._started_unmarked.discard(delivery.occurrence_id)
+            else:
+                waiting.append(delivery)
+        return waiting
 
     async def _start_due(self) -> None:
         """Mark what came due meanwhile, in one statement, and let the lanes start it."""
@@ -228,17 +267,24 @@ class ClaimedAhead:
                 except Exception:
                     self._on_error()
                     log.exception("marking %d claimed-ahead occurrences started failed", len(due))
-                    for delivery in due:
+                    unstarted = self._answered(due)
+                    for delivery in unstarted:
                         self._instants.pop(delivery.occurrence_id, None)
-                    await self._release(due, False)
+                    if unstarted:
+                        await self._release(unstarted, False)
                     continue
                 now = asyncio.get_running_loop().time()
                 self.lead = min(
                     MAX_START_LEAD, max(START_LEAD, 2 * (now - began), self.lead * LEAD_DECAY)
                 )
+                started = {d.occurrence_id for d in due} - {
+                    d.occurrence_id for d in self._answered(due)
+                }
                 for deliveries, deadline in groups:
                     ready = []
                     for delivery in deliveries:
+                        if delivery.occurrence_id in started:
+                            continue  # it started without waiting for this answer
                         at = self._instants.pop(delivery.occurrence_id, now)
                         if delivery.occurrence_id not in may_start:
                             continue
@@ -249,7 +295,11 @@ class ClaimedAhead:
                     self._admit(ready, deadline)
                 self._marked.arm()
                 self._start()
-                stopped = [d for d in due if d.occurrence_id not in may_start]
+                stopped = [
+                    d
+                    for d in due
+                    if d.occurrence_id not in may_start and d.occurrence_id not in started
+                ]
                 if stopped:
                     log.info(
                         "%d claimed-ahead occurrences were paused or cancelled before their "

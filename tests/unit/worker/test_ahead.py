@@ -327,3 +327,63 @@ async def test_slow_marks_lengthen_the_lead_and_quick_ones_shorten_it_again() ->
     await lanes.until(41)
     assert START_LEAD <= ahead.lead < slow_lead
     await ahead.stop()
+
+
+class Late(Store):
+    """Marks that answer only `delay` seconds after they are asked."""
+
+    delay = 0.4
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.answered = asyncio.Event()
+
+    async def mark(self, deliveries: Sequence[Delivery]) -> set[uuid.UUID]:
+        try:
+            await asyncio.sleep(self.delay)
+            return await super().mark(deliveries)
+        finally:
+            self.answered.set()
+
+
+async def until_answered(store: Late, ahead: Any) -> None:
+    """Until the mark has answered and its answer is taken in (no await comes between)."""
+    async with asyncio.timeout(WAIT):
+        await store.answered.wait()
+    assert not ahead.busy
+
+
+async def test_a_mark_unanswered_after_the_instant_no_longer_holds_the_start() -> None:
+    one = delivery()
+    # Its late answer says a pause stopped it: too late, it changes nothing.
+    store, lanes = Late(stopped=frozenset({one.occurrence_id})), Recorder()
+    ahead = claimed_ahead(store, lanes)
+    instant = asyncio.get_running_loop().time() + 0.05
+
+    ahead.take([one], {one.occurrence_id: due_in(0.05)}, LEASE_END)
+    await lanes.until(1)
+
+    ((admitted_at, admitted, _),) = [call for call in lanes.calls if call[1]]
+    assert admitted == [one]
+    assert store.marks == [], "it waited for its mark's answer"
+    assert instant - TIMER_SLACK - 0.01 <= admitted_at
+    await until_answered(store, ahead)
+    assert lanes.handed_on() == [one]
+    assert store.released == [], "a delivery that started was handed back"
+    assert len(ahead) == 0
+    await ahead.stop()
+
+
+async def test_a_late_mark_that_fails_hands_back_nothing_that_started() -> None:
+    store, lanes = Late(failing=True), Recorder()
+    ahead = claimed_ahead(store, lanes)
+    one = delivery()
+
+    ahead.take([one], {one.occurrence_id: due_in(0.0)}, LEASE_END)
+    await lanes.until(1)
+    await until_answered(store, ahead)
+
+    assert lanes.handed_on() == [one]
+    assert store.errors == 1
+    assert store.released == [], "a delivery that started was handed back"
+    await ahead.stop()
