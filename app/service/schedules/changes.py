@@ -20,7 +20,7 @@ from app.domain.schedule import (
     check_patch,
 )
 from app.domain.trigger import Trigger, check_cadence, first_fire_or_refuse, is_recurring, resolve
-from app.service.schedules.checks import BodyChecks, kept_secrets
+from app.service.schedules.checks import BodyChecks, kept_secrets, targets_of
 from app.service.schedules.steps import ScheduleSteps
 from app.store import completion
 from app.store.clock import transaction_now
@@ -77,12 +77,8 @@ class ScheduleChanges:
             values: dict[str, object] = {
                 field: getattr(patch, field) for field in changes if field != "trigger"
             }
-            if patch.target is not None:
-                values["target"] = kept_secrets(patch.target, current.target, "#/target")
-            if patch.on_failure is not None:
-                values["on_failure"] = kept_secrets(
-                    patch.on_failure, current.on_failure, "#/on_failure"
-                )
+            for field, target in targets_of(patch):
+                values[field] = kept_secrets(target, getattr(current, field), f"#/{field}")
             if patch.trigger is not None:
                 if not is_recurring(current.trigger) and current.fire_count > 0:
                     raise ConflictError("this one-shot schedule has already fired")

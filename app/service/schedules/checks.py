@@ -29,11 +29,20 @@ def kept_secrets(new: Target, stored: Target | None, pointer: str) -> Target:
         raise InvalidInputError(str(exc), pointer=f"{pointer}/{exc.field}") from None
 
 
+# A schedule's fields that hold a target: its deliveries', and its failure callbacks'.
+TARGET_FIELDS = ("target", "on_failure")
+
+
+def targets_of(spec: object) -> list[tuple[str, Target]]:
+    """The targets `spec` (a spec, a patch, a schedule) sets, by field name."""
+    found = ((field, getattr(spec, field)) for field in TARGET_FIELDS)
+    return [(field, target) for field, target in found if target is not None]
+
+
 def no_redacted_secrets(spec: ScheduleSpec, prefix: str) -> None:
     """A new schedule's targets hold no redacted form: nothing stored stands for one."""
-    kept_secrets(spec.target, None, f"{prefix}/target")
-    if spec.on_failure is not None:
-        kept_secrets(spec.on_failure, None, f"{prefix}/on_failure")
+    for field, target in targets_of(spec):
+        kept_secrets(target, None, f"{prefix}/{field}")
 
 
 class BodyChecks:
@@ -61,9 +70,8 @@ class BodyChecks:
         """The targets of `spec` (its `target` and its `on_failure`) that it sets can be
         delivered to: a RabbitMQ one needs a broker configured. `pointer` prefixes each
         field's name."""
-        for field in ("target", "on_failure"):
-            target = getattr(spec, field)
-            if target is not None and target.type == "rabbitmq" and not self._settings.amqp_url:
+        for field, target in targets_of(spec):
+            if target.type == "rabbitmq" and not self._settings.amqp_url:
                 raise InvalidInputError(
                     "a rabbitmq target needs AMQP_URL to be configured on the service",
                     pointer=f"{pointer}/{field}/type",
@@ -77,8 +85,7 @@ class BodyChecks:
         # (the same refusal, at the same pointer, as checking every item in order).
         first: dict[str, tuple[WebhookTarget, str]] = {}
         for spec, prefix in specs:
-            for field in ("target", "on_failure"):
-                target = getattr(spec, field)
+            for field, target in targets_of(spec):
                 if isinstance(target, WebhookTarget) and target.url not in first:
                     first[target.url] = (target, f"{prefix}/{field}/url")
         await self._addresses.check(first.values())
