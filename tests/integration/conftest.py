@@ -29,6 +29,9 @@ from tests.conftest import SERVED, delete_every_row, make_settings
 from tests.dns import FakeDNS
 from tests.receiver import Receiver
 
+# How long an app's lifespan may take to shut down (its sinks' connections closing).
+SHUTDOWN_TIMEOUT = 30.0
+
 
 @dataclass
 class Harness:
@@ -132,7 +135,9 @@ async def running_harness(
         with _served_by_a_built_app(create_app(settings, wakeups, resolver=dns)) as app:
             async with (
                 open_sinks(settings, resolver=dns) as sinks,
-                LifespanManager(app) as manager,
+                # The app's shutdown closes its broker connection, which a loaded machine
+                # can take longer than the manager's 5 s default to finish.
+                LifespanManager(app, shutdown_timeout=SHUTDOWN_TIMEOUT) as manager,
             ):
                 dispatcher = Dispatcher(
                     database, sinks, settings, rng=random.Random(7), owner="test"
