@@ -174,6 +174,11 @@ class ClaimedAhead:
         return len(self._held)
 
     @property
+    def expecting(self) -> bool:
+        """Ticks are held or being marked: some will join the lanes soon."""
+        return bool(self._instants) or len(self) > 0
+
+    @property
     def busy(self) -> bool:
         """Marks are being made or wait to be."""
         return self._task is not None or bool(self._starting)

@@ -66,6 +66,12 @@ HELD_CAPACITY_FACTOR = 10
 # burst keeps its rate (docs/performance.md), at 2 it lost 30%: each write then carried too
 # few settlements to keep up.
 UNRECORDED_WINDOWS = 8
+# While claimed-ahead ticks wait for their instant, retries and replays leave this share
+# of the in-flight window free for them, and as much of the unrecorded bound
+# (`Lanes.start`): measured beside a bulk replay on two replicas, most ticks that started
+# late had waited for a slot in a window full of replayed deliveries, the rest for a settle
+# write to bring the unrecorded back under its bound.
+FIRST_ATTEMPT_RESERVE = 0.25
 
 
 def replica_name() -> str:
@@ -114,6 +120,7 @@ class Dispatcher:
             min_cycle_delay=settings.min_cycle_delay,
         )
         self._lanes = Lanes(settings.concurrency, min_lease(settings))
+        self._first_attempt_reserve = int(settings.concurrency * FIRST_ATTEMPT_RESERVE)
         self._settler = SettleBatcher(
             self._write_settlements,
             gather=settings.min_cycle_delay,
@@ -479,7 +486,8 @@ class Dispatcher:
         # the targets holds starts back rather than let that grow past its bound.
         unrecorded = len(self._in_flight) + self._settler.unsettled
         most = max(0, UNRECORDED_WINDOWS * self._settings.concurrency - unrecorded)
-        started = self._lanes.start(asyncio.get_running_loop().time(), most)
+        reserve = self._first_attempt_reserve if self._claimed_ahead.expecting else 0
+        started = self._lanes.start(asyncio.get_running_loop().time(), most, reserve=reserve)
         self._hand_backs.short_leases(started.hand_back)
         for delivery in started.launch:
             task = asyncio.create_task(self._deliver(delivery))

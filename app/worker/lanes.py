@@ -5,7 +5,10 @@ Invariants:
   (`fire_at`, then id), so catch-ups and backfills arrive in tick order, whichever claim
   brought them;
 - on time first: a lane whose head is a first attempt starts before any lane whose head is
-  a retry or a replay, so a bulk replay never stands in front of first attempts;
+  a retry or a replay, so a bulk replay never stands in front of first attempts; and the
+  `reserve` a start is given is kept for first attempts: the others start only while more
+  than that much room is left (of the window, and of the `most` a start is allowed), so a
+  tick coming due finds a slot rather than waiting for a replayed delivery to finish;
 - at most `limit` deliveries are in flight;
 - nothing starts once its lease is too short to finish: a delivery whose lease ends within
   `min_lease` seconds is handed back instead, with the rest of its lane, so that the lane's
@@ -83,13 +86,21 @@ class Lanes:
             self._waiting += 1
         self._soonest = min(self._soonest, deadline)
 
-    def start(self, now: float, most: int | None = None) -> Started:
+    def start(self, now: float, most: int | None = None, *, reserve: int = 0) -> Started:
         """Take the heads of ready lanes while the in-flight window has room, `most` at
-        most when given."""
+        most when given; heads that are not first attempts only while more than `reserve`
+        of that room is left."""
         started = Started()
         limit = self._limit if most is None else min(self._limit, len(self._busy) + most)
-        while (self._ready or self._ready_again) and len(self._busy) < limit:
-            sid = (self._ready or self._ready_again).popleft()
+        again_limit = limit - reserve
+        while len(self._busy) < limit:
+            if self._ready:
+                ready = self._ready
+            elif self._ready_again and len(self._busy) < again_limit:
+                ready = self._ready_again
+            else:
+                break
+            sid = ready.popleft()
             lane = self._lanes[sid]
             head = lane[0]
             if head.deadline - now < self._min_lease:

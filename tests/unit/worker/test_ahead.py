@@ -228,6 +228,19 @@ async def test_a_claimed_ahead_delivery_is_marked_before_its_instant_and_starts_
     assert not ahead.busy
 
 
+async def test_it_expects_ticks_from_their_claim_until_the_lanes_have_them() -> None:
+    store, lanes = Store(), Recorder()
+    ahead = claimed_ahead(store, lanes)
+    one = delivery()
+    assert not ahead.expecting
+
+    ahead.take([one], {one.occurrence_id: due_in(0.2)}, LEASE_END)
+    assert ahead.expecting  # held: the lanes keep room for it
+    await lanes.until(1)
+
+    assert not ahead.expecting
+
+
 async def test_marks_falling_due_close_together_share_one_statement() -> None:
     store, lanes = Store(), Recorder()
     ahead = claimed_ahead(store, lanes)

@@ -290,3 +290,52 @@ def test_first_attempts_start_before_retries_and_replays_admitted_earlier() -> N
     for done in started:
         lanes.finished(done)
     assert lanes.start(0.0).launch == replays[1:3]
+
+
+def replays(count: int) -> list[Delivery]:
+    """Deliveries that are not first attempts, each of its own schedule."""
+    return [
+        factories.make_delivery(schedule_id=uuid.uuid4(), occurrence_id=uuid.uuid4())
+        for _ in range(count)
+    ]
+
+
+def test_a_reserve_keeps_room_in_the_window_for_first_attempts() -> None:
+    lanes = Lanes(limit=4, min_lease=MIN_LEASE)
+    lanes.admit(replays(6), LONG)
+
+    started = lanes.start(0.0, reserve=1).launch
+    assert len(started) == 3  # one slot of the window stays free
+    assert lanes.start(0.0, reserve=1).launch == []
+
+    first = dataclasses.replace(delivery(SCHEDULE_A, 0), first=True)
+    lanes.admit([first], LONG)
+    assert lanes.start(0.0, reserve=1).launch == [first]
+    assert lanes.in_flight == 4
+
+
+def test_a_reserve_is_kept_within_most_as_well() -> None:
+    lanes = Lanes(limit=10, min_lease=MIN_LEASE)
+    lanes.admit(replays(6), LONG)
+
+    assert len(lanes.start(0.0, most=3, reserve=2).launch) == 1
+    first = dataclasses.replace(delivery(SCHEDULE_A, 0), first=True)
+    second = dataclasses.replace(delivery(SCHEDULE_B, 0), first=True)
+    lanes.admit([first, second], LONG)
+    assert lanes.start(0.0, most=2, reserve=2).launch == [first, second]
+
+
+def test_retries_still_start_beside_a_reserve_when_nothing_is_in_flight() -> None:
+    lanes = Lanes(limit=4, min_lease=MIN_LEASE)
+    again = replays(2)
+    lanes.admit(again, LONG)
+
+    assert lanes.start(0.0, reserve=3).launch == again[:1]
+
+
+def test_without_a_reserve_retries_fill_the_whole_window() -> None:
+    lanes = Lanes(limit=4, min_lease=MIN_LEASE)
+    lanes.admit(replays(6), LONG)
+
+    assert len(lanes.start(0.0).launch) == 4
+    assert lanes.waiting == 2
