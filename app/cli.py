@@ -11,11 +11,12 @@ import sys
 from pathlib import Path
 
 from app import logs
+from app.databases import open_database
 from app.operator_cli import add_operator_commands
 from app.serve import serve as serve_command
 from app.settings import SettingsError, load_settings
 from app.store import dialects
-from app.store.database import Database, describe_failure, redact_url
+from app.store.database import describe_failure, redact_url
 from app.usage import UsageError
 
 
@@ -41,7 +42,7 @@ def _migrate(args: argparse.Namespace) -> int:
         return 0
 
     async def run() -> None:
-        database = Database(settings.database_url, schema=settings.db_schema)
+        database = open_database(settings, "command")
         try:
             await upgrade_to_head(database)
         finally:

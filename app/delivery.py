@@ -34,11 +34,11 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from app import logs
+from app.databases import open_database
 from app.runtime import tune_garbage_collector
 from app.service.readiness import InProcessLoop
 from app.settings import load_settings
 from app.sinks import open_sinks
-from app.store.database import Database
 from app.store.migrations import upgrade_to_head
 from app.store.wakeups import Wakeups
 from app.worker.running import delivery_loop
@@ -93,7 +93,7 @@ async def _deliver(socket: Path, parent: int) -> None:
     async with AsyncExitStack() as stack:
         if config.auto_migrate:
             # The API process migrates too: the migration lock lets one of them do it.
-            database = Database(config.database_url, schema=config.db_schema, pool_size=1)
+            database = open_database(config, "command")
             try:
                 await upgrade_to_head(database)
             finally:

@@ -27,6 +27,7 @@ from app.api.body_limits import BodyLimitMiddleware
 from app.api.deps import State
 from app.api.hosts import AllowedHostsMiddleware, use_relative_redirects
 from app.api.query import declared_query_only
+from app.databases import open_database
 from app.runtime import tune_garbage_collector
 from app.service.addresses import HostResolver
 from app.service.dead_letters import DeadLetterService
@@ -38,7 +39,6 @@ from app.service.schedules import ScheduleService
 from app.settings import Settings, load_settings
 from app.sinks import open_sinks
 from app.store.backlog import backlog
-from app.store.database import Database
 from app.store.migrations import upgrade_to_head
 from app.store.wakeups import Wakeups
 from app.ui import console
@@ -73,7 +73,7 @@ def create_app(
         api_keys = config.api_key_entries()
         logs.configure(config.log_level, config.log_format, secrets=[k.key for k in api_keys])
         async with AsyncExitStack() as stack:
-            database = Database(config.database_url, schema=config.db_schema)
+            database = open_database(config, "api")
             stack.push_async_callback(database.close)
             metrics.POOLS.watch("api", database)
             stack.callback(metrics.POOLS.forget, "api")

@@ -28,6 +28,7 @@ from app.api.schemas import (
     ScheduleEventOut,
     ScheduleOut,
 )
+from app.databases import open_database
 from app.domain.errors import ChronoqError, ConflictError, InvalidInputError, NotFoundError
 from app.domain.filters import DeadLetterFilter, ScheduleFilter
 from app.domain.occurrence import OccurrenceStatus
@@ -37,7 +38,7 @@ from app.service.flow_keys import FlowKeyService
 from app.service.occurrences import OccurrenceService
 from app.service.schedules import ScheduleService
 from app.settings import Settings, load_settings
-from app.store.database import Database, describe_failure, missing_database, redact_url
+from app.store.database import describe_failure, missing_database, redact_url
 
 MAX_LIMIT = 500  # the HTTP API's largest page
 
@@ -112,7 +113,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 async def _against(settings: Settings, work: Callable[[_Services], Awaitable[_Output]]) -> _Output:
     # Only a Database and the services: no migration, no delivery loop.
-    database = Database(settings.database_url, schema=settings.db_schema)
+    database = open_database(settings, "command")
     try:
         return await work(
             _Services(

@@ -9,12 +9,14 @@ and the process ends as SIGTERM ends it.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import ipaddress
 import logging
 import os
 import signal
 
 from app import logs
+from app.databases import check_direct_url
 from app.settings import load_settings
 from app.store import dialects
 from app.usage import UsageError
@@ -39,6 +41,8 @@ def serve(args: argparse.Namespace) -> int:
             "--processes above 1 needs a database that several replicas can share "
             "(PostgreSQL or MySQL/MariaDB); SQLite serves one process"
         )
+    if (problem := asyncio.run(check_direct_url(settings))) is not None:
+        raise UsageError(problem)
     api_keys = settings.api_key_entries()
     if not api_keys and not is_loopback(args.host) and not settings.allow_unauthenticated:
         raise UsageError(

@@ -19,7 +19,8 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from app.backends import URL_FORMS, backend_of
+from app.backends import URL_FORMS, Backend, backend_of
+from app.db_urls import WRITABLE_SESSIONS, is_multi_host, session_attrs
 from app.domain.retry import RetryPolicy
 from app.domain.secrets import signing_key
 
@@ -60,6 +61,15 @@ class Settings(BaseSettings):
     # PostgreSQL schema holding this installation's tables (None: the server's search_path),
     # so that independent installations can share one database.
     db_schema: str | None = None
+    # Connections each pool of a replica may open (DESIGN section 12): the API's, and the
+    # delivery loop's (which also keeps two for its start marks; LISTEN takes one more).
+    db_pool_size: int = 20
+    worker_db_pool_size: int = 8
+    # `transaction`: DATABASE_URL reaches PostgreSQL through PgBouncer in transaction mode,
+    # so no connection keeps session state; what needs a session (LISTEN, the migration
+    # lock) uses CHRONOQ_DATABASE_DIRECT_URL, the same database without the pooler, if set.
+    db_pooler: Literal["none", "transaction"] = "none"
+    database_direct_url: str | None = None
     poll_interval: float = 1.0
     batch_size: int = 100
     concurrency: int = 64
@@ -102,6 +112,9 @@ class Settings(BaseSettings):
     retention: float = 604800.0
     retention_batch: int = 500
     retention_interval: float = 60.0
+    # Ended schedules (completed, cancelled, failed) are deleted, with their occurrences,
+    # attempts and events, this long after they ended; 0 keeps them.
+    schedule_retention: float = 2592000.0
     webhook_signing_secret: str | None = None
     # Newest first, comma- or space-separated: each one signs every delivery (rotation).
     webhook_signing_secrets: SecretStr | None = None
@@ -117,7 +130,7 @@ class Settings(BaseSettings):
     # that rebinds its name onto 127.0.0.1 cannot drive an open local instance), else `*`.
     allowed_hosts: str | None = None
 
-    @field_validator("db_schema", mode="before")
+    @field_validator("db_schema", "database_direct_url", mode="before")
     @classmethod
     def _unset_when_empty(cls, value: object) -> object:
         # `CHRONOQ_DB_SCHEMA=` (as compose files render an unset variable) means unset.
@@ -231,10 +244,14 @@ class Settings(BaseSettings):
             "max_request_bytes": "CHRONOQ_MAX_REQUEST_BYTES",
             "retention_batch": "CHRONOQ_RETENTION_BATCH",
             "max_connections": "CHRONOQ_MAX_CONNECTIONS",
+            "db_pool_size": "CHRONOQ_DB_POOL_SIZE",
+            "worker_db_pool_size": "CHRONOQ_WORKER_DB_POOL_SIZE",
         }
         for field, env in at_least_one.items():
             if getattr(self, field) < 1:
                 raise SettingsError(f"{env} must be at least 1")
+        if self.schedule_retention < 0:
+            raise SettingsError("CHRONOQ_SCHEDULE_RETENTION must not be negative (0 keeps)")
         if self.min_cycle_delay < 0:
             raise SettingsError("CHRONOQ_MIN_CYCLE_DELAY must not be negative")
         if self.dispatch_timeout >= self.lease:
@@ -257,6 +274,7 @@ class Settings(BaseSettings):
                 raise SettingsError(
                     f"CHRONOQ_DB_SCHEMA is for PostgreSQL only; DATABASE_URL names {backend.name}"
                 )
+        self._check_database(backend)
         if self.delivery_process == "separate" and not backend.multi_replica:
             raise SettingsError(
                 "CHRONOQ_DELIVERY_PROCESS=separate needs a database that several processes "
@@ -272,6 +290,47 @@ class Settings(BaseSettings):
         self.api_key_entries()
         return self
 
+    def _check_database(self, backend: Backend) -> None:
+        """The failover and pooler settings: PostgreSQL's alone, and coherent."""
+        if is_multi_host(self.database_url) and backend.name != "postgresql":
+            raise SettingsError(
+                f"DATABASE_URL names several hosts: only PostgreSQL takes a multi-host URL, "
+                f"it names {backend.label}"
+            )
+        for url, env in (
+            (self.database_url, "DATABASE_URL"),
+            (self.database_direct_url, "CHRONOQ_DATABASE_DIRECT_URL"),
+        ):
+            attrs = session_attrs(url) if url is not None else None
+            if attrs is not None and attrs not in WRITABLE_SESSIONS:
+                raise SettingsError(
+                    f"{env}: target_session_attrs={attrs} may reach a read-only standby; "
+                    f"use {' or '.join(WRITABLE_SESSIONS)}"
+                )
+        if self.db_pooler != "none" and backend.name != "postgresql":
+            raise SettingsError(
+                f"CHRONOQ_DB_POOLER is for PostgreSQL behind PgBouncer; DATABASE_URL names "
+                f"{backend.label}"
+            )
+        if self.db_pooler != "none" and self.db_schema is not None:
+            raise SettingsError(
+                "CHRONOQ_DB_SCHEMA cannot be kept on pooled connections (PgBouncer 1.18 does "
+                "not carry search_path): with CHRONOQ_DB_POOLER give the installation a "
+                "database of its own, or its role a search_path (ALTER ROLE ... SET "
+                "search_path), and leave CHRONOQ_DB_SCHEMA unset"
+            )
+        direct = self.database_direct_url
+        if direct is None:
+            return
+        if self.db_pooler == "none":
+            raise SettingsError(
+                "CHRONOQ_DATABASE_DIRECT_URL is for CHRONOQ_DB_POOLER=transaction: without a "
+                "pooler, DATABASE_URL is direct already"
+            )
+        direct_backend = backend_of(direct)
+        if direct_backend is None or direct_backend.name != "postgresql":
+            raise SettingsError("CHRONOQ_DATABASE_DIRECT_URL must be a postgresql:// URL")
+
     def separate_delivery(self) -> bool:
         """Whether `chronoq serve` runs the delivery loop in a process of its own."""
         if not self.worker_enabled or self.delivery_process == "shared":
@@ -279,7 +338,9 @@ class Settings(BaseSettings):
         if self.delivery_process == "separate":
             return True
         backend = backend_of(self.database_url)
-        return backend is not None and backend.notifies
+        # Through a pooler, other processes hear a write only on a direct LISTEN connection.
+        direct = self.db_pooler == "none" or self.database_direct_url is not None
+        return backend is not None and backend.notifies and direct
 
     def _check_signing_secrets(self) -> None:
         # Entries are named by position: an error message never shows a secret.

@@ -330,7 +330,7 @@ class _Janitor:
         async def run() -> None:
             database = self._databases.get(url)
             if database is None:
-                database = self._databases[url] = Database(url, pool_size=1)
+                database = self._databases[url] = Database(url, connections=2)
             await delete_every_row(database)
 
         self._run(run)

@@ -17,6 +17,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app import db_urls
 from app.domain.errors import StoreUnavailableError
 from app.store import dialects
 from app.store.clock import DatabaseClock
@@ -51,6 +52,8 @@ def missing_database(url: str) -> str | None:
 
 def redact_url(url: str) -> str:
     """The URL with its password replaced, for logs and error messages."""
+    if db_urls.is_multi_host(url):
+        return db_urls.redact(url) or "<unparseable database URL>"
     try:
         return make_url(url).render_as_string(hide_password=True)
     except Exception:
@@ -100,8 +103,10 @@ def is_unavailable(exc: BaseException, dialect: Dialect | None = None) -> bool:
         return True  # OSError covers ConnectionError and the built-in TimeoutError
     if isinstance(exc, DBAPIError) and exc.connection_invalidated:
         return True
-    if not isinstance(exc, DBAPIError):
+    if not isinstance(exc, DBAPIError) and dialect is None:
         return False
+    # A driver's own error reaches here unwrapped when it is raised while connecting (no
+    # host of a multi-host URL accepting writes, a server still starting up).
     for error in _driver_errors(exc):
         if isinstance(error, OSError):
             return True
@@ -120,11 +125,22 @@ class Database:
     The dialect is chosen here, once, from the URL; a URL of any other database is
     refused. With a `schema` (PostgreSQL only), every connection's `search_path` is that
     schema alone, so the statements, which name tables unqualified, reach this
-    installation's tables and no other's.
+    installation's tables and no other's. The engine opens at most `connections`.
+
+    `pooled` (PostgreSQL): `url` reaches the server through a transaction-mode pooler, so
+    no connection keeps session state; what needs a session (LISTEN, the migration lock)
+    uses `direct_url`, the same database without the pooler, when there is one.
     """
 
     def __init__(
-        self, url: str, *, schema: str | None = None, pool_size: int = 10, pre_ping: bool = True
+        self,
+        url: str,
+        *,
+        schema: str | None = None,
+        connections: int = 20,
+        pre_ping: bool = True,
+        pooled: bool = False,
+        direct_url: str | None = None,
     ) -> None:
         try:
             self.dialect: Dialect = dialects.for_url(url)
@@ -136,8 +152,12 @@ class Database:
         # As the operator wrote it, password hidden: what an unavailable store reports.
         self._where = redact_url(url) + (f" (schema {schema})" if schema is not None else "")
         self.schema = schema
+        self.pooled = pooled
+        self.direct_url = None if direct_url is None else self.dialect.normalize_url(direct_url)
+        # Where a session of its own is kept: none through the pooler without a direct URL.
+        self.session_url: str | None = self.url if not pooled else self.direct_url
         self.engine = self.dialect.engine(
-            self.url, schema=schema, pool_size=pool_size, pre_ping=pre_ping
+            self.url, schema=schema, connections=connections, pre_ping=pre_ping, pooled=pooled
         )
         # Code holding only a connection asks it for its dialect (`dialects.dialect_of`).
         self.engine.sync_engine.update_execution_options(**{dialects.OPTION: self.dialect})
@@ -179,6 +199,10 @@ class Database:
                 raise
             except (OSError, PoolTimeoutError) as exc:
                 raise self._unavailable(exc) from exc
+            except Exception as exc:
+                if is_unavailable(exc, self.dialect):
+                    raise self._unavailable(exc) from exc
+                raise
             finally:
                 AFTER_COMMIT.reset(token)
             # Committed: what was waiting for it (wake-ups of this process) runs now.
@@ -193,6 +217,11 @@ class Database:
         return StoreUnavailableError(
             f"cannot reach {self._where}: {describe_failure(exc, self.url)}"
         )
+
+    async def identity(self) -> tuple[object, ...]:
+        """Which database on which server this reaches (`Dialect.identity`)."""
+        async with self.engine.connect() as conn:
+            return await self.dialect.identity(conn)
 
     async def ping(self) -> None:
         async with self.engine.connect() as conn:

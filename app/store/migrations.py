@@ -76,10 +76,19 @@ def upgrade_sql(url: str, schema: str | None) -> str:
 
 async def upgrade_to_head(database: Database) -> None:
     """Upgrade the schema; replicas starting together take turns on the dialect's
-    migration lock, and the later ones find it at head."""
+    migration lock, and the later ones find it at head. Through a pooler the lock is the
+    session's of a direct connection when there is a direct URL, else the transaction's
+    that runs every migration (PostgreSQL's DDL is transactional)."""
+    if database.pooled and database.direct_url is not None:
+        direct = Database(database.direct_url, schema=database.schema, connections=1)
+        try:
+            await upgrade_to_head(direct)
+        finally:
+            await direct.close()
+        return
     async with (
         database.engine.connect() as conn,
-        database.dialect.migrating(conn, database.schema),
+        database.dialect.migrating(conn, database.schema, session=not database.pooled),
     ):
         await conn.run_sync(_upgrade, database.schema)
         await conn.commit()

@@ -129,5 +129,8 @@ class DeliveryQueue:
         """While open, announcements from other replicas reach this process's wake-ups:
         as the dialect has them (a LISTEN connection on PostgreSQL; none where other
         replicas' work is found by polling, or where every writer is this process)."""
-        async with self._db.dialect.listening(self._db.url, self._db.schema, self._wakeups):
+        if self._db.session_url is None:  # pooled, and no direct URL: the poll finds writes
+            yield
+            return
+        async with self._db.dialect.listening(self._db.session_url, self._db.schema, self._wakeups):
             yield

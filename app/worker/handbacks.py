@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from app import metrics
+from app.domain.errors import StoreUnavailableError
 from app.domain.occurrence import Delivery, Unsent
 from app.store.queue import Queue
 
@@ -42,6 +43,10 @@ class HandBacks:
             return
         try:
             await self._queue.release(deliveries, started=started, unsent=unsent)
+        except StoreUnavailableError as exc:
+            # Their leases run out and the next claim takes them: nothing is lost.
+            self._on_error()
+            log.warning("releasing %d occurrences failed: %s", len(deliveries), exc)
         except Exception:
             self._on_error()
             log.exception("releasing %d occurrences failed", len(deliveries))

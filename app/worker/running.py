@@ -10,9 +10,9 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 
 from app import metrics
+from app.databases import open_database
 from app.settings import Settings
 from app.sinks.base import Sinks
-from app.store.database import Database
 from app.store.queue import DeliveryQueue
 from app.store.wakeups import Wakeups
 from app.worker.dispatcher import Dispatcher
@@ -26,18 +26,14 @@ async def delivery_loop(config: Settings, sinks: Sinks, hub: Wakeups) -> AsyncIt
     async with AsyncExitStack() as stack:
         # The loop's own pool: its claims and settles never queue behind API requests for a
         # connection, and skip the per-checkout ping.
-        database = Database(
-            config.database_url, schema=config.db_schema, pool_size=4, pre_ping=False
-        )
+        database = open_database(config, "worker")
         stack.push_async_callback(database.close)
         metrics.POOLS.watch("worker", database)
         stack.callback(metrics.POOLS.forget, "worker")
         starts = None
         if database.dialect.multi_replica:
             # SQLite has one writer per process: its starts share the loop's pool.
-            starts = Database(
-                config.database_url, schema=config.db_schema, pool_size=1, pre_ping=False
-            )
+            starts = open_database(config, "starts")
             stack.push_async_callback(starts.close)
         queue = DeliveryQueue(database, hub, starts=starts)
         dispatcher = Dispatcher(database, sinks, config, wakeups=hub, queue=queue)

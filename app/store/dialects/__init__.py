@@ -12,7 +12,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app import backends
+from app import backends, db_urls
 
 if TYPE_CHECKING:
     from app.store.dialects.base import Dialect
@@ -28,7 +28,7 @@ OPTION = "chronoq_dialect"
 def backend_of(url: str) -> str | None:
     """The dialect name a URL asks for (None: not a database Chronoq supports)."""
     try:
-        make_url(url)
+        make_url(db_urls.for_sqlalchemy(url))  # libpq's multi-host form as SQLAlchemy reads it
     except (ArgumentError, ValueError):
         return None
     backend = backends.backend_of(url)

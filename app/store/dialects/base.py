@@ -134,6 +134,12 @@ def earliest_later(where: str, now: sa.ColumnElement[datetime]) -> sa.Select[Any
     )
 
 
+def pool_sizes(connections: int) -> int:
+    """Of a pool of at most `connections`, how many it keeps open while idle (the rest are
+    opened when a burst needs them, and closed after)."""
+    return max(1, (connections + 1) // 2)
+
+
 def dumps(value: Any) -> str:
     """JSON as every dialect stores it: compact, UTF-8 kept as it is. A `JsonText` is JSON
     written already, and goes as it is."""
@@ -200,8 +206,11 @@ class Dialect(ABC):
 
     @abstractmethod
     def engine(
-        self, url: str, *, schema: str | None, pool_size: int, pre_ping: bool
-    ) -> AsyncEngine: ...
+        self, url: str, *, schema: str | None, connections: int, pre_ping: bool, pooled: bool
+    ) -> AsyncEngine:
+        """An engine of at most `connections` connections (half of them kept while idle);
+        `pooled`: each one reaches the server through a transaction-mode pooler, so none
+        may keep session state between transactions."""
 
     @abstractmethod
     def sql_dialect(self) -> SqlDialect:
@@ -218,6 +227,11 @@ class Dialect(ABC):
     def missing_database(self, url: str) -> str | None:
         """A reason the operator CLI should not connect (a file that does not exist)."""
         return None
+
+    async def identity(self, conn: AsyncConnection) -> tuple[Any, ...]:
+        """What tells one database on one server from another, as seen through `conn`
+        (empty where a dialect cannot tell)."""
+        return ()
 
     # -- the clock ----------------------------------------------------------------------
 
@@ -417,9 +431,11 @@ class Dialect(ABC):
     # -- locks --------------------------------------------------------------------------
 
     def migrating(
-        self, conn: AsyncConnection, schema: str | None
+        self, conn: AsyncConnection, schema: str | None, *, session: bool = True
     ) -> AbstractAsyncContextManager[None]:
-        """Held while this installation's schema is migrated: replicas take turns."""
+        """Held while this installation's schema is migrated: replicas take turns. Without
+        a `session` (a pooled connection) the lock lasts the connection's transaction, and
+        the migrations must run in that one transaction."""
         return nullcontext()
 
     @asynccontextmanager

@@ -27,7 +27,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from app import backends
-from app.store.dialects.base import dumps, session_lock
+from app.store.dialects.base import dumps, pool_sizes, session_lock
 from app.store.dialects.stepwise import StepwiseClaim
 from app.store.tables import PRUNABLE, occurrences
 from app.store.types import UTCDateTime
@@ -92,14 +92,17 @@ class MySQL(StepwiseClaim):
         return parsed.render_as_string(hide_password=False)
 
     def engine(
-        self, url: str, *, schema: str | None, pool_size: int, pre_ping: bool
+        self, url: str, *, schema: str | None, connections: int, pre_ping: bool, pooled: bool
     ) -> AsyncEngine:
         if schema is not None:
             raise ValueError("CHRONOQ_DB_SCHEMA is for PostgreSQL only")
+        if pooled:
+            raise ValueError("CHRONOQ_DB_POOLER is for PostgreSQL only")
+        kept = pool_sizes(connections)
         return create_async_engine(
             url,
-            pool_size=pool_size,
-            max_overflow=pool_size,
+            pool_size=kept,
+            max_overflow=connections - kept,
             pool_pre_ping=pre_ping,
             # Below the server's default wait_timeout (8 h) and any proxy's idle cut.
             pool_recycle=1800,
@@ -157,7 +160,7 @@ class MySQL(StepwiseClaim):
         return int(result.rowcount)
 
     def migrating(
-        self, conn: AsyncConnection, schema: str | None
+        self, conn: AsyncConnection, schema: str | None, *, session: bool = True
     ) -> AbstractAsyncContextManager[None]:
         # DDL commits at once on MySQL: the named lock spans the migrations' commits.
         return session_lock(

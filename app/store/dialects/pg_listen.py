@@ -8,9 +8,10 @@ import asyncio
 import hashlib
 import logging
 from contextlib import suppress
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import asyncpg
+from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
 from sqlalchemy.engine import make_url
 
 if TYPE_CHECKING:
@@ -44,8 +45,16 @@ class PgListener:
     def __init__(self, url: str, wakeups: Wakeups, *, schema: str | None = None) -> None:
         parsed = make_url(url)
         self.channel = due_channel(schema)
-        self._dsn = parsed.set(drivername="postgresql").render_as_string(hide_password=False)
-        self._host = f"{parsed.host or 'localhost'}:{parsed.port or 5432}"
+        # What the engine's connections are given, so that a multi-host URL's hosts and its
+        # target_session_attrs bring this connection to the primary too.
+        _, args = asyncpg_dialect().create_connect_args(parsed)  # type: ignore[no-untyped-call]
+        self._connect_args: dict[str, Any] = dict(args)
+        hosts: Any = self._connect_args.get("host") or "localhost"
+        ports: Any = self._connect_args.get("port") or 5432
+        if isinstance(hosts, list):
+            self._host = ",".join(f"{h}:{p}" for h, p in zip(hosts, ports, strict=True))
+        else:
+            self._host = f"{hosts}:{ports}"
         self._wakeups = wakeups
         self._task: asyncio.Task[None] | None = None
         self.connected = asyncio.Event()
@@ -72,7 +81,9 @@ class PgListener:
         while True:
             try:
                 conn = await asyncpg.connect(
-                    self._dsn, timeout=10, server_settings={"application_name": "chronoq-listen"}
+                    **self._connect_args,
+                    timeout=10,
+                    server_settings={"application_name": "chronoq-listen"},
                 )
             except asyncio.CancelledError:
                 raise

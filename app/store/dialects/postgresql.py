@@ -13,18 +13,20 @@ import functools
 import hashlib
 import json
 import logging
+import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+import asyncpg
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Dialect as SqlDialect
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from app import backends
+from app import backends, db_urls
 from app.domain.ids import event_id
 from app.domain.occurrence import Delivery, Origin
 from app.store.codec import JsonText
@@ -37,6 +39,7 @@ from app.store.dialects.base import (
     by_lease_token,
     dumps,
     earliest_later,
+    pool_sizes,
     session_lock,
 )
 from app.store.dialects.outcomes import outcomes
@@ -56,8 +59,12 @@ SCHEMA_OPTION = "chronoq_schema"
 
 _TRANSIENT_SQLSTATES = frozenset({"40001", "40P01"})  # serialization failure, deadlock
 # States that say the server cannot be used now, not that the statement is wrong: too many
-# connections, and an administrator or a crash shutting the server down.
-_UNAVAILABLE_SQLSTATES = frozenset({"53300", "57P01", "57P02", "57P03"})
+# connections, an administrator or a crash shutting the server down, and a write reaching
+# a read-only server (a standby not promoted yet, during a failover).
+_UNAVAILABLE_SQLSTATES = frozenset({"53300", "57P01", "57P02", "57P03", "25006"})
+# Seconds a new connection may take, whichever host of a multi-host URL it is tried on:
+# asyncpg's own default (60 s) would hold a request that long behind an unreachable host.
+CONNECT_TIMEOUT = 10.0
 _CONNECTION_SQLSTATE_CLASS = "08"  # connection exception
 
 # Any constants work; they only have to be the same in every replica and differ.
@@ -71,6 +78,8 @@ _NOTIFY = sa.text(
     "SELECT pg_notify(:channel, CAST(EXTRACT(EPOCH FROM (:at - now())) AS text))"
 ).bindparams(sa.bindparam("at", type_=UTCDateTime()))
 _TRY_XACT_LOCK = sa.text("SELECT pg_try_advisory_xact_lock(:key)")
+_XACT_LOCK = sa.text("SELECT pg_advisory_xact_lock(:key)")
+_IDENTITY = sa.text("SELECT current_database(), pg_postmaster_start_time()")
 # The list parameter each kind of claim takes, if any.
 _LISTS: dict[ClaimRows, sa.BindParameter[Any]] = {
     ClaimRows.CHOSEN: sa.bindparam("ids", expanding=True, type_=sa.Uuid()),
@@ -217,6 +226,17 @@ def pruning_lock_key(schema: str | None) -> int:
     return advisory_key("prune", schema, PRUNING_LOCK)
 
 
+def _statement_name() -> str:
+    return f"__chronoq_{uuid.uuid4().hex}__"
+
+
+@asynccontextmanager
+async def _transaction_lock(conn: AsyncConnection, key: int) -> AsyncIterator[None]:
+    # Waits for the lock; the commit or rollback that ends the transaction releases it.
+    await conn.execute(_XACT_LOCK, {"key": key})
+    yield
+
+
 def schema_of(conn: AsyncConnection) -> str | None:
     """The schema of the installation this connection belongs to (None: the default)."""
     schema = conn.sync_engine.get_execution_options().get(SCHEMA_OPTION)
@@ -310,6 +330,7 @@ class PostgreSQL(OnConflictInserts, Dialect):
     server_clock = "now()"
 
     def normalize_url(self, url: str) -> str:
+        url = db_urls.for_sqlalchemy(url)  # libpq's multi-host form, as SQLAlchemy parses it
         if url.startswith("postgres://"):
             url = "postgresql://" + url[len("postgres://") :]
         if url.startswith("postgresql://"):
@@ -317,20 +338,30 @@ class PostgreSQL(OnConflictInserts, Dialect):
         return url
 
     def engine(
-        self, url: str, *, schema: str | None, pool_size: int, pre_ping: bool
+        self, url: str, *, schema: str | None, connections: int, pre_ping: bool, pooled: bool
     ) -> AsyncEngine:
-        connect_args: dict[str, Any] = {}
+        connect_args: dict[str, Any] = {"timeout": CONNECT_TIMEOUT}
         options: dict[str, Any] = {}
+        if pooled:
+            # No statement outlives its transaction, where the pooler gives the next one
+            # another server connection: no cache of prepared statements (asyncpg's and
+            # SQLAlchemy's), and unique names for the ones a transaction prepares.
+            connect_args.update(
+                statement_cache_size=0,
+                prepared_statement_cache_size=0,
+                prepared_statement_name_func=_statement_name,
+            )
         if schema is not None:
             options[SCHEMA_OPTION] = schema
             # Sent in the startup packet: in force before the first statement, and kept by
             # every pooled connection. Only the schema: a table missing from it must fail,
             # not be found in `public` (another installation's, perhaps).
             connect_args["server_settings"] = {"search_path": quote_schema(schema)}
+        kept = pool_sizes(connections)
         return create_async_engine(
             url,
-            pool_size=pool_size,
-            max_overflow=pool_size,
+            pool_size=kept,
+            max_overflow=connections - kept,
             # A ping per checkout costs a round trip; the delivery loop turns it off because
             # each of its transactions is safe to fail and run again, and a dead pooled
             # connection is dropped on its first error.
@@ -348,10 +379,18 @@ class PostgreSQL(OnConflictInserts, Dialect):
         return code in _TRANSIENT_SQLSTATES
 
     def is_unavailable(self, error: BaseException) -> bool:
+        if isinstance(error, asyncpg.TargetServerAttributeNotMatched):
+            return True  # every host is read-only: a failover that has not promoted yet
         sqlstate = getattr(error, "sqlstate", None)
         return isinstance(sqlstate, str) and (
             sqlstate in _UNAVAILABLE_SQLSTATES or sqlstate.startswith(_CONNECTION_SQLSTATE_CLASS)
         )
+
+    async def identity(self, conn: AsyncConnection) -> tuple[Any, ...]:
+        # The server's start instant tells servers apart (a standby has its own); through a
+        # pooler it is the server's behind the pooler.
+        row = (await conn.execute(_IDENTITY)).one()
+        return tuple(row)
 
     async def transaction_now(self, conn: AsyncConnection) -> datetime:
         value = (await conn.execute(_NOW)).scalar_one()
@@ -463,8 +502,10 @@ class PostgreSQL(OnConflictInserts, Dialect):
         return int(result.rowcount)
 
     def migrating(
-        self, conn: AsyncConnection, schema: str | None
+        self, conn: AsyncConnection, schema: str | None, *, session: bool = True
     ) -> AbstractAsyncContextManager[None]:
+        if not session:
+            return _transaction_lock(conn, migration_lock_key(schema))
         return session_lock(
             conn,
             sa.text("SELECT pg_advisory_lock(:key)"),

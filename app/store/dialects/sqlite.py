@@ -59,7 +59,7 @@ class SQLite(OnConflictInserts, StepwiseClaim):
         return url
 
     def engine(
-        self, url: str, *, schema: str | None, pool_size: int, pre_ping: bool
+        self, url: str, *, schema: str | None, connections: int, pre_ping: bool, pooled: bool
     ) -> AsyncEngine:
         path = make_url(url).database
         if path and path != ":memory:":
