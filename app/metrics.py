@@ -99,6 +99,10 @@ LOOP_ERRORS = Counter(
     "chronoq_loop_errors_total", "Claims and settles that failed and were retried"
 )
 PRUNED = Counter("chronoq_occurrences_pruned_total", "Finished occurrences deleted by retention")
+SCHEDULES_PRUNED = Counter(
+    "chronoq_schedules_pruned_total",
+    "Ended schedules deleted by retention, each with its occurrences, attempts and events",
+)
 HTTP_CONNECTIONS = Gauge(
     "chronoq_http_connections", "Client connections this replica holds (CHRONOQ_MAX_CONNECTIONS)"
 )

@@ -55,6 +55,8 @@ EVENT_KINDS = (
 )
 # Finished occurrences that retention deletes; pending and dead-lettered ones are kept.
 PRUNABLE_STATUSES = ("delivered", "cancelled", "skipped")
+# Schedules that have ended, which schedule retention deletes with all they hold.
+ENDED_STATUSES = ("completed", "cancelled", "failed")
 
 
 def _in(column: str, values: tuple[str, ...]) -> str:
@@ -63,6 +65,7 @@ def _in(column: str, values: tuple[str, ...]) -> str:
 
 # The pruning statement repeats this text, so that both dialects prove the index usable.
 PRUNABLE = _in("status", PRUNABLE_STATUSES)
+ENDED = _in("status", ENDED_STATUSES)
 # The pending rows each claim index holds (`CLAIM_SETS`): of no flow key never attempted
 # (first attempts), of no flow key attempted before (retries, replays, leases lost), and of
 # a flow key. The claims repeat these texts, so each proves its index usable.
@@ -132,6 +135,9 @@ class ScheduleRow(SQLModel, table=True):
         sa.CheckConstraint("consecutive_failures >= 0", name="consecutive_failures"),
         # The claim skips paused schedules; this keeps that check off a scan of every schedule.
         *_partial("ix_schedules_paused", "id", where="status = 'paused'", mysql=("status", "id")),
+        # Schedule retention: ended schedules, oldest change first (MySQL: all of them, by
+        # that instant, with the status read inside the index).
+        *_partial("ix_schedules_ended", "updated_at", where=ENDED, mysql=("updated_at", "status")),
         # The keys schedules name (the list of keys, a PATCH of the key).
         *_partial(
             "ix_schedules_flow_key", "flow_key", where="flow_key IS NOT NULL", mysql=("flow_key",)

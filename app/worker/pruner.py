@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 from datetime import timedelta
 
@@ -19,11 +19,14 @@ from app import metrics
 from app.settings import Settings
 from app.store.clock import transaction_now
 from app.store.database import Connection, Database
-from app.store.retention import prune
+from app.store.retention import prune, prune_schedules
 
 log = logging.getLogger(__name__)
 
 BATCH_PAUSE = 0.05
+# Ended schedules deleted per statement: each takes its occurrences, attempts and events
+# with it, so a batch is a tenth of the occurrences' (`CHRONOQ_RETENTION_BATCH`).
+SCHEDULE_BATCH_SHARE = 10
 MAX_ERROR_BACKOFF = 300.0
 STOP_GRACE = 5.0
 
@@ -37,6 +40,7 @@ class Pruner:
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.pruned_total = 0
+        self.schedules_pruned_total = 0
         self.rounds = 0
         self.errors = 0
 
@@ -48,26 +52,52 @@ class Pruner:
             return 0  # a retention reaching before year 1: nothing is that old
         return await prune(conn, older_than=cutoff, limit=self._settings.retention_batch)
 
-    async def run_once(self) -> int:
-        """One round: batches until one comes back short (or the loop is stopping); returns
-        how many occurrences it deleted."""
-        batch = self._settings.retention_batch
-        total = 0
+    async def _prune_schedules(self, conn: Connection) -> int:
+        now = await transaction_now(conn)
         try:
-            while True:
-                deleted = await self._db.run(self._prune_batch)
-                total += deleted
-                self.pruned_total += deleted
-                metrics.PRUNED.inc(deleted)
-                if deleted < batch or self._stopping.is_set():
-                    break
-                # Let claims and settles in between; each batch holds its rows briefly.
-                await self._pause(BATCH_PAUSE)
+            cutoff = now - timedelta(seconds=self._settings.schedule_retention)
+        except OverflowError:
+            return 0
+        return await prune_schedules(conn, older_than=cutoff, limit=self.schedule_batch)
+
+    @property
+    def schedule_batch(self) -> int:
+        return max(1, self._settings.retention_batch // SCHEDULE_BATCH_SHARE)
+
+    async def run_once(self) -> int:
+        """One round: batches of finished occurrences, then (unless schedule retention is
+        off) of ended schedules, each until one comes back short or the loop is stopping;
+        returns how many occurrences and schedules it deleted."""
+        total = schedules = 0
+        try:
+            total = await self._batches(self._prune_batch, self._settings.retention_batch, False)
+            if self._settings.schedule_retention > 0 and not self._stopping.is_set():
+                schedules = await self._batches(self._prune_schedules, self.schedule_batch, True)
         finally:
             self.rounds += 1
             if total:
                 log.info("pruned %d finished occurrences", total)
-        return total
+            if schedules:
+                log.info("deleted %d ended schedules with their history", schedules)
+        return total + schedules
+
+    async def _batches(
+        self, batch: Callable[[Connection], Awaitable[int]], size: int, of_schedules: bool
+    ) -> int:
+        deleted_total = 0
+        while True:
+            deleted = await self._db.run(batch)
+            deleted_total += deleted
+            if of_schedules:
+                self.schedules_pruned_total += deleted
+                metrics.SCHEDULES_PRUNED.inc(deleted)
+            else:
+                self.pruned_total += deleted
+                metrics.PRUNED.inc(deleted)
+            if deleted < size or self._stopping.is_set():
+                return deleted_total
+            # Let claims and settles in between; each batch holds its rows briefly.
+            await self._pause(BATCH_PAUSE)
 
     # -- the loop -------------------------------------------------------------------
 

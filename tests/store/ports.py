@@ -53,7 +53,7 @@ from app.store.lifecycle import LifecycleStore
 from app.store.migrations import is_at_head, upgrade_to_head
 from app.store.queue import DeliveryQueue
 from app.store.schedules import ScheduleStore
-from app.store.tables import attempts, occurrences, schedules
+from app.store.tables import attempts, occurrences, schedule_events, schedules
 from app.store.wakeups import Wakeups
 
 __all__ = [
@@ -436,6 +436,30 @@ async def prune(database: Database, *, older_than: datetime, limit: int) -> int:
     )
 
 
+async def prune_schedules(database: Database, *, older_than: datetime, limit: int) -> int:
+    return await database.run(
+        lambda conn: retention.prune_schedules(conn, older_than=older_than, limit=limit)
+    )
+
+
+async def end_schedule(database: Database, schedule_id: uuid.UUID, status: ScheduleStatus) -> None:
+    """The schedule set to `status` now, as a cancel or its last settle leaves it."""
+
+    async def work(conn: Connection) -> None:
+        await conn.execute(
+            schedules.update()
+            .where(schedules.c.id == schedule_id)
+            .values(status=status, updated_at=await transaction_now(conn))
+        )
+
+    await database.run(work)
+
+
+async def count_rows(database: Database, table: str) -> int:
+    async with database.engine.connect() as conn:
+        return int((await conn.execute(sa.text(f"SELECT count(*) FROM {table}"))).scalar_one())
+
+
 @asynccontextmanager
 async def holding_pruning_lock(database: Database) -> AsyncIterator[bool]:
     """An open transaction that tried to take the pruning lock, as `prune` does; yields
@@ -541,6 +565,28 @@ async def read_schedule_status(database: Database, schedule_id: uuid.UUID) -> Sc
     async def work(conn: Connection) -> ScheduleStatus:
         statement = sa.select(schedules.c.status).where(schedules.c.id == schedule_id)
         return ScheduleStatus((await conn.execute(statement)).scalar_one())
+
+    return await database.run(work)
+
+
+async def schedule_exists(database: Database, schedule_id: uuid.UUID) -> bool:
+    async def work(conn: Connection) -> bool:
+        statement = sa.select(schedules.c.id).where(schedules.c.id == schedule_id)
+        return (await conn.execute(statement)).first() is not None
+
+    return await database.run(work)
+
+
+async def read_events(database: Database, schedule_id: uuid.UUID) -> list[str]:
+    """The kinds of the schedule's audit events, oldest first."""
+
+    async def work(conn: Connection) -> list[str]:
+        statement = (
+            sa.select(schedule_events.c.kind)
+            .where(schedule_events.c.schedule_id == schedule_id)
+            .order_by(schedule_events.c.id)
+        )
+        return [str(kind) for kind in (await conn.execute(statement)).scalars()]
 
     return await database.run(work)
 

@@ -20,7 +20,7 @@ from sqlalchemy.engine import make_url
 from app.store.database import Database
 from app.store.dialects.postgresql import PRUNING_LOCK
 from app.store.retention import prune
-from app.store.tables import occurrences
+from app.store.tables import occurrences, schedules
 from app.worker.pruner import Pruner
 from tests.conftest import ALL_STORES, make_settings
 from tests.factories import iso
@@ -222,6 +222,46 @@ async def test_a_round_prunes_batch_after_batch_until_one_comes_back_short(
     assert pruner.pruned_total == 25
     assert await _statuses(harness.database) == {}
     assert await pruner.run_once() == 0
+
+
+async def _age_schedules(database: Database, by: timedelta) -> None:
+    """Move the last change of every schedule and occurrence `by` into the past."""
+
+    async def work(conn: Any) -> None:
+        await conn.execute(schedules.update().values(updated_at=datetime.now(UTC) - by))
+        await conn.execute(occurrences.update().values(updated_at=datetime.now(UTC) - by))
+
+    await database.run(work)
+
+
+async def test_a_round_deletes_ended_schedules_past_their_retention_with_their_history(
+    harness: Harness,
+) -> None:
+    ended = await harness.create()
+    assert await harness.step() == 1
+    running = await harness.create(trigger={"type": "interval", "every_seconds": 3600})
+    assert await harness.step() == 1
+    await _age_schedules(harness.database, timedelta(days=31))
+    pruner = _pruner(harness, schedule_retention=timedelta(days=30).total_seconds())
+
+    # Both delivered ticks (past the 7 days of occurrences), then the ended schedule.
+    assert await pruner.run_once() == 3
+
+    assert pruner.schedules_pruned_total == 1
+    assert (await harness.client.get(f"/v1/schedules/{ended['id']}")).status_code == 404
+    assert (await harness.client.get(f"/v1/schedules/{ended['id']}/events")).status_code == 404
+    assert (await harness.client.get(f"/v1/schedules/{running['id']}")).status_code == 200
+
+
+async def test_a_schedule_retention_of_0_keeps_ended_schedules(harness: Harness) -> None:
+    ended = await harness.create()
+    assert await harness.step() == 1
+    await _age_schedules(harness.database, timedelta(days=3650))
+    pruner = _pruner(harness, schedule_retention=0)
+
+    assert await pruner.run_once() == 1  # its delivered occurrence, not the schedule
+
+    assert (await harness.client.get(f"/v1/schedules/{ended['id']}")).status_code == 200
 
 
 @ALL_STORES
