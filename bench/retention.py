@@ -4,9 +4,10 @@
     .venv/bin/python bench/retention.py --ended 50000 --runs 1 --count 2000
 
 PostgreSQL only. One database for the whole script: it is migrated, then loaded in SQL with
-`--ended` (1,000,000) schedules that completed 40 days ago, each with its delivered occurrence
-and that occurrence's attempt (clones of one schedule made through the API and delivered), and
-`VACUUM ANALYZE`d. Each run is two W1 measurements of bench/run.py (`--count` one-shots due at
+`--ended` (1,000,000) schedules that failed 40 days ago, each with its dead-lettered occurrence
+and that occurrence's attempt (clones of one schedule made through the API and delivered; a
+dead letter, which occurrence retention keeps, so that every schedule deleted takes rows with
+it), and `VACUUM ANALYZE`d. Each run is two W1 measurements of bench/run.py (`--count` one-shots due at
 one instant, created in batches before it; deliveries/s = received / (last arrival - due)), each
 with a fresh `chronoq serve` on that database:
 
@@ -51,25 +52,31 @@ AGE = "40 days"
 _CLONE = f"""
 WITH made AS (
     INSERT INTO schedules
-    SELECT (jsonb_populate_record(NULL::schedules, to_jsonb(t) || jsonb_build_object(
+    SELECT r.*
+    FROM schedules AS t CROSS JOIN generate_series(1, $1) AS n,
+    LATERAL jsonb_populate_record(NULL::schedules, to_jsonb(t) || jsonb_build_object(
         'id', gen_random_uuid(), 'name', NULL, 'idempotency_key', NULL,
-        'status', 'completed', 'updated_at', now() - interval '{AGE}'))).*
-    FROM schedules AS t CROSS JOIN generate_series(1, $1)
+        'status', 'failed', 'updated_at', now() - interval '{AGE}',
+        -- naming n makes the record one per clone, not one reused for every clone
+        'fire_count', t.fire_count + 0 * n)) AS r
     WHERE t.id = $2
     RETURNING id
 ), occurrence AS (
     INSERT INTO occurrences
-    SELECT (jsonb_populate_record(NULL::occurrences, to_jsonb(o) || jsonb_build_object(
+    SELECT r.*
+    FROM made CROSS JOIN occurrences AS o,
+    LATERAL jsonb_populate_record(NULL::occurrences, to_jsonb(o) || jsonb_build_object(
         'occurrence_id', gen_random_uuid(), 'schedule_id', made.id,
-        'updated_at', now() - interval '{AGE}'))).*
-    FROM made CROSS JOIN occurrences AS o
+        'status', 'dead_lettered', 'dead_lettered_at', now() - interval '{AGE}',
+        'updated_at', now() - interval '{AGE}')) AS r
     WHERE o.schedule_id = $2
     RETURNING occurrence_id
 )
 INSERT INTO attempts
-SELECT (jsonb_populate_record(NULL::attempts, to_jsonb(a) || jsonb_build_object(
-    'id', gen_random_uuid(), 'occurrence_id', occurrence.occurrence_id))).*
-FROM occurrence CROSS JOIN attempts AS a
+SELECT r.*
+FROM occurrence CROSS JOIN attempts AS a,
+LATERAL jsonb_populate_record(NULL::attempts, to_jsonb(a) || jsonb_build_object(
+    'id', gen_random_uuid(), 'occurrence_id', occurrence.occurrence_id)) AS r
 WHERE a.occurrence_id = (SELECT occurrence_id FROM occurrences WHERE schedule_id = $2)
 """
 
@@ -113,6 +120,8 @@ async def load(ctx: bench.Context, database_url: str) -> dict[str, Any]:
         status = await conn.fetchval("SELECT status FROM schedules WHERE id = $1", schedule_id)
         if status != "completed":
             raise RuntimeError(f"the template schedule is {status}, not completed")
+        # Each clone is a failed schedule with its dead letter: occurrence retention keeps
+        # those, so that only schedule retention deletes them, with everything they hold.
         started = time.time()
         for first in range(0, args.ended, CHUNK):
             await conn.execute(_CLONE, min(CHUNK, args.ended - first), schedule_id)

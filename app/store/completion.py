@@ -39,20 +39,32 @@ class _Finishing:
     recurring: sa.Select[Any]
 
 
+_o = occurrences.alias("o")
+
+
+def _each(dialect: Dialect, status: OccurrenceStatus, origin: sa.ColumnElement[bool]) -> sa.Exists:
+    """EXISTS of an occurrence of the schedule at hand in `status` whose origin passes
+    `origin`, looked up for each schedule through the index on `schedule_id`.
+
+    PostgreSQL would otherwise turn it into a join with every occurrence in that status:
+    the pending ones, or every dead letter ever kept. Planned from statistics taken before
+    a burst (a table of finished rows, then ten thousand due at once), that join read all of
+    them for each settle, and W1 fell from about 4,000 to 300 deliveries/s. OFFSET 0 keeps
+    the subquery a lookup per schedule, which is what a settle of a few hundred wants.
+    """
+    probe = sa.select(sa.literal(1)).where(
+        _o.c.schedule_id == schedules.c.id, _o.c.status == status, origin
+    )
+    if dialect.backend.name == "postgresql":
+        probe = probe.offset(0)
+    return sa.exists(probe)
+
+
 @cache
 def _finishing(dialect: Dialect) -> _Finishing:
-    o = occurrences.alias("o")
     # A failure callback still pending keeps no schedule from being done.
-    nothing_pending = ~sa.exists().where(
-        o.c.schedule_id == schedules.c.id,
-        o.c.status == OccurrenceStatus.PENDING,
-        o.c.origin != Origin.CALLBACK,
-    )
-    dead_lettered = sa.exists().where(
-        o.c.schedule_id == schedules.c.id,
-        o.c.origin == Origin.SCHEDULE,
-        o.c.status == OccurrenceStatus.DEAD_LETTERED,
-    )
+    nothing_pending = ~_each(dialect, OccurrenceStatus.PENDING, _o.c.origin != Origin.CALLBACK)
+    dead_lettered = _each(dialect, OccurrenceStatus.DEAD_LETTERED, _o.c.origin == Origin.SCHEDULE)
     return _Finishing(
         one_shots=sa.select(
             schedules.c.id,

@@ -28,7 +28,9 @@ single process and a single writer, so it needs neither.
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -38,21 +40,28 @@ from app.store.tables import ENDED, occurrences, schedules
 from app.store.types import UTCDateTime
 
 _CUTOFF = sa.bindparam("cutoff", type_=UTCDateTime())
-_ENDED = (
-    sa.select(schedules.c.id)
-    # The index predicate as text: a bound list would hide it from the planner.
-    .where(sa.text(ENDED), schedules.c.updated_at < _CUTOFF)
-    .where(
-        ~sa.exists().where(
-            occurrences.c.schedule_id == schedules.c.id,
-            sa.or_(occurrences.c.status == "pending", occurrences.c.updated_at >= _CUTOFF),
-        )
+
+
+@functools.cache
+def _ended(per_schedule: bool) -> sa.Select[Any]:
+    """Ended schedules to delete, oldest change first. `per_schedule` (PostgreSQL): the
+    occurrence check stays a lookup for each schedule (OFFSET 0), never a join with every
+    pending or recent occurrence, which statistics taken before a burst made a full scan."""
+    recent = sa.select(sa.literal(1)).where(
+        occurrences.c.schedule_id == schedules.c.id,
+        sa.or_(occurrences.c.status == "pending", occurrences.c.updated_at >= _CUTOFF),
     )
-    .order_by(schedules.c.updated_at)
-    .limit(sa.bindparam("limit", type_=sa.Integer()))
-    # Rows another transaction holds are skipped (SQLite has no row locks to skip).
-    .with_for_update(skip_locked=True)
-)
+    if per_schedule:
+        recent = recent.offset(0)
+    return (
+        sa.select(schedules.c.id)
+        # The index predicate as text: a bound list would hide it from the planner.
+        .where(sa.text(ENDED), schedules.c.updated_at < _CUTOFF, ~sa.exists(recent))
+        .order_by(schedules.c.updated_at)
+        .limit(sa.bindparam("limit", type_=sa.Integer()))
+        # Rows another transaction holds are skipped (SQLite has no row locks to skip).
+        .with_for_update(skip_locked=True)
+    )
 
 
 async def prune(conn: AsyncConnection, *, older_than: datetime, limit: int) -> int:
@@ -73,10 +82,14 @@ async def prune_schedules(conn: AsyncConnection, *, older_than: datetime, limit:
     holds the pruning lock."""
     if limit < 1:
         return 0
-    async with dialect_of(conn).exclusive(conn, "prune") as held:
+    dialect = dialect_of(conn)
+    async with dialect.exclusive(conn, "prune") as held:
         if not held:
             return 0
-        ids = list((await conn.execute(_ENDED, {"cutoff": older_than, "limit": limit})).scalars())
+        statement = _ended(dialect.backend.name == "postgresql")
+        ids = list(
+            (await conn.execute(statement, {"cutoff": older_than, "limit": limit})).scalars()
+        )
         if not ids:
             return 0
         # Their occurrences locked and read again as they are now: a replay that changed
