@@ -4,12 +4,12 @@
     .venv/bin/python bench/retention.py --ended 50000 --runs 1 --count 2000
 
 PostgreSQL only. One database for the whole script: it is migrated, then loaded in SQL with
-`--ended` (1,000,000) schedules that failed 40 days ago, each with its dead-lettered occurrence
-and that occurrence's attempt (clones of one schedule made through the API and delivered; a
-dead letter, which occurrence retention keeps, so that every schedule deleted takes rows with
-it), and `VACUUM ANALYZE`d. Each run is two W1 measurements of bench/run.py (`--count` one-shots due at
-one instant, created in batches before it; deliveries/s = received / (last arrival - due)), each
-with a fresh `chronoq serve` on that database:
+`--ended` (1,000,000) schedules that failed 40 days ago, each with its dead-lettered
+occurrence and that occurrence's attempt (clones of one schedule made through the API; dead
+letters, which occurrence retention keeps, so that every schedule deleted takes rows with it),
+and `VACUUM ANALYZE`d. Each run is two W1 measurements of bench/run.py (`--count` one-shots due
+at one instant, created in batches before it; deliveries/s = received / (last arrival - due)),
+each with a fresh `chronoq serve` on that database:
 
 - *off*: `CHRONOQ_SCHEDULE_RETENTION=0`, so nothing deletes schedules;
 - *pruning*: the default 30 days with `CHRONOQ_RETENTION_INTERVAL=0.5`: W1 is created once

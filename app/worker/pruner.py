@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 from datetime import timedelta
@@ -24,11 +25,19 @@ from app.store.retention import prune, prune_schedules
 log = logging.getLogger(__name__)
 
 BATCH_PAUSE = 0.05
+# Between batches the loop rests at least this many times as long as the batch took, so
+# pruning holds the database at most a quarter of the time however slow a batch gets.
+REST_FACTOR = 3.0
 # Ended schedules deleted per statement: each takes its occurrences, attempts and events
 # with it, so a batch is a tenth of the occurrences' (`CHRONOQ_RETENTION_BATCH`).
 SCHEDULE_BATCH_SHARE = 10
 MAX_ERROR_BACKOFF = 300.0
 STOP_GRACE = 5.0
+
+
+def rest_after(took: float) -> float:
+    """The pause after a batch that took `took` seconds."""
+    return max(BATCH_PAUSE, took * REST_FACTOR)
 
 
 class Pruner:
@@ -86,7 +95,9 @@ class Pruner:
     ) -> int:
         deleted_total = 0
         while True:
+            started = time.monotonic()
             deleted = await self._db.run(batch)
+            took = time.monotonic() - started
             deleted_total += deleted
             if of_schedules:
                 self.schedules_pruned_total += deleted
@@ -97,7 +108,7 @@ class Pruner:
             if deleted < size or self._stopping.is_set():
                 return deleted_total
             # Let claims and settles in between; each batch holds its rows briefly.
-            await self._pause(BATCH_PAUSE)
+            await self._pause(rest_after(took))
 
     # -- the loop -------------------------------------------------------------------
 
