@@ -145,7 +145,7 @@ def describe(found: FlowKey) -> str:
 
 def _document(found: FlowKey) -> Any:
     # Here, not at the top: the routes' module imports FastAPI, which no other command needs.
-    from app.api.flow_keys import FlowKeyOut
+    from app.api.flow_key_schemas import FlowKeyOut
 
     return FlowKeyOut.of(found).model_dump(mode="json")
 

@@ -13,6 +13,7 @@ from typing_extensions import TypedDict
 
 from app.domain.limits import (
     MAX_BATCH,
+    MAX_COUNT,
     EventType,
     Id,
     InputModel,
@@ -367,3 +368,19 @@ class AttemptOut(BaseModel):
             response_excerpt=a.response_excerpt,
             replica=a.replica,
         )
+
+
+class PreviewRequest(InputModel):
+    trigger: Trigger
+    after: Instant | None = Field(default=None, description="Default: now")
+    count: int = Field(default=10, ge=1, le=100)
+    max_occurrences: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_COUNT,
+        description="The schedule's cap on fired ticks, if it has one",
+    )
+
+
+class Preview(BaseModel):
+    fire_times: list[datetime]

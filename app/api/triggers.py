@@ -6,12 +6,10 @@ import asyncio
 from datetime import UTC, datetime
 
 from fastapi import APIRouter
-from pydantic import BaseModel, Field
 
 from app.api.problems import responses
-from app.domain.limits import MAX_COUNT, InputModel, Instant
+from app.api.schemas import Preview, PreviewRequest
 from app.domain.trigger import (
-    Trigger,
     check_cadence,
     fire_times,
     first_fire_or_refuse,
@@ -19,22 +17,6 @@ from app.domain.trigger import (
 )
 
 router = APIRouter(prefix="/v1/triggers", tags=["triggers"])
-
-
-class PreviewRequest(InputModel):
-    trigger: Trigger
-    after: Instant | None = Field(default=None, description="Default: now")
-    count: int = Field(default=10, ge=1, le=100)
-    max_occurrences: int | None = Field(
-        default=None,
-        ge=1,
-        le=MAX_COUNT,
-        description="The schedule's cap on fired ticks, if it has one",
-    )
-
-
-class Preview(BaseModel):
-    fire_times: list[datetime]
 
 
 @router.post("/preview", responses=responses(422))

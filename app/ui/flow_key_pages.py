@@ -22,7 +22,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from app.api import flow_keys as flow_key_routes
 from app.api.deps import FlowKeysDep, State, StateDep
-from app.api.flow_keys import FlowKeyOut
+from app.api.flow_key_schemas import FlowKeyOut
 from app.domain.errors import ChronoqError, InvalidInputError, PreconditionFailedError
 from app.domain.flow import KEY_ALPHABET, FlowLimits, Ordering, check_key
 from app.ui.display import period
