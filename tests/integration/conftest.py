@@ -43,6 +43,7 @@ class Harness:
     sinks: Sinks
     wakeups: Wakeups
     dns: FakeDNS
+    transport: httpx.AsyncBaseTransport  # the app's, for other clients of it (app.client)
 
     def webhook(self, path: str = "/hook", **extra: Any) -> dict[str, Any]:
         return {"type": "webhook", "url": self.receiver.url(path), **extra}
@@ -147,7 +148,15 @@ async def running_harness(
                     transport=transport, base_url="http://localhost"
                 ) as client:
                     yield Harness(
-                        client, dispatcher, database, settings, receiver, sinks, wakeups, dns
+                        client,
+                        dispatcher,
+                        database,
+                        settings,
+                        receiver,
+                        sinks,
+                        wakeups,
+                        dns,
+                        transport,
                     )
     finally:
         database.clock.reset()  # a case that moved it (tests.store.ports.move_clock)

@@ -17,6 +17,7 @@ from asgi_lifespan import LifespanManager
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
+from app.client import AsyncClient, UnavailableError
 from app.domain.errors import StoreUnavailableError
 from app.main import create_app
 from app.store.database import Database
@@ -43,6 +44,7 @@ class Outage:
     proxy: TcpProxy
     database_url: str
     existing: dict[str, Any]
+    transport: httpx.AsyncBaseTransport
 
 
 @pytest.fixture
@@ -61,7 +63,7 @@ async def outage(database_url: str) -> AsyncIterator[Outage]:
             ) as client:
                 created = await client.post("/v1/schedules", json=spec("before-the-outage"))
                 assert created.status_code == 201, created.text
-                yield Outage(client, proxy, database_url, created.json())
+                yield Outage(client, proxy, database_url, created.json(), transport)
     finally:
         await proxy.close()
 
@@ -131,6 +133,37 @@ async def test_after_the_outage_a_create_succeeds_and_nothing_was_half_stored(
             (created.json()["id"], "pending", "pending"),
         ]
     )
+
+
+@pytest.mark.postgres
+@on_postgresql
+async def test_the_client_waits_out_the_outage_and_its_create_is_stored_once(
+    outage: Outage,
+) -> None:
+    """Each 503 says when to try again; the client does, under the create's one
+    Idempotency-Key, until the database is back."""
+    await outage.proxy.cut()
+    async with AsyncClient("http://localhost", transport=outage.transport) as chronoq:
+        create = asyncio.create_task(chronoq.create_schedule(spec("through-the-outage")))
+        await asyncio.sleep(0.5)
+        assert not create.done()
+        await outage.proxy.restore()
+        created = await asyncio.wait_for(create, timeout=30)
+
+        names = sorted([s.name or "" async for s in chronoq.iter_schedules()])
+    assert names == ["before-the-outage", "through-the-outage"]
+    assert created.name == "through-the-outage"
+
+
+@pytest.mark.postgres
+@on_postgresql
+async def test_the_client_raises_the_503_once_its_retries_are_spent(outage: Outage) -> None:
+    await outage.proxy.cut()
+    async with AsyncClient("http://localhost", transport=outage.transport, retries=0) as chronoq:
+        with pytest.raises(UnavailableError) as refused:
+            await chronoq.get_schedule(outage.existing["id"])
+    assert refused.value.retry_after is not None
+    assert refused.value.retry_after >= 1
 
 
 async def stored(database_url: str) -> list[tuple[str, str, str]]:

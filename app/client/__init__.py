@@ -1,0 +1,83 @@
+"""A typed client of the Chronoq HTTP API, synchronous and asynchronous, on httpx.
+
+    from app.client import Client
+
+    with Client("http://127.0.0.1:8000", api_key="...") as chronoq:
+        schedule = chronoq.create_schedule({...})
+        for dead in chronoq.iter_dead_letters(schedule_id=schedule.id):
+            chronoq.replay_dead_letter(dead.occurrence_id)
+
+Answers are the models `openapi/openapi.json` describes (`ScheduleOut`, `Page`, ...);
+refusals are `ProblemError`s, one class per status, with the offending fields.
+"""
+
+from app.api.flow_key_schemas import FlowKeyIn, FlowKeyOut
+from app.api.schemas import (
+    AttemptOut,
+    BackfillResult,
+    BatchCreated,
+    DeadLetterOut,
+    Health,
+    OccurrenceOut,
+    Page,
+    Preview,
+    PreviewRequest,
+    ReplayAccepted,
+    Replayed,
+    ScheduleEventOut,
+    ScheduleOut,
+)
+from app.client.calls import Call
+from app.client.clients import AsyncClient, Client
+from app.client.errors import (
+    BadRequestError,
+    ChronoqClientError,
+    ConflictError,
+    FieldError,
+    ForbiddenError,
+    NotFoundError,
+    PayloadTooLargeError,
+    PreconditionFailedError,
+    ProblemError,
+    UnauthorizedError,
+    UnavailableError,
+    UnreachableError,
+    ValidationError,
+)
+from app.domain.schedule import SchedulePatch, ScheduleSpec
+
+__all__ = [
+    "AsyncClient",
+    "AttemptOut",
+    "BackfillResult",
+    "BadRequestError",
+    "BatchCreated",
+    "Call",
+    "ChronoqClientError",
+    "Client",
+    "ConflictError",
+    "DeadLetterOut",
+    "FieldError",
+    "FlowKeyIn",
+    "FlowKeyOut",
+    "ForbiddenError",
+    "Health",
+    "NotFoundError",
+    "OccurrenceOut",
+    "Page",
+    "PayloadTooLargeError",
+    "PreconditionFailedError",
+    "Preview",
+    "PreviewRequest",
+    "ProblemError",
+    "ReplayAccepted",
+    "Replayed",
+    "ScheduleEventOut",
+    "ScheduleOut",
+    "SchedulePatch",
+    "ScheduleSpec",
+    "UnauthorizedError",
+    "UnavailableError",
+    "UnreachableError",
+    "ValidationError",
+]

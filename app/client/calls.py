@@ -1,0 +1,347 @@
+"""Each operation of the HTTP API as a `Call`: the request to send and how to read its
+answer. The clients (app/client/clients.py) send them, synchronously or not; nothing here
+does I/O.
+
+Bodies are given as the API's own models or as plain mappings (sent as they are, so a
+mapping can say what a model would refuse, and the service answers for it). Answers are
+read into the models `openapi/openapi.json` describes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, Generic, Literal, TypeVar
+from urllib.parse import quote
+
+import httpx
+from pydantic import BaseModel, TypeAdapter
+
+from app.api.flow_key_schemas import FlowKeyIn, FlowKeyOut
+from app.api.schemas import (
+    AttemptOut,
+    BackfillResult,
+    BatchCreated,
+    DeadLetterOut,
+    Health,
+    OccurrenceOut,
+    Page,
+    Preview,
+    PreviewRequest,
+    ReplayAccepted,
+    Replayed,
+    ScheduleEventOut,
+    ScheduleOut,
+)
+from app.domain.schedule import SchedulePatch, ScheduleSpec
+
+T = TypeVar("T")
+
+Id = uuid.UUID | str
+Body = BaseModel | Mapping[str, Any]
+Version = int | str | None  # a version number (ScheduleOut.version), an ETag as sent, or *
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Generic[T]):
+    """One request and the reading of its 2xx answer."""
+
+    method: str
+    path: str
+    read: Callable[[httpx.Response], T]
+    params: tuple[tuple[str, str], ...] = ()
+    body: Any = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def repeatable(self) -> bool:
+        """Whether sending it again after an answer that may have been lost changes
+        nothing more: reads, PUT and DELETE, and changes guarded by If-Match (a repeat is a
+        412) or by an Idempotency-Key (a repeat is the first answer)."""
+        if self.method in ("GET", "HEAD", "PUT", "DELETE"):
+            return True
+        return "If-Match" in self.headers or "Idempotency-Key" in self.headers
+
+    def at(self, cursor: str | None) -> Call[T]:
+        """The same list call for the page after `cursor`."""
+        params = tuple((k, v) for k, v in self.params if k != "cursor")
+        if cursor is not None:
+            params += (("cursor", cursor),)
+        return replace(self, params=params)
+
+
+def _reader(kind: Any) -> Callable[[httpx.Response], Any]:
+    adapter: TypeAdapter[Any] = TypeAdapter(kind)
+
+    def read(response: httpx.Response) -> Any:
+        return adapter.validate_json(response.content)
+
+    return read
+
+
+def _nothing(response: httpx.Response) -> None:
+    return None
+
+
+def _json(body: Body) -> Any:
+    if isinstance(body, BaseModel):
+        # exclude_unset: a patch says only what it changes (a null it sets is kept)
+        return body.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    return dict(body)
+
+
+def _segment(value: Id) -> str:
+    return quote(str(value), safe="")
+
+
+def _if_match(version: Version) -> dict[str, str]:
+    if version is None:
+        return {}
+    if isinstance(version, int):
+        return {"If-Match": f'"{version}"'}
+    return {"If-Match": version}
+
+
+def _params(**values: Any) -> tuple[tuple[str, str], ...]:
+    pairs: list[tuple[str, str]] = []
+    for name, value in values.items():
+        if value is None:
+            continue
+        if isinstance(value, Mapping):  # labels: label=key:value, each
+            pairs.extend(("label", f"{k}:{v}") for k, v in value.items())
+        else:
+            pairs.append((name, str(value)))
+    return tuple(pairs)
+
+
+_SCHEDULE = _reader(ScheduleOut)
+_OCCURRENCE = _reader(OccurrenceOut)
+_FLOW_KEY = _reader(FlowKeyOut)
+
+# -- the service ------------------------------------------------------------------------
+
+
+def health() -> Call[Health]:
+    """The process is up (GET /healthz)."""
+    return Call("GET", "/healthz", _reader(Health))
+
+
+# -- schedules --------------------------------------------------------------------------
+
+
+def create_schedule(
+    spec: ScheduleSpec | Body, *, idempotency_key: str | None = None
+) -> Call[ScheduleOut]:
+    """Create a schedule (POST /v1/schedules). It is sent with an `Idempotency-Key` (a new
+    one unless given), so a repeat after a lost answer returns the schedule the first one
+    made instead of making another."""
+    key = str(uuid.uuid4()) if idempotency_key is None else idempotency_key
+    headers = {"Idempotency-Key": key}
+    return Call("POST", "/v1/schedules", _SCHEDULE, body=_json(spec), headers=headers)
+
+
+def create_schedules(specs: Iterable[ScheduleSpec | Body]) -> Call[BatchCreated]:
+    """Create up to 1,000 schedules at once, all or none (POST /v1/schedules/batch)."""
+    body = {"items": [_json(spec) for spec in specs]}
+    return Call("POST", "/v1/schedules/batch", _reader(BatchCreated), body=body)
+
+
+def get_schedule(schedule_id: Id) -> Call[ScheduleOut]:
+    """One schedule (GET /v1/schedules/{id})."""
+    return Call("GET", f"/v1/schedules/{_segment(schedule_id)}", _SCHEDULE)
+
+
+def list_schedules(
+    *,
+    status: str | None = None,
+    event_type: str | None = None,
+    target_type: Literal["webhook", "rabbitmq"] | None = None,
+    labels: Mapping[str, str] | None = None,
+    name: str | None = None,
+    limit: int | None = None,
+    cursor: str | None = None,
+) -> Call[Page[ScheduleOut]]:
+    """A page of schedules, newest first, with the API's filters (GET /v1/schedules)."""
+    params = _params(
+        status=status,
+        event_type=event_type,
+        target_type=target_type,
+        label=labels,
+        name=name,
+        limit=limit,
+        cursor=cursor,
+    )
+    return Call("GET", "/v1/schedules", _reader(Page[ScheduleOut]), params=params)
+
+
+def patch_schedule(
+    schedule_id: Id, changes: SchedulePatch | Body, *, if_match: Version = None
+) -> Call[ScheduleOut]:
+    """Change some of a schedule's fields (PATCH /v1/schedules/{id})."""
+    path = f"/v1/schedules/{_segment(schedule_id)}"
+    return Call("PATCH", path, _SCHEDULE, body=_json(changes), headers=_if_match(if_match))
+
+
+def _schedule_action(schedule_id: Id, verb: str, if_match: Version) -> Call[ScheduleOut]:
+    path = f"/v1/schedules/{_segment(schedule_id)}/{verb}"
+    return Call("POST", path, _SCHEDULE, headers=_if_match(if_match))
+
+
+def pause_schedule(schedule_id: Id, *, if_match: Version = None) -> Call[ScheduleOut]:
+    """Pause a schedule: nothing fires until it is resumed (POST .../pause)."""
+    return _schedule_action(schedule_id, "pause", if_match)
+
+
+def resume_schedule(schedule_id: Id, *, if_match: Version = None) -> Call[ScheduleOut]:
+    """Resume a paused schedule at its next future tick (POST .../resume)."""
+    return _schedule_action(schedule_id, "resume", if_match)
+
+
+def cancel_schedule(schedule_id: Id, *, if_match: Version = None) -> Call[ScheduleOut]:
+    """Cancel a schedule and its pending occurrences (DELETE /v1/schedules/{id})."""
+    path = f"/v1/schedules/{_segment(schedule_id)}"
+    return Call("DELETE", path, _SCHEDULE, headers=_if_match(if_match))
+
+
+def trigger_schedule(schedule_id: Id, *, if_match: Version = None) -> Call[OccurrenceOut]:
+    """Fire a schedule now, beside its ticks (POST .../trigger); the occurrence made."""
+    path = f"/v1/schedules/{_segment(schedule_id)}/trigger"
+    return Call("POST", path, _OCCURRENCE, headers=_if_match(if_match))
+
+
+def backfill_schedule(
+    schedule_id: Id, start: datetime, end: datetime, *, if_match: Version = None
+) -> Call[BackfillResult]:
+    """Fire the ticks of [start, end] a schedule has not fired (POST .../backfill)."""
+    path = f"/v1/schedules/{_segment(schedule_id)}/backfill"
+    body = {"from": start.isoformat(), "to": end.isoformat()}
+    return Call("POST", path, _reader(BackfillResult), body=body, headers=_if_match(if_match))
+
+
+def list_occurrences(
+    schedule_id: Id,
+    *,
+    status: str | None = None,
+    limit: int | None = None,
+    cursor: str | None = None,
+) -> Call[Page[OccurrenceOut]]:
+    """A page of a schedule's occurrences, latest first (GET .../occurrences)."""
+    path = f"/v1/schedules/{_segment(schedule_id)}/occurrences"
+    params = _params(status=status, limit=limit, cursor=cursor)
+    return Call("GET", path, _reader(Page[OccurrenceOut]), params=params)
+
+
+def list_events(
+    schedule_id: Id, *, limit: int | None = None, cursor: str | None = None
+) -> Call[Page[ScheduleEventOut]]:
+    """A page of a schedule's audit events, oldest first (GET .../events)."""
+    path = f"/v1/schedules/{_segment(schedule_id)}/events"
+    params = _params(limit=limit, cursor=cursor)
+    return Call("GET", path, _reader(Page[ScheduleEventOut]), params=params)
+
+
+# -- occurrences ------------------------------------------------------------------------
+
+
+def get_occurrence(occurrence_id: Id) -> Call[OccurrenceOut]:
+    """One occurrence (GET /v1/occurrences/{id})."""
+    return Call("GET", f"/v1/occurrences/{_segment(occurrence_id)}", _OCCURRENCE)
+
+
+def list_attempts(
+    occurrence_id: Id, *, limit: int | None = None, cursor: str | None = None
+) -> Call[Page[AttemptOut]]:
+    """A page of an occurrence's delivery attempts, oldest first (GET .../attempts)."""
+    path = f"/v1/occurrences/{_segment(occurrence_id)}/attempts"
+    params = _params(limit=limit, cursor=cursor)
+    return Call("GET", path, _reader(Page[AttemptOut]), params=params)
+
+
+# -- dead letters -----------------------------------------------------------------------
+
+
+def list_dead_letters(
+    *,
+    schedule_id: Id | None = None,
+    event_type: str | None = None,
+    limit: int | None = None,
+    cursor: str | None = None,
+) -> Call[Page[DeadLetterOut]]:
+    """A page of dead letters, most recently dead-lettered first (GET /v1/dead-letters)."""
+    params = _params(schedule_id=schedule_id, event_type=event_type, limit=limit, cursor=cursor)
+    return Call("GET", "/v1/dead-letters", _reader(Page[DeadLetterOut]), params=params)
+
+
+def get_dead_letter(occurrence_id: Id) -> Call[DeadLetterOut]:
+    """One dead letter (GET /v1/dead-letters/{id})."""
+    path = f"/v1/dead-letters/{_segment(occurrence_id)}"
+    return Call("GET", path, _reader(DeadLetterOut))
+
+
+def replay_dead_letter(occurrence_id: Id) -> Call[ReplayAccepted]:
+    """Deliver a dead letter again: same occurrence id, attempts reset, due now."""
+    path = f"/v1/dead-letters/{_segment(occurrence_id)}/replay"
+    return Call("POST", path, _reader(ReplayAccepted))
+
+
+def replay_dead_letters(
+    *,
+    occurrence_ids: Iterable[Id] | None = None,
+    schedule_id: Id | None = None,
+    event_type: str | None = None,
+) -> Call[Replayed]:
+    """Replay many dead letters: those listed, or those of a schedule or event type
+    (POST /v1/dead-letters/replay)."""
+    body: dict[str, Any] = {}
+    if occurrence_ids is not None:
+        body["occurrence_ids"] = [str(i) for i in occurrence_ids]
+    if schedule_id is not None:
+        body["schedule_id"] = str(schedule_id)
+    if event_type is not None:
+        body["event_type"] = event_type
+    return Call("POST", "/v1/dead-letters/replay", _reader(Replayed), body=body)
+
+
+def discard_dead_letter(occurrence_id: Id) -> Call[None]:
+    """Delete a dead letter for good (DELETE /v1/dead-letters/{id})."""
+    return Call("DELETE", f"/v1/dead-letters/{_segment(occurrence_id)}", _nothing)
+
+
+# -- flow keys --------------------------------------------------------------------------
+
+
+def list_flow_keys(
+    *, limit: int | None = None, cursor: str | None = None
+) -> Call[Page[FlowKeyOut]]:
+    """A page of the flow keys that have limits, by name (GET /v1/flow-keys)."""
+    params = _params(limit=limit, cursor=cursor)
+    return Call("GET", "/v1/flow-keys", _reader(Page[FlowKeyOut]), params=params)
+
+
+def get_flow_key(key: str) -> Call[FlowKeyOut]:
+    """A key's limits and live figures; a key never put has null limits."""
+    return Call("GET", f"/v1/flow-keys/{_segment(key)}", _FLOW_KEY)
+
+
+def put_flow_key(
+    key: str, limits: FlowKeyIn | Body, *, if_match: Version = None
+) -> Call[FlowKeyOut]:
+    """Set a key's limits, whole (PUT /v1/flow-keys/{key})."""
+    path = f"/v1/flow-keys/{_segment(key)}"
+    return Call("PUT", path, _FLOW_KEY, body=_json(limits), headers=_if_match(if_match))
+
+
+def delete_flow_key(key: str, *, if_match: Version = None) -> Call[None]:
+    """Remove a key's limits and back-off (DELETE /v1/flow-keys/{key})."""
+    path = f"/v1/flow-keys/{_segment(key)}"
+    return Call("DELETE", path, _nothing, headers=_if_match(if_match))
+
+
+# -- triggers ---------------------------------------------------------------------------
+
+
+def preview_trigger(request: PreviewRequest | Body) -> Call[Preview]:
+    """When a trigger would fire next (POST /v1/triggers/preview)."""
+    return Call("POST", "/v1/triggers/preview", _reader(Preview), body=_json(request))
