@@ -16,20 +16,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from app import operator_text as render
+from app.api.flow_key_schemas import FlowKeyOut
 from app.domain.errors import InvalidInputError, PreconditionFailedError
-from app.domain.flow import KEY_ALPHABET, FlowKey, FlowLimits, Ordering, check_key
-from app.operator_cli import (
-    MAX_LIMIT,
-    _execute,
-    _limit,
-    _Output,
-    _Parser,
-    _Services,
-)
-from app.service.flow_keys import FlowKeyService
+from app.domain.flow import KEY_ALPHABET, FlowLimits, Ordering, check_key
+from app.operator_backends import Operator, limits_of
+from app.operator_run import Output, Parser, add_limit, collect, execute
 
 # Where FlowLimits points at a field it refuses, the option that gave it.
 _OPTIONS = {
@@ -87,8 +80,8 @@ def _rate(limits: FlowLimits) -> str:
     return "-" if limits.rate is None else f"{limits.rate}/{limits.period_seconds:g}s"
 
 
-def _row(found: FlowKey) -> list[str]:
-    limits = found.limits
+def _row(found: FlowKeyOut) -> list[str]:
+    limits = limits_of(found)
     if limits is None:
         shown = ["-"] * 5
     else:
@@ -109,10 +102,10 @@ def _row(found: FlowKey) -> list[str]:
     ]
 
 
-def describe(found: FlowKey) -> str:
+def describe(found: FlowKeyOut) -> str:
     """One key as a field list: its limits ("no limits" for a key never put), its version
     and its live figures."""
-    limits = found.limits
+    limits = limits_of(found)
     pairs: list[tuple[str, str]] = [("key", found.key)]
     if limits is None:
         pairs += [("limits", "no limits (never set: its schedules run unlimited)")]
@@ -143,37 +136,19 @@ def describe(found: FlowKey) -> str:
     return render.fields(pairs)
 
 
-def _document(found: FlowKey) -> Any:
-    # Here, not at the top: the routes' module imports FastAPI, which no other command needs.
-    from app.api.flow_key_schemas import FlowKeyOut
-
-    return FlowKeyOut.of(found).model_dump(mode="json")
-
-
-def _one(found: FlowKey, headline: str | None = None) -> _Output:
+def _one(found: FlowKeyOut, headline: str | None = None) -> Output:
     text = describe(found)
-    return _Output(_document(found), text if headline is None else f"{headline}\n\n{text}")
+    return Output(
+        found.model_dump(mode="json"), text if headline is None else f"{headline}\n\n{text}"
+    )
 
 
 # -- the commands -----------------------------------------------------------------------
 
 
 def _list(args: argparse.Namespace) -> int:
-    async def work(services: _Services) -> _Output:
-        found: list[FlowKey] = []
-        if args.all:
-            while True:
-                page = await services.flow_keys.list(
-                    after=found[-1].key if found else None, limit=MAX_LIMIT
-                )
-                found += page
-                if len(page) < MAX_LIMIT:
-                    break
-            more = False
-        else:
-            found = await services.flow_keys.list(after=None, limit=args.limit + 1)
-            more = len(found) > args.limit
-            found = found[: args.limit]
+    async def work(operator: Operator) -> Output:
+        found, more = await collect(args, operator.flow_keys)
         if not found:
             text = "no flow keys"
         else:
@@ -183,16 +158,16 @@ def _list(args: argparse.Namespace) -> int:
                     f"\n\n(the first {len(found)} flow keys, in name order; more exist: "
                     "raise --limit or pass --all)"
                 )
-        return _Output([_document(k) for k in found], text)
+        return Output([k.model_dump(mode="json") for k in found], text)
 
-    return _execute(args, work)
+    return execute(args, work)
 
 
 def _show(args: argparse.Namespace) -> int:
-    async def work(services: _Services) -> _Output:
-        return _one(await services.flow_keys.get(args.key))
+    async def work(operator: Operator) -> Output:
+        return _one(await operator.flow_key(args.key))
 
-    return _execute(args, work)
+    return execute(args, work)
 
 
 def _set_command(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
@@ -210,31 +185,31 @@ def _set_command(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespac
             option = _OPTIONS.get(exc.pointer or "", "the limits")
             parser.error(f"argument {option}: {exc.detail}")
 
-        async def work(services: _Services) -> _Output:
-            found, created = await services.flow_keys.put(args.key, limits)
+        async def work(operator: Operator) -> Output:
+            found, created = await operator.put_flow_key(args.key, limits, None)
             if created:
                 return _one(found, f"created flow key {found.key} (version {found.version})")
             return _one(
                 found, f"replaced the limits of flow key {found.key} (now version {found.version})"
             )
 
-        return _execute(args, work)
+        return execute(args, work, _OPTIONS)
 
     return run
 
 
-async def set_paused(service: FlowKeyService, key: str, paused: bool) -> tuple[FlowKey, bool]:
+async def set_paused(operator: Operator, key: str, paused: bool) -> tuple[FlowKeyOut, bool]:
     """Read the key, then put its limits with `paused` as asked, under If-Match of the version
     read (none for a key never put: pausing one gives it only `paused`). The key as it now
     is, and whether it was changed (not when it already was as asked). A change made between
     the read and the put is a PreconditionFailedError, and nothing is changed."""
-    before = await service.get(key)
-    limits = before.limits
+    before = await operator.flow_key(key)
+    limits = limits_of(before)
     if (limits is not None and limits.paused) == paused:
         return before, False
     wanted = dataclasses.replace(limits or FlowLimits(), paused=paused)
     try:
-        after, _ = await service.put(key, wanted, frozenset({before.version or 0}))
+        after, _ = await operator.put_flow_key(key, wanted, frozenset({before.version or 0}))
     except PreconditionFailedError as exc:
         verb = "paused" if paused else "resumed"
         raise PreconditionFailedError(
@@ -246,10 +221,10 @@ async def set_paused(service: FlowKeyService, key: str, paused: bool) -> tuple[F
 
 def _pause_command(paused: bool) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
-        async def work(services: _Services) -> _Output:
-            found, changed = await set_paused(services.flow_keys, args.key, paused)
+        async def work(operator: Operator) -> Output:
+            found, changed = await set_paused(operator, args.key, paused)
             if not changed:
-                if found.limits is None:
+                if found.version is None:
                     headline = f"flow key {found.key} has no limits, so it is not paused"
                 else:
                     state = "paused" if paused else "not paused"
@@ -264,7 +239,7 @@ def _pause_command(paused: bool) -> Callable[[argparse.Namespace], int]:
                 headline = f"resumed flow key {found.key} (version {found.version})"
             return _one(found, headline)
 
-        return _execute(args, work)
+        return execute(args, work)
 
     return run
 
@@ -279,7 +254,7 @@ def _add_key(parser: argparse.ArgumentParser) -> None:
 
 
 def add_flow_key_commands(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser], common: _Parser
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], common: Parser
 ) -> None:
     """Register flow-key list|show|set|pause|resume."""
     group = commands.add_parser("flow-key", help="flow keys' limits and live figures")
@@ -288,21 +263,13 @@ def add_flow_key_commands(
         dest="flow_key_command",
         metavar="{" + ",".join(names) + "}",
         required=True,
-        parser_class=_Parser,
+        parser_class=Parser,
     )
 
     listing = sub.add_parser(
         "list", parents=[common], help="keys in name order, with their limits and live figures"
     )
-    choice = listing.add_mutually_exclusive_group()
-    choice.add_argument("--all", action="store_true", help="every key (paged through)")
-    choice.add_argument(
-        "--limit",
-        type=_limit,
-        default=50,
-        metavar="N",
-        help=f"at most N keys (1 to {MAX_LIMIT}; default 50)",
-    )
+    add_limit(listing, 50, "keys")
     listing.set_defaults(run=_list)
 
     show = sub.add_parser(

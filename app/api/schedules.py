@@ -15,7 +15,6 @@ from app.api.problems import responses
 from app.api.schemas import (
     BackfillRequest,
     BackfillResult,
-    BackfillTick,
     BatchCreate,
     BatchCreated,
     OccurrenceOut,
@@ -210,14 +209,7 @@ async def backfill_schedule(
     done = await service.backfill(
         schedule_id, body.from_, body.to, versions(if_match), actor=principal
     )
-    created = set(done.created)
-    return BackfillResult(
-        created=len(created),
-        ticks=[
-            BackfillTick(fire_at=fire_at, occurrence_id=id_, created=id_ in created)
-            for fire_at, id_ in done.ticks
-        ],
-    )
+    return BackfillResult.of(done.ticks, done.created)
 
 
 @router.get("/{schedule_id}/occurrences", responses=responses(404, 422))

@@ -318,6 +318,20 @@ class BackfillResult(BaseModel):
     created: int = Field(description="Occurrences this call made due")
     ticks: list[BackfillTick]
 
+    @classmethod
+    def of(
+        cls, ticks: Sequence[tuple[datetime, uuid.UUID]], created: Sequence[uuid.UUID]
+    ) -> BackfillResult:
+        """The answer for a backfill's ticks (instant, occurrence id), `created` of them new."""
+        made = set(created)
+        return cls(
+            created=len(made),
+            ticks=[
+                BackfillTick(fire_at=fire_at, occurrence_id=id_, created=id_ in made)
+                for fire_at, id_ in ticks
+            ],
+        )
+
 
 class ScheduleEventOut(BaseModel):
     """One change in a schedule's life."""

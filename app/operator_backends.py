@@ -1,0 +1,373 @@
+"""What the operator commands run against: a running service over HTTP (`--url`, with an API
+key: the key's name is the actor), or the database itself (`--conn`, break-glass: no key, the
+actor is "cli"). Both answer in the HTTP API's shapes, with the API's cursors, and refuse
+with the domain's errors, so a command is written once for both.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from app.api import pagination
+from app.api.flow_key_schemas import FlowKeyIn, FlowKeyOut
+from app.api.schemas import (
+    AttemptOut,
+    BackfillResult,
+    DeadLetterOut,
+    OccurrenceOut,
+    Page,
+    Replayed,
+    ScheduleEventOut,
+    ScheduleOut,
+)
+from app.client import AsyncClient, ProblemError
+from app.client import errors as problems
+from app.domain import errors
+from app.domain.filters import DeadLetterFilter, ScheduleFilter
+from app.domain.flow import FlowLimits, Ordering
+from app.domain.ids import format_instant
+from app.domain.schedule import CLI_ACTOR, SchedulePatch
+from app.service.dead_letters import DeadLetterService
+from app.service.flow_keys import FlowKeyService
+from app.service.occurrences import OccurrenceService
+from app.service.schedules import ScheduleService
+
+Versions = frozenset[int] | None  # If-Match: the versions a change may apply to
+
+
+class Operator(Protocol):
+    """The operations of the operator commands."""
+
+    where: str  # the service or database, as error messages name it
+
+    async def list_schedules(
+        self, where: ScheduleFilter, limit: int, cursor: str | None
+    ) -> Page[ScheduleOut]: ...
+    async def get_schedule(self, schedule_id: uuid.UUID) -> ScheduleOut: ...
+    async def occurrences(
+        self, schedule_id: uuid.UUID, limit: int, cursor: str | None
+    ) -> Page[OccurrenceOut]: ...
+    async def events(
+        self, schedule_id: uuid.UUID, limit: int, cursor: str | None
+    ) -> Page[ScheduleEventOut]: ...
+    async def attempts(
+        self, occurrence_id: uuid.UUID, limit: int, cursor: str | None
+    ) -> Page[AttemptOut]: ...
+    async def pause(self, schedule_id: uuid.UUID) -> ScheduleOut: ...
+    async def resume(self, schedule_id: uuid.UUID) -> ScheduleOut: ...
+    async def cancel(self, schedule_id: uuid.UUID) -> ScheduleOut: ...
+    async def trigger(self, schedule_id: uuid.UUID) -> OccurrenceOut: ...
+    async def patch(
+        self, schedule_id: uuid.UUID, changes: dict[str, Any], if_match: Versions
+    ) -> ScheduleOut: ...
+    async def backfill(
+        self, schedule_id: uuid.UUID, start: datetime, end: datetime
+    ) -> BackfillResult: ...
+    async def dead_letters(
+        self, where: DeadLetterFilter, limit: int, cursor: str | None
+    ) -> Page[DeadLetterOut]: ...
+    async def dead_letter(self, occurrence_id: uuid.UUID) -> DeadLetterOut: ...
+    async def replay(self, occurrence_id: uuid.UUID) -> None: ...
+    async def replay_many(
+        self, ids: Sequence[uuid.UUID] | None, where: DeadLetterFilter
+    ) -> Replayed: ...
+    async def discard(self, occurrence_id: uuid.UUID) -> None: ...
+    async def flow_keys(self, limit: int, cursor: str | None) -> Page[FlowKeyOut]: ...
+    async def flow_key(self, key: str) -> FlowKeyOut: ...
+    async def put_flow_key(
+        self, key: str, limits: FlowLimits, if_match: Versions
+    ) -> tuple[FlowKeyOut, bool]: ...
+
+
+def _page(items: list[Any], next_cursor: str | None) -> Page[Any]:
+    return Page(items=items, next_cursor=next_cursor)
+
+
+class DatabaseOperator:
+    """The services on the database, as the API's routes call them, acting as "cli"."""
+
+    def __init__(
+        self,
+        where: str,
+        schedules: ScheduleService,
+        dead_letters_: DeadLetterService,
+        occurrences_: OccurrenceService,
+        flow_keys_: FlowKeyService,
+    ) -> None:
+        self.where = where
+        self._schedules = schedules
+        self._dead_letters = dead_letters_
+        self._occurrences = occurrences_
+        self._flow_keys = flow_keys_
+
+    async def list_schedules(
+        self, where: ScheduleFilter, limit: int, cursor: str | None
+    ) -> Page[ScheduleOut]:
+        found = await self._schedules.list_schedules(
+            where, limit=limit + 1, after=pagination.decode_id(cursor)
+        )
+        page = found[:limit]
+        more = pagination.encode(str(page[-1].id)) if len(found) > limit else None
+        return _page([ScheduleOut.of(s) for s in page], more)
+
+    async def get_schedule(self, schedule_id: uuid.UUID) -> ScheduleOut:
+        return ScheduleOut.of(await self._schedules.get(schedule_id))
+
+    async def occurrences(
+        self, schedule_id: uuid.UUID, limit: int, cursor: str | None
+    ) -> Page[OccurrenceOut]:
+        after = pagination.decode_instant_id(cursor)
+        found = await self._schedules.history(schedule_id, limit=limit + 1, after=after)
+        page = found[:limit]
+        more = None
+        if len(found) > limit:
+            last = page[-1]
+            more = pagination.encode(format_instant(last.fire_at), str(last.occurrence_id))
+        return _page([OccurrenceOut.of(o) for o in page], more)
+
+    async def events(
+        self, schedule_id: uuid.UUID, limit: int, cursor: str | None
+    ) -> Page[ScheduleEventOut]:
+        after = pagination.decode_id(cursor)
+        found = await self._schedules.events(schedule_id, limit=limit + 1, after=after)
+        page = found[:limit]
+        more = pagination.encode(str(page[-1].id)) if len(found) > limit else None
+        return _page([ScheduleEventOut.of(e) for e in page], more)
+
+    async def attempts(
+        self, occurrence_id: uuid.UUID, limit: int, cursor: str | None
+    ) -> Page[AttemptOut]:
+        after = pagination.decode_instant_id(cursor)
+        found = await self._occurrences.attempts(occurrence_id, limit=limit + 1, after=after)
+        page = found[:limit]
+        more = None
+        if len(found) > limit:
+            last = page[-1]
+            more = pagination.encode(format_instant(last.started_at), str(last.id))
+        return _page([AttemptOut.of(a) for a in page], more)
+
+    async def pause(self, schedule_id: uuid.UUID) -> ScheduleOut:
+        return ScheduleOut.of(await self._schedules.pause(schedule_id, actor=CLI_ACTOR))
+
+    async def resume(self, schedule_id: uuid.UUID) -> ScheduleOut:
+        return ScheduleOut.of(await self._schedules.resume(schedule_id, actor=CLI_ACTOR))
+
+    async def cancel(self, schedule_id: uuid.UUID) -> ScheduleOut:
+        return ScheduleOut.of(await self._schedules.cancel(schedule_id, actor=CLI_ACTOR))
+
+    async def trigger(self, schedule_id: uuid.UUID) -> OccurrenceOut:
+        return OccurrenceOut.of(await self._schedules.trigger(schedule_id, actor=CLI_ACTOR))
+
+    async def patch(
+        self, schedule_id: uuid.UUID, changes: dict[str, Any], if_match: Versions
+    ) -> ScheduleOut:
+        patch = SchedulePatch.model_validate(changes)
+        changed = await self._schedules.patch(schedule_id, patch, if_match, actor=CLI_ACTOR)
+        return ScheduleOut.of(changed)
+
+    async def backfill(
+        self, schedule_id: uuid.UUID, start: datetime, end: datetime
+    ) -> BackfillResult:
+        done = await self._schedules.backfill(schedule_id, start, end, actor=CLI_ACTOR)
+        return BackfillResult.of(done.ticks, done.created)
+
+    async def dead_letters(
+        self, where: DeadLetterFilter, limit: int, cursor: str | None
+    ) -> Page[DeadLetterOut]:
+        after = pagination.decode_instant_id(cursor)
+        found = await self._dead_letters.list_dead_letters(where, limit=limit + 1, after=after)
+        page = found[:limit]
+        more = None
+        if len(found) > limit:
+            last = page[-1].occurrence
+            assert last.dead_lettered_at is not None
+            more = pagination.encode(format_instant(last.dead_lettered_at), str(last.occurrence_id))
+        return _page([DeadLetterOut.of_dead_letter(d) for d in page], more)
+
+    async def dead_letter(self, occurrence_id: uuid.UUID) -> DeadLetterOut:
+        return DeadLetterOut.of_dead_letter(await self._dead_letters.get(occurrence_id))
+
+    async def replay(self, occurrence_id: uuid.UUID) -> None:
+        await self._dead_letters.replay(occurrence_id, actor=CLI_ACTOR)
+
+    async def replay_many(
+        self, ids: Sequence[uuid.UUID] | None, where: DeadLetterFilter
+    ) -> Replayed:
+        done = await self._dead_letters.replay_many(ids, where, actor=CLI_ACTOR)
+        return Replayed(replayed=len(done), occurrence_ids=done)
+
+    async def discard(self, occurrence_id: uuid.UUID) -> None:
+        await self._dead_letters.discard(occurrence_id, actor=CLI_ACTOR)
+
+    async def flow_keys(self, limit: int, cursor: str | None) -> Page[FlowKeyOut]:
+        found = await self._flow_keys.list(after=pagination.decode_key(cursor), limit=limit + 1)
+        page = found[:limit]
+        more = pagination.encode(page[-1].key) if len(found) > limit else None
+        return _page([FlowKeyOut.of(k) for k in page], more)
+
+    async def flow_key(self, key: str) -> FlowKeyOut:
+        return FlowKeyOut.of(await self._flow_keys.get(key))
+
+    async def put_flow_key(
+        self, key: str, limits: FlowLimits, if_match: Versions
+    ) -> tuple[FlowKeyOut, bool]:
+        found, created = await self._flow_keys.put(key, limits, if_match)
+        return FlowKeyOut.of(found), created
+
+
+# -- over HTTP ------------------------------------------------------------------------------
+
+# A refusal of the service as the domain's error of the same meaning; what is not one of
+# these (401, 403, 413, 503 once its retries are spent) is a ChronoqError naming its status.
+_AS_DOMAIN: dict[type[ProblemError], type[errors.ChronoqError]] = {
+    problems.ValidationError: errors.InvalidInputError,
+    problems.BadRequestError: errors.InvalidInputError,
+    problems.NotFoundError: errors.NotFoundError,
+    problems.ConflictError: errors.ConflictError,
+    problems.PreconditionFailedError: errors.PreconditionFailedError,
+}
+
+
+def domain_error(problem: ProblemError) -> errors.ChronoqError:
+    """The domain's error for a refusal of the service, with the field it names."""
+    kind = _AS_DOMAIN.get(type(problem))
+    first = problem.errors[0] if problem.errors else None
+    if kind is errors.InvalidInputError and first is not None:
+        return errors.InvalidInputError(
+            first.detail, pointer=first.pointer, parameter=first.parameter
+        )
+    if kind is not None:
+        return kind(problem.detail)
+    return errors.ChronoqError(f"{problem.status} {problem.title}: {problem.detail}")
+
+
+def _versions(if_match: Versions) -> str | None:
+    if not if_match:
+        return None
+    return ", ".join(f'"{v}"' for v in sorted(if_match))
+
+
+def _limits_in(limits: FlowLimits) -> FlowKeyIn:
+    return FlowKeyIn(
+        rate=limits.rate,
+        period_seconds=limits.period_seconds,
+        burst=limits.burst,
+        parallelism=limits.parallelism,
+        ordering=limits.ordering.value,
+        paused=limits.paused,
+    )
+
+
+def limits_of(found: FlowKeyOut) -> FlowLimits | None:
+    """A key's limits as the domain holds them; None for a key never put."""
+    if found.version is None:
+        return None
+    return FlowLimits(
+        rate=found.rate,
+        period_seconds=found.period_seconds or 1.0,
+        burst=found.burst,
+        parallelism=found.parallelism,
+        ordering=Ordering(found.ordering),
+        paused=found.paused,
+    )
+
+
+class HttpOperator:
+    """A running service's API through the client; its refusals as the domain's errors."""
+
+    def __init__(self, where: str, client: AsyncClient) -> None:
+        self.where = where
+        self._client = client
+
+    async def list_schedules(
+        self, where: ScheduleFilter, limit: int, cursor: str | None
+    ) -> Page[ScheduleOut]:
+        return await self._client.list_schedules(
+            status=None if where.status is None else where.status.value,
+            event_type=where.event_type,
+            target_type=where.target_type,  # type: ignore[arg-type]
+            labels=where.labels or None,
+            name=where.name,
+            limit=limit,
+            cursor=cursor,
+        )
+
+    async def get_schedule(self, schedule_id: uuid.UUID) -> ScheduleOut:
+        return await self._client.get_schedule(schedule_id)
+
+    async def occurrences(
+        self, schedule_id: uuid.UUID, limit: int, cursor: str | None
+    ) -> Page[OccurrenceOut]:
+        return await self._client.list_occurrences(schedule_id, limit=limit, cursor=cursor)
+
+    async def events(
+        self, schedule_id: uuid.UUID, limit: int, cursor: str | None
+    ) -> Page[ScheduleEventOut]:
+        return await self._client.list_events(schedule_id, limit=limit, cursor=cursor)
+
+    async def attempts(
+        self, occurrence_id: uuid.UUID, limit: int, cursor: str | None
+    ) -> Page[AttemptOut]:
+        return await self._client.list_attempts(occurrence_id, limit=limit, cursor=cursor)
+
+    async def pause(self, schedule_id: uuid.UUID) -> ScheduleOut:
+        return await self._client.pause_schedule(schedule_id)
+
+    async def resume(self, schedule_id: uuid.UUID) -> ScheduleOut:
+        return await self._client.resume_schedule(schedule_id)
+
+    async def cancel(self, schedule_id: uuid.UUID) -> ScheduleOut:
+        return await self._client.cancel_schedule(schedule_id)
+
+    async def trigger(self, schedule_id: uuid.UUID) -> OccurrenceOut:
+        return await self._client.trigger_schedule(schedule_id)
+
+    async def patch(
+        self, schedule_id: uuid.UUID, changes: dict[str, Any], if_match: Versions
+    ) -> ScheduleOut:
+        return await self._client.patch_schedule(schedule_id, changes, if_match=_versions(if_match))
+
+    async def backfill(
+        self, schedule_id: uuid.UUID, start: datetime, end: datetime
+    ) -> BackfillResult:
+        return await self._client.backfill_schedule(schedule_id, start, end)
+
+    async def dead_letters(
+        self, where: DeadLetterFilter, limit: int, cursor: str | None
+    ) -> Page[DeadLetterOut]:
+        return await self._client.list_dead_letters(
+            schedule_id=where.schedule_id, event_type=where.event_type, limit=limit, cursor=cursor
+        )
+
+    async def dead_letter(self, occurrence_id: uuid.UUID) -> DeadLetterOut:
+        return await self._client.get_dead_letter(occurrence_id)
+
+    async def replay(self, occurrence_id: uuid.UUID) -> None:
+        await self._client.replay_dead_letter(occurrence_id)
+
+    async def replay_many(
+        self, ids: Sequence[uuid.UUID] | None, where: DeadLetterFilter
+    ) -> Replayed:
+        return await self._client.replay_dead_letters(
+            occurrence_ids=ids, schedule_id=where.schedule_id, event_type=where.event_type
+        )
+
+    async def discard(self, occurrence_id: uuid.UUID) -> None:
+        await self._client.discard_dead_letter(occurrence_id)
+
+    async def flow_keys(self, limit: int, cursor: str | None) -> Page[FlowKeyOut]:
+        return await self._client.list_flow_keys(limit=limit, cursor=cursor)
+
+    async def flow_key(self, key: str) -> FlowKeyOut:
+        return await self._client.get_flow_key(key)
+
+    async def put_flow_key(
+        self, key: str, limits: FlowLimits, if_match: Versions
+    ) -> tuple[FlowKeyOut, bool]:
+        found = await self._client.put_flow_key(
+            key, _limits_in(limits), if_match=_versions(if_match)
+        )
+        return found, found.version == 1

@@ -1,0 +1,228 @@
+"""The operator commands against a running service (`--url`/CHRONOQ_URL with an API key): the
+same commands and output as on the database, the key's role applies, its name is the actor,
+and every list pages through everything with --all."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.client import Client
+from tests.e2e.processes import Service, Services, free_port
+from tests.integration.cli import commands
+from tests.receiver import Receiver, Reply
+
+pytestmark = [pytest.mark.e2e]
+
+WRITER = "3f9c2a7e61d84b0f9e5a"
+READER = "b71e09c4d2a6f8e3c5d1"
+
+
+@pytest.fixture
+async def service(services: Services, tmp_path: Path) -> Service:
+    return await services.start(
+        "api",
+        {
+            "DATABASE_URL": f"sqlite:///{tmp_path / 'cli.db'}",
+            "CHRONOQ_API_KEYS": f"deploy-bot:{WRITER},dashboard:{READER}:read",
+            "CHRONOQ_POLL_INTERVAL": "0.05",
+        },
+    )
+
+
+async def cli(
+    service: Service, *args: str, key: str | None = WRITER
+) -> subprocess.CompletedProcess[str]:
+    variables = {"CHRONOQ_URL": service.base_url}
+    if key is not None:
+        variables["CHRONOQ_API_KEY"] = key
+    return await commands.in_process_async(*args, timeout=60, **variables)
+
+
+async def ok(service: Service, *args: str) -> str:
+    result = await cli(service, *args)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    return result.stdout
+
+
+async def as_json(service: Service, *args: str) -> Any:
+    return json.loads(await ok(service, *args, "--format", "json"))
+
+
+def one_line(stderr: str) -> str:
+    lines = stderr.splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("chronoq: ")
+    return lines[0]
+
+
+def client(service: Service, key: str = WRITER) -> Client:
+    return Client(service.base_url, api_key=key, trust_env=False)
+
+
+def spec(url: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "event_type": "report.due",
+        "target": {"type": "webhook", "url": url},
+        "trigger": {"type": "cron", "expression": "0 * * * *"},
+        **extra,
+    }
+
+
+async def test_a_schedule_is_run_from_the_cli_with_the_key_as_actor(service: Service) -> None:
+    with client(service) as api:
+        made = api.create_schedule(
+            spec(
+                "http://127.0.0.1:9/hooks",
+                name="hourly",
+                target={
+                    "type": "webhook",
+                    "url": "http://127.0.0.1:9/hooks",
+                    "signing_secret": "whsec_" + "c2VjcmV0LXNlY3JldC1zZWNyZXQ=",
+                },
+            )
+        )
+    sid = str(made.id)
+
+    listed = await as_json(service, "list")
+    assert [s["id"] for s in listed] == [sid]
+    assert "hourly" in await ok(service, "inspect", sid)
+    assert (await as_json(service, "pause", sid))["status"] == "paused"
+    assert (await as_json(service, "resume", sid))["status"] == "pending"
+    fired = await as_json(service, "trigger", sid)
+    assert fired["origin"] == "trigger"
+
+    patched = await as_json(
+        service,
+        "patch",
+        sid,
+        "--max-attempts",
+        "3",
+        "--label",
+        "team:ops",
+        "--target-url",
+        "http://127.0.0.1:9/moved",
+    )
+    assert (patched["max_attempts"], patched["labels"]) == (3, {"team": "ops"})
+    assert patched["target"]["url"] == "http://127.0.0.1:9/moved"
+    assert patched["target"]["signing_secret"] is not None  # kept, shown redacted
+
+    now = datetime.now(UTC) - timedelta(seconds=1)
+    start = (now - timedelta(hours=3)).isoformat()
+    filled = await as_json(service, "backfill", sid, "--from", start, "--to", now.isoformat())
+    assert filled["created"] == 3
+
+    assert (await as_json(service, "cancel", sid))["status"] == "cancelled"
+    events = await as_json(service, "events", sid, "--all")
+    assert {e["actor"] for e in events} == {"deploy-bot"}
+    assert [e["kind"] for e in events][-1] == "cancelled"
+
+
+async def test_dead_letters_are_listed_replayed_and_discarded_over_http(
+    service: Service,
+) -> None:
+    async with Receiver() as receiver:
+        receiver.always("/gone", Reply(410))
+        with client(service) as api:
+            made = [
+                api.create_schedule(
+                    spec(receiver.url("/gone"), trigger={"type": "immediate"}, max_attempts=1)
+                )
+                for _ in range(3)
+            ]
+            await receiver.wait_for(3, "/gone", timeout=30)
+            deadline = time.monotonic() + 30
+            while len(api.list_dead_letters().items) < 3:
+                assert time.monotonic() < deadline, "the deliveries were not dead-lettered"
+                await asyncio.sleep(0.05)
+
+        dead = await as_json(service, "dead-letter", "list", "--all")
+        assert {d["schedule_id"] for d in dead} == {str(s.id) for s in made}
+        first, second, third = (d["occurrence_id"] for d in dead)
+
+        assert "replayed occurrence" in await ok(service, "dead-letter", "replay", first)
+        by_schedule = await as_json(
+            service, "dead-letter", "replay", "--schedule-id", dead[1]["schedule_id"]
+        )
+        assert by_schedule["occurrence_ids"] == [second]
+        assert "discarded" in await ok(service, "dead-letter", "discard", third)
+        again = await cli(service, "dead-letter", "discard", third)
+        assert again.returncode == 1
+        assert third in one_line(again.stderr)
+
+        attempts = await as_json(service, "attempts", first, "--all")
+        assert (attempts[0]["attempt"], attempts[0]["outcome"]) == (1, "dead_lettered")
+
+
+async def test_flow_keys_are_set_paused_and_resumed_over_http(service: Service) -> None:
+    created = await ok(service, "flow-key", "set", "customer-42", "--rate", "5")
+    assert "created flow key customer-42 (version 1)" in created
+    assert (await as_json(service, "flow-key", "pause", "customer-42"))["paused"] is True
+    resumed = await as_json(service, "flow-key", "resume", "customer-42")
+    assert (resumed["paused"], resumed["rate"], resumed["version"]) == (False, 5, 3)
+    replaced = await ok(service, "flow-key", "set", "customer-42", "--parallelism", "2")
+    assert "replaced the limits of flow key customer-42 (now version 4)" in replaced
+    listed = await as_json(service, "flow-key", "list", "--all")
+    assert [(k["key"], k["rate"], k["parallelism"]) for k in listed] == [("customer-42", None, 2)]
+
+
+async def test_all_pages_through_every_schedule(service: Service) -> None:
+    with client(service) as api:
+        api.create_schedules([spec("http://127.0.0.1:9/h", name=f"s{n}") for n in range(520)])
+
+    every = await as_json(service, "list", "--all")
+    assert len({s["id"] for s in every}) == 520
+    first = await ok(service, "list")
+    assert "(the first 50 schedules; more match" in first
+
+
+async def test_a_key_s_role_applies_and_a_missing_key_is_refused(
+    service: Service, tmp_path: Path
+) -> None:
+    with client(service) as api:
+        sid = str(api.create_schedule(spec("http://127.0.0.1:9/h")).id)
+    key_file = tmp_path / "reader.key"
+    key_file.write_text(READER + "\n", encoding="utf-8")
+
+    looked = await cli(service, "list", "--api-key-file", str(key_file), key=None)
+    assert looked.returncode == 0, looked.stderr
+    refused = await cli(service, "pause", sid, "--api-key-file", str(key_file), key=None)
+    assert refused.returncode == 1
+    assert "403" in one_line(refused.stderr)
+    anonymous = await cli(service, "list", key=None)
+    assert anonymous.returncode == 1
+    assert "401" in one_line(anonymous.stderr)
+    with client(service) as api:
+        assert api.get_schedule(sid).status == "pending"
+
+
+async def test_mistakes_are_usage_errors_and_change_nothing(service: Service) -> None:
+    with client(service) as api:
+        made = api.create_schedule(spec("http://127.0.0.1:9/h"))
+    sid = str(made.id)
+
+    bad = await cli(service, "patch", sid, "--max-attempts", "0")
+    assert bad.returncode == 2
+    assert "argument --max-attempts" in one_line(bad.stderr)
+    refused = await cli(service, "patch", sid, "--target-url", "http://169.254.169.254/")
+    assert refused.returncode == 2
+    assert "argument --target-url" in one_line(refused.stderr)
+    with client(service) as api:
+        assert api.get_schedule(sid).version == made.version
+
+    both = await cli(service, "list", "--url", service.base_url, "--conn", "sqlite:///x.db")
+    assert both.returncode == 2
+    assert "not both" in one_line(both.stderr)
+    nowhere = await commands.in_process_async(
+        "list", "--url", f"http://127.0.0.1:{free_port()}", timeout=60
+    )
+    assert nowhere.returncode == 1
+    assert "cannot reach http://127.0.0.1:" in one_line(nowhere.stderr)
