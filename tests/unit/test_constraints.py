@@ -83,3 +83,16 @@ def test_every_package_the_dependencies_pull_in_is_pinned() -> None:
 def test_the_package_itself_is_not_pinned() -> None:
     # A pin of chronoq would refuse to install the version being built.
     assert "chronoq" not in pins()
+
+
+def test_make_installs_with_the_constraints() -> None:
+    """CI's environment is make's (.ci/run runs `make check`): each pip install there is
+    constrained."""
+    installs = [
+        line.strip()
+        for line in (ROOT / "Makefile").read_text(encoding="utf-8").splitlines()
+        if "pip install" in line
+    ]
+    assert installs, "the Makefile installs with pip"
+    for line in installs:
+        assert "-c constraints.txt" in line, line
