@@ -1,18 +1,22 @@
 # syntax=docker/dockerfile:1
 FROM python:3.11-slim AS build
 WORKDIR /src
+# The build tools at their pinned versions, and the build runs with them (no isolated build
+# environment downloading its own).
+COPY constraints.txt ./
+RUN pip install --no-cache-dir -c constraints.txt build setuptools
 COPY pyproject.toml README.md ./
 COPY app ./app
-RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+COPY alembic ./alembic
+RUN python -m build --wheel --no-isolation --outdir /wheels . && cp constraints.txt /wheels/
 
 FROM python:3.11-slim
 RUN useradd --create-home --uid 10001 chronoq
 WORKDIR /srv/chronoq
+# The wheel is the whole service, its migrations included (alembic/, as app.migrations), so
+# nothing else is copied; its dependencies install at the versions constraints.txt pins.
 COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir /wheels/* && rm -rf /wheels
-# Migrations are read from the working directory (alembic.ini, alembic/).
-COPY alembic.ini ./
-COPY alembic ./alembic
+RUN pip install --no-cache-dir -c /wheels/constraints.txt /wheels/chronoq-*.whl && rm -rf /wheels
 USER chronoq
 ENV PYTHONUNBUFFERED=1
 EXPOSE 8000

@@ -4,18 +4,19 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 FUZZ_EXAMPLES ?= 300
 
-.PHONY: run test fuzz check lint openapi bench clean
+.PHONY: run test fuzz check lint openapi bench constraints clean
 
-$(BIN)/chronoq: pyproject.toml
+# Installs take the versions pinned in constraints.txt (pyproject.toml has the ranges).
+$(BIN)/chronoq: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e .
+	$(BIN)/pip install --quiet --upgrade -c constraints.txt pip
+	$(BIN)/pip install --quiet -c constraints.txt -e .
 	touch $@
 
-$(VENV)/.dev: pyproject.toml
+$(VENV)/.dev: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet --upgrade -c constraints.txt pip
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $@
 
 ## run: install, migrate and serve on 127.0.0.1:$(PORT) (SQLite under ./data by default)
@@ -54,6 +55,12 @@ openapi: $(VENV)/.dev
 bench: $(VENV)/.dev
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/rabbitmq.py
+
+## constraints: pin constraints.txt to what .venv has, keeping its header (see its refresh steps)
+constraints:
+	{ sed '/^[^#]/,$$d' constraints.txt; \
+	  $(BIN)/pip freeze --all --exclude-editable | grep -v '^chronoq=='; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

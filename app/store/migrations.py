@@ -18,19 +18,29 @@ from sqlalchemy.engine import Connection
 from alembic import command
 from app.store.database import Database
 
+# The source checkout this module runs from (editable installs, tests), and the migrations as
+# an installed package carries them: the top-level alembic/ folder, shipped as app.migrations.
+_CHECKOUT = Path(__file__).resolve().parents[2]
+_PACKAGED = Path(__file__).resolve().parents[1] / "migrations"
 
-def _root() -> Path:
-    """Where alembic.ini and alembic/ live: the source checkout when running from one
-    (editable installs, tests), else the working directory (an installed package, as in
-    the container image, which copies them there)."""
-    checkout = Path(__file__).resolve().parent.parent.parent
-    return checkout if (checkout / "alembic.ini").is_file() else Path.cwd()
+
+def _option(path: Path) -> str:
+    return str(path).replace("%", "%%")  # the file's syntax: % starts an interpolation
 
 
 def alembic_config() -> Config:
-    root = _root()
-    config = Config(str(root / "alembic.ini"))
-    config.set_main_option("script_location", str(root / "alembic"))
+    """Alembic's configuration: the checkout's alembic.ini and alembic/ when running from one
+    (so that `alembic revision` there and the service agree), else the installed package's
+    migrations, from any working directory. The file sets nothing env.py reads (it takes the
+    URL and the schema from `attributes` or the settings), so the two differ only where
+    alembic looks for the scripts; an installed service also puts no directory on sys.path."""
+    if (_CHECKOUT / "alembic.ini").is_file() and (_CHECKOUT / "alembic" / "env.py").is_file():
+        config = Config(str(_CHECKOUT / "alembic.ini"))
+        config.set_main_option("script_location", _option(_CHECKOUT / "alembic"))
+        return config
+    config = Config()
+    config.set_main_option("script_location", _option(_PACKAGED))
+    config.set_main_option("path_separator", "os")
     return config
 
 

@@ -75,8 +75,8 @@ def seconds(duration: str | int | float) -> float:
     return sum(float(n) * units[u] for n, u in parts)
 
 
-def dockerfile_final_stage() -> list[tuple[str, str]]:
-    """(INSTRUCTION, arguments) of the last build stage, continuation lines joined."""
+def dockerfile_stages() -> list[list[tuple[str, str]]]:
+    """(INSTRUCTION, arguments) of each build stage, continuation lines joined."""
     text = (ROOT / "Dockerfile").read_text()
     lines = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
     joined = re.sub(r"\\\n\s*", " ", "\n".join(lines))
@@ -85,9 +85,28 @@ def dockerfile_final_stage() -> list[tuple[str, str]]:
         for keyword, _, rest in (line.strip().partition(" ") for line in joined.splitlines())
         if keyword
     ]
-    stages = [i for i, (keyword, _) in enumerate(instructions) if keyword == "FROM"]
-    assert len(stages) >= 2, "the Dockerfile builds in one stage and runs in another"
-    return instructions[stages[-1] :]
+    starts = [i for i, (keyword, _) in enumerate(instructions) if keyword == "FROM"]
+    assert len(starts) >= 2, "the Dockerfile builds in one stage and runs in another"
+    ends = [*starts[1:], len(instructions)]
+    return [instructions[a:b] for a, b in zip(starts, ends, strict=True)]
+
+
+def dockerfile_final_stage() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of the last build stage, continuation lines joined."""
+    return dockerfile_stages()[-1]
+
+
+def stage_commands(stage: list[tuple[str, str]]) -> list[list[str]]:
+    """The commands of a stage's RUN instructions (shell form), split at `&&`."""
+    found: list[list[str]] = []
+    for keyword, rest in stage:
+        if keyword == "RUN":
+            found.extend(shlex.split(part) for part in rest.split("&&"))
+    return found
+
+
+def pip_installs(stage: list[tuple[str, str]]) -> list[list[str]]:
+    return [argv for argv in stage_commands(stage) if argv[:2] == ["pip", "install"]]
 
 
 def instruction(name: str) -> str:
@@ -256,3 +275,31 @@ def test_the_api_key_settings_are_settings() -> None:
         "CHRONOQ_API_KEYS_FILE",
         "CHRONOQ_ALLOW_UNAUTHENTICATED",
     } <= setting_variables()
+
+
+def test_the_image_builds_the_wheel_with_pinned_tools() -> None:
+    build = dockerfile_stages()[0]
+    copied = [rest.split() for keyword, rest in build if keyword == "COPY"]
+    sources = {source.rstrip("/") for parts in copied for source in parts[:-1]}
+    # What the wheel is built from: the migrations ship inside it.
+    assert {"pyproject.toml", "README.md", "app", "alembic", "constraints.txt"} <= sources
+    installs = pip_installs(build)
+    assert installs, "the build stage installs its build tools"
+    for argv in installs:
+        assert option(argv, "-c") == "constraints.txt", argv
+    builds = [argv for argv in stage_commands(build) if argv[:3] == ["python", "-m", "build"]]
+    assert len(builds) == 1, "the build stage builds the wheel with `python -m build`"
+    assert {"--wheel", "--no-isolation"} <= set(builds[0]), builds[0]
+
+
+def test_the_image_installs_the_wheel_with_the_constraints_and_nothing_else() -> None:
+    final = dockerfile_final_stage()
+    (install,) = pip_installs(final)
+    constraints = option(install, "-c")
+    assert Path(constraints).name == "constraints.txt", install
+    assert [a for a in install if a.endswith(".whl")] == ["/wheels/chronoq-*.whl"], install
+    # The migrations come with the wheel: no copy of them (or of anything else from the
+    # checkout) in the working directory, which `chronoq migrate` does not need.
+    copies = [rest for keyword, rest in final if keyword in {"COPY", "ADD"}]
+    assert copies, "the final stage copies the wheel from the build stage"
+    assert all(rest.startswith("--from=build ") for rest in copies), copies

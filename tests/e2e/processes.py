@@ -109,19 +109,23 @@ class Service:
         port: int | None = None,
         *,
         ulimit: str | None = None,
+        program: Path = CHRONOQ,
+        cwd: Path | None = None,
     ) -> None:
-        """`ulimit`: the shell's ulimit arguments to start the process with (`-n 400`)."""
+        """`ulimit`: the shell's ulimit arguments to start the process with (`-n 400`);
+        `program`: the `chronoq` command to run (another installation's); `cwd`: where."""
         self.name = name
         self.port = port or free_port()
         self.log_path = log_path
         self._log: IO[bytes] = log_path.open("ab")
-        command = [str(CHRONOQ), "serve", "--host", "127.0.0.1", "--port", str(self.port)]
+        command = [str(program), "serve", "--host", "127.0.0.1", "--port", str(self.port)]
         if ulimit is not None:
             # The shell sets the limit and becomes the service (exec): the pid is the service's.
             command = ["/bin/sh", "-c", f'ulimit {ulimit} && exec "$@"', "sh", *command]
         self.process = subprocess.Popen(
             command,
             env=service_environment(settings),
+            cwd=cwd,
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -224,13 +228,17 @@ class Services:
         tries: int = 3,
         port: int | None = None,
         ulimit: str | None = None,
+        program: Path = CHRONOQ,
+        cwd: Path | None = None,
     ) -> Service:
         """Start a replica and wait until it serves; a port taken meanwhile gets another
         (unless `port` pins it, as for a replica restarted on its old address)."""
         for attempt in range(1, tries + 1):
             suffix = "" if attempt == 1 else f".{attempt}"
             log_path = self._log_dir / f"{name}{suffix}.log"
-            service = Service(name, settings, log_path, port, ulimit=ulimit)
+            service = Service(
+                name, settings, log_path, port, ulimit=ulimit, program=program, cwd=cwd
+            )
             self.started.append(service)
             try:
                 await service.wait_healthy(timeout)
