@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from app.api import pagination
+from app.api import pages
 from app.api.flow_key_schemas import FlowKeyIn, FlowKeyOut
 from app.api.schemas import (
     AttemptOut,
@@ -28,7 +28,6 @@ from app.client import errors as problems
 from app.domain import errors
 from app.domain.filters import DeadLetterFilter, ScheduleFilter
 from app.domain.flow import FlowLimits, Ordering
-from app.domain.ids import format_instant
 from app.domain.schedule import CLI_ACTOR, SchedulePatch
 from app.service.dead_letters import DeadLetterService
 from app.service.flow_keys import FlowKeyService
@@ -82,10 +81,6 @@ class Operator(Protocol):
     ) -> tuple[FlowKeyOut, bool]: ...
 
 
-def _page(items: list[Any], next_cursor: str | None) -> Page[Any]:
-    return Page(items=items, next_cursor=next_cursor)
-
-
 class DatabaseOperator:
     """The services on the database, as the API's routes call them, acting as "cli"."""
 
@@ -106,12 +101,7 @@ class DatabaseOperator:
     async def list_schedules(
         self, where: ScheduleFilter, limit: int, cursor: str | None
     ) -> Page[ScheduleOut]:
-        found = await self._schedules.list_schedules(
-            where, limit=limit + 1, after=pagination.decode_id(cursor)
-        )
-        page = found[:limit]
-        more = pagination.encode(str(page[-1].id)) if len(found) > limit else None
-        return _page([ScheduleOut.of(s) for s in page], more)
+        return await pages.schedules(self._schedules, where, limit, cursor)
 
     async def get_schedule(self, schedule_id: uuid.UUID) -> ScheduleOut:
         return ScheduleOut.of(await self._schedules.get(schedule_id))
@@ -119,35 +109,17 @@ class DatabaseOperator:
     async def occurrences(
         self, schedule_id: uuid.UUID, limit: int, cursor: str | None
     ) -> Page[OccurrenceOut]:
-        after = pagination.decode_instant_id(cursor)
-        found = await self._schedules.history(schedule_id, limit=limit + 1, after=after)
-        page = found[:limit]
-        more = None
-        if len(found) > limit:
-            last = page[-1]
-            more = pagination.encode(format_instant(last.fire_at), str(last.occurrence_id))
-        return _page([OccurrenceOut.of(o) for o in page], more)
+        return await pages.occurrences(self._schedules, schedule_id, limit, cursor)
 
     async def events(
         self, schedule_id: uuid.UUID, limit: int, cursor: str | None
     ) -> Page[ScheduleEventOut]:
-        after = pagination.decode_id(cursor)
-        found = await self._schedules.events(schedule_id, limit=limit + 1, after=after)
-        page = found[:limit]
-        more = pagination.encode(str(page[-1].id)) if len(found) > limit else None
-        return _page([ScheduleEventOut.of(e) for e in page], more)
+        return await pages.events(self._schedules, schedule_id, limit, cursor)
 
     async def attempts(
         self, occurrence_id: uuid.UUID, limit: int, cursor: str | None
     ) -> Page[AttemptOut]:
-        after = pagination.decode_instant_id(cursor)
-        found = await self._occurrences.attempts(occurrence_id, limit=limit + 1, after=after)
-        page = found[:limit]
-        more = None
-        if len(found) > limit:
-            last = page[-1]
-            more = pagination.encode(format_instant(last.started_at), str(last.id))
-        return _page([AttemptOut.of(a) for a in page], more)
+        return await pages.attempts(self._occurrences, occurrence_id, limit, cursor)
 
     async def pause(self, schedule_id: uuid.UUID) -> ScheduleOut:
         return ScheduleOut.of(await self._schedules.pause(schedule_id, actor=CLI_ACTOR))
@@ -177,15 +149,7 @@ class DatabaseOperator:
     async def dead_letters(
         self, where: DeadLetterFilter, limit: int, cursor: str | None
     ) -> Page[DeadLetterOut]:
-        after = pagination.decode_instant_id(cursor)
-        found = await self._dead_letters.list_dead_letters(where, limit=limit + 1, after=after)
-        page = found[:limit]
-        more = None
-        if len(found) > limit:
-            last = page[-1].occurrence
-            assert last.dead_lettered_at is not None
-            more = pagination.encode(format_instant(last.dead_lettered_at), str(last.occurrence_id))
-        return _page([DeadLetterOut.of_dead_letter(d) for d in page], more)
+        return await pages.dead_letters(self._dead_letters, where, limit, cursor)
 
     async def dead_letter(self, occurrence_id: uuid.UUID) -> DeadLetterOut:
         return DeadLetterOut.of_dead_letter(await self._dead_letters.get(occurrence_id))
@@ -203,10 +167,7 @@ class DatabaseOperator:
         await self._dead_letters.discard(occurrence_id, actor=CLI_ACTOR)
 
     async def flow_keys(self, limit: int, cursor: str | None) -> Page[FlowKeyOut]:
-        found = await self._flow_keys.list(after=pagination.decode_key(cursor), limit=limit + 1)
-        page = found[:limit]
-        more = pagination.encode(page[-1].key) if len(found) > limit else None
-        return _page([FlowKeyOut.of(k) for k in page], more)
+        return await pages.flow_keys(self._flow_keys, limit, cursor)
 
     async def flow_key(self, key: str) -> FlowKeyOut:
         return FlowKeyOut.of(await self._flow_keys.get(key))

@@ -6,14 +6,13 @@ import uuid
 
 from fastapi import APIRouter, Response, status
 
-from app.api import pagination
+from app.api import pages
 from app.api.auth import PrincipalDep
 from app.api.deps import CursorQuery, DeadLettersDep, LimitQuery
 from app.api.filters import EventTypeQuery
 from app.api.problems import responses
 from app.api.schemas import DeadLetterOut, Page, ReplayAccepted, Replayed, ReplayRequest
 from app.domain.filters import DeadLetterFilter
-from app.domain.ids import format_instant
 from app.domain.occurrence import OccurrenceStatus
 
 router = APIRouter(prefix="/v1/dead-letters", tags=["dead-letters"])
@@ -28,18 +27,7 @@ async def list_dead_letters(
     cursor: CursorQuery = None,
 ) -> Page[DeadLetterOut]:
     where = DeadLetterFilter(schedule_id=schedule_id, event_type=event_type)
-    found = await service.list_dead_letters(
-        where, limit=limit + 1, after=pagination.decode_instant_id(cursor)
-    )
-    page = found[:limit]
-    next_cursor = None
-    if len(found) > limit:
-        last = page[-1].occurrence
-        assert last.dead_lettered_at is not None
-        next_cursor = pagination.encode(
-            format_instant(last.dead_lettered_at), str(last.occurrence_id)
-        )
-    return Page(items=[DeadLetterOut.of_dead_letter(d) for d in page], next_cursor=next_cursor)
+    return await pages.dead_letters(service, where, limit, cursor)
 
 
 @router.post("/replay", status_code=status.HTTP_202_ACCEPTED, responses=responses(422))

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Response, status
 
-from app.api import pagination
+from app.api import pages
 from app.api.deps import CursorQuery, FlowKeysDep, LimitQuery
 from app.api.flow_key_schemas import FlowKeyIn, FlowKeyOut
 from app.api.problems import responses
@@ -40,10 +40,7 @@ async def list_flow_keys(
     service: FlowKeysDep, limit: LimitQuery = 50, cursor: CursorQuery = None
 ) -> Page[FlowKeyOut]:
     """Keys in name order: those with limits and those only schedules name."""
-    found = await service.list(after=pagination.decode_key(cursor), limit=limit + 1)
-    page = found[:limit]
-    next_cursor = pagination.encode(page[-1].key) if len(found) > limit else None
-    return Page(items=[FlowKeyOut.of(k) for k in page], next_cursor=next_cursor)
+    return await pages.flow_keys(service, limit, cursor)
 
 
 @router.get("/{key}", responses=responses(422))

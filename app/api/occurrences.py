@@ -6,11 +6,10 @@ import uuid
 
 from fastapi import APIRouter
 
-from app.api import pagination
+from app.api import pages
 from app.api.deps import CursorQuery, LimitQuery, OccurrencesDep
 from app.api.problems import responses
 from app.api.schemas import AttemptOut, OccurrenceOut, Page
-from app.domain.ids import format_instant
 
 router = APIRouter(prefix="/v1/occurrences", tags=["occurrences"])
 
@@ -28,13 +27,4 @@ async def list_attempts(
     cursor: CursorQuery = None,
 ) -> Page[AttemptOut]:
     """Oldest first: a replay's attempts follow those of the occurrence's earlier life."""
-    found = await service.attempts(
-        occurrence_id, limit=limit + 1, after=pagination.decode_instant_id(cursor)
-    )
-    page = found[:limit]
-    next_cursor = None
-    if len(found) > limit:
-        last = page[-1]
-        assert last.id is not None
-        next_cursor = pagination.encode(format_instant(last.started_at), str(last.id))
-    return Page(items=[AttemptOut.of(a) for a in page], next_cursor=next_cursor)
+    return await pages.attempts(service, occurrence_id, limit, cursor)

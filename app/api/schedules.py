@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response, status
 
-from app.api import pagination
+from app.api import pages
 from app.api.auth import PrincipalDep
 from app.api.deps import CursorQuery, LimitQuery, SchedulesDep
 from app.api.filters import EventTypeQuery, LabelQuery, NameQuery
@@ -26,7 +26,6 @@ from app.api.schemas import (
 from app.api.versions import if_match_header, versions
 from app.domain.errors import InvalidInputError
 from app.domain.filters import ScheduleFilter
-from app.domain.ids import format_instant
 from app.domain.limits import one_line
 from app.domain.occurrence import OccurrenceStatus
 from app.domain.schedule import Schedule, SchedulePatch, ScheduleSpec, ScheduleStatus
@@ -124,10 +123,7 @@ async def list_schedules(
         name=name,
         labels=_labels(label),
     )
-    found = await service.list_schedules(where, limit=limit + 1, after=pagination.decode_id(cursor))
-    page = found[:limit]
-    next_cursor = pagination.encode(str(page[-1].id)) if len(found) > limit else None
-    return Page(items=[ScheduleOut.of(s) for s in page], next_cursor=next_cursor)
+    return await pages.schedules(service, where, limit, cursor)
 
 
 @router.get("/{schedule_id}", responses=responses(404, 422))
@@ -220,15 +216,7 @@ async def list_occurrences(
     limit: LimitQuery = 50,
     cursor: CursorQuery = None,
 ) -> Page[OccurrenceOut]:
-    found = await service.history(
-        schedule_id, limit=limit + 1, after=pagination.decode_instant_id(cursor), status=status_
-    )
-    page = found[:limit]
-    next_cursor = None
-    if len(found) > limit:
-        last = page[-1]
-        next_cursor = pagination.encode(format_instant(last.fire_at), str(last.occurrence_id))
-    return Page(items=[OccurrenceOut.of(o) for o in page], next_cursor=next_cursor)
+    return await pages.occurrences(service, schedule_id, limit, cursor, status_)
 
 
 @router.get("/{schedule_id}/events", responses=responses(404, 422))
@@ -239,7 +227,4 @@ async def list_events(
     cursor: CursorQuery = None,
 ) -> Page[ScheduleEventOut]:
     """The schedule's audit events, oldest first: who changed it, to which version."""
-    found = await service.events(schedule_id, limit=limit + 1, after=pagination.decode_id(cursor))
-    page = found[:limit]
-    next_cursor = pagination.encode(str(page[-1].id)) if len(found) > limit else None
-    return Page(items=[ScheduleEventOut.of(e) for e in page], next_cursor=next_cursor)
+    return await pages.events(service, schedule_id, limit, cursor)

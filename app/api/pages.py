@@ -1,0 +1,100 @@
+"""Each list of the API as a page: the services' rows read one past the limit, shown in the
+answer's model, with the cursor of the last one shown when more follow. The routes answer
+with these, and the operator commands on the database (app/operator_backends.py) print them,
+so both page alike under the same cursors."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+from app.api import pagination
+from app.api.flow_key_schemas import FlowKeyOut
+from app.api.schemas import (
+    AttemptOut,
+    DeadLetterOut,
+    OccurrenceOut,
+    Page,
+    ScheduleEventOut,
+    ScheduleOut,
+)
+from app.domain.filters import DeadLetterFilter, ScheduleFilter
+from app.domain.ids import format_instant
+from app.domain.occurrence import DeadLetter, OccurrenceStatus
+from app.service.dead_letters import DeadLetterService
+from app.service.flow_keys import FlowKeyService
+from app.service.occurrences import OccurrenceService
+from app.service.schedules import ScheduleService
+
+R = TypeVar("R")
+T = TypeVar("T")
+
+
+def _page(
+    found: Sequence[R], limit: int, shown: Callable[[R], T], key: Callable[[R], tuple[str, ...]]
+) -> Page[T]:
+    """`found` holds up to limit + 1 rows: the page, and one more when there is more."""
+    page = found[:limit]
+    more = pagination.encode(*key(page[-1])) if len(found) > limit else None
+    return Page(items=[shown(row) for row in page], next_cursor=more)
+
+
+async def schedules(
+    service: ScheduleService, where: ScheduleFilter, limit: int, cursor: str | None
+) -> Page[ScheduleOut]:
+    found = await service.list_schedules(where, limit=limit + 1, after=pagination.decode_id(cursor))
+    return _page(found, limit, ScheduleOut.of, lambda s: (str(s.id),))
+
+
+async def occurrences(
+    service: ScheduleService,
+    schedule_id: uuid.UUID,
+    limit: int,
+    cursor: str | None,
+    status: OccurrenceStatus | None = None,
+) -> Page[OccurrenceOut]:
+    found = await service.history(
+        schedule_id, limit=limit + 1, after=pagination.decode_instant_id(cursor), status=status
+    )
+    return _page(
+        found, limit, OccurrenceOut.of, lambda o: (format_instant(o.fire_at), str(o.occurrence_id))
+    )
+
+
+async def events(
+    service: ScheduleService, schedule_id: uuid.UUID, limit: int, cursor: str | None
+) -> Page[ScheduleEventOut]:
+    found = await service.events(schedule_id, limit=limit + 1, after=pagination.decode_id(cursor))
+    return _page(found, limit, ScheduleEventOut.of, lambda e: (str(e.id),))
+
+
+async def attempts(
+    service: OccurrenceService, occurrence_id: uuid.UUID, limit: int, cursor: str | None
+) -> Page[AttemptOut]:
+    """Oldest first: a replay's attempts follow those of the occurrence's earlier life."""
+    found = await service.attempts(
+        occurrence_id, limit=limit + 1, after=pagination.decode_instant_id(cursor)
+    )
+    return _page(found, limit, AttemptOut.of, lambda a: (format_instant(a.started_at), str(a.id)))
+
+
+def _dead_letter_key(d: DeadLetter) -> tuple[str, str]:
+    occurrence = d.occurrence
+    assert occurrence.dead_lettered_at is not None
+    return format_instant(occurrence.dead_lettered_at), str(occurrence.occurrence_id)
+
+
+async def dead_letters(
+    service: DeadLetterService, where: DeadLetterFilter, limit: int, cursor: str | None
+) -> Page[DeadLetterOut]:
+    found = await service.list_dead_letters(
+        where, limit=limit + 1, after=pagination.decode_instant_id(cursor)
+    )
+    return _page(found, limit, DeadLetterOut.of_dead_letter, _dead_letter_key)
+
+
+async def flow_keys(service: FlowKeyService, limit: int, cursor: str | None) -> Page[FlowKeyOut]:
+    """Keys in name order: those with limits and those only schedules name."""
+    found = await service.list(after=pagination.decode_key(cursor), limit=limit + 1)
+    return _page(found, limit, FlowKeyOut.of, lambda k: (k.key,))
