@@ -14,12 +14,20 @@ import ipaddress
 import logging
 import os
 import signal
+import socket
+import sys
+from typing import TYPE_CHECKING
 
-from app import logs
+from app import logs, startup
 from app.databases import check_direct_url
-from app.settings import load_settings
+from app.settings import Settings, load_settings
 from app.store import dialects
 from app.usage import UsageError
+
+if TYPE_CHECKING:
+    import uvicorn
+
+    from app.delivery import DeliveryProcesses
 
 log = logging.getLogger("app.cli")
 
@@ -55,6 +63,7 @@ def serve(args: argparse.Namespace) -> int:
         os.environ["CHRONOQ_MAX_CONNECTIONS"] = str(lowered)
     # uvicorn's own lines go through the same handler, so a JSON log is JSON throughout.
     logs.configure(settings.log_level, settings.log_format, secrets=[k.key for k in api_keys])
+    startup.warn_unknown()
     if lowered is not None:
         log.warning(
             "the open-files limit (ulimit -n) leaves room for %d client connections, not the "
@@ -87,26 +96,67 @@ def serve(args: argparse.Namespace) -> int:
             args.processes, stop_timeout=settings.dispatch_timeout + STOP_MARGIN
         )
         os.environ["CHRONOQ_DELIVERY_SOCKETS"] = ",".join(delivery.sockets)
+    # uvicorn's settings, and the port bound before anything slower is done.
+    config = uvicorn.Config(
+        "app.main:app",
+        host=args.host,
+        port=args.port,
+        log_config=None,
+        access_log=args.access_log,
+        lifespan="on",
+        # The connection cap and the request-head timeout (app.api.connections); replica
+        # processes import the class by its path.
+        http=GuardedHttpToolsProtocol,
+        timeout_keep_alive=args.timeout_keep_alive,
+        # Each process is a replica of its own (its API, its loop or its delivery process,
+        # its pools), sharing only the port and the database; the parent restarts one that
+        # dies.
+        workers=args.processes,
+    )
+    try:
+        sock = startup.bind(args.host, args.port)
+    except startup.StartupError as exc:
+        return _failed(exc)
+    try:
+        return _serve_on(sock, config, settings, delivery)
+    finally:
+        sock.close()
+
+
+def _failed(exc: Exception) -> int:
+    sys.stderr.write(f"chronoq: {exc}\n")
+    return 1
+
+
+def _serve_on(
+    sock: socket.socket,
+    config: uvicorn.Config,
+    settings: Settings,
+    delivery: DeliveryProcesses | None,
+) -> int:
+    """Wait for the database and migrate it, then serve on `sock` until stopped."""
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    try:
+        asyncio.run(startup.wait_for_database(settings, settings.database_wait))
+        if settings.auto_migrate:
+            asyncio.run(startup.migrate(settings))
+            # Migrated once here: the processes find it at head and need not take the lock.
+            os.environ["CHRONOQ_AUTO_MIGRATE"] = "false"
+    except startup.StartupError as exc:
+        return _failed(exc)
+    server = uvicorn.Server(config)
     terminated = _terminate_by_exception()
     try:
         if delivery is not None:
             delivery.start()
-        uvicorn.run(
-            "app.main:app",
-            host=args.host,
-            port=args.port,
-            log_config=None,
-            access_log=args.access_log,
-            lifespan="on",
-            # The connection cap and the request-head timeout (app.api.connections); replica
-            # processes import the class by its path.
-            http=GuardedHttpToolsProtocol,
-            timeout_keep_alive=args.timeout_keep_alive,
-            # Each process is a replica of its own (its API, its loop or its delivery
-            # process, its pools), sharing only the port and the database; the parent
-            # restarts one that dies.
-            workers=args.processes,
-        )
+        log.info("serving on %s:%d", config.host, sock.getsockname()[1])
+        if config.workers > 1:
+            Multiprocess(config, sockets=[sock]).run()
+        else:
+            config.load_app()
+            server.run(sockets=[sock])
     except _SigtermError:
         pass
     finally:
@@ -117,6 +167,8 @@ def serve(args: argparse.Namespace) -> int:
     if _SigtermError.seen:
         # Ended as a SIGTERM ends a process, as it would have without delivery processes.
         signal.raise_signal(signal.SIGTERM)
+    if config.workers == 1 and not server.started:
+        return 1  # the app's start failed; its lifespan said why
     return 0
 
 

@@ -91,6 +91,9 @@ class Settings(BaseSettings):
     # metrics /metrics includes; the API process then runs no loop of its own.
     delivery_sockets: str | None = None
     auto_migrate: bool = True
+    # How long `chronoq serve` waits for the database to answer before it gives up (0: one
+    # try), saying each failed try on one line.
+    database_wait: float = Field(default=30.0, ge=0, le=3600)
     max_payload_bytes: int = 262144
     # A request body over this is refused before it is read (Content-Length) or as soon as
     # a chunked body passes it; a body that has not all arrived `request_body_timeout`
@@ -399,6 +402,18 @@ def schema_name_problem(name: str) -> str | None:
     if name.startswith("pg_") or name == "information_schema":
         return f"names a PostgreSQL system schema ({name!r})"
     return None
+
+
+def known_variables() -> frozenset[str]:
+    """The environment variables the settings are read from."""
+    names: set[str] = set()
+    for field, info in Settings.model_fields.items():
+        alias = info.validation_alias
+        if isinstance(alias, AliasChoices):
+            names.update(str(choice).upper() for choice in alias.choices)
+        else:
+            names.add(f"CHRONOQ_{field.upper()}")
+    return frozenset(names)
 
 
 def load_settings(**overrides: object) -> Settings:
