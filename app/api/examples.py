@@ -1,5 +1,6 @@
 """Request body examples for the OpenAPI document: each one succeeds as it is (Swagger's
-"Try it out" sends the first), and every target is on the local machine."""
+"Try it out" sends the first), as often as it is sent: none names a schedule, since names
+are unique. Every target is on the local machine."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ _WEBHOOK = {"type": "webhook", "url": "http://127.0.0.1:8080/hooks/invoice"}
 _WEEKDAYS = {"type": "cron", "expression": "0 9 * * 1-5", "timezone": "Europe/Paris"}
 
 _CRON_WEBHOOK: dict[str, Any] = {
-    "name": "invoice-reminders",
     "event_type": "invoice.due",
     "payload": {"invoice_id": "inv_42"},
     "target": _WEBHOOK,
@@ -25,18 +25,25 @@ _DELAYED_WEBHOOK: dict[str, Any] = {
     "trigger": {"type": "once", "delay_seconds": 3600},
     "max_attempts": 5,
 }
-_INTERVAL_RABBITMQ: dict[str, Any] = {
+# Webhooks only: a RabbitMQ target needs a service configured with a broker.
+_INTERVAL_WEBHOOK: dict[str, Any] = {
     "event_type": "report.sent",
     "payload": {"report": "usage"},
-    "target": {"type": "rabbitmq", "exchange": "reports", "routing_key": "usage"},
+    "target": {
+        **_WEBHOOK,
+        "url": "http://127.0.0.1:8080/hooks/report",
+        "headers": {"X-Team": "analytics"},
+        "timeout_seconds": 5,
+    },
     "trigger": {"type": "interval", "every_seconds": 900},
     "retry": {"base_delay_seconds": 5, "max_delay_seconds": 600},
+    "flow_key": "customer-42",
 }
 
 CREATE = {
     "cron": Example(summary="A webhook on weekdays at 09:00 Paris time", value=_CRON_WEBHOOK),
     "once": Example(summary="A webhook once, an hour from now", value=_DELAYED_WEBHOOK),
-    "interval": Example(summary="A RabbitMQ publish every 15 minutes", value=_INTERVAL_RABBITMQ),
+    "interval": Example(summary="A webhook every 15 minutes", value=_INTERVAL_WEBHOOK),
 }
 BATCH = {
     "two": Example(
