@@ -9,6 +9,7 @@ from operator import attrgetter
 from typing import Annotated, Any, Generic, Literal, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic.config import JsonDict
 from typing_extensions import TypedDict
 
 from app.domain.limits import (
@@ -319,7 +320,7 @@ MAX_REPLAY = 1000
 
 # Ids, or at least one filter: an empty request would replay everything. Said as "not all
 # of them null or absent", which generators of clients leave to the server.
-_IDS_OR_A_FILTER = {
+_IDS_OR_A_FILTER: JsonDict = {
     "not": {
         "properties": {
             "occurrence_ids": {"type": "null"},

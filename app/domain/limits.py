@@ -13,6 +13,7 @@ import json
 import math
 import re
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any, ClassVar
 
@@ -291,19 +292,18 @@ def _text_problem(value: str, *, tab: bool, max_bytes: int | None) -> str | None
     return None
 
 
+@dataclass(frozen=True, slots=True)
 class _TextRule(AfterValidator):
     """The text rule as a validator that also shows its pattern in the schema (the byte
     limit a pattern cannot say; the character limits beside it bound it loosely)."""
 
-    def __init__(self, func: Any, pattern: str) -> None:
-        super().__init__(func)
-        object.__setattr__(self, "_pattern", pattern)
+    pattern: str = ONE_LINE_PATTERN
 
     def __get_pydantic_json_schema__(
         self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
     ) -> JsonSchemaValue:
         schema = handler(core_schema)
-        schema["pattern"] = self._pattern
+        schema["pattern"] = self.pattern
         return schema
 
 

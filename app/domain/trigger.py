@@ -12,6 +12,7 @@ from zoneinfo import available_timezones
 
 from croniter import DAY_FIELD, MONTH_FIELD, CroniterBadDateError, CroniterError, croniter
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic.config import JsonDict
 
 from app.domain import wallclock
 from app.domain.errors import InvalidInputError
@@ -54,7 +55,7 @@ _END_AT = "No tick after this instant (inclusive); the schedule then completes"
 _TYPE = "The trigger's kind, which names the fields it takes"
 # Exactly one of `at` and `delay_seconds` (the other absent or null). Said with if/then/else
 # rather than a oneOf of two objects, which generators of clients take for two models.
-_ONCE_EXACTLY_ONE = {
+_ONCE_EXACTLY_ONE: JsonDict = {
     "if": {"required": ["at"], "properties": {"at": {"type": "string"}}},
     "then": {"properties": {"delay_seconds": {"type": "null"}}},
     "else": {"required": ["delay_seconds"], "properties": {"delay_seconds": {"type": "number"}}},
