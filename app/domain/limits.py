@@ -226,10 +226,14 @@ def _instant_range(value: datetime, info: ValidationInfo) -> datetime:
     return value
 
 
-# The years an instant may be written in. The bound itself is on the instant in UTC, so an
-# offset can still carry a time on 1 January 1970 or 31 December 9998 across it: the one
+# The dates an instant may be written on: the years 1970-9998, and the day either side of
+# them, which an offset can bring within the bound. The bound itself is on the instant in
+# UTC, so an offset can also carry a time on those first and last days across it: the one
 # part of the range a pattern does not say.
-INSTANT_PATTERN = r"^(19[7-9][0-9]|[2-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])-"
+INSTANT_PATTERN = (
+    r"^(?:1969-12-31|9999-01-01|"
+    r"(?:19[7-9][0-9]|[2-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])-)"
+)
 
 Instant = Annotated[
     AwareDatetime,

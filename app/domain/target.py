@@ -368,7 +368,13 @@ class RabbitMQTarget(InputModel):
     headers: Annotated[
         dict[str, JsonScalar],
         at_most_items(MAX_HEADERS, "headers"),
-        Shown(propertyNames={"minLength": 1, "maxLength": MAX_AMQP_HEADER_KEY_BYTES}),
+        Shown(
+            propertyNames={
+                "minLength": 1,
+                "maxLength": MAX_AMQP_HEADER_KEY_BYTES,
+                "pattern": ONE_LINE_PATTERN,
+            }
+        ),
     ] = Field(
         default_factory=dict,
         json_schema_extra={"maxProperties": MAX_HEADERS},
