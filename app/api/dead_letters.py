@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import uuid
+from typing import Annotated
 
-from fastapi import APIRouter, Response, status
+from fastapi import APIRouter, Body, Query, Response, status
 
-from app.api import pages
+from app.api import examples, pages
 from app.api.auth import PrincipalDep
-from app.api.deps import CursorQuery, DeadLettersDep, LimitQuery
+from app.api.deps import CursorQuery, DeadLettersDep, LimitQuery, OccurrenceIdPath
 from app.api.filters import EventTypeQuery
 from app.api.problems import responses
 from app.api.schemas import DeadLetterOut, Page, ReplayAccepted, Replayed, ReplayRequest
@@ -21,7 +22,9 @@ router = APIRouter(prefix="/v1/dead-letters", tags=["dead-letters"])
 @router.get("", responses=responses(422))
 async def list_dead_letters(
     service: DeadLettersDep,
-    schedule_id: uuid.UUID | None = None,
+    schedule_id: Annotated[
+        uuid.UUID | None, Query(description="Only the dead letters of this schedule")
+    ] = None,
     event_type: EventTypeQuery = None,
     limit: LimitQuery = 50,
     cursor: CursorQuery = None,
@@ -32,7 +35,9 @@ async def list_dead_letters(
 
 @router.post("/replay", status_code=status.HTTP_202_ACCEPTED, responses=responses(422))
 async def replay_dead_letters(
-    body: ReplayRequest, service: DeadLettersDep, principal: PrincipalDep
+    body: Annotated[ReplayRequest, Body(openapi_examples=examples.REPLAY)],
+    service: DeadLettersDep,
+    principal: PrincipalDep,
 ) -> Replayed:
     ids = await service.replay_many(
         body.occurrence_ids,
@@ -43,7 +48,9 @@ async def replay_dead_letters(
 
 
 @router.get("/{occurrence_id}", responses=responses(404, 422))
-async def get_dead_letter(occurrence_id: uuid.UUID, service: DeadLettersDep) -> DeadLetterOut:
+async def get_dead_letter(
+    occurrence_id: OccurrenceIdPath, service: DeadLettersDep
+) -> DeadLetterOut:
     return DeadLetterOut.of_dead_letter(await service.get(occurrence_id))
 
 
@@ -53,7 +60,7 @@ async def get_dead_letter(occurrence_id: uuid.UUID, service: DeadLettersDep) -> 
     responses=responses(404, 409, 422),
 )
 async def replay_dead_letter(
-    occurrence_id: uuid.UUID, service: DeadLettersDep, principal: PrincipalDep
+    occurrence_id: OccurrenceIdPath, service: DeadLettersDep, principal: PrincipalDep
 ) -> ReplayAccepted:
     await service.replay(occurrence_id, actor=principal)
     return ReplayAccepted(occurrence_id=occurrence_id, status=OccurrenceStatus.PENDING)
@@ -65,7 +72,7 @@ async def replay_dead_letter(
     responses=responses(404, 409, 422),
 )
 async def discard_dead_letter(
-    occurrence_id: uuid.UUID, service: DeadLettersDep, principal: PrincipalDep
+    occurrence_id: OccurrenceIdPath, service: DeadLettersDep, principal: PrincipalDep
 ) -> Response:
     await service.discard(occurrence_id, actor=principal)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Annotated, TypedDict, cast
 
-from fastapi import Depends, Query, Request
+from fastapi import Depends, Path, Query, Request
 
 from app.api.auth import KeyRing
+from app.api.pagination import MAX_CURSOR_LENGTH
 from app.api.readiness import Readiness
 from app.service.dead_letters import DeadLetterService
 from app.service.flow_keys import FlowKeyService
@@ -62,4 +64,15 @@ FlowKeysDep = Annotated[FlowKeyService, Depends(_flow_keys)]
 ReadinessDep = Annotated[Readiness, Depends(_readiness)]
 SettingsDep = Annotated[Settings, Depends(_settings)]
 LimitQuery = Annotated[int, Query(ge=1, le=500, description="Page size")]
-CursorQuery = Annotated[str | None, Query(description="Opaque cursor from next_cursor")]
+# A cursor is never empty (leave it out for the first page) and is base64url without padding.
+CursorQuery = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=MAX_CURSOR_LENGTH,
+        pattern="^[A-Za-z0-9_-]+$",
+        description="The next_cursor of the page before; leave it out for the first page",
+    ),
+]
+ScheduleIdPath = Annotated[uuid.UUID, Path(description="The schedule's id")]
+OccurrenceIdPath = Annotated[uuid.UUID, Path(description="The occurrence's id")]

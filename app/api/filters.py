@@ -19,8 +19,12 @@ from app.domain.limits import (
 
 _LABEL_FILTER = MAX_LABEL_KEY + 1 + MAX_LABEL_VALUE  # key:value
 
-EventTypeQuery = Annotated[str | None, Query(max_length=200), one_line()]
-NameQuery = Annotated[str | None, Query(max_length=200), one_line()]
+EventTypeQuery = Annotated[
+    str | None, Query(max_length=200, description="Only this event type"), one_line()
+]
+NameQuery = Annotated[
+    str | None, Query(max_length=200, description="Only schedules of this name"), one_line()
+]
 LabelQuery = Annotated[
     list[Annotated[str, StringConstraints(max_length=_LABEL_FILTER), one_line()]],
     Query(

@@ -52,7 +52,18 @@ class FlowKeyIn(InputModel):
 
     model_config = ConfigDict(
         json_schema_extra={
-            "examples": [{"rate": 50, "period_seconds": 1, "burst": 100, "parallelism": 10}]
+            "examples": [{"rate": 50, "period_seconds": 1, "burst": 100, "parallelism": 10}],
+            # The coherence rules of `FlowLimits`: a burst needs a rate, and fifo means
+            # parallelism 1 (or none given).
+            "if": {"required": ["burst"], "properties": {"burst": {"type": "integer"}}},
+            "then": {"required": ["rate"], "properties": {"rate": {"type": "integer"}}},
+            "not": {
+                "required": ["ordering", "parallelism"],
+                "properties": {
+                    "ordering": {"const": "fifo"},
+                    "parallelism": {"type": "integer", "minimum": 2},
+                },
+            },
         }
     )
 
@@ -71,7 +82,7 @@ class FlowKeyIn(InputModel):
 class FlowKeyOut(BaseModel):
     """A key's limits (all null for a key never put: it has none) and its live figures."""
 
-    key: str = Field(examples=["customer-42"])
+    key: str = Field(description="The flow key", examples=["customer-42"])
     rate: int | None = Field(description=_RATE, examples=[50])
     period_seconds: float | None = Field(description=_PERIOD, examples=[1.0])
     burst: int | None = Field(description=_BURST, examples=[100])
@@ -94,8 +105,14 @@ class FlowKeyOut(BaseModel):
         "starts before this instant; null: no back-off",
         examples=["2026-12-03T09:00:30Z"],
     )
-    created_at: datetime | None = Field(examples=["2026-12-01T08:00:00Z"])
-    updated_at: datetime | None = Field(examples=["2026-12-02T17:30:00Z"])
+    created_at: datetime | None = Field(
+        description="When its limits were first put; null: never",
+        examples=["2026-12-01T08:00:00Z"],
+    )
+    updated_at: datetime | None = Field(
+        description="When its limits last changed; null: never put",
+        examples=["2026-12-02T17:30:00Z"],
+    )
 
     @classmethod
     def of(cls, found: FlowKey) -> FlowKeyOut:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Response, status
+from fastapi import APIRouter, Body, Path, Response, status
 
-from app.api import pages
+from app.api import examples, pages
 from app.api.deps import CursorQuery, FlowKeysDep, LimitQuery
 from app.api.flow_key_schemas import FlowKeyIn, FlowKeyOut
 from app.api.problems import responses
@@ -52,7 +52,7 @@ async def get_flow_key(key: KeyPath, service: FlowKeysDep, response: Response) -
 @router.put("/{key}", responses={201: {"model": FlowKeyOut}, **responses(412, 422)})
 async def put_flow_key(
     key: KeyPath,
-    body: FlowKeyIn,
+    body: Annotated[FlowKeyIn, Body(openapi_examples=examples.FLOW_KEY)],
     service: FlowKeysDep,
     response: Response,
     if_match: IfMatch = None,

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import uuid
-
 from fastapi import APIRouter
 
 from app.api import pages
-from app.api.deps import CursorQuery, LimitQuery, OccurrencesDep
+from app.api.deps import CursorQuery, LimitQuery, OccurrenceIdPath, OccurrencesDep
 from app.api.problems import responses
 from app.api.schemas import AttemptOut, OccurrenceOut, Page
 
@@ -15,13 +13,13 @@ router = APIRouter(prefix="/v1/occurrences", tags=["occurrences"])
 
 
 @router.get("/{occurrence_id}", responses=responses(404, 422))
-async def get_occurrence(occurrence_id: uuid.UUID, service: OccurrencesDep) -> OccurrenceOut:
+async def get_occurrence(occurrence_id: OccurrenceIdPath, service: OccurrencesDep) -> OccurrenceOut:
     return OccurrenceOut.of(await service.get(occurrence_id))
 
 
 @router.get("/{occurrence_id}/attempts", responses=responses(404, 422))
 async def list_attempts(
-    occurrence_id: uuid.UUID,
+    occurrence_id: OccurrenceIdPath,
     service: OccurrencesDep,
     limit: LimitQuery = 50,
     cursor: CursorQuery = None,

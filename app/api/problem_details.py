@@ -38,17 +38,30 @@ def _bounded_error(error: dict[str, Any]) -> dict[str, Any]:
 
 
 class FieldError(BaseModel):
-    pointer: str | None = Field(default=None, max_length=LOCATION_CHARS)
-    parameter: str | None = Field(default=None, max_length=LOCATION_CHARS)
-    field: str = Field(max_length=LOCATION_CHARS)
-    detail: str = Field(max_length=ERROR_DETAIL_CHARS)
+    """One offending field of the body, or query parameter."""
+
+    pointer: str | None = Field(
+        default=None,
+        max_length=LOCATION_CHARS,
+        description="A body field, as a JSON Pointer in URI fragment form (#/trigger/at)",
+    )
+    parameter: str | None = Field(
+        default=None, max_length=LOCATION_CHARS, description="A query parameter's name"
+    )
+    field: str = Field(
+        max_length=LOCATION_CHARS,
+        description="The field's path with dots (trigger.at), or the parameter's name",
+    )
+    detail: str = Field(max_length=ERROR_DETAIL_CHARS, description="What is wrong with it")
 
 
 class Problem(BaseModel):
-    type: str
-    title: str
-    status: int
-    detail: str = Field(max_length=DETAIL_CHARS)
+    """An RFC 9457 problem: why a request was refused or failed."""
+
+    type: str = Field(description="A URI naming the kind of problem (urn:chronoq:problem:...)")
+    title: str = Field(description="A short summary of the kind")
+    status: int = Field(description="The HTTP status")
+    detail: str = Field(max_length=DETAIL_CHARS, description="What went wrong this time")
     errors: list[FieldError] | None = Field(
         default=None,
         max_length=MAX_ERRORS,

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query, Response, status
+from fastapi import APIRouter, Body, Header, Query, Response, status
 
-from app.api import pages
+from app.api import examples, pages
 from app.api.auth import PrincipalDep
-from app.api.deps import CursorQuery, LimitQuery, SchedulesDep
+from app.api.deps import CursorQuery, LimitQuery, ScheduleIdPath, SchedulesDep
 from app.api.filters import EventTypeQuery, LabelQuery, NameQuery
 from app.api.problems import responses
 from app.api.schemas import (
@@ -74,7 +73,7 @@ def _labels(values: list[str]) -> dict[str, str]:
     },
 )
 async def create_schedule(
-    spec: ScheduleSpec,
+    spec: Annotated[ScheduleSpec, Body(openapi_examples=examples.CREATE)],
     service: SchedulesDep,
     response: Response,
     principal: PrincipalDep,
@@ -94,7 +93,9 @@ async def create_schedule(
     responses=responses(409, 413, 422),
 )
 async def create_schedules(
-    body: BatchCreate, service: SchedulesDep, principal: PrincipalDep
+    body: Annotated[BatchCreate, Body(openapi_examples=examples.BATCH)],
+    service: SchedulesDep,
+    principal: PrincipalDep,
 ) -> Response:
     created = await service.create_many(body.items, created_by=principal)
     # Written at once: the answer FastAPI would write for BatchCreated, unvalidated.
@@ -108,9 +109,16 @@ async def create_schedules(
 @router.get("", responses=responses(422))
 async def list_schedules(
     service: SchedulesDep,
-    status_: Annotated[ScheduleStatus | None, Query(alias="status")] = None,
+    status_: Annotated[
+        ScheduleStatus | None, Query(alias="status", description="Only schedules in this status")
+    ] = None,
     event_type: EventTypeQuery = None,
-    target_type: Annotated[str | None, Query(pattern="^(webhook|rabbitmq)$")] = None,
+    target_type: Annotated[
+        str | None,
+        Query(
+            pattern="^(webhook|rabbitmq)$", description="Only schedules with this kind of target"
+        ),
+    ] = None,
     label: LabelQuery = [],  # noqa: B006
     name: NameQuery = None,
     limit: LimitQuery = 50,
@@ -128,15 +136,15 @@ async def list_schedules(
 
 @router.get("/{schedule_id}", responses=responses(404, 422))
 async def get_schedule(
-    schedule_id: uuid.UUID, service: SchedulesDep, response: Response
+    schedule_id: ScheduleIdPath, service: SchedulesDep, response: Response
 ) -> ScheduleOut:
     return _one(response, await service.get(schedule_id))
 
 
 @router.patch("/{schedule_id}", responses=responses(404, 409, 412, 413, 422))
 async def patch_schedule(
-    schedule_id: uuid.UUID,
-    patch: SchedulePatch,
+    schedule_id: ScheduleIdPath,
+    patch: Annotated[SchedulePatch, Body(openapi_examples=examples.PATCH)],
     service: SchedulesDep,
     response: Response,
     principal: PrincipalDep,
@@ -148,7 +156,7 @@ async def patch_schedule(
 
 @router.delete("/{schedule_id}", responses=responses(404, 412, 422))
 async def cancel_schedule(
-    schedule_id: uuid.UUID,
+    schedule_id: ScheduleIdPath,
     service: SchedulesDep,
     response: Response,
     principal: PrincipalDep,
@@ -159,7 +167,7 @@ async def cancel_schedule(
 
 @router.post("/{schedule_id}/pause", responses=responses(404, 409, 412, 422))
 async def pause_schedule(
-    schedule_id: uuid.UUID,
+    schedule_id: ScheduleIdPath,
     service: SchedulesDep,
     response: Response,
     principal: PrincipalDep,
@@ -170,7 +178,7 @@ async def pause_schedule(
 
 @router.post("/{schedule_id}/resume", responses=responses(404, 409, 412, 422))
 async def resume_schedule(
-    schedule_id: uuid.UUID,
+    schedule_id: ScheduleIdPath,
     service: SchedulesDep,
     response: Response,
     principal: PrincipalDep,
@@ -185,7 +193,10 @@ async def resume_schedule(
     responses=responses(404, 409, 412, 422),
 )
 async def trigger_schedule(
-    schedule_id: uuid.UUID, service: SchedulesDep, principal: PrincipalDep, if_match: IfMatch = None
+    schedule_id: ScheduleIdPath,
+    service: SchedulesDep,
+    principal: PrincipalDep,
+    if_match: IfMatch = None,
 ) -> OccurrenceOut:
     fired = await service.trigger(schedule_id, versions(if_match), actor=principal)
     return OccurrenceOut.of(fired)
@@ -193,8 +204,8 @@ async def trigger_schedule(
 
 @router.post("/{schedule_id}/backfill", responses=responses(404, 409, 412, 422))
 async def backfill_schedule(
-    schedule_id: uuid.UUID,
-    body: BackfillRequest,
+    schedule_id: ScheduleIdPath,
+    body: Annotated[BackfillRequest, Body(openapi_examples=examples.BACKFILL)],
     service: SchedulesDep,
     principal: PrincipalDep,
     if_match: IfMatch = None,
@@ -210,9 +221,12 @@ async def backfill_schedule(
 
 @router.get("/{schedule_id}/occurrences", responses=responses(404, 422))
 async def list_occurrences(
-    schedule_id: uuid.UUID,
+    schedule_id: ScheduleIdPath,
     service: SchedulesDep,
-    status_: Annotated[OccurrenceStatus | None, Query(alias="status")] = None,
+    status_: Annotated[
+        OccurrenceStatus | None,
+        Query(alias="status", description="Only occurrences in this status"),
+    ] = None,
     limit: LimitQuery = 50,
     cursor: CursorQuery = None,
 ) -> Page[OccurrenceOut]:
@@ -221,7 +235,7 @@ async def list_occurrences(
 
 @router.get("/{schedule_id}/events", responses=responses(404, 422))
 async def list_events(
-    schedule_id: uuid.UUID,
+    schedule_id: ScheduleIdPath,
     service: SchedulesDep,
     limit: LimitQuery = 50,
     cursor: CursorQuery = None,

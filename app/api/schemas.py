@@ -9,6 +9,7 @@ from operator import attrgetter
 from typing import Annotated, Any, Generic, Literal, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic.config import JsonDict
 from typing_extensions import TypedDict
 
 from app.domain.limits import (
@@ -48,8 +49,12 @@ T = TypeVar("T")
 
 
 class Page(BaseModel, Generic[T]):
-    items: list[T]
-    next_cursor: str | None
+    """One page of a list."""
+
+    items: list[T] = Field(description="This page's items, in the list's order")
+    next_cursor: str | None = Field(
+        description="Pass as cursor for the next page; null: this is the last page"
+    )
 
 
 class WebhookTargetOut(BaseModel):
@@ -60,11 +65,13 @@ class WebhookTargetOut(BaseModel):
     URL stays the same up to its query (scheme, host, port and path); the signing secret's
     while its scheme, host and port stay."""
 
-    type: Literal["webhook"]
-    url: str
-    method: Literal["POST", "PUT", "PATCH"]
-    headers: dict[str, str]
-    timeout_seconds: float
+    type: Literal["webhook"] = Field(description="The target's kind")
+    url: str = Field(description="The URL called, its password and secret query values as ***")
+    method: Literal["POST", "PUT", "PATCH"] = Field(description="The HTTP method of each delivery")
+    headers: dict[str, str] = Field(
+        description="Extra request headers, the values of secret ones as ***"
+    )
+    timeout_seconds: float = Field(description="Seconds an attempt may take")
     signing_secret: str | None = Field(
         description="The target's own signing secret, redacted to whsec_… and its last 4 "
         "characters; null when the service's secrets sign its deliveries"
@@ -75,10 +82,12 @@ class RabbitMQTargetOut(BaseModel):
     """A RabbitMQ target as responses show it: secret headers redacted as on webhooks (***,
     kept by a PATCH that sends it back)."""
 
-    type: Literal["rabbitmq"]
-    exchange: str
-    routing_key: str
-    headers: dict[str, JsonScalar]
+    type: Literal["rabbitmq"] = Field(description="The target's kind")
+    exchange: str = Field(description='The exchange published to; "" is the default exchange')
+    routing_key: str = Field(description="The routing key")
+    headers: dict[str, JsonScalar] = Field(
+        description="Message headers, the values of secret ones as ***"
+    )
 
 
 TargetOut = Annotated[WebhookTargetOut | RabbitMQTargetOut, Field(discriminator="type")]
@@ -108,30 +117,40 @@ NOT_SHOWN = frozenset({"request_hash"})
 
 
 class ScheduleOut(BaseModel):
-    id: uuid.UUID
-    name: str | None
-    event_type: str
-    payload: Any
-    target: TargetOut
-    trigger: Trigger
-    max_attempts: int
-    labels: dict[str, str]
-    jitter_seconds: float
-    misfire_policy: MisfirePolicy
-    misfire_grace_seconds: float
-    max_catchup: int
-    max_occurrences: int | None
-    status: ScheduleStatus
+    """A schedule: its definition, where it stands, and what it has fired."""
+
+    id: uuid.UUID = Field(description="The schedule's id")
+    name: str | None = Field(description="Its name; null: none")
+    event_type: str = Field(description="What its occurrences are about")
+    payload: Any = Field(description="The JSON value each occurrence delivers")
+    target: TargetOut = Field(description="Where its occurrences are delivered")
+    trigger: Trigger = Field(description="When it fires (a delay_seconds given is shown as at)")
+    max_attempts: int = Field(description="Attempts per occurrence before it is dead-lettered")
+    labels: dict[str, str] = Field(description="Its labels, in key order")
+    jitter_seconds: float = Field(
+        description="Each firing is spread uniformly over [fire_at, fire_at + jitter_seconds)"
+    )
+    misfire_policy: MisfirePolicy = Field(description="What happens to missed ticks")
+    misfire_grace_seconds: float = Field(description="How late a tick may fire under skip")
+    max_catchup: int = Field(description="Missed ticks fired (fire_all) or listed, per gap")
+    max_occurrences: int | None = Field(
+        description="It completes after firing this many ticks; null: no cap"
+    )
+    status: ScheduleStatus = Field(description="pending, paused, completed, cancelled or failed")
     next_fire_at: datetime | None = Field(description="Earliest pending occurrence's fire instant")
-    next_occurrence_id: uuid.UUID | None
+    next_occurrence_id: uuid.UUID | None = Field(
+        description="The id of that occurrence; null: none pending"
+    )
     attempts: int = Field(description="Attempts made on the most recently fired occurrence")
     last_error: str | None = Field(description="Error of the most recently fired occurrence")
-    fire_count: int
-    last_fired_at: datetime | None
+    fire_count: int = Field(description="Occurrences it has fired")
+    last_fired_at: datetime | None = Field(description="When it last fired; null: never yet")
     skipped_count: int = Field(description="Ticks that did not fire (misfire, pause, DST gap)")
-    last_skip_reason: SkipReason | None
-    created_at: datetime
-    updated_at: datetime
+    last_skip_reason: SkipReason | None = Field(
+        description="Why its latest skipped tick did not fire; null: none skipped"
+    )
+    created_at: datetime = Field(description="When it was created")
+    updated_at: datetime = Field(description="When it last changed")
     version: int = Field(
         description="Grows with every change a client or operator makes; the ETag of this "
         "schedule, for If-Match"
@@ -160,7 +179,7 @@ class ScheduleOut(BaseModel):
     on_failure: TargetOut | None = Field(
         description="The target told of each occurrence of it that is dead-lettered "
         "(secrets redacted as on `target`); null: none",
-        examples=[{"type": "webhook", "url": "https://alerts.example.com/chronoq"}],
+        examples=[{"type": "webhook", "url": "http://127.0.0.1:8080/alerts/chronoq"}],
     )
 
     @classmethod
@@ -187,16 +206,29 @@ def _shown(s: Schedule, payload: Any) -> dict[str, Any]:
 
 
 class OccurrenceOut(BaseModel):
-    occurrence_id: uuid.UUID
-    schedule_id: uuid.UUID
-    fire_at: datetime
-    status: OccurrenceStatus
-    origin: Origin
-    attempts: int
-    available_at: datetime | None
-    last_error: str | None
-    delivered_at: datetime | None
-    dead_lettered_at: datetime | None
+    """One firing of a schedule, and where its delivery stands."""
+
+    occurrence_id: uuid.UUID = Field(
+        description="Its id, the same for every attempt and replay (the Idempotency-Key sent)"
+    )
+    schedule_id: uuid.UUID = Field(description="The schedule that fired it")
+    fire_at: datetime = Field(description="The tick it stands for")
+    status: OccurrenceStatus = Field(
+        description="pending, delivered, dead_lettered, cancelled or skipped"
+    )
+    origin: Origin = Field(
+        description="What made it: the trigger's tick, a manual trigger, a backfill or a "
+        "failure callback"
+    )
+    attempts: int = Field(description="Attempts made to deliver it")
+    available_at: datetime | None = Field(
+        description="When its next attempt may start; null once it is settled"
+    )
+    last_error: str | None = Field(description="Why its latest attempt failed; null: none did")
+    delivered_at: datetime | None = Field(description="When it was delivered; null: not yet")
+    dead_lettered_at: datetime | None = Field(
+        description="When it was dead-lettered; null: it was not"
+    )
     skip_reason: SkipReason | None = Field(description="Why a skipped tick did not fire")
     skipped_count: int = Field(
         description="Ticks a skipped entry stands for: 1, or the rest of a long gap"
@@ -206,7 +238,7 @@ class OccurrenceOut(BaseModel):
         "dead-lettering it reports to the schedule's on_failure target",
         examples=["7d3f921f-fb95-5f69-85f9-81c248738a1d"],
     )
-    created_at: datetime
+    created_at: datetime = Field(description="When it was made")
 
     @classmethod
     def of(cls, o: Occurrence) -> OccurrenceOut:
@@ -229,9 +261,11 @@ class OccurrenceOut(BaseModel):
 
 
 class DeadLetterOut(OccurrenceOut):
-    event_type: str
-    payload: Any
-    target: TargetOut
+    """A dead-lettered occurrence, with what it would deliver on a replay."""
+
+    event_type: str = Field(description="Its schedule's event type")
+    payload: Any = Field(description="The JSON value it delivers")
+    target: TargetOut = Field(description="Where a replay delivers it (its schedule's target)")
 
     @classmethod
     def of_dead_letter(cls, d: DeadLetter) -> DeadLetterOut:
@@ -244,15 +278,21 @@ class DeadLetterOut(OccurrenceOut):
 
 
 class BatchCreate(InputModel):
+    """Schedules created in one transaction: all of them, or none."""
+
     _text_checked = frozenset({"items"})  # each item checks its own
 
     items: Annotated[list[ScheduleSpec], at_most_items(MAX_BATCH, "items")] = Field(
-        min_length=1, max_length=MAX_BATCH
+        min_length=1,
+        max_length=MAX_BATCH,
+        description="1 to 1000 schedules; a refusal names the item's index",
     )
 
 
 class BatchCreated(BaseModel):
-    items: list[ScheduleOut]
+    """The schedules a batch created."""
+
+    items: list[ScheduleOut] = Field(description="The schedules, in the order of the batch")
 
 
 # `BatchCreated` as values rather than models, for `batch_created_json`: the same fields
@@ -278,30 +318,63 @@ def batch_created_json(created: Sequence[Schedule]) -> bytes:
 MAX_REPLAY = 1000
 
 
+# Ids, or at least one filter: an empty request would replay everything. Said as "not all
+# of them null or absent", which generators of clients leave to the server.
+_IDS_OR_A_FILTER: JsonDict = {
+    "not": {
+        "properties": {
+            "occurrence_ids": {"type": "null"},
+            "schedule_id": {"type": "null"},
+            "event_type": {"type": "null"},
+        }
+    }
+}
+
+
 class ReplayRequest(InputModel):
+    """Dead letters to replay: by ids, or every one matching the filters (at least one)."""
+
+    model_config = ConfigDict(json_schema_extra=_IDS_OR_A_FILTER)
+
     occurrence_ids: Annotated[list[Id], at_most_items(MAX_REPLAY, "occurrence ids")] | None = Field(
-        default=None, min_length=1, max_length=MAX_REPLAY
+        default=None,
+        min_length=1,
+        max_length=MAX_REPLAY,
+        description="The dead letters to replay (1-1000 occurrence ids); the filters then "
+        "narrow them",
     )
-    schedule_id: Id | None = None
-    event_type: EventType | None = None
+    schedule_id: Id | None = Field(default=None, description="Replay the schedule's dead letters")
+    event_type: EventType | None = Field(
+        default=None, description="Replay the dead letters of this event type"
+    )
 
 
 class Replayed(BaseModel):
-    replayed: int
-    occurrence_ids: list[uuid.UUID]
+    """What a replay of many made due."""
+
+    replayed: int = Field(description="How many dead letters are due again")
+    occurrence_ids: list[uuid.UUID] = Field(description="Their ids")
 
 
 class ReplayAccepted(BaseModel):
-    occurrence_id: uuid.UUID
-    status: OccurrenceStatus
+    """A dead letter made due again, its attempts reset."""
+
+    occurrence_id: uuid.UUID = Field(description="Its id, unchanged")
+    status: OccurrenceStatus = Field(description="pending")
 
 
 class Health(BaseModel):
-    status: str
-    checks: dict[str, str] = Field(default_factory=dict)
+    """Liveness or readiness."""
+
+    status: str = Field(description="ok, or what is wrong")
+    checks: dict[str, str] = Field(
+        default_factory=dict, description="Each dependency checked, and how it answered"
+    )
 
 
 class BackfillRequest(InputModel):
+    """A range of the trigger's past ticks to fire now."""
+
     model_config = ConfigDict(populate_by_name=True)
 
     from_: Instant = Field(alias="from", description="First instant of the range")
@@ -309,14 +382,16 @@ class BackfillRequest(InputModel):
 
 
 class BackfillTick(BaseModel):
-    fire_at: datetime
-    occurrence_id: uuid.UUID
+    """One tick of a backfilled range."""
+
+    fire_at: datetime = Field(description="The tick")
+    occurrence_id: uuid.UUID = Field(description="Its occurrence's id")
     created: bool = Field(description="False when the tick already had an occurrence")
 
 
 class BackfillResult(BaseModel):
     created: int = Field(description="Occurrences this call made due")
-    ticks: list[BackfillTick]
+    ticks: list[BackfillTick] = Field(description="Every tick of the range, in order")
 
     @classmethod
     def of(
@@ -336,9 +411,9 @@ class BackfillResult(BaseModel):
 class ScheduleEventOut(BaseModel):
     """One change in a schedule's life."""
 
-    id: uuid.UUID
-    kind: EventKind
-    at: datetime
+    id: uuid.UUID = Field(description="The event's id")
+    kind: EventKind = Field(description="What happened")
+    at: datetime = Field(description="When")
     version: int = Field(description="The schedule's version once the change was made")
     actor: str | None = Field(
         description="The API key's name, 'cli' (operator CLI), 'system' (the delivery loop), "
@@ -355,7 +430,7 @@ class AttemptOut(BaseModel):
     """One attempt to deliver an occurrence."""
 
     attempt: int = Field(description="1-based; a replay starts again at 1")
-    started_at: datetime
+    started_at: datetime = Field(description="When it started")
     duration_ms: int = Field(
         description="How long it took; for lease_expired, how long its lease held the "
         "occurrence with no result"
@@ -364,7 +439,7 @@ class AttemptOut(BaseModel):
         description="lease_expired: its replica stopped or stalled before settling it"
     )
     status_code: int | None = Field(description="The reply's HTTP status (webhooks)")
-    error: str | None
+    error: str | None = Field(description="Why it failed; null: it succeeded")
     response_excerpt: str | None = Field(
         description="At most the first 1 KiB of the reply's body, as text"
     )
@@ -385,9 +460,13 @@ class AttemptOut(BaseModel):
 
 
 class PreviewRequest(InputModel):
-    trigger: Trigger
-    after: Instant | None = Field(default=None, description="Default: now")
-    count: int = Field(default=10, ge=1, le=100)
+    """A trigger to preview, and from when."""
+
+    trigger: Trigger = Field(description="The trigger, as a schedule would give it")
+    after: Instant | None = Field(
+        default=None, description="List fire instants strictly after this one; default: now"
+    )
+    count: int = Field(default=10, ge=1, le=100, description="How many fire instants to list")
     max_occurrences: int | None = Field(
         default=None,
         ge=1,
@@ -397,4 +476,6 @@ class PreviewRequest(InputModel):
 
 
 class Preview(BaseModel):
-    fire_times: list[datetime]
+    """When a trigger would fire."""
+
+    fire_times: list[datetime] = Field(description="The next fire instants, in UTC, in order")

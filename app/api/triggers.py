@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
+from typing import Annotated
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Body
 
+from app.api import examples
 from app.api.problems import responses
 from app.api.schemas import Preview, PreviewRequest
 from app.domain.trigger import (
@@ -20,7 +22,9 @@ router = APIRouter(prefix="/v1/triggers", tags=["triggers"])
 
 
 @router.post("/preview", responses=responses(422))
-async def preview_trigger(body: PreviewRequest) -> Preview:
+async def preview_trigger(
+    body: Annotated[PreviewRequest, Body(openapi_examples=examples.PREVIEW)],
+) -> Preview:
     """The next fire instants strictly after `after` (UTC), with the same rules and
     validation as a schedule's trigger. A one-shot trigger has at most one."""
     # A hundred ticks of a cron trigger are a hundred walks of the calendar: off the

@@ -13,6 +13,7 @@ import json
 import math
 import re
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any, ClassVar
 
@@ -23,12 +24,14 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    GetJsonSchemaHandler,
     Strict,
     ValidationError,
     ValidationInfo,
     model_validator,
 )
-from pydantic_core import InitErrorDetails, PydanticCustomError
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, InitErrorDetails, PydanticCustomError
 
 # Instants: from the Unix epoch up to (not including) the year 9999 in UTC. The year left
 # before datetime's end holds every addition to an accepted instant (an interval step is
@@ -175,6 +178,30 @@ class InputModel(BaseModel):
         return data
 
 
+class Shown:
+    """Schema keywords for a rule that a validator (not a pydantic constraint) enforces, so
+    that the document states it too: `Annotated[str, AfterValidator(...), Shown(pattern=...)]`.
+    Unlike `Field(json_schema_extra=...)` it holds wherever the type is used, inside an
+    optional or a container as well."""
+
+    __slots__ = ("keywords",)
+
+    def __init__(self, **keywords: Any) -> None:
+        self.keywords = keywords
+
+    def __get_pydantic_json_schema__(
+        self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        schema = handler(core_schema)
+        schema.update(self.keywords)
+        return schema
+
+
+# Text without control characters (`one_line`), and with a tab allowed, as JSON Schema
+# patterns (ECMA 262 and Python read them alike).
+ONE_LINE_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]*$"
+TABBED_LINE_PATTERN = r"^[^\x00-\x08\x0a-\x1f\x7f-\x9f]*$"
+
 # -- instants and ids ----------------------------------------------------------------------
 
 
@@ -199,11 +226,21 @@ def _instant_range(value: datetime, info: ValidationInfo) -> datetime:
     return value
 
 
+# The dates an instant may be written on: the years 1970-9998, and the day either side of
+# them, which an offset can bring within the bound. The bound itself is on the instant in
+# UTC, so an offset can also carry a time on those first and last days across it: the one
+# part of the range a pattern does not say.
+INSTANT_PATTERN = (
+    r"^(?:1969-12-31|9999-01-01|"
+    r"(?:19[7-9][0-9]|[2-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])-)"
+)
+
 Instant = Annotated[
     AwareDatetime,
     Strict(False),
     BeforeValidator(_instant_text),
     AfterValidator(_instant_range),
+    Shown(pattern=INSTANT_PATTERN),
 ]
 """An RFC 3339 instant with an offset, within [1970-01-01Z, 9999-01-01Z)."""
 
@@ -259,6 +296,21 @@ def _text_problem(value: str, *, tab: bool, max_bytes: int | None) -> str | None
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class _TextRule(AfterValidator):
+    """The text rule as a validator that also shows its pattern in the schema (the byte
+    limit a pattern cannot say; the character limits beside it bound it loosely)."""
+
+    pattern: str = ONE_LINE_PATTERN
+
+    def __get_pydantic_json_schema__(
+        self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        schema = handler(core_schema)
+        schema["pattern"] = self.pattern
+        return schema
+
+
 def _text_rule(*, tab: bool, max_bytes: int | None) -> Any:
     def check(value: Any, info: ValidationInfo) -> Any:
         if not isinstance(value, str) or not on_input(info):
@@ -267,7 +319,7 @@ def _text_rule(*, tab: bool, max_bytes: int | None) -> Any:
             raise PydanticCustomError("string_text", f"the text {problem}")
         return value
 
-    return AfterValidator(check)
+    return _TextRule(check, TABBED_LINE_PATTERN if tab else ONE_LINE_PATTERN)
 
 
 def one_line(max_bytes: int | None = None) -> Any:
@@ -319,6 +371,18 @@ Labels = Annotated[
     Field(max_length=MAX_LABELS),
     at_most_items(MAX_LABELS, "labels"),
     AfterValidator(_labels),
+    Shown(
+        propertyNames={
+            "minLength": 1,
+            "maxLength": MAX_LABEL_KEY,
+            "pattern": r"^[^:\x00-\x1f\x7f-\x9f]*$",
+        },
+        additionalProperties={
+            "type": "string",
+            "maxLength": MAX_LABEL_VALUE,
+            "pattern": ONE_LINE_PATTERN,
+        },
+    ),
 ]
 """At most 64 labels; keys of 1-63 characters without ':', values of up to 255. Kept in
 key order: every store answers with them in the same order (PostgreSQL's JSONB and MySQL's

@@ -250,7 +250,24 @@ _ON_FAILURE = (
     "A target told of each occurrence of this schedule that is dead-lettered, with the "
     "occurrence, its last error and its payload (type occurrence.dead_lettered); null: none"
 )
-_ON_FAILURE_EXAMPLE = {"type": "webhook", "url": "https://alerts.example.com/chronoq"}
+_ON_FAILURE_EXAMPLE = {"type": "webhook", "url": "http://127.0.0.1:8080/alerts/chronoq"}
+_NAME = "A name for people to find it by (not unique); null: none"
+_EVENT_TYPE = (
+    "What the occurrence is about, sent as the X-Event-Type header and the AMQP message type "
+    "(up to 255 bytes, no control characters)"
+)
+_PAYLOAD = "The JSON value delivered as each occurrence's body (nested at most 64 levels)"
+_TARGET = "Where each occurrence is delivered: a webhook or a RabbitMQ exchange"
+_TRIGGER = "When it fires: once, immediately, on a cron expression or every so many seconds"
+_MAX_ATTEMPTS = "Attempts per occurrence before it is dead-lettered; null: the service's"
+_LABELS = (
+    "Labels to filter lists by (label=key:value): at most 64, keys 1-63 characters without "
+    "':', values up to 255"
+)
+_FLOW_KEY = (
+    "A flow key (1-128 of A-Z a-z 0-9 . _ : -) whose limits the deliveries of every schedule "
+    "naming it share (PUT /v1/flow-keys/{key}); null: none"
+)
 _PAUSE_AFTER = (
     "Pause the schedule (pause_reason failures) after this many occurrences dead-lettered "
     "in a row; null: never"
@@ -263,13 +280,13 @@ class ScheduleSpec(InputModel):
     model_config = ConfigDict(frozen=True)
     _text_checked = frozenset({"payload"})
 
-    name: Name | None = None
-    event_type: EventType
-    payload: JsonPayload = Field(default_factory=dict)
-    target: Target
-    trigger: Trigger
-    max_attempts: int | None = Field(default=None, ge=1, le=MAX_ATTEMPTS)
-    labels: Labels = Field(default_factory=dict)
+    name: Name | None = Field(default=None, description=_NAME)
+    event_type: EventType = Field(description=_EVENT_TYPE, examples=["invoice.due"])
+    payload: JsonPayload = Field(default_factory=dict, description=_PAYLOAD)
+    target: Target = Field(description=_TARGET)
+    trigger: Trigger = Field(description=_TRIGGER)
+    max_attempts: int | None = Field(default=None, ge=1, le=MAX_ATTEMPTS, description=_MAX_ATTEMPTS)
+    labels: Labels = Field(default_factory=dict, description=_LABELS)
     jitter_seconds: float = Field(default=0.0, ge=0, le=MAX_JITTER_SECONDS, description=_JITTER)
     misfire_policy: MisfirePolicy = Field(default="fire_once", description=_MISFIRE_POLICY)
     misfire_grace_seconds: float = Field(
@@ -284,7 +301,9 @@ class ScheduleSpec(InputModel):
     pause_after_failures: int | None = Field(
         default=None, ge=1, le=MAX_PAUSE_AFTER_FAILURES, description=_PAUSE_AFTER
     )
-    flow_key: FlowKeyName | None = Field(default=None, examples=["customer-42"])
+    flow_key: FlowKeyName | None = Field(
+        default=None, description=_FLOW_KEY, examples=["customer-42"]
+    )
     retry: RetrySpec | None = Field(default=None, description=_RETRY)
     on_failure: Target | None = Field(
         default=None, description=_ON_FAILURE, examples=[_ON_FAILURE_EXAMPLE]
@@ -323,11 +342,16 @@ class SchedulePatch(InputModel):
     model_config = ConfigDict(frozen=True, json_schema_extra=_without_null)
     _text_checked = frozenset({"payload"})
 
-    payload: JsonPayload = None
-    target: Target | None = None
-    trigger: Trigger | None = None
-    max_attempts: int | None = Field(default=None, ge=1, le=MAX_ATTEMPTS)
-    labels: Labels | None = None
+    payload: JsonPayload = Field(default=None, description=_PAYLOAD)
+    target: Target | None = Field(default=None, description=_TARGET)
+    trigger: Trigger | None = Field(
+        default=None,
+        description=_TRIGGER + "; a new trigger recomputes the next occurrence",
+    )
+    max_attempts: int | None = Field(
+        default=None, ge=1, le=MAX_ATTEMPTS, description="Attempts per occurrence"
+    )
+    labels: Labels | None = Field(default=None, description=_LABELS + "; replaces them all")
     jitter_seconds: float | None = Field(
         default=None, ge=0, le=MAX_JITTER_SECONDS, description=_JITTER
     )
@@ -342,7 +366,9 @@ class SchedulePatch(InputModel):
     pause_after_failures: int | None = Field(
         default=None, ge=1, le=MAX_PAUSE_AFTER_FAILURES, description=_PAUSE_AFTER
     )
-    flow_key: FlowKeyName | None = Field(default=None, examples=["customer-42"])
+    flow_key: FlowKeyName | None = Field(
+        default=None, description=_FLOW_KEY, examples=["customer-42"]
+    )
     retry: RetrySpec | None = Field(default=None, description=_RETRY)
     on_failure: Target | None = Field(
         default=None, description=_ON_FAILURE, examples=[_ON_FAILURE_EXAMPLE]

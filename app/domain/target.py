@@ -21,7 +21,10 @@ from app.domain.limits import (
     MAX_HEADERS,
     MAX_SHORT_STRING_BYTES,
     MAX_TIMEOUT_SECONDS,
+    ONE_LINE_PATTERN,
+    TABBED_LINE_PATTERN,
     InputModel,
+    Shown,
     at_most,
     at_most_items,
     check_text,
@@ -200,25 +203,65 @@ def _url_problem(url: str, on_input: bool) -> str | None:
     return None
 
 
+_TYPE = "The target's kind, which names the fields it takes"
+_URL = (
+    "The absolute http:// or https:// URL called (no spaces or control characters; the "
+    "host must not be, or resolve to, a denied address)"
+)
+_METHOD = "The HTTP method of each delivery"
+_HEADERS = (
+    "Extra request headers (at most 64; names are RFC 9110 tokens of up to 256 characters "
+    "that Chronoq does not set itself, values up to 8 KiB without CR, LF or NUL)"
+)
+_TIMEOUT = "Seconds an attempt may take before it counts as failed"
+# An absolute http(s) URL with a host, and no space or control character anywhere.
+URL_PATTERN = r"^[Hh][Tt][Tt][Pp][Ss]?://[^\x00-\x20\x7f-\x9f/?#]+[^\x00-\x20\x7f-\x9f]*$"
+_HEADER_NAMES = {"minLength": 1, "maxLength": MAX_HEADER_NAME, "pattern": _TOKEN.pattern}
+
+
 class WebhookTarget(InputModel):
     """An HTTP(S) endpoint called with the payload as its JSON body."""
 
     model_config = ConfigDict(frozen=True)
 
-    type: Literal["webhook"]
-    url: str = Field(max_length=2048)
-    method: Literal["POST", "PUT", "PATCH"] = "POST"
-    headers: Annotated[dict[str, str], at_most_items(MAX_HEADERS, "headers")] = Field(
-        default_factory=dict, json_schema_extra={"maxProperties": MAX_HEADERS}
+    type: Literal["webhook"] = Field(description=_TYPE)
+    # The pattern and the least length are the validator's rules, shown: its messages say
+    # what is wrong, and a stored URL is read as it was written.
+    url: str = Field(
+        max_length=2048,
+        json_schema_extra={"minLength": 1, "pattern": URL_PATTERN},
+        description=_URL,
+        examples=["http://127.0.0.1:8080/hooks/invoice"],
+    )
+    method: Literal["POST", "PUT", "PATCH"] = Field(default="POST", description=_METHOD)
+    headers: Annotated[
+        dict[str, str],
+        at_most_items(MAX_HEADERS, "headers"),
+        Shown(
+            propertyNames=_HEADER_NAMES,
+            additionalProperties={
+                "type": "string",
+                "maxLength": MAX_HEADER_VALUE_BYTES,
+                "pattern": TABBED_LINE_PATTERN,
+            },
+        ),
+    ] = Field(
+        default_factory=dict,
+        json_schema_extra={"maxProperties": MAX_HEADERS},
+        description=_HEADERS,
     )
     timeout_seconds: Annotated[float, at_most(MAX_TIMEOUT_SECONDS)] = Field(
-        default=10.0, gt=0, json_schema_extra={"maximum": MAX_TIMEOUT_SECONDS}
+        default=10.0,
+        gt=0,
+        json_schema_extra={"maximum": MAX_TIMEOUT_SECONDS},
+        description=_TIMEOUT,
     )
     signing_secret: str | None = Field(
         default=None,
         max_length=1024,
-        description="Standard Webhooks secret (whsec_...) signing this target's deliveries "
-        "instead of the service's; write-only: responses show it redacted",
+        json_schema_extra={"pattern": "^whsec_"},
+        description="Standard Webhooks secret (whsec_ and a base64 key) signing this "
+        "target's deliveries instead of the service's; write-only: responses show it redacted",
     )
 
     @field_validator("url")
@@ -299,11 +342,44 @@ class RabbitMQTarget(InputModel):
 
     model_config = ConfigDict(frozen=True)
 
-    type: Literal["rabbitmq"]
-    exchange: str = Field(default="", max_length=255)
-    routing_key: str = ""
-    headers: Annotated[dict[str, JsonScalar], at_most_items(MAX_HEADERS, "headers")] = Field(
-        default_factory=dict, json_schema_extra={"maxProperties": MAX_HEADERS}
+    model_config = ConfigDict(
+        json_schema_extra={
+            # The default exchange ("") routes by the routing key alone, which it then needs.
+            "if": {"properties": {"exchange": {"const": ""}}},
+            "then": {"required": ["routing_key"], "properties": {"routing_key": {"minLength": 1}}},
+        }
+    )
+
+    type: Literal["rabbitmq"] = Field(description=_TYPE)
+    exchange: str = Field(
+        default="",
+        max_length=255,
+        json_schema_extra={"pattern": ONE_LINE_PATTERN},
+        description='The exchange published to (up to 255 bytes); the default exchange ("") '
+        "routes to the queue named by routing_key",
+        examples=["billing"],
+    )
+    routing_key: str = Field(
+        default="",
+        json_schema_extra={"maxLength": 255, "pattern": ONE_LINE_PATTERN},
+        description="The routing key (up to 255 bytes); needed with the default exchange",
+        examples=["invoice.due"],
+    )
+    headers: Annotated[
+        dict[str, JsonScalar],
+        at_most_items(MAX_HEADERS, "headers"),
+        Shown(
+            propertyNames={
+                "minLength": 1,
+                "maxLength": MAX_AMQP_HEADER_KEY_BYTES,
+                "pattern": ONE_LINE_PATTERN,
+            }
+        ),
+    ] = Field(
+        default_factory=dict,
+        json_schema_extra={"maxProperties": MAX_HEADERS},
+        description="Message headers (at most 64; names up to 128 bytes, not cc or bcc; "
+        "integers within 64 bits, text without control characters but tab)",
     )
 
     @model_validator(mode="after")

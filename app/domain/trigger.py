@@ -12,6 +12,7 @@ from zoneinfo import available_timezones
 
 from croniter import DAY_FIELD, MONTH_FIELD, CroniterBadDateError, CroniterError, croniter
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic.config import JsonDict
 
 from app.domain import wallclock
 from app.domain.errors import InvalidInputError
@@ -51,12 +52,35 @@ _START_AT = "No tick before this instant (inclusive)"
 _END_AT = "No tick after this instant (inclusive); the schedule then completes"
 
 
-class OnceTrigger(_TriggerModel):
-    """Fires once at `at`; `delay_seconds` is resolved to `at` when the schedule is created."""
+_TYPE = "The trigger's kind, which names the fields it takes"
+# Exactly one of `at` and `delay_seconds` (the other absent or null). Said with if/then/else
+# rather than a oneOf of two objects, which generators of clients take for two models.
+_ONCE_EXACTLY_ONE: JsonDict = {
+    "if": {"required": ["at"], "properties": {"at": {"type": "string"}}},
+    "then": {"properties": {"delay_seconds": {"type": "null"}}},
+    "else": {"required": ["delay_seconds"], "properties": {"delay_seconds": {"type": "number"}}},
+}
 
-    type: Literal["once"]
-    at: Instant | None = None
-    delay_seconds: float | None = Field(default=None, ge=0, le=MAX_PERIOD_SECONDS)
+
+class OnceTrigger(_TriggerModel):
+    """Fires once at `at`; `delay_seconds` is resolved to `at` when the schedule is created.
+    Give exactly one of the two."""
+
+    model_config = ConfigDict(json_schema_extra=_ONCE_EXACTLY_ONE)
+
+    type: Literal["once"] = Field(description=_TYPE)
+    at: Instant | None = Field(
+        default=None,
+        description="The instant to fire at (RFC 3339 with an offset); one in the past fires "
+        "at once. Exactly one of at and delay_seconds",
+    )
+    delay_seconds: float | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_PERIOD_SECONDS,
+        description="Fire this many seconds after the schedule is created (stored as at). "
+        "Exactly one of at and delay_seconds",
+    )
 
     @model_validator(mode="after")
     def _exactly_one(self) -> OnceTrigger:
@@ -68,15 +92,27 @@ class OnceTrigger(_TriggerModel):
 class ImmediateTrigger(_TriggerModel):
     """Fires once, as soon as the schedule is created."""
 
-    type: Literal["immediate"]
+    type: Literal["immediate"] = Field(description=_TYPE)
 
 
 class CronTrigger(_TriggerModel):
     """Fires on a cron expression evaluated in `timezone`."""
 
-    type: Literal["cron"]
-    expression: str = Field(min_length=1, max_length=200)
-    timezone: str = "UTC"
+    type: Literal["cron"] = Field(description=_TYPE)
+    expression: str = Field(
+        min_length=1,
+        max_length=200,
+        description="Five fields (minute hour day-of-month month day-of-week), or six with "
+        "leading seconds, or a macro (@hourly, @daily, @weekly, @monthly, @yearly); # L W "
+        "as croniter reads them",
+        examples=["0 9 * * 1-5"],
+    )
+    timezone: str = Field(
+        default="UTC",
+        json_schema_extra={"minLength": 1, "maxLength": 64},
+        description="The IANA time zone the expression's wall times are in",
+        examples=["Europe/Paris"],
+    )
     dst_gap: DstGap = Field(
         default="shift",
         description="A wall time skipped by a DST gap: fire once at the gap's end, or skip it",
@@ -113,9 +149,11 @@ class CronTrigger(_TriggerModel):
 class IntervalTrigger(_TriggerModel):
     """Fires at start_at + k * every_seconds for k = 0, 1, 2, ..."""
 
-    type: Literal["interval"]
+    type: Literal["interval"] = Field(description=_TYPE)
     every_seconds: Annotated[float, at_most(MAX_PERIOD_SECONDS)] = Field(
-        ge=1, json_schema_extra={"maximum": MAX_PERIOD_SECONDS}
+        ge=1,
+        json_schema_extra={"maximum": MAX_PERIOD_SECONDS},
+        description="Seconds between ticks (at least 1, at most ten years)",
     )
     start_at: Instant | None = Field(
         default=None, description="The first tick (default: when the schedule is created)"

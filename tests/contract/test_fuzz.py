@@ -59,27 +59,34 @@ PARAMETERS = {
     for where in ("", "items[*].")
 }
 
-# Requests whose schema-valid forms the service may still refuse with a 422, because the
-# rule is one a JSON Schema does not state: a webhook URL's scheme, exactly one of `at` and
-# `delay_seconds`, cron grammar and IANA zone names, instants in order and not in the future,
-# `key:value` label filters, opaque cursors (no generated string is one this API issued),
-# a replay that names neither ids nor a filter, and a flow key's coherence (a burst needs
-# a rate, fifo means parallelism 1). Every other check applies to them.
-SEMANTIC_RULES = [
-    "create_schedule",
-    "create_schedules",
-    "list_schedules",
-    "patch_schedule",
-    "backfill_schedule",
-    "list_occurrences",
-    "list_attempts",
-    "list_events",
-    "list_dead_letters",
-    "replay_dead_letters",
-    "list_flow_keys",
-    "put_flow_key",
-    "preview_trigger",
-]
+# Operations whose schema-valid requests the service may still refuse with a 422, each for
+# rules a JSON Schema cannot state (everything it can state is in the document, and every
+# other check applies to these operations too):
+_SCHEDULE_RULES = (
+    "cron grammar, IANA zone names, webhook hosts that are or resolve to a denied address "
+    "(and their IDNA and numeric spellings), text limits in UTF-8 bytes, a trigger's end "
+    "before its first tick, an instant's bound across an offset (1970-01-01T00:30:00+01:00 "
+    "is in 1969), a rabbitmq target on a service without a broker, and integers "
+    "written with a fraction (5.0: an integer to JSON Schema, refused by the strict API)"
+)
+_OPAQUE_CURSOR = "a cursor is opaque: no generated string is one this API issued"
+SEMANTIC_RULES = {
+    "create_schedule": _SCHEDULE_RULES,
+    "create_schedules": _SCHEDULE_RULES,
+    "patch_schedule": _SCHEDULE_RULES,
+    "preview_trigger": _SCHEDULE_RULES,
+    "backfill_schedule": (
+        "from after to, a to in the future, more than 1000 ticks in the range, and an "
+        "instant's bound across an offset"
+    ),
+    "put_flow_key": "integers written with a fraction (rate 5.0), as above",
+    "list_schedules": _OPAQUE_CURSOR,
+    "list_occurrences": _OPAQUE_CURSOR,
+    "list_attempts": _OPAQUE_CURSOR,
+    "list_events": _OPAQUE_CURSOR,
+    "list_dead_letters": _OPAQUE_CURSOR,
+    "list_flow_keys": _OPAQUE_CURSOR,
+}
 # 412: an If-Match that is well-formed but names another version than the schedule's (a
 # generated one almost always does) is refused by design, like a 409 conflict.
 ACCEPTED = ["2xx", "3xx", "401", "403", "404", "409", "412", "429", "5xx"]

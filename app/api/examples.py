@@ -1,0 +1,103 @@
+"""Request body examples for the OpenAPI document: each one succeeds as it is (Swagger's
+"Try it out" sends the first), as often as it is sent: none names a schedule, since names
+are unique. Every target is on the local machine."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi.openapi.models import Example
+
+_WEBHOOK = {"type": "webhook", "url": "http://127.0.0.1:8080/hooks/invoice"}
+_WEEKDAYS = {"type": "cron", "expression": "0 9 * * 1-5", "timezone": "Europe/Paris"}
+
+_CRON_WEBHOOK: dict[str, Any] = {
+    "event_type": "invoice.due",
+    "payload": {"invoice_id": "inv_42"},
+    "target": _WEBHOOK,
+    "trigger": _WEEKDAYS,
+    "labels": {"team": "billing"},
+}
+_DELAYED_WEBHOOK: dict[str, Any] = {
+    "event_type": "trial.ending",
+    "payload": {"account": "acct_7"},
+    "target": {**_WEBHOOK, "url": "http://127.0.0.1:8080/hooks/trial"},
+    "trigger": {"type": "once", "delay_seconds": 3600},
+    "max_attempts": 5,
+}
+# Webhooks only: a RabbitMQ target needs a service configured with a broker.
+_INTERVAL_WEBHOOK: dict[str, Any] = {
+    "event_type": "report.sent",
+    "payload": {"report": "usage"},
+    "target": {
+        **_WEBHOOK,
+        "url": "http://127.0.0.1:8080/hooks/report",
+        "headers": {"X-Team": "analytics"},
+        "timeout_seconds": 5,
+    },
+    "trigger": {"type": "interval", "every_seconds": 900},
+    "retry": {"base_delay_seconds": 5, "max_delay_seconds": 600},
+    "flow_key": "customer-42",
+}
+
+CREATE = {
+    "cron": Example(summary="A webhook on weekdays at 09:00 Paris time", value=_CRON_WEBHOOK),
+    "once": Example(summary="A webhook once, an hour from now", value=_DELAYED_WEBHOOK),
+    "interval": Example(summary="A webhook every 15 minutes", value=_INTERVAL_WEBHOOK),
+}
+BATCH = {
+    "two": Example(
+        summary="Two schedules in one transaction",
+        value={"items": [_CRON_WEBHOOK, _DELAYED_WEBHOOK]},
+    )
+}
+PATCH = {
+    "payload": Example(
+        summary="A new payload and more attempts",
+        value={"payload": {"invoice_id": "inv_43"}, "max_attempts": 8},
+    ),
+    "trigger": Example(
+        summary="A new trigger (the next occurrence is recomputed)",
+        value={"trigger": {"type": "cron", "expression": "30 8 * * 1-5", "timezone": "UTC"}},
+    ),
+}
+BACKFILL = {
+    "week": Example(
+        summary="The ticks of one past week",
+        value={"from": "2026-01-05T00:00:00Z", "to": "2026-01-11T23:59:59Z"},
+    )
+}
+REPLAY = {
+    "schedule": Example(
+        summary="Every dead letter of one event type",
+        value={"event_type": "invoice.due"},
+    ),
+    "ids": Example(
+        summary="Dead letters by occurrence id",
+        value={"occurrence_ids": ["7d3f921f-fb95-5f69-85f9-81c248738a1d"]},
+    ),
+}
+FLOW_KEY = {
+    "rate": Example(
+        summary="50 a second, bursts of 100, 10 in flight",
+        value={"rate": 50, "period_seconds": 1, "burst": 100, "parallelism": 10},
+    ),
+    "fifo": Example(summary="One at a time, in order", value={"ordering": "fifo"}),
+}
+PREVIEW = {
+    "cron": Example(
+        summary="The next five weekday mornings", value={"trigger": _WEEKDAYS, "count": 5}
+    ),
+    "interval": Example(
+        summary="An interval from a start",
+        value={
+            "trigger": {
+                "type": "interval",
+                "every_seconds": 3600,
+                "start_at": "2026-01-01T00:00:00Z",
+            },
+            "after": "2026-01-01T00:00:00Z",
+            "count": 3,
+        },
+    ),
+}
