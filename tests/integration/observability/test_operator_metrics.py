@@ -235,6 +235,35 @@ async def test_http_requests_are_timed_by_route_template_never_by_path(
     assert "/no/such/path" not in text
 
 
+async def test_static_files_are_timed_by_their_mount_never_by_file(harness: Harness) -> None:
+    before = await _samples(harness)
+    files = [
+        "/ui/static/console.css",
+        "/ui/static/console.js",
+        "/docs/assets/swagger-ui/swagger-ui.css",
+        "/docs/assets/redoc/redoc.standalone.js",
+    ]
+    for path in files:
+        assert (await harness.client.get(path)).status_code == 200, path
+    assert (await harness.client.get("/ui/static/no-such-file.css")).status_code == 404
+    text = await _scrape(harness)
+
+    samples = _parse(text)
+    name = "chronoq_http_request_duration_seconds_count"
+
+    def count(route: str, status: str) -> float:
+        labels = (("method", "GET"), ("route", route), ("status", status))
+        return samples.get((name, labels), 0.0) - before.get((name, labels), 0.0)
+
+    assert count("/ui/static/{path}", "200") == 2
+    assert count("/ui/static/{path}", "404") == 1
+    assert count("/docs/assets/swagger-ui/{path}", "200") == 1
+    assert count("/docs/assets/redoc/{path}", "200") == 1
+    assert count("unmatched", "200") == 0
+    for path in files:
+        assert path not in text
+
+
 async def test_build_info_names_the_version_and_no_series_is_a_created_timestamp(
     harness: Harness,
 ) -> None:
