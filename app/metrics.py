@@ -30,6 +30,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import REGISTRY, Collector
+from starlette.routing import Mount
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 if TYPE_CHECKING:
@@ -55,10 +56,35 @@ BUILD.info({"version": _version()})
 CLAIMED = Counter(
     "chronoq_occurrences_claimed_total", "Occurrences leased by this replica's claims"
 )
+ATTEMPTS = Counter(
+    "chronoq_delivery_attempts_total",
+    "Delivery attempts by how they settled (delivered, retry, dead_lettered), target type and"
+    " failure reason (4xx, 429, 5xx, 3xx, connect, timeout, denied, broker, other; none for a"
+    " delivered attempt)",
+    ["outcome", "target_type", "reason"],
+)
+# Deprecated: the attempts counter under its old name, for dashboards of the previous release;
+# removed in the next one. It counts attempts, not deliveries.
 DELIVERIES = Counter(
     "chronoq_deliveries_total",
-    "Delivery attempts by how they settled (delivered, retry, dead_lettered) and target type",
+    "Deprecated, removed in the next release: chronoq_delivery_attempts_total without its"
+    " reason label (it counts attempts)",
     ["outcome", "target_type"],
+)
+DELIVERED = Counter(
+    "chronoq_occurrences_delivered_total",
+    "Occurrences delivered (by the attempt that delivered each), by target type",
+    ["target_type"],
+)
+DEAD_LETTERED = Counter(
+    "chronoq_occurrences_dead_lettered_total",
+    "Occurrences dead-lettered by their last attempt (budget spent or a permanent failure),"
+    " by target type and the failure reason of that attempt",
+    ["target_type", "reason"],
+)
+AUTO_PAUSED = Counter(
+    "chronoq_schedules_auto_paused_total",
+    "Schedules this replica paused because they reached pause_after_failures dead letters in a row",
 )
 DURATION = Histogram(
     "chronoq_delivery_duration_seconds",
@@ -82,8 +108,11 @@ FLOW_HELD = Counter(
     "flight)",
     ["reason"],
 )
+# Deprecated: chronoq_occurrences_dead_lettered_total without labels; removed in the next release.
 DEAD_LETTERS = Counter(
-    "chronoq_dead_letters_total", "Occurrences this replica dead-lettered (budget spent)"
+    "chronoq_dead_letters_total",
+    "Deprecated, removed in the next release: chronoq_occurrences_dead_lettered_total"
+    " without its labels",
 )
 HANDED_BACK = Counter(
     "chronoq_occurrences_handed_back_total",
@@ -113,6 +142,28 @@ HTTP_CONNECTIONS_CLOSED = Counter(
     "request head), head_timeout (no complete request head in CHRONOQ_REQUEST_HEAD_TIMEOUT)",
     ["reason"],
 )
+
+
+READY = Gauge(
+    "chronoq_ready",
+    "Each readiness check of this replica as /readyz last answered it (1 ok, 0 failing):"
+    " database, broker (with AMQP_URL), worker (with a delivery loop)",
+    ["check"],
+)
+
+
+_READY_CHECKS: set[str] = set()
+
+
+def observe_readiness(checks: dict[str, str]) -> None:
+    for name, value in checks.items():
+        _READY_CHECKS.add(name)
+        READY.labels(name).set(1.0 if value == "ok" else 0.0)
+
+
+def readiness_checks() -> list[str]:
+    """The checks a readiness answer has reported so far."""
+    return sorted(_READY_CHECKS)
 
 
 class _Pool(Protocol):
@@ -319,9 +370,19 @@ UNMATCHED = "unmatched"
 
 def _route_template(scope: Scope) -> str:
     """The template of the route that served the request (`/v1/schedules/{schedule_id}`),
-    never the path itself: a label per path would grow without bound."""
+    never the path itself: a label per path would grow without bound. A file of a mounted
+    directory (the console's static files, the docs' assets) is labelled by its mount,
+    `/ui/static/{path}`."""
     path = getattr(scope.get("route"), "path", None)
-    return path if isinstance(path, str) and path else UNMATCHED
+    if isinstance(path, str) and path:
+        return path
+    # A mount sets no route, only the app it hands the request to.
+    endpoint = scope.get("endpoint")
+    if endpoint is not None:
+        for route in getattr(scope.get("app"), "routes", ()):
+            if isinstance(route, Mount) and route.app is endpoint:
+                return f"{route.path}/{{path}}"
+    return UNMATCHED
 
 
 class HttpMetricsMiddleware:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -19,12 +21,20 @@ async def healthz() -> Health:
     return Health(status="ok")
 
 
+@router.head("/healthz", response_class=Response, responses={200: {"description": "Up"}})
+async def healthz_head() -> Response:
+    """The process is up and serving: GET's status without its body, for probes and load
+    balancers that check with HEAD."""
+    return Response(status_code=200, media_type="application/json")
+
+
 @router.get("/readyz", responses={503: {"model": Health, "description": "Not ready"}})
 async def readyz(readiness: ReadinessDep) -> JSONResponse:
     """Ready to take traffic: database reachable and migrated, the broker connected when
     AMQP_URL is set, the delivery loop alive and its claims working. The API keeps accepting
     schedules meanwhile."""
     checks = await readiness.checks()
+    app_metrics.observe_readiness(checks)
     ready = all(value == "ok" for value in checks.values())
     body = Health(status="ready" if ready else "not ready", checks=checks)
     return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
@@ -35,9 +45,16 @@ async def readyz(readiness: ReadinessDep) -> JSONResponse:
     response_class=Response,
     responses={200: {"content": {CONTENT_TYPE_LATEST: {}}, "description": "Prometheus text"}},
 )
-async def metrics() -> Response:
+async def metrics(readiness: ReadinessDep) -> Response:
     """Prometheus metrics of this replica (text exposition format)."""
     # The installation's backlog, dead letters and schedules: read from the database at
     # most every few seconds, by one read at a time (app.metrics).
     await app_metrics.STORE.refresh()
+    # Readiness as /readyz answers it now, so that an alert sees a replica taken out of
+    # the balancer; a check that does not answer within the scrape's budget counts as failing.
+    try:
+        checks = await asyncio.wait_for(readiness.checks(), app_metrics.STORE_WAIT_SECONDS)
+    except TimeoutError:
+        checks = dict.fromkeys(app_metrics.readiness_checks(), "no answer in time")
+    app_metrics.observe_readiness(checks)
     return Response(await app_metrics.DELIVERY.exposition(), media_type=CONTENT_TYPE_LATEST)

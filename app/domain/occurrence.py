@@ -107,6 +107,21 @@ def response_excerpt(body: bytes) -> str:
     return body[:RESPONSE_EXCERPT_BYTES].decode("utf-8", "replace").replace("\x00", "\ufffd")
 
 
+class FailureReason(StrEnum):
+    """Why an attempt failed, in a fixed vocabulary: a metric's label, so never a detail
+    (a status code, a host or an error text would each make a series of their own)."""
+
+    HTTP_3XX = "3xx"  # redirects are not followed
+    HTTP_4XX = "4xx"
+    HTTP_429 = "429"
+    HTTP_5XX = "5xx"
+    CONNECT = "connect"  # no connection to the target, or it dropped mid-request
+    TIMEOUT = "timeout"  # no answer within the target's timeout or the dispatch timeout
+    DENIED = "denied"  # the target's address is one the service may not call
+    BROKER = "broker"  # RabbitMQ unreachable, or it refused or returned the message
+    OTHER = "other"
+
+
 # A sink's report of one attempt. `status_code` is the reply's (webhooks only) and
 # `response_excerpt` the start of its body (`response_excerpt()`); both None when there
 # was no reply (a broker, a connection that failed).
@@ -126,6 +141,8 @@ class Retryable:
     retry_after: float | None = None
     status_code: int | None = None
     response_excerpt: str | None = None
+    # Why, when there was no reply; a reply's status says it otherwise (`failure_reason`).
+    reason: FailureReason = FailureReason.OTHER
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,9 +152,28 @@ class Permanent:
     error: str
     status_code: int | None = None
     response_excerpt: str | None = None
+    reason: FailureReason = FailureReason.OTHER
 
 
 Outcome = Delivered | Retryable | Permanent
+
+
+def failure_reason(outcome: Retryable | Permanent) -> FailureReason:
+    """The class of a failed attempt: its reply's status class when the target answered,
+    else what its sink saw (no connection, no reply in time, an address refused, the
+    broker)."""
+    status = outcome.status_code
+    if status is None:
+        return outcome.reason
+    if status == 429:
+        return FailureReason.HTTP_429
+    if 500 <= status < 600:
+        return FailureReason.HTTP_5XX
+    if 400 <= status < 500:
+        return FailureReason.HTTP_4XX
+    if 300 <= status < 400:
+        return FailureReason.HTTP_3XX
+    return FailureReason.OTHER
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +258,8 @@ class Settlement:
     status_code: int | None = None
     response_excerpt: str | None = None
     replica: str | None = None
+    # Why a failed attempt failed (None: it did not fail).
+    reason: FailureReason | None = None
     # Seconds the delivery's whole flow key is to wait: its destination answered 429 or 503
     # with Retry-After (None: no back-off asked, or no key).
     key_backoff: float | None = None
@@ -253,6 +291,7 @@ def settle(
     }
     if isinstance(outcome, Delivered):
         return Settlement(delivery, OccurrenceStatus.DELIVERED, **timing)
+    timing["reason"] = failure_reason(outcome)
     if isinstance(outcome, Retryable):
         timing["key_backoff"] = key_backoff(delivery, outcome)
     if isinstance(outcome, Permanent) or delivery.attempt >= delivery.max_attempts:

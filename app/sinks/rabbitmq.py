@@ -44,7 +44,7 @@ import aiormq
 from aio_pika.abc import AbstractChannel, AbstractConnection, DeliveryMode
 
 from app.domain.ids import format_instant
-from app.domain.occurrence import Delivery, Outcome, Permanent, Retryable
+from app.domain.occurrence import Delivery, FailureReason, Outcome, Permanent, Retryable
 from app.domain.target import RabbitMQTarget
 from app.sinks.webhook import DELIVERED
 
@@ -250,7 +250,7 @@ class RabbitMQSink:
         assert isinstance(target, RabbitMQTarget)
         connection = self._connection
         if connection is None or connection.is_closed:
-            return Retryable(f"RabbitMQ at {self._host} is unreachable")
+            return _broker_failed(f"RabbitMQ at {self._host} is unreachable")
         if (refused := _routing_header(target.headers)) is not None:
             # Never published: the broker closes the channel, and every publish on it
             # with it, for a CC or BCC that is not an array (rows stored before the API
@@ -279,7 +279,9 @@ class RabbitMQSink:
         try:
             channel = await self._shared_channel(connection)
         except Exception as exc:
-            return Retryable(f"RabbitMQ at {self._host}: cannot open a channel ({_describe(exc)})")
+            return _broker_failed(
+                f"RabbitMQ at {self._host}: cannot open a channel ({_describe(exc)})"
+            )
         try:
             await _room_to_publish(channel)
             # Not waiting for the frame to reach the socket (aio-pika's publish does, holding
@@ -296,22 +298,22 @@ class RabbitMQSink:
             )
         except aiormq.exceptions.PublishError as exc:
             self._found(target.exchange)
-            return Retryable(f"unroutable: {_return_reason(exc)}")
+            return _broker_failed(f"unroutable: {_return_reason(exc)}")
         except aiormq.exceptions.DeliveryError as exc:
             self._found(target.exchange)
-            return Retryable(f"the broker refused the message (nack): {_describe(exc)}")
+            return _broker_failed(f"the broker refused the message (nack): {_describe(exc)}")
         except _CHANNEL_ERRORS as exc:
             if connection.is_closed:
-                return Retryable(f"RabbitMQ at {self._host}: {_describe(exc)}")
+                return _broker_failed(f"RabbitMQ at {self._host}: {_describe(exc)}")
             named = _named_exchange(exc)
             if named is not None:
                 self._known.pop(named, None)
             if target.exchange != "" and _names(exc, target.exchange):
                 self._known.pop(target.exchange, None)
-                return Retryable(f"channel error: {_describe(exc)}")
+                return _broker_failed(f"channel error: {_describe(exc)}")
             return None
         except Exception as exc:
-            return Retryable(f"RabbitMQ at {self._host}: {_describe(exc)}")
+            return _broker_failed(f"RabbitMQ at {self._host}: {_describe(exc)}")
         self._found(target.exchange)
         return DELIVERED
 
@@ -326,7 +328,9 @@ class RabbitMQSink:
         try:
             channel = await self._take_channel(connection)
         except Exception as exc:
-            return Retryable(f"RabbitMQ at {self._host}: cannot open a channel ({_describe(exc)})")
+            return _broker_failed(
+                f"RabbitMQ at {self._host}: cannot open a channel ({_describe(exc)})"
+            )
         healthy = False
         try:
             raw = await channel.get_underlay_channel()
@@ -343,16 +347,16 @@ class RabbitMQSink:
         except aiormq.exceptions.PublishError as exc:
             healthy = True
             self._found(target.exchange)
-            return Retryable(f"unroutable: {_return_reason(exc)}")
+            return _broker_failed(f"unroutable: {_return_reason(exc)}")
         except aiormq.exceptions.DeliveryError as exc:
             healthy = True
             self._found(target.exchange)
-            return Retryable(f"the broker refused the message (nack): {_describe(exc)}")
+            return _broker_failed(f"the broker refused the message (nack): {_describe(exc)}")
         except aiormq.exceptions.AMQPChannelError as exc:
             self._known.pop(target.exchange, None)
-            return Retryable(f"channel error: {_describe(exc)}")
+            return _broker_failed(f"channel error: {_describe(exc)}")
         except Exception as exc:
-            return Retryable(f"RabbitMQ at {self._host}: {_describe(exc)}")
+            return _broker_failed(f"RabbitMQ at {self._host}: {_describe(exc)}")
         finally:
             # A publish cut off mid-way (error or timeout) leaves its channel in an
             # unknown state: it is closed rather than reused.
@@ -399,6 +403,11 @@ def _named_exchange(exc: BaseException) -> str | None:
 
 def _names(exc: BaseException, exchange: str) -> bool:
     return f"exchange '{exchange}' in vhost '" in str(exc)
+
+
+def _broker_failed(error: str) -> Retryable:
+    """A publish the broker did not take: unreachable, refused, returned or closed."""
+    return Retryable(error, reason=FailureReason.BROKER)
 
 
 def _describe(exc: BaseException) -> str:

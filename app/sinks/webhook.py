@@ -23,6 +23,7 @@ from app.domain.occurrence import (
     Attempted,
     Delivered,
     Delivery,
+    FailureReason,
     Outcome,
     Permanent,
     Retryable,
@@ -182,7 +183,7 @@ class WebhookSink:
         assert isinstance(target, WebhookTarget)
         assert self._session is not None, "WebhookSink.open() was not called"
         if (denied := self._literals.problem(target.url)) is not None:
-            return Permanent(f"address denied: {denied}")
+            return Permanent(f"address denied: {denied}", reason=FailureReason.DENIED)
         limit = min(self._max_timeout, target.timeout_seconds)
         # The dispatcher bounds every delivery by the dispatch timeout already; a timer of
         # our own is only needed when the target asks for less.
@@ -213,13 +214,16 @@ class WebhookSink:
                     return Delivered(status, response_excerpt(body) if body else None)
                 return outcome_for_status(status, retry_after, body)
         except TimeoutError:
-            return Retryable(f"timed out after {limit:g}s")
+            return Retryable(f"timed out after {limit:g}s", reason=FailureReason.TIMEOUT)
         except aiohttp.ClientConnectorError as exc:
             if isinstance(exc.os_error, DeniedAddressError):
-                return Permanent(f"address denied: {exc.os_error}")
+                return Permanent(f"address denied: {exc.os_error}", reason=FailureReason.DENIED)
             if (local := local_shortage(exc.os_error)) is not None:
                 return Unsent(f"this replica cannot open a connection: {local}")
-            return Retryable(scrub_credentials(f"connection failed: {exc.os_error or exc}"))
+            return Retryable(
+                scrub_credentials(f"connection failed: {exc.os_error or exc}"),
+                reason=FailureReason.CONNECT,
+            )
         except aiohttp.InvalidURL as exc:
             # Stored before hosts were checked at create: no attempt can ever send it.
             return Permanent(scrub_credentials(f"the target URL cannot be requested: {exc}"))
@@ -230,4 +234,9 @@ class WebhookSink:
         except (aiohttp.ClientError, OSError) as exc:
             if (local := local_shortage(exc)) is not None:
                 return Unsent(f"this replica cannot open a connection: {local}")
-            return Retryable(scrub_credentials(f"{type(exc).__name__}: {exc}"))
+            # A dropped or reset connection is the target's network; anything else is not.
+            connection = isinstance(exc, aiohttp.ClientConnectionError | OSError)
+            return Retryable(
+                scrub_credentials(f"{type(exc).__name__}: {exc}"),
+                reason=FailureReason.CONNECT if connection else FailureReason.OTHER,
+            )

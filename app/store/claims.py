@@ -153,6 +153,8 @@ class Claimed:
     more: bool = False
     # Due flow keys the claim held back, by why (`KeyedClaim.held`).
     held: Mapping[str, int] = field(default_factory=dict)
+    # Schedules the claim's own dead letters paused (`record_dead_letters`).
+    auto_paused: int = 0
 
 
 class ClaimStore:
@@ -234,12 +236,11 @@ class ClaimStore:
             for r in rows
             if r.occurrence_id in spent and r.origin is not Origin.CALLBACK
         ]
-        if dead:
-            await record_dead_letters(conn, dead, now)
+        auto_paused = await record_dead_letters(conn, dead, now)
         await finish_one_shots(conn, plan.finished_one_shots, now)
         if plan.done_recurring:
             await finish_recurring(conn, plan.done_recurring, now)
-        return Claimed(plan.deliveries, keyed.held_in, not_before, more, keyed.held)
+        return Claimed(plan.deliveries, keyed.held_in, not_before, more, keyed.held, auto_paused)
 
     async def _skip_claimed(
         self, conn: AsyncConnection, token: uuid.UUID, ids: list[uuid.UUID], now: datetime

@@ -110,7 +110,7 @@ async def lock_before_pausing(conn: AsyncConnection, settled: Sequence[Settlemen
 
 async def record_dead_letters(
     conn: AsyncConnection, dead: Sequence[tuple[uuid.UUID, uuid.UUID]], now: datetime
-) -> None:
+) -> int:
     """What the (schedule id, occurrence id) pairs dead-lettered at `now` in this
     transaction (callbacks' own dead letters left out by the caller) mean for their
     schedules: each one's failure callback is written, each
@@ -118,9 +118,10 @@ async def record_dead_letters(
     `pause_after_failures` pause as a manual pause would, with reason "failures". Nothing
     to add costs nothing; otherwise a read for the callbacks, one UPDATE and a read of the
     schedules at threshold. The settle and the claim (a lease spent on the last attempt, a
-    definition that cannot be planned) both record theirs this way."""
+    definition that cannot be planned) both record theirs this way. Returns how many
+    schedules it paused."""
     if not dead:
-        return
+        return 0
     await call_back(conn, [occurrence_id for _, occurrence_id in dead], now)
     failing = list({schedule_id for schedule_id, _ in dead})
     statements = _statements(dialect_of(conn))
@@ -131,6 +132,7 @@ async def record_dead_letters(
     reached = (await conn.execute(statements.paused_by_failures, {"failing": failing})).all()
     if reached:
         await _pause_for_failures(conn, reached)
+    return len(reached)
 
 
 async def _pause_for_failures(conn: AsyncConnection, reached: Sequence[Any]) -> None:

@@ -43,7 +43,9 @@ class Queue(Protocol):
         cancel or pause since their claim), marked started."""
         ...
 
-    async def settle(self, settlements: Sequence[Settlement]) -> None: ...
+    async def settle(self, settlements: Sequence[Settlement]) -> int:
+        """Record finished attempts; returns how many schedules their dead letters paused."""
+        ...
 
     async def release(
         self, deliveries: Sequence[Delivery], *, started: bool, unsent: Unsent | None = None
@@ -106,9 +108,10 @@ class DeliveryQueue:
             return set()
         return await self._starts.run(lambda conn: self._marks.start_ahead(conn, deliveries))
 
-    async def settle(self, settlements: Sequence[Settlement]) -> None:
-        if settlements:
-            await self._db.run(lambda conn: self._settlements.settle(conn, settlements))
+    async def settle(self, settlements: Sequence[Settlement]) -> int:
+        if not settlements:
+            return 0
+        return await self._db.run(lambda conn: self._settlements.settle(conn, settlements))
 
     async def release(
         self, deliveries: Sequence[Delivery], *, started: bool, unsent: Unsent | None = None

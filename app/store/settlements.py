@@ -88,9 +88,10 @@ def _statements(dialect: Dialect) -> _Statements:
 class SettlementStore:
     """Statements that end an attempt; run inside the caller's transaction."""
 
-    async def settle(self, conn: AsyncConnection, settlements: Sequence[Settlement]) -> None:
+    async def settle(self, conn: AsyncConnection, settlements: Sequence[Settlement]) -> int:
         """Record finished attempts; each update matches only while its lease token is current.
-        Each current one is also written to the attempt log, one insert for the batch."""
+        Each current one is also written to the attempt log, one insert for the batch.
+        Returns how many schedules the batch's dead letters paused (`record_dead_letters`)."""
         dialect = dialect_of(conn)
         statements = _statements(dialect)
         now = await dialect.bound_now(conn)
@@ -134,7 +135,7 @@ class SettlementStore:
         await finish_one_shots(conn, one_shots, now)
         await finish_recurring(conn, lasts, now)
         await back_off_keys(conn, settlements, now)
-        await record_dead_letters(
+        return await record_dead_letters(
             conn,
             [
                 (item.delivery.schedule_id, item.delivery.occurrence_id)

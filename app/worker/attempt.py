@@ -14,7 +14,15 @@ import time
 from datetime import UTC, datetime
 
 from app import metrics
-from app.domain.occurrence import Attempted, Delivery, Retryable, Settlement, Unsent, settle
+from app.domain.occurrence import (
+    Attempted,
+    Delivery,
+    FailureReason,
+    Retryable,
+    Settlement,
+    Unsent,
+    settle,
+)
 from app.domain.retry import RetryPolicy
 from app.sinks.base import Sinks, local_shortage
 from app.worker.outcomes import log, observe
@@ -38,7 +46,9 @@ async def attempt(
         async with asyncio.timeout(dispatch_timeout):
             outcome = await sinks.deliver(delivery)
     except TimeoutError:
-        outcome = Retryable(f"dispatch timed out after {dispatch_timeout:g}s")
+        outcome = Retryable(
+            f"dispatch timed out after {dispatch_timeout:g}s", reason=FailureReason.TIMEOUT
+        )
     except Exception as exc:
         if (shortage := local_shortage(exc)) is not None:
             outcome = Unsent(f"this replica ran out of a resource: {shortage}")

@@ -193,6 +193,7 @@ class Dispatcher:
             ahead=ahead,
         )
         metrics.CLAIMED.inc(len(claimed.deliveries))
+        metrics.AUTO_PAUSED.inc(claimed.auto_paused)
         for reason, count in claimed.held.items():
             metrics.FLOW_HELD.labels(reason).inc(count)
         return claimed
@@ -210,7 +211,7 @@ class Dispatcher:
 
     async def _write_settlements(self, settlements: Sequence[Settlement]) -> None:
         try:
-            await self._queue.settle(settlements)
+            metrics.AUTO_PAUSED.inc(await self._queue.settle(settlements))
         finally:
             self._changed.set()
         retries = [s.retry_in for s in settlements if s.retry_in is not None]

@@ -10,7 +10,7 @@ import logging
 import time
 
 from app import metrics
-from app.domain.occurrence import OccurrenceStatus, Settlement
+from app.domain.occurrence import FailureReason, OccurrenceStatus, Settlement
 
 # The loop's lines keep the loop's logger name, wherever in the loop they are written.
 log = logging.getLogger("app.worker.dispatcher")
@@ -28,7 +28,9 @@ def observe(settlement: Settlement, seconds: float) -> None:
     target_type = delivery.target.type
     status = settlement.status
     outcome = OUTCOMES[status]
+    failure = settlement.reason
     metrics.DURATION.labels(target_type).observe(seconds)
+    metrics.ATTEMPTS.labels(outcome, target_type, failure or "none").inc()
     metrics.DELIVERIES.labels(outcome, target_type).inc()
     fields = {
         "schedule_id": str(delivery.schedule_id),
@@ -37,12 +39,14 @@ def observe(settlement: Settlement, seconds: float) -> None:
         "outcome": outcome,
     }
     if status is OccurrenceStatus.DELIVERED:
+        metrics.DELIVERED.labels(target_type).inc()
         metrics.LATENESS.labels(delivery.origin, target_type).observe(
             max(time.time() - delivery.fire_at.timestamp(), 0.0)
         )
         if log.isEnabledFor(logging.DEBUG):
             log.debug("delivered occurrence %s", delivery.occurrence_id, extra=fields)
     elif status is OccurrenceStatus.DEAD_LETTERED:
+        metrics.DEAD_LETTERED.labels(target_type, failure or FailureReason.OTHER).inc()
         metrics.DEAD_LETTERS.inc()
         why = reason(settlement.error)
         log.warning(

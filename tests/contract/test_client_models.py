@@ -29,7 +29,8 @@ REF = "#/components/schemas/{model}"
 
 # Served for machines, not for an API client: Prometheus scrapes /metrics, and an orchestrator
 # probes /readyz.
-NOT_FOR_CLIENTS = {("GET", "/metrics"), ("GET", "/readyz")}
+# For scrapers and probes; HEAD /healthz is GET /healthz (a client call) without its body.
+NOT_FOR_CLIENTS = {("GET", "/metrics"), ("GET", "/readyz"), ("HEAD", "/healthz")}
 
 ID = uuid.UUID("0b8a3b0e-8a58-4bb5-9c8e-0f8f3a1c2d4e")
 NOW = datetime(2026, 12, 1, tzinfo=UTC)

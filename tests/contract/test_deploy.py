@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ import yaml
 from pydantic import AliasChoices
 
 from app.settings import Settings
+from tests.conftest import service_missing
 
 ROOT = Path(__file__).resolve().parents[2]
 REPLICA = re.compile(r"chronoq-\d+")
@@ -260,13 +263,126 @@ def test_the_image_is_never_open_by_default() -> None:
     assert "CHRONOQ_API_KEYS" not in environment, "keys come from where the image runs"
 
 
-def test_replicas_take_api_keys_from_the_host_or_refuse_to_start() -> None:
+def test_replicas_read_api_keys_from_a_secret_the_host_must_name() -> None:
+    declared = compose().get("secrets", {})
     for name, replica in replicas().items():
         env = environment(replica)
         assert env.get("CHRONOQ_ALLOW_UNAUTHENTICATED", "false") == "false", name
-        keys = env.get("CHRONOQ_API_KEYS", "")
-        # `${VAR:?message}`: compose stops with the message when the host has no keys.
-        assert re.fullmatch(r"\$\{CHRONOQ_API_KEYS:\?[^}]+\}", keys), f"{name}: {keys!r}"
+        # Keys in a file, never in the environment `docker inspect` shows.
+        assert "CHRONOQ_API_KEYS" not in env, name
+        path = env.get("CHRONOQ_API_KEYS_FILE", "")
+        secret = path.removeprefix("/run/secrets/")
+        assert path.startswith("/run/secrets/"), name
+        assert secret in replica.get("secrets", []), name
+        # `${VAR:?message}`: compose stops with the message when the host names no file.
+        source = str(declared.get(secret, {}).get("file", ""))
+        assert re.fullmatch(r"\$\{[A-Z_]+:\?[^}]+\}", source), f"{secret}: {source!r}"
+
+
+def test_no_password_has_a_default() -> None:
+    """Every variable the file reads is required (`${VAR:?message}`): no installation runs
+    on a password everyone who read this file knows."""
+    text = re.sub(r"#[^\n]*", "", (ROOT / "docker-compose.yml").read_text())
+    references = re.findall(r"\$\{([^}]*)\}", text)
+    assert references
+    for reference in references:
+        assert re.fullmatch(r"[A-Z_]+:\?.+", reference), f"${{{reference}}} is not required"
+    passwords = {r.split(":")[0] for r in references if "PASSWORD" in r}
+    assert passwords == {"POSTGRES_PASSWORD", "RABBITMQ_PASSWORD"}
+    postgres = environment(services()["postgres"])["POSTGRES_PASSWORD"]
+    assert postgres.startswith("${POSTGRES_PASSWORD:?")
+    assert environment(services()["rabbitmq"])["RABBITMQ_DEFAULT_PASS"].startswith(
+        "${RABBITMQ_PASSWORD:?"
+    )
+
+
+def test_replicas_are_healthy_once_ready_on_the_port_the_image_serves() -> None:
+    for name, replica in replicas().items():
+        check = replica.get("healthcheck", {})
+        test = " ".join(command(check.get("test", [])))
+        # Ready (database, broker, loop), not merely up: nginx waits for service_healthy.
+        assert re.search(rf"127\.0\.0\.1:{exposed_port()}/readyz\b", test), f"{name}: {test}"
+        assert "/healthz" not in test, name
+        assert not check.get("disable"), name
+        assert depends_on(services()["nginx"]).get(name) == "service_healthy", name
+
+
+def test_nginx_looks_the_replica_names_up_again_while_it_runs() -> None:
+    conf = nginx_conf()
+    assert re.search(r"^\s*resolver\s+127\.0\.0\.11\b[^;]*;", conf, re.MULTILINE), "Docker's DNS"
+    _, body = upstream_block(conf)
+    assert re.search(r"\bzone\s+\S+\s+\d+[km]\s*;", body), "`resolve` needs a shared zone"
+    servers = re.findall(r"^\s*server\s+([^;]+);", body, re.MULTILINE)
+    assert servers
+    for server in servers:
+        assert "resolve" in server.split()[1:], server
+    # Upstream `resolve` is in nginx 1.27.3 and later.
+    image = str(services()["nginx"]["image"])
+    version = tuple(int(part) for part in image.partition(":")[2].split("."))
+    assert version >= (1, 27, 3) or (len(version) == 2 and version >= (1, 28)), image
+
+
+def location(conf: str, match: str) -> str:
+    found = re.findall(rf"\blocation\s+{re.escape(match)}\s*\{{([^}}]*)\}}", conf)
+    assert found, f"no `location {match}`"
+    body: str = found[-1]
+    return body
+
+
+def test_the_public_balancer_keeps_metrics_to_the_scraper() -> None:
+    for conf in (nginx_conf(), nginx_tls_conf()):
+        assert re.fullmatch(r"\s*deny\s+all;\s*", location(conf, "= /metrics"))
+
+
+def nginx_tls_conf() -> str:
+    return re.sub(r"#[^\n]*", "", (ROOT / "deploy" / "nginx-tls.conf").read_text())
+
+
+def test_the_tls_example_proxies_as_the_plain_balancer_does() -> None:
+    plain, tls = nginx_conf(), nginx_tls_conf()
+    assert upstream_block(tls) == upstream_block(plain)
+    # The HTTPS server proxies as the plain one does (it adds HSTS).
+    lines = {line.strip() for line in location(plain, "/").splitlines() if line.strip()}
+    assert lines <= {line.strip() for line in location(tls, "/").splitlines()}
+    assert re.search(r"\blisten\s+8443\s+ssl\s*;", tls)
+    assert re.search(r"\bssl_protocols\s+TLSv1\.2\s+TLSv1\.3\s*;", tls)
+    assert re.search(r"\breturn\s+308\s+https://", tls), "plain HTTP redirects to HTTPS"
+
+
+def test_nginx_accepts_the_tls_example(tmp_path: Path) -> None:
+    from tests.e2e.test_fault_balancer import render_nginx_conf
+
+    nginx = shutil.which("nginx") or (
+        "/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None
+    )
+    if nginx is None:
+        service_missing("nginx", "no nginx executable on PATH or in /usr/sbin")
+    assert nginx is not None
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        service_missing("openssl", "no openssl on PATH, to make a throwaway certificate")
+    assert openssl is not None
+    crt, key = tmp_path / "chronoq.crt", tmp_path / "chronoq.key"
+    request = ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
+    subprocess.run(
+        [openssl, *request, "-subj", "/CN=localhost", "-keyout", str(key), "-out", str(crt)],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    text = (ROOT / "deploy" / "nginx-tls.conf").read_text()
+    text = text.replace("/etc/nginx/certs/chronoq.crt", str(crt))
+    text = text.replace("/etc/nginx/certs/chronoq.key", str(key))
+    rendered = render_nginx_conf(text, listen=8080, upstreams=[8001, 8002], prefix=tmp_path)
+    conf = tmp_path / "nginx-tls.conf"
+    conf.write_text(rendered)
+    checked = subprocess.run(
+        [nginx, "-t", "-c", str(conf), "-p", f"{tmp_path}/", "-e", str(tmp_path / "error.log")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert checked.returncode == 0, checked.stderr
 
 
 def test_the_api_key_settings_are_settings() -> None:

@@ -90,6 +90,9 @@ def render_nginx_conf(text: str, *, listen: int, upstreams: Sequence[int], prefi
     servers = re.findall(r"^([ \t]*)server\s+chronoq-\d+:\d+([^;\n]*);$", text, re.MULTILINE)
     assert servers, f"no chronoq upstream server in {NGINX_CONF}"
     indent, parameters = servers[0]
+    # Local replicas are addresses, with nothing to look up again (and an nginx before 1.27.3
+    # knows no `resolve`).
+    parameters = re.sub(r"\s+resolve\b", "", parameters)
     local = "".join(f"{indent}server 127.0.0.1:{port}{parameters};\n" for port in upstreams)
     text = once(r"(?:^[ \t]*server\s+chronoq-\d+:\d+[^;\n]*;\n)+", local, text)
     text = once(r"^[ \t]*listen\s+8080;$", f"        listen 127.0.0.1:{listen};", text)

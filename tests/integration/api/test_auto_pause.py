@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 import pytest
@@ -175,3 +176,22 @@ async def test_an_attempt_lost_with_its_replica_counts_when_its_lease_runs_out(
     assert (paused["status"], paused["pause_reason"]) == ("paused", "failures")
     assert paused["consecutive_failures"] == 1
     assert kinds(await events(harness, created["id"]))[-1][::2] == ("auto_paused", "system")
+
+
+async def test_an_auto_pause_is_counted_in_the_metrics(harness: Harness) -> None:
+    name = "chronoq_schedules_auto_paused_total"
+
+    async def paused_so_far() -> float:
+        text = (await harness.client.get("/metrics")).text
+        found = re.search(rf"^{name} (\S+)$", text, re.MULTILINE)
+        assert found, f"{name} is exported"
+        return float(found.group(1))
+
+    before = await paused_so_far()
+    created = await failing(harness, threshold=2)
+    await fire(harness, created["id"])
+    assert await paused_so_far() == before  # one dead letter, below the threshold
+    await fire(harness, created["id"])
+
+    assert await harness.schedule_status(created["id"]) == "paused"
+    assert await paused_so_far() == before + 1

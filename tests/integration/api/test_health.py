@@ -94,3 +94,28 @@ async def _worker_check(client: httpx.AsyncClient, wanted: Callable[[str], bool]
             return worker
         assert time.monotonic() < deadline, f"the worker check stayed {worker!r}"
         await asyncio.sleep(0.05)
+
+
+async def test_healthz_answers_head_with_its_status_and_no_body(harness: Harness) -> None:
+    response = await harness.client.head("/healthz")
+
+    assert response.status_code == 200
+    assert response.content == b""
+
+
+async def test_metrics_report_each_readiness_check(harness: Harness) -> None:
+    text = (await harness.client.get("/metrics")).text
+
+    assert 'chronoq_ready{check="database"} 1.0' in text
+
+
+async def test_metrics_report_a_failing_readiness_check_as_zero(
+    tmp_path: pathlib.Path,
+) -> None:
+    app = create_app(make_settings(f"sqlite+aiosqlite:///{tmp_path / 'empty.db'}"))
+    async with LifespanManager(app) as manager:
+        transport = httpx.ASGITransport(app=manager.app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
+            text = (await client.get("/metrics")).text
+
+    assert 'chronoq_ready{check="database"} 0.0' in text

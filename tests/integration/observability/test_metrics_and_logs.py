@@ -50,6 +50,12 @@ async def test_metrics_count_claims_deliveries_lateness_and_dead_letters(
         return _value(after, name, **labels) - _value(before, name, **labels)
 
     assert grew("chronoq_occurrences_claimed_total") == 3
+    attempts = "chronoq_delivery_attempts_total"
+    assert grew(attempts, outcome="delivered", target_type="webhook", reason="none") == 2
+    assert grew(attempts, outcome="dead_lettered", target_type="webhook", reason="4xx") == 1
+    assert grew("chronoq_occurrences_delivered_total", target_type="webhook") == 2
+    assert grew("chronoq_occurrences_dead_lettered_total", target_type="webhook", reason="4xx") == 1
+    # The names of the previous release, kept for its dashboards until the next one.
     assert grew("chronoq_deliveries_total", outcome="delivered", target_type="webhook") == 2
     assert grew("chronoq_deliveries_total", outcome="dead_lettered", target_type="webhook") == 1
     assert grew("chronoq_dead_letters_total") == 1
@@ -113,3 +119,50 @@ async def test_delivery_log_lines_carry_ids_and_outcome_but_no_payload_or_secret
 
 async def _dead(harness: Harness) -> bool:
     return bool((await harness.get("/v1/dead-letters"))["items"])
+
+
+async def test_each_attempt_counts_with_its_failure_reason_and_the_delivery_once(
+    make_harness: Callable[..., Any],
+) -> None:
+    async with make_harness(max_attempts=3) as harness:
+        before = await _samples(harness)
+        harness.receiver.script("/hook", Reply(status=503), Reply(status=429), Reply())
+        created = await harness.create(trigger={"type": "immediate"})
+
+        async def delivered() -> bool:
+            [occurrence] = await harness.occurrences(created["id"])
+            return bool(occurrence["status"] == "delivered")
+
+        await harness.step_until(delivered)
+        after = await _samples(harness)
+
+    def grew(name: str, **labels: str) -> float:
+        return _value(after, name, **labels) - _value(before, name, **labels)
+
+    attempts = "chronoq_delivery_attempts_total"
+    assert grew(attempts, outcome="retry", target_type="webhook", reason="5xx") == 1
+    assert grew(attempts, outcome="retry", target_type="webhook", reason="429") == 1
+    assert grew(attempts, outcome="delivered", target_type="webhook", reason="none") == 1
+    assert grew("chronoq_occurrences_delivered_total", target_type="webhook") == 1
+    assert grew("chronoq_deliveries_total", outcome="retry", target_type="webhook") == 2
+
+
+async def test_a_target_that_refuses_connections_or_times_out_is_counted_by_that_reason(
+    make_harness: Callable[..., Any], unused_tcp_port: int
+) -> None:
+    async with make_harness(max_attempts=1) as harness:
+        before = await _samples(harness)
+        harness.receiver.script("/slow", Reply(delay=2.0))
+        closed = {"type": "webhook", "url": f"http://127.0.0.1:{unused_tcp_port}/hook"}
+        await harness.create(target=closed)
+        await harness.create(target=harness.webhook("/slow", timeout_seconds=0.2))
+        await harness.step()
+        after = await _samples(harness)
+
+    def dead(reason: str) -> float:
+        name, labels = "chronoq_occurrences_dead_lettered_total", {"target_type": "webhook"}
+        return _value(after, name, **labels, reason=reason) - _value(
+            before, name, **labels, reason=reason
+        )
+
+    assert (dead("connect"), dead("timeout")) == (1, 1)

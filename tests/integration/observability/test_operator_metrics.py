@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.engine import Engine
 
@@ -29,6 +30,7 @@ from tests.integration.conftest import Harness
 from tests.receiver import Reply
 
 DASHBOARD = Path(__file__).resolve().parents[3] / "deploy" / "grafana" / "chronoq.json"
+ALERTS = Path(__file__).resolve().parents[3] / "deploy" / "prometheus" / "alerts.yml"
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -235,6 +237,35 @@ async def test_http_requests_are_timed_by_route_template_never_by_path(
     assert "/no/such/path" not in text
 
 
+async def test_static_files_are_timed_by_their_mount_never_by_file(harness: Harness) -> None:
+    before = await _samples(harness)
+    files = [
+        "/ui/static/console.css",
+        "/ui/static/console.js",
+        "/docs/assets/swagger-ui/swagger-ui.css",
+        "/docs/assets/redoc/redoc.standalone.js",
+    ]
+    for path in files:
+        assert (await harness.client.get(path)).status_code == 200, path
+    assert (await harness.client.get("/ui/static/no-such-file.css")).status_code == 404
+    text = await _scrape(harness)
+
+    samples = _parse(text)
+    name = "chronoq_http_request_duration_seconds_count"
+
+    def count(route: str, status: str) -> float:
+        labels = (("method", "GET"), ("route", route), ("status", status))
+        return samples.get((name, labels), 0.0) - before.get((name, labels), 0.0)
+
+    assert count("/ui/static/{path}", "200") == 2
+    assert count("/ui/static/{path}", "404") == 1
+    assert count("/docs/assets/swagger-ui/{path}", "200") == 1
+    assert count("/docs/assets/redoc/{path}", "200") == 1
+    assert count("unmatched", "200") == 0
+    for path in files:
+        assert path not in text
+
+
 async def test_build_info_names_the_version_and_no_series_is_a_created_timestamp(
     harness: Harness,
 ) -> None:
@@ -266,6 +297,13 @@ def _dashboard_exprs() -> list[str]:
     return exprs
 
 
+def _alert_exprs() -> list[str]:
+    document = yaml.safe_load(ALERTS.read_text())
+    exprs = [str(rule["expr"]) for group in document["groups"] for rule in group["rules"]]
+    assert exprs
+    return exprs
+
+
 async def test_the_dashboard_reads_only_series_the_service_exports(
     make_harness: Callable[..., Any],
 ) -> None:
@@ -279,9 +317,19 @@ async def test_the_dashboard_reads_only_series_the_service_exports(
     referenced = {
         name for expr in _dashboard_exprs() for name in re.findall(r"\bchronoq_[a-z0-9_]+", expr)
     }
+    alerted = {
+        name for expr in _alert_exprs() for name in re.findall(r"\bchronoq_[a-z0-9_]+", expr)
+    }
     assert referenced - exported == set()
+    assert alerted - exported == set()
+    # The dashboard reads the current names, never the deprecated ones.
+    assert not referenced & {"chronoq_deliveries_total", "chronoq_dead_letters_total"}
     for wanted in (
-        "chronoq_deliveries_total",
+        "chronoq_occurrences_delivered_total",
+        "chronoq_delivery_attempts_total",
+        "chronoq_occurrences_dead_lettered_total",
+        "chronoq_schedules_auto_paused_total",
+        "chronoq_ready",
         "chronoq_delivery_lateness_seconds_bucket",
         "chronoq_backlog_due",
         "chronoq_backlog_oldest_age_seconds",

@@ -13,9 +13,11 @@ from app.domain.occurrence import (
     MAX_RETRY_AFTER,
     Delivered,
     Delivery,
+    FailureReason,
     OccurrenceStatus,
     Permanent,
     Retryable,
+    failure_reason,
     settle,
 )
 from app.domain.retry import RetryPolicy
@@ -199,3 +201,18 @@ def test_no_key_is_held_without_a_key_a_back_pressure_answer_and_an_instant(
     )
 
     assert settlement.key_backoff is None
+
+
+@pytest.mark.parametrize(
+    ("status", "reason"),
+    [(301, "3xx"), (404, "4xx"), (408, "4xx"), (429, "429"), (500, "5xx"), (503, "5xx")],
+)
+def test_a_reply_fails_by_its_status_class(status: int, reason: str) -> None:
+    assert failure_reason(Retryable("HTTP", status_code=status)) == reason
+    assert failure_reason(Permanent("HTTP", status_code=status)) == reason
+
+
+def test_a_failure_without_a_reply_keeps_what_its_sink_saw() -> None:
+    assert failure_reason(Retryable("no route", reason=FailureReason.CONNECT)) == "connect"
+    assert failure_reason(Permanent("denied", reason=FailureReason.DENIED)) == "denied"
+    assert failure_reason(Retryable("something else")) == "other"
