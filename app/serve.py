@@ -113,8 +113,13 @@ def serve(args: argparse.Namespace) -> int:
         # dies.
         workers=args.processes,
     )
+    return run(config, settings, delivery)
+
+
+def run(config: uvicorn.Config, settings: Settings, delivery: DeliveryProcesses | None) -> int:
+    """Bind the port, wait for the database and migrate it, then serve until stopped."""
     try:
-        sock = startup.bind(args.host, args.port)
+        sock = startup.bind(config.host, config.port)
     except startup.StartupError as exc:
         return _failed(exc)
     try:

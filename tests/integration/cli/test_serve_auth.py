@@ -71,12 +71,17 @@ def test_serve_accepts_a_non_loopback_host_with_keys_or_the_explicit_opt_in(
     """The decision alone: uvicorn is not started, so nothing listens beyond loopback."""
     for name, value in {"DATABASE_URL": f"sqlite:///{tmp_path}/x", **variables}.items():
         monkeypatch.setenv(name, value)
-    started: list[dict[str, Any]] = []
-    monkeypatch.setattr("uvicorn.run", lambda *args, **kwargs: started.append(kwargs))
+    started: list[Any] = []
+
+    def run(config: Any, *rest: Any) -> int:
+        started.append(config)
+        return 0
+
+    monkeypatch.setattr(serve, "run", run)
 
     assert cli.main(["serve", "--host", "0.0.0.0", "--port", "8000"]) == 0
 
-    assert started[0]["host"] == "0.0.0.0"
+    assert started[0].host == "0.0.0.0"
     assert ("API on 0.0.0.0:8000 is open" in caplog.text) is warned
     assert KEY not in caplog.text
 
@@ -102,7 +107,7 @@ def test_serve_open_beyond_loopback_warns_that_only_loopback_names_are_answered(
     }
     for name, value in settings.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setattr("uvicorn.run", lambda *args, **kwargs: None)
+    monkeypatch.setattr(serve, "run", lambda *args: 0)
 
     assert cli.main(["serve", "--host", "0.0.0.0", "--port", "8000"]) == 0
 
