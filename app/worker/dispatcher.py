@@ -44,6 +44,7 @@ from app.worker.drain import drain
 from app.worker.handbacks import HandBacks
 from app.worker.health import ClaimHealth
 from app.worker.lanes import Lanes
+from app.worker.outcomes import auto_paused
 from app.worker.pacing import MAX_ERROR_BACKOFF, Pacing
 from app.worker.settler import SettleBatcher
 
@@ -193,7 +194,7 @@ class Dispatcher:
             ahead=ahead,
         )
         metrics.CLAIMED.inc(len(claimed.deliveries))
-        metrics.AUTO_PAUSED.inc(claimed.auto_paused)
+        auto_paused(claimed.auto_paused)
         for reason, count in claimed.held.items():
             metrics.FLOW_HELD.labels(reason).inc(count)
         return claimed
@@ -211,7 +212,7 @@ class Dispatcher:
 
     async def _write_settlements(self, settlements: Sequence[Settlement]) -> None:
         try:
-            metrics.AUTO_PAUSED.inc(await self._queue.settle(settlements))
+            auto_paused(await self._queue.settle(settlements))
         finally:
             self._changed.set()
         retries = [s.retry_in for s in settlements if s.retry_in is not None]
