@@ -10,7 +10,7 @@ from typing import Any
 from fastapi import Depends, FastAPI
 from fastapi.routing import APIRoute
 
-from app import logs, metrics
+from app import logs, metrics, startup
 from app.api import (
     auth,
     dead_letters,
@@ -87,6 +87,8 @@ def create_app(
             stack.callback(metrics.STORE.forget)
             if config.auto_migrate:
                 await upgrade_to_head(database)
+            else:
+                await startup.say_if_not_migrated(database)
             tune_garbage_collector()
             hub = wakeups or Wakeups()
             worker: InProcessLoop | DeliveryLink | None = None

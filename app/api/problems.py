@@ -25,6 +25,7 @@ from app.domain.errors import (
     NotFoundError,
     PayloadTooLargeError,
     PreconditionFailedError,
+    SchemaNotMigratedError,
     StoreUnavailableError,
 )
 
@@ -41,8 +42,17 @@ _TABLE: dict[type[ChronoqError], tuple[int, str, str]] = {
     InvalidInputError: (422, "invalid-input", "Invalid input"),
     PayloadTooLargeError: (413, "payload-too-large", "Payload too large"),
     PreconditionFailedError: (412, "precondition-failed", "Precondition failed"),
+    # Before its base class: the first class an error is an instance of decides.
+    SchemaNotMigratedError: (503, "schema-not-migrated", "Service unavailable"),
     StoreUnavailableError: (503, "unavailable", "Service unavailable"),
 }
+
+# What a client is told of each kind of unavailable store; the log says where and why.
+_NOT_MIGRATED = (
+    "the database is not migrated to this version of the service: an operator runs "
+    "`chronoq migrate`"
+)
+_UNREACHABLE = "the database cannot be reached"
 
 # What each problem status means, for the OpenAPI document.
 _DESCRIPTIONS = {
@@ -53,7 +63,8 @@ _DESCRIPTIONS = {
     413: "Payload too large",
     415: "The body is not application/json",
     422: "Invalid input; `errors` names each offending field or parameter",
-    503: "The database cannot be reached; retry after `Retry-After` seconds",
+    503: "The database cannot be reached, or is not migrated to this version (`chronoq "
+    "migrate`); retry after `Retry-After` seconds",
 }
 
 _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
@@ -181,13 +192,14 @@ def install(app: FastAPI) -> None:
             (400, "bad-request", "Bad request"),
         )
         if isinstance(exc, StoreUnavailableError):
-            # The store's detail names the database for operators; the client learns only
-            # that it may retry, and when.
+            # The store's detail names the database for operators, on one line and with no
+            # traceback; the client learns only that it may retry, and when.
             log.warning("%s %s: %s", request.method, request.url.path, exc.detail)
+            why = _NOT_MIGRATED if isinstance(exc, SchemaNotMigratedError) else _UNREACHABLE
             return problem_response(
                 status,
                 title,
-                f"the database cannot be reached; retry in {RETRY_AFTER_SECONDS} seconds",
+                f"{why}; retry in {RETRY_AFTER_SECONDS} seconds",
                 slug=slug,
                 headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
             )
