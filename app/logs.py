@@ -122,7 +122,7 @@ class _Redacting(logging.Formatter):
         return scrub_credentials(_AUTHORIZATION.sub(r"\1[redacted]", text))
 
 
-def _adopt_server_loggers() -> None:
+def adopt_server_loggers() -> None:
     """uvicorn's lines through the root's (Chronoq's) handler at the root's level: run as
     `uvicorn app.main:app`, uvicorn gave its loggers handlers and levels of its own before
     the app started. Its access log stays off (see `app.api.access_log`)."""
@@ -154,7 +154,7 @@ def configure(
     inner = JsonFormatter() if fmt == "json" else TextFormatter()
     handler.setFormatter(_Redacting(inner, secrets))
     root.setLevel(level)
-    _adopt_server_loggers()
+    adopt_server_loggers()
     logging.getLogger(ACCESS_LOGGER).setLevel(logging.NOTSET if access_log else logging.CRITICAL)
     logging.getLogger("aiormq").setLevel(max(logging.WARNING, root.level))
     # At DEBUG these log every statement with its parameters: targets' secrets included.

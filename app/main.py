@@ -160,4 +160,9 @@ def create_app(
     return app
 
 
+# Run as `uvicorn app.main:app`, uvicorn gave its loggers handlers of its own before importing
+# this module, and writes its first lines before the lifespan configures logging: taken here,
+# they never write in uvicorn's format (a JSON log stays JSON); the lifespan's handler writes
+# them from then on.
+logs.adopt_server_loggers()
 app = create_app()

@@ -67,7 +67,7 @@ def observe(settlement: Settlement, seconds: float) -> None:
             delivery.attempt,
             settlement.retry_in or 0.0,
             why,
-            extra={**fields, "reason": why, "retry_in": settlement.retry_in},
+            extra={**fields, "reason": why, "retry_in": round(settlement.retry_in or 0.0, 3)},
         )
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.processes import Service, Services
+from tests.e2e.processes import Service, Services, free_port, service_environment
 from tests.integration.cli.commands import chronoq
 from tests.receiver import Receiver, Reply
 from tests.waiting import eventually
@@ -113,6 +115,56 @@ async def test_a_json_log_is_json_throughout_with_access_and_auto_pause_lines(
     assert (pause["consecutive_failures"], pause["pause_after_failures"]) == (1, 1)
 
 
+async def test_the_app_served_by_uvicorn_itself_logs_json_throughout(tmp_path: Path) -> None:
+    port = free_port()
+    log_path = tmp_path / "uvicorn.log"
+    uvicorn = Path(sys.executable).with_name("uvicorn")
+    settings = {
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'chronoq.db'}",
+        "CHRONOQ_LOG_FORMAT": "json",
+    }
+    with log_path.open("wb") as log:
+        process = await asyncio.create_subprocess_exec(
+            str(uvicorn),
+            "app.main:app",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            env=service_environment(settings),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=log,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", trust_env=False) as c:
+
+            async def answers() -> bool:
+                assert process.returncode is None, log_path.read_text(encoding="utf-8")
+                try:
+                    return (await c.get("/v1/schedules")).status_code == 200
+                except httpx.TransportError:
+                    return False
+
+            await eventually(answers, within=30, what="uvicorn app.main:app serving")
+        process.send_signal(signal.SIGTERM)
+        # uvicorn ends as the SIGTERM it handled would have ended it.
+        assert await asyncio.wait_for(process.wait(), 30) in (0, -signal.SIGTERM)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    text = log_path.read_text(encoding="utf-8")
+
+    assert ESC not in text
+    entries = [json.loads(line) for line in text.splitlines() if line.strip()]
+    messages = [e["message"] for e in entries if e["logger"] == "uvicorn.error"]
+    assert "Application startup complete." in messages
+    assert f"Uvicorn running on http://127.0.0.1:{port} (Press CTRL+C to quit)" in messages
+    assert [e["path"] for e in entries if e["logger"] == "app.access"] == ["/v1/schedules"]
+    assert not any(e["logger"] == "uvicorn.access" for e in entries)
+
+
 async def test_a_text_log_names_the_schedule_on_its_lines(
     tmp_path: Path, receiver: Receiver, services: Services
 ) -> None:
@@ -136,7 +188,9 @@ async def test_a_text_log_names_the_schedule_on_its_lines(
     lines = (await stopped_log(services, service)).splitlines()
 
     about = [line for line in lines if f"schedule_id={schedule_id}" in line]
-    assert any(" INFO app.worker.dispatcher: " in line and "outcome=retry" in line for line in about)
+    assert any(
+        " INFO app.worker.dispatcher: " in line and "outcome=retry" in line for line in about
+    )
     assert any(" WARNING " in line and "outcome=dead_lettered" in line for line in about)
     (pause,) = [line for line in about if "paused itself" in line]
     assert " WARNING app.worker.dispatcher: " in pause
