@@ -122,6 +122,26 @@ class _Redacting(logging.Formatter):
         return scrub_credentials(_AUTHORIZATION.sub(r"\1[redacted]", text))
 
 
+# Set on an exception the app has logged with its traceback (`logged`).
+_LOGGED = "_chronoq_logged"
+
+
+def logged(exc: BaseException) -> None:
+    """Mark `exc` as logged with its traceback already: the server, which the app hands it
+    on to, does not log it again (`_NotTwice`)."""
+    setattr(exc, _LOGGED, True)
+
+
+class _NotTwice(logging.Filter):
+    """Drops a server's line about an exception the app has logged already (uvicorn's
+    "Exception in ASGI application", after the app's "unexpected error on GET ..."): one
+    traceback per failure."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (record.name.startswith("uvicorn") and getattr(exc, _LOGGED, False))
+
+
 def adopt_server_loggers() -> None:
     """uvicorn's lines through the root's (Chronoq's) handler at the root's level: run as
     `uvicorn app.main:app`, uvicorn gave its loggers handlers and levels of its own before
@@ -150,6 +170,7 @@ def configure(
     if handler is None:
         handler = logging.StreamHandler()
         handler._chronoq = True  # type: ignore[attr-defined]
+        handler.addFilter(_NotTwice())
         root.addHandler(handler)
     inner = JsonFormatter() if fmt == "json" else TextFormatter()
     handler.setFormatter(_Redacting(inner, secrets))

@@ -17,6 +17,7 @@ from fastapi.routing import APIRoute, iter_route_contexts
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match
 
+from app import logs
 from app.api.problem_details import MEDIA_TYPE, Problem, field_errors, problem_response
 from app.domain.errors import (
     ChronoqError,
@@ -274,6 +275,8 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unexpected error on %s %s", request.method, request.url.path)
+        # Starlette hands it on to the server, which would log it again.
+        logs.logged(exc)
         return problem_response(
             500, "Internal Server Error", "an unexpected error occurred; it has been logged"
         )
