@@ -125,7 +125,8 @@ async def migrate(settings: Settings) -> None:
 async def say_if_not_migrated(database: Database) -> None:
     """One WARNING line when the database is not at this version's revision (the app does
     not migrate it: CHRONOQ_AUTO_MIGRATE is false), naming the revision it has and the one
-    it needs; nothing when it is at head or cannot be read now (readiness says so)."""
+    it needs; nothing when it is at head, and that it cannot tell when the database cannot
+    be read now (requests and readiness then say it is unreachable)."""
     from app.store.migrations import revisions
 
     try:
