@@ -202,7 +202,8 @@ class ScheduleStore:
         ]
         dialect = dialect_of(conn)
         rows = [
-            _to_row(schedule) | {"idempotency_key": _idempotency_key(d)}
+            _to_row(schedule)
+            | {"idempotency_key": _idempotency_key(d), "traceparent": d.traceparent}
             for schedule, d in zip(stored, drafts, strict=True)
         ]
         try:
