@@ -93,7 +93,7 @@ def start(environ: Mapping[str, str] = os.environ) -> Tracer | None:
     be had: OpenTelemetry missing, or an exporter no installed package provides."""
     global _active
     if _active is None and configured(environ):
-        use(_load().from_environment(environ))
+        use(_load().OtelTracer.from_environment(environ))
     return _active
 
 

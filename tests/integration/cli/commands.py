@@ -46,7 +46,8 @@ def command() -> list[str]:
 
 
 def _own(name: str) -> bool:
-    return name.upper().startswith("CHRONOQ_") or name.upper() in OWN_VARIABLES
+    # OTEL_*: traces are on only where a case turns them on.
+    return name.upper().startswith(("CHRONOQ_", "OTEL_")) or name.upper() in OWN_VARIABLES
 
 
 def environment(**variables: str) -> dict[str, str]:
