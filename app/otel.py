@@ -5,8 +5,9 @@ a service with traces off never loads this module. Spans (docs/tracing.md):
 
 - `POST /v1/schedules` and every other request: FastAPI's own server span, which joins
   the request's `traceparent` (`telemetry`);
-- `chronoq claim`: one claim of the delivery loop, with how many occurrences it asked for
-  and leased; it links to the traces its rows' schedules were created in;
+- `chronoq claim`: one claim of the delivery loop that leased something (or failed), with
+  how many occurrences it asked for and leased; it links to the traces its rows' schedules
+  were created in;
 - `chronoq deliver <target type>`: one delivery attempt (a client span), the child of the
   schedule's stored traceparent (so the target's own spans join the creator's trace), or
   of the claim's span when the schedule stored none. Its own context is what the sinks
@@ -18,6 +19,7 @@ Log records made while a span is current carry its trace id as `record.trace_id`
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
@@ -28,13 +30,15 @@ from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
-from opentelemetry.trace import Span, SpanContext, SpanKind, StatusCode
+from opentelemetry.trace import Link, Span, SpanContext, SpanKind, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from app.domain.occurrence import Delivery, OccurrenceStatus, Settlement, Unsent
 from app.tracing import MISSING, SERVICE_NAME, TracingError
 
 _PROPAGATOR = TraceContextTextMapPropagator()
+# The context of a span that starts a trace of its own, whatever is current.
+_ROOT = trace.set_span_in_context(trace.INVALID_SPAN)
 # Probes and scrapes: a span each would bury the requests worth reading.
 UNTRACED_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 _OTLP = ("otlp", "otlp_proto_http")
@@ -97,23 +101,40 @@ def _resource() -> Resource:
 
 
 class _ClaimSpan:
-    def __init__(self, span: Span) -> None:
-        self._span = span
+    """One claim's span, made once the claim has leased something (or failed), from the
+    instant it began: the claims of an idle loop, which lease nothing, make no span."""
+
+    def __init__(self, tracer: trace.Tracer, limit: int) -> None:
+        self._tracer = tracer
+        self._limit = limit
+        self._started = time.time_ns()
+
+    def _span(self, links: list[Link], attributes: dict[str, Any]) -> Span:
+        return self._tracer.start_span(
+            "chronoq claim",
+            context=_ROOT,  # a trace of its own: its rows are of many traces
+            links=links,
+            attributes={"chronoq.claim.limit": self._limit, **attributes},
+            start_time=self._started,
+        )
 
     def claimed(self, deliveries: list[Delivery]) -> list[Delivery]:
-        span = self._span
-        span.set_attribute("chronoq.claim.size", len(deliveries))
+        if not deliveries:
+            return deliveries
+        stored = (_span_context(d.traceparent) for d in deliveries if d.traceparent is not None)
+        span = self._span(
+            [Link(context) for context in stored if context is not None],
+            {"chronoq.claim.size": len(deliveries)},
+        )
         own = traceparent(span.get_span_context())
-        traced: list[Delivery] = []
-        for delivery in deliveries:
-            if delivery.traceparent is None:
-                traced.append(replace(delivery, traceparent=own))
-                continue
-            stored = _span_context(delivery.traceparent)
-            if stored is not None:
-                span.add_link(stored)
-            traced.append(delivery)
-        return traced
+        span.end()
+        return [d if d.traceparent is not None else replace(d, traceparent=own) for d in deliveries]
+
+    def failed(self, error: BaseException) -> None:
+        span = self._span([], {})
+        span.record_exception(error)
+        span.set_status(StatusCode.ERROR, type(error).__name__)
+        span.end()
 
 
 def _span_context(value: str) -> SpanContext | None:
@@ -165,12 +186,12 @@ class OtelTracer:
 
     @contextmanager
     def claim(self, limit: int) -> Iterator[_ClaimSpan]:
-        with self._tracer.start_as_current_span(
-            "chronoq claim",
-            context=trace.set_span_in_context(trace.INVALID_SPAN),  # a trace of its own
-            attributes={"chronoq.claim.limit": limit},
-        ) as span:
-            yield _ClaimSpan(span)
+        span = _ClaimSpan(self._tracer, limit)
+        try:
+            yield span
+        except Exception as error:
+            span.failed(error)
+            raise
 
     async def attempt(
         self,
@@ -180,7 +201,7 @@ class OtelTracer:
         parent = (
             _PROPAGATOR.extract({"traceparent": delivery.traceparent})
             if delivery.traceparent is not None
-            else trace.set_span_in_context(trace.INVALID_SPAN)
+            else _ROOT
         )
         target_type = delivery.target.type
         with self._tracer.start_as_current_span(

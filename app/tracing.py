@@ -50,7 +50,8 @@ class Tracer(Protocol):
         """The traceparent of the span current in this context (a request's server span)."""
 
     def claim(self, limit: int) -> AbstractContextManager[ClaimSpan]:
-        """A span around one claim of up to `limit` occurrences."""
+        """The span of one claim of up to `limit` occurrences, made when it leased
+        something or failed."""
 
     async def attempt(
         self,

@@ -133,6 +133,17 @@ async def test_a_garbage_traceparent_is_ignored_and_the_server_span_starts_the_t
     assert [f"{link.context.trace_id:032x}" for link in claim.links] == [ids(server)[0]]
 
 
+async def test_a_claim_that_leases_nothing_makes_no_span(
+    traced_harness: Callable[..., Any], spans: InMemorySpanExporter
+) -> None:
+    async with traced_harness() as harness:
+        assert await harness.step() == 0
+        await create(harness, {})
+        assert await harness.step() == 1
+
+    assert len(named(spans, "chronoq claim")) == 1
+
+
 async def test_a_schedule_stored_without_trace_context_is_delivered_in_the_claims_trace(
     traced_harness: Callable[..., Any], spans: InMemorySpanExporter
 ) -> None:
