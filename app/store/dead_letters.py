@@ -28,6 +28,7 @@ class DeadLetterStore:
         return sa.select(
             occurrences,
             schedules.c.event_type,
+            schedules.c.name.label("schedule_name"),
             # As text: the driver's JSON decoder fails on what it can store (very deep
             # nesting, very long numbers); the codec reads it back safely.
             sa.cast(schedules.c.payload, sa.Text).label("payload"),
@@ -45,12 +46,14 @@ class DeadLetterStore:
                 event_type=CALLBACK_EVENT_TYPE,
                 payload=codec.payload(row.body),
                 target=codec.target(row.on_failure or row.target),
+                schedule_name=row.schedule_name,
             )
         return DeadLetter(
             occurrence=to_occurrence(row),
             event_type=row.event_type,
             payload=codec.payload(row.payload),
             target=codec.target(row.target),
+            schedule_name=row.schedule_name,
         )
 
     @staticmethod
