@@ -143,6 +143,20 @@ class DeadLetterStore:
             )
         return replayed
 
+    async def held(self, conn: AsyncConnection, ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
+        """Those of `ids` that are pending but held (their schedule is paused): a replay
+        of them waits for the schedule's resume."""
+        if not ids:
+            return []
+        result = await conn.execute(
+            sa.select(occurrences.c.occurrence_id).where(
+                occurrences.c.occurrence_id.in_(list(ids)),
+                occurrences.c.status == OccurrenceStatus.PENDING,
+                occurrences.c.available_at.is_(None),
+            )
+        )
+        return list(result.scalars())
+
     async def discard(self, conn: AsyncConnection, id_: uuid.UUID, now: datetime) -> bool:
         result = await conn.execute(
             occurrences.update()

@@ -18,6 +18,32 @@ def when(value: datetime | None) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") + "Z"
 
 
+def relative(value: datetime | None, now: datetime | None = None) -> str:
+    """How far `value` is from now, in the largest whole unit: "in 3 min", "5 min ago",
+    "now" within a second. Written by the server, so a page without JavaScript shows it;
+    it is as of the page's loading."""
+    if value is None:
+        return ""
+    seconds = (value - (now or datetime.now(UTC))).total_seconds()
+    ahead, size = seconds > 0, abs(seconds)
+    if size < 1:
+        return "now"
+    for unit, length in (("d", 86400), ("h", 3600), ("min", 60), ("s", 1)):
+        if size >= length:
+            amount = f"{int(size // length)} {unit}"
+            return f"in {amount}" if ahead else f"{amount} ago"
+    raise AssertionError("unreachable: size >= 1")
+
+
+def shortened(text: str | None, width: int = 80) -> str:
+    """`text` on one line, cut to `width` characters with an ellipsis (the page shows the
+    whole of it in a title)."""
+    if not text:
+        return ""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
 def period(seconds: float) -> str:
     for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
         if seconds >= size and seconds % size == 0:
@@ -49,6 +75,8 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     templates.filters["when"] = when
+    templates.filters["relative"] = relative
+    templates.filters["shortened"] = shortened
     templates.filters["trigger_text"] = trigger_text
     templates.filters["pretty"] = pretty
     return templates
