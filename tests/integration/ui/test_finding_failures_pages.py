@@ -323,3 +323,30 @@ async def test_a_read_key_sees_no_replay_button_nor_edit_form(
             basic(READER),
         )
         assert refused.status_code == 403
+
+
+async def test_an_edit_that_moves_a_redacted_secret_elsewhere_is_refused(harness: Harness) -> None:
+    target = harness.webhook(headers={"X-Api-Key": "sekrit-header-value"})
+    created = await harness.create(**spec(harness, target=target))
+    page = f"/ui/schedules/{created['id']}"
+    html = (await harness.client.get(page)).text
+
+    refused = await post_form(
+        harness,
+        f"{page}/edit",
+        {
+            "token": token_of(html),
+            "version": str(created["version"]),
+            "target_url": "http://127.0.0.1:9/elsewhere",
+            "max_attempts": str(created["max_attempts"]),
+            "labels": "",
+        },
+    )
+
+    assert refused.status_code == 422
+    assert 'id="edit-target-url"' in refused.text
+    assert (
+        'aria-invalid="true"' in refused.text.split('id="edit-target-url"', 1)[1].split(">", 1)[0]
+    )
+    assert "sekrit" not in refused.text
+    assert (await harness.get(f"/v1/schedules/{created['id']}"))["version"] == created["version"]
