@@ -9,6 +9,8 @@ from typing import Any
 
 import jinja2
 
+from app.api.schemas import ScheduleOut
+from app.domain.schedule import ScheduleStatus
 from app.domain.trigger import Trigger
 
 
@@ -44,6 +46,13 @@ def shortened(text: str | None, width: int = 80) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
+def failing(schedule: ScheduleOut) -> bool:
+    """Whether the page marks the schedule failing: a live (pending or paused) schedule
+    whose latest occurrences were dead-lettered in a row. A failed one says so already."""
+    live = schedule.status in (ScheduleStatus.PENDING, ScheduleStatus.PAUSED)
+    return live and schedule.consecutive_failures > 0
+
+
 def period(seconds: float) -> str:
     for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
         if seconds >= size and seconds % size == 0:
@@ -77,6 +86,7 @@ def environment() -> jinja2.Environment:
     templates.filters["when"] = when
     templates.filters["relative"] = relative
     templates.filters["shortened"] = shortened
+    templates.tests["failing"] = failing
     templates.filters["trigger_text"] = trigger_text
     templates.filters["pretty"] = pretty
     return templates

@@ -350,3 +350,22 @@ async def test_an_edit_that_moves_a_redacted_secret_elsewhere_is_refused(harness
     )
     assert "sekrit" not in refused.text
     assert (await harness.get(f"/v1/schedules/{created['id']}"))["version"] == created["version"]
+
+
+async def test_a_failed_one_shot_is_in_the_failing_list_without_a_second_badge(
+    harness: Harness,
+) -> None:
+    harness.receiver.always("/gone", Reply(410))
+    once = await harness.create(
+        **spec(
+            harness, target=harness.webhook("/gone"), trigger={"type": "immediate"}, max_attempts=1
+        )
+    )
+    assert await harness.step() == 1
+
+    html = (await harness.client.get("/ui/schedules?failing=true")).text
+
+    (row,) = rows(html, "schedules")
+    assert once["id"] in row
+    assert 'class="status status-failed"' in row
+    assert "status-failing" not in row
