@@ -139,9 +139,9 @@ class Settings(BaseSettings):
     # of the one the request itself reached. Unset: the request's own origin only.
     public_origin: str | None = None
     # The peers (comma-separated IP addresses or CIDRs, or `*`) whose X-Forwarded-Proto and
-    # X-Forwarded-Host are believed when the request's own origin is worked out, as uvicorn's
-    # --forwarded-allow-ips; `chronoq serve` hands it to uvicorn too. A forwarded host the
-    # allowed hosts do not admit is ignored.
+    # X-Forwarded-Host are believed when the request's own origin is worked out, as with
+    # uvicorn's --forwarded-allow-ips (which `chronoq serve` turns off: the peer the app sees
+    # is the proxy). A forwarded host the allowed hosts do not admit is ignored.
     forwarded_allow_ips: str = "127.0.0.1"
 
     @field_validator("db_schema", "database_direct_url", mode="before")
