@@ -109,6 +109,10 @@ def serve(args: argparse.Namespace) -> int:
         # processes import the class by its path.
         http=GuardedHttpToolsProtocol,
         timeout_keep_alive=args.timeout_keep_alive,
+        # The app reads X-Forwarded-Host and -Proto itself, from the peers
+        # CHRONOQ_FORWARDED_ALLOW_IPS names (app.api.hosts): uvicorn's own reading would put
+        # the client's address where the app looks for the proxy's.
+        proxy_headers=False,
         # Each process is a replica of its own (its API, its loop or its delivery process,
         # its pools), sharing only the port and the database; the parent restarts one that
         # dies.

@@ -264,6 +264,7 @@ class DeadLetterOut(OccurrenceOut):
     """A dead-lettered occurrence, with what it would deliver on a replay."""
 
     event_type: str = Field(description="Its schedule's event type")
+    schedule_name: str | None = Field(description="Its schedule's name; null: it has none")
     payload: Any = Field(description="The JSON value it delivers")
     target: TargetOut = Field(description="Where a replay delivers it (its schedule's target)")
 
@@ -272,6 +273,7 @@ class DeadLetterOut(OccurrenceOut):
         return cls(
             **OccurrenceOut.of(d.occurrence).model_dump(),
             event_type=d.event_type,
+            schedule_name=d.schedule_name,
             payload=shown_payload(d.payload),
             target=target_out(d.target),
         )

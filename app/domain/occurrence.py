@@ -62,6 +62,8 @@ class DeadLetter:
     event_type: str
     payload: Any
     target: Target
+    # Its schedule's name (None: the schedule has none).
+    schedule_name: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -138,6 +138,13 @@ class ScheduleRow(SQLModel, table=True):
         # Schedule retention: ended schedules, oldest change first (MySQL: all of them, by
         # that instant, with the status read inside the index).
         *_partial("ix_schedules_ended", "updated_at", where=ENDED, mysql=("updated_at", "status")),
+        # Failing schedules (a list's `failing` filter): only those with failures in a row.
+        *_partial(
+            "ix_schedules_failing",
+            "id",
+            where="consecutive_failures > 0",
+            mysql=("consecutive_failures", "id"),
+        ),
         # The keys schedules name (the list of keys, a PATCH of the key).
         *_partial(
             "ix_schedules_flow_key", "flow_key", where="flow_key IS NOT NULL", mysql=("flow_key",)

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime
 
-from app.domain.filters import ScheduleFilter
+from app.domain.filters import ScheduleAfter, ScheduleFilter
 from app.domain.occurrence import Occurrence, OccurrenceStatus
 from app.domain.schedule import Schedule, ScheduleEvent, SchedulePatch, ScheduleSpec
 from app.service.addresses import HostResolver
@@ -86,7 +86,7 @@ class ScheduleService:
         return await self._reads.get(schedule_id)
 
     async def list_schedules(
-        self, where: ScheduleFilter, *, limit: int, after: uuid.UUID | None
+        self, where: ScheduleFilter, *, limit: int, after: ScheduleAfter | None
     ) -> list[Schedule]:
         return await self._reads.list_schedules(where, limit=limit, after=after)
 

@@ -3,8 +3,8 @@
 occurrences, and the trace id of each attempt (`attempts.trace_id`, NULL when none).
 
 Revision ID: 0016_traces
-Revises: 0015_schedule_retention
-Create Date: 2026-12-05 10:00:00
+Revises: 0016_failing
+Create Date: 2026-12-05 12:00:00
 """
 
 from collections.abc import Sequence
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0016_traces"
-down_revision: str | None = "0015_schedule_retention"
+down_revision: str | None = "0016_failing"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
