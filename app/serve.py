@@ -18,7 +18,7 @@ import socket
 import sys
 from typing import TYPE_CHECKING
 
-from app import logs, startup
+from app import logs, startup, tracing
 from app.databases import check_direct_url
 from app.settings import Settings, load_settings
 from app.store import dialects
@@ -42,6 +42,7 @@ def serve(args: argparse.Namespace) -> int:
     if args.no_worker:
         os.environ["CHRONOQ_WORKER_ENABLED"] = "false"
     settings = load_settings()  # refuse a bad configuration before binding the port
+    tracing.check()  # traces asked for and not to be had (OpenTelemetry missing) too
     if args.processes < 1:
         raise UsageError("--processes must be at least 1")
     if args.processes > 1 and not dialects.for_url(settings.database_url).multi_replica:

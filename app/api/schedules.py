@@ -8,7 +8,13 @@ from fastapi import APIRouter, Body, Header, Query, Response, status
 
 from app.api import examples, pages
 from app.api.auth import PrincipalDep
-from app.api.deps import CursorQuery, LimitQuery, ScheduleIdPath, SchedulesDep
+from app.api.deps import (
+    CursorQuery,
+    LimitQuery,
+    ScheduleIdPath,
+    SchedulesDep,
+    TraceparentDep,
+)
 from app.api.filters import (
     DueBeforeQuery,
     EventTypeQuery,
@@ -85,9 +91,12 @@ async def create_schedule(
     service: SchedulesDep,
     response: Response,
     principal: PrincipalDep,
+    traceparent: TraceparentDep,
     idempotency_key: IdempotencyKey = None,
 ) -> ScheduleOut:
-    created = await service.create(spec, idempotency_key, created_by=principal)
+    created = await service.create(
+        spec, idempotency_key, created_by=principal, traceparent=traceparent
+    )
     response.headers["Location"] = f"/v1/schedules/{created.schedule.id}"
     if not created.created:
         response.status_code = status.HTTP_200_OK
@@ -104,8 +113,9 @@ async def create_schedules(
     body: Annotated[BatchCreate, Body(openapi_examples=examples.BATCH)],
     service: SchedulesDep,
     principal: PrincipalDep,
+    traceparent: TraceparentDep,
 ) -> Response:
-    created = await service.create_many(body.items, created_by=principal)
+    created = await service.create_many(body.items, created_by=principal, traceparent=traceparent)
     # Written at once: the answer FastAPI would write for BatchCreated, unvalidated.
     return Response(
         batch_created_json(created),

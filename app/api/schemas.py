@@ -446,6 +446,11 @@ class AttemptOut(BaseModel):
         description="At most the first 1 KiB of the reply's body, as text"
     )
     replica: str | None = Field(description="The replica that made the attempt")
+    trace_id: str | None = Field(
+        default=None,
+        description="The W3C trace id (32 hex digits) of the trace the attempt belongs to: "
+        "its schedule's create request's, or with tracing on the attempt span's; null: none",
+    )
 
     @classmethod
     def of(cls, a: Attempt) -> AttemptOut:
@@ -458,6 +463,7 @@ class AttemptOut(BaseModel):
             error=a.error,
             response_excerpt=a.response_excerpt,
             replica=a.replica,
+            trace_id=a.trace_id,
         )
 
 

@@ -61,8 +61,9 @@ def _labels(value: Any) -> dict[str, str]:
 
 # The row mapping follows the domain's fields: a field is the column of its name, read and
 # written as it is unless named below. The exceptions, each named once:
-# - columns no domain field holds, written by the statements that own them;
-STORE_ONLY_COLUMNS = frozenset({"idempotency_key", "paused_at"})
+# - columns no domain field holds, written by the statements that own them (the insert
+#   writes a draft's idempotency key and traceparent);
+STORE_ONLY_COLUMNS = frozenset({"idempotency_key", "paused_at", "traceparent"})
 # - columns copied from a field, for filtering (column: the field, what is copied);
 COPIED_COLUMNS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "target_type": ("target", lambda target: target.type),
@@ -297,7 +298,8 @@ class ScheduleStore:
         ]
         dialect = dialect_of(conn)
         rows = [
-            _to_row(schedule) | {"idempotency_key": _idempotency_key(d)}
+            _to_row(schedule)
+            | {"idempotency_key": _idempotency_key(d), "traceparent": d.traceparent}
             for schedule, d in zip(stored, drafts, strict=True)
         ]
         try:

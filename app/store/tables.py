@@ -220,6 +220,9 @@ class ScheduleRow(SQLModel, table=True):
     on_failure: dict[str, Any] | None = Field(
         default=None, sa_column=sa.Column(JSONType, nullable=True)
     )
+    # The W3C traceparent of the request that created it (NULL: none), sent on every
+    # delivery of its occurrences (docs/tracing.md).
+    traceparent: str | None = Field(default=None, sa_column=sa.Column(sa.String(55)))
 
 
 class OccurrenceRow(SQLModel, table=True):
@@ -411,6 +414,8 @@ class AttemptRow(SQLModel, table=True):
     # At most the first 1 KiB of the reply's body, as text.
     response_excerpt: str | None = Field(default=None, sa_column=sa.Column(sa.Text))
     replica: str | None = Field(default=None, sa_column=sa.Column(sa.String(100)))
+    # The trace the attempt belongs to, 32 hex digits (NULL: none; docs/tracing.md).
+    trace_id: str | None = Field(default=None, sa_column=sa.Column(sa.String(32)))
 
 
 class ScheduleEventRow(SQLModel, table=True):

@@ -142,6 +142,7 @@ def draft(
     on_failure: Target | None = None,
     pause_after_failures: int | None = None,
     name: str | None = None,
+    traceparent: str | None = None,
 ) -> ScheduleDraft:
     """A schedule about to be stored, as the service builds one. Its first occurrence is
     the trigger's first instant from now, or `fire_at` (a tick already past, as a
@@ -165,6 +166,7 @@ def draft(
         flow_key=flow_key,
         on_failure=on_failure,
         pause_after_failures=pause_after_failures,
+        traceparent=traceparent,
     )
 
 
@@ -293,6 +295,7 @@ class AttemptRow:
     duration_ms: int
     error: str | None
     replica: str | None
+    trace_id: str | None = None
 
 
 async def read_attempt_log(database: Database, occurrence_id: uuid.UUID) -> list[AttemptRow]:

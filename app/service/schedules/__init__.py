@@ -65,16 +65,20 @@ class ScheduleService:
         spec: ScheduleSpec,
         idempotency_key: str | None = None,
         created_by: str | None = None,
+        traceparent: str | None = None,
     ) -> Created:
         """One schedule and its first occurrence; a repeated key with the same body
         returns the original (see `ScheduleCreation.create`)."""
-        return await self._creation.create(spec, idempotency_key, created_by)
+        return await self._creation.create(spec, idempotency_key, created_by, traceparent)
 
     async def create_many(
-        self, specs: Sequence[ScheduleSpec], created_by: str | None = None
+        self,
+        specs: Sequence[ScheduleSpec],
+        created_by: str | None = None,
+        traceparent: str | None = None,
     ) -> list[Schedule]:
-        """All or nothing, in one transaction."""
-        return await self._creation.create_many(specs, created_by)
+        """All or nothing, in one transaction; each schedule stores `traceparent`."""
+        return await self._creation.create_many(specs, created_by, traceparent)
 
     # -- reads -----------------------------------------------------------------------
 
