@@ -2,7 +2,7 @@
 (`schedules.traceparent`, NULL when it carried none), sent on every delivery of its
 occurrences, and the trace id of each attempt (`attempts.trace_id`, NULL when none).
 
-Revision ID: 0016_traces
+Revision ID: 0017_traces
 Revises: 0016_failing
 Create Date: 2026-12-05 12:00:00
 """
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from alembic import op
 
-revision: str = "0016_traces"
+revision: str = "0017_traces"
 down_revision: str | None = "0016_failing"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
