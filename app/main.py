@@ -10,7 +10,7 @@ from typing import Any
 from fastapi import Depends, FastAPI
 from fastapi.routing import APIRoute
 
-from app import logs, metrics, startup
+from app import logs, metrics, startup, tracing
 from app.api import (
     auth,
     dead_letters,
@@ -118,6 +118,10 @@ def create_app(
                 keys=KeyRing(api_keys),
             )
 
+    # Traces on (app.tracing): FastAPI's own server span for each request, on our tracer.
+    # Off, FastAPI is built exactly as it is without them.
+    tracer = tracing.start()
+    traced: dict[str, Any] = {} if tracer is None else {"telemetry": tracer.telemetry()}
     app = _Chronoq(
         title="Chronoq",
         version="0.1.0",
@@ -129,6 +133,7 @@ def create_app(
         # FastAPI's own pages load their assets from CDNs; docs.install serves them here.
         docs_url=None,
         redoc_url=None,
+        **traced,
     )
     problems.install(app)
     # Innermost: it sees the route the router chose (the key check hands on a copy of the

@@ -26,7 +26,7 @@ from app.api.schemas import (
 from app.client import AsyncClient, ProblemError
 from app.client import errors as problems
 from app.domain import errors
-from app.domain.filters import DeadLetterFilter, ScheduleFilter
+from app.domain.filters import DeadLetterFilter, ScheduleFilter, ScheduleSort
 from app.domain.flow import FlowLimits, Ordering
 from app.domain.schedule import CLI_ACTOR, SchedulePatch
 from app.service.dead_letters import DeadLetterService
@@ -252,6 +252,10 @@ class HttpOperator:
             target_type=where.target_type,  # type: ignore[arg-type]
             labels=where.labels or None,
             name=where.name,
+            name_prefix=where.name_prefix,
+            failing=where.failing or None,
+            due_before=where.due_before,
+            sort=None if where.sort is ScheduleSort.CREATED else where.sort.value,  # type: ignore[arg-type]
             limit=limit,
             cursor=cursor,
         )

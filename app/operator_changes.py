@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -20,7 +19,7 @@ from app import operator_text as render
 from app.domain.errors import InvalidInputError, PreconditionFailedError
 from app.domain.schedule import SchedulePatch
 from app.operator_backends import Operator
-from app.operator_run import Output, Parser, add_id, execute, label_arg
+from app.operator_run import Output, Parser, add_id, execute, instant_arg, label_arg
 
 # Where the API points at a field it refuses, the option that gave it.
 _OPTIONS = {
@@ -32,13 +31,6 @@ _OPTIONS = {
     "#/flow_key": "--flow-key",
     "#/pause_after_failures": "--pause-after-failures",
 }
-
-
-def _instant(text: str) -> datetime:
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an ISO 8601 instant") from None
 
 
 def _json(text: str) -> Any:
@@ -187,6 +179,8 @@ def add_change_commands(
         help="fire the ticks of [--from, --to] the schedule has not fired",
     )
     add_id(backfill, "schedule id")
-    backfill.add_argument("--from", dest="start", type=_instant, required=True, metavar="INSTANT")
-    backfill.add_argument("--to", dest="end", type=_instant, required=True, metavar="INSTANT")
+    backfill.add_argument(
+        "--from", dest="start", type=instant_arg, required=True, metavar="INSTANT"
+    )
+    backfill.add_argument("--to", dest="end", type=instant_arg, required=True, metavar="INSTANT")
     backfill.set_defaults(run=_backfill)

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 
 from app import operator_text as render
 from app.api.schemas import ScheduleOut
-from app.domain.filters import ScheduleFilter
+from app.domain.filters import ScheduleFilter, ScheduleSort
 from app.domain.schedule import ScheduleStatus
 from app.operator_backends import Operator
 from app.operator_run import (
@@ -33,6 +33,7 @@ from app.operator_run import (
     collect,
     common_options,
     execute,
+    instant_arg,
     label_arg,
 )
 
@@ -45,7 +46,11 @@ def _list(args: argparse.Namespace) -> int:
         event_type=args.event_type,
         target_type=args.target_type,
         name=args.name,
+        name_prefix=args.name_prefix,
         labels=dict(args.label),
+        failing=args.failing,
+        due_before=args.due_before,
+        sort=ScheduleSort(args.sort),
     )
 
     async def work(operator: Operator) -> Output:
@@ -144,7 +149,9 @@ def _register(
     commands: argparse._SubParsersAction[argparse.ArgumentParser], common: Parser
 ) -> None:
     listing = commands.add_parser(
-        "list", parents=[common], help="list schedules, newest first, with the API's filters"
+        "list",
+        parents=[common],
+        help="list schedules, newest first unless --sort says otherwise, with the API's filters",
     )
     listing.add_argument("--status", choices=[s.value for s in ScheduleStatus])
     listing.add_argument("--event-type", metavar="TYPE")
@@ -158,6 +165,31 @@ def _register(
         help="only schedules with this label (repeatable: all must match)",
     )
     listing.add_argument("--name", help="the schedule with this name")
+    listing.add_argument(
+        "--name-prefix",
+        metavar="TEXT",
+        help="schedules whose name starts with TEXT (taken literally: %% and _ are characters)",
+    )
+    listing.add_argument(
+        "--failing",
+        action="store_true",
+        help="only failing schedules: occurrences dead-lettered in a row, or a dead letter "
+        "of the last 24 hours still waiting",
+    )
+    listing.add_argument(
+        "--due-before",
+        type=instant_arg,
+        metavar="INSTANT",
+        help="only schedules with an occurrence due by then (RFC 3339 with an offset); "
+        "with --sort next_fire_at: what fires next or is overdue",
+    )
+    listing.add_argument(
+        "--sort",
+        choices=[s.value for s in ScheduleSort],
+        default=ScheduleSort.CREATED.value,
+        help="created (newest first, the default), next_fire_at (earliest first) or "
+        "failures (most in a row first)",
+    )
     add_limit(listing, 50, "schedules")
     listing.set_defaults(run=_list)
 

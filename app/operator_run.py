@@ -17,6 +17,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -64,6 +65,17 @@ def uuid_arg(text: str) -> uuid.UUID:
         return uuid.UUID(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a UUID") from None
+
+
+def instant_arg(text: str) -> datetime:
+    """An ISO 8601 instant with its offset (Z for UTC): a naive one names no instant."""
+    try:
+        at = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an ISO 8601 instant") from None
+    if at.utcoffset() is None:
+        raise argparse.ArgumentTypeError(f"{text!r} has no offset (add Z for UTC)")
+    return at
 
 
 def label_arg(text: str) -> tuple[str, str]:

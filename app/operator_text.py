@@ -84,6 +84,8 @@ SCHEDULE_COLUMNS = (
     "TARGET",
     "NEXT FIRE AT",
     "FIRED",
+    "FAILURES",
+    "LAST ERROR",
     "LABELS",
 )
 
@@ -98,6 +100,8 @@ def schedule_row(s: ScheduleOut) -> list[str]:
         one_line(target_text(s.target)),
         when(s.next_fire_at),
         str(s.fire_count),
+        str(s.consecutive_failures),
+        one_line(s.last_error),
         one_line(labels_text(s.labels), width=None),
     ]
 
@@ -120,6 +124,7 @@ def snapshot(s: ScheduleOut) -> str:
             ("fired", f"{s.fire_count} (last at {when(s.last_fired_at)})"),
             ("attempts", str(s.attempts)),
             ("last error", one_line(s.last_error, width=None)),
+            ("failures", f"{s.consecutive_failures} in a row"),
             ("skipped", f"{s.skipped_count} (last reason: {s.last_skip_reason or '-'})"),
             ("created at", when(s.created_at)),
             ("updated at", when(s.updated_at)),
@@ -159,6 +164,7 @@ def dead_letter_table(dead_letters: Sequence[DeadLetterOut]) -> str:
     headers = (
         "OCCURRENCE ID",
         "SCHEDULE ID",
+        "SCHEDULE NAME",
         "EVENT TYPE",
         "FIRE AT",
         "DEAD-LETTERED AT",
@@ -169,6 +175,7 @@ def dead_letter_table(dead_letters: Sequence[DeadLetterOut]) -> str:
         [
             str(d.occurrence_id),
             str(d.schedule_id),
+            one_line(d.schedule_name),
             one_line(d.event_type),
             when(d.fire_at),
             when(d.dead_lettered_at),

@@ -18,7 +18,7 @@ import socket
 import sys
 from typing import TYPE_CHECKING
 
-from app import logs, startup
+from app import logs, startup, tracing
 from app.databases import check_direct_url
 from app.settings import Settings, load_settings
 from app.store import dialects
@@ -44,6 +44,7 @@ def serve(args: argparse.Namespace) -> int:
     if args.access_log is not None:
         os.environ["CHRONOQ_ACCESS_LOG"] = str(args.access_log).lower()
     settings = load_settings()  # refuse a bad configuration before binding the port
+    tracing.check()  # traces asked for and not to be had (OpenTelemetry missing) too
     if args.processes < 1:
         raise UsageError("--processes must be at least 1")
     if args.processes > 1 and not dialects.for_url(settings.database_url).multi_replica:
@@ -118,6 +119,10 @@ def serve(args: argparse.Namespace) -> int:
         # processes import the class by its path.
         http=GuardedHttpToolsProtocol,
         timeout_keep_alive=args.timeout_keep_alive,
+        # The app reads X-Forwarded-Host and -Proto itself, from the peers
+        # CHRONOQ_FORWARDED_ALLOW_IPS names (app.api.hosts): uvicorn's own reading would put
+        # the client's address where the app looks for the proxy's.
+        proxy_headers=False,
         # Each process is a replica of its own (its API, its loop or its delivery process,
         # its pools), sharing only the port and the database; the parent restarts one that
         # dies.

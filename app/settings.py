@@ -23,6 +23,7 @@ from app.backends import URL_FORMS, Backend, backend_of
 from app.db_urls import WRITABLE_SESSIONS, is_multi_host, session_attrs
 from app.domain.retry import RetryPolicy
 from app.domain.secrets import signing_key
+from app.web_origins import WebOrigin, parse_origin
 
 DEFAULT_DATABASE_URL = "sqlite:///./data/chronoq.db"
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -134,6 +135,16 @@ class Settings(BaseSettings):
     # IP addresses or CIDRs, or `*`. Unset: the loopback names when no key is set (a website
     # that rebinds its name onto 127.0.0.1 cannot drive an open local instance), else `*`.
     allowed_hosts: str | None = None
+    # The address operators open the console at, `https://chronoq.example.com` (scheme, host,
+    # optional port, nothing else), when a proxy does not pass the Host the browser used: a
+    # change made with HTTP Basic (or with no key set) must come from a page of this origin or
+    # of the one the request itself reached. Unset: the request's own origin only.
+    public_origin: str | None = None
+    # The peers (comma-separated IP addresses or CIDRs, or `*`) whose X-Forwarded-Proto and
+    # X-Forwarded-Host are believed when the request's own origin is worked out, as with
+    # uvicorn's --forwarded-allow-ips (which `chronoq serve` turns off: the peer the app sees
+    # is the proxy). A forwarded host the allowed hosts do not admit is ignored.
+    forwarded_allow_ips: str = "127.0.0.1"
 
     @field_validator("db_schema", "database_direct_url", mode="before")
     @classmethod
@@ -183,6 +194,33 @@ class Settings(BaseSettings):
         if self.allowed_hosts is None:
             return ANY_HOST if self.api_key_entries() else LOOPBACK_HOSTS
         return host_allow_list(self.allowed_hosts, "CHRONOQ_ALLOWED_HOSTS")
+
+    @field_validator("public_origin", mode="before")
+    @classmethod
+    def _public_origin(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        if value.strip() == "":
+            return None  # as compose files render an unset variable
+        return str(public_origin(value, "CHRONOQ_PUBLIC_ORIGIN"))
+
+    def public_web_origin(self) -> WebOrigin | None:
+        """CHRONOQ_PUBLIC_ORIGIN, parsed; None when unset."""
+        return None if self.public_origin is None else parse_origin(self.public_origin)
+
+    @field_validator("forwarded_allow_ips", mode="before")
+    @classmethod
+    def _proxy_list(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        if value.strip() == "":
+            return "127.0.0.1"  # as compose files render an unset variable: the default
+        proxy_allow_list(value, "CHRONOQ_FORWARDED_ALLOW_IPS")
+        return value
+
+    def proxy_allow_list(self) -> HostAllowList:
+        """The peers whose forwarded headers are believed."""
+        return proxy_allow_list(self.forwarded_allow_ips, "CHRONOQ_FORWARDED_ALLOW_IPS")
 
     @field_validator("api_keys", "api_keys_file", mode="before")
     @classmethod
@@ -536,3 +574,34 @@ def host_allow_list(text: str, env: str) -> HostAllowList:
     if not (names or suffixes or networks):
         raise SettingsError(f"{env} lists nothing; leave it unset for the default, or set *")
     return HostAllowList(False, frozenset(names), tuple(suffixes), tuple(networks))
+
+
+def public_origin(text: str, env: str) -> WebOrigin:
+    """The origin `text` names: http or https, a host name or IP address, an optional port,
+    and no path (a lone trailing `/` aside), query or credentials; otherwise start is refused
+    naming `env`."""
+    stripped = text.strip()
+    parsed = parse_origin(stripped.removesuffix("/") if stripped.count("/") == 3 else stripped)
+    form = "an origin, scheme://host[:port] with http or https and nothing after the port"
+    if parsed is None:
+        raise SettingsError(f"{env}: {stripped[:100]!r} is not {form}")
+    try:
+        ipaddress.ip_address(parsed.host)
+    except ValueError:
+        numeric = parsed.host.rsplit(".", 1)[-1].isdigit()
+        if numeric or parsed.host.startswith("*") or not _HOST_NAME.fullmatch(parsed.host):
+            raise SettingsError(f"{env}: {parsed.host[:100]!r} is not a host name") from None
+    if parsed.port == 0:
+        raise SettingsError(f"{env}: the port must be 1 to 65535")
+    return parsed
+
+
+def proxy_allow_list(text: str, env: str) -> HostAllowList:
+    """Comma-separated IP addresses and CIDRs, or `*`; anything else refuses start naming
+    `env`."""
+    if text.strip() == "*":
+        return ANY_HOST
+    listed = target_list(text, env, names=False)
+    if not listed.networks:
+        raise SettingsError(f"{env} lists nothing; leave it unset for 127.0.0.1, or set *")
+    return HostAllowList(networks=listed.networks)

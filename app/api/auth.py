@@ -28,7 +28,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.api.hosts import is_same_origin
+from app.api.hosts import PROXY_REMEDY, check_origin
 from app.api.problem_details import MEDIA_TYPE, problem_type
 from app.settings import ApiKey
 
@@ -41,11 +41,15 @@ OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/docs", "/redoc", "/
 OPEN_PREFIXES = ("/docs/", "/redoc/", "/static/")
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
-CROSS_ORIGIN = (
-    "this change comes from a page of another site (its Origin is not this service's): with "
-    "HTTP Basic, or with no key set, a change must come from this service's own pages; a "
-    "client that is not a browser sends no Origin, or uses Authorization: Bearer"
-)
+
+def cross_origin(compared: str) -> str:
+    """The detail of a change refused as coming from another site's page."""
+    return (
+        f"this change comes from a page of another site: {compared}. With HTTP Basic, or "
+        "with no key set, a change must come from this service's own pages; if the page is "
+        f"this service's, seen through a proxy: {PROXY_REMEDY}. A client that is not a "
+        "browser sends no Origin, or uses Authorization: Bearer"
+    )
 
 
 def is_open(path: str) -> bool:
@@ -201,14 +205,12 @@ class ApiKeyMiddleware:
             principal = entry.name
             replayable = presented is not None and presented.basic
         method = scope.get("method", "GET")
-        if (
-            scope["type"] == "http"
-            and replayable
-            and method not in READ_METHODS
-            and not is_same_origin(scope)
-        ):
-            await self._refuse(scope, send, 403, "cross-origin", "Forbidden", CROSS_ORIGIN)
-            return
+        if scope["type"] == "http" and replayable and method not in READ_METHODS:
+            origin = check_origin(scope)
+            if not origin.same:
+                detail = cross_origin(origin.compared())
+                await self._refuse(scope, send, 403, "cross-origin", "Forbidden", detail)
+                return
         state["principal"] = principal
         await self.app({**scope, "state": state}, receive, send)
 

@@ -7,6 +7,7 @@ from typing import Annotated, TypedDict, cast
 
 from fastapi import Depends, Path, Query, Request
 
+from app import tracing
 from app.api.auth import KeyRing
 from app.api.pagination import MAX_CURSOR_LENGTH
 from app.api.readiness import Readiness
@@ -56,6 +57,11 @@ def _settings(request: Request) -> Settings:
     return _state(request)["settings"]
 
 
+def _traceparent(request: Request) -> str | None:
+    """The trace context a create stores with its schedules (`app.tracing`)."""
+    return tracing.request_traceparent(request.headers)
+
+
 StateDep = Annotated[State, Depends(_state)]
 SchedulesDep = Annotated[ScheduleService, Depends(_schedules)]
 DeadLettersDep = Annotated[DeadLetterService, Depends(_dead_letters)]
@@ -63,6 +69,7 @@ OccurrencesDep = Annotated[OccurrenceService, Depends(_occurrences)]
 FlowKeysDep = Annotated[FlowKeyService, Depends(_flow_keys)]
 ReadinessDep = Annotated[Readiness, Depends(_readiness)]
 SettingsDep = Annotated[Settings, Depends(_settings)]
+TraceparentDep = Annotated[str | None, Depends(_traceparent)]
 LimitQuery = Annotated[int, Query(ge=1, le=500, description="Page size")]
 # A cursor is never empty (leave it out for the first page) and is base64url without padding.
 CursorQuery = Annotated[

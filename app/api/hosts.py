@@ -1,5 +1,5 @@
 """Where a request says it is going: its Host, checked against the allow list and never
-repeated back, and whether a page's Origin is this service's own.
+repeated back in a redirect, and whether a page's Origin is this service's own.
 
 Invariant: no request whose Host is not allowed (CHRONOQ_ALLOWED_HOSTS) reaches a route but
 the probes, so a website that rebinds its own name onto a local address cannot drive an open
@@ -9,12 +9,19 @@ relative.
 A browser names the page a request comes from in `Origin` and cannot forge it, nor the
 `Sec-Fetch-*` headers; a client that is not a browser sends neither, or whatever it likes,
 but then it has no one else's credentials to replay.
+
+Behind a proxy, the origin the browser reached is the proxy's: the proxy passes the Host the
+browser used (port included), or says it in X-Forwarded-Host and X-Forwarded-Proto, which
+are believed from the peers CHRONOQ_FORWARDED_ALLOW_IPS names only, and for a host the
+allowed hosts admit only: a forwarded header never widens what the Host check admits.
+CHRONOQ_PUBLIC_ORIGIN names one more origin, the address operators open.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from starlette.responses import RedirectResponse
@@ -23,6 +30,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.problem_details import MEDIA_TYPE, excerpt, problem_type
 from app.settings import HostAllowList, Settings
+from app.web_origins import DEFAULT_PORTS, WebOrigin, parse_origin, split_host
 
 # Answered whatever the Host: an orchestrator's probes name the address they dial (a pod's
 # IP), and these say nothing but whether the replica is up and ready.
@@ -30,7 +38,15 @@ PROBE_PATHS = frozenset({"/healthz", "/readyz"})
 # How much of a refused Host the answer repeats.
 _HOST_ECHO = 100
 
-DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
+# How much of an origin a refusal repeats.
+_ORIGIN_ECHO = 100
+# What to do when this service's own pages are refused behind a proxy (a refusal says it
+# after what it compared).
+PROXY_REMEDY = (
+    "have the proxy pass the Host the browser used, port included (nginx: "
+    "proxy_set_header Host $http_host), or set CHRONOQ_PUBLIC_ORIGIN to the address the "
+    "console is opened at"
+)
 
 
 def header(headers: Sequence[tuple[bytes, bytes]], name: bytes) -> str | None:
@@ -40,55 +56,104 @@ def header(headers: Sequence[tuple[bytes, bytes]], name: bytes) -> str | None:
     return values[0].decode("latin-1") if len(values) == 1 else None
 
 
-def split_host(value: str) -> tuple[str, int | None] | None:
-    """A Host header's name (lower case, no trailing dot, an IPv6 literal without its
-    brackets) and port; None when it is not one."""
-    value = value.strip()
-    if value.startswith("["):
-        literal, bracket, rest = value[1:].partition("]")
-        if not bracket or not literal or (rest and not rest.startswith(":")):
-            return None
-        name, port_text = literal, rest[1:]
-    else:
-        name, _, port_text = value.partition(":")
-    if port_text and not (port_text.isascii() and port_text.isdigit()):
-        return None
-    port = int(port_text) if port_text else None
-    name = name.lower().removesuffix(".")
-    if not name or (port is not None and port > 65535):
-        return None
-    return name, port
+def _nearest(headers: Sequence[tuple[bytes, bytes]], name: bytes) -> str | None:
+    """The last entry of a forwarded header: the one the proxy next to this service added."""
+    value = header(headers, name)
+    return value.rsplit(",", 1)[-1].strip() if value is not None else None
 
 
-def is_same_origin(scope: Scope) -> bool:
-    """Whether the request comes from no page, or from a page of this service's own origin:
-    `Sec-Fetch-Site: same-origin`, or an `Origin` whose scheme, host and port are those the
-    request reached (its scheme, its Host header). `Origin: null` is never this service's."""
+def own_origin(scope: Scope, settings: Settings | None) -> WebOrigin | None:
+    """The origin the request reached, as the browser sees it: its scheme and Host, or,
+    from a peer CHRONOQ_FORWARDED_ALLOW_IPS trusts, its X-Forwarded-Proto and a
+    X-Forwarded-Host the allowed hosts admit (either may be absent). None: no Host."""
     headers = scope.get("headers", [])
-    if header(headers, b"sec-fetch-site") == "same-origin":
-        return True
-    if not any(name == b"origin" for name, _ in headers):
-        return True
-    origin = header(headers, b"origin")
+    scheme = {"ws": "http", "wss": "https"}.get(scope.get("scheme", "http"), scope.get("scheme"))
     host = header(headers, b"host")
-    if origin is None or host is None or origin.strip() == "null":
-        return False
-    reached = split_host(host)
+    reached = split_host(host) if host is not None else None
+    client = scope.get("client")
+    if settings is not None and client and settings.proxy_allow_list().admits(str(client[0])):
+        proto = _nearest(headers, b"x-forwarded-proto")
+        if proto is not None and proto.lower() in DEFAULT_PORTS:
+            scheme = proto.lower()
+        forwarded = _nearest(headers, b"x-forwarded-host")
+        named = split_host(forwarded) if forwarded else None
+        if named is not None and settings.host_allow_list().admits(named[0]):
+            reached = named
+    if reached is None or scheme not in DEFAULT_PORTS:
+        return None
+    return WebOrigin.of(str(scheme), *reached)
+
+
+@dataclass(frozen=True, slots=True)
+class OriginCheck:
+    """Whether a request comes from no page or from a page of this service's own origin,
+    and what was compared: `seen`, what the browser sent (None: no Origin or Referer, or
+    `Sec-Fetch-Site: same-origin`); `expected`, the origins that pass, CHRONOQ_PUBLIC_ORIGIN
+    last when it is set."""
+
+    same: bool
+    seen: str | None
+    expected: tuple[WebOrigin, ...]
+    public: WebOrigin | None = None
+
+    def compared(self) -> str:
+        """What was compared, in words: bounded, and repeating nothing but origins."""
+        seen = self.seen if self.seen is not None else "no Origin"
+        if not self.expected:
+            return f"the browser sent {seen}, and this service's own origin is unknown (no Host)"
+        named = [
+            repr(excerpt(str(origin), _ORIGIN_ECHO))
+            + (" (CHRONOQ_PUBLIC_ORIGIN)" if origin == self.public else "")
+            for origin in self.expected
+        ]
+        return f"the browser sent {seen}, and this service's origin is {' or '.join(named)}"
+
+
+def check_origin(scope: Scope) -> OriginCheck:
+    """Whether the request comes from no page (neither Origin nor Referer), or from a page
+    of this service's own origin: `Sec-Fetch-Site: same-origin`, or an Origin (without one,
+    a Referer's origin) equal to the request's own (`own_origin`) or to
+    CHRONOQ_PUBLIC_ORIGIN. `Origin: null` is never this service's. The one check of both
+    the API (HTTP Basic changes, app.api.auth) and the console's forms."""
+    headers = scope.get("headers", [])
+    settings: Settings | None = (scope.get("state") or {}).get("settings")
+    own = own_origin(scope, settings)
+    public = settings.public_web_origin() if settings is not None else None
+    expected = tuple(dict.fromkeys(o for o in (own, public) if o is not None))
+
+    def verdict(same: bool, seen: str | None) -> OriginCheck:
+        return OriginCheck(same, seen, expected, public)
+
+    if header(headers, b"sec-fetch-site") == "same-origin":
+        return verdict(True, None)
+    names = {name for name, _ in headers}
+    what = "Origin" if b"origin" in names else "Referer" if b"referer" in names else None
+    if what is None:
+        return verdict(True, None)
+    text = header(headers, what.lower().encode())
+    if text is None:
+        return verdict(False, f"several {what} headers")
+    if what == "Referer":
+        # Only its origin is compared or repeated: a path or query is nobody else's business.
+        origin = parse_origin(_origin_part(text) or "")
+        if origin is None:
+            return verdict(False, "a Referer that names no origin")
+        return verdict(
+            origin in expected, f"the Referer origin {excerpt(str(origin), _ORIGIN_ECHO)!r}"
+        )
+    origin = parse_origin(text)
+    if origin is None:
+        return verdict(False, f"Origin {excerpt(text.strip(), _ORIGIN_ECHO)!r}")
+    return verdict(origin in expected, f"Origin {excerpt(str(origin), _ORIGIN_ECHO)!r}")
+
+
+def _origin_part(url: str) -> str | None:
+    """`scheme://host:port` of an absolute URL; None when it has none."""
     try:
-        parts = urlsplit(origin.strip())
-        port = parts.port
+        parts = urlsplit(url.strip())
     except ValueError:
-        return False
-    scheme = str(scope.get("scheme", "http")).lower()
-    if reached is None or parts.hostname is None or "@" in parts.netloc:
-        return False
-    if parts.path or parts.query or parts.fragment:
-        return False
-    if parts.scheme.lower() != scheme:
-        return False
-    name = parts.hostname.removesuffix(".")
-    default = DEFAULT_PORTS.get(scheme)
-    return name == reached[0] and (port or default) == (reached[1] or default)
+        return None
+    return f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else None
 
 
 def _route_path(scope: Scope) -> str:

@@ -19,9 +19,10 @@ from app.api.schemas import (
     ScheduleEventOut,
     ScheduleOut,
 )
-from app.domain.filters import DeadLetterFilter, ScheduleFilter
+from app.domain.filters import DeadLetterFilter, ScheduleAfter, ScheduleFilter
 from app.domain.ids import format_instant
 from app.domain.occurrence import DeadLetter, OccurrenceStatus
+from app.domain.schedule import Schedule
 from app.service.dead_letters import DeadLetterService
 from app.service.flow_keys import FlowKeyService
 from app.service.occurrences import OccurrenceService
@@ -43,8 +44,17 @@ def _page(
 async def schedules(
     service: ScheduleService, where: ScheduleFilter, limit: int, cursor: str | None
 ) -> Page[ScheduleOut]:
-    found = await service.list_schedules(where, limit=limit + 1, after=pagination.decode_id(cursor))
-    return _page(found, limit, ScheduleOut.of, lambda s: (str(s.id),))
+    """In the order `where.sort` names; the cursor says where the last page ended in it."""
+    after = pagination.decode_schedule(cursor, where.sort)
+    found = await service.list_schedules(where, limit=limit + 1, after=after)
+
+    def key(s: Schedule) -> tuple[str, ...]:
+        last = ScheduleAfter(
+            where.sort, s.id, next_fire_at=s.next_fire_at, failures=s.consecutive_failures
+        )
+        return pagination.schedule_key(last)
+
+    return _page(found, limit, ScheduleOut.of, key)
 
 
 async def occurrences(

@@ -8,8 +8,22 @@ from fastapi import APIRouter, Body, Header, Query, Response, status
 
 from app.api import examples, pages
 from app.api.auth import PrincipalDep
-from app.api.deps import CursorQuery, LimitQuery, ScheduleIdPath, SchedulesDep
-from app.api.filters import EventTypeQuery, LabelQuery, NameQuery
+from app.api.deps import (
+    CursorQuery,
+    LimitQuery,
+    ScheduleIdPath,
+    SchedulesDep,
+    TraceparentDep,
+)
+from app.api.filters import (
+    DueBeforeQuery,
+    EventTypeQuery,
+    FailingQuery,
+    LabelQuery,
+    NamePrefixQuery,
+    NameQuery,
+    ScheduleSortQuery,
+)
 from app.api.problems import responses
 from app.api.schemas import (
     BackfillRequest,
@@ -24,7 +38,7 @@ from app.api.schemas import (
 )
 from app.api.versions import if_match_header, versions
 from app.domain.errors import InvalidInputError
-from app.domain.filters import ScheduleFilter
+from app.domain.filters import ScheduleFilter, ScheduleSort
 from app.domain.limits import one_line
 from app.domain.occurrence import OccurrenceStatus
 from app.domain.schedule import Schedule, SchedulePatch, ScheduleSpec, ScheduleStatus
@@ -77,9 +91,12 @@ async def create_schedule(
     service: SchedulesDep,
     response: Response,
     principal: PrincipalDep,
+    traceparent: TraceparentDep,
     idempotency_key: IdempotencyKey = None,
 ) -> ScheduleOut:
-    created = await service.create(spec, idempotency_key, created_by=principal)
+    created = await service.create(
+        spec, idempotency_key, created_by=principal, traceparent=traceparent
+    )
     response.headers["Location"] = f"/v1/schedules/{created.schedule.id}"
     if not created.created:
         response.status_code = status.HTTP_200_OK
@@ -96,8 +113,9 @@ async def create_schedules(
     body: Annotated[BatchCreate, Body(openapi_examples=examples.BATCH)],
     service: SchedulesDep,
     principal: PrincipalDep,
+    traceparent: TraceparentDep,
 ) -> Response:
-    created = await service.create_many(body.items, created_by=principal)
+    created = await service.create_many(body.items, created_by=principal, traceparent=traceparent)
     # Written at once: the answer FastAPI would write for BatchCreated, unvalidated.
     return Response(
         batch_created_json(created),
@@ -121,15 +139,26 @@ async def list_schedules(
     ] = None,
     label: LabelQuery = [],  # noqa: B006
     name: NameQuery = None,
+    name_prefix: NamePrefixQuery = None,
+    failing: FailingQuery = False,
+    due_before: DueBeforeQuery = None,
+    sort: ScheduleSortQuery = ScheduleSort.CREATED,
     limit: LimitQuery = 50,
     cursor: CursorQuery = None,
 ) -> Page[ScheduleOut]:
+    """Schedules, newest first unless `sort` says otherwise. What fires next, or is overdue:
+    `sort=next_fire_at&due_before=<instant>` (with `status=pending` to leave out paused
+    schedules, whose occurrences are held)."""
     where = ScheduleFilter(
         status=status_,
         event_type=event_type,
         target_type=target_type,
         name=name,
+        name_prefix=name_prefix,
         labels=_labels(label),
+        failing=failing,
+        due_before=due_before,
+        sort=sort,
     )
     return await pages.schedules(service, where, limit, cursor)
 

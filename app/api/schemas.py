@@ -264,6 +264,7 @@ class DeadLetterOut(OccurrenceOut):
     """A dead-lettered occurrence, with what it would deliver on a replay."""
 
     event_type: str = Field(description="Its schedule's event type")
+    schedule_name: str | None = Field(description="Its schedule's name; null: it has none")
     payload: Any = Field(description="The JSON value it delivers")
     target: TargetOut = Field(description="Where a replay delivers it (its schedule's target)")
 
@@ -272,6 +273,7 @@ class DeadLetterOut(OccurrenceOut):
         return cls(
             **OccurrenceOut.of(d.occurrence).model_dump(),
             event_type=d.event_type,
+            schedule_name=d.schedule_name,
             payload=shown_payload(d.payload),
             target=target_out(d.target),
         )
@@ -444,6 +446,11 @@ class AttemptOut(BaseModel):
         description="At most the first 1 KiB of the reply's body, as text"
     )
     replica: str | None = Field(description="The replica that made the attempt")
+    trace_id: str | None = Field(
+        default=None,
+        description="The W3C trace id (32 hex digits) of the trace the attempt belongs to: "
+        "its schedule's create request's, or with tracing on the attempt span's; null: none",
+    )
 
     @classmethod
     def of(cls, a: Attempt) -> AttemptOut:
@@ -456,6 +463,7 @@ class AttemptOut(BaseModel):
             error=a.error,
             response_excerpt=a.response_excerpt,
             replica=a.replica,
+            trace_id=a.trace_id,
         )
 
 

@@ -111,6 +111,10 @@ def _params(**values: Any) -> tuple[tuple[str, str], ...]:
             continue
         if isinstance(value, Mapping):  # labels: label=key:value, each
             pairs.extend(("label", f"{k}:{v}") for k, v in value.items())
+        elif isinstance(value, bool):
+            pairs.append((name, "true" if value else "false"))
+        elif isinstance(value, datetime):
+            pairs.append((name, value.isoformat()))
         else:
             pairs.append((name, str(value)))
     return tuple(pairs)
@@ -160,16 +164,27 @@ def list_schedules(
     target_type: Literal["webhook", "rabbitmq"] | None = None,
     labels: Mapping[str, str] | None = None,
     name: str | None = None,
+    name_prefix: str | None = None,
+    failing: bool | None = None,
+    due_before: datetime | None = None,
+    sort: Literal["created", "next_fire_at", "failures"] | None = None,
     limit: int | None = None,
     cursor: str | None = None,
 ) -> Call[Page[ScheduleOut]]:
-    """A page of schedules, newest first, with the API's filters (GET /v1/schedules)."""
+    """A page of schedules with the API's filters (GET /v1/schedules): newest first, or
+    in the order `sort` names (a cursor belongs to the sort that issued it). `failing`:
+    only schedules failing in a row or with a recent dead letter; `due_before`: only those
+    with an occurrence due by then (an aware instant)."""
     params = _params(
         status=status,
         event_type=event_type,
         target_type=target_type,
         label=labels,
         name=name,
+        name_prefix=name_prefix,
+        failing=failing,
+        due_before=due_before,
+        sort=sort,
         limit=limit,
         cursor=cursor,
     )

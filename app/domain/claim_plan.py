@@ -109,6 +109,8 @@ class ClaimedRow:
     flow_key: str | None = None
     # Its schedule's own retry policy (None: the service's).
     retry: RetrySpec | None = None
+    # Its schedule's stored W3C traceparent (None: none), which its delivery sends.
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,6 +319,7 @@ def _plan_row(
         flow_key=row.flow_key,
         retry=row.retry,
         first=row.first_claim,
+        traceparent=row.traceparent,
     )
     return plan
 

@@ -1,12 +1,31 @@
 """What a list of schedules or of dead letters may be narrowed to: each field given must
-match, and one left None matches everything."""
+match, and one left None matches everything. A list of schedules also says its order."""
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
 
 from app.domain.schedule import ScheduleStatus
+
+# A schedule is failing while its latest occurrences are dead-lettered in a row
+# (`consecutive_failures` > 0), or while a dead letter of it from this long ago or later is
+# still waiting (neither replayed nor discarded): a schedule that failed once between
+# deliveries shows until someone deals with the dead letter or a day has passed.
+FAILING_WINDOW = timedelta(hours=24)
+
+
+class ScheduleSort(StrEnum):
+    """The orders a list of schedules comes in; each pages by its own cursor."""
+
+    # Newest first (ids are UUIDv7: they sort by creation).
+    CREATED = "created"
+    # Earliest next fire instant first, then by id; those with nothing pending last.
+    NEXT_FIRE_AT = "next_fire_at"
+    # Most occurrences dead-lettered in a row first, then newest first.
+    FAILURES = "failures"
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,7 +34,25 @@ class ScheduleFilter:
     event_type: str | None = None
     target_type: str | None = None
     name: str | None = None
+    # Names that start with this text, taken literally (`%` and `_` are no wildcards).
+    name_prefix: str | None = None
     labels: dict[str, str] = field(default_factory=dict)  # every one, key and value
+    # True: only failing schedules (see FAILING_WINDOW); False or None: all.
+    failing: bool = False
+    # Only schedules with a pending occurrence due at or before this instant.
+    due_before: datetime | None = None
+    sort: ScheduleSort = ScheduleSort.CREATED
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleAfter:
+    """Where a page of schedules ends, in the terms of its sort: the last schedule's id, and
+    its next fire instant (sort `next_fire_at`) or its failures in a row (`failures`)."""
+
+    sort: ScheduleSort
+    id: uuid.UUID
+    next_fire_at: datetime | None = None
+    failures: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -62,6 +62,8 @@ class DeadLetter:
     event_type: str
     payload: Any
     target: Target
+    # Its schedule's name (None: the schedule has none).
+    schedule_name: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +95,9 @@ class Delivery:
     retry: RetrySpec | None = None
     # Its first attempt ever (not a retry, a replay or a lost lease's): it starts first.
     first: bool = False
+    # The W3C traceparent its sinks send (None: none): its schedule's, stored at create,
+    # or with tracing on the attempt's own span (docs/tracing.md).
+    traceparent: str | None = None
 
 
 # How much of a reply's body an attempt keeps (DESIGN 9): enough to read an error page's
@@ -241,6 +246,8 @@ class Attempt:
     response_excerpt: str | None
     replica: str | None
     id: uuid.UUID | None = None  # its place in the log (None until written)
+    # The trace it belongs to, 32 hex digits (None: none; docs/tracing.md).
+    trace_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

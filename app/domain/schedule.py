@@ -155,6 +155,9 @@ class ScheduleDraft(ScheduleDefinition):
     first_fire_at: datetime
     first_delay: float = 0.0  # the first occurrence's jitter draw
     idempotency_key: str | None = None
+    # The W3C traceparent of the request that creates it (None: none), sent on every
+    # delivery of its occurrences.
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

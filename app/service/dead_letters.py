@@ -102,6 +102,10 @@ class DeadLetterService:
 
         return await self._db.run(work)
 
+    async def held(self, ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
+        """Those of `ids` (replayed) that wait for their paused schedule's resume."""
+        return await self._db.run(lambda conn: self._dead_letters.held(conn, ids[:MAX_REPLAY_IDS]))
+
     async def discard(self, occurrence_id: uuid.UUID, actor: str | None = None) -> None:
         async def work(conn: Connection) -> None:
             await self._require(conn, occurrence_id, for_update=True)

@@ -233,6 +233,9 @@ class RabbitMQSink:
                 "x-attempt": delivery.attempt,
             }
         )
+        if delivery.traceparent is not None:
+            # The delivery's trace context (docs/tracing.md), over a target's own.
+            headers["traceparent"] = delivery.traceparent
         # Built here rather than through aio_pika.Message (ten times the CPU); the same bytes
         # on the wire, priority 0 included, as aio-pika's message gave.
         return aiormq.spec.Basic.Properties(

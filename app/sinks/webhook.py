@@ -113,6 +113,14 @@ async def _read_excerpt(
     return b"".join(kept), False
 
 
+def _set_traceparent(headers: dict[str, str], traceparent: str) -> None:
+    """The delivery's trace context in place of any `traceparent` the target sets itself
+    (a header of the target's, in whatever case, sent when the schedule has none)."""
+    for name in [name for name in headers if name.lower() == "traceparent"]:
+        del headers[name]
+    headers["traceparent"] = traceparent
+
+
 class WebhookSink:
     def __init__(
         self,
@@ -176,6 +184,8 @@ class WebhookSink:
             headers["webhook-id"] = occurrence
             headers["webhook-timestamp"] = str(timestamp)
             headers["webhook-signature"] = signer.signature(occurrence, timestamp, delivery.body)
+        if delivery.traceparent is not None:
+            _set_traceparent(headers, delivery.traceparent)
         return headers
 
     async def deliver(self, delivery: Delivery) -> Attempted:

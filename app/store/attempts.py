@@ -30,6 +30,7 @@ def _attempt(row: Row[Any]) -> Attempt:
         error=row.error,
         response_excerpt=row.response_excerpt,
         replica=row.replica,
+        trace_id=row.trace_id,
         id=row.id,
     )
 

@@ -109,6 +109,7 @@ def _claimed_row(row: Row[Any]) -> ClaimedRow:
         due_at=_due_at(row),
         flow_key=row.flow_key,
         retry=codec.retry(row.retry),
+        traceparent=row.traceparent,
     )
 
 

@@ -28,6 +28,7 @@ class DeadLetterStore:
         return sa.select(
             occurrences,
             schedules.c.event_type,
+            schedules.c.name.label("schedule_name"),
             # As text: the driver's JSON decoder fails on what it can store (very deep
             # nesting, very long numbers); the codec reads it back safely.
             sa.cast(schedules.c.payload, sa.Text).label("payload"),
@@ -45,12 +46,14 @@ class DeadLetterStore:
                 event_type=CALLBACK_EVENT_TYPE,
                 payload=codec.payload(row.body),
                 target=codec.target(row.on_failure or row.target),
+                schedule_name=row.schedule_name,
             )
         return DeadLetter(
             occurrence=to_occurrence(row),
             event_type=row.event_type,
             payload=codec.payload(row.payload),
             target=codec.target(row.target),
+            schedule_name=row.schedule_name,
         )
 
     @staticmethod
@@ -139,6 +142,20 @@ class DeadLetterStore:
                 )
             )
         return replayed
+
+    async def held(self, conn: AsyncConnection, ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
+        """Those of `ids` that are pending but held (their schedule is paused): a replay
+        of them waits for the schedule's resume."""
+        if not ids:
+            return []
+        result = await conn.execute(
+            sa.select(occurrences.c.occurrence_id).where(
+                occurrences.c.occurrence_id.in_(list(ids)),
+                occurrences.c.status == OccurrenceStatus.PENDING,
+                occurrences.c.available_at.is_(None),
+            )
+        )
+        return list(result.scalars())
 
     async def discard(self, conn: AsyncConnection, id_: uuid.UUID, now: datetime) -> bool:
         result = await conn.execute(

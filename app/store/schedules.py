@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.claim_plan import pending_occurrence
 from app.domain.errors import ConflictError
-from app.domain.filters import ScheduleFilter
+from app.domain.filters import FAILING_WINDOW, ScheduleAfter, ScheduleFilter, ScheduleSort
 from app.domain.occurrence import OccurrenceStatus, Origin
 from app.domain.schedule import (
     DERIVED_FIELDS,
@@ -28,9 +28,11 @@ from app.domain.schedule import (
     flat_rules,
 )
 from app.store import codec
+from app.store.clock import transaction_now
 from app.store.dialects import dialect_of
 from app.store.rows import pending_row, rules_of_row
 from app.store.tables import occurrences, schedules
+from app.store.types import UTCDateTime
 
 # Between an API key's name and the client's key in a scoped idempotency key: no name holds
 # it (names are [A-Za-z0-9_.-]), nor any key a client sends (a header holds no control
@@ -59,8 +61,9 @@ def _labels(value: Any) -> dict[str, str]:
 
 # The row mapping follows the domain's fields: a field is the column of its name, read and
 # written as it is unless named below. The exceptions, each named once:
-# - columns no domain field holds, written by the statements that own them;
-STORE_ONLY_COLUMNS = frozenset({"idempotency_key", "paused_at"})
+# - columns no domain field holds, written by the statements that own them (the insert
+#   writes a draft's idempotency key and traceparent);
+STORE_ONLY_COLUMNS = frozenset({"idempotency_key", "paused_at", "traceparent"})
 # - columns copied from a field, for filtering (column: the field, what is copied);
 COPIED_COLUMNS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "target_type": ("target", lambda target: target.type),
@@ -180,6 +183,99 @@ def _idempotency_key(draft: ScheduleDraft) -> str | None:
     return idempotency_column(draft.idempotency_key, draft.created_by)
 
 
+def _starts_with(column: Any, prefix: str) -> tuple[Any, ...]:
+    """`column` starts with `prefix`, character for character: LIKE (escaped, so a `%` or a
+    `_` is that character) lets an index serve where one can, and the equal substring keeps
+    case apart on SQLite too, whose LIKE ignores it."""
+    return (
+        column.startswith(prefix, autoescape=True),
+        sa.func.substr(column, 1, len(prefix)) == prefix,
+    )
+
+
+def _failing(now: datetime) -> sa.Select[Any]:
+    """The ids of failing schedules at `now` (`FAILING_WINDOW`): those with failures in a
+    row (a partial index holds just them) and those with a recent dead letter still waiting
+    (the dead letters' index, by instant)."""
+    in_a_row = sa.select(schedules.c.id).where(schedules.c.consecutive_failures > 0)
+    recent = sa.select(occurrences.c.schedule_id).where(
+        occurrences.c.status == OccurrenceStatus.DEAD_LETTERED,
+        occurrences.c.dead_lettered_at >= sa.literal(now - FAILING_WINDOW, UTCDateTime()),
+    )
+    return sa.select(sa.union(in_a_row, recent).subquery().c[0])
+
+
+def listing(
+    where: ScheduleFilter, after: ScheduleAfter | None, now: datetime | None
+) -> sa.Select[Any]:
+    """The statement of a list of schedules (no limit yet); `now` is the database clock's
+    reading, needed by the failing filter only."""
+    chosen = sa.select(*_columns(), *_derived())
+    if where.status is not None:
+        chosen = chosen.where(schedules.c.status == where.status)
+    if where.event_type is not None:
+        chosen = chosen.where(schedules.c.event_type == where.event_type)
+    if where.target_type is not None:
+        chosen = chosen.where(schedules.c.target_type == where.target_type)
+    if where.name is not None:
+        chosen = chosen.where(schedules.c.name == where.name)
+    if where.name_prefix is not None:
+        chosen = chosen.where(*_starts_with(schedules.c.name, where.name_prefix))
+    for key, value in where.labels.items():
+        chosen = chosen.where(schedules.c.labels[key].as_string() == value)
+    if where.failing:
+        assert now is not None, "the failing filter reads the clock"
+        chosen = chosen.where(schedules.c.id.in_(_failing(now)))
+    if where.due_before is not None:
+        chosen = chosen.where(
+            sa.exists().where(
+                occurrences.c.schedule_id == schedules.c.id,
+                occurrences.c.status == OccurrenceStatus.PENDING,
+                occurrences.c.origin != Origin.CALLBACK,
+                occurrences.c.fire_at <= sa.literal(where.due_before, UTCDateTime()),
+            )
+        )
+    # Read through a subquery, so that the order and the page's bound can name what is
+    # derived (next_fire_at) as they name a column.
+    listed = chosen.subquery("listed")
+    return _ordered(sa.select(listed), listed.c, where.sort, after)
+
+
+def _ordered(
+    statement: sa.Select[Any], c: Any, sort: ScheduleSort, after: ScheduleAfter | None
+) -> sa.Select[Any]:
+    """`statement` in the order of `sort`, from after `after` on (its sort is `sort`'s: the
+    cursor's reader checks it)."""
+    if sort is ScheduleSort.NEXT_FIRE_AT:
+        # Nothing pending (NULL) last on every dialect, then by id.
+        none_pending = sa.case((c.next_fire_at.is_(None), 1), else_=0)
+        if after is not None:
+            if after.next_fire_at is None:
+                statement = statement.where(c.next_fire_at.is_(None), c.id > after.id)
+            else:
+                at = sa.literal(after.next_fire_at, UTCDateTime())
+                statement = statement.where(
+                    sa.or_(
+                        c.next_fire_at.is_(None),
+                        c.next_fire_at > at,
+                        sa.and_(c.next_fire_at == at, c.id > after.id),
+                    )
+                )
+        return statement.order_by(none_pending, c.next_fire_at, c.id)
+    if sort is ScheduleSort.FAILURES:
+        if after is not None:
+            statement = statement.where(
+                sa.or_(
+                    c.consecutive_failures < after.failures,
+                    sa.and_(c.consecutive_failures == after.failures, c.id < after.id),
+                )
+            )
+        return statement.order_by(c.consecutive_failures.desc(), c.id.desc())
+    if after is not None:
+        statement = statement.where(c.id < after.id)
+    return statement.order_by(c.id.desc())
+
+
 class ScheduleStore:
     """Statements on `schedules`; every method runs inside the caller's transaction."""
 
@@ -202,7 +298,8 @@ class ScheduleStore:
         ]
         dialect = dialect_of(conn)
         rows = [
-            _to_row(schedule) | {"idempotency_key": _idempotency_key(d)}
+            _to_row(schedule)
+            | {"idempotency_key": _idempotency_key(d), "traceparent": d.traceparent}
             for schedule, d in zip(stored, drafts, strict=True)
         ]
         try:
@@ -250,23 +347,11 @@ class ScheduleStore:
         where: ScheduleFilter,
         *,
         limit: int,
-        after: uuid.UUID | None,
+        after: ScheduleAfter | None,
     ) -> list[Schedule]:
-        """Schedules newest first (UUIDv7 ids sort by creation)."""
-        statement = sa.select(*_columns(), *_derived())
-        if where.status is not None:
-            statement = statement.where(schedules.c.status == where.status)
-        if where.event_type is not None:
-            statement = statement.where(schedules.c.event_type == where.event_type)
-        if where.target_type is not None:
-            statement = statement.where(schedules.c.target_type == where.target_type)
-        if where.name is not None:
-            statement = statement.where(schedules.c.name == where.name)
-        for key, value in where.labels.items():
-            statement = statement.where(schedules.c.labels[key].as_string() == value)
-        if after is not None:
-            statement = statement.where(schedules.c.id < after)
-        statement = statement.order_by(schedules.c.id.desc()).limit(limit)
+        """Schedules in the order `where.sort` names, after `after` (a page's last one)."""
+        now = await transaction_now(conn) if where.failing else None
+        statement = listing(where, after, now).limit(limit)
         return [_to_schedule(row) for row in await conn.execute(statement)]
 
     async def paused_at(self, conn: AsyncConnection, id_: uuid.UUID) -> datetime | None:

@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.occurrence import OccurrenceStatus, Origin, Settlement
 from app.domain.schedule import AutoPause
+from app.domain.traces import trace_id
 from app.store.completion import finish_one_shots, finish_recurring
 from app.store.dialects import dialect_of
 from app.store.dialects.base import Dialect
@@ -42,6 +43,7 @@ def _attempt_row(item: Settlement, now: datetime) -> dict[str, Any]:
         "error": truncate_error(item.error),
         "response_excerpt": item.response_excerpt,
         "replica": item.replica,
+        "trace_id": trace_id(item.delivery.traceparent),
         "lease_token": item.delivery.lease_token,  # the guard, not a column
     }
 

@@ -138,6 +138,13 @@ class ScheduleRow(SQLModel, table=True):
         # Schedule retention: ended schedules, oldest change first (MySQL: all of them, by
         # that instant, with the status read inside the index).
         *_partial("ix_schedules_ended", "updated_at", where=ENDED, mysql=("updated_at", "status")),
+        # Failing schedules (a list's `failing` filter): only those with failures in a row.
+        *_partial(
+            "ix_schedules_failing",
+            "id",
+            where="consecutive_failures > 0",
+            mysql=("consecutive_failures", "id"),
+        ),
         # The keys schedules name (the list of keys, a PATCH of the key).
         *_partial(
             "ix_schedules_flow_key", "flow_key", where="flow_key IS NOT NULL", mysql=("flow_key",)
@@ -213,6 +220,9 @@ class ScheduleRow(SQLModel, table=True):
     on_failure: dict[str, Any] | None = Field(
         default=None, sa_column=sa.Column(JSONType, nullable=True)
     )
+    # The W3C traceparent of the request that created it (NULL: none), sent on every
+    # delivery of its occurrences (docs/tracing.md).
+    traceparent: str | None = Field(default=None, sa_column=sa.Column(sa.String(55)))
 
 
 class OccurrenceRow(SQLModel, table=True):
@@ -404,6 +414,8 @@ class AttemptRow(SQLModel, table=True):
     # At most the first 1 KiB of the reply's body, as text.
     response_excerpt: str | None = Field(default=None, sa_column=sa.Column(sa.Text))
     replica: str | None = Field(default=None, sa_column=sa.Column(sa.String(100)))
+    # The trace the attempt belongs to, 32 hex digits (NULL: none; docs/tracing.md).
+    trace_id: str | None = Field(default=None, sa_column=sa.Column(sa.String(32)))
 
 
 class ScheduleEventRow(SQLModel, table=True):

@@ -97,6 +97,16 @@ def router(console: Console | None = None) -> APIRouter:
             name=f"console_{action}",
         )
 
+    @routes.post("/schedules/{schedule_id}/edit")
+    async def edit(
+        request: Request,
+        who: ViewerDep,
+        service: SchedulesDep,
+        occurrence_service: OccurrencesDep,
+        schedule_id: uuid.UUID,
+    ) -> Response:
+        return await schedule_pages.edit(request, who, service, occurrence_service, schedule_id)
+
     @routes.get("/live", response_class=HTMLResponse)
     async def live(request: Request, who: ViewerDep) -> HTMLResponse:
         """The header's numbers alone, for the pages' script to refresh them in place."""

@@ -22,6 +22,28 @@ PAGE_SIZE = 50
 _NO_FILTER = DeadLetterFilter()  # replays by the ids selected, never by a filter
 
 
+def _count(text: str) -> int | None:
+    return int(text) if text.isdigit() and len(text) < 6 else None
+
+
+def _notice(done: str, count_text: str, held_text: str) -> str | None:
+    """What the page says after a replay or a discard: a replay of a paused schedule's dead
+    letter is held until the schedule is resumed, and says so."""
+    count, held = _count(count_text), _count(held_text) or 0
+    if done not in ("replayed", "discarded") or count is None:
+        return None
+    noun = "dead letter" if count == 1 else "dead letters"
+    if done == "discarded":
+        return f"{count} {noun} discarded."
+    if not held:
+        return f"{count} {noun} replayed: due now."
+    whose = "its schedule" if held == 1 else "their schedules"
+    waits = f"{'waits' if held == 1 else 'wait'} for {whose} to be resumed (paused)"
+    if held >= count:
+        return f"{count} {noun} replayed: {waits}."
+    return f"{count} {noun} replayed: {count - held} due now, {held} {waits}."
+
+
 class DeadLetterPages:
     def __init__(self, frame: PageFrame) -> None:
         self._frame = frame
@@ -50,11 +72,7 @@ class DeadLetterPages:
                 next_url = link(shown, cursor=page.next_cursor)
         except InvalidInputError as exc:
             error = exc.detail
-        notice = None
-        done, count = query.get("done", ""), query.get("n", "")
-        if done in ("replayed", "discarded") and count.isdigit() and len(count) < 6:
-            noun = "dead letter" if count == "1" else "dead letters"
-            notice = f"{count} {noun} {done}" + (": due now." if done == "replayed" else ".")
+        notice = _notice(query.get("done", ""), query.get("n", ""), query.get("held", "0"))
         return await self._frame.render(
             request,
             viewer,
@@ -92,19 +110,35 @@ class DeadLetterPages:
                 return await frame.refuse(request, viewer, 422, "An occurrence id is not a UUID.")
         if not ids:
             return await frame.refuse(request, viewer, 422, "Select at least one dead letter.")
+        held: list[uuid.UUID] = []
         try:
             if action == "replay":
-                done = len(await service.replay_many(ids, _NO_FILTER, actor=viewer.name))
+                replayed = await service.replay_many(ids, _NO_FILTER, actor=viewer.name)
+                held = await service.held(replayed)
+                done = len(replayed)
             else:
                 for id_ in ids:
                     await service.discard(id_, actor=viewer.name)
                 done = len(ids)
         except ChronoqError as exc:
             return await frame.refuse(request, viewer, status_of(exc), exc.detail)
+        schedule_page = (fields.get("return_to") or [""])[0]
+        if schedule_page:
+            # A schedule's own Replay button: back to that schedule's page.
+            try:
+                schedule_id = uuid.UUID(schedule_page)
+            except ValueError:
+                return await frame.refuse(request, viewer, 422, "return_to is not a schedule id.")
+            return back(
+                request, f"/ui/schedules/{schedule_id}?done={'held' if held else 'replayed'}"
+            )
         back_to = {
             key: value
             for key in ("schedule_id", "event_type")
             if (value := (fields.get(key) or [""])[0])
         }
         verb = "replayed" if action == "replay" else "discarded"
-        return back(request, "/ui/dead-letters?" + urlencode({**back_to, "done": verb, "n": done}))
+        answer = {**back_to, "done": verb, "n": done}
+        if held:
+            answer["held"] = len(held)
+        return back(request, "/ui/dead-letters?" + urlencode(answer))

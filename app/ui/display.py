@@ -9,6 +9,8 @@ from typing import Any
 
 import jinja2
 
+from app.api.schemas import ScheduleOut
+from app.domain.schedule import ScheduleStatus
 from app.domain.trigger import Trigger
 
 
@@ -16,6 +18,39 @@ def when(value: datetime | None) -> str:
     if value is None:
         return "-"
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") + "Z"
+
+
+def relative(value: datetime | None, now: datetime | None = None) -> str:
+    """How far `value` is from now, in the largest whole unit: "in 3 min", "5 min ago",
+    "now" within a second. Written by the server, so a page without JavaScript shows it;
+    it is as of the page's loading."""
+    if value is None:
+        return ""
+    seconds = (value - (now or datetime.now(UTC))).total_seconds()
+    ahead, size = seconds > 0, abs(seconds)
+    if size < 1:
+        return "now"
+    for unit, length in (("d", 86400), ("h", 3600), ("min", 60), ("s", 1)):
+        if size >= length:
+            amount = f"{int(size // length)} {unit}"
+            return f"in {amount}" if ahead else f"{amount} ago"
+    raise AssertionError("unreachable: size >= 1")
+
+
+def shortened(text: str | None, width: int = 80) -> str:
+    """`text` on one line, cut to `width` characters with an ellipsis (the page shows the
+    whole of it in a title)."""
+    if not text:
+        return ""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def failing(schedule: ScheduleOut) -> bool:
+    """Whether the page marks the schedule failing: a live (pending or paused) schedule
+    whose latest occurrences were dead-lettered in a row. A failed one says so already."""
+    live = schedule.status in (ScheduleStatus.PENDING, ScheduleStatus.PAUSED)
+    return live and schedule.consecutive_failures > 0
 
 
 def period(seconds: float) -> str:
@@ -49,6 +84,9 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     templates.filters["when"] = when
+    templates.filters["relative"] = relative
+    templates.filters["shortened"] = shortened
+    templates.tests["failing"] = failing
     templates.filters["trigger_text"] = trigger_text
     templates.filters["pretty"] = pretty
     return templates

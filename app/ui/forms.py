@@ -14,9 +14,8 @@ import hashlib
 import hmac
 import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 from fastapi import Request
 
@@ -88,16 +87,3 @@ class FormGuard:
         if age > self._lifetime or age < -CLOCK_SKEW_SECONDS:
             return False
         return hmac.compare_digest(signature, self._signature(viewer, issued))
-
-
-def same_origin(headers: Mapping[str, str]) -> bool:
-    """Whether the request's Origin (or, without one, its Referer) is this host; a request
-    with neither passes here and is left to the token."""
-    host = headers.get("host")
-    origin = headers.get("origin")
-    if origin is not None:
-        return origin != "null" and urlsplit(origin).netloc == host
-    referer = headers.get("referer")
-    if referer is not None:
-        return urlsplit(referer).netloc == host
-    return True

@@ -11,9 +11,10 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 
+from app.api.hosts import PROXY_REMEDY, check_origin
 from app.domain.errors import ChronoqError, ConflictError, InvalidInputError, NotFoundError
 from app.ui.display import environment
-from app.ui.forms import FormGuard, Viewer, same_origin
+from app.ui.forms import FormGuard, Viewer
 from app.ui.live import LiveNumbers
 
 FORM_TYPE = "application/x-www-form-urlencoded"
@@ -93,12 +94,21 @@ class PageFrame:
             fields = parse_qs((await request.body()).decode("utf-8", "replace"))
         tokens = fields.get("token", [])
         token = tokens[0] if len(tokens) == 1 else None
-        if not same_origin(request.headers) or not self.guard.accepts(viewer, token):
+        origin = check_origin(request.scope)
+        if not origin.same:
+            # Reloading never helps here: the same page posts from the same address.
+            detail = (
+                f"This form did not come from this console's address: {origin.compared()}. "
+                f"Reloading will not help. If you opened the console through a proxy, "
+                f"{PROXY_REMEDY}."
+            )
+            return await self.refuse(request, viewer, 403, detail)
+        if not self.guard.accepts(viewer, token):
             return await self.refuse(
                 request,
                 viewer,
                 403,
-                "This form did not come from this console, or it has expired: reload the page "
-                "and try again.",
+                "This form has expired, or was made for another API key: reload the page and "
+                "try again.",
             )
         return fields

@@ -1,6 +1,7 @@
-"""The console's schedule pages: the filtered list, one schedule (definition, upcoming
-fire times, occurrences with their attempts, audit events), and its buttons (pause,
-resume, trigger, cancel).
+"""The console's schedule pages: the filtered list (with the failing filter, the sorts and
+the due view), one schedule (definition, upcoming fire times, occurrences with their
+attempts and a Replay button on each dead letter, audit events), its buttons (pause,
+resume, trigger, cancel) and its edit form (app/ui/schedule_edit.py).
 
 The pages read through the very functions that answer the API's lists, so they have the
 API's filters, cursors and redactions."""
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fastapi import Request
@@ -19,10 +20,17 @@ from app.api import occurrences as occurrence_routes
 from app.api import schedules as schedule_routes
 from app.api.deps import OccurrencesDep, SchedulesDep
 from app.api.schemas import AttemptOut, OccurrenceOut, ScheduleOut
-from app.domain.errors import ChronoqError, InvalidInputError, NotFoundError
+from app.domain.errors import (
+    ChronoqError,
+    InvalidInputError,
+    NotFoundError,
+    PreconditionFailedError,
+)
+from app.domain.filters import ScheduleSort
 from app.domain.limits import MAX_LABEL_FILTERS
 from app.domain.schedule import ScheduleStatus
 from app.domain.trigger import fire_times, is_recurring
+from app.ui import schedule_edit
 from app.ui.forms import Viewer
 from app.ui.frame import PageFrame, back, status_of
 from app.ui.query import check_label, filter_value, link
@@ -35,6 +43,10 @@ ATTEMPTS_SHOWN = 20
 
 SCHEDULE_ACTIONS = ("pause", "resume", "trigger", "cancel")
 _DONE = {
+    "replayed": "Replayed: the dead letter is due now.",
+    "held": "Replayed: the dead letter waits until this schedule is resumed (it is paused).",
+    "saved": "Saved.",
+    "unchanged": "Nothing to save: the form changed nothing.",
     "paused": "Paused: nothing fires until it is resumed.",
     "resumed": "Resumed: it fires from its next tick.",
     "triggered": "Triggered: an extra occurrence is due now.",
@@ -60,9 +72,9 @@ async def _attempts(
 
 
 def _upcoming(schedule: ScheduleOut, now: datetime) -> list[datetime]:
-    """The next fire instants of the trigger: the cadence a pending or paused schedule
-    keeps (a paused one's resume realigns to these), bounded by max_occurrences."""
-    if schedule.status not in (ScheduleStatus.PENDING, ScheduleStatus.PAUSED):
+    """The next fire instants of the trigger: the cadence a pending schedule keeps, bounded
+    by max_occurrences. A paused one fires nothing until it is resumed (the page says so)."""
+    if schedule.status is not ScheduleStatus.PENDING:
         return []
     if not is_recurring(schedule.trigger):
         return [schedule.next_fire_at] if schedule.next_fire_at is not None else []
@@ -70,6 +82,32 @@ def _upcoming(schedule: ScheduleOut, now: datetime) -> list[datetime]:
     if schedule.max_occurrences is not None:
         count = min(count, max(schedule.max_occurrences - schedule.fire_count, 0))
     return fire_times(schedule.trigger, now, count, now) if count else []
+
+
+# The due view's windows: what is due by now (overdue), or within the next hour or day.
+DUE_WINDOWS = {
+    "overdue": ("overdue now", 0),
+    "1h": ("within 1 hour", 3600),
+    "24h": ("within 24 hours", 86400),
+}
+
+
+def _due_before(due: str, now: datetime) -> datetime | None:
+    """The `due_before` of a due window the page names ("": none)."""
+    if not due:
+        return None
+    if due not in DUE_WINDOWS:
+        raise InvalidInputError(f"due is one of {', '.join(DUE_WINDOWS)}", parameter="due")
+    return now + timedelta(seconds=DUE_WINDOWS[due][1])
+
+
+def _sort(name: str, *, due: bool) -> ScheduleSort:
+    """The list's order: the one named, else what fires next in a due view, else newest."""
+    if not name:
+        return ScheduleSort.NEXT_FIRE_AT if due else ScheduleSort.CREATED
+    if name not in set(ScheduleSort):
+        raise InvalidInputError(f"sort is one of {', '.join(ScheduleSort)}", parameter="sort")
+    return ScheduleSort(name)
 
 
 def _actions(status: ScheduleStatus) -> list[str]:
@@ -99,7 +137,11 @@ class SchedulePages:
             "event_type": query.get("event_type", ""),
             "target_type": query.get("target_type", ""),
             "name": query.get("name", ""),
+            "name_prefix": query.get("name_prefix", ""),
             "label": [v for v in query.getlist("label") if v.strip()],
+            "failing": "true" if query.get("failing", "") == "true" else "",
+            "due": query.get("due", ""),
+            "sort": query.get("sort", ""),
         }
         try:
             status = filter_value(query, "status")
@@ -113,6 +155,8 @@ class SchedulePages:
                 raise InvalidInputError(f"at most {MAX_LABEL_FILTERS} label filters")
             for label in labels:
                 check_label(label)
+            due_before = _due_before(shown["due"], datetime.now(UTC))
+            sort = _sort(shown["sort"], due=due_before is not None)
             page = await schedule_routes.list_schedules(
                 service,
                 status_=ScheduleStatus(status) if status else None,
@@ -120,6 +164,10 @@ class SchedulePages:
                 target_type=target_type,
                 label=labels,
                 name=filter_value(query, "name"),
+                name_prefix=filter_value(query, "name_prefix"),
+                failing=bool(shown["failing"]),
+                due_before=due_before,
+                sort=sort,
                 limit=PAGE_SIZE,
                 cursor=filter_value(query, "cursor"),
             )
@@ -128,6 +176,7 @@ class SchedulePages:
                 next_url = link(shown, cursor=page.next_cursor)
         except InvalidInputError as exc:
             error = exc.detail
+            sort = ScheduleSort.CREATED
         return await self._frame.render(
             request,
             viewer,
@@ -136,10 +185,13 @@ class SchedulePages:
             title="Schedules",
             filters=shown,
             statuses=[s.value for s in ScheduleStatus],
+            due_windows=DUE_WINDOWS,
             items=items,
             next_url=next_url,
             paged=bool(query.get("cursor")),
             first_url=link(shown),
+            sorted_by=sort.value,
+            sort_urls={s.value: link(shown, sort=s.value) for s in ScheduleSort},
             error=error,
         )
 
@@ -150,7 +202,14 @@ class SchedulePages:
         service: SchedulesDep,
         occurrence_service: OccurrencesDep,
         schedule_id: str,
+        *,
+        status: int = 200,
+        form: dict[str, str] | None = None,
+        error: str | None = None,
+        invalid: str | None = None,
     ) -> HTMLResponse:
+        """The schedule's page; `form` (the values posted), `error` and `invalid` (the field
+        it names) when it answers a refused edit."""
         frame = self._frame
         query = request.query_params
         try:
@@ -186,6 +245,7 @@ class SchedulePages:
             request,
             viewer,
             "schedule.html",
+            status,
             title=schedule.name or str(schedule.id),
             schedule=schedule,
             definition=schedule.model_dump(mode="json"),
@@ -197,9 +257,66 @@ class SchedulePages:
             events=events.items,
             events_url=events_url,
             events_paged=bool(query.get("events_cursor")),
-            notice=_DONE.get(query.get("done", "")),
+            notice=None if error else _DONE.get(query.get("done", "")),
             actions=_actions(schedule.status),
+            editable=schedule.status is not ScheduleStatus.CANCELLED,
+            form=form or schedule_edit.form_of(schedule),
+            error=error,
+            invalid=invalid,
         )
+
+    async def edit(
+        self,
+        request: Request,
+        viewer: Viewer,
+        service: SchedulesDep,
+        occurrence_service: OccurrencesDep,
+        schedule_id: uuid.UUID,
+    ) -> Response:
+        """The edit form: what it changes, as a PATCH under If-Match of the version the
+        page showed."""
+        frame = self._frame
+        fields = await frame.posted(request, viewer)
+        if isinstance(fields, HTMLResponse):
+            return fields
+        version = schedule_edit.posted_version(fields)
+        if version is None:
+            return await frame.refuse(
+                request, viewer, 422, "The form names no version of the schedule: reload the page."
+            )
+        form = schedule_edit.posted_form(fields)
+
+        async def again(
+            status: int, error: str, form: dict[str, str] | None = None, invalid: str | None = None
+        ) -> HTMLResponse:
+            return await self.schedule(
+                request,
+                viewer,
+                service,
+                occurrence_service,
+                str(schedule_id),
+                status=status,
+                form=form,
+                error=error,
+                invalid=invalid,
+            )
+
+        try:
+            current = ScheduleOut.of(await service.get(schedule_id))
+            if current.version != version:
+                raise PreconditionFailedError("stale form")
+            changes = schedule_edit.changes_of(form, current)
+            if not changes:
+                return back(request, f"/ui/schedules/{schedule_id}?done=unchanged")
+            patch = schedule_edit.checked(changes)
+            await service.patch(schedule_id, patch, frozenset({version}), actor=viewer.name)
+        except PreconditionFailedError:
+            return await again(409, schedule_edit.STALE)
+        except InvalidInputError as exc:
+            return await again(422, exc.detail, form, schedule_edit.field_of(exc))
+        except ChronoqError as exc:
+            return await frame.refuse(request, viewer, status_of(exc), exc.detail)
+        return back(request, f"/ui/schedules/{schedule_id}?done=saved")
 
     async def act(
         self,

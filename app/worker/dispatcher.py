@@ -28,8 +28,10 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from dataclasses import replace
+from functools import partial
 
-from app import metrics
+from app import metrics, tracing
 from app.domain.errors import StoreUnavailableError
 from app.domain.occurrence import Delivery, OccurrenceStatus, Settlement, Unsent
 from app.settings import Settings
@@ -112,7 +114,18 @@ class Dispatcher:
         self._settings = settings
         self._rng = rng or random.Random()
         self._policy = settings.retry_policy()
+        # Traces (app.tracing): None while they are off, the one check claims and
+        # attempts make then.
+        self._tracer = tracing.active()
         self.owner = owner or replica_name()
+        self._attempt = partial(
+            attempt,
+            sinks=sinks,
+            dispatch_timeout=settings.dispatch_timeout,
+            policy=self._policy,
+            rng=self._rng,
+            replica=self.owner,
+        )
         self._stopping = asyncio.Event()
         self._alarm = Alarm(self._stopping)
         self._pacing = Pacing(
@@ -190,6 +203,13 @@ class Dispatcher:
     async def claim(self, limit: int, ahead: float = 0.0) -> Claimed:
         """Lease up to `limit` due occurrences, and with `ahead` those due within that many
         seconds."""
+        if self._tracer is None:
+            return await self._lease(limit, ahead)
+        with self._tracer.claim(limit) as span:
+            claimed = await self._lease(limit, ahead)
+            return replace(claimed, deliveries=span.claimed(claimed.deliveries))
+
+    async def _lease(self, limit: int, ahead: float) -> Claimed:
         claimed = await self._queue.claim(
             limit=limit,
             lease=self._settings.lease,
@@ -204,15 +224,11 @@ class Dispatcher:
         return claimed
 
     async def attempt(self, delivery: Delivery) -> Settlement | Unsent:
-        """One delivery under the dispatch timeout (`app.worker.attempt`)."""
-        return await attempt(
-            delivery,
-            sinks=self._sinks,
-            dispatch_timeout=self._settings.dispatch_timeout,
-            policy=self._policy,
-            rng=self._rng,
-            replica=self.owner,
-        )
+        """One delivery under the dispatch timeout (`app.worker.attempt`), in its span
+        when traces are on."""
+        if self._tracer is not None:
+            return await self._tracer.attempt(delivery, self._attempt)
+        return await self._attempt(delivery)
 
     async def _write_settlements(self, settlements: Sequence[Settlement]) -> None:
         try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 
-from app import metrics
+from app import metrics, tracing
 from app.databases import open_database
 from app.settings import Settings
 from app.sinks.base import Sinks
@@ -23,6 +23,7 @@ from app.worker.pruner import Pruner
 async def delivery_loop(config: Settings, sinks: Sinks, hub: Wakeups) -> AsyncIterator[Dispatcher]:
     """Run the loop (and retention beside it) for the duration of the block, hearing `hub`'s
     announcements; stop both gracefully on exit."""
+    tracing.start()  # before the loop reads it: this process's, when traces are on
     async with AsyncExitStack() as stack:
         # The loop's own pool: its claims and settles never queue behind API requests for a
         # connection, and skip the per-checkout ping.

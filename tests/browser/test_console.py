@@ -202,7 +202,7 @@ async def test_the_three_pages_at_1280_by_800(
     serve_app: Callable[..., LiveApp], new_page: NewPage, page_log: PageLog, tmp_path: Path
 ) -> None:
     """Screenshots of the pages with some data; `CHRONOQ_CONSOLE_SCREENSHOTS=docs` writes
-    them where the README links them."""
+    them where docs/operator-console.md (and the README) link them."""
     folder = Path(os.environ.get("CHRONOQ_CONSOLE_SCREENSHOTS") or tmp_path)
     app = serve_app(api_keys=KEYS, worker_enabled=True)
     async with Receiver() as receiver, api(app) as client:

@@ -17,6 +17,7 @@ from pydantic import AliasChoices
 
 from app.settings import Settings
 from tests.conftest import service_missing
+from tests.nginx import find_nginx, render_nginx_conf
 
 ROOT = Path(__file__).resolve().parents[2]
 REPLICA = re.compile(r"chronoq-\d+")
@@ -349,15 +350,27 @@ def test_the_tls_example_proxies_as_the_plain_balancer_does() -> None:
     assert re.search(r"\breturn\s+308\s+https://", tls), "plain HTTP redirects to HTTPS"
 
 
-def test_nginx_accepts_the_tls_example(tmp_path: Path) -> None:
-    from tests.e2e.test_fault_balancer import render_nginx_conf
+def test_the_balancers_pass_the_host_the_browser_used_port_included() -> None:
+    # The console's changes are compared with the origin the request reached: a Host without
+    # the browser's port ($host) makes every one of them another site's.
+    for conf in (nginx_conf(), nginx_tls_conf()):
+        mapped = re.search(r"\bmap\s+\$http_host\s+\$(\w+)\s*\{([^}]*)\}", conf)
+        assert mapped, "the Host is mapped from $http_host"
+        variable, cases = mapped.groups()
+        assert re.search(r"\bdefault\s+\$http_host\s*;", cases)
+        proxied = location(conf, "/")
+        assert re.search(rf"\bproxy_set_header\s+Host\s+\${variable}\s*;", proxied)
+        assert re.search(rf"\bproxy_set_header\s+X-Forwarded-Host\s+\${variable}\s*;", proxied)
+        assert re.search(r"\bproxy_set_header\s+X-Forwarded-Proto\s+\$scheme\s*;", proxied)
+        assert not re.search(r"\bproxy_set_header\s+Host\s+\$host\b", proxied)
 
-    nginx = shutil.which("nginx") or (
-        "/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None
-    )
-    if nginx is None:
-        service_missing("nginx", "no nginx executable on PATH or in /usr/sbin")
-    assert nginx is not None
+
+def test_the_proxy_settings_are_settings() -> None:
+    assert {"CHRONOQ_PUBLIC_ORIGIN", "CHRONOQ_FORWARDED_ALLOW_IPS"} <= setting_variables()
+
+
+def test_nginx_accepts_the_tls_example(tmp_path: Path) -> None:
+    nginx = find_nginx()
     openssl = shutil.which("openssl")
     if openssl is None:
         service_missing("openssl", "no openssl on PATH, to make a throwaway certificate")

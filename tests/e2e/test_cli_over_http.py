@@ -162,6 +162,40 @@ async def test_dead_letters_are_listed_replayed_and_discarded_over_http(
         assert (attempts[0]["attempt"], attempts[0]["outcome"]) == (1, "dead_lettered")
 
 
+async def test_failing_schedules_are_found_over_http_and_dead_letters_name_them(
+    service: Service,
+) -> None:
+    async with Receiver() as receiver:
+        receiver.always("/down", Reply(503))
+        with client(service) as api:
+            broken = api.create_schedule(
+                spec(
+                    receiver.url("/down"),
+                    name="billing-nightly",
+                    trigger={"type": "interval", "every_seconds": 3600},
+                    max_attempts=1,
+                )
+            )
+            healthy = api.create_schedule(spec("http://127.0.0.1:9/h", name="billing-weekly"))
+            api.create_schedule(spec("http://127.0.0.1:9/h", name="ops-hourly"))
+            deadline = time.monotonic() + 30
+            while not api.list_schedules(failing=True).items:
+                assert time.monotonic() < deadline, "the delivery was not dead-lettered"
+                await asyncio.sleep(0.05)
+            assert [s.id for s in api.list_schedules(sort="failures", limit=1).items] == [broken.id]
+
+    failing = await as_json(service, "list", "--failing")
+    assert [(s["name"], s["consecutive_failures"]) for s in failing] == [("billing-nightly", 1)]
+    billing = await as_json(service, "list", "--name-prefix", "billing-", "--all")
+    assert {s["id"] for s in billing} == {str(broken.id), str(healthy.id)}
+    by_failures = await as_json(service, "list", "--sort", "failures", "--all")
+    assert by_failures[0]["id"] == str(broken.id)
+    assert len(by_failures) == 3
+    text = await ok(service, "dead-letter", "list")
+    assert "SCHEDULE NAME" in text.splitlines()[0]
+    assert "billing-nightly" in text.splitlines()[1]
+
+
 async def test_flow_keys_are_set_paused_and_resumed_over_http(service: Service) -> None:
     created = await ok(service, "flow-key", "set", "customer-42", "--rate", "5")
     assert "created flow key customer-42 (version 1)" in created

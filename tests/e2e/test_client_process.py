@@ -1,4 +1,4 @@
-"""The synchronous client against a real `chronoq serve`: the README's example runs as
+"""The synchronous client against a real `chronoq serve`: the example of docs/client.md runs as
 written, keys and roles are the service's, and a service that is not there is an
 UnreachableError, not a traceback of httpx's."""
 
@@ -16,16 +16,15 @@ from tests.e2e.processes import Service, Services, free_port, service_environmen
 
 pytestmark = [pytest.mark.e2e]
 
-README = Path(__file__).parents[2] / "README.md"
+CLIENT_PAGE = Path(__file__).parents[2] / "docs" / "client.md"
 WRITER = "3f9c2a7e61d84b0f9e5a"
 READER = "b71e09c4d2a6f8e3c5d1"
 
 
-def readme_example() -> str:
-    """The Python block of the README's "Python client" section."""
-    section = README.read_text(encoding="utf-8").split("## Python client", 1)[1]
-    found = re.search(r"```python\n(.*?)```", section, re.DOTALL)
-    assert found, "the README's Python client section has no python block"
+def client_example() -> str:
+    """The first Python block of docs/client.md, the client's page."""
+    found = re.search(r"```python\n(.*?)```", CLIENT_PAGE.read_text(encoding="utf-8"), re.DOTALL)
+    assert found, "docs/client.md has no python block"
     return found.group(1)
 
 
@@ -40,9 +39,9 @@ async def service(services: Services, tmp_path: Path) -> Service:
     )
 
 
-def test_the_readme_example_runs_as_written(service: Service) -> None:
+def test_the_documented_example_runs_as_written(service: Service) -> None:
     run = subprocess.run(
-        [sys.executable, "-c", readme_example()],
+        [sys.executable, "-c", client_example()],
         env=service_environment(
             {"CHRONOQ_URL": service.base_url, "CHRONOQ_API_KEY": WRITER, "NO_PROXY": "*"}
         ),

@@ -1,6 +1,6 @@
 """Three replicas behind nginx lose nothing when one is killed and another stopped mid-stream.
 
-The balancer is deploy/nginx.conf itself, rendered for local ports (see `render_nginx_conf`).
+The balancer is deploy/nginx.conf itself, rendered for local ports (tests/nginx.py).
 6,000 one-shot schedules due over 10 seconds go in through it in batches; while they fire, one
 replica is SIGKILLed and another SIGTERMed, and both come back on their old ports, as a
 restarted container does. Every occurrence must arrive; redeliveries stay within what the
@@ -18,12 +18,8 @@ each schedule exists once.
 from __future__ import annotations
 
 import asyncio
-import os
-import re
-import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -32,19 +28,17 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import httpx
 import pytest
 
 from app.domain.ids import occurrence_id
-from tests.conftest import service_missing
-from tests.e2e.processes import Service, Services, free_port
+from tests.e2e.processes import Service, Services
+from tests.nginx import Nginx, find_nginx, start_nginx
 from tests.receiver import Received, Receiver, Reply
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
-
-NGINX_CONF = Path(__file__).resolve().parents[2] / "deploy" / "nginx.conf"
 
 SCHEDULES = 6000
 BATCH = 1000  # the largest batch the API takes
@@ -73,118 +67,9 @@ IN_FLIGHT_WINDOW = int(REPLICA_SETTINGS["CHRONOQ_CONCURRENCY"]) + 2 * int(
 )
 
 
-def render_nginx_conf(text: str, *, listen: int, upstreams: Sequence[int], prefix: Path) -> str:
-    """deploy/nginx.conf for replicas on local ports and an nginx run from `prefix`.
-
-    The compose upstream servers become 127.0.0.1 ports with the same parameters, nginx listens
-    on 127.0.0.1:`listen`, and its pid, access log and temporary files stay under `prefix`.
-    Each replacement must match exactly once, so a change to the file that this rendering no
-    longer understands fails here rather than testing something else.
-    """
-
-    def once(pattern: str, replacement: str, source: str) -> str:
-        result, count = re.subn(pattern, lambda _: replacement, source, flags=re.MULTILINE)
-        assert count == 1, f"{pattern!r} matched {count} times in {NGINX_CONF}"
-        return result
-
-    servers = re.findall(r"^([ \t]*)server\s+chronoq-\d+:\d+([^;\n]*);$", text, re.MULTILINE)
-    assert servers, f"no chronoq upstream server in {NGINX_CONF}"
-    indent, parameters = servers[0]
-    # Local replicas are addresses, with nothing to look up again (and an nginx before 1.27.3
-    # knows no `resolve`).
-    parameters = re.sub(r"\s+resolve\b", "", parameters)
-    local = "".join(f"{indent}server 127.0.0.1:{port}{parameters};\n" for port in upstreams)
-    text = once(r"(?:^[ \t]*server\s+chronoq-\d+:\d+[^;\n]*;\n)+", local, text)
-    text = once(r"^[ \t]*listen\s+8080;$", f"        listen 127.0.0.1:{listen};", text)
-    text = once(
-        r"^[ \t]*access_log\s[^;\n]*;$", f"    access_log {prefix}/access.log chronoq;", text
-    )
-    temp_paths = "".join(
-        f"    {kind}_temp_path {prefix}/{kind};\n"
-        for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
-    )
-    text = once(r"^http \{\n", "http {\n" + temp_paths, text)
-    # As root, workers would switch to an unprivileged user that cannot reach the temp dir.
-    user = "user root;\n" if os.geteuid() == 0 else ""
-    return f"{user}pid {prefix}/nginx.pid;\n{text}"
-
-
-class Nginx:
-    """`nginx -g "daemon off;"` as a child process of the test, in its own process group."""
-
-    def __init__(self, binary: str, config: Path, prefix: Path, port: int) -> None:
-        self.port = port
-        self.prefix = prefix
-        self._log: IO[bytes] = (prefix / "nginx.out").open("ab")
-        error_log = str(prefix / "error.log")
-        command = [binary, "-c", str(config), "-p", f"{prefix}/", "-e", error_log]
-        command += ["-g", "daemon off;"]
-        self.process = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its workers share the master's process group
-        )
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def errors(self) -> str:
-        text = ""
-        for name in ("nginx.out", "error.log"):
-            path = self.prefix / name
-            if path.exists():
-                text += path.read_text(encoding="utf-8", errors="replace")
-        return f"--- nginx (pid {self.process.pid}) ---\n" + "\n".join(text.splitlines()[-40:])
-
-    async def wait_serving(self, timeout: float) -> None:
-        """Until GET /healthz through nginx answers 200."""
-        deadline = time.monotonic() + timeout
-        async with httpx.AsyncClient(base_url=self.base_url, trust_env=False) as client:
-            while True:
-                if self.process.poll() is not None:
-                    pytest.fail(f"nginx exited while starting\n{self.errors()}")
-                try:
-                    if (await client.get("/healthz", timeout=2.0)).status_code == 200:
-                        return
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    pytest.fail(f"nginx not serving after {timeout:g}s\n{self.errors()}")
-                await asyncio.sleep(0.05)
-
-    def retried(self) -> int:
-        """Requests nginx passed on to another replica (access log: several upstreams)."""
-        log = self.prefix / "access.log"
-        if not log.exists():
-            return 0
-        return len(re.findall(r" upstream=\S+, ", log.read_text(encoding="utf-8")))
-
-    def stop(self) -> None:
-        """SIGTERM to the master (fast shutdown), then SIGKILL to its process group."""
-        try:
-            if self.process.poll() is None:
-                os.kill(self.process.pid, signal.SIGTERM)
-                try:
-                    self.process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    os.killpg(self.process.pid, signal.SIGKILL)
-                    self.process.wait(timeout=10)
-        finally:
-            self._log.close()
-
-
 @pytest.fixture
 def nginx_binary() -> str:
-    found = shutil.which("nginx") or next(
-        (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if os.access(p, os.X_OK)), None
-    )
-    if found is None:
-        service_missing("nginx", "no nginx executable on PATH or in /usr/sbin")
-    assert found is not None
-    return found
+    return find_nginx()
 
 
 @dataclass
@@ -286,20 +171,7 @@ async def test_replicas_behind_nginx_survive_kill_and_stop(
         )
         # Their delivery processes started too: the stream's timing begins with the fleet.
         await asyncio.gather(*(s.wait_ready(60.0) for s in fleet))
-        prefix = tmp_path / "nginx"
-        prefix.mkdir()
-        config = prefix / "nginx.conf"
-        port = free_port()
-        config.write_text(
-            render_nginx_conf(
-                NGINX_CONF.read_text(encoding="utf-8"),
-                listen=port,
-                upstreams=[s.port for s in fleet],
-                prefix=prefix,
-            ),
-            encoding="utf-8",
-        )
-        nginx = Nginx(nginx_binary, config, prefix, port)
+        nginx = start_nginx(nginx_binary, [s.port for s in fleet], tmp_path / "nginx")
         await nginx.wait_serving(timeout=15.0)
         async with httpx.AsyncClient(
             base_url=nginx.base_url, trust_env=False, timeout=60.0

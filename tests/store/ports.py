@@ -18,7 +18,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from app.domain.filters import DeadLetterFilter
+from app.domain.filters import DeadLetterFilter, ScheduleAfter, ScheduleFilter
 from app.domain.flow import FlowKey, FlowLimits
 from app.domain.ids import uuid7
 from app.domain.misfire import Rules, Skip, SkipReason
@@ -70,6 +70,7 @@ __all__ = [
     "delete_flow_key",
     "draft",
     "due_in",
+    "every_page",
     "find_by_idempotency_key",
     "flow_keys",
     "hold",
@@ -96,6 +97,8 @@ __all__ = [
     "remove_on_failure",
     "replay",
     "run_out_lease",
+    "search_schedules",
+    "set_failures",
     "settle",
     "skip_due_ticks",
     "start_ahead",
@@ -138,6 +141,8 @@ def draft(
     flow_key: str | None = None,
     on_failure: Target | None = None,
     pause_after_failures: int | None = None,
+    name: str | None = None,
+    traceparent: str | None = None,
 ) -> ScheduleDraft:
     """A schedule about to be stored, as the service builds one. Its first occurrence is
     the trigger's first instant from now, or `fire_at` (a tick already past, as a
@@ -148,7 +153,7 @@ def draft(
     assert first is not None, "the trigger has nothing to fire"
     return ScheduleDraft(
         id=uuid7(now, _RNG.getrandbits(74)),
-        name=None,
+        name=name,
         event_type="conformance.test",
         payload={"n": 1} if payload is None else payload,
         target=_TARGET,
@@ -161,6 +166,7 @@ def draft(
         flow_key=flow_key,
         on_failure=on_failure,
         pause_after_failures=pause_after_failures,
+        traceparent=traceparent,
     )
 
 
@@ -289,6 +295,7 @@ class AttemptRow:
     duration_ms: int
     error: str | None
     replica: str | None
+    trace_id: str | None = None
 
 
 async def read_attempt_log(database: Database, occurrence_id: uuid.UUID) -> list[AttemptRow]:
@@ -403,6 +410,53 @@ async def skip_due_ticks(database: Database, schedule_id: uuid.UUID) -> int:
         return await LifecycleStore().skip_due_cadence(conn, schedule_id, now, "paused")
 
     return await database.run(work)
+
+
+# -- lists of schedules ----------------------------------------------------------------
+
+
+async def search_schedules(
+    database: Database,
+    where: ScheduleFilter | None = None,
+    *,
+    limit: int = 100,
+    after: ScheduleAfter | None = None,
+) -> list[Schedule]:
+    """One page of schedules, as the list of the API reads it."""
+    chosen = where or ScheduleFilter()
+    return await database.run(
+        lambda conn: ScheduleStore().search(conn, chosen, limit=limit, after=after)
+    )
+
+
+async def every_page(database: Database, where: ScheduleFilter, *, limit: int) -> list[Schedule]:
+    """Every schedule `where` lists, read `limit` at a time, each page after the last
+    schedule of the one before in the terms of its sort, as a cursor carries it."""
+    found: list[Schedule] = []
+    after: ScheduleAfter | None = None
+    while True:
+        page = await search_schedules(database, where, limit=limit, after=after)
+        assert len(page) <= limit
+        found += page
+        if len(page) < limit:
+            return found
+        last = page[-1]
+        after = ScheduleAfter(
+            where.sort, last.id, next_fire_at=last.next_fire_at, failures=last.consecutive_failures
+        )
+
+
+async def set_failures(database: Database, schedule_id: uuid.UUID, count: int) -> None:
+    """The schedule's failures in a row set to `count`, as that many dead letters leave it."""
+
+    async def work(conn: Connection) -> None:
+        await conn.execute(
+            schedules.update()
+            .where(schedules.c.id == schedule_id)
+            .values(consecutive_failures=count)
+        )
+
+    await database.run(work)
 
 
 # -- dead letters ------------------------------------------------------------------------

@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from app.settings import DEFAULT_DATABASE_URL, Settings, SettingsError, load_settings
+from app.settings import (
+    DEFAULT_DATABASE_URL,
+    Settings,
+    SettingsError,
+    known_variables,
+    load_settings,
+)
 
 OWN_VARIABLES = ("DATABASE_URL", "AMQP_URL")
 
@@ -454,3 +460,88 @@ def test_an_unknown_delivery_process_placement_is_refused(monkeypatch: pytest.Mo
 
     with pytest.raises(SettingsError, match="CHRONOQ_DELIVERY_PROCESS"):
         load_settings()
+
+
+def test_the_public_origin_is_unset_by_default_and_written_as_an_origin(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert load_settings().public_web_origin() is None
+    monkeypatch.setenv("CHRONOQ_PUBLIC_ORIGIN", "")
+    assert load_settings().public_origin is None
+    for text, written in [
+        ("https://Chronoq.Example.com", "https://chronoq.example.com"),
+        ("https://chronoq.example.com:443/", "https://chronoq.example.com"),
+        ("http://127.0.0.1:8080", "http://127.0.0.1:8080"),
+        ("http://[::1]:8080", "http://[::1]:8080"),
+    ]:
+        monkeypatch.setenv("CHRONOQ_PUBLIC_ORIGIN", text)
+        assert load_settings().public_origin == written, text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "chronoq.example.com",
+        "ftp://chronoq.example.com",
+        "https://chronoq.example.com/ui",
+        "https://chronoq.example.com?x=1",
+        "https://ops@chronoq.example.com",
+        "https://*.example.com",
+        "https://chronoq example.com",
+        "https://chronoq.example.com:0",
+        "https://chronoq.example.com:70000",
+        "https://",
+    ],
+)
+def test_a_public_origin_that_is_not_one_refuses_start(
+    monkeypatch: pytest.MonkeyPatch, text: str
+) -> None:
+    monkeypatch.setenv("CHRONOQ_PUBLIC_ORIGIN", text)
+
+    with pytest.raises(SettingsError, match=r"^CHRONOQ_PUBLIC_ORIGIN: "):
+        load_settings()
+
+
+def test_forwarded_headers_are_believed_from_the_loopback_proxy_by_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    trusted = load_settings().proxy_allow_list()
+    assert trusted.admits("127.0.0.1")
+    assert not trusted.admits("127.0.0.2")
+    monkeypatch.setenv("CHRONOQ_FORWARDED_ALLOW_IPS", "")
+    assert load_settings().forwarded_allow_ips == "127.0.0.1"
+    monkeypatch.setenv("CHRONOQ_FORWARDED_ALLOW_IPS", "10.0.0.0/8, fd00::1")
+    listed = load_settings().proxy_allow_list()
+    assert listed.admits("10.1.2.3")
+    assert listed.admits("fd00::1")
+    assert not listed.admits("127.0.0.1")
+    monkeypatch.setenv("CHRONOQ_FORWARDED_ALLOW_IPS", "*")
+    assert load_settings().proxy_allow_list().admits("203.0.113.9")
+
+
+@pytest.mark.parametrize("text", ["proxy.internal", "10.0.0.1/8", "*, 10.0.0.1", ","])
+def test_a_forwarded_allow_list_that_is_not_addresses_refuses_start(
+    monkeypatch: pytest.MonkeyPatch, text: str
+) -> None:
+    monkeypatch.setenv("CHRONOQ_FORWARDED_ALLOW_IPS", text)
+
+    with pytest.raises(SettingsError, match=r"^CHRONOQ_FORWARDED_ALLOW_IPS"):
+        load_settings()
+
+
+def test_the_proxy_settings_are_known_and_a_misspelling_names_them() -> None:
+    from app.startup import unknown_variables
+
+    assert {"CHRONOQ_PUBLIC_ORIGIN", "CHRONOQ_FORWARDED_ALLOW_IPS"} <= known_variables()
+    lines = unknown_variables(
+        {
+            "CHRONOQ_PUBLIC_ORIGIN": "https://a.example",
+            "CHRONOQ_PUBLIC_ORGIN": "https://a.example",
+            "CHRONOQ_FORWARDED_ALLOWED_IPS": "*",
+        }
+    )
+    assert lines == [
+        "CHRONOQ_FORWARDED_ALLOWED_IPS is not a setting and is ignored: did you mean "
+        "CHRONOQ_FORWARDED_ALLOW_IPS?",
+        "CHRONOQ_PUBLIC_ORGIN is not a setting and is ignored: did you mean CHRONOQ_PUBLIC_ORIGIN?",
+    ]

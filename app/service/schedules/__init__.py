@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime
 
-from app.domain.filters import ScheduleFilter
+from app.domain.filters import ScheduleAfter, ScheduleFilter
 from app.domain.occurrence import Occurrence, OccurrenceStatus
 from app.domain.schedule import Schedule, ScheduleEvent, SchedulePatch, ScheduleSpec
 from app.service.addresses import HostResolver
@@ -65,16 +65,20 @@ class ScheduleService:
         spec: ScheduleSpec,
         idempotency_key: str | None = None,
         created_by: str | None = None,
+        traceparent: str | None = None,
     ) -> Created:
         """One schedule and its first occurrence; a repeated key with the same body
         returns the original (see `ScheduleCreation.create`)."""
-        return await self._creation.create(spec, idempotency_key, created_by)
+        return await self._creation.create(spec, idempotency_key, created_by, traceparent)
 
     async def create_many(
-        self, specs: Sequence[ScheduleSpec], created_by: str | None = None
+        self,
+        specs: Sequence[ScheduleSpec],
+        created_by: str | None = None,
+        traceparent: str | None = None,
     ) -> list[Schedule]:
-        """All or nothing, in one transaction."""
-        return await self._creation.create_many(specs, created_by)
+        """All or nothing, in one transaction; each schedule stores `traceparent`."""
+        return await self._creation.create_many(specs, created_by, traceparent)
 
     # -- reads -----------------------------------------------------------------------
 
@@ -82,7 +86,7 @@ class ScheduleService:
         return await self._reads.get(schedule_id)
 
     async def list_schedules(
-        self, where: ScheduleFilter, *, limit: int, after: uuid.UUID | None
+        self, where: ScheduleFilter, *, limit: int, after: ScheduleAfter | None
     ) -> list[Schedule]:
         return await self._reads.list_schedules(where, limit=limit, after=after)
 

@@ -78,6 +78,7 @@ class ScheduleCreation:
         key: str | None = None,
         request_hash: str | None = None,
         created_by: str | None = None,
+        traceparent: str | None = None,
     ) -> ScheduleDraft:
         trigger, first = plan
         return ScheduleDraft(
@@ -100,6 +101,7 @@ class ScheduleCreation:
             idempotency_key=key,
             request_hash=request_hash,
             created_by=created_by,
+            traceparent=traceparent,
         )
 
     async def _check_names(
@@ -127,11 +129,13 @@ class ScheduleCreation:
         spec: ScheduleSpec,
         idempotency_key: str | None = None,
         created_by: str | None = None,
+        traceparent: str | None = None,
     ) -> Created:
         """Store a schedule and its first occurrence. The same idempotency key with the same
         body returns the original; with another body it is a conflict. `created_by` is the
         name of the API key that asked (None: the API is open), and idempotency keys are its
-        own: another API key's use of the same one is another schedule."""
+        own: another API key's use of the same one is another schedule. `traceparent` (a
+        valid W3C one, or None) is stored with it and sent on each of its deliveries."""
         self._checks.payload(spec.payload, "#/payload")
         self._checks.retry(spec.retry, "#/retry")
         self._checks.targets(spec, "#")
@@ -160,7 +164,13 @@ class ScheduleCreation:
             now = await transaction_now(conn)
             plan = _planned(spec.trigger, now, "#")
             draft = self._draft(
-                spec, now, plan, idempotency_key, request_hash, created_by=created_by
+                spec,
+                now,
+                plan,
+                idempotency_key,
+                request_hash,
+                created_by=created_by,
+                traceparent=traceparent,
             )
             (stored,) = await self._steps.schedules.insert(conn, [draft], now)
             await self._steps.events.record(conn, _created([draft], created_by), now)
@@ -179,9 +189,12 @@ class ScheduleCreation:
             return earlier
 
     async def create_many(
-        self, specs: Sequence[ScheduleSpec], created_by: str | None = None
+        self,
+        specs: Sequence[ScheduleSpec],
+        created_by: str | None = None,
+        traceparent: str | None = None,
     ) -> list[Schedule]:
-        """All or nothing, in one transaction."""
+        """All or nothing, in one transaction; each schedule stores `traceparent`."""
         if len(specs) > MAX_BATCH:
             raise InvalidInputError(f"a batch holds at most {MAX_BATCH} items", pointer="#/items")
         for index, spec in enumerate(specs):
@@ -203,7 +216,7 @@ class ScheduleCreation:
                 ]
             )
             drafts = [
-                self._draft(spec, now, plan, created_by=created_by)
+                self._draft(spec, now, plan, created_by=created_by, traceparent=traceparent)
                 for spec, plan in zip(specs, plans, strict=True)
             ]
             stored = await self._steps.schedules.insert(conn, drafts, now)

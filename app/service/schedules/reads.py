@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from app.domain.filters import ScheduleFilter
+from app.domain.filters import ScheduleAfter, ScheduleFilter
 from app.domain.occurrence import Occurrence, OccurrenceStatus
 from app.domain.schedule import Schedule, ScheduleEvent
 from app.service.schedules.steps import ScheduleSteps
@@ -25,7 +25,7 @@ class ScheduleReads:
         return await self._db.run(work)
 
     async def list_schedules(
-        self, where: ScheduleFilter, *, limit: int, after: uuid.UUID | None
+        self, where: ScheduleFilter, *, limit: int, after: ScheduleAfter | None
     ) -> list[Schedule]:
         return await self._db.run(
             lambda conn: self._steps.schedules.search(conn, where, limit=limit, after=after)

@@ -62,6 +62,8 @@ CLAIM_COLUMNS: dict[str, Any] = {
     # A failure callback's target and body (origin `callback`; NULL body otherwise).
     "on_failure": sa.Text(),
     "callback_body": sa.Text(),
+    # The W3C traceparent of the create request (NULL: none; docs/tracing.md).
+    "traceparent": sa.String(),
 }
 
 # A schedule's misfire rules and tick count, which every claim returns with each row.

@@ -136,3 +136,72 @@ async def test_an_open_instance_refuses_a_change_from_another_origin(harness: Ha
     assert await harness.schedule_status(created["id"]) == "pending"
     assert (await harness.client.post(pause, headers={"Origin": OWN_ORIGIN})).status_code == 200
     assert await harness.schedule_status(created["id"]) == "paused"
+
+
+async def test_a_refusal_says_which_origins_it_compared_and_what_to_do(
+    make_harness: Callable[..., Any],
+) -> None:
+    async with make_harness(api_keys=KEYS) as h:
+        made = await h.client.post("/v1/schedules", json=spec(h), headers=bearer(WRITER))
+        pause = f"/v1/schedules/{made.json()['id']}/pause"
+
+        # What a proxy that passes the Host without the browser's port causes.
+        refused = await h.client.post(
+            pause, headers={**basic(WRITER), "Origin": "http://localhost:8080"}
+        )
+
+        assert refused.status_code == 403
+        detail = refused.json()["detail"]
+        assert "Origin 'http://localhost:8080'" in detail
+        assert "this service's origin is 'http://localhost'" in detail
+        assert "proxy_set_header Host $http_host" in detail
+        assert "CHRONOQ_PUBLIC_ORIGIN" in detail
+        assert WRITER not in detail
+        assert len(detail) < 600
+        assert await _status(h, made.json()["id"]) == "pending"
+
+
+async def test_a_change_through_a_trusted_proxy_is_compared_with_the_host_it_forwards(
+    make_harness: Callable[..., Any],
+) -> None:
+    # The harness's client is the peer 127.0.0.1, which CHRONOQ_FORWARDED_ALLOW_IPS trusts
+    # unless told otherwise.
+    forwarded = {
+        **basic(WRITER),
+        "X-Forwarded-Host": "localhost:8080",
+        "Origin": "http://localhost:8080",
+    }
+    async with make_harness(api_keys=KEYS) as h:
+        made = await h.client.post("/v1/schedules", json=spec(h), headers=bearer(WRITER))
+        response = await h.client.post(
+            f"/v1/schedules/{made.json()['id']}/pause", headers=forwarded
+        )
+        assert response.status_code == 200, response.text
+        assert await _status(h, made.json()["id"]) == "paused"
+    async with make_harness(api_keys=KEYS, forwarded_allow_ips="10.0.0.0/8") as h:
+        made = await h.client.post("/v1/schedules", json=spec(h), headers=bearer(WRITER))
+        response = await h.client.post(
+            f"/v1/schedules/{made.json()['id']}/pause", headers=forwarded
+        )
+        assert response.status_code == 403, response.text
+        assert await _status(h, made.json()["id"]) == "pending"
+
+
+async def test_a_change_from_the_public_origin_is_made(make_harness: Callable[..., Any]) -> None:
+    public = "https://chronoq.example.com"
+    async with make_harness(api_keys=KEYS, public_origin=public) as h:
+        made = await h.client.post("/v1/schedules", json=spec(h), headers=bearer(WRITER))
+        schedule_id = made.json()["id"]
+
+        refused = await h.client.post(
+            f"/v1/schedules/{schedule_id}/pause",
+            headers={**basic(WRITER), "Origin": "https://chronoq.example.com:8443"},
+        )
+        assert refused.status_code == 403
+        assert f"'{public}' (CHRONOQ_PUBLIC_ORIGIN)" in refused.json()["detail"]
+
+        response = await h.client.post(
+            f"/v1/schedules/{schedule_id}/pause", headers={**basic(WRITER), "Origin": public}
+        )
+        assert response.status_code == 200, response.text
+        assert await _status(h, schedule_id) == "paused"

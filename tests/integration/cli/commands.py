@@ -2,7 +2,8 @@
 
 Two ways to run a command, with the same answer (the `returncode`, `stdout` and `stderr` of a
 `subprocess.CompletedProcess`) and the same environment (of the command's own variables,
-`OWN_VARIABLES` and every `CHRONOQ_*`, only those a case passes; the rest as the suite has it):
+`OWN_VARIABLES`, every `CHRONOQ_*` and `OTEL_*`, only those a case passes; the rest as the
+suite has it):
 
 - `in_process` (`in_process_async` from a coroutine) calls `app.cli.main` in a thread of the
   test's own process. For a case whose subject is what the command does: its output, its exit
@@ -46,7 +47,8 @@ def command() -> list[str]:
 
 
 def _own(name: str) -> bool:
-    return name.upper().startswith("CHRONOQ_") or name.upper() in OWN_VARIABLES
+    # OTEL_*: traces are on only where a case turns them on.
+    return name.upper().startswith(("CHRONOQ_", "OTEL_")) or name.upper() in OWN_VARIABLES
 
 
 def environment(**variables: str) -> dict[str, str]:

@@ -293,7 +293,7 @@ async def test_dead_letters_list_most_recent_first_and_filter(
     assert [d["schedule_id"] for d in by_schedule] == [first["id"]]
     assert [d["schedule_id"] for d in by_type] == [third["id"]]
     titles, _, _ = columns(text)
-    assert titles[:3] == ["OCCURRENCE ID", "SCHEDULE ID", "EVENT TYPE"]
+    assert titles[:4] == ["OCCURRENCE ID", "SCHEDULE ID", "SCHEDULE NAME", "EVENT TYPE"]
     cells = assert_aligned(text)
     assert [row[1] for row in cells] == [third["id"], second["id"], first["id"]]
     assert cells[0][-1].startswith("HTTP 410")

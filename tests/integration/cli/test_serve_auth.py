@@ -82,6 +82,8 @@ def test_serve_accepts_a_non_loopback_host_with_keys_or_the_explicit_opt_in(
     assert cli.main(["serve", "--host", "0.0.0.0", "--port", "8000"]) == 0
 
     assert started[0].host == "0.0.0.0"
+    # The peer the app sees is the proxy itself, whose forwarded headers it judges.
+    assert started[0].proxy_headers is False
     assert ("API on 0.0.0.0:8000 is open" in caplog.text) is warned
     assert KEY not in caplog.text
 

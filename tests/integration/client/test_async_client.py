@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -129,6 +129,40 @@ async def test_iterators_follow_the_cursors_to_the_last_page(
     labelled = await chronoq.create_schedule(spec(harness, labels={"tier": "gold"}))
     gold = [s.id async for s in chronoq.iter_schedules(labels={"tier": "gold"}, limit=1)]
     assert gold == [labelled.id]
+
+
+async def test_lists_find_what_fails_and_what_fires_next(
+    harness: Harness, chronoq: AsyncClient
+) -> None:
+    harness.receiver.always("/down", Reply(503))
+    broken = await chronoq.create_schedule(
+        spec(
+            harness,
+            name="billing-sync",
+            target=harness.webhook("/down"),
+            trigger={"type": "interval", "every_seconds": 3600},
+            max_attempts=1,
+        )
+    )
+    await harness.step()
+    soon = datetime.now(UTC) + timedelta(minutes=5)
+    # An offset other than Z: the client writes the instant so that its `+` arrives.
+    paris = soon.astimezone(timezone(timedelta(hours=1)))
+    early = await chronoq.create_schedule(
+        spec(harness, name="billing-soon", trigger={"type": "once", "at": paris.isoformat()})
+    )
+
+    failing = await chronoq.list_schedules(failing=True)
+    assert [(s.id, s.consecutive_failures) for s in failing.items] == [(broken.id, 1)]
+    assert failing.items[0].last_error is not None
+    named = [s.id async for s in chronoq.iter_schedules(name_prefix="billing-", limit=1)]
+    assert sorted(named) == sorted([broken.id, early.id])
+    due = await chronoq.list_schedules(due_before=paris + timedelta(seconds=1), sort="next_fire_at")
+    assert [s.id for s in due.items] == [early.id]
+    by_failures = [s.id async for s in chronoq.iter_schedules(sort="failures", limit=1)]
+    assert by_failures == [broken.id, early.id]
+    (letter,) = (await chronoq.list_dead_letters()).items
+    assert letter.schedule_name == "billing-sync"
 
 
 async def test_dead_letters_are_listed_replayed_and_discarded(

@@ -62,6 +62,27 @@ async def test_an_occurrence_is_published_with_the_contract_properties_and_heade
     assert await amqp_harness.schedule_status(created["id"]) == "completed"
 
 
+async def test_a_create_requests_traceparent_is_a_header_of_every_message(
+    amqp_harness: Harness, queue: aio_pika.abc.AbstractQueue
+) -> None:
+    traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    body = {
+        "event_type": "invoice.due",
+        "payload": {"invoice": 7},
+        "trigger": {"type": "immediate"},
+        "target": rabbitmq(queue.name, headers={"traceparent": "the target's own"}),
+    }
+    response = await amqp_harness.client.post(
+        "/v1/schedules", json=body, headers={"traceparent": traceparent}
+    )
+    assert response.status_code == 201, response.text
+
+    assert await amqp_harness.step() == 1
+
+    message = await _get(queue)
+    assert message.headers["traceparent"] == traceparent
+
+
 async def test_an_unroutable_publish_is_a_failed_attempt_that_is_retried(
     amqp_harness: Harness, broker: aio_pika.abc.AbstractChannel
 ) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 from typing import Any
 
@@ -130,3 +131,48 @@ async def test_pages_are_never_framed_nor_cached(harness: Harness) -> None:
     assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
     assert response.headers["x-frame-options"] == "DENY"
     assert response.headers["cache-control"] == "no-store"
+
+
+async def test_a_form_from_another_origin_is_refused_with_what_was_compared(
+    make_harness: Callable[..., Any],
+) -> None:
+    # With a Bearer key (no browser sends one by itself) the API lets the request through,
+    # and the console's own check, the same one, refuses it with its page.
+    bearer = {"Authorization": f"Bearer {WRITER}"}
+    async with make_harness(api_keys=KEYS) as h:
+        created = (await h.client.post("/v1/schedules", json=spec(h), headers=bearer)).json()
+        page = f"/ui/schedules/{created['id']}"
+        token = token_of((await h.client.get(page, headers=bearer)).text)
+
+        refused = await post_form(
+            h, f"{page}/pause", {"token": token}, bearer, origin="http://localhost:8080"
+        )
+
+        assert refused.status_code == 403
+        assert refused.headers["content-type"].startswith("text/html")
+        text = html.unescape(refused.text)
+        assert "did not come from this console's address" in text
+        assert "Origin 'http://localhost:8080'" in text
+        assert "this service's origin is 'http://localhost'" in text
+        assert "Reloading will not help" in text
+        assert "proxy_set_header Host $http_host" in text
+        assert "CHRONOQ_PUBLIC_ORIGIN" in text
+        status = await h.client.get(f"/v1/schedules/{created['id']}", headers=bearer)
+        assert status.json()["status"] == "pending"
+
+        made = await post_form(h, f"{page}/pause", {"token": token}, bearer)
+        assert made.status_code == 303
+
+
+async def test_a_form_from_the_public_origin_is_accepted(make_harness: Callable[..., Any]) -> None:
+    public = "https://chronoq.example.com"
+    async with make_harness(api_keys=KEYS, public_origin=public) as h:
+        response = await h.client.post(
+            "/v1/schedules", json=spec(h), headers={"Authorization": f"Bearer {WRITER}"}
+        )
+        page = f"/ui/schedules/{response.json()['id']}"
+        token = token_of((await h.client.get(page, headers=basic(WRITER))).text)
+
+        done = await post_form(h, f"{page}/pause", {"token": token}, basic(WRITER), origin=public)
+
+        assert done.status_code == 303, done.text

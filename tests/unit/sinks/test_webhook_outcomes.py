@@ -163,6 +163,24 @@ def test_every_delivery_carries_the_contract_headers() -> None:
     }
 
 
+def test_a_deliverys_traceparent_replaces_one_the_target_sets_in_any_case() -> None:
+    traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    target = WebhookTarget(
+        type="webhook", url="http://127.0.0.1:9/hook", headers={"TraceParent": "its own"}
+    )
+    sink = WebhookSink(concurrency=1, max_timeout=10)
+
+    traced = sink.headers(make_delivery(target=target, traceparent=traceparent), target)
+    untraced = sink.headers(make_delivery(target=target), target)
+
+    assert [(k, v) for k, v in traced.items() if k.lower() == "traceparent"] == [
+        ("traceparent", traceparent)
+    ]
+    assert [(k, v) for k, v in untraced.items() if k.lower() == "traceparent"] == [
+        ("TraceParent", "its own")
+    ]
+
+
 async def _deliver_once(target: WebhookTarget) -> Any:
     """One delivery to `target` through a sink of its own."""
     sink = WebhookSink(concurrency=1, max_timeout=2)

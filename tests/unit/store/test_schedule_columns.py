@@ -84,8 +84,8 @@ def test_a_draft_holds_the_definition_and_its_first_occurrence() -> None:
     own = {f.name for f in fields(ScheduleDraft)} - definition
 
     assert definition <= FIELDS
-    assert own == {"first_fire_at", "first_delay", "idempotency_key"}
-    assert "idempotency_key" in STORE_ONLY_COLUMNS
+    assert own == {"first_fire_at", "first_delay", "idempotency_key", "traceparent"}
+    assert {"idempotency_key", "traceparent"} <= STORE_ONLY_COLUMNS
 
 
 def test_the_spec_names_the_rules_as_the_columns_do() -> None:
@@ -137,6 +137,7 @@ def test_a_schedule_reads_back_as_it_was_written() -> None:
         "payload": json.dumps(written["payload"]),  # selected as its stored text
         "idempotency_key": "key-1",
         "paused_at": None,
+        "traceparent": None,
         "next_fire_at": schedule.next_fire_at,
         "next_occurrence_id": schedule.next_occurrence_id,
         "attempts": None,  # no occurrence attempted yet

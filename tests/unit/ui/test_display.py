@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from app.domain.trigger import CronTrigger, ImmediateTrigger, IntervalTrigger, OnceTrigger, Trigger
-from app.ui.display import period, trigger_text, when
+from app.ui.display import period, relative, shortened, trigger_text, when
 
 
 def test_an_instant_is_written_in_utc_to_the_second() -> None:
@@ -55,3 +55,30 @@ def test_a_period_is_written_in_its_largest_whole_unit(seconds: float, text: str
 )
 def test_a_trigger_is_written_as_one_line(trigger: Trigger, text: str) -> None:
     assert trigger_text(trigger) == text
+
+
+NOW = datetime(2031, 6, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("offset", "text"),
+    [
+        (timedelta(minutes=3, seconds=59), "in 3 min"),
+        (timedelta(minutes=-5), "5 min ago"),
+        (timedelta(seconds=42), "in 42 s"),
+        (timedelta(seconds=-1), "1 s ago"),
+        (timedelta(milliseconds=400), "now"),
+        (timedelta(hours=5, minutes=59), "in 5 h"),
+        (timedelta(days=-3, hours=-4), "3 d ago"),
+    ],
+)
+def test_a_relative_time_is_in_its_largest_whole_unit(offset: timedelta, text: str) -> None:
+    assert relative(NOW + offset, NOW) == text
+    assert relative(None, NOW) == ""
+
+
+def test_a_shortened_text_is_one_line_cut_with_an_ellipsis() -> None:
+    assert shortened("HTTP 503:\n  upstream  down") == "HTTP 503: upstream down"
+    assert shortened("x" * 81) == "x" * 79 + "…"
+    assert shortened("x" * 80) == "x" * 80
+    assert shortened(None) == ""
