@@ -208,7 +208,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="run N replica processes on this port (PostgreSQL, MySQL/MariaDB), one per core",
     )
-    serve.add_argument("--access-log", action="store_true")
+    serve.add_argument(
+        "--access-log",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="log one line per request (default: CHRONOQ_ACCESS_LOG, which is true)",
+    )
     serve.add_argument(
         "--timeout-keep-alive",
         type=int,

@@ -10,7 +10,7 @@ from typing import Any
 from fastapi import Depends, FastAPI
 from fastapi.routing import APIRoute
 
-from app import logs, metrics, tracing
+from app import logs, metrics, startup, tracing
 from app.api import (
     auth,
     dead_letters,
@@ -22,6 +22,7 @@ from app.api import (
     schedules,
     triggers,
 )
+from app.api.access_log import AccessLogMiddleware, AccessPrincipal
 from app.api.auth import ApiKeyMiddleware, KeyRing
 from app.api.body_limits import BodyLimitMiddleware
 from app.api.deps import State
@@ -71,7 +72,12 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[State]:
         config = settings or load_settings()
         api_keys = config.api_key_entries()
-        logs.configure(config.log_level, config.log_format, secrets=[k.key for k in api_keys])
+        logs.configure(
+            config.log_level,
+            config.log_format,
+            secrets=[k.key for k in api_keys],
+            access_log=config.access_log,
+        )
         async with AsyncExitStack() as stack:
             database = open_database(config, "api")
             stack.push_async_callback(database.close)
@@ -81,6 +87,8 @@ def create_app(
             stack.callback(metrics.STORE.forget)
             if config.auto_migrate:
                 await upgrade_to_head(database)
+            else:
+                await startup.say_if_not_migrated(database)
             tune_garbage_collector()
             hub = wakeups or Wakeups()
             worker: InProcessLoop | DeliveryLink | None = None
@@ -133,11 +141,15 @@ def create_app(
     app.add_middleware(metrics.HttpMetricsMiddleware)
     # Bodies are counted as they arrive: an oversized or stalled one is never buffered.
     app.add_middleware(BodyLimitMiddleware)
+    # The name of the key the check below found, for the access log.
+    app.add_middleware(AccessPrincipal)
     # Every route, present and future, is behind the key check: none opts in.
     app.add_middleware(ApiKeyMiddleware)
-    # Outermost: a request naming a host this service does not answer to (DNS rebinding)
-    # reaches nothing else.
+    # A request naming a host this service does not answer to (DNS rebinding) reaches
+    # nothing else.
     app.add_middleware(AllowedHostsMiddleware)
+    # Outermost: every request is logged, those refused before routing too.
+    app.add_middleware(AccessLogMiddleware)
     # Redirects never repeat the Host a request came with.
     use_relative_redirects(app.router)
     app.include_router(health.router)
@@ -153,4 +165,9 @@ def create_app(
     return app
 
 
+# Run as `uvicorn app.main:app`, uvicorn gave its loggers handlers of its own before importing
+# this module, and writes its first lines before the lifespan configures logging: taken here,
+# they never write in uvicorn's format (a JSON log stays JSON); the lifespan's handler writes
+# them from then on.
+logs.adopt_server_loggers()
 app = create_app()

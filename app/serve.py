@@ -41,6 +41,8 @@ def serve(args: argparse.Namespace) -> int:
 
     if args.no_worker:
         os.environ["CHRONOQ_WORKER_ENABLED"] = "false"
+    if args.access_log is not None:
+        os.environ["CHRONOQ_ACCESS_LOG"] = str(args.access_log).lower()
     settings = load_settings()  # refuse a bad configuration before binding the port
     tracing.check()  # traces asked for and not to be had (OpenTelemetry missing) too
     if args.processes < 1:
@@ -63,7 +65,12 @@ def serve(args: argparse.Namespace) -> int:
         # The replica processes read their settings again: they learn it from here.
         os.environ["CHRONOQ_MAX_CONNECTIONS"] = str(lowered)
     # uvicorn's own lines go through the same handler, so a JSON log is JSON throughout.
-    logs.configure(settings.log_level, settings.log_format, secrets=[k.key for k in api_keys])
+    logs.configure(
+        settings.log_level,
+        settings.log_format,
+        secrets=[k.key for k in api_keys],
+        access_log=settings.access_log,
+    )
     startup.warn_unknown()
     if lowered is not None:
         log.warning(
@@ -102,8 +109,11 @@ def serve(args: argparse.Namespace) -> int:
         "app.main:app",
         host=args.host,
         port=args.port,
+        # Logging is Chronoq's (app.logs): uvicorn configures none, and its access log is
+        # replaced by the app's own (app.api.access_log).
         log_config=None,
-        access_log=args.access_log,
+        access_log=False,
+        use_colors=False,
         lifespan="on",
         # The connection cap and the request-head timeout (app.api.connections); replica
         # processes import the class by its path.

@@ -124,6 +124,8 @@ class Settings(BaseSettings):
     webhook_signing_secrets: SecretStr | None = None
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["text", "json"] = "text"
+    # One line per HTTP request (app.api.access_log); probes only at DEBUG.
+    access_log: bool = True
     # `name:key` or `name:key:read` entries, comma-separated; the file has one a line.
     api_keys: SecretStr | None = None
     api_keys_file: Path | None = None

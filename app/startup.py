@@ -1,5 +1,6 @@
 """What `chronoq serve` does before it serves: take the port, wait a bounded time for the
-database, migrate it once, and say which `CHRONOQ_*` variables it does not know.
+database, migrate it once, and say which `CHRONOQ_*` variables it does not know; and what
+the app says at start, however it is served, of a schema it will not migrate.
 
 Invariant: each failure here is one line naming what failed (the address, the database URL
 with its password hidden, the setting), never a traceback, and nothing is served after one.
@@ -19,7 +20,7 @@ from collections.abc import Mapping
 from app.databases import open_database
 from app.domain.errors import StoreUnavailableError
 from app.settings import Settings, known_variables
-from app.store.database import describe_failure, is_unavailable, redact_url
+from app.store.database import Database, describe_failure, is_unavailable, redact_url
 
 log = logging.getLogger("app.cli")
 
@@ -119,6 +120,37 @@ async def migrate(settings: Settings) -> None:
         ) from None
     finally:
         await database.close()
+
+
+async def say_if_not_migrated(database: Database) -> None:
+    """One WARNING line when the database is not at this version's revision (the app does
+    not migrate it: CHRONOQ_AUTO_MIGRATE is false), naming the revision it has and the one
+    it needs; nothing when it is at head, and that it cannot tell when the database cannot
+    be read now (requests and readiness then say it is unreachable)."""
+    from app.store.migrations import revisions
+
+    try:
+        current, head = await revisions(database)
+    except Exception as exc:
+        log.warning(
+            "cannot tell whether %s is migrated: %s",
+            redact_url(database.url),
+            describe_failure(exc, database.url),
+        )
+        return
+    if current == head:
+        return
+    log.warning(
+        "the database is at schema revision %s and this version needs %s: run `chronoq "
+        "migrate` (CHRONOQ_AUTO_MIGRATE is false); until then requests that reach the "
+        "database answer 503 and the delivery loop waits",
+        _revisions(current),
+        _revisions(head),
+    )
+
+
+def _revisions(names: set[str]) -> str:
+    return ", ".join(sorted(names)) if names else "none (no Chronoq tables)"
 
 
 def unknown_variables(environ: Mapping[str, str]) -> list[str]:

@@ -17,6 +17,7 @@ from fastapi.routing import APIRoute, iter_route_contexts
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match
 
+from app import logs
 from app.api.problem_details import MEDIA_TYPE, Problem, field_errors, problem_response
 from app.domain.errors import (
     ChronoqError,
@@ -25,6 +26,7 @@ from app.domain.errors import (
     NotFoundError,
     PayloadTooLargeError,
     PreconditionFailedError,
+    SchemaNotMigratedError,
     StoreUnavailableError,
 )
 
@@ -41,8 +43,17 @@ _TABLE: dict[type[ChronoqError], tuple[int, str, str]] = {
     InvalidInputError: (422, "invalid-input", "Invalid input"),
     PayloadTooLargeError: (413, "payload-too-large", "Payload too large"),
     PreconditionFailedError: (412, "precondition-failed", "Precondition failed"),
+    # Before its base class: the first class an error is an instance of decides.
+    SchemaNotMigratedError: (503, "schema-not-migrated", "Service unavailable"),
     StoreUnavailableError: (503, "unavailable", "Service unavailable"),
 }
+
+# What a client is told of each kind of unavailable store; the log says where and why.
+_NOT_MIGRATED = (
+    "the database is not migrated to this version of the service: an operator runs "
+    "`chronoq migrate`"
+)
+_UNREACHABLE = "the database cannot be reached"
 
 # What each problem status means, for the OpenAPI document.
 _DESCRIPTIONS = {
@@ -53,7 +64,8 @@ _DESCRIPTIONS = {
     413: "Payload too large",
     415: "The body is not application/json",
     422: "Invalid input; `errors` names each offending field or parameter",
-    503: "The database cannot be reached; retry after `Retry-After` seconds",
+    503: "The database cannot be reached, or is not migrated to this version (`chronoq "
+    "migrate`); retry after `Retry-After` seconds",
 }
 
 _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
@@ -181,13 +193,14 @@ def install(app: FastAPI) -> None:
             (400, "bad-request", "Bad request"),
         )
         if isinstance(exc, StoreUnavailableError):
-            # The store's detail names the database for operators; the client learns only
-            # that it may retry, and when.
+            # The store's detail names the database for operators, on one line and with no
+            # traceback; the client learns only that it may retry, and when.
             log.warning("%s %s: %s", request.method, request.url.path, exc.detail)
+            why = _NOT_MIGRATED if isinstance(exc, SchemaNotMigratedError) else _UNREACHABLE
             return problem_response(
                 status,
                 title,
-                f"the database cannot be reached; retry in {RETRY_AFTER_SECONDS} seconds",
+                f"{why}; retry in {RETRY_AFTER_SECONDS} seconds",
                 slug=slug,
                 headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
             )
@@ -262,6 +275,8 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unexpected error on %s %s", request.method, request.url.path)
+        # Starlette hands it on to the server, which would log it again.
+        logs.logged(exc)
         return problem_response(
             500, "Internal Server Error", "an unexpected error occurred; it has been logged"
         )

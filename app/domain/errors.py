@@ -41,3 +41,8 @@ class PayloadTooLargeError(ChronoqError):
 
 class StoreUnavailableError(ChronoqError):
     """The database cannot be reached right now; the request may be retried."""
+
+
+class SchemaNotMigratedError(StoreUnavailableError):
+    """The database schema is not at this version's revision: `chronoq migrate` brings it
+    there, and the request may be retried then."""

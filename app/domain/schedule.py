@@ -38,6 +38,17 @@ SYSTEM_ACTOR = "system"
 CLI_ACTOR = "cli"
 
 
+@dataclass(frozen=True, slots=True)
+class AutoPause:
+    """A schedule that paused itself: `consecutive_failures` occurrences dead-lettered in a
+    row reached its `pause_after_failures`, `threshold`."""
+
+    schedule_id: uuid.UUID
+    name: str | None
+    consecutive_failures: int
+    threshold: int
+
+
 class EventKind(StrEnum):
     """What a schedule's audit event records."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -31,6 +31,7 @@ from app.domain.claim_plan import (
     plan_claim,
 )
 from app.domain.occurrence import AttemptOutcome, Delivery, OccurrenceStatus, Origin
+from app.domain.schedule import AutoPause
 from app.domain.target import Target
 from app.store import codec
 from app.store.claim_mix import ClaimMix
@@ -155,7 +156,7 @@ class Claimed:
     # Due flow keys the claim held back, by why (`KeyedClaim.held`).
     held: Mapping[str, int] = field(default_factory=dict)
     # Schedules the claim's own dead letters paused (`record_dead_letters`).
-    auto_paused: int = 0
+    auto_paused: Sequence[AutoPause] = ()
 
 
 class ClaimStore:

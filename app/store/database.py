@@ -1,7 +1,9 @@
 """The database handle: one engine and its dialect, short transactions, retries on conflicts.
 
 Invariant: a transaction that fails because the database cannot be reached leaves `run` as
-`StoreUnavailableError` (the caller may retry); every other failure leaves it unchanged.
+`StoreUnavailableError` (the caller may retry), and one that fails because a table, column or
+schema it names does not exist as `SchemaNotMigratedError`, one of them (the caller may retry
+once `chronoq migrate` has run); every other failure leaves it unchanged.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app import db_urls
-from app.domain.errors import StoreUnavailableError
+from app.domain.errors import SchemaNotMigratedError, StoreUnavailableError
 from app.store import dialects
 from app.store.clock import DatabaseClock
 from app.store.dialects.base import AFTER_COMMIT, Dialect
@@ -115,6 +117,12 @@ def is_unavailable(exc: BaseException, dialect: Dialect | None = None) -> bool:
     return False
 
 
+def is_missing_schema(exc: BaseException, dialect: Dialect) -> bool:
+    """Whether `exc` says a table, column or schema the statement names does not exist:
+    the database is not migrated to this version's revision."""
+    return any(dialect.is_missing_schema(error) for error in _driver_errors(exc))
+
+
 def _is_transient(exc: BaseException, dialect: Dialect) -> bool:
     return any(dialect.is_transient(error) for error in _driver_errors(exc))
 
@@ -196,6 +204,8 @@ class Database:
                     continue
                 if is_unavailable(exc, self.dialect):
                     raise self._unavailable(exc) from exc
+                if is_missing_schema(exc, self.dialect):
+                    raise self._not_migrated(exc) from exc
                 raise
             except (OSError, PoolTimeoutError) as exc:
                 raise self._unavailable(exc) from exc
@@ -216,6 +226,12 @@ class Database:
         # with its own words and never shows where the database lives.
         return StoreUnavailableError(
             f"cannot reach {self._where}: {describe_failure(exc, self.url)}"
+        )
+
+    def _not_migrated(self, exc: BaseException) -> SchemaNotMigratedError:
+        return SchemaNotMigratedError(
+            f"{self._where} is not migrated to this version's schema "
+            f"({describe_failure(exc, self.url)}): run `chronoq migrate`"
         )
 
     async def identity(self) -> tuple[object, ...]:

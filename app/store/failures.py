@@ -24,6 +24,7 @@ from app.domain.occurrence import OccurrenceStatus, Origin, Settlement
 from app.domain.schedule import (
     FAILURES_PAUSE,
     SYSTEM_ACTOR,
+    AutoPause,
     EventKind,
     ScheduleStatus,
 )
@@ -67,7 +68,14 @@ def _statements(dialect: Dialect) -> _Statements:
             )
             .scalar_subquery()
         ),
-        paused_by_failures=sa.select(schedules.c.id, schedules.c.version, schedules.c.trigger)
+        paused_by_failures=sa.select(
+            schedules.c.id,
+            schedules.c.version,
+            schedules.c.trigger,
+            schedules.c.name,
+            schedules.c.consecutive_failures,
+            schedules.c.pause_after_failures,
+        )
         .where(
             dialect.among(schedules.c.id, "failing"),
             schedules.c.status == ScheduleStatus.PENDING,
@@ -110,7 +118,7 @@ async def lock_before_pausing(conn: AsyncConnection, settled: Sequence[Settlemen
 
 async def record_dead_letters(
     conn: AsyncConnection, dead: Sequence[tuple[uuid.UUID, uuid.UUID]], now: datetime
-) -> int:
+) -> list[AutoPause]:
     """What the (schedule id, occurrence id) pairs dead-lettered at `now` in this
     transaction (callbacks' own dead letters left out by the caller) mean for their
     schedules: each one's failure callback is written, each
@@ -118,10 +126,10 @@ async def record_dead_letters(
     `pause_after_failures` pause as a manual pause would, with reason "failures". Nothing
     to add costs nothing; otherwise a read for the callbacks, one UPDATE and a read of the
     schedules at threshold. The settle and the claim (a lease spent on the last attempt, a
-    definition that cannot be planned) both record theirs this way. Returns how many
-    schedules it paused."""
+    definition that cannot be planned) both record theirs this way. Returns the schedules it
+    paused."""
     if not dead:
-        return 0
+        return []
     await call_back(conn, [occurrence_id for _, occurrence_id in dead], now)
     failing = list({schedule_id for schedule_id, _ in dead})
     statements = _statements(dialect_of(conn))
@@ -132,7 +140,10 @@ async def record_dead_letters(
     reached = (await conn.execute(statements.paused_by_failures, {"failing": failing})).all()
     if reached:
         await _pause_for_failures(conn, reached)
-    return len(reached)
+    return [
+        AutoPause(row.id, row.name, row.consecutive_failures, row.pause_after_failures)
+        for row in reached
+    ]
 
 
 async def _pause_for_failures(conn: AsyncConnection, reached: Sequence[Any]) -> None:

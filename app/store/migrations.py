@@ -104,7 +104,14 @@ async def upgrade_to_head(database: Database) -> None:
         await conn.commit()
 
 
-async def is_at_head(database: Database) -> bool:
+async def revisions(database: Database) -> tuple[set[str], set[str]]:
+    """The revisions the database's schema is at (none: an empty database) and those this
+    version needs (the head)."""
     async with database.engine.connect() as conn:
         current = await conn.run_sync(_current_heads, database.schema)
-    return current == head_revisions()
+    return current, head_revisions()
+
+
+async def is_at_head(database: Database) -> bool:
+    current, head = await revisions(database)
+    return current == head

@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Protocol
 
 from app.domain.occurrence import Delivery, Settlement, Unsent
+from app.domain.schedule import AutoPause
 from app.store.claims import Claimed, ClaimStore
 from app.store.clock import transaction_now
 from app.store.database import Connection, Database
@@ -43,8 +44,8 @@ class Queue(Protocol):
         cancel or pause since their claim), marked started."""
         ...
 
-    async def settle(self, settlements: Sequence[Settlement]) -> int:
-        """Record finished attempts; returns how many schedules their dead letters paused."""
+    async def settle(self, settlements: Sequence[Settlement]) -> Sequence[AutoPause]:
+        """Record finished attempts; returns the schedules their dead letters paused."""
         ...
 
     async def release(
@@ -108,9 +109,9 @@ class DeliveryQueue:
             return set()
         return await self._starts.run(lambda conn: self._marks.start_ahead(conn, deliveries))
 
-    async def settle(self, settlements: Sequence[Settlement]) -> int:
+    async def settle(self, settlements: Sequence[Settlement]) -> Sequence[AutoPause]:
         if not settlements:
-            return 0
+            return ()
         return await self._db.run(lambda conn: self._settlements.settle(conn, settlements))
 
     async def release(

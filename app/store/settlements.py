@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.occurrence import OccurrenceStatus, Origin, Settlement
+from app.domain.schedule import AutoPause
 from app.domain.traces import trace_id
 from app.store.completion import finish_one_shots, finish_recurring
 from app.store.dialects import dialect_of
@@ -90,10 +91,12 @@ def _statements(dialect: Dialect) -> _Statements:
 class SettlementStore:
     """Statements that end an attempt; run inside the caller's transaction."""
 
-    async def settle(self, conn: AsyncConnection, settlements: Sequence[Settlement]) -> int:
+    async def settle(
+        self, conn: AsyncConnection, settlements: Sequence[Settlement]
+    ) -> list[AutoPause]:
         """Record finished attempts; each update matches only while its lease token is current.
         Each current one is also written to the attempt log, one insert for the batch.
-        Returns how many schedules the batch's dead letters paused (`record_dead_letters`)."""
+        Returns the schedules the batch's dead letters paused (`record_dead_letters`)."""
         dialect = dialect_of(conn)
         statements = _statements(dialect)
         now = await dialect.bound_now(conn)

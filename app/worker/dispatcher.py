@@ -32,6 +32,7 @@ from dataclasses import replace
 from functools import partial
 
 from app import metrics, tracing
+from app.domain.errors import StoreUnavailableError
 from app.domain.occurrence import Delivery, OccurrenceStatus, Settlement, Unsent
 from app.settings import Settings
 from app.sinks.base import Sinks
@@ -46,6 +47,7 @@ from app.worker.drain import drain
 from app.worker.handbacks import HandBacks
 from app.worker.health import ClaimHealth
 from app.worker.lanes import Lanes
+from app.worker.outcomes import auto_paused
 from app.worker.pacing import MAX_ERROR_BACKOFF, Pacing
 from app.worker.settler import SettleBatcher
 
@@ -143,6 +145,9 @@ class Dispatcher:
             on_written=self._start_ready,
         )
         self._health = ClaimHealth(UNHEALTHY_POLLS * settings.poll_interval)
+        # What the loop last said it waits for (the database down, or not migrated), while
+        # its claims keep failing for that reason.
+        self._waiting_for: str | None = None
         self._in_flight: dict[asyncio.Task[None], Delivery] = {}
         self._claims: list[asyncio.Task[None]] = []  # in the order they were issued
         self._claiming = 0  # rows asked for by claims still running
@@ -213,7 +218,7 @@ class Dispatcher:
             ahead=ahead,
         )
         metrics.CLAIMED.inc(len(claimed.deliveries))
-        metrics.AUTO_PAUSED.inc(claimed.auto_paused)
+        auto_paused(claimed.auto_paused)
         for reason, count in claimed.held.items():
             metrics.FLOW_HELD.labels(reason).inc(count)
         return claimed
@@ -227,7 +232,7 @@ class Dispatcher:
 
     async def _write_settlements(self, settlements: Sequence[Settlement]) -> None:
         try:
-            metrics.AUTO_PAUSED.inc(await self._queue.settle(settlements))
+            auto_paused(await self._queue.settle(settlements))
         finally:
             self._changed.set()
         retries = [s.retry_in for s in settlements if s.retry_in is not None]
@@ -460,6 +465,9 @@ class Dispatcher:
         if claimed is None:
             return
         self._health.succeeded()
+        if self._waiting_for is not None:
+            self._waiting_for = None
+            log.info("claims work again")
         pause = self._pacing.claimed(
             len(claimed.deliveries), limit, ahead, claimed.due_in, claimed.more
         )
@@ -473,7 +481,18 @@ class Dispatcher:
     def _claim_failed(self, exc: Exception) -> None:
         self._count_error()
         self._health.failed(exc)
-        log.exception("claim failed; retrying in %.2fs", self._pacing.failed())
+        pause = self._pacing.failed()
+        if not isinstance(exc, StoreUnavailableError):
+            log.exception("claim failed; retrying in %.2fs", pause)
+        elif exc.detail != self._waiting_for:
+            # The database down or not migrated fails every claim until it is back: said
+            # on one line once (and again if the reason changes), not at every retry.
+            self._waiting_for = exc.detail
+            log.warning(
+                "claims wait for the database, trying again every %gs at most: %s",
+                MAX_ERROR_BACKOFF,
+                exc.detail,
+            )
 
     def _admit(self, claimed: Claimed, issued: float) -> None:
         """The lease began no earlier than the claim was issued: it ends by then + lease.

@@ -1,4 +1,5 @@
-"""What a finished attempt shows operators: its metrics and its log line.
+"""What a finished attempt shows operators: its metrics and its log line; and the line of
+each schedule its dead letters paused.
 
 Invariant: a log line carries ids, the attempt and the outcome, and a failure's kind; never
 a payload, a header or a URL (the full error text is on the occurrence, which the API guards).
@@ -8,9 +9,11 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 
 from app import metrics
 from app.domain.occurrence import FailureReason, OccurrenceStatus, Settlement
+from app.domain.schedule import AutoPause
 
 # The loop's lines keep the loop's logger name, wherever in the loop they are written.
 log = logging.getLogger("app.worker.dispatcher")
@@ -64,7 +67,7 @@ def observe(settlement: Settlement, seconds: float) -> None:
             delivery.attempt,
             settlement.retry_in or 0.0,
             why,
-            extra={**fields, "reason": why, "retry_in": settlement.retry_in},
+            extra={**fields, "reason": why, "retry_in": round(settlement.retry_in or 0.0, 3)},
         )
 
 
@@ -72,3 +75,25 @@ def reason(error: str | None) -> str:
     """The kind of a failure without its detail: a target's reply may echo the payload and
     a client error may name a URL with a token in it."""
     return (error or "unknown").split(":", 1)[0][:80]
+
+
+def auto_paused(paused: Sequence[AutoPause]) -> None:
+    """Count the schedules that paused themselves, and say each one on a WARNING line."""
+    if not paused:
+        return
+    metrics.AUTO_PAUSED.inc(len(paused))
+    for pause in paused:
+        log.warning(
+            "schedule %s (%s) paused itself after %d occurrences dead-lettered in a row "
+            "(pause_after_failures %d); resume it once its target is fixed",
+            pause.schedule_id,
+            pause.name or "no name",
+            pause.consecutive_failures,
+            pause.threshold,
+            extra={
+                "schedule_id": str(pause.schedule_id),
+                "schedule_name": pause.name,
+                "consecutive_failures": pause.consecutive_failures,
+                "pause_after_failures": pause.threshold,
+            },
+        )

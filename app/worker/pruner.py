@@ -17,6 +17,7 @@ from contextlib import asynccontextmanager, suppress
 from datetime import timedelta
 
 from app import metrics
+from app.domain.errors import StoreUnavailableError
 from app.settings import Settings
 from app.store.clock import transaction_now
 from app.store.database import Connection, Database
@@ -153,11 +154,15 @@ class Pruner:
                 return
             try:
                 await self.run_once()
-            except Exception:
+            except Exception as exc:
                 self.errors += 1
                 failures += 1
                 delay = min(interval * 2 ** min(failures, 10), max(interval, MAX_ERROR_BACKOFF))
-                log.exception("pruning failed; retrying in %.1fs", delay)
+                if isinstance(exc, StoreUnavailableError):
+                    # The database down or not migrated: its detail says which, no traceback.
+                    log.warning("pruning failed; retrying in %.1fs: %s", delay, exc.detail)
+                else:
+                    log.exception("pruning failed; retrying in %.1fs", delay)
             else:
                 failures = 0
                 delay = interval

@@ -16,6 +16,7 @@ import pytest
 
 from app.domain.errors import StoreUnavailableError
 from app.domain.occurrence import Delivered, Delivery, Outcome, Settlement
+from app.domain.schedule import AutoPause
 from app.domain.target import WebhookTarget
 from app.settings import Settings
 from app.sinks.base import Sinks
@@ -74,12 +75,12 @@ class FakeQueue:
         await asyncio.sleep(delay)
         return Claimed(batch[:limit])
 
-    async def settle(self, settlements: Sequence[Settlement]) -> int:
+    async def settle(self, settlements: Sequence[Settlement]) -> Sequence[AutoPause]:
         gate, self.settle_gate = self.settle_gate, None
         if gate is not None:
             await gate.wait()
         self.settled.extend(settlements)
-        return 0
+        return ()
 
     async def release(
         self, deliveries: Sequence[Delivery], *, started: bool, unsent: Any = None
@@ -269,7 +270,7 @@ async def test_a_run_until_idle_ends_with_the_error_of_a_failed_claim() -> None:
 
 async def test_a_run_until_idle_raises_when_settlements_cannot_be_written() -> None:
     class Refusing(FakeQueue):
-        async def settle(self, settlements: Sequence[Settlement]) -> int:
+        async def settle(self, settlements: Sequence[Settlement]) -> Sequence[AutoPause]:
             raise StoreUnavailableError("the database is down")
 
     queue = Refusing(batches=[(0.0, [delivery()])])

@@ -226,6 +226,11 @@ class Dialect(ABC):
         """A driver error that says the server cannot be used now."""
         return False
 
+    def is_missing_schema(self, error: BaseException) -> bool:
+        """A driver error that says a table, column or schema the statements name does not
+        exist: the database is not migrated to this version's revision."""
+        return False
+
     def missing_database(self, url: str) -> str | None:
         """A reason the operator CLI should not connect (a file that does not exist)."""
         return None

@@ -38,6 +38,8 @@ _DEADLOCK, _LOCK_WAIT_TIMEOUT = 1213, 1205
 # shutting down, cannot connect, server gone away, connection lost, connection killed,
 # disconnected for inactivity.
 _UNAVAILABLE_CODES = frozenset({1040, 1053, 1927, 2002, 2003, 2006, 2013, 2055, 4031})
+# ER_NO_SUCH_TABLE, ER_BAD_FIELD_ERROR (an unknown column)
+_MISSING_SCHEMA_CODES = frozenset({1146, 1054})
 
 # Every session: UTC, and strict (a value that does not fit is an error, never truncated),
 # whatever the server's defaults.
@@ -119,6 +121,9 @@ class MySQL(StepwiseClaim):
 
     def is_unavailable(self, error: BaseException) -> bool:
         return _code(error) in _UNAVAILABLE_CODES
+
+    def is_missing_schema(self, error: BaseException) -> bool:
+        return _code(error) in _MISSING_SCHEMA_CODES
 
     async def transaction_now(self, conn: AsyncConnection) -> datetime:
         value = (await conn.execute(_NOW)).scalar_one()

@@ -66,6 +66,8 @@ _UNAVAILABLE_SQLSTATES = frozenset({"53300", "57P01", "57P02", "57P03", "25006"}
 # asyncpg's own default (60 s) would hold a request that long behind an unreachable host.
 CONNECT_TIMEOUT = 10.0
 _CONNECTION_SQLSTATE_CLASS = "08"  # connection exception
+# undefined_table, undefined_column, undefined_object (a type), invalid_schema_name
+_MISSING_SCHEMA_SQLSTATES = frozenset({"42P01", "42703", "42704", "3F000"})
 
 # Any constants work; they only have to be the same in every replica and differ.
 MIGRATION_LOCK = 0x43_48_52_4F_4E_51  # "CHRONQ"
@@ -392,6 +394,9 @@ class PostgreSQL(OnConflictInserts, Dialect):
         return isinstance(sqlstate, str) and (
             sqlstate in _UNAVAILABLE_SQLSTATES or sqlstate.startswith(_CONNECTION_SQLSTATE_CLASS)
         )
+
+    def is_missing_schema(self, error: BaseException) -> bool:
+        return getattr(error, "sqlstate", None) in _MISSING_SCHEMA_SQLSTATES
 
     async def identity(self, conn: AsyncConnection) -> tuple[Any, ...]:
         # The server's start instant tells servers apart (a standby has its own); through a

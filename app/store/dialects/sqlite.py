@@ -9,6 +9,7 @@ host); there is no other replica to lock out or to wake.
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,9 @@ from app.store.types import UTCDateTime
 # lock protocol error. SQLITE_ERROR ("no such table", a syntax error) and constraint
 # failures are not among them.
 _UNAVAILABLE_CODES = frozenset({5, 6, 10, 13, 14, 15})
+# What SQLite says (as SQLITE_ERROR, its code for any statement it refuses) of a table or
+# column that does not exist.
+_MISSING_SCHEMA = ("no such table:", "no such column:")
 
 _PRUNE = occurrences.delete().where(
     occurrences.c.occurrence_id.in_(
@@ -93,6 +97,12 @@ class SQLite(OnConflictInserts, StepwiseClaim):
     def is_unavailable(self, error: BaseException) -> bool:
         code = getattr(error, "sqlite_errorcode", None)
         return isinstance(code, int) and code & 0xFF in _UNAVAILABLE_CODES
+
+    def is_missing_schema(self, error: BaseException) -> bool:
+        # The driver's own error, under SQLAlchemy's wrapper (`database._driver_errors`).
+        return isinstance(error, sqlite3.OperationalError) and str(error).startswith(
+            _MISSING_SCHEMA
+        )
 
     def missing_database(self, url: str) -> str | None:
         path = make_url(url).database

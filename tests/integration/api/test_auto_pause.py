@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from typing import Any
 
 import pytest
 
+from app.logs import TextFormatter
 from app.store.claims import ClaimStore
 from tests.integration.api.test_bad_input import assert_problem_names
 from tests.integration.api.test_events import events, kinds, ok
@@ -195,3 +197,29 @@ async def test_an_auto_pause_is_counted_in_the_metrics(harness: Harness) -> None
 
     assert await harness.schedule_status(created["id"]) == "paused"
     assert await paused_so_far() == before + 1
+
+
+async def test_an_auto_pause_is_one_warning_naming_the_schedule_its_failures_and_threshold(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    harness.receiver.always("/down", Reply(400))
+    created = await harness.create(
+        name="nightly-report",
+        target=harness.webhook("/down"),
+        trigger=HOUR,
+        max_attempts=1,
+        pause_after_failures=2,
+    )
+    with caplog.at_level(logging.INFO, logger="app.worker"):
+        await fire(harness, created["id"], times=2)
+
+    warnings = [
+        r for r in caplog.records if r.levelno == logging.WARNING and "paused itself" in r.message
+    ]
+    assert len(warnings) == 1
+    line = TextFormatter().format(warnings[0])
+    assert f"schedule {created['id']} (nightly-report) paused itself after 2 occurrences" in line
+    assert line.endswith(
+        f"schedule_id={created['id']} schedule_name=nightly-report consecutive_failures=2 "
+        "pause_after_failures=2"
+    )

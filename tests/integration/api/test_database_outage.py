@@ -18,7 +18,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from app.client import AsyncClient, UnavailableError
-from app.domain.errors import StoreUnavailableError
+from app.domain.errors import SchemaNotMigratedError, StoreUnavailableError
 from app.main import create_app
 from app.store.database import Database
 from tests.conftest import ALL_STORES, make_settings
@@ -189,8 +189,12 @@ async def test_a_statement_the_database_refuses_is_not_an_outage(database_url: s
     try:
         with pytest.raises((ProgrammingError, OperationalError)):
             await database.run(lambda conn: conn.execute(sa.text("SELEC 1")))
-        with pytest.raises((ProgrammingError, OperationalError)):
+        # A table that is not there says the schema is not this version's, not that the
+        # database is down.
+        with pytest.raises(SchemaNotMigratedError, match="`chronoq migrate`"):
             await database.run(lambda conn: conn.execute(sa.text("SELECT * FROM calendars")))
+        with pytest.raises(SchemaNotMigratedError, match="`chronoq migrate`"):
+            await database.run(lambda conn: conn.execute(sa.text("SELECT nope FROM schedules")))
         # A constraint (MySQL names the first column without a default instead).
         with pytest.raises((IntegrityError, OperationalError)):
             await database.run(
