@@ -20,6 +20,7 @@ import copy
 import dataclasses
 import hashlib
 import hmac
+import html
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.api.hosts import PROXY_REMEDY, check_origin
+from app.api.hosts import PROXY_REMEDY, check_origin, console_refusal
 from app.api.problem_details import MEDIA_TYPE, problem_type
 from app.settings import ApiKey
 
@@ -40,6 +41,8 @@ CHALLENGES = ('Basic realm="chronoq"', 'Bearer realm="chronoq"')
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/docs", "/redoc", "/openapi.json"})
 OPEN_PREFIXES = ("/docs/", "/redoc/", "/static/")
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+# Where the console's pages and forms are.
+CONSOLE_PATH = "/ui"
 
 
 def cross_origin(compared: str) -> str:
@@ -144,6 +147,31 @@ async def _answer(
     await send({"type": "http.response.body", "body": body})
 
 
+def _is_console(scope: Scope) -> bool:
+    path: str = scope.get("path", "")
+    return path == CONSOLE_PATH or path.startswith(CONSOLE_PATH + "/")
+
+
+async def _answer_page(scope: Scope, send: Send, status: int, detail: str) -> None:
+    """A refusal of one of the console's forms, as the page a browser shows: the text and a
+    way back, nothing loaded from anywhere."""
+    body = (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Refused · Chronoq'
+        f'</title></head><body><h1>Refused</h1><p role="alert">{html.escape(detail)}</p>'
+        f'<p><a href="{html.escape(scope.get("root_path", ""))}{CONSOLE_PATH}/schedules">'
+        "Schedules</a></p></body></html>"
+    ).encode()
+    headers = [
+        (b"content-type", b"text/html; charset=utf-8"),
+        (b"content-length", str(len(body)).encode()),
+        (b"content-security-policy", b"default-src 'none'; frame-ancestors 'none'"),
+        (b"x-content-type-options", b"nosniff"),
+        (b"cache-control", b"no-store"),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
 class ApiKeyMiddleware:
     """Refuses requests without a valid key (401), changes by read-only keys (403) and
     changes from another site's page with credentials a browser sends by itself (403);
@@ -208,6 +236,10 @@ class ApiKeyMiddleware:
         if scope["type"] == "http" and replayable and method not in READ_METHODS:
             origin = check_origin(scope)
             if not origin.same:
+                if _is_console(scope):
+                    # A browser posted one of the console's forms: it shows a page, not JSON.
+                    await _answer_page(scope, send, 403, console_refusal(origin.compared()))
+                    return
                 detail = cross_origin(origin.compared())
                 await self._refuse(scope, send, 403, "cross-origin", "Forbidden", detail)
                 return

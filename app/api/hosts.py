@@ -49,6 +49,15 @@ PROXY_REMEDY = (
 )
 
 
+def console_refusal(compared: str) -> str:
+    """What the console says of a form posted from a page at another address."""
+    # Reloading never helps here: the same page posts from the same address.
+    return (
+        f"This form did not come from this console's address: {compared}. Reloading will "
+        f"not help. If you opened the console through a proxy, {PROXY_REMEDY}."
+    )
+
+
 def header(headers: Sequence[tuple[bytes, bytes]], name: bytes) -> str | None:
     """The one value of header `name` (lower case), as Latin-1 text; None when absent or
     repeated."""

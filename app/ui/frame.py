@@ -11,7 +11,7 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 
-from app.api.hosts import PROXY_REMEDY, check_origin
+from app.api.hosts import check_origin, console_refusal
 from app.domain.errors import ChronoqError, ConflictError, InvalidInputError, NotFoundError
 from app.ui.display import environment
 from app.ui.forms import FormGuard, Viewer
@@ -96,13 +96,7 @@ class PageFrame:
         token = tokens[0] if len(tokens) == 1 else None
         origin = check_origin(request.scope)
         if not origin.same:
-            # Reloading never helps here: the same page posts from the same address.
-            detail = (
-                f"This form did not come from this console's address: {origin.compared()}. "
-                f"Reloading will not help. If you opened the console through a proxy, "
-                f"{PROXY_REMEDY}."
-            )
-            return await self.refuse(request, viewer, 403, detail)
+            return await self.refuse(request, viewer, 403, console_refusal(origin.compared()))
         if not self.guard.accepts(viewer, token):
             return await self.refuse(
                 request,

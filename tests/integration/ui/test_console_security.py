@@ -164,6 +164,40 @@ async def test_a_form_from_another_origin_is_refused_with_what_was_compared(
         assert made.status_code == 303
 
 
+async def test_a_basic_form_from_another_origin_gets_the_consoles_page_not_json(
+    make_harness: Callable[..., Any],
+) -> None:
+    # A browser logged in with HTTP Basic is refused by the key check before the console
+    # sees the form: the refusal is still the console's page, saying what was compared.
+    async with make_harness(api_keys=KEYS) as h:
+        bearer = {"Authorization": f"Bearer {WRITER}"}
+        created = (await h.client.post("/v1/schedules", json=spec(h), headers=bearer)).json()
+        page = f"/ui/schedules/{created['id']}"
+        token = token_of((await h.client.get(page, headers=basic(WRITER))).text)
+
+        refused = await post_form(
+            h, f"{page}/pause", {"token": token}, basic(WRITER), origin="http://localhost:8080"
+        )
+
+        assert refused.status_code == 403
+        assert refused.headers["content-type"].startswith("text/html")
+        assert "default-src 'none'" in refused.headers["content-security-policy"]
+        text = html.unescape(refused.text)
+        assert "did not come from this console's address" in text
+        assert "Origin 'http://localhost:8080'" in text
+        assert "Reloading will not help" in text
+        assert 'href="/ui/schedules"' in text
+        status = await h.client.get(f"/v1/schedules/{created['id']}", headers=bearer)
+        assert status.json()["status"] == "pending"
+        # The API's own routes still answer a problem.
+        api = await h.client.post(
+            f"/v1/schedules/{created['id']}/pause",
+            headers={**basic(WRITER), "Origin": "http://localhost:8080"},
+        )
+        assert api.status_code == 403
+        assert api.headers["content-type"] == "application/problem+json"
+
+
 async def test_a_form_from_the_public_origin_is_accepted(make_harness: Callable[..., Any]) -> None:
     public = "https://chronoq.example.com"
     async with make_harness(api_keys=KEYS, public_origin=public) as h:
