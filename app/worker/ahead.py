@@ -60,6 +60,15 @@ START_GATHER = 0.03
 # How long after its instant a claimed-ahead attempt waits for a late mark.
 START_GRACE = 0.02
 
+# One claim of an occurrence: the occurrence is claimed again for each retry, and a timer
+# set for an earlier claim (START_GRACE) must find only that claim's delivery.
+ClaimKey = tuple[uuid.UUID, uuid.UUID]
+
+
+def claim_key(delivery: Delivery) -> ClaimKey:
+    return delivery.occurrence_id, delivery.lease_token
+
+
 # Deliveries that are due, grouped by the lease end they were claimed with.
 OnDue = Callable[[list[Delivery], float], None]
 # Mark claimed-ahead deliveries started; the ids of those that may start.
@@ -160,8 +169,10 @@ class ClaimedAhead:
         # Being marked, each START_GRACE after its instant: the ones still unanswered then
         # start unmarked (`_unmarked_due`), and are listed until their mark comes back.
         self._overdue = Held(self._unmarked_due)
-        self._started_unmarked: set[uuid.UUID] = set()
-        self._instants: dict[uuid.UUID, float] = {}
+        # Keyed by claim, not by occurrence: a retry claimed ahead again while the timers
+        # of its earlier claim are still set is another delivery.
+        self._started_unmarked: set[ClaimKey] = set()
+        self._instants: dict[ClaimKey, float] = {}
         self.lead = START_LEAD  # how long before its instant a delivery is marked
 
     def __len__(self) -> int:
@@ -202,10 +213,10 @@ class ClaimedAhead:
                 ready.append(delivery)
             elif (wait := due.timestamp() - wall) <= self.lead:
                 due_now.append(delivery)  # claimed ahead, and (about) due by now
-                self._instants[delivery.occurrence_id] = now + wait
+                self._instants[claim_key(delivery)] = now + wait
             else:
                 self._held.hold(delivery, now + wait - self.lead, deadline)
-                self._instants[delivery.occurrence_id] = now + wait
+                self._instants[claim_key(delivery)] = now + wait
         self._held.arm()
         if due_now:
             self._due(due_now, deadline)
@@ -229,7 +240,7 @@ class ClaimedAhead:
             return
         self._starting.append((deliveries, deadline))
         for delivery in deliveries:
-            at = self._instants.get(delivery.occurrence_id)
+            at = self._instants.get(claim_key(delivery))
             if at is not None:
                 self._overdue.hold(delivery, at + START_GRACE, deadline)
         self._overdue.arm()
@@ -242,20 +253,20 @@ class ClaimedAhead:
 
     def _unmarked_due(self, deliveries: list[Delivery], deadline: float) -> None:
         """START_GRACE past their instants: those whose mark has not answered start now."""
-        late = [d for d in deliveries if d.occurrence_id in self._instants]
+        late = [d for d in deliveries if claim_key(d) in self._instants]
         if not late:
             return
         for delivery in late:
-            del self._instants[delivery.occurrence_id]
-            self._started_unmarked.add(delivery.occurrence_id)
+            del self._instants[claim_key(delivery)]
+            self._started_unmarked.add(claim_key(delivery))
         self._at_instant(late, deadline)
 
     def _answered(self, due: list[Delivery]) -> list[Delivery]:
         """Of `due`, whose mark has answered, those that did not start without it."""
         waiting = []
         for delivery in due:
-            if delivery.occurrence_id in self._started_unmarked:
-                self._started_unmarked.discard(delivery.occurrence_id)
+            if claim_key(delivery) in self._started_unmarked:
+                self._started_unmarked.discard(claim_key(delivery))
             else:
                 waiting.append(delivery)
         return waiting
@@ -274,7 +285,7 @@ class ClaimedAhead:
                     log.exception("marking %d claimed-ahead occurrences started failed", len(due))
                     unstarted = self._answered(due)
                     for delivery in unstarted:
-                        self._instants.pop(delivery.occurrence_id, None)
+                        self._instants.pop(claim_key(delivery), None)
                     if unstarted:
                         await self._release(unstarted, False)
                     continue
@@ -282,15 +293,13 @@ class ClaimedAhead:
                 self.lead = min(
                     MAX_START_LEAD, max(START_LEAD, 2 * (now - began), self.lead * LEAD_DECAY)
                 )
-                started = {d.occurrence_id for d in due} - {
-                    d.occurrence_id for d in self._answered(due)
-                }
+                started = {claim_key(d) for d in due} - {claim_key(d) for d in self._answered(due)}
                 for deliveries, deadline in groups:
                     ready = []
                     for delivery in deliveries:
-                        if delivery.occurrence_id in started:
+                        if claim_key(delivery) in started:
                             continue  # it started without waiting for this answer
-                        at = self._instants.pop(delivery.occurrence_id, now)
+                        at = self._instants.pop(claim_key(delivery), now)
                         if delivery.occurrence_id not in may_start:
                             continue
                         if at > now + TIMER_SLACK:
@@ -303,7 +312,7 @@ class ClaimedAhead:
                 stopped = [
                     d
                     for d in due
-                    if d.occurrence_id not in may_start and d.occurrence_id not in started
+                    if d.occurrence_id not in may_start and claim_key(d) not in started
                 ]
                 if stopped:
                     log.info(

@@ -216,3 +216,32 @@ async def test_an_attempt_in_flight_through_a_cancel_is_in_the_attempt_log(
     assert (attempt["attempt"], attempt["outcome"]) == (1, "delivered")
     (occurrence,) = await harness.occurrences(schedule["id"])
     assert occurrence["status"] == "cancelled"
+
+
+async def test_retries_claimed_ahead_go_out_once_per_attempt_and_spend_no_attempt(
+    make_harness: Callable[..., Any],
+) -> None:
+    # Retries due within the claim-ahead window are claimed ahead again moments after the
+    # attempt before them started: each attempt goes out once, under its own number, and
+    # the budget is spent on attempts made, so every occurrence dead-letters after exactly
+    # max_attempts requests, well inside a lease (none waits for a lost lease to run out).
+    attempts = 5
+    async with make_harness(retry_base_delay=0.05, retry_max_delay=0.2, lease=30.0) as h:
+        h.receiver.always("/hook", Reply(503))
+        async with _loop(h):
+            ids = [(await h.create(max_attempts=attempts))["id"] for _ in range(8)]
+
+            async def all_dead_lettered() -> bool:
+                page = await h.get("/v1/dead-letters?limit=50")
+                return len(page["items"]) == len(ids)
+
+            await eventually(all_dead_lettered, within=BOUND, what="every occurrence dead-lettered")
+        sent = Counter(
+            (request.headers["X-Occurrence-Id"], int(request.headers["X-Attempt"]))
+            for request in h.receiver.on("/hook")
+        )
+        assert max(sent.values()) == 1, "an attempt went out twice"
+        by_occurrence = Counter(occurrence for occurrence, _ in sent)
+        assert sorted(by_occurrence.values()) == [attempts] * len(ids)
+        for item in (await h.get("/v1/dead-letters?limit=50"))["items"]:
+            assert item["attempts"] == attempts

@@ -15,6 +15,7 @@ from app.domain.occurrence import Delivery
 from app.worker.ahead import (
     MAX_START_LEAD,
     START_GATHER,
+    START_GRACE,
     START_LEAD,
     TIMER_SLACK,
     ClaimedAhead,
@@ -399,4 +400,28 @@ async def test_a_late_mark_that_fails_hands_back_nothing_that_started() -> None:
     assert lanes.handed_on() == [one]
     assert store.errors == 1
     assert store.released == [], "a delivery that started was handed back"
+    await ahead.stop()
+
+
+async def test_an_occurrence_claimed_again_soon_after_it_started_starts_once_per_claim() -> None:
+    # A claimed-ahead tick starts at its instant; its attempt fails at once and its retry,
+    # due a moment later, is claimed ahead again (a new lease) while the first claim's
+    # START_GRACE timer is still set. That timer belongs to the first claim: it must not
+    # start the first claim's delivery a second time, nor keep the second one from starting.
+    store, lanes = Store(), Recorder()
+    ahead = claimed_ahead(store, lanes)
+    first = delivery()
+    retry = factories.make_delivery(
+        occurrence_id=first.occurrence_id, lease_token=uuid.uuid4(), attempt=first.attempt + 1
+    )
+
+    ahead.take([first], {first.occurrence_id: due_in(0.0)}, LEASE_END)
+    await lanes.until(1)
+    ahead.take([retry], {retry.occurrence_id: due_in(0.2)}, LEASE_END)
+    await lanes.until(2)
+    await asyncio.sleep(START_GRACE * 3)  # past every timer either claim set
+
+    assert lanes.handed_on() == [first, retry]
+    assert store.released == []
+    assert len(ahead) == 0
     await ahead.stop()
