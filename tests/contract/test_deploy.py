@@ -13,9 +13,8 @@ from typing import Any
 
 import pytest
 import yaml
-from pydantic import AliasChoices
 
-from app.settings import Settings
+from app.settings import Settings, known_variables
 from tests.conftest import service_missing
 from tests.nginx import find_nginx, render_nginx_conf
 
@@ -153,18 +152,6 @@ def upstream_block(conf: str) -> tuple[str, str]:
     return name, body
 
 
-def setting_variables() -> set[str]:
-    """The environment variable of every field of Settings."""
-    names: set[str] = set()
-    for field, info in Settings.model_fields.items():
-        alias = info.validation_alias
-        if isinstance(alias, AliasChoices):
-            names.update(c for c in alias.choices if isinstance(c, str) and c.isupper())
-        else:
-            names.add(f"CHRONOQ_{field.upper()}")
-    return names
-
-
 def test_postgres_and_rabbitmq_have_healthchecks() -> None:
     for name in ("postgres", "rabbitmq"):
         check = services()[name].get("healthcheck", {})
@@ -203,7 +190,7 @@ def test_replicas_start_after_the_migration_and_the_broker() -> None:
 
 
 def test_every_variable_the_services_set_is_a_setting() -> None:
-    known = setting_variables()
+    known = known_variables()
     assert {"DATABASE_URL", "AMQP_URL", "CHRONOQ_LEASE"} <= known
     for name in ["migrate", *replicas()]:
         unknown = set(environment(services()[name])) - known
@@ -366,7 +353,7 @@ def test_the_balancers_pass_the_host_the_browser_used_port_included() -> None:
 
 
 def test_the_proxy_settings_are_settings() -> None:
-    assert {"CHRONOQ_PUBLIC_ORIGIN", "CHRONOQ_FORWARDED_ALLOW_IPS"} <= setting_variables()
+    assert {"CHRONOQ_PUBLIC_ORIGIN", "CHRONOQ_FORWARDED_ALLOW_IPS"} <= known_variables()
 
 
 def test_nginx_accepts_the_tls_example(tmp_path: Path) -> None:
@@ -403,7 +390,7 @@ def test_the_api_key_settings_are_settings() -> None:
         "CHRONOQ_API_KEYS",
         "CHRONOQ_API_KEYS_FILE",
         "CHRONOQ_ALLOW_UNAUTHENTICATED",
-    } <= setting_variables()
+    } <= known_variables()
 
 
 def test_the_image_builds_the_wheel_with_pinned_tools() -> None:
