@@ -27,7 +27,7 @@ from app.store.wakeups import Wakeups
 from app.worker.dispatcher import Dispatcher
 from tests.conftest import SERVED, delete_every_row, make_settings
 from tests.dns import FakeDNS
-from tests.receiver import Receiver
+from tests.receiver import Receiver, Reply
 
 # How long an app's lifespan may take to shut down (its sinks' connections closing).
 SHUTDOWN_TIMEOUT = 30.0
@@ -56,6 +56,20 @@ class Harness:
         assert response.status_code == expect, response.text
         result: dict[str, Any] = response.json()
         return result
+
+    async def failing(self, reply: Reply | None = None, **spec: Any) -> dict[str, Any]:
+        """A recurring schedule whose first occurrence was dead-lettered, `reply` (503) its
+        target's answer: still pending, and what the failing filter finds."""
+        self.receiver.always("/broken", reply or Reply(503))
+        spec = {
+            "target": self.webhook("/broken"),
+            "trigger": {"type": "interval", "every_seconds": 3600},
+            "max_attempts": 1,
+            **spec,
+        }
+        created = await self.create(**spec)
+        assert await self.step() == 1
+        return created
 
     async def get(self, path: str) -> dict[str, Any]:
         response = await self.client.get(path)

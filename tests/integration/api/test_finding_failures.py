@@ -8,22 +8,8 @@ from typing import Any
 from urllib.parse import quote
 
 from tests.integration.conftest import Harness
-from tests.receiver import Reply
 
 PROBLEM = "application/problem+json"
-
-
-async def _failing(harness: Harness, name: str) -> dict[str, Any]:
-    """A recurring schedule whose first occurrence was dead-lettered: still pending."""
-    harness.receiver.always("/broken", Reply(503))
-    created = await harness.create(
-        name=name,
-        target=harness.webhook("/broken"),
-        trigger={"type": "interval", "every_seconds": 3600},
-        max_attempts=1,
-    )
-    await harness.step()
-    return created
 
 
 async def _every(harness: Harness, query: str, limit: int = 2) -> list[dict[str, Any]]:
@@ -42,7 +28,7 @@ async def _every(harness: Harness, query: str, limit: int = 2) -> list[dict[str,
 async def test_the_failing_filter_lists_a_pending_schedule_whose_occurrences_dead_letter(
     harness: Harness,
 ) -> None:
-    broken = await _failing(harness, "nightly-report")
+    broken = await harness.failing(name="nightly-report")
     healthy = await harness.create(
         name="nightly-ok", trigger={"type": "interval", "every_seconds": 3600}
     )
@@ -84,7 +70,7 @@ async def test_sorts_page_in_their_order_and_refuse_each_others_cursors(
         )
         for m in (30, 10, 20, 10)
     ]
-    broken = await _failing(harness, "broken")
+    broken = await harness.failing(name="broken")
 
     by_next_fire = await _every(harness, "sort=next_fire_at")
     fire_times = [s["next_fire_at"] for s in by_next_fire]
@@ -143,7 +129,7 @@ async def test_bad_list_parameters_are_refused_naming_them(harness: Harness) -> 
 
 
 async def test_dead_letters_name_their_schedule(harness: Harness) -> None:
-    broken = await _failing(harness, "nightly-report")
+    broken = await harness.failing(name="nightly-report")
 
     (listed,) = (await harness.get("/v1/dead-letters"))["items"]
     one = await harness.get(f"/v1/dead-letters/{listed['occurrence_id']}")

@@ -4,29 +4,15 @@ schedule name, on the database (break-glass mode): the same rows as the API answ
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from tests.integration.cli.test_operator_commands import as_json, assert_aligned, columns, ok
 from tests.integration.conftest import Harness
-from tests.receiver import Reply
-
-
-async def _failing(harness: Harness, name: str) -> dict[str, Any]:
-    harness.receiver.always("/broken", Reply(503))
-    created = await harness.create(
-        name=name,
-        target=harness.webhook("/broken"),
-        trigger={"type": "interval", "every_seconds": 3600},
-        max_attempts=1,
-    )
-    assert await harness.step() == 1
-    return created
 
 
 async def test_list_finds_failing_schedules_by_prefix_and_in_each_order(
     harness: Harness, database_url: str
 ) -> None:
-    broken = await _failing(harness, "report-nightly")
+    broken = await harness.failing(name="report-nightly")
     soon = datetime.now(UTC) + timedelta(minutes=10)
     healthy = await harness.create(
         name="report-weekly", trigger={"type": "once", "at": soon.isoformat()}
@@ -77,7 +63,7 @@ async def test_a_naive_due_before_or_an_unknown_sort_is_a_usage_error(database_u
 
 
 async def test_dead_letters_show_their_schedule_s_name(harness: Harness, database_url: str) -> None:
-    broken = await _failing(harness, "report-nightly")
+    broken = await harness.failing(name="report-nightly")
 
     text = await ok("dead-letter", "list", database_url=database_url)
 

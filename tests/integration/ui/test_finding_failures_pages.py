@@ -26,19 +26,8 @@ LONG_ERROR = "upstream said: " + "x" * 300
 
 async def _failing(harness: Harness, name: str = "nightly-report", **extra: Any) -> dict[str, Any]:
     """A recurring schedule whose first occurrence was dead-lettered: still pending."""
-    harness.receiver.always("/broken", Reply(503, body=LONG_ERROR))
-    created = await harness.create(
-        **spec(
-            harness,
-            name=name,
-            target=harness.webhook("/broken"),
-            trigger={"type": "interval", "every_seconds": 3600},
-            max_attempts=1,
-            **extra,
-        )
-    )
-    assert await harness.step() == 1
-    return created
+    reply = Reply(503, body=LONG_ERROR)
+    return await harness.failing(reply, name=name, event_type="report.due", **extra)
 
 
 def rows(html: str, table: str) -> list[str]:
