@@ -32,6 +32,20 @@ def named(spans: InMemorySpanExporter, prefix: str) -> list[ReadableSpan]:
     return [s for s in spans.get_finished_spans() if s.name.startswith(prefix)]
 
 
+def create_claim_deliver(
+    spans: InMemorySpanExporter,
+) -> tuple[ReadableSpan, ReadableSpan, ReadableSpan]:
+    """The one create request's server span, the one claim's and the one attempt's."""
+    (server,) = [
+        s
+        for s in spans.get_finished_spans()
+        if s.kind is SpanKind.SERVER and (s.attributes or {}).get("http.request.method") == "POST"
+    ]
+    (claim,) = named(spans, "chronoq claim")
+    (deliver,) = named(spans, "chronoq deliver")
+    return server, claim, deliver
+
+
 def ids(span: ReadableSpan) -> tuple[str, str]:
     """A span's (trace id, span id) in hex."""
     context = span.get_span_context()
@@ -79,13 +93,7 @@ async def test_a_delivery_continues_the_trace_of_the_request_that_created_it(
         (request,) = harness.receiver.requests
         attempts = await harness.get(f"/v1/occurrences/{created['next_occurrence_id']}/attempts")
 
-    (server,) = [
-        s
-        for s in spans.get_finished_spans()
-        if s.kind is SpanKind.SERVER and (s.attributes or {}).get("http.request.method") == "POST"
-    ]
-    (claim,) = named(spans, "chronoq claim")
-    (deliver,) = named(spans, "chronoq deliver")
+    server, claim, deliver = create_claim_deliver(spans)
     # The delivery is the create request's grandchild: the caller's span, the server's, its own.
     assert ids(server)[0] == ids(deliver)[0] == TRACE
     assert parent_of(deliver) == ids(server)[1]
@@ -118,13 +126,7 @@ async def test_a_garbage_traceparent_is_ignored_and_the_server_span_starts_the_t
         (request,) = harness.receiver.requests
         attempts = await harness.get(f"/v1/occurrences/{created['next_occurrence_id']}/attempts")
 
-    (server,) = [
-        s
-        for s in spans.get_finished_spans()
-        if s.kind is SpanKind.SERVER and (s.attributes or {}).get("http.request.method") == "POST"
-    ]
-    (claim,) = named(spans, "chronoq claim")
-    (deliver,) = named(spans, "chronoq deliver")
+    server, claim, deliver = create_claim_deliver(spans)
     assert server.parent is None
     # Stored with the schedule: the server span's own context.
     assert ids(deliver)[0] == ids(server)[0]
