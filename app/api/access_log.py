@@ -2,7 +2,8 @@
 
 Fields: `method`, `path` (as the client sent it, percent-encoded, never the query, whose
 values may be credentials), `status`, `duration_ms` (to the answer's last byte), `client`
-(the address uvicorn reports, the proxy's client when it trusts the proxy's headers),
+(the peer's address; behind a proxy that CHRONOQ_FORWARDED_ALLOW_IPS trusts, the client that
+proxy names last in X-Forwarded-For),
 `request_id` (the request's `X-Request-Id`, as a proxy sets it; None when absent or not one
 printable word of at most 128 characters) and `api_key` (the name of the key the request was
 authenticated with, never the key; None without one). Probes (/healthz, /readyz, /metrics)
@@ -23,6 +24,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.api.hosts import client_address
 from app.logs import ACCESS_LOGGER
 
 log = logging.getLogger(ACCESS_LOGGER)
@@ -90,13 +92,12 @@ class AccessLogMiddleware:
         try:
             await self.app(scope, receive, sending)
         finally:
-            client = scope.get("client")
             fields: dict[str, Any] = {
                 "method": scope["method"],
                 "path": _path(scope),
                 "status": status,
                 "duration_ms": round((time.perf_counter() - started) * 1000, 2),
-                "client": client[0] if client else None,
+                "client": client_address(scope, scope.get("state", {}).get("settings")),
                 "request_id": _request_id(scope["headers"]),
                 "api_key": entry.api_key,
             }

@@ -19,6 +19,7 @@ CHRONOQ_PUBLIC_ORIGIN names one more origin, the address operators open.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -91,6 +92,23 @@ def own_origin(scope: Scope, settings: Settings | None) -> WebOrigin | None:
     if reached is None or scheme not in DEFAULT_PORTS:
         return None
     return WebOrigin.of(str(scheme), *reached)
+
+
+def client_address(scope: Scope, settings: Settings | None) -> str | None:
+    """Who sent the request: the peer's address, or, from a peer CHRONOQ_FORWARDED_ALLOW_IPS
+    trusts, the address its X-Forwarded-For names last (the client the proxy next to this
+    service saw), when that is an IP address."""
+    client = scope.get("client")
+    peer = str(client[0]) if client else None
+    forwarded = _nearest(scope.get("headers", []), b"x-forwarded-for")
+    if forwarded is None or peer is None or settings is None:
+        return peer
+    if not settings.proxy_allow_list().admits(peer):
+        return peer
+    try:
+        return str(ipaddress.ip_address(forwarded))
+    except ValueError:
+        return peer
 
 
 @dataclass(frozen=True, slots=True)

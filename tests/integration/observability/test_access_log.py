@@ -69,6 +69,33 @@ async def test_a_request_is_one_line_with_its_fields_and_the_keys_name(
     assert text.endswith("client=127.0.0.1 api_key=deploy-bot")  # no request id: left out
 
 
+@pytest.mark.parametrize(
+    ("allow", "forwarded", "client"),
+    [
+        # The proxy next to the service (a trusted peer) names the client last.
+        ("127.0.0.1", "203.0.113.9, 198.51.100.7", "198.51.100.7"),
+        ("127.0.0.1", "2001:db8::7", "2001:db8::7"),
+        # What is not an address, or comes from a peer nobody said to trust, is not believed.
+        ("127.0.0.1", "198.51.100.7, not-an-address", "127.0.0.1"),
+        ("10.0.0.1", "198.51.100.7", "127.0.0.1"),
+    ],
+    ids=["trusted", "ipv6", "garbage", "untrusted"],
+)
+async def test_behind_a_trusted_proxy_the_client_is_the_one_it_forwards(
+    make_harness: Callable[..., Any],
+    caplog: pytest.LogCaptureFixture,
+    allow: str,
+    forwarded: str,
+    client: str,
+) -> None:
+    async with make_harness(forwarded_allow_ips=allow) as h:
+        caplog.clear()
+        await h.client.get("/v1/schedules", headers={"X-Forwarded-For": forwarded})
+
+    (record,) = _access(caplog)
+    assert record.client == client  # type: ignore[attr-defined]
+
+
 async def test_a_refused_request_is_logged_without_a_key_name(
     make_harness: Callable[..., Any], caplog: pytest.LogCaptureFixture
 ) -> None:
