@@ -32,7 +32,6 @@ from dataclasses import replace
 from functools import partial
 
 from app import metrics, tracing
-from app.domain.errors import StoreUnavailableError
 from app.domain.occurrence import Delivery, OccurrenceStatus, Settlement, Unsent
 from app.settings import Settings
 from app.sinks.base import Sinks
@@ -145,9 +144,6 @@ class Dispatcher:
             on_written=self._start_ready,
         )
         self._health = ClaimHealth(UNHEALTHY_POLLS * settings.poll_interval)
-        # What the loop last said it waits for (the database down, or not migrated), while
-        # its claims keep failing for that reason.
-        self._waiting_for: str | None = None
         self._in_flight: dict[asyncio.Task[None], Delivery] = {}
         self._claims: list[asyncio.Task[None]] = []  # in the order they were issued
         self._claiming = 0  # rows asked for by claims still running
@@ -465,9 +461,6 @@ class Dispatcher:
         if claimed is None:
             return
         self._health.succeeded()
-        if self._waiting_for is not None:
-            self._waiting_for = None
-            log.info("claims work again")
         pause = self._pacing.claimed(
             len(claimed.deliveries), limit, ahead, claimed.due_in, claimed.more
         )
@@ -480,19 +473,7 @@ class Dispatcher:
 
     def _claim_failed(self, exc: Exception) -> None:
         self._count_error()
-        self._health.failed(exc)
-        pause = self._pacing.failed()
-        if not isinstance(exc, StoreUnavailableError):
-            log.exception("claim failed; retrying in %.2fs", pause)
-        elif exc.detail != self._waiting_for:
-            # The database down or not migrated fails every claim until it is back: said
-            # on one line once (and again if the reason changes), not at every retry.
-            self._waiting_for = exc.detail
-            log.warning(
-                "claims wait for the database, trying again every %gs at most: %s",
-                MAX_ERROR_BACKOFF,
-                exc.detail,
-            )
+        self._health.failed(exc, retry_in=self._pacing.failed())
 
     def _admit(self, claimed: Claimed, issued: float) -> None:
         """The lease began no earlier than the claim was issued: it ends by then + lease.
