@@ -30,7 +30,8 @@ from starlette.routing import Match, Router
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.problem_details import MEDIA_TYPE, excerpt, problem_type
-from app.settings import HostAllowList, Settings
+from app.settings import Settings
+from app.settings.addresses import HostAllowList
 from app.web_origins import DEFAULT_PORTS, WebOrigin, parse_origin, split_host
 
 # Answered whatever the Host: an orchestrator's probes name the address they dial (a pod's
