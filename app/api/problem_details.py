@@ -3,6 +3,7 @@ bounded whatever the input (DESIGN section 8)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi.exceptions import RequestValidationError
@@ -124,6 +125,18 @@ def _path(loc: tuple[Any, ...], error_type: str) -> list[str]:
     return parts
 
 
+# What pydantic writes before the text of an error a validator raised: the client reads the
+# reason, not which Python exception carried it.
+_RAISED_PREFIXES = {"value_error": "Value error, ", "assertion_error": "Assertion failed, "}
+
+
+def validation_message(error: Mapping[str, Any]) -> str:
+    """An error of a pydantic validation as a client reads it: the validator's own words."""
+    message = str(error.get("msg", "invalid"))
+    prefix = _RAISED_PREFIXES.get(str(error.get("type", "")))
+    return message.removeprefix(prefix) if prefix else message
+
+
 def field_errors(exc: RequestValidationError, limit: int = MAX_ERRORS) -> list[dict[str, Any]]:
     """The first `limit` of the validation's errors, as problem `errors` entries."""
     result: list[dict[str, Any]] = []
@@ -131,7 +144,7 @@ def field_errors(exc: RequestValidationError, limit: int = MAX_ERRORS) -> list[d
         loc = tuple(error.get("loc", ()))
         source, rest = (str(loc[0]), loc[1:]) if loc else ("body", ())
         parts = _path(rest, str(error.get("type", "")))
-        message = str(error.get("msg", "invalid"))
+        message = validation_message(error)
         if error.get("type") == "json_invalid":
             parts = []
         entry: dict[str, Any] = {"field": ".".join(parts) or source, "detail": message}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from calendar import isleap
 from collections.abc import Iterator, Sequence
 from datetime import UTC, date, datetime, timedelta
@@ -207,7 +208,7 @@ def _expression_problem(text: str, on_input: bool) -> str | None:
     try:
         parsed = _cron_iter(expanded, datetime(2000, 1, 1, tzinfo=UTC))
     except CroniterError:
-        return f"invalid cron expression {text!r}"
+        return _field_problem(expanded.split()) or f"invalid cron expression {text!r}"
     days, weekdays = parsed.expanded[DAY_FIELD], parsed.expanded[_DOW_FIELD]
     if _by_position(parsed):
         # croniter fires such an expression on neither the union nor the intersection of
@@ -227,6 +228,37 @@ def _expression_problem(text: str, on_input: bool) -> str | None:
         # (at least every 8 years).
         return None
     return f"cron expression {text!r} can never fire"
+
+
+# Each field's name and the numbers it takes, in the five-field order (six fields put the
+# seconds first); a day of the week is 0-7, Sunday both 0 and 7.
+_FIELDS = (
+    ("minute", 0, 59),
+    ("hour", 0, 23),
+    ("day-of-month", 1, 31),
+    ("month", 1, 12),
+    ("day-of-week", 0, 7),
+)
+_SECONDS_FIELD = ("second", 0, 59)
+# The numbers of a field's values and ranges, not its steps (after /) or nth weekdays (#).
+_FIELD_NUMBER = re.compile(r"(?<![/#\d])\d+")
+
+
+def _field_problem(fields: list[str]) -> str | None:
+    """Which field of an expression croniter refuses, and why, or None when each field is
+    valid on its own: each one is tried alone, the others `*`."""
+    layout = ((_SECONDS_FIELD,) if len(fields) == 6 else ()) + _FIELDS
+    for index, (name, low, high) in enumerate(layout):
+        alone = ["*"] * len(fields)
+        alone[index] = fields[index]
+        try:
+            _cron_iter(" ".join(alone), datetime(2000, 1, 1, tzinfo=UTC))
+        except CroniterError:
+            for number in map(int, _FIELD_NUMBER.findall(fields[index])):
+                if not low <= number <= high:
+                    return f"{name} field: {number} is out of range {low}-{high}"
+            return f"{name} field: {fields[index]!r} is not a valid value"
+    return None
 
 
 def _exists(days: Sequence[int | str], months: Sequence[int | str]) -> bool:

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from app.api.problem_details import validation_message
 from app.api.schemas import ScheduleOut
 from app.domain.errors import InvalidInputError
 from app.domain.schedule import SchedulePatch
@@ -103,7 +104,7 @@ def checked(changes: dict[str, Any]) -> SchedulePatch:
         field = location[0] if location else ""
         names = {"target": "target URL", "max_attempts": "max attempts", "labels": "labels"}
         raise InvalidInputError(
-            f"{names.get(field, field)}: {first['msg']}", pointer="#/" + "/".join(location)
+            f"{names.get(field, field)}: {validation_message(first)}", pointer="#/" + "/".join(location)
         ) from None
 
 

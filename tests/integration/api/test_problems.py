@@ -129,6 +129,46 @@ async def test_duplicate_name_is_a_409_problem_and_stores_nothing(shared: Harnes
     assert [s["id"] for s in listed] == [first["id"]]
 
 
+VALIDATOR_REFUSALS = [
+    pytest.param(
+        {"type": "once"},
+        "#/trigger",
+        "give exactly one of 'at' or 'delay_seconds'",
+        id="a model validator",
+    ),
+    pytest.param(
+        {"type": "cron", "expression": "61 * * * *"},
+        "#/trigger/expression",
+        "minute field: 61 is out of range 0-59",
+        id="a field validator",
+    ),
+    pytest.param(
+        {"type": "cron", "expression": "0 9 * * *", "timezone": "Mars/Olympus"},
+        "#/trigger/timezone",
+        "unknown IANA time zone 'Mars/Olympus'",
+        id="a time zone",
+    ),
+]
+
+
+@pytest.mark.parametrize(("trigger", "pointer", "reason"), VALIDATOR_REFUSALS)
+@ON_MODULE_LOOP
+async def test_a_validators_refusal_reads_as_its_reason_alone(
+    shared: Harness, trigger: dict[str, Any], pointer: str, reason: str
+) -> None:
+    """What a validator raised reaches the client as it said it, with no "Value error,"
+    before it."""
+    response = await shared.client.post(
+        "/v1/schedules",
+        json={"event_type": "x.y", "target": shared.webhook(), "trigger": trigger},
+    )
+
+    problem = assert_problem(response, 422)
+    assert [(e["pointer"], e["detail"]) for e in problem["errors"]] == [(pointer, reason)]
+    assert "error," not in response.text.lower()
+    assert (await shared.get("/v1/schedules"))["items"] == []
+
+
 MALFORMED_PARAMETERS = [
     pytest.param("GET", "/v1/schedules/not-a-uuid", "schedule_id", id="schedule id"),
     pytest.param("GET", "/v1/schedules/xyz/occurrences", "schedule_id", id="schedule id history"),

@@ -410,8 +410,15 @@ def test_a_late_firing_never_schedules_a_past_tick(
 @pytest.mark.parametrize(
     ("spec", "complaint"),
     [
-        ({"type": "cron", "expression": "61 * * * *"}, "invalid cron expression"),
-        ({"type": "cron", "expression": "a b c d e"}, "invalid cron expression"),
+        ({"type": "cron", "expression": "61 * * * *"}, "minute field: 61 is out of range 0-59"),
+        ({"type": "cron", "expression": "0 24 * * *"}, "hour field: 24 is out of range 0-23"),
+        ({"type": "cron", "expression": "0 0 0 * *"}, "day-of-month field: 0 is out of range 1-31"),
+        ({"type": "cron", "expression": "0 0 * 13 *"}, "month field: 13 is out of range 1-12"),
+        ({"type": "cron", "expression": "0 0 * * 1-8"}, "day-of-week field: 8 is out of range 0-7"),
+        ({"type": "cron", "expression": "60 0 0 * * *"}, "second field: 60 is out of range 0-59"),
+        ({"type": "cron", "expression": "0 61 0 * * *"}, "minute field: 61 is out of range 0-59"),
+        ({"type": "cron", "expression": "a b c d e"}, "minute field: 'a' is not a valid value"),
+        ({"type": "cron", "expression": "0 0 * jan-foo *"}, "month field: 'jan-foo' is not a"),
         ({"type": "cron", "expression": "* * *"}, "5 fields, or 6"),
         ({"type": "cron", "expression": "0 0 * * * * *"}, "5 fields, or 6"),
         ({"type": "cron", "expression": ""}, "at least 1 character"),
