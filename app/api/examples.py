@@ -1,6 +1,7 @@
 """Request body examples for the OpenAPI document: each one succeeds as it is (Swagger's
 "Try it out" sends the first), as often as it is sent: none names a schedule, since names
-are unique. Every target is on the local machine."""
+are unique. Every webhook goes to `chronoq receiver` on its default port, as in the README's
+walkthrough, which prints what it gets."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import Any
 
 from fastapi.openapi.models import Example
 
-_WEBHOOK = {"type": "webhook", "url": "http://127.0.0.1:8080/hooks/invoice"}
+_RECEIVER = "http://127.0.0.1:9000"
+_WEBHOOK = {"type": "webhook", "url": f"{_RECEIVER}/hooks/invoice"}
 _WEEKDAYS = {"type": "cron", "expression": "0 9 * * 1-5", "timezone": "Europe/Paris"}
 
 _CRON_WEBHOOK: dict[str, Any] = {
@@ -21,7 +23,7 @@ _CRON_WEBHOOK: dict[str, Any] = {
 _DELAYED_WEBHOOK: dict[str, Any] = {
     "event_type": "trial.ending",
     "payload": {"account": "acct_7"},
-    "target": {**_WEBHOOK, "url": "http://127.0.0.1:8080/hooks/trial"},
+    "target": {**_WEBHOOK, "url": f"{_RECEIVER}/hooks/trial"},
     "trigger": {"type": "once", "delay_seconds": 3600},
     "max_attempts": 5,
 }
@@ -31,7 +33,7 @@ _INTERVAL_WEBHOOK: dict[str, Any] = {
     "payload": {"report": "usage"},
     "target": {
         **_WEBHOOK,
-        "url": "http://127.0.0.1:8080/hooks/report",
+        "url": f"{_RECEIVER}/hooks/report",
         "headers": {"X-Team": "analytics"},
         "timeout_seconds": 5,
     },

@@ -3,11 +3,16 @@ out" sends from /docs is accepted, not a 422."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from app.cli import build_parser
 from tests.integration.conftest import Harness
+
+ROOT = Path(__file__).resolve().parents[3]
 
 # Every store takes the same bodies: one is enough.
 SQLITE = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
@@ -122,3 +127,41 @@ async def test_operations_called_with_their_example_parameters_succeed(harness: 
         assert 200 <= response.status_code < 300, (method, path, response.text)
         called.append(operation["operationId"])
     assert {"get_flow_key", "delete_flow_key"} <= set(called)
+
+
+def _webhook_urls(node: Any) -> list[str]:
+    """Every webhook target's URL in a part of the document."""
+    if isinstance(node, list):
+        return [url for item in node for url in _webhook_urls(item)]
+    if not isinstance(node, dict):
+        return []
+    found = [url for value in node.values() for url in _webhook_urls(value)]
+    if node.get("type") == "webhook" and isinstance(node.get("url"), str):
+        found.append(node["url"])
+    return found
+
+
+@SQLITE
+async def test_the_examples_deliver_to_the_walkthroughs_receiver(harness: Harness) -> None:
+    """A schedule made with "Try it out" is delivered where the README's walkthrough runs
+    `chronoq receiver`, which prints it, rather than to a port nothing listens on."""
+    walkthrough = (ROOT / "README.md").read_text(encoding="utf-8")
+    ports = set(re.findall(r"chronoq receiver --port (\d+)", walkthrough))
+    assert len(ports) == 1, ports
+    (port,) = ports
+    assert int(port) == build_parser().parse_args(["receiver"]).port
+    document = await _document(harness)
+    examples = [
+        example["value"]
+        for operations in document["paths"].values()
+        for operation in operations.values()
+        for example in operation.get("requestBody", {})
+        .get("content", {})
+        .get("application/json", {})
+        .get("examples", {})
+        .values()
+    ]
+    urls = _webhook_urls(examples)
+    assert urls, "the examples create webhooks"
+    for url in urls:
+        assert url.startswith(f"http://127.0.0.1:{port}/"), url
