@@ -79,7 +79,9 @@ def _whole(text: str, name: str) -> int | None:
     if not text:
         return None
     if not _WHOLE.fullmatch(text):
-        raise InvalidInputError("must be a positive whole number, or empty for none", pointer=f"#/{name}")
+        raise InvalidInputError(
+            "must be a positive whole number, or empty for none", pointer=f"#/{name}"
+        )
     return int(text)
 
 

@@ -104,7 +104,8 @@ def checked(changes: dict[str, Any]) -> SchedulePatch:
         field = location[0] if location else ""
         names = {"target": "target URL", "max_attempts": "max attempts", "labels": "labels"}
         raise InvalidInputError(
-            f"{names.get(field, field)}: {validation_message(first)}", pointer="#/" + "/".join(location)
+            f"{names.get(field, field)}: {validation_message(first)}",
+            pointer="#/" + "/".join(location),
         ) from None
 
 

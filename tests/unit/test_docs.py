@@ -5,12 +5,16 @@ through its one port variable."""
 
 from __future__ import annotations
 
+import itertools
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from pydantic import TypeAdapter
 
 from app.cli import build_parser
+from app.domain.trigger import Trigger, fire_times
 from app.settings import known_variables
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -118,3 +122,36 @@ def test_the_walkthrough_reaches_the_service_through_one_port_variable() -> None
     receiver = {"9000"}  # the `chronoq receiver` the walkthrough starts, not the service
     assert addresses
     assert set(addresses) <= {"$PORT", *receiver}, addresses
+
+
+# A cron expression in a trigger, then what the page says of it: "fires every 5 minutes".
+STATED_CADENCE = re.compile(
+    r'"expression": "([^"]+)"\}`[^.]*?\bevery (\d+) (second|minute|hour)s?\b', re.DOTALL
+)
+UNIT_SECONDS = {"second": 1, "minute": 60, "hour": 3600}
+
+
+@pytest.mark.parametrize(
+    "page", [ROOT / "README.md", ROOT / "docs" / "schedules.md"], ids=lambda page: page.name
+)
+def test_the_cadence_a_page_gives_a_cron_expression_is_the_one_it_fires_at(page: Path) -> None:
+    stated = STATED_CADENCE.findall(page.read_text(encoding="utf-8"))
+    assert stated, f"{page.name} states no cron expression's cadence"
+    for expression, count, unit in stated:
+        trigger = TypeAdapter(Trigger).validate_python({"type": "cron", "expression": expression})
+        start = datetime(2026, 1, 5, tzinfo=UTC)
+        fires = fire_times(trigger, start, 3, start)
+        gaps = {later - earlier for earlier, later in itertools.pairwise(fires)}
+        said = timedelta(seconds=int(count) * UNIT_SECONDS[unit])
+        assert gaps == {said}, f"{page.name}: {expression!r} is said to fire every {said}"
+
+
+def test_the_readme_says_the_ticks_of_a_pause_are_listed_when_it_ends() -> None:
+    """Resume, not the pause, records the ticks a pause held back (docs/schedules.md)."""
+    walkthrough = " ".join(section(ROOT / "README.md", "Walkthrough").split())
+    said = re.search(r"\*\*Pause and resume\*\*(.*?)```", walkthrough)
+    assert said
+    sentences = [s for s in re.split(r"(?<=[.;])\s", said.group(1)) if "`skipped`" in s]
+    assert sentences, "the walkthrough says where skipped ticks appear"
+    for sentence in sentences:
+        assert re.search(r"\bresume", sentence), sentence
