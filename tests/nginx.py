@@ -28,6 +28,10 @@ from tests.e2e.processes import free_port
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 NGINX_CONF = DEPLOY / "nginx.conf"
+# deploy/nginx.conf for an nginx outside compose: replicas on 127.0.0.1 ports, no `resolve`.
+NGINX_LOCAL_CONF = DEPLOY / "nginx-local.conf"
+# The upstream servers of either: compose service names or local ports.
+_SERVER = r"server\s+(?:chronoq-\d+|127\.0\.0\.1):\d+"
 
 
 def find_nginx() -> str:
@@ -42,9 +46,10 @@ def find_nginx() -> str:
 
 
 def render_nginx_conf(text: str, *, listen: int, upstreams: Sequence[int], prefix: Path) -> str:
-    """deploy/nginx.conf for replicas on local ports and an nginx run from `prefix`.
+    """deploy/nginx.conf (or nginx-local.conf) for replicas on `upstreams` and an nginx run
+    from `prefix`.
 
-    The compose upstream servers become 127.0.0.1 ports with the same parameters, nginx listens
+    The upstream servers become 127.0.0.1 ports with the same parameters, nginx listens
     on 127.0.0.1:`listen`, and its pid, access log and temporary files stay under `prefix`.
     Each replacement must match exactly once, so a change to the file that this rendering no
     longer understands fails here rather than testing something else.
@@ -52,18 +57,20 @@ def render_nginx_conf(text: str, *, listen: int, upstreams: Sequence[int], prefi
 
     def once(pattern: str, replacement: str, source: str) -> str:
         result, count = re.subn(pattern, lambda _: replacement, source, flags=re.MULTILINE)
-        assert count == 1, f"{pattern!r} matched {count} times in {NGINX_CONF}"
+        assert count == 1, f"{pattern!r} matched {count} times"
         return result
 
-    servers = re.findall(r"^([ \t]*)server\s+chronoq-\d+:\d+([^;\n]*);$", text, re.MULTILINE)
-    assert servers, f"no chronoq upstream server in {NGINX_CONF}"
+    servers = re.findall(rf"^([ \t]*){_SERVER}([^;\n]*);$", text, re.MULTILINE)
+    assert servers, "no chronoq upstream server"
     indent, parameters = servers[0]
     # Local replicas are addresses, with nothing to look up again (and an nginx before 1.27.3
     # knows no `resolve`).
     parameters = re.sub(r"\s+resolve\b", "", parameters)
     local = "".join(f"{indent}server 127.0.0.1:{port}{parameters};\n" for port in upstreams)
-    text = once(r"(?:^[ \t]*server\s+chronoq-\d+:\d+[^;\n]*;\n)+", local, text)
-    text = once(r"^[ \t]*listen\s+8080;$", f"        listen 127.0.0.1:{listen};", text)
+    text = once(rf"(?:^[ \t]*{_SERVER}[^;\n]*;\n)+", local, text)
+    text = once(
+        r"^[ \t]*listen\s+(?:127\.0\.0\.1:)?8080;$", f"        listen 127.0.0.1:{listen};", text
+    )
     text = once(
         r"^[ \t]*access_log\s[^;\n]*;$", f"    access_log {prefix}/access.log chronoq;", text
     )

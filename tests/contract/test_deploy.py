@@ -419,3 +419,122 @@ def test_the_image_installs_the_wheel_with_the_constraints_and_nothing_else() ->
     copies = [rest for keyword, rest in final if keyword in {"COPY", "ADD"}]
     assert copies, "the final stage copies the wheel from the build stage"
     assert all(rest.startswith("--from=build ") for rest in copies), copies
+
+
+def nginx_local_conf() -> str:
+    return re.sub(r"#[^\n]*", "", (ROOT / "deploy" / "nginx-local.conf").read_text())
+
+
+SHIPPED_BALANCERS = {
+    "nginx.conf": nginx_conf,
+    "nginx-tls.conf": nginx_tls_conf,
+    "nginx-local.conf": nginx_local_conf,
+}
+
+# What keeps slow or idle clients from holding the balancer (outside `upstream` blocks, whose
+# keepalive directives are about the replicas' connections).
+CLIENT_LIMITS = (
+    "worker_rlimit_nofile",
+    "worker_connections",
+    "client_header_timeout",
+    "client_body_timeout",
+    "send_timeout",
+    "reset_timedout_connection",
+    "lingering_time",
+    "keepalive_timeout",
+    "keepalive_requests",
+    "keepalive_time",
+    "limit_conn_zone",
+    "limit_conn",
+    "limit_conn_status",
+)
+
+
+def client_limits(conf: str) -> dict[str, str]:
+    """Each of CLIENT_LIMITS and its value, as the configuration sets it once."""
+    outside = re.sub(r"\bupstream\s+\S+\s*\{[^}]*\}", "", conf)
+    found: dict[str, str] = {}
+    for name in CLIENT_LIMITS:
+        values = re.findall(rf"^\s*{name}\s+([^;]+);", outside, re.MULTILINE)
+        assert len(values) == 1, f"{name}: {values}"
+        found[name] = " ".join(values[0].split())
+    return found
+
+
+def seconds_of(value: str) -> float:
+    match = re.fullmatch(r"(\d+)(ms|s|m)?", value)
+    assert match, value
+    return int(match.group(1)) * {"ms": 0.001, "s": 1.0, "m": 60.0, None: 1.0}[match.group(2)]
+
+
+@pytest.mark.parametrize("name", list(SHIPPED_BALANCERS))
+def test_every_balancer_bounds_slow_and_idle_clients(name: str) -> None:
+    limits = client_limits(SHIPPED_BALANCERS[name]())
+    # Thousands of trickling clients fit beside everyone else (1024 did not hold 2,500),
+    # with the descriptors for them and for their requests' replica connections.
+    connections = int(limits["worker_connections"])
+    assert connections >= 8192
+    assert int(limits["worker_rlimit_nofile"]) >= 2 * connections
+    for timeout in ("client_header_timeout", "client_body_timeout", "send_timeout"):
+        assert seconds_of(limits[timeout]) <= 30, (timeout, limits[timeout])
+    assert limits["reset_timedout_connection"] == "on"
+    assert seconds_of(limits["lingering_time"]) <= 10
+    assert seconds_of(limits["keepalive_timeout"]) <= 30
+    # One address's requests in progress are limited, and its excess told to slow down.
+    zone = re.fullmatch(r"\$binary_remote_addr zone=(\w+):\d+[km]", limits["limit_conn_zone"])
+    assert zone, limits["limit_conn_zone"]
+    per_address = re.fullmatch(rf"{zone.group(1)} (\d+)", limits["limit_conn"])
+    assert per_address, limits["limit_conn"]
+    assert int(per_address.group(1)) < connections
+    assert limits["limit_conn_status"] == "429"
+
+
+def test_every_balancer_sets_the_same_client_limits() -> None:
+    shipped = {name: client_limits(read()) for name, read in SHIPPED_BALANCERS.items()}
+    assert shipped["nginx-tls.conf"] == shipped["nginx.conf"]
+    assert shipped["nginx-local.conf"] == shipped["nginx.conf"]
+
+
+def test_the_local_balancer_proxies_as_the_compose_one_does() -> None:
+    plain, local = nginx_conf(), nginx_local_conf()
+    assert location(local, "/") == location(plain, "/")
+    assert location(local, "= /metrics") == location(plain, "= /metrics")
+    # The same upstream but for its servers: the replicas' local ports, with the compose
+    # servers' parameters less `resolve`, which an nginx before 1.27.3 refuses.
+    name, body = upstream_block(local)
+    plain_name, plain_body = upstream_block(plain)
+    assert name == plain_name
+
+    def servers(block: str) -> list[tuple[str, str]]:
+        return re.findall(r"^\s*server\s+(\S+)([^;]*);", block, re.MULTILINE)
+
+    def without_servers(block: str) -> list[str]:
+        lines = (line.strip() for line in block.splitlines())
+        return [line for line in lines if line and not line.startswith("server ")]
+
+    assert without_servers(body) == without_servers(plain_body)
+    local_servers = servers(body)
+    assert [address for address, _ in local_servers] == [
+        f"127.0.0.1:{8001 + i}" for i in range(len(replicas()))
+    ]
+    compose_parameters = {p.replace(" resolve", "") for _, p in servers(plain_body)}
+    assert {p for _, p in local_servers} == compose_parameters
+    assert not re.search(r"\bresolver?\b", local)
+    # It listens where compose publishes the balancer, on the loopback address only: the
+    # replicas behind it may run without keys.
+    assert re.findall(r"\blisten\s+([^;]+);", local) == ["127.0.0.1:8080"]
+
+
+def test_nginx_accepts_the_local_balancer(tmp_path: Path) -> None:
+    nginx = find_nginx()
+    text = (ROOT / "deploy" / "nginx-local.conf").read_text()
+    rendered = render_nginx_conf(text, listen=8080, upstreams=[8001, 8002], prefix=tmp_path)
+    conf = tmp_path / "nginx-local.conf"
+    conf.write_text(rendered)
+    checked = subprocess.run(
+        [nginx, "-t", "-c", str(conf), "-p", f"{tmp_path}/", "-e", str(tmp_path / "error.log")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert checked.returncode == 0, checked.stderr
