@@ -12,6 +12,9 @@ RUN python -m build --wheel --no-isolation --outdir /wheels . && cp constraints.
 
 FROM python:3.11-slim
 RUN useradd --create-home --uid 10001 chronoq
+# The default SQLite database (DATABASE_URL unset) is ./data/chronoq.db: a directory the user
+# writes, where a volume mounted at /srv/chronoq/data starts out owned by that user too.
+RUN install -d -o chronoq -g chronoq /srv/chronoq/data
 WORKDIR /srv/chronoq
 # The wheel is the whole service, its migrations included (alembic/, as app.migrations), so
 # nothing else is copied; its dependencies install at the versions constraints.txt pins.

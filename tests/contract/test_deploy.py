@@ -1,5 +1,6 @@
-"""docker-compose.yml, the Dockerfile and deploy/nginx.conf agree with each other and with the
-service: what one file names, another provides. Docker itself is not needed."""
+"""docker-compose.yml (and docker-compose.rabbitmq.yml over it), the Dockerfile, the `docker run`
+quick starts and deploy/nginx*.conf agree with each other and with the service: what one file
+names, another provides. Docker itself is not needed."""
 
 from __future__ import annotations
 
@@ -8,13 +9,13 @@ import re
 import shlex
 import shutil
 import subprocess
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
 import yaml
 
-from app.settings import Settings, known_variables
+from app.settings import DEFAULT_DATABASE_URL, Settings, known_variables
 from tests.conftest import service_missing
 from tests.nginx import find_nginx, render_nginx_conf
 
@@ -29,6 +30,30 @@ def compose() -> dict[str, Any]:
 
 def services() -> dict[str, dict[str, Any]]:
     found: dict[str, dict[str, Any]] = compose()["services"]
+    return found
+
+
+def rabbitmq_compose() -> dict[str, Any]:
+    document: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.rabbitmq.yml").read_text())
+    return document
+
+
+def merged(base: Any, extra: Any) -> Any:
+    """`extra` over `base` as compose merges a later file into an earlier one: mappings key by
+    key (a service's environment and depends_on included), anything else replaced."""
+    if isinstance(base, dict) and isinstance(extra, dict):
+        return {
+            key: merged(base[key], extra[key])
+            if key in base and key in extra
+            else extra.get(key, base.get(key))
+            for key in {**base, **extra}
+        }
+    return extra
+
+
+def services_with_rabbitmq() -> dict[str, dict[str, Any]]:
+    """The services of `docker compose -f docker-compose.yml -f docker-compose.rabbitmq.yml`."""
+    found: dict[str, dict[str, Any]] = merged(services(), rabbitmq_compose()["services"])
     return found
 
 
@@ -154,7 +179,7 @@ def upstream_block(conf: str) -> tuple[str, str]:
 
 def test_postgres_and_rabbitmq_have_healthchecks() -> None:
     for name in ("postgres", "rabbitmq"):
-        check = services()[name].get("healthcheck", {})
+        check = services_with_rabbitmq()[name].get("healthcheck", {})
         assert check.get("test"), f"{name} has no healthcheck, so nothing can wait for it"
         assert not check.get("disable"), name
 
@@ -166,7 +191,7 @@ def test_migrate_runs_once_when_postgres_is_healthy() -> None:
     assert migrate.get("restart", "no") == "no", "a one-shot service is not restarted"
 
 
-def test_replicas_start_after_the_migration_and_the_broker() -> None:
+def test_replicas_start_after_the_migration() -> None:
     fleet = replicas()
     assert len(fleet) >= 2, "several replicas, so that the balancer has somewhere to go"
     migrate = services()["migrate"]
@@ -174,11 +199,9 @@ def test_replicas_start_after_the_migration_and_the_broker() -> None:
     for name, replica in fleet.items():
         needs = depends_on(replica)
         assert needs.get("migrate") == "service_completed_successfully", name
-        assert needs.get("rabbitmq") == "service_healthy", name
         env = environment(replica)
         assert env.get("CHRONOQ_AUTO_MIGRATE") == "false", f"{name}: migrate migrates, once"
         assert env.get("DATABASE_URL") == environment(migrate)["DATABASE_URL"], name
-        assert "@rabbitmq:" in env.get("AMQP_URL", ""), f"{name}: AMQP_URL to the rabbitmq service"
         assert (replica.get("image"), replica.get("build")) == (
             migrate.get("image"),
             migrate.get("build"),
@@ -189,12 +212,47 @@ def test_replicas_start_after_the_migration_and_the_broker() -> None:
         assert grace > dispatch_timeout, f"{name}: stop_grace_period {grace:g}s"
 
 
+def test_the_webhook_installation_runs_no_broker() -> None:
+    """docker-compose.yml alone: nothing of RabbitMQ, neither a service, a dependency, an
+    AMQP_URL nor a variable the host must set for it."""
+    assert "rabbitmq" not in services()
+    for name, service in services().items():
+        assert "rabbitmq" not in depends_on(service), name
+        assert "AMQP_URL" not in environment(service), name
+    assert "rabbitmq-data" not in (compose().get("volumes") or {})
+    text = re.sub(r"#[^\n]*", "", (ROOT / "docker-compose.yml").read_text())
+    assert "RABBITMQ" not in text
+    assert "rabbitmq" not in text
+
+
+def test_the_rabbitmq_file_adds_the_broker_and_connects_every_replica_to_it() -> None:
+    added = rabbitmq_compose()["services"]
+    assert set(added) == {"rabbitmq", *replicas()}, "the broker, and nothing but the replicas"
+    for name, replica in services_with_rabbitmq().items():
+        if not REPLICA.fullmatch(name):
+            continue
+        assert set(added[name]) == {"environment", "depends_on"}, name
+        needs = depends_on(replica)
+        assert needs.get("rabbitmq") == "service_healthy", name
+        assert needs.get("migrate") == "service_completed_successfully", name
+        env = environment(replica)
+        assert "@rabbitmq:5672/" in env.get("AMQP_URL", ""), f"{name}: AMQP_URL to the broker"
+        # The rest of the replica is docker-compose.yml's.
+        assert (
+            env.get("CHRONOQ_API_KEYS_FILE")
+            == environment(replicas()[name])["CHRONOQ_API_KEYS_FILE"]
+        )
+    volumes = [str(v).split(":")[0] for v in added["rabbitmq"].get("volumes", [])]
+    assert set(volumes) <= set(rabbitmq_compose().get("volumes") or {})
+
+
 def test_every_variable_the_services_set_is_a_setting() -> None:
     known = known_variables()
     assert {"DATABASE_URL", "AMQP_URL", "CHRONOQ_LEASE"} <= known
-    for name in ["migrate", *replicas()]:
-        unknown = set(environment(services()[name])) - known
-        assert not unknown, f"{name} sets {sorted(unknown)}, which the service does not read"
+    for found in (services(), services_with_rabbitmq()):
+        for name in ["migrate", *replicas()]:
+            unknown = set(environment(found[name])) - known
+            assert not unknown, f"{name} sets {sorted(unknown)}, which the service does not read"
 
 
 def test_nginx_publishes_8080_and_mounts_the_repository_config() -> None:
@@ -267,19 +325,26 @@ def test_replicas_read_api_keys_from_a_secret_the_host_must_name() -> None:
         assert re.fullmatch(r"\$\{[A-Z_]+:\?[^}]+\}", source), f"{secret}: {source!r}"
 
 
-def test_no_password_has_a_default() -> None:
-    """Every variable the file reads is required (`${VAR:?message}`): no installation runs
-    on a password everyone who read this file knows."""
-    text = re.sub(r"#[^\n]*", "", (ROOT / "docker-compose.yml").read_text())
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("docker-compose.yml", {"POSTGRES_PASSWORD"}),
+        ("docker-compose.rabbitmq.yml", {"RABBITMQ_PASSWORD"}),
+    ],
+)
+def test_no_password_has_a_default(name: str, expected: set[str]) -> None:
+    """Every variable the files read is required (`${VAR:?message}`): no installation runs
+    on a password everyone who read these files knows."""
+    text = re.sub(r"#[^\n]*", "", (ROOT / name).read_text())
     references = re.findall(r"\$\{([^}]*)\}", text)
     assert references
     for reference in references:
         assert re.fullmatch(r"[A-Z_]+:\?.+", reference), f"${{{reference}}} is not required"
     passwords = {r.split(":")[0] for r in references if "PASSWORD" in r}
-    assert passwords == {"POSTGRES_PASSWORD", "RABBITMQ_PASSWORD"}
-    postgres = environment(services()["postgres"])["POSTGRES_PASSWORD"]
+    assert passwords == expected
+    postgres = environment(services_with_rabbitmq()["postgres"])["POSTGRES_PASSWORD"]
     assert postgres.startswith("${POSTGRES_PASSWORD:?")
-    assert environment(services()["rabbitmq"])["RABBITMQ_DEFAULT_PASS"].startswith(
+    assert environment(services_with_rabbitmq()["rabbitmq"])["RABBITMQ_DEFAULT_PASS"].startswith(
         "${RABBITMQ_PASSWORD:?"
     )
 
@@ -538,3 +603,88 @@ def test_nginx_accepts_the_local_balancer(tmp_path: Path) -> None:
         timeout=60,
     )
     assert checked.returncode == 0, checked.stderr
+
+
+def quick_start_blocks() -> list[tuple[str, list[list[str]]]]:
+    """Every shell block of the README and docs/deployment.md that runs `docker run`: its
+    page, and its commands split into words (continuation lines joined)."""
+    found = []
+    for page in (ROOT / "README.md", ROOT / "docs" / "deployment.md"):
+        for block in re.findall(r"^```sh\n(.*?)^```", page.read_text(), re.MULTILINE | re.DOTALL):
+            if "docker run" not in block:
+                continue
+            joined = re.sub(r"\\\n\s*", " ", block)
+            commands = [
+                shlex.split(part)
+                for line in joined.splitlines()
+                for part in line.split("&&")
+                if part.strip()
+            ]
+            found.append((page.name, commands))
+    return found
+
+
+def docker_run_options(argv: list[str]) -> tuple[dict[str, list[str]], str]:
+    """`docker run`'s options (name -> values) and its image."""
+    options: dict[str, list[str]] = {}
+    words = iter(argv[2:])
+    for word in words:
+        if word in {"-d", "--rm", "-it"}:
+            continue
+        if word.startswith("-"):
+            options.setdefault(word, []).append(next(words))
+            continue
+        return options, word
+    pytest.fail(f"no image in {argv}")
+
+
+def test_the_docs_show_a_one_container_quick_start() -> None:
+    assert {page for page, _ in quick_start_blocks()} == {"README.md", "deployment.md"}
+
+
+@pytest.mark.parametrize(
+    "block", quick_start_blocks(), ids=lambda block: f"{block[0]}-{len(block[1])}"
+)
+def test_the_one_container_quick_start_runs_the_image_on_sqlite_with_a_key(
+    block: tuple[str, list[list[str]]],
+) -> None:
+    _, commands = block
+    (run,) = [argv for argv in commands if argv[:2] == ["docker", "run"]]
+    options, image = docker_run_options(run)
+    builds = [argv for argv in commands if argv[:2] == ["docker", "build"]]
+    assert [option(argv, "-t") for argv in builds] == [image], "it runs the image it built"
+    settings = dict(entry.partition("=")[::2] for entry in options.get("-e", []))
+    assert set(settings) <= known_variables(), "every variable is a setting"
+    # Webhooks on SQLite: neither a database nor a broker to run beside it.
+    assert "AMQP_URL" not in settings
+    assert settings.get("DATABASE_URL", DEFAULT_DATABASE_URL) == DEFAULT_DATABASE_URL
+    # The image listens on 0.0.0.0: a key, never the opt-out.
+    assert "CHRONOQ_ALLOW_UNAUTHENTICATED" not in settings
+    mounts = dict(str(volume).rsplit(":", 2)[:2][::-1] for volume in options.get("-v", []))
+    keys = {"CHRONOQ_API_KEYS", "CHRONOQ_API_KEYS_FILE"} & set(settings)
+    assert keys, "a key"
+    if "CHRONOQ_API_KEYS_FILE" in settings:
+        assert settings["CHRONOQ_API_KEYS_FILE"] in mounts, "the key file is mounted there"
+    # The database the image makes with DATABASE_URL unset is in a volume, where the image's
+    # user may write.
+    database = PurePosixPath(instruction("WORKDIR")) / DEFAULT_DATABASE_URL.removeprefix(
+        "sqlite:///"
+    )
+    assert str(database.parent) in mounts, f"{database.parent} is not a volume"
+    user = instruction("USER").split(":")[0]
+    made = [
+        argv for argv in stage_commands(dockerfile_final_stage()) if argv[:2] == ["install", "-d"]
+    ]
+    assert any(str(database.parent) in argv and option(argv, "-o") == user for argv in made), (
+        f"the image makes {database.parent} for {user}"
+    )
+    # Published on the loopback address, on the port the image serves.
+    (published,) = options["-p"]
+    host, port, container = published.rsplit(":", 2)
+    assert host == "127.0.0.1"
+    assert int(container) == exposed_port()
+    calls = [argv for argv in commands if argv[:1] == ["curl"]]
+    assert calls, "the block shows a call with the key"
+    for argv in calls:
+        assert any(a.startswith(f"http://127.0.0.1:{port}/") for a in argv), argv
+        assert any(a.startswith("Authorization: Bearer ") for a in argv), argv
