@@ -220,7 +220,16 @@ async def test_an_edit_from_a_stale_page_is_refused_and_shows_the_current_values
         ({"period_seconds": "0"}, "period_seconds", "period_seconds: must be more than 0"),
         ({"ordering": "lifo"}, "ordering", "ordering: is none or fifo"),
     ],
-    ids=["parallelism-0", "fifo-2", "rate-text", "burst-negative", "burst-alone", "period-nan", "period-0", "lifo"],
+    ids=[
+        "parallelism-0",
+        "fifo-2",
+        "rate-text",
+        "burst-negative",
+        "burst-alone",
+        "period-nan",
+        "period-0",
+        "lifo",
+    ],
 )
 async def test_invalid_input_names_the_field_keeps_what_was_typed_and_stores_nothing(
     harness: Harness, change: dict[str, str], field: str, message: str
