@@ -1,7 +1,7 @@
 """deploy/nginx.conf (or nginx-local.conf) run for real by a test: rendered for replicas on
-local ports and an unprivileged nginx of the test's own (`render_nginx_conf`), started in the foreground as a
-child of the test (`Nginx`, `start_nginx`), and found on this machine (`find_nginx`, which
-skips, or under CHRONOQ_REQUIRE_SERVICES=1 fails, when there is none).
+local ports and an unprivileged nginx of the test's own (`render_nginx_conf`), started in the
+foreground as a child of the test (`Nginx`, `start_nginx`), and found on this machine
+(`find_nginx`, which skips, or under CHRONOQ_REQUIRE_SERVICES=1 fails, when there is none).
 
 Used by tests/e2e/test_fault_balancer.py (replicas killed behind it),
 tests/e2e/test_shipped_balancers.py (deploy/nginx-local.conf serving, and floods of slow
