@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+from app import operator_text as render
 from app.api.schemas import Page
 from app.client import AsyncClient, ProblemError, UnreachableError
 from app.databases import open_database
@@ -225,21 +226,21 @@ def execute(args: argparse.Namespace, work: Work, options: dict[str, str] | None
     except InvalidInputError as exc:
         option = (options or {}).get(exc.pointer or "")
         detail = exc.detail if option is None else f"argument {option}: {exc.detail}"
-        print(f"chronoq: {detail}", file=sys.stderr)
+        print(f"chronoq: {render.printable(detail)}", file=sys.stderr)
         return 2
     except ChronoqError as exc:
         return _fail(exc.detail)
     except _FailedError as exc:
         return _fail(str(exc))
     if args.format == "json":
-        print(json.dumps(output.document, indent=2))
+        print(json.dumps(output.document, indent=2))  # ASCII: every control is escaped
     else:
-        print(output.text)
+        print(render.terminal(output.text))
     return 0
 
 
 def _fail(message: str) -> int:
-    print(f"chronoq: {message}", file=sys.stderr)
+    print(f"chronoq: {render.printable(message)}", file=sys.stderr)
     return 1
 
 

@@ -17,6 +17,7 @@ import pytest
 from app.client import Client
 from tests.e2e.processes import Service, Services, free_port
 from tests.integration.cli import commands
+from tests.integration.cli.test_terminal_text import HOSTILE, SHOWN, assert_no_control
 from tests.receiver import Receiver, Reply
 
 pytestmark = [pytest.mark.e2e]
@@ -260,3 +261,28 @@ async def test_mistakes_are_usage_errors_and_change_nothing(service: Service) ->
     )
     assert nowhere.returncode == 1
     assert "cannot reach http://127.0.0.1:" in one_line(nowhere.stderr)
+
+
+async def test_a_receiver_s_control_characters_reach_the_terminal_escaped_over_http(
+    service: Service,
+) -> None:
+    async with Receiver() as receiver:
+        receiver.always("/evil", Reply(500, body=HOSTILE))
+        with client(service) as api:
+            made = api.create_schedule(
+                spec(receiver.url("/evil"), trigger={"type": "immediate"}, max_attempts=1)
+            )
+            deadline = time.monotonic() + 30
+            while not api.list_dead_letters().items:
+                assert time.monotonic() < deadline, "the delivery was not dead-lettered"
+                await asyncio.sleep(0.05)
+            (dead,) = api.list_dead_letters().items
+
+    for args in (
+        ("inspect", str(made.id)),
+        ("dead-letter", "list"),
+        ("attempts", str(dead.occurrence_id)),
+    ):
+        text = await ok(service, *args)
+        assert_no_control(text)
+        assert SHOWN in text, args
