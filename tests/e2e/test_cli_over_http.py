@@ -286,3 +286,25 @@ async def test_a_receiver_s_control_characters_reach_the_terminal_escaped_over_h
         text = await ok(service, *args)
         assert_no_control(text)
         assert SHOWN in text, args
+
+
+async def test_a_401_names_the_setting_and_the_option_that_give_the_key(
+    service: Service, tmp_path: Path
+) -> None:
+    anonymous = await cli(service, "list", key=None)
+    assert anonymous.returncode == 1
+    line = one_line(anonymous.stderr)
+    assert "401" in line
+    assert "set CHRONOQ_API_KEY, or pass --api-key-file FILE" in line
+    assert "Bearer" not in line
+
+    wrong = await cli(service, "list", key="not-a-key-the-service-knows")
+    assert wrong.returncode == 1
+    assert "refused the API key of CHRONOQ_API_KEY (401" in one_line(wrong.stderr)
+
+    key_file = tmp_path / "stale.key"
+    key_file.write_text("0123456789abcdef-stale\n", encoding="utf-8")
+    stale = await cli(service, "list", "--api-key-file", str(key_file), key=None)
+    assert stale.returncode == 1
+    assert f"refused the API key of --api-key-file {key_file} (401" in one_line(stale.stderr)
+    assert "0123456789abcdef-stale" not in stale.stderr
