@@ -221,8 +221,7 @@ def _unauthorized(
     """A 401 said in the command's own terms: which setting gives the key."""
     if key is None:
         return (
-            f"{where} asks for an API key (401): set CHRONOQ_API_KEY, or pass "
-            "--api-key-file FILE"
+            f"{where} asks for an API key (401): set CHRONOQ_API_KEY, or pass --api-key-file FILE"
         )
     given = (
         "CHRONOQ_API_KEY" if args.api_key_file is None else f"--api-key-file {args.api_key_file}"

@@ -24,6 +24,7 @@ from app.api.schemas import (
     ScheduleOut,
     WebhookTargetOut,
 )
+from app.domain.schedule import EventKind, ScheduleStatus
 from app.domain.trigger import CronTrigger, IntervalTrigger, OnceTrigger, Trigger
 from app.logs import escape_controls
 
@@ -126,13 +127,36 @@ def schedule_row(s: ScheduleOut) -> list[str]:
     ]
 
 
-def snapshot(s: ScheduleOut) -> str:
+PAUSES = frozenset({EventKind.PAUSED, EventKind.AUTO_PAUSED})
+
+
+def pause_text(s: ScheduleOut, event: ScheduleEventOut | None) -> str:
+    """Why a paused schedule is paused: by itself after failures in a row, or by whom and
+    when, from its latest pause event (without it, from its `pause_reason`)."""
+    at = "" if event is None else f" at {when(event.at)}"
+    if s.pause_reason == "failures" or (event is not None and event.kind == EventKind.AUTO_PAUSED):
+        after = (
+            "failures in a row"
+            if s.pause_after_failures is None
+            else f"{s.pause_after_failures} occurrence(s) dead-lettered in a row"
+        )
+        return f"by itself{at}, after {after} (pause_after_failures); resume to fire again"
+    if event is None:
+        return "by an operator (API or CLI)"
+    return f"by {event.actor or 'a caller without an API key'}{at}"
+
+
+def snapshot(s: ScheduleOut, paused_by: ScheduleEventOut | None = None) -> str:
+    """The schedule's fields; a paused one's with why (`paused_by`: its latest pause
+    event)."""
     payload = json.dumps(s.payload, separators=(",", ":"), ensure_ascii=False)
+    paused = [("paused", pause_text(s, paused_by))] if s.status == ScheduleStatus.PAUSED else []
     return fields(
         [
             ("id", str(s.id)),
             ("name", s.name or "-"),
             ("status", s.status),
+            *paused,
             ("event type", s.event_type),
             ("trigger", trigger_text(s.trigger)),
             ("target", target_text(s.target)),

@@ -22,7 +22,6 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import httpx
 
 from app.api.schemas import Page
-from app.domain.secrets import scrub_credentials
 from app.client import calls
 from app.client.calls import Call
 from app.client.errors import (
@@ -32,6 +31,7 @@ from app.client.errors import (
     problem_of,
     unexpected_answer,
 )
+from app.domain.secrets import scrub_credentials
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import time
 from datetime import UTC, datetime, timedelta
@@ -97,6 +98,8 @@ async def test_a_schedule_is_run_from_the_cli_with_the_key_as_actor(service: Ser
     assert [s["id"] for s in listed] == [sid]
     assert "hourly" in await ok(service, "inspect", sid)
     assert (await as_json(service, "pause", sid))["status"] == "paused"
+    inspected = await ok(service, "inspect", sid)
+    assert re.search(r"^paused\s+by deploy-bot at ", inspected, re.MULTILINE), inspected
     assert (await as_json(service, "resume", sid))["status"] == "pending"
     fired = await as_json(service, "trigger", sid)
     assert fired["origin"] == "trigger"

@@ -6,8 +6,9 @@ order: the due rows, locked (with the lease each replaces, its schedule and whet
 first claim), the lease, and the read-back of each row with its schedule's definition,
 misfire rules and tick count. Between the last two the schedules' fire counters are
 bumped for first claims, as PostgreSQL's statement does (`last_fired_at` the instant the
-attempt is sent, the lease's `leased_at`), so the claim means the same on every database: it returns `CLAIM_COLUMNS`, `LOST_COLUMNS` and `RULE_COLUMNS`, and counts
-its first firings.
+attempt is sent, the lease's `leased_at`), so the claim means the same on every database:
+it returns `CLAIM_COLUMNS`, `LOST_COLUMNS` and `RULE_COLUMNS`, and counts its first
+firings.
 """
 
 from __future__ import annotations

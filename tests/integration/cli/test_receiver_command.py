@@ -86,7 +86,7 @@ def test_each_line_is_stamped_and_the_failing_paths_are_listed_plainly(
     with httpx.Client(base_url=base, trust_env=False) as client:
         assert client.post("/flaky", headers={"X-Attempt": "1"}, content=b"{}").status_code == 503
         assert client.post("/hooks", headers={"X-Attempt": "2"}, content=b"{}").status_code == 200
-        hostile = client.post("/hooks", content="\x1b]0;owned\x07\x1b[2J\nforged".encode())
+        hostile = client.post("/hooks", content=b"\x1b]0;owned\x07\x1b[2J\nforged")
         assert hostile.status_code == 200
 
     flaky, hooks, escaped = lines.next(), lines.next(), lines.next()

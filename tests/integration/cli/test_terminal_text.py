@@ -111,4 +111,3 @@ async def test_a_service_s_control_characters_in_a_refusal_are_shown_escaped(
     line = one_line(result.stderr)
     assert_no_control(line)
     assert SHOWN in line
-
