@@ -1,6 +1,6 @@
 """A typed client of the Chronoq HTTP API, synchronous and asynchronous, on httpx.
 
-    from app.client import Client
+    from chronoq.client import Client  # its public name (chronoq/client.py)
 
     with Client("http://127.0.0.1:8000", api_key="...") as chronoq:
         schedule = chronoq.create_schedule({...})

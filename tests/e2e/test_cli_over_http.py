@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from app.client import Client
+from chronoq.client import Client
 from tests.e2e.processes import Service, Services, free_port
 from tests.integration.cli import commands
 from tests.integration.cli.test_terminal_text import HOSTILE, SHOWN, assert_no_control

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from app.client import (
+from chronoq.client import (
     AsyncClient,
     Call,
     ChronoqClientError,
