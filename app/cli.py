@@ -174,6 +174,7 @@ def _bus_declare(args: argparse.Namespace) -> int:
 
 
 def _bus_peek(args: argparse.Namespace) -> int:
+    from app.operator_text import printable
     from app.sinks.topology import describe_broker, peek
 
     url = _amqp_url(args)
@@ -187,12 +188,17 @@ def _bus_peek(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps([m.__dict__ for m in messages], indent=2, default=str))
         return 0
-    print(f"{len(messages)} message(s) in {args.queue}, left in place")
+    # What publishers wrote reaches the terminal with its control characters escaped.
+    print(printable(f"{len(messages)} message(s) in {args.queue}, left in place"))
     for m in messages:
         more = f" (first {len(m.body.encode())} of {m.size} bytes)" if m.truncated else ""
-        print(f"- id={m.message_id} type={m.type} routing_key={m.routing_key} size={m.size}")
-        print(f"  headers={json.dumps(m.headers, default=str)}")
-        print(f"  body{more}: {m.body}")
+        print(
+            printable(
+                f"- id={m.message_id} type={m.type} routing_key={m.routing_key} size={m.size}"
+            )
+        )
+        print(printable(f"  headers={json.dumps(m.headers, default=str)}"))
+        print(printable(f"  body{more}: {m.body}"))
     return 0
 
 
