@@ -7,6 +7,7 @@ COPY constraints.txt ./
 RUN pip install --no-cache-dir -c constraints.txt build setuptools
 COPY pyproject.toml README.md ./
 COPY app ./app
+COPY chronoq ./chronoq
 COPY alembic ./alembic
 RUN python -m build --wheel --no-isolation --outdir /wheels . && cp constraints.txt /wheels/
 

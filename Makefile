@@ -37,10 +37,10 @@ test: $(VENV)/.dev
 fuzz: $(VENV)/.dev
 	CHRONOQ_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest tests/contract/test_fuzz.py
 
-## lint: formatting, lint, types (mypy over app, tests and bench), import contracts
+## lint: formatting, lint, types (mypy over app, chronoq, tests and bench), import contracts
 lint: $(VENV)/.dev
-	$(BIN)/ruff format --check app alembic tests bench
-	$(BIN)/ruff check app alembic tests bench
+	$(BIN)/ruff format --check app chronoq alembic tests bench
+	$(BIN)/ruff check app chronoq alembic tests bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

@@ -7,7 +7,9 @@ import argparse
 import asyncio
 import json
 import os
+import socket
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 from app import logs
@@ -92,27 +94,48 @@ def _openapi(args: argparse.Namespace) -> int:
 
 
 def _receiver(args: argparse.Namespace) -> int:
-    """A local webhook receiver that prints each delivery: for trying Chronoq out."""
+    """A local webhook receiver that prints each delivery, one timestamped line each (to the
+    millisecond, so that a rate limit or a retry's backoff shows): for trying Chronoq out."""
     from aiohttp import web
 
+    from app.operator_text import printable
+
     failing = set(args.fail)
+    # Bound here, not by the server: a port in use is one line, before anything is printed.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # As a server binds: a port left in TIME_WAIT is free, one listened on is not.
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(("127.0.0.1", args.port))
+    except OSError as exc:
+        sock.close()
+        raise UsageError(
+            f"cannot receive on port {args.port} of 127.0.0.1: {exc.strerror or exc}; "
+            "choose another with --port"
+        ) from None
+
+    def say(text: str) -> None:
+        at = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        print(f"{at} {printable(text)}", flush=True)
 
     async def handle(request: web.Request) -> web.Response:
         body = await request.read()
         status = 503 if request.path in failing else 200
-        print(
+        say(
             f"{request.method} {request.path} -> {status}"
             f" occurrence={request.headers.get('X-Occurrence-Id')}"
             f" attempt={request.headers.get('X-Attempt')}"
-            f" event={request.headers.get('X-Event-Type')} body={body.decode(errors='replace')}",
-            flush=True,
+            f" event={request.headers.get('X-Event-Type')} body={body.decode(errors='replace')}"
         )
         return web.Response(status=status)
 
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", handle)
-    print(f"receiving on http://127.0.0.1:{args.port}/ (failing: {sorted(failing) or 'none'})")
-    web.run_app(app, host="127.0.0.1", port=args.port, print=None)
+    say(
+        f"receiving on http://127.0.0.1:{sock.getsockname()[1]}/"
+        f" (failing: {', '.join(sorted(failing)) or 'none'})"
+    )
+    web.run_app(app, sock=sock, print=None)
     return 0
 
 
@@ -151,6 +174,7 @@ def _bus_declare(args: argparse.Namespace) -> int:
 
 
 def _bus_peek(args: argparse.Namespace) -> int:
+    from app.operator_text import printable
     from app.sinks.topology import describe_broker, peek
 
     url = _amqp_url(args)
@@ -164,12 +188,17 @@ def _bus_peek(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps([m.__dict__ for m in messages], indent=2, default=str))
         return 0
-    print(f"{len(messages)} message(s) in {args.queue}, left in place")
+    # What publishers wrote reaches the terminal with its control characters escaped.
+    print(printable(f"{len(messages)} message(s) in {args.queue}, left in place"))
     for m in messages:
         more = f" (first {len(m.body.encode())} of {m.size} bytes)" if m.truncated else ""
-        print(f"- id={m.message_id} type={m.type} routing_key={m.routing_key} size={m.size}")
-        print(f"  headers={json.dumps(m.headers, default=str)}")
-        print(f"  body{more}: {m.body}")
+        print(
+            printable(
+                f"- id={m.message_id} type={m.type} routing_key={m.routing_key} size={m.size}"
+            )
+        )
+        print(printable(f"  headers={json.dumps(m.headers, default=str)}"))
+        print(printable(f"  body{more}: {m.body}"))
     return 0
 
 

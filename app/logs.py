@@ -57,7 +57,9 @@ def fields(record: logging.LogRecord) -> Iterator[tuple[str, object]]:
             yield key, value
 
 
-def _escape(text: str, pattern: re.Pattern[str] = _CONTROL) -> str:
+def escape_controls(text: str, pattern: re.Pattern[str] = _CONTROL) -> str:
+    """`text` with each control character (C0, DEL, C1; those of `pattern`) written as a
+    `\\uXXXX` escape: safe to write to a terminal, and one line."""
     return pattern.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
@@ -73,7 +75,7 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         line = json.dumps(entry, default=str, ensure_ascii=False)
-        return _escape(line, _C1) if _C1.search(line) else line
+        return escape_controls(line, _C1) if _C1.search(line) else line
 
 
 def _text_value(value: object) -> str:
@@ -97,7 +99,7 @@ class TextFormatter(logging.Formatter):
         )
         if extras:
             line = f"{line} {extras}"
-        return _escape(line) if _CONTROL.search(line) else line
+        return escape_controls(line) if _CONTROL.search(line) else line
 
 
 # The credentials of an Authorization header, wherever a line would quote one.

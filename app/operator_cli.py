@@ -21,11 +21,12 @@ import uuid
 from collections.abc import Awaitable, Callable
 
 from app import operator_text as render
-from app.api.schemas import ScheduleOut
+from app.api.schemas import ScheduleEventOut, ScheduleOut
 from app.domain.filters import ScheduleFilter, ScheduleSort
 from app.domain.schedule import ScheduleStatus
 from app.operator_backends import Operator
 from app.operator_run import (
+    MAX_LIMIT,
     Output,
     Parser,
     add_id,
@@ -70,6 +71,9 @@ def _inspect(args: argparse.Namespace) -> int:
     async def work(operator: Operator) -> Output:
         schedule = await operator.get_schedule(args.id)
         occurrences, _ = await collect(args, lambda n, c: operator.occurrences(args.id, n, c))
+        paused_by = None
+        if schedule.status == ScheduleStatus.PAUSED:
+            paused_by = await _latest_pause(operator, args.id)
         if occurrences:
             shown = f"occurrences, latest first:\n{render.occurrence_table(occurrences)}"
         else:
@@ -77,12 +81,26 @@ def _inspect(args: argparse.Namespace) -> int:
         return Output(
             {
                 "schedule": schedule.model_dump(mode="json"),
+                "paused_by": None if paused_by is None else paused_by.model_dump(mode="json"),
                 "occurrences": [o.model_dump(mode="json") for o in occurrences],
             },
-            f"{render.snapshot(schedule)}\n\n{shown}",
+            f"{render.snapshot(schedule, paused_by)}\n\n{shown}",
         )
 
     return execute(args, work)
+
+
+async def _latest_pause(operator: Operator, schedule_id: uuid.UUID) -> ScheduleEventOut | None:
+    """The schedule's latest pause event (by an operator, or by itself): the audit log is
+    read oldest first, to its end."""
+    latest = None
+    cursor: str | None = None
+    while True:
+        page = await operator.events(schedule_id, MAX_LIMIT, cursor)
+        latest = next((e for e in reversed(page.items) if e.kind in render.PAUSES), latest)
+        if page.next_cursor is None:
+            return latest
+        cursor = page.next_cursor
 
 
 def _events(args: argparse.Namespace) -> int:

@@ -22,8 +22,15 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+from app import operator_text as render
 from app.api.schemas import Page
-from app.client import AsyncClient, ProblemError, UnreachableError
+from app.client import (
+    AsyncClient,
+    ChronoqClientError,
+    ProblemError,
+    UnauthorizedError,
+    UnreachableError,
+)
 from app.databases import open_database
 from app.domain.errors import ChronoqError, InvalidInputError, NotFoundError
 from app.operator_backends import DatabaseOperator, HttpOperator, Operator, domain_error
@@ -194,13 +201,35 @@ async def _run(args: argparse.Namespace, work: Work) -> Output:
     if url is None:
         async with _on_the_database(args) as operator:
             return await _named(operator, work)
-    async with _over_http(url, _api_key(args)) as operator:
+    key = _api_key(args)
+    async with _over_http(url, key) as operator:
         try:
             return await _named(operator, work)
+        except UnauthorizedError as refused:
+            raise _FailedError(_unauthorized(operator.where, args, key, refused)) from None
         except ProblemError as problem:
             raise domain_error(problem) from None
         except UnreachableError as exc:
             raise _unreachable(operator.where, _cause(exc)) from None
+        except ChronoqClientError as exc:  # an answer that is not the API's
+            raise _FailedError(str(exc)) from None
+
+
+def _unauthorized(
+    where: str, args: argparse.Namespace, key: str | None, refused: UnauthorizedError
+) -> str:
+    """A 401 said in the command's own terms: which setting gives the key."""
+    if key is None:
+        return (
+            f"{where} asks for an API key (401): set CHRONOQ_API_KEY, or pass --api-key-file FILE"
+        )
+    given = (
+        "CHRONOQ_API_KEY" if args.api_key_file is None else f"--api-key-file {args.api_key_file}"
+    )
+    return (
+        f"{where} refused the API key of {given} (401: {refused.detail}); give the right "
+        "one with CHRONOQ_API_KEY or --api-key-file FILE"
+    )
 
 
 async def _named(operator: Operator, work: Work) -> Output:
@@ -225,21 +254,21 @@ def execute(args: argparse.Namespace, work: Work, options: dict[str, str] | None
     except InvalidInputError as exc:
         option = (options or {}).get(exc.pointer or "")
         detail = exc.detail if option is None else f"argument {option}: {exc.detail}"
-        print(f"chronoq: {detail}", file=sys.stderr)
+        print(f"chronoq: {render.printable(detail)}", file=sys.stderr)
         return 2
     except ChronoqError as exc:
         return _fail(exc.detail)
     except _FailedError as exc:
         return _fail(str(exc))
     if args.format == "json":
-        print(json.dumps(output.document, indent=2))
+        print(json.dumps(output.document, indent=2))  # ASCII: every control is escaped
     else:
-        print(output.text)
+        print(render.terminal(output.text))
     return 0
 
 
 def _fail(message: str) -> int:
-    print(f"chronoq: {message}", file=sys.stderr)
+    print(f"chronoq: {render.printable(message)}", file=sys.stderr)
     return 1
 
 

@@ -1,5 +1,13 @@
 """How the operator commands show the HTTP API's shapes as text: aligned tables and
-field lists, one line per cell, instants in UTC."""
+field lists, one line per cell, instants in UTC.
+
+What a receiver answered, what a client stored and what a service says in a refusal reach
+the operator's terminal only through `printable`: a control character (an escape sequence
+that clears the screen, sets the title or writes the clipboard; a line feed that forges a
+line) is written as a `\\uXXXX` escape, as the logs write it. Tables and field lists make
+each cell printable; a command's whole text (`terminal`) and its one-line errors go through
+it once more as they are printed.
+"""
 
 from __future__ import annotations
 
@@ -16,10 +24,22 @@ from app.api.schemas import (
     ScheduleOut,
     WebhookTargetOut,
 )
+from app.domain.schedule import EventKind, ScheduleStatus
 from app.domain.trigger import CronTrigger, IntervalTrigger, OnceTrigger, Trigger
+from app.logs import escape_controls
 
 PAYLOAD_PREVIEW = 200
 CELL_WIDTH = 40  # longer table cells are cut, with an ellipsis
+
+
+def printable(text: str) -> str:
+    """`text` safe for a terminal, on one line: its control characters escaped."""
+    return escape_controls(text)
+
+
+def terminal(text: str) -> str:
+    """A command's text output, its own lines kept, every other control character escaped."""
+    return "\n".join(printable(line) for line in text.split("\n"))
 
 
 def when(instant: datetime | None) -> str:
@@ -29,7 +49,7 @@ def when(instant: datetime | None) -> str:
 def one_line(text: str | None, width: int | None = CELL_WIDTH) -> str:
     if not text:
         return "-"
-    flat = " ".join(text.split())
+    flat = printable(" ".join(text.split()))
     if width is not None and len(flat) > width:
         return flat[: width - 1] + "…"
     return flat
@@ -58,6 +78,7 @@ def labels_text(labels: dict[str, str]) -> str:
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """Columns aligned on the widest cell, two spaces apart, a header row first."""
+    rows = [[printable(cell) for cell in cells] for cells in rows]
     widths = [max(len(cells[i]) for cells in [headers, *rows]) for i in range(len(headers))]
     lines = [
         "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True)).rstrip()
@@ -68,7 +89,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 def fields(pairs: Sequence[tuple[str, str]]) -> str:
     width = max(len(key) for key, _ in pairs)
-    return "\n".join(f"{key.ljust(width)}  {value}" for key, value in pairs)
+    return "\n".join(f"{key.ljust(width)}  {printable(value)}" for key, value in pairs)
 
 
 def more(shown: int, noun: str) -> str:
@@ -106,13 +127,36 @@ def schedule_row(s: ScheduleOut) -> list[str]:
     ]
 
 
-def snapshot(s: ScheduleOut) -> str:
+PAUSES = frozenset({EventKind.PAUSED, EventKind.AUTO_PAUSED})
+
+
+def pause_text(s: ScheduleOut, event: ScheduleEventOut | None) -> str:
+    """Why a paused schedule is paused: by itself after failures in a row, or by whom and
+    when, from its latest pause event (without it, from its `pause_reason`)."""
+    at = "" if event is None else f" at {when(event.at)}"
+    if s.pause_reason == "failures" or (event is not None and event.kind == EventKind.AUTO_PAUSED):
+        after = (
+            "failures in a row"
+            if s.pause_after_failures is None
+            else f"{s.pause_after_failures} occurrence(s) dead-lettered in a row"
+        )
+        return f"by itself{at}, after {after} (pause_after_failures); resume to fire again"
+    if event is None:
+        return "by an operator (API or CLI)"
+    return f"by {event.actor or 'a caller without an API key'}{at}"
+
+
+def snapshot(s: ScheduleOut, paused_by: ScheduleEventOut | None = None) -> str:
+    """The schedule's fields; a paused one's with why (`paused_by`: its latest pause
+    event)."""
     payload = json.dumps(s.payload, separators=(",", ":"), ensure_ascii=False)
+    paused = [("paused", pause_text(s, paused_by))] if s.status == ScheduleStatus.PAUSED else []
     return fields(
         [
             ("id", str(s.id)),
             ("name", s.name or "-"),
             ("status", s.status),
+            *paused,
             ("event type", s.event_type),
             ("trigger", trigger_text(s.trigger)),
             ("target", target_text(s.target)),

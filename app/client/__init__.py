@@ -1,6 +1,6 @@
 """A typed client of the Chronoq HTTP API, synchronous and asynchronous, on httpx.
 
-    from app.client import Client
+    from chronoq.client import Client  # its public name (chronoq/client.py)
 
     with Client("http://127.0.0.1:8000", api_key="...") as chronoq:
         schedule = chronoq.create_schedule({...})
@@ -8,7 +8,10 @@
             chronoq.replay_dead_letter(dead.occurrence_id)
 
 Answers are the models `openapi/openapi.json` describes (`ScheduleOut`, `Page`, ...);
-refusals are `ProblemError`s, one class per status, with the offending fields.
+refusals are `ProblemError`s, one class per status, with the offending fields; an answer
+that is not the API's (a redirect, a page that is not JSON) is an `UnexpectedAnswerError`;
+a service that cannot be reached, an `UnreachableError`. No message of these, and no log
+line of httpx's, carries the password of the service's URL.
 """
 
 from app.api.flow_key_schemas import FlowKeyIn, FlowKeyOut
@@ -41,6 +44,7 @@ from app.client.errors import (
     ProblemError,
     UnauthorizedError,
     UnavailableError,
+    UnexpectedAnswerError,
     UnreachableError,
     ValidationError,
 )
@@ -78,6 +82,7 @@ __all__ = [
     "ScheduleSpec",
     "UnauthorizedError",
     "UnavailableError",
+    "UnexpectedAnswerError",
     "UnreachableError",
     "ValidationError",
 ]

@@ -24,7 +24,14 @@ import httpx
 from app.api.schemas import Page
 from app.client import calls
 from app.client.calls import Call
-from app.client.errors import ProblemError, UnavailableError, UnreachableError, problem_of
+from app.client.errors import (
+    ProblemError,
+    UnavailableError,
+    UnreachableError,
+    problem_of,
+    unexpected_answer,
+)
+from app.domain.secrets import scrub_credentials
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -64,7 +71,11 @@ class _Settings:
             api_key = Path(api_key_file).read_text(encoding="utf-8").strip()
         if retries < 0:
             raise ValueError("retries must be 0 or more")
-        self.base_url = base_url.rstrip("/")
+        # A password in the URL is sent as HTTP Basic credentials, as httpx would send it,
+        # but kept out of the URL: no message or log line of the client can then show it.
+        url = httpx.URL(base_url.rstrip("/"))
+        self.auth = httpx.BasicAuth(url.username, url.password) if url.userinfo else None
+        self.base_url = str(url.copy_with(username=None, password=None))
         self.retries = retries
         self.timeout = timeout
         self.trust_env = trust_env
@@ -104,7 +115,24 @@ class _Settings:
 def _outcome(call: Call[T], response: httpx.Response) -> T:
     if response.status_code >= 400:
         raise problem_of(response)
-    return call.read(response)
+    if response.status_code >= 300:
+        raise unexpected_answer(response, "a redirect, which the client does not follow")
+    try:
+        return call.read(response)
+    except ValueError as exc:  # pydantic's ValidationError: not JSON, or not the answer's shape
+        raise unexpected_answer(response, _not_read(response, exc)) from None
+
+
+def _not_read(response: httpx.Response, exc: ValueError) -> str:
+    kind = response.headers.get("Content-Type", "").split(";")[0].strip() or "no content type"
+    if "json" not in kind:
+        return f"{kind}, not JSON"
+    errors = getattr(exc, "errors", None)
+    first = errors()[0] if callable(errors) and errors() else None
+    if first is None:
+        return "JSON the client cannot read"
+    where = ".".join(str(part) for part in first.get("loc", ())) or "the answer"
+    return f"JSON the client cannot read ({where}: {first.get('msg', 'invalid')})"
 
 
 def _again(settings: _Settings, call: Call[Any], tries: int, error: Exception) -> bool:
@@ -119,7 +147,7 @@ def _again(settings: _Settings, call: Call[Any], tries: int, error: Exception) -
 
 
 def _unreachable(settings: _Settings, error: httpx.TransportError) -> UnreachableError:
-    return UnreachableError(f"cannot reach {settings.base_url}: {error!r}")
+    return UnreachableError(scrub_credentials(f"cannot reach {settings.base_url}: {error!r}"))
 
 
 # -- the operations, as methods of both clients --------------------------------------
@@ -176,6 +204,7 @@ class Client:
             timeout=self._settings.timeout,
             trust_env=self._settings.trust_env,
             transport=transport,
+            auth=self._settings.auth,
         )
 
     def __enter__(self) -> Client:
@@ -259,6 +288,7 @@ class AsyncClient:
             timeout=self._settings.timeout,
             trust_env=self._settings.trust_env,
             transport=transport,
+            auth=self._settings.auth,
         )
 
     async def __aenter__(self) -> AsyncClient:

@@ -9,6 +9,8 @@ from typing import Any
 
 import httpx
 
+from app.domain.secrets import scrub_credentials
+
 
 @dataclass(frozen=True, slots=True)
 class FieldError:
@@ -26,6 +28,17 @@ class ChronoqClientError(Exception):
 
 class UnreachableError(ChronoqClientError):
     """The service could not be reached (refused, timed out, name unknown)."""
+
+
+class UnexpectedAnswerError(ChronoqClientError):
+    """The service answered what the Chronoq API never answers: a redirect, or a success
+    whose body is not the JSON the call expects (a proxy's page, another service)."""
+
+    status: int
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class ProblemError(ChronoqClientError):
@@ -145,3 +158,15 @@ def problem_of(response: httpx.Response) -> ProblemError:
         errors=errors,
         retry_after=retry_after(response),
     )
+
+
+def unexpected_answer(response: httpx.Response, what: str) -> UnexpectedAnswerError:
+    """The error for an answer of the Chronoq API's statuses that is not its answer."""
+    request = response.request
+    message = f"{request.method} {request.url.copy_with(query=None)} answered"
+    message += f" {response.status_code} {response.reason_phrase}".rstrip()
+    location = response.headers.get("Location")
+    if location and 300 <= response.status_code < 400:
+        message += f" to {location}"
+    message += f": {what}; is this the address of the Chronoq API?"
+    return UnexpectedAnswerError(scrub_credentials(message), response.status_code)

@@ -107,9 +107,15 @@ def _derived() -> list[Any]:
         .limit(1)
         .correlate(schedules)
     )
+    # A replayed dead letter has its attempts reset but keeps its last error, which the
+    # snapshot shows until an attempt of it succeeds: the schedule is still failing.
     attempted = (
         sa.select(o.c.attempts, o.c.last_error)
-        .where(o.c.schedule_id == schedules.c.id, o.c.attempts > 0, o.c.origin != Origin.CALLBACK)
+        .where(
+            o.c.schedule_id == schedules.c.id,
+            (o.c.attempts > 0) | o.c.last_error.is_not(None),
+            o.c.origin != Origin.CALLBACK,
+        )
         .order_by(o.c.fire_at.desc())
         .limit(1)
         .correlate(schedules)

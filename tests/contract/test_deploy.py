@@ -463,7 +463,14 @@ def test_the_image_builds_the_wheel_with_pinned_tools() -> None:
     copied = [rest.split() for keyword, rest in build if keyword == "COPY"]
     sources = {source.rstrip("/") for parts in copied for source in parts[:-1]}
     # What the wheel is built from: the migrations ship inside it.
-    assert {"pyproject.toml", "README.md", "app", "alembic", "constraints.txt"} <= sources
+    assert {
+        "pyproject.toml",
+        "README.md",
+        "app",
+        "chronoq",
+        "alembic",
+        "constraints.txt",
+    } <= sources
     installs = pip_installs(build)
     assert installs, "the build stage installs its build tools"
     for argv in installs:

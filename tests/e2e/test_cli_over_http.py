@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import time
 from datetime import UTC, datetime, timedelta
@@ -14,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from app.client import Client
+from chronoq.client import Client
 from tests.e2e.processes import Service, Services, free_port
 from tests.integration.cli import commands
+from tests.integration.cli.test_terminal_text import HOSTILE, SHOWN, assert_no_control
 from tests.receiver import Receiver, Reply
 
 pytestmark = [pytest.mark.e2e]
@@ -96,6 +98,8 @@ async def test_a_schedule_is_run_from_the_cli_with_the_key_as_actor(service: Ser
     assert [s["id"] for s in listed] == [sid]
     assert "hourly" in await ok(service, "inspect", sid)
     assert (await as_json(service, "pause", sid))["status"] == "paused"
+    inspected = await ok(service, "inspect", sid)
+    assert re.search(r"^paused\s+by deploy-bot at ", inspected, re.MULTILINE), inspected
     assert (await as_json(service, "resume", sid))["status"] == "pending"
     fired = await as_json(service, "trigger", sid)
     assert fired["origin"] == "trigger"
@@ -260,3 +264,50 @@ async def test_mistakes_are_usage_errors_and_change_nothing(service: Service) ->
     )
     assert nowhere.returncode == 1
     assert "cannot reach http://127.0.0.1:" in one_line(nowhere.stderr)
+
+
+async def test_a_receiver_s_control_characters_reach_the_terminal_escaped_over_http(
+    service: Service,
+) -> None:
+    async with Receiver() as receiver:
+        receiver.always("/evil", Reply(500, body=HOSTILE))
+        with client(service) as api:
+            made = api.create_schedule(
+                spec(receiver.url("/evil"), trigger={"type": "immediate"}, max_attempts=1)
+            )
+            deadline = time.monotonic() + 30
+            while not api.list_dead_letters().items:
+                assert time.monotonic() < deadline, "the delivery was not dead-lettered"
+                await asyncio.sleep(0.05)
+            (dead,) = api.list_dead_letters().items
+
+    for args in (
+        ("inspect", str(made.id)),
+        ("dead-letter", "list"),
+        ("attempts", str(dead.occurrence_id)),
+    ):
+        text = await ok(service, *args)
+        assert_no_control(text)
+        assert SHOWN in text, args
+
+
+async def test_a_401_names_the_setting_and_the_option_that_give_the_key(
+    service: Service, tmp_path: Path
+) -> None:
+    anonymous = await cli(service, "list", key=None)
+    assert anonymous.returncode == 1
+    line = one_line(anonymous.stderr)
+    assert "401" in line
+    assert "set CHRONOQ_API_KEY, or pass --api-key-file FILE" in line
+    assert "Bearer" not in line
+
+    wrong = await cli(service, "list", key="not-a-key-the-service-knows")
+    assert wrong.returncode == 1
+    assert "refused the API key of CHRONOQ_API_KEY (401" in one_line(wrong.stderr)
+
+    key_file = tmp_path / "stale.key"
+    key_file.write_text("0123456789abcdef-stale\n", encoding="utf-8")
+    stale = await cli(service, "list", "--api-key-file", str(key_file), key=None)
+    assert stale.returncode == 1
+    assert f"refused the API key of --api-key-file {key_file} (401" in one_line(stale.stderr)
+    assert "0123456789abcdef-stale" not in stale.stderr

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from app.client import Client, ForbiddenError, UnauthorizedError, UnreachableError
+from chronoq.client import Client, ForbiddenError, UnauthorizedError, UnreachableError
 from tests.e2e.processes import Service, Services, free_port, service_environment
 
 pytestmark = [pytest.mark.e2e]

@@ -1,7 +1,8 @@
 """The wheel, installed into a fresh virtualenv, is the whole service from any directory: it
-carries every file of app/ and the migrations (alembic/, as app.migrations), `chronoq
-migrate` and `chronoq serve` work on SQLite and PostgreSQL with no file of the checkout, and
-`chronoq --version` is the package's version.
+carries every file of app/, of chronoq/ (the client's public name, `chronoq.client`) and the
+migrations (alembic/, as app.migrations), `chronoq migrate` and `chronoq serve` work on
+SQLite and PostgreSQL with no file of the checkout, and `chronoq --version` is the
+package's version.
 
 The wheel is built once per module from a copy of the tracked files (a build writes build/
 and *.egg-info beside its sources), with the build tools of this environment and no network;
@@ -119,7 +120,7 @@ def installation(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Insta
 def test_the_wheel_carries_every_file_of_app_and_the_migrations(wheel: Path) -> None:
     shipped = set(zipfile.ZipFile(wheel).namelist())
     tracked = tracked_files()
-    code = {name for name in tracked if name.startswith("app/")}
+    code = {name for name in tracked if name.startswith(("app/", "chronoq/"))}
     migrations = {
         "app/migrations/" + name.removeprefix("alembic/")
         for name in tracked
@@ -135,16 +136,20 @@ def test_the_installed_command_is_the_wheels_own(installation: Installation) -> 
     assert version.returncode == 0, version.stderr
     assert version.stdout.strip() == f"chronoq {VERSION}"
 
+    # The client by the name integrations use, beside the service's own modules.
     probe = (
-        "import json, sys, app, app.main, app.cli; "
-        "print(json.dumps([app.__file__, [getattr(m, '__file__', None) or '' "
-        "for m in list(sys.modules.values())]]))"
+        "import json, sys, app, app.main, app.cli, chronoq.client; "
+        "from chronoq.client import Client, ValidationError; "
+        "from app.client import Client as Same; assert Client is Same; "
+        "print(json.dumps([[app.__file__, chronoq.client.__file__], "
+        "[getattr(m, '__file__', None) or '' for m in list(sys.modules.values())]]))"
     )
     imported = run([str(installation.python), "-c", probe], installation.elsewhere)
     assert imported.returncode == 0, imported.stderr
-    package, files = json.loads(imported.stdout)
-    assert Path(package).is_relative_to(installation.venv), package
-    checkout = [ROOT / "app", ROOT / "alembic"]
+    packages, files = json.loads(imported.stdout)
+    for package in packages:
+        assert Path(package).is_relative_to(installation.venv), package
+    checkout = [ROOT / "app", ROOT / "chronoq", ROOT / "alembic"]
     assert not [name for name in files if any(Path(name).is_relative_to(c) for c in checkout)]
 
     # The DDL of `chronoq schema` is stamped with the head revision of the shipped migrations.

@@ -59,3 +59,24 @@ async def test_a_last_attempt_whose_lease_ran_out_is_dead_lettered_not_retried(
     assert row.last_error is not None
     assert "lease" in row.last_error
     assert await ports.read_schedule_status(database, schedule.id) is ScheduleStatus.FAILED
+
+
+async def test_a_replayed_dead_letter_keeps_the_schedule_s_last_error_until_it_is_delivered(
+    database: Database,
+) -> None:
+    schedule = ports.draft(ports.immediate(), max_attempts=1)
+    await ports.insert_schedules(database, [schedule])
+    (delivery,) = await ports.claim(database, limit=1)
+    await ports.settle(
+        database, [Settlement(delivery, OccurrenceStatus.DEAD_LETTERED, error="HTTP 503: busy")]
+    )
+
+    assert await ports.replay(database, [delivery.occurrence_id]) == [delivery.occurrence_id]
+
+    replayed = await ports.read_schedule(database, schedule.id)
+    assert (replayed.attempts, replayed.last_error) == (0, "HTTP 503: busy")
+    (again,) = await ports.claim(database, limit=1)
+    assert (await ports.read_schedule(database, schedule.id)).last_error == "HTTP 503: busy"
+    await ports.settle(database, [Settlement(again, OccurrenceStatus.DELIVERED)])
+    delivered = await ports.read_schedule(database, schedule.id)
+    assert (delivered.attempts, delivered.last_error) == (1, None)

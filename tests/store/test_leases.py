@@ -253,3 +253,14 @@ async def test_an_unsent_delivery_is_handed_back_uncharged_after_a_pause(
     await ports.move_clock_past(database, row.available_at)
     (again,) = await ports.claim(database, limit=5)
     assert again.attempt == 1, "the unsent attempt was not charged"
+
+
+async def test_a_claim_ahead_says_its_schedule_fired_at_the_instant_it_is_sent(
+    database: Database,
+) -> None:
+    # Not at the claim, half a minute earlier: the schedule would seem to fire early.
+    draft, delivery = await _claimed_ahead(database)
+
+    stored = await ports.read_schedule(database, draft.id)
+    assert stored.fire_count == 1
+    assert stored.last_fired_at == delivery.fire_at

@@ -4,10 +4,11 @@ operation as PostgreSQL's single statement, in steps inside one transaction.
 The steps are the dialect's named statements `claim.<dialect>.sql` (app/store/sql/), in
 order: the due rows, locked (with the lease each replaces, its schedule and whether it is a
 first claim), the lease, and the read-back of each row with its schedule's definition,
-misfire rules and tick count. Between the first two the schedules' fire counters are
-bumped for first claims, as PostgreSQL's statement does, so the claim means the same on
-every database: it returns `CLAIM_COLUMNS`, `LOST_COLUMNS` and `RULE_COLUMNS`, and counts
-its first firings.
+misfire rules and tick count. Between the last two the schedules' fire counters are
+bumped for first claims, as PostgreSQL's statement does (`last_fired_at` the instant the
+attempt is sent, the lease's `leased_at`), so the claim means the same on every database:
+it returns `CLAIM_COLUMNS`, `LOST_COLUMNS` and `RULE_COLUMNS`, and counts its first
+firings.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.domain.occurrence import Origin
 from app.store.dialects.base import CLAIM_COLUMNS, LOST_COLUMNS, RULE_COLUMNS, Dialect, with_lost
 from app.store.sql import ClaimRows, queries
-from app.store.tables import schedules
+from app.store.tables import occurrences, schedules
 from app.store.types import UUID, UTCDateTime
 
 # Every parameter a step may take, typed once.
@@ -38,13 +39,24 @@ _PARAMETERS: dict[str, sa.BindParameter[Any]] = {
     "token": sa.bindparam("token", type_=UUID),
 }
 
+_FIRST = occurrences.alias("fired")
+# When a schedule's latest first claim is sent (`leased_at`: now, or the due instant of one
+# claimed ahead), read once the lease is written: not the claim's own instant.
+_SENT_AT = (
+    sa.select(sa.func.max(_FIRST.c.leased_at))
+    .where(
+        _FIRST.c.schedule_id == schedules.c.id,
+        _FIRST.c.occurrence_id.in_(sa.bindparam("firsts", expanding=True, type_=UUID)),
+    )
+    .scalar_subquery()
+)
 # First claims counted as firings: one statement per distinct count (almost always one).
 _COUNT_FIRES = (
     schedules.update()
     .where(schedules.c.id.in_(sa.bindparam("fired", expanding=True, type_=UUID)))
     .values(
         fire_count=schedules.c.fire_count + sa.bindparam("count", type_=sa.Integer()),
-        last_fired_at=sa.bindparam("now", type_=UTCDateTime()),
+        last_fired_at=sa.func.coalesce(_SENT_AT, sa.bindparam("now", type_=UTCDateTime())),
     )
 )
 
@@ -102,10 +114,6 @@ class StepwiseClaim(Dialect):
         if not due:
             return []
         ids = [row.occurrence_id for row in due]
-        fired = Counter(
-            row.schedule_id for row in due if row.first_claim and row.origin != Origin.CALLBACK
-        )
-        await _count_fires(conn, fired, now)
         await conn.execute(
             lease_step,
             {
@@ -116,12 +124,18 @@ class StepwiseClaim(Dialect):
                 "lease_until": now + timedelta(seconds=lease),
             },
         )
+        firsts = [row for row in due if row.first_claim and row.origin != Origin.CALLBACK]
+        await _count_fires(conn, firsts, now)
         return with_lost((await conn.execute(rows_step, {"ids": ids, "now": now})).all(), due)
 
 
-async def _count_fires(conn: AsyncConnection, fires: Counter[Any], now: datetime) -> None:
+async def _count_fires(conn: AsyncConnection, firsts: Sequence[Any], now: datetime) -> None:
+    fires = Counter(row.schedule_id for row in firsts)
+    ids = [row.occurrence_id for row in firsts]
     by_count: dict[int, list[Any]] = defaultdict(list)
     for schedule_id, count in fires.items():
         by_count[count].append(schedule_id)
     for count, fired in by_count.items():
-        await conn.execute(_COUNT_FIRES, {"fired": fired, "count": count, "now": now})
+        await conn.execute(
+            _COUNT_FIRES, {"fired": fired, "count": count, "now": now, "firsts": ids}
+        )

@@ -10,6 +10,8 @@
 -- A failure callback (origin `callback`) is no firing of its schedule, is not held by its
 -- pause (an auto-pause's own dead letter is reported), and delivers its `body` to the
 -- schedule's `on_failure` target.
+-- A schedule's `last_fired_at` is the instant its attempt is sent (`leased_at`), not the
+-- claim's: a claim ahead would otherwise show it fired before its tick.
 -- Each row also carries its schedule's misfire rules and tick count, which the planner of
 -- a cadence tick needs (no read of its own).
 -- `:ahead` (seconds, usually 0) also leases occurrences due that soon, which the loop holds
@@ -49,14 +51,14 @@ claimed AS (
     FROM due
     WHERE o.occurrence_id = due.occurrence_id
     RETURNING o.occurrence_id, o.schedule_id, o.fire_at, o.attempts, o.origin, o.flow_key,
-              o.body, due.first_claim,
+              o.body, o.leased_at, due.first_claim,
               due.lost_token, due.lost_owner, due.lost_at, due.lost_until, due.lost_ahead
 ),
 first_fires AS (
     UPDATE schedules AS s
-    SET fire_count = s.fire_count + f.fired, last_fired_at = now()
+    SET fire_count = s.fire_count + f.fired, last_fired_at = f.sent_at
     FROM (
-        SELECT schedule_id, count(*) AS fired FROM claimed
+        SELECT schedule_id, count(*) AS fired, max(leased_at) AS sent_at FROM claimed
         WHERE first_claim AND origin <> 'callback'
         GROUP BY schedule_id
     ) AS f

@@ -159,3 +159,23 @@ async def test_a_failed_schedule_can_be_repointed_and_its_dead_letter_replayed(
     (request,) = harness.receiver.on("/fixed")
     assert request.occurrence_id == created["next_occurrence_id"]
     assert await harness.schedule_status(created["id"]) == "completed"
+
+
+async def test_a_replay_keeps_the_snapshot_s_last_error_in_the_api_and_the_console(
+    harness: Harness,
+) -> None:
+    created = await harness.failing(Reply(503, body="busy"))
+    path = f"/v1/schedules/{created['id']}"
+    (dead,) = (await harness.get("/v1/dead-letters"))["items"]
+
+    replayed = await harness.client.post(f"/v1/dead-letters/{dead['occurrence_id']}/replay")
+    assert replayed.status_code == 202, replayed.text
+
+    snapshot = await harness.get(path)
+    assert (snapshot["attempts"], snapshot["last_error"]) == (0, "HTTP 503: busy")
+    page = (await harness.client.get(f"/ui/schedules/{created['id']}")).text
+    assert '<dt>Last error</dt><dd class="error-text">HTTP 503: busy</dd>' in page
+    harness.receiver.always("/broken", Reply(200))
+    assert await harness.step() == 1
+    delivered = await harness.get(path)
+    assert (delivered["attempts"], delivered["last_error"]) == (1, None)

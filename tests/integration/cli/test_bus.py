@@ -135,6 +135,21 @@ async def test_peek_shows_messages_and_leaves_them_in_the_queue(
     assert "x" * 3000 in raw.stdout
 
 
+@pytest.mark.usefixtures("cleanup")
+async def test_peek_shows_a_body_s_control_characters_escaped(
+    amqp_url: str, names: dict[str, str], tmp_path: Path
+) -> None:
+    chronoq("bus", "declare", "--topology", str(topology(tmp_path, names)), amqp_url=amqp_url)
+    await _publish(amqp_url, names["exchange"], "invoice.due", [b"\x1b]0;owned\x07\x1b[2J\nforged"])
+
+    result = chronoq("bus", "peek", "--queue", names["queue"], amqp_url=amqp_url)
+
+    assert result.returncode == 0, result.stderr
+    assert "\x1b" not in result.stdout
+    assert "\x07" not in result.stdout
+    assert "body: \\u001b]0;owned\\u0007\\u001b[2J\\u000aforged" in result.stdout
+
+
 def test_an_unreachable_broker_is_named_by_host_without_credentials() -> None:
     result = chronoq("bus", "peek", "--queue", "q", "--url", "amqp://ops:hunter2@127.0.0.1:9/")
 

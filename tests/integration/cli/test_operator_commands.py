@@ -215,7 +215,8 @@ async def test_inspect_json_is_the_snapshot_and_the_history_of_the_http_api(
 
     inspected = await as_json("inspect", created["id"], "--limit", "3", database_url=database_url)
 
-    assert set(inspected) == {"schedule", "occurrences"}
+    assert set(inspected) == {"schedule", "paused_by", "occurrences"}
+    assert inspected["paused_by"] is None, "not paused"
     assert inspected["schedule"] == await harness.get(f"/v1/schedules/{created['id']}")
     history = await harness.get(f"/v1/schedules/{created['id']}/occurrences?limit=3")
     assert inspected["occurrences"] == history["items"]
