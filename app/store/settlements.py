@@ -24,7 +24,7 @@ from app.store.completion import finish_one_shots, finish_recurring
 from app.store.dialects import dialect_of
 from app.store.dialects.base import Dialect
 from app.store.failures import lock_before_pausing, record_dead_letters
-from app.store.flow_keys import back_off_keys
+from app.store.flow_keys import back_off_keys, end_cancelled_leases
 from app.store.rows import attempt_id, truncate_error
 from app.store.tables import occurrences
 from app.store.types import UUID
@@ -100,6 +100,9 @@ class SettlementStore:
         dialect = dialect_of(conn)
         statements = _statements(dialect)
         now = await dialect.bound_now(conn)
+        # Flow keys first, then occurrences, then schedules: the lock order of every
+        # transaction that waits for locks (docs/architecture.md, "Lock order").
+        await back_off_keys(conn, settlements, now)
         await lock_before_pausing(conn, settlements)
         await dialect.record_attempts(conn, [_attempt_row(item, now) for item in settlements])
         delivered = []
@@ -137,9 +140,9 @@ class SettlementStore:
             await conn.execute(statements.retry, retries)
         if dead:
             await conn.execute(statements.dead, dead)
+        await end_cancelled_leases(conn, [item.delivery for item in settlements])
         await finish_one_shots(conn, one_shots, now)
         await finish_recurring(conn, lasts, now)
-        await back_off_keys(conn, settlements, now)
         return await record_dead_letters(
             conn,
             [
