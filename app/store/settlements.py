@@ -1,8 +1,13 @@
 """Settlements: finished attempts recorded, guarded by the lease token.
 
-Invariant: only the holder of the current lease token can settle an occurrence; a replica
-whose lease ran out (and was re-claimed elsewhere) finds its token replaced and its late
-settle matches no row, and writes no attempt.
+Invariants:
+- only the holder of the current lease token can settle an occurrence; a replica whose
+  lease ran out (and was re-claimed elsewhere) finds its token replaced and its late settle
+  matches no row, and writes no attempt;
+- a settle locks in the order every waiting transaction keeps (docs/architecture.md, "Lock
+  order"): the flow keys it backs off, then occurrences, then schedules. The claim holds a
+  key while it writes schedules; a settle that held a schedule while waiting for that key
+  would deadlock with it.
 """
 
 from __future__ import annotations
@@ -100,8 +105,7 @@ class SettlementStore:
         dialect = dialect_of(conn)
         statements = _statements(dialect)
         now = await dialect.bound_now(conn)
-        # Flow keys first, then occurrences, then schedules: the lock order of every
-        # transaction that waits for locks (docs/architecture.md, "Lock order").
+        # Flow keys first, then occurrences, then schedules (the module's invariant).
         await back_off_keys(conn, settlements, now)
         await lock_before_pausing(conn, settlements)
         await dialect.record_attempts(conn, [_attempt_row(item, now) for item in settlements])
