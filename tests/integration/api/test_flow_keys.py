@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 
@@ -158,7 +159,10 @@ async def test_parallelism_holds_through_the_api_and_the_loop(harness: Harness) 
 async def test_a_429_with_retry_after_holds_every_occurrence_of_the_key(harness: Harness) -> None:
     harness.receiver.script("/busy", Reply(429, headers={"Retry-After": "120"}))
     await harness.client.put("/v1/flow-keys/busy-customer", json={"parallelism": 1})
-    first = await harness.create(flow_key="busy-customer", target=harness.webhook("/busy"))
+    # Its policy waits up to 600 s, so the 120 s asked for is honoured whole.
+    first = await harness.create(
+        flow_key="busy-customer", target=harness.webhook("/busy"), retry={"max_delay_seconds": 600}
+    )
     assert await harness.step() == 1
 
     # Another schedule on the key waits too, though its own target never answered; an
@@ -173,3 +177,35 @@ async def test_a_429_with_retry_after_holds_every_occurrence_of_the_key(harness:
     assert await harness.schedule_status(unkeyed["id"]) == "completed"
     assert await harness.schedule_status(other["id"]) == "pending"  # not fired yet
     assert await harness.schedule_status(first["id"]) == "pending"  # its retry waits too
+
+
+async def test_a_huge_retry_after_holds_the_key_no_longer_than_the_schedules_most_delay(
+    harness: Harness,
+) -> None:
+    # A receiver that asks for 31 years, every time.
+    harness.receiver.always("/flood", Reply(429, headers={"Retry-After": "999999999"}))
+    created = await harness.create(
+        flow_key="asking",
+        target=harness.webhook("/flood"),
+        retry={"base_delay_seconds": 0.2, "max_delay_seconds": 1, "jitter": False},
+    )
+    started = datetime.now(UTC)
+    assert await harness.step() == 1
+    key = await harness.get("/v1/flow-keys/asking")
+    until = datetime.fromisoformat(key["backoff_until"])
+    assert until - started < timedelta(seconds=3), until
+    occurrence, *_ = await harness.occurrences(created["id"])
+    assert datetime.fromisoformat(occurrence["available_at"]) - started < timedelta(seconds=3)
+
+    # So the key and its retry come round within the schedule's most delay (1 s).
+    async def asked_again() -> bool:
+        return len(harness.receiver.on("/flood")) >= 2
+
+    await harness.step_until(asked_again, timeout=15)
+    # Without a policy of its own, the service's most (CHRONOQ_RETRY_MAX_DELAY, 0.2 s here).
+    other = await harness.create(flow_key="asking-too", target=harness.webhook("/flood"))
+    started = datetime.now(UTC)
+    assert await harness.step() >= 1
+    key = await harness.get("/v1/flow-keys/asking-too")
+    assert datetime.fromisoformat(key["backoff_until"]) - started < timedelta(seconds=3)
+    assert await harness.schedule_status(other["id"]) == "pending"
