@@ -233,6 +233,18 @@ class FlowKeyStore:
         await conn.execute(flow_keys.update().where(_f.key == key).values(**values))
         return await self.get(conn, key, now), created
 
+    async def clear_backoff(self, conn: AsyncConnection, key: str, now: datetime) -> FlowKey:
+        """End the key's back-off now: what waits on it starts as its limits allow. Its
+        limits and version stay (a back-off is a destination's, not an operator's
+        change); a row that only the back-off made goes with it. The key as it then is."""
+        await conn.execute(
+            flow_keys.update()
+            .where(_f.key == key, _f.backoff_until.is_not(None))
+            .values(backoff_until=None)
+        )
+        await conn.execute(flow_keys.delete().where(_f.key == key, _f.limits_set.is_(False)))
+        return await self.get(conn, key, now)
+
     async def delete(
         self, conn: AsyncConnection, key: str, if_match: frozenset[int] | None
     ) -> bool:

@@ -64,6 +64,7 @@ __all__ = [
     "claim",
     "claim_ahead",
     "claimed",
+    "clear_flow_key_backoff",
     "cron",
     "database_now",
     "dead_letters",
@@ -723,6 +724,15 @@ async def put_flow_key(
 async def read_flow_key(database: Database, key: str) -> FlowKey:
     async def work(conn: Connection) -> FlowKey:
         return await FlowKeyStore().get(conn, key, await transaction_now(conn))
+
+    return await database.run(work)
+
+
+async def clear_flow_key_backoff(database: Database, key: str) -> FlowKey:
+    """End a destination's back-off of the key: the key as it then stands."""
+
+    async def work(conn: Connection) -> FlowKey:
+        return await FlowKeyStore().clear_backoff(conn, key, await transaction_now(conn))
 
     return await database.run(work)
 

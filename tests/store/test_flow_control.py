@@ -410,3 +410,43 @@ async def test_a_hand_back_of_a_started_attempt_keeps_its_token_spent(database: 
     (first,) = await ports.claim(database, limit=10)
     await ports.release(database, [first], started=True)
     assert await ports.claim(database, limit=10) == [], "a started attempt was given its token"
+
+
+async def test_clearing_a_back_off_starts_the_key_at_once_and_keeps_its_limits(
+    database: Database,
+) -> None:
+    await ports.put_flow_key(database, "acme", FlowLimits(parallelism=5))
+    await _keyed(database, "acme", 3)
+    (first,) = await ports.claim(database, limit=1)
+    asked = Settlement(
+        first, OccurrenceStatus.PENDING, error="HTTP 429", retry_in=3600, key_backoff=3600
+    )
+    await ports.settle(database, [asked])
+    assert await ports.claim(database, limit=10) == []
+
+    cleared = await ports.clear_flow_key_backoff(database, "acme")
+    assert cleared.backoff_until is None
+    # A back-off is the destination's, not a change of the limits: the version stays.
+    assert (cleared.limits, cleared.version) == (FlowLimits(parallelism=5), 1)
+    assert len(await ports.claim(database, limit=10)) == 2  # the first retries in an hour
+    # Clearing a key with no back-off changes nothing.
+    assert await ports.clear_flow_key_backoff(database, "acme") == await ports.read_flow_key(
+        database, "acme"
+    )
+
+
+async def test_clearing_the_back_off_of_a_key_never_put_leaves_it_as_never_put(
+    database: Database,
+) -> None:
+    await _keyed(database, "acme", 2)
+    (first,) = await ports.claim(database, limit=1)
+    await ports.settle(
+        database,
+        [Settlement(first, OccurrenceStatus.PENDING, error="503", retry_in=60, key_backoff=60)],
+    )
+    assert (await ports.read_flow_key(database, "acme")).backoff_until is not None
+
+    cleared = await ports.clear_flow_key_backoff(database, "acme")
+    assert (cleared.limits, cleared.version, cleared.backoff_until) == (None, None, None)
+    assert cleared.created_at is None
+    assert len(await ports.claim(database, limit=10)) == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
@@ -209,3 +210,48 @@ async def test_a_huge_retry_after_holds_the_key_no_longer_than_the_schedules_mos
     key = await harness.get("/v1/flow-keys/asking-too")
     assert datetime.fromisoformat(key["backoff_until"]) - started < timedelta(seconds=3)
     assert await harness.schedule_status(other["id"]) == "pending"
+
+
+async def backed_off(harness: Harness, key: str) -> dict[str, Any]:
+    """A key its destination asked to wait 20 minutes (429, Retry-After), with another
+    schedule on it waiting: the key as the API then answers it."""
+    harness.receiver.script("/busy", Reply(429, headers={"Retry-After": "1200"}))
+    await harness.create(
+        flow_key=key, target=harness.webhook("/busy"), retry={"max_delay_seconds": 3600}
+    )
+    assert await harness.step() == 1
+    await harness.create(flow_key=key, target=harness.webhook("/free"))
+    assert await harness.step() == 0
+    found = await harness.get(f"/v1/flow-keys/{key}")
+    assert found["backoff_until"] is not None
+    return found
+
+
+async def test_clear_backoff_ends_a_destinations_back_off_and_keeps_the_limits(
+    harness: Harness,
+) -> None:
+    put = await harness.client.put("/v1/flow-keys/busy", json={"parallelism": 3})
+    assert put.status_code == 201, put.text
+    before = await backed_off(harness, "busy")
+
+    response = await harness.client.post("/v1/flow-keys/busy/clear-backoff")
+    assert response.status_code == 200, response.text
+    cleared = response.json()
+    assert cleared["backoff_until"] is None
+    assert response.headers["ETag"] == '"1"'
+    assert {k: v for k, v in cleared.items() if k not in ("backoff_until", "updated_at")} == {
+        k: v for k, v in before.items() if k not in ("backoff_until", "updated_at")
+    }
+    # What waited on the key goes out now, not in 20 minutes.
+    assert await harness.step() == 1
+    assert [r.path for r in harness.receiver.requests] == ["/busy", "/free"]
+
+
+async def test_clear_backoff_of_a_key_without_one_answers_it_as_it_is(harness: Harness) -> None:
+    response = await harness.client.post("/v1/flow-keys/never-put/clear-backoff")
+    assert response.status_code == 200, response.text
+    assert response.json() == await harness.get("/v1/flow-keys/never-put")
+    assert response.json()["version"] is None
+
+    refused = await harness.client.post("/v1/flow-keys/not%20a%20key/clear-backoff")
+    assert refused.status_code == 422, refused.text
