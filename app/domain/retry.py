@@ -12,7 +12,6 @@ from pydantic import ConfigDict, Field
 from app.domain.errors import InvalidInputError
 from app.domain.limits import InputModel
 
-
 # A retry is never planned further off than a day (a Retry-After is capped the same way).
 MAX_RETRY_DELAY_SECONDS = 86400.0
 # The shortest wait between attempts a schedule's own policy may ask for: a write key must
@@ -50,6 +49,7 @@ class RetryPolicy:
         ever waits (`max_delay`), and never more than a day. A receiver cannot hold a
         delivery, or its flow key, longer than its schedule's own policy would."""
         return max(0.0, min(retry_after, self.max_delay, MAX_RETRY_DELAY_SECONDS))
+
 
 _BASE = (
     "Delay after the first failed attempt, doubled after each further one (at least 0.1); "

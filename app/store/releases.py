@@ -44,8 +44,9 @@ class ReleaseStore:
         unsent: Unsent | None = None,
     ) -> None:
         """Hand claimed occurrences back. One whose attempt never started is not counted,
-        gives its flow key the token its claim took (`give_back_tokens`), and is due again at the instant it was due before its claim (its jitter, its retry
-        instant, or a claim ahead's instant); one cut off while running is due now. An
+        gives its flow key the token its claim took (`give_back_tokens`), and is due again
+        at the instant it was due before its claim (its jitter, its retry instant, or a
+        claim ahead's instant); one cut off while running is due now. An
         occurrence that a pause holds meanwhile stays held, with that instant to give back
         at the resume. `unsent`: they could not be sent (a local shortage); each is due
         again `unsent.retry_in` seconds from now at the soonest, and its `last_error` says

@@ -366,9 +366,7 @@ async def test_an_auto_pause_leaves_its_attempts_in_flight_holding_their_slots(
     await ports.put_flow_key(database, "acme", FlowLimits(parallelism=2))
     # A schedule that pauses itself at its first dead letter, with two ticks in flight,
     # and two occurrences of others due after them.
-    failing = ports.draft(
-        ports.interval(1, start_at=now), flow_key="acme", pause_after_failures=1
-    )
+    failing = ports.draft(ports.interval(1, start_at=now), flow_key="acme", pause_after_failures=1)
     others = [
         ports.draft(ports.once(now + timedelta(seconds=20)), flow_key="acme") for _ in range(2)
     ]

@@ -161,7 +161,9 @@ async def test_a_settle_that_backs_a_key_off_does_not_deadlock_with_a_claim_of_t
             # row of the recurring schedule, which writes the schedule's fire count.
             await claim.execute(sa.text(_LOCK_TIMEOUT[dialect]))
             locked = await claim.execute(
-                sa.text("SELECT `key` FROM flow_keys WHERE `key` = 'flapping' FOR UPDATE SKIP LOCKED")
+                sa.text(
+                    "SELECT `key` FROM flow_keys WHERE `key` = 'flapping' FOR UPDATE SKIP LOCKED"
+                )
                 if dialect == "mysql"
                 else sa.text(
                     "SELECT key FROM flow_keys WHERE key = 'flapping' FOR UPDATE SKIP LOCKED"
