@@ -1,9 +1,11 @@
 """Flow keys as operators keep them: limits put, read with live figures, removed, listed;
-and the back-off a destination asks for.
+the back-off a destination asks for (and an operator clears); and what a settle or a
+hand-back gives back to a key (a cancelled attempt's slot, an unstarted attempt's token).
 
 Invariant: what is in flight or waiting is counted from the occurrences when read, never
-stored; a key's row holds only what an operator or a destination said (limits, back-off)
-and the bucket the claim spends from.
+stored (in flight: from the lease's end and token, which only claims, settles and
+releases write); a key's row holds only what an operator or a destination said (limits,
+back-off) and the bucket the claim spends from.
 """
 
 from __future__ import annotations
