@@ -79,6 +79,7 @@ class Operator(Protocol):
     async def put_flow_key(
         self, key: str, limits: FlowLimits, if_match: Versions
     ) -> tuple[FlowKeyOut, bool]: ...
+    async def clear_flow_key_backoff(self, key: str) -> FlowKeyOut: ...
 
 
 class DatabaseOperator:
@@ -177,6 +178,9 @@ class DatabaseOperator:
     ) -> tuple[FlowKeyOut, bool]:
         found, created = await self._flow_keys.put(key, limits, if_match)
         return FlowKeyOut.of(found), created
+
+    async def clear_flow_key_backoff(self, key: str) -> FlowKeyOut:
+        return FlowKeyOut.of(await self._flow_keys.clear_backoff(key))
 
 
 # -- over HTTP ------------------------------------------------------------------------------
@@ -336,3 +340,6 @@ class HttpOperator:
             key, _limits_in(limits), if_match=_versions(if_match)
         )
         return found, found.version == 1
+
+    async def clear_flow_key_backoff(self, key: str) -> FlowKeyOut:
+        return await self._client.clear_flow_key_backoff(key)

@@ -1,5 +1,5 @@
-"""`chronoq flow-key list|show|set|pause|resume`: flow keys' limits and live figures from the
-operator CLI, through the same service as /v1/flow-keys (DESIGN.md section 11).
+"""`chronoq flow-key list|show|set|pause|resume|clear-backoff`: flow keys' limits and live
+figures from the operator CLI, through the same service as /v1/flow-keys (DESIGN.md section 11).
 
 Same conventions as the other operator commands (app/operator_cli.py): `--conn`, `--format
 text|json` (json: the document the HTTP API answers with), exit 0 done, 1 the database or the
@@ -8,7 +8,8 @@ limits refuse (rate 0, a burst without a rate, fifo with parallelism 2) and keys
 alphabet are usage errors naming the option, found before the database is opened, so nothing
 is stored. `set` replaces the limits as a whole, like a PUT. `pause` and `resume` read the key
 and put the same limits with `paused` flipped under If-Match of the version read: a change
-made in between is refused, never overwritten.
+made in between is refused, never overwritten. `clear-backoff` ends the back-off a
+destination asked for (429 or 503 with Retry-After), leaving the limits and their version.
 """
 
 from __future__ import annotations
@@ -244,6 +245,22 @@ def _pause_command(paused: bool) -> Callable[[argparse.Namespace], int]:
     return run
 
 
+def _clear_backoff(args: argparse.Namespace) -> int:
+    async def work(operator: Operator) -> Output:
+        before = await operator.flow_key(args.key)
+        found = await operator.clear_flow_key_backoff(args.key)
+        if before.backoff_until is None:
+            headline = f"flow key {found.key} has no back-off; nothing changed"
+        else:
+            headline = (
+                f"cleared the back-off of flow key {found.key}: what waits on it starts as "
+                "its limits allow"
+            )
+        return _one(found, headline)
+
+    return execute(args, work)
+
+
 # -- registration -----------------------------------------------------------------------
 
 
@@ -256,9 +273,9 @@ def _add_key(parser: argparse.ArgumentParser) -> None:
 def add_flow_key_commands(
     commands: argparse._SubParsersAction[argparse.ArgumentParser], common: Parser
 ) -> None:
-    """Register flow-key list|show|set|pause|resume."""
+    """Register flow-key list|show|set|pause|resume|clear-backoff."""
     group = commands.add_parser("flow-key", help="flow keys' limits and live figures")
-    names = ["list", "show", "set", "pause", "resume"]
+    names = ["list", "show", "set", "pause", "resume", "clear-backoff"]
     sub = group.add_subparsers(
         dest="flow_key_command",
         metavar="{" + ",".join(names) + "}",
@@ -295,6 +312,14 @@ def add_flow_key_commands(
         parser = sub.add_parser(name, parents=[common], help=help_text)
         _add_key(parser)
         parser.set_defaults(run=_pause_command(paused))
+
+    clear = sub.add_parser(
+        "clear-backoff",
+        parents=[common],
+        help="end the back-off a destination asked for (its limits stay as they are)",
+    )
+    _add_key(clear)
+    clear.set_defaults(run=_clear_backoff)
 
 
 def _add_limit_options(parser: argparse.ArgumentParser) -> None:

@@ -1,4 +1,5 @@
-"""Routes under /v1/flow-keys: a key's limits, put, read with live figures, removed."""
+"""Routes under /v1/flow-keys: a key's limits, put, read with live figures, removed; and
+a destination's back-off cleared."""
 
 from __future__ import annotations
 
@@ -62,6 +63,16 @@ async def put_flow_key(
     if created:
         response.status_code = status.HTTP_201_CREATED
     return _one(response, found)
+
+
+@router.post("/{key}/clear-backoff", responses=responses(422))
+async def clear_flow_key_backoff(
+    key: KeyPath, service: FlowKeysDep, response: Response
+) -> FlowKeyOut:
+    """End the back-off a destination asked for (`backoff_until`, from a 429 or 503 with
+    Retry-After): what waits on the key starts as its limits allow. The limits and their
+    version stay; a key with no back-off is answered as it is."""
+    return _one(response, await service.clear_backoff(key))
 
 
 @router.delete("/{key}", status_code=status.HTTP_204_NO_CONTENT, responses=responses(404, 412, 422))

@@ -348,6 +348,11 @@ def put_flow_key(
     return Call("PUT", path, _FLOW_KEY, body=_json(limits), headers=_if_match(if_match))
 
 
+def clear_flow_key_backoff(key: str) -> Call[FlowKeyOut]:
+    """End a destination's back-off of a key (POST /v1/flow-keys/{key}/clear-backoff)."""
+    return Call("POST", f"/v1/flow-keys/{_segment(key)}/clear-backoff", _FLOW_KEY)
+
+
 def delete_flow_key(key: str, *, if_match: Version = None) -> Call[None]:
     """Remove a key's limits and back-off (DELETE /v1/flow-keys/{key})."""
     path = f"/v1/flow-keys/{_segment(key)}"

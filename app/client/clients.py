@@ -259,6 +259,7 @@ class Client:
     list_flow_keys = _sync(calls.list_flow_keys)
     get_flow_key = _sync(calls.get_flow_key)
     put_flow_key = _sync(calls.put_flow_key)
+    clear_flow_key_backoff = _sync(calls.clear_flow_key_backoff)
     delete_flow_key = _sync(calls.delete_flow_key)
     preview_trigger = _sync(calls.preview_trigger)
 
@@ -344,6 +345,7 @@ class AsyncClient:
     list_flow_keys = _async(calls.list_flow_keys)
     get_flow_key = _async(calls.get_flow_key)
     put_flow_key = _async(calls.put_flow_key)
+    clear_flow_key_backoff = _async(calls.clear_flow_key_backoff)
     delete_flow_key = _async(calls.delete_flow_key)
     preview_trigger = _async(calls.preview_trigger)
 

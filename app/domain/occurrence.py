@@ -9,7 +9,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from app.domain.retry import RetryPolicy, RetrySpec
+from app.domain.retry import MAX_RETRY_DELAY_SECONDS, RetryPolicy, RetrySpec
 from app.domain.target import Target
 
 
@@ -195,8 +195,9 @@ class Unsent:
 # What a sink reports: an attempt's outcome, or that no attempt was made.
 Attempted = Outcome | Unsent
 
-# A target's Retry-After is honoured up to a day; beyond that it is more likely a bug than a plan.
-MAX_RETRY_AFTER = 86400.0
+# A target's Retry-After is honoured up to its delivery's retry policy's `max_delay`, and
+# never beyond a day (`RetryPolicy.honoured`).
+MAX_RETRY_AFTER = MAX_RETRY_DELAY_SECONDS
 
 
 # The answers that say "not now" for the destination as a whole: with Retry-After they
@@ -204,15 +205,16 @@ MAX_RETRY_AFTER = 86400.0
 BACK_PRESSURE_STATUSES = frozenset({429, 503})
 
 
-def key_backoff(delivery: Delivery, outcome: Retryable) -> float | None:
-    """How long the delivery's flow key waits after this answer (None: it does not)."""
+def key_backoff(delivery: Delivery, outcome: Retryable, policy: RetryPolicy) -> float | None:
+    """How long the delivery's flow key waits after this answer (None: it does not): the
+    Retry-After as the delivery's retry `policy` honours it (`RetryPolicy.honoured`)."""
     if (
         delivery.flow_key is None
         or outcome.retry_after is None
         or outcome.status_code not in BACK_PRESSURE_STATUSES
     ):
         return None
-    return min(outcome.retry_after, MAX_RETRY_AFTER)
+    return policy.honoured(outcome.retry_after)
 
 
 class AttemptOutcome(StrEnum):
@@ -299,15 +301,15 @@ def settle(
     if isinstance(outcome, Delivered):
         return Settlement(delivery, OccurrenceStatus.DELIVERED, **timing)
     timing["reason"] = failure_reason(outcome)
-    if isinstance(outcome, Retryable):
-        timing["key_backoff"] = key_backoff(delivery, outcome)
-    if isinstance(outcome, Permanent) or delivery.attempt >= delivery.max_attempts:
-        return Settlement(delivery, OccurrenceStatus.DEAD_LETTERED, error=outcome.error, **timing)
     if delivery.retry is not None:
         policy = delivery.retry.over(policy)  # the schedule's own, over the service's
+    if isinstance(outcome, Retryable):
+        timing["key_backoff"] = key_backoff(delivery, outcome, policy)
+    if isinstance(outcome, Permanent) or delivery.attempt >= delivery.max_attempts:
+        return Settlement(delivery, OccurrenceStatus.DEAD_LETTERED, error=outcome.error, **timing)
     delay = policy.delay(delivery.attempt, rng)
     if outcome.retry_after is not None:
-        delay = max(delay, min(outcome.retry_after, MAX_RETRY_AFTER))
+        delay = max(delay, policy.honoured(outcome.retry_after))
     return Settlement(
         delivery, OccurrenceStatus.PENDING, error=outcome.error, retry_in=delay, **timing
     )

@@ -1,4 +1,5 @@
-"""Flow key use cases: a key's limits put, read with its live figures, removed, listed."""
+"""Flow key use cases: a key's limits put, read with its live figures, removed, listed;
+and a destination's back-off cleared."""
 
 from __future__ import annotations
 
@@ -29,6 +30,14 @@ class FlowKeyService:
 
         async def work(conn: Connection) -> tuple[FlowKey, bool]:
             return await self._keys.put(conn, key, limits, if_match, await transaction_now(conn))
+
+        return await self._db.run(work)
+
+    async def clear_backoff(self, key: str) -> FlowKey:
+        """End the back-off a destination set on the key; its limits stay as they are."""
+
+        async def work(conn: Connection) -> FlowKey:
+            return await self._keys.clear_backoff(conn, key, await transaction_now(conn))
 
         return await self._db.run(work)
 

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from app.domain.limits import STORED
-from app.domain.retry import RetrySpec
+from app.domain.retry import RetrySpec, raised_to_floor
 from app.domain.target import Target
 from app.domain.trigger import Trigger
 
@@ -60,7 +60,7 @@ _RETRY: TypeAdapter[RetrySpec] = TypeAdapter(RetrySpec)
 @lru_cache(maxsize=1024)
 def _retry(text: str) -> RetrySpec | None:
     try:
-        return _RETRY.validate_json(text, strict=False)
+        return _RETRY.validate_python(raised_to_floor(json.loads(text)), strict=False)
     except ValueError:
         return None  # a policy that no longer reads back: the service's applies
 

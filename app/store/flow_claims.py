@@ -6,7 +6,9 @@ Invariants:
   LOCKED; SQLite's single writer): claims of one key never interleave, and a claim passes
   over a key another claim holds rather than wait for it;
 - under that lock the key's attempts in flight are counted from the live leases (never a
-  stored counter), and no more start than `allowance()` gives; the tokens spent are written
+  stored counter; `flow_keys.in_flight`: a paused or cancelled attempt still runs, and
+  counts until it is settled, released or its lease runs out), and no more start than
+  `allowance()` gives; the tokens spent are written
   in the same transaction as the leases;
 - a fifo key starts only its head (its earliest pending occurrence by fire instant, then
   id), and only when nothing of the key is in flight: a retrying head holds the key;
@@ -31,7 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.domain.flow import Bucket, FlowLimits, Ordering, allowance, full_bucket
 from app.domain.occurrence import OccurrenceStatus
 from app.store.dialects import dialect_of
-from app.store.flow_keys import stored_limits
+from app.store.flow_keys import in_flight, stored_limits
 from app.store.sql import ClaimRows
 from app.store.tables import flow_keys, occurrences, schedules
 from app.store.types import UTCDateTime
@@ -59,18 +61,7 @@ _LOCK_KEYS = (
     .with_for_update(skip_locked=True)
 )
 
-# Attempts in flight per key: pending rows whose lease has not ended (a leased row's
-# `available_at` is its lease's end). A lease that ran out frees its slot by itself.
-_IN_FLIGHT = (
-    sa.select(_o.flow_key, sa.func.count().label("in_flight"))
-    .where(
-        _o.status == _PENDING,
-        _o.flow_key.in_(sa.bindparam("keys", expanding=True)),
-        _o.lease_token.is_not(None),
-        _o.available_at > _NOW,
-    )
-    .group_by(_o.flow_key)
-)
+_IN_FLIGHT = in_flight(sa.bindparam("keys", expanding=True), _NOW)
 
 _UPDATE_BUCKET = (
     flow_keys.update()

@@ -1,13 +1,16 @@
 """Flow keys as operators keep them: limits put, read with live figures, removed, listed;
-and the back-off a destination asks for.
+the back-off a destination asks for (and an operator clears); and what a settle or a
+hand-back gives back to a key (a cancelled attempt's slot, an unstarted attempt's token).
 
 Invariant: what is in flight or waiting is counted from the occurrences when read, never
-stored; a key's row holds only what an operator or a destination said (limits, back-off)
-and the bucket the claim spends from.
+stored (in flight: from the lease's end and token, which only claims, settles and
+releases write); a key's row holds only what an operator or a destination said (limits,
+back-off) and the bucket the claim spends from.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -16,11 +19,12 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.flow import FlowKey, FlowLimits, Ordering
-from app.domain.occurrence import OccurrenceStatus, Settlement
+from app.domain.occurrence import Delivery, OccurrenceStatus, Settlement
 from app.domain.schedule import check_version
 from app.store.dialects import dialect_of
-from app.store.tables import flow_keys, occurrences, schedules
-from app.store.types import UTCDateTime
+from app.store.dialects.base import by_lease_token
+from app.store.tables import FLOW_LEASED, flow_keys, in_claim_set, occurrences, schedules
+from app.store.types import UUID, UTCDateTime
 
 _o = occurrences.c
 _f = flow_keys.c
@@ -34,13 +38,27 @@ def _count(condition: sa.ColumnElement[bool]) -> sa.ColumnElement[int]:
     return sa.func.coalesce(sa.func.sum(sa.case((condition, 1), else_=0)), 0)
 
 
-# Per key: attempts in flight (a lease not yet ended) and occurrences due and not started.
-_FIGURES = (
-    sa.select(
-        _o.flow_key,
-        _count(sa.and_(_o.lease_token.is_not(None), _o.available_at > _NOW)).label("in_flight"),
-        _count(_o.available_at <= _NOW).label("waiting"),
+def in_flight(keys: sa.BindParameter[Any], now: sa.ColumnElement[datetime]) -> sa.Select[Any]:
+    """Per key of `keys`, its attempts in flight at `now`: rows whose lease has not ended,
+    whatever their status. Only the claim writes a lease's end (`lease_until`), and only
+    a claim, a settle or a release ends a lease (clearing its token): a pause or a cancel
+    stops what has not started, never an attempt that runs, which holds its slot until it
+    is settled or its lease runs out (a replica that died frees it by itself)."""
+    return (
+        sa.select(_o.flow_key, sa.func.count().label("in_flight"))
+        .where(
+            in_claim_set(FLOW_LEASED),
+            _o.flow_key.in_(keys),
+            _o.lease_until > now,
+        )
+        .group_by(_o.flow_key)
     )
+
+
+# Per key: attempts in flight, and occurrences due and not started.
+_IN_FLIGHT = in_flight(_KEYS, _NOW)
+_WAITING = (
+    sa.select(_o.flow_key, _count(_o.available_at <= _NOW).label("waiting"))
     .where(_o.status == _PENDING, _o.flow_key.is_not(None), _o.flow_key.in_(_KEYS))
     .group_by(_o.flow_key)
 )
@@ -81,6 +99,66 @@ async def back_off_keys(
     await conn.execute(
         _BACK_OFF, [{"b_key": key, "b_until": at} for key, at in sorted(until.items())]
     )
+
+
+# The lease of a keyed attempt whose occurrence was cancelled while it ran: the cancel
+# kept the token (the attempt is still logged), so the settle or the release ends it.
+_END_CANCELLED = (
+    occurrences.update()
+    .where(
+        _o.occurrence_id.in_(sa.bindparam("ids", expanding=True, type_=UUID)),
+        _o.lease_token == sa.bindparam("token", type_=UUID),
+        _o.status == sa.literal(OccurrenceStatus.CANCELLED.value, literal_execute=True),
+    )
+    .values(lease_token=None)
+)
+
+
+async def end_cancelled_leases(conn: AsyncConnection, deliveries: Sequence[Delivery]) -> None:
+    """End the leases of those of `deliveries` (settled or handed back) whose occurrence
+    was cancelled while they ran, so that each frees its key's slot now rather than when
+    its lease runs out. Only keyed ones: nothing counts the others."""
+    keyed = [d for d in deliveries if d.flow_key is not None]
+    for token, ids in by_lease_token(keyed).items():
+        await conn.execute(_END_CANCELLED, {"ids": ids, "token": token})
+
+
+# The deliveries of `ids` whose lease `token` still holds (a cancel keeps it).
+_STILL_HELD = sa.select(_o.occurrence_id).where(
+    _o.occurrence_id.in_(sa.bindparam("ids", expanding=True, type_=UUID)),
+    _o.lease_token == sa.bindparam("token", type_=UUID),
+    _o.status.in_([OccurrenceStatus.PENDING.value, OccurrenceStatus.CANCELLED.value]),
+)
+
+# Tokens back into a key's bucket, up to its capacity; a full bucket (NULL) stays full.
+_CAPACITY = sa.func.coalesce(_f.burst, _f.rate)
+_GIVE_BACK = (
+    flow_keys.update()
+    .where(_f.key == sa.bindparam("b_key"), _f.tokens.is_not(None), _f.rate.is_not(None))
+    .values(
+        tokens=sa.case(
+            (_f.tokens + sa.bindparam("b_count", type_=sa.Float()) > _CAPACITY, _CAPACITY),
+            else_=_f.tokens + sa.bindparam("b_count", type_=sa.Float()),
+        )
+    )
+)
+
+
+async def give_back_tokens(conn: AsyncConnection, deliveries: Sequence[Delivery]) -> None:
+    """Put back in each key's bucket the tokens that `deliveries` took at their claim:
+    they are handed back unstarted, and an attempt that was never made spends nothing.
+    Only those whose lease still holds them (a lease taken over was spent by its new
+    claim); first in the hand-back, as flow keys come first in the lock order."""
+    keyed = [d for d in deliveries if d.flow_key is not None]
+    held: set[Any] = set()
+    for token, ids in by_lease_token(keyed).items():
+        found = await conn.execute(_STILL_HELD, {"ids": ids, "token": token})
+        held.update(found.scalars())
+    counts = Counter(d.flow_key for d in keyed if d.occurrence_id in held)
+    if counts:
+        await conn.execute(
+            _GIVE_BACK, [{"b_key": key, "b_count": n} for key, n in sorted(counts.items())]
+        )
 
 
 def stored_limits(row: Any) -> FlowLimits:
@@ -157,6 +235,18 @@ class FlowKeyStore:
         await conn.execute(flow_keys.update().where(_f.key == key).values(**values))
         return await self.get(conn, key, now), created
 
+    async def clear_backoff(self, conn: AsyncConnection, key: str, now: datetime) -> FlowKey:
+        """End the key's back-off now: what waits on it starts as its limits allow. Its
+        limits and version stay (a back-off is a destination's, not an operator's
+        change); a row that only the back-off made goes with it. The key as it then is."""
+        await conn.execute(
+            flow_keys.update()
+            .where(_f.key == key, _f.backoff_until.is_not(None))
+            .values(backoff_until=None)
+        )
+        await conn.execute(flow_keys.delete().where(_f.key == key, _f.limits_set.is_(False)))
+        return await self.get(conn, key, now)
+
     async def delete(
         self, conn: AsyncConnection, key: str, if_match: frozenset[int] | None
     ) -> bool:
@@ -204,21 +294,20 @@ class FlowKeyStore:
     async def _with_figures(
         self, conn: AsyncConnection, keys: Sequence[str], rows: dict[str, Any], now: datetime
     ) -> list[FlowKey]:
-        figures = {
-            row.flow_key: row
-            for row in await conn.execute(_FIGURES, {"keys": list(keys), "now": now})
-        }
+        params = {"keys": list(keys), "now": now}
+        flying = {row.flow_key: row.in_flight for row in await conn.execute(_IN_FLIGHT, params)}
+        waiting = {row.flow_key: row.waiting for row in await conn.execute(_WAITING, params)}
         found = []
         for key in keys:
-            row, counted = rows.get(key), figures.get(key)
+            row = rows.get(key)
             backoff = None if row is None else row.backoff_until
             found.append(
                 FlowKey(
                     key=key,
                     limits=stored_limits(row) if row is not None and row.limits_set else None,
                     version=row.version if row is not None and row.limits_set else None,
-                    in_flight=counted.in_flight if counted else 0,
-                    waiting=counted.waiting if counted else 0,
+                    in_flight=flying.get(key, 0),
+                    waiting=waiting.get(key, 0),
                     backoff_until=backoff if backoff is not None and backoff > now else None,
                     created_at=None if row is None else row.created_at,
                     updated_at=None if row is None else row.updated_at,

@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.domain.occurrence import AttemptOutcome, Delivery, OccurrenceStatus, Unsent
 from app.store.clock import transaction_now
 from app.store.dialects.base import by_lease_token
+from app.store.flow_keys import end_cancelled_leases, give_back_tokens
 from app.store.rows import attempt_id, truncate_error
 from app.store.tables import attempts, occurrences
 from app.store.types import UUID, UTCDateTime
@@ -42,9 +43,10 @@ class ReleaseStore:
         started: bool,
         unsent: Unsent | None = None,
     ) -> None:
-        """Hand claimed occurrences back. One whose attempt never started is not counted and
-        is due again at the instant it was due before its claim (its jitter, its retry
-        instant, or a claim ahead's instant); one cut off while running is due now. An
+        """Hand claimed occurrences back. One whose attempt never started is not counted,
+        gives its flow key the token its claim took (`give_back_tokens`), and is due again
+        at the instant it was due before its claim (its jitter, its retry instant, or a
+        claim ahead's instant); one cut off while running is due now. An
         occurrence that a pause holds meanwhile stays held, with that instant to give back
         at the resume. `unsent`: they could not be sent (a local shortage); each is due
         again `unsent.retry_in` seconds from now at the soonest, and its `last_error` says
@@ -56,6 +58,8 @@ class ReleaseStore:
         if started:
             by_token = by_lease_token(items)
             await _record_cut_off(conn, by_token, now)
+        else:
+            await give_back_tokens(conn, items)
         soonest = now + timedelta(seconds=unsent.retry_in) if unsent is not None else now
         await conn.execute(
             _release_statement(started, unsent is not None),
@@ -70,6 +74,7 @@ class ReleaseStore:
                 for d in items
             ],
         )
+        await end_cancelled_leases(conn, items)
 
 
 @cache

@@ -1,8 +1,13 @@
 """Settlements: finished attempts recorded, guarded by the lease token.
 
-Invariant: only the holder of the current lease token can settle an occurrence; a replica
-whose lease ran out (and was re-claimed elsewhere) finds its token replaced and its late
-settle matches no row, and writes no attempt.
+Invariants:
+- only the holder of the current lease token can settle an occurrence; a replica whose
+  lease ran out (and was re-claimed elsewhere) finds its token replaced and its late settle
+  matches no row, and writes no attempt;
+- a settle locks in the order every waiting transaction keeps (docs/architecture.md, "Lock
+  order"): the flow keys it backs off, then occurrences, then schedules. The claim holds a
+  key while it writes schedules; a settle that held a schedule while waiting for that key
+  would deadlock with it.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from app.store.completion import finish_one_shots, finish_recurring
 from app.store.dialects import dialect_of
 from app.store.dialects.base import Dialect
 from app.store.failures import lock_before_pausing, record_dead_letters
-from app.store.flow_keys import back_off_keys
+from app.store.flow_keys import back_off_keys, end_cancelled_leases
 from app.store.rows import attempt_id, truncate_error
 from app.store.tables import occurrences
 from app.store.types import UUID
@@ -100,6 +105,8 @@ class SettlementStore:
         dialect = dialect_of(conn)
         statements = _statements(dialect)
         now = await dialect.bound_now(conn)
+        # Flow keys first, then occurrences, then schedules (the module's invariant).
+        await back_off_keys(conn, settlements, now)
         await lock_before_pausing(conn, settlements)
         await dialect.record_attempts(conn, [_attempt_row(item, now) for item in settlements])
         delivered = []
@@ -137,9 +144,9 @@ class SettlementStore:
             await conn.execute(statements.retry, retries)
         if dead:
             await conn.execute(statements.dead, dead)
+        await end_cancelled_leases(conn, [item.delivery for item in settlements])
         await finish_one_shots(conn, one_shots, now)
         await finish_recurring(conn, lasts, now)
-        await back_off_keys(conn, settlements, now)
         return await record_dead_letters(
             conn,
             [

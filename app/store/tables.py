@@ -73,6 +73,10 @@ UNKEYED_FRESH = "status = 'pending' AND flow_key IS NULL AND first_attempt_at IS
 UNKEYED_AGAIN = "status = 'pending' AND flow_key IS NULL AND first_attempt_at IS NOT NULL"
 KEYED = "status = 'pending' AND flow_key IS NOT NULL"
 CLAIM_SETS = (UNKEYED_FRESH, UNKEYED_AGAIN, KEYED)
+# The rows of a flow key whose lease may still hold, whatever their status: a pause or a
+# cancel does not end an attempt in flight. The count of a key's attempts in flight repeats
+# this text, so it proves the index usable.
+FLOW_LEASED = "flow_key IS NOT NULL AND lease_token IS NOT NULL"
 ORDERINGS = ("none", "fifo")
 FLOW_KEY_LENGTH = 128
 
@@ -271,6 +275,15 @@ class OccurrenceRow(SQLModel, table=True):
             where=KEYED,
             mysql=("status", "available_at", "flow_key"),
         ),
+        # A key's attempts in flight: its rows whose lease holds (MySQL: every row, each
+        # key's leases in order of their end, so the count is a range of live ones).
+        *_partial(
+            "ix_occurrences_flow_leases",
+            "flow_key",
+            "lease_until",
+            where=FLOW_LEASED,
+            mysql=("flow_key", "lease_until"),
+        ),
         sa.Index("ix_occurrences_schedule_id_fire_at", "schedule_id", "fire_at"),
         *_partial(
             "ix_occurrences_pending_by_schedule",
@@ -309,6 +322,11 @@ class OccurrenceRow(SQLModel, table=True):
     attempts: int = Field(sa_column=sa.Column(sa.Integer, nullable=False, server_default="0"))
     lease_token: uuid.UUID | None = Field(default=None, sa_column=sa.Column(UUID))
     lease_owner: str | None = Field(default=None, sa_column=sa.Column(sa.String(100)))
+    # The lease's end, written only by the claim (a settle or a release ends the lease by
+    # clearing `lease_token`). Unlike `available_at`, which is the lease's end too until a
+    # pause holds the row or a cancel ends it, a pause or a cancel never moves it: an
+    # attempt in flight holds its key's slot until it is settled or its lease runs out.
+    lease_until: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
     # Written only by the claim: when the leased attempt may start (the claim's instant, or
     # the due instant of one claimed ahead). A lost attempt's start in the attempt log.
     leased_at: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))

@@ -1,6 +1,6 @@
 """The console's flow key pages (DESIGN 11): the keys in name order with their limits and
-live figures, one key with its figures, its Pause/Resume button and the form that edits
-its limits.
+live figures, one key with its figures, its Pause/Resume button, a Clear back-off button
+while a destination's back-off holds it, and the form that edits its limits.
 
 The pages read through the very functions that answer the API's list and key, so they have
 its cursors and figures. The edit form puts the whole limits under If-Match of the version
@@ -40,6 +40,7 @@ _DONE = {
     "paused": "Paused: nothing of the key starts until it is resumed (nothing is skipped).",
     "resumed": "Resumed: what waits on the key starts as its limits allow.",
     "saved": "Limits saved.",
+    "cleared": "Back-off cleared: what waits on the key starts as its limits allow.",
 }
 _STALE = (
     "This key changed since the page was loaded: the form now shows its current limits. "
@@ -219,6 +220,21 @@ class FlowKeyPages:
             return await frame.refuse(request, viewer, status_of(exc), exc.detail)
         return back(request, f"/ui/flow-keys/{key}?done={'paused' if paused else 'resumed'}")
 
+    async def clear_backoff(
+        self, request: Request, viewer: Viewer, service: FlowKeysDep, key: str
+    ) -> Response:
+        """Clear back-off: the destination's back-off ends; the limits stay as they are."""
+        frame = self._frame
+        fields = await frame.posted(request, viewer)
+        if isinstance(fields, HTMLResponse):
+            return fields
+        try:
+            check_key(key)
+            await service.clear_backoff(key)
+        except ChronoqError as exc:
+            return await frame.refuse(request, viewer, status_of(exc), exc.detail)
+        return back(request, f"/ui/flow-keys/{key}?done=cleared")
+
     async def edit(
         self, request: Request, viewer: Viewer, service: FlowKeysDep, key: str
     ) -> Response:
@@ -284,6 +300,12 @@ def add_flow_key_routes(routes: APIRouter, pages: FlowKeyPages, viewer_of: Viewe
     @routes.post("/flow-keys/{key}/resume")
     async def resume(request: Request, state: StateDep, service: FlowKeysDep, key: str) -> Response:
         return await pages.press(request, viewer_of(request, state), service, key, paused=False)
+
+    @routes.post("/flow-keys/{key}/clear-backoff")
+    async def clear_backoff(
+        request: Request, state: StateDep, service: FlowKeysDep, key: str
+    ) -> Response:
+        return await pages.clear_backoff(request, viewer_of(request, state), service, key)
 
     @routes.post("/flow-keys/{key}/limits")
     async def edit(request: Request, state: StateDep, service: FlowKeysDep, key: str) -> Response:

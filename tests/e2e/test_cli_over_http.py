@@ -210,6 +210,8 @@ async def test_flow_keys_are_set_paused_and_resumed_over_http(service: Service) 
     assert "replaced the limits of flow key customer-42 (now version 4)" in replaced
     listed = await as_json(service, "flow-key", "list", "--all")
     assert [(k["key"], k["rate"], k["parallelism"]) for k in listed] == [("customer-42", None, 2)]
+    cleared = await ok(service, "flow-key", "clear-backoff", "customer-42")
+    assert cleared.startswith("flow key customer-42 has no back-off; nothing changed")
 
 
 async def test_all_pages_through_every_schedule(service: Service) -> None:

@@ -64,6 +64,7 @@ __all__ = [
     "claim",
     "claim_ahead",
     "claimed",
+    "clear_flow_key_backoff",
     "cron",
     "database_now",
     "dead_letters",
@@ -104,6 +105,7 @@ __all__ = [
     "start_ahead",
     "unhold",
     "upgrade_to_head",
+    "write_retry_text",
 ]
 
 OWNER = "conformance"
@@ -615,6 +617,19 @@ async def write_payload_text(database: Database, schedule_id: uuid.UUID, text: s
     await database.run(work)
 
 
+async def write_retry_text(database: Database, schedule_id: uuid.UUID, text: str) -> None:
+    """Store `text` as a schedule's own retry policy, past the API's bounds: as a policy
+    stored before a bound came in looks."""
+
+    async def work(conn: Connection) -> None:
+        statement = sa.text("UPDATE schedules SET retry = :text WHERE id = :id").bindparams(
+            sa.bindparam("id", type_=schedules.c.id.type)
+        )
+        await conn.execute(statement, {"text": text, "id": schedule_id})
+
+    await database.run(work)
+
+
 async def read_schedule_status(database: Database, schedule_id: uuid.UUID) -> ScheduleStatus:
     async def work(conn: Connection) -> ScheduleStatus:
         statement = sa.select(schedules.c.status).where(schedules.c.id == schedule_id)
@@ -709,6 +724,15 @@ async def put_flow_key(
 async def read_flow_key(database: Database, key: str) -> FlowKey:
     async def work(conn: Connection) -> FlowKey:
         return await FlowKeyStore().get(conn, key, await transaction_now(conn))
+
+    return await database.run(work)
+
+
+async def clear_flow_key_backoff(database: Database, key: str) -> FlowKey:
+    """End a destination's back-off of the key: the key as it then stands."""
+
+    async def work(conn: Connection) -> FlowKey:
+        return await FlowKeyStore().clear_backoff(conn, key, await transaction_now(conn))
 
     return await database.run(work)
 

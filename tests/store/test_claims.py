@@ -298,3 +298,16 @@ async def test_replays_keep_a_share_of_each_claim_beside_a_backlog_of_first_atte
     # waiting, and from then on a third of each claim is theirs.
     assert shares[-2:] == [3, 3]
     assert shares[0] == 0
+
+
+async def test_a_retry_policy_stored_below_the_floor_still_runs_at_the_floor(
+    database: Database,
+) -> None:
+    schedule = ports.draft(ports.once(datetime.now(UTC) - timedelta(seconds=1)))
+    await ports.insert_schedules(database, [schedule])
+    await ports.write_retry_text(
+        database, schedule.id, '{"base_delay_seconds": 0.001, "max_delay_seconds": 0.001}'
+    )
+    (delivery,) = await ports.claim(database, limit=10)
+    assert delivery.retry is not None
+    assert (delivery.retry.base_delay_seconds, delivery.retry.max_delay_seconds) == (0.1, 0.1)

@@ -311,3 +311,140 @@ async def test_a_back_off_never_shortens_a_longer_one(database: Database) -> Non
     ports.move_clock(database, timedelta(seconds=10))
     assert await ports.claim(database, limit=10) == []
     assert (await ports.read_flow_key(database, "acme")).backoff_until == before
+
+
+async def _stop(database: Database, how: str, schedule_id: uuid.UUID) -> None:
+    if how == "pause":
+        await ports.hold(database, schedule_id)
+    else:
+        await ports.cancel(database, schedule_id)
+
+
+@pytest.mark.parametrize("how", ["pause", "cancel"])
+@pytest.mark.parametrize(
+    "limits", [FlowLimits(parallelism=1), FlowLimits(ordering=Ordering.FIFO)], ids=["one", "fifo"]
+)
+async def test_a_pause_or_a_cancel_leaves_an_attempt_in_flight_holding_its_slot(
+    database: Database, limits: FlowLimits, how: str
+) -> None:
+    await ports.put_flow_key(database, "acme", limits)
+    schedules = await _keyed(database, "acme", 3)
+    (first,) = await ports.claim(database, limit=10)
+    assert first.schedule_id == schedules[0]
+
+    # The attempt runs on: stopping its schedule stops what has not started, not it.
+    await _stop(database, how, first.schedule_id)
+    assert await ports.claim(database, limit=10) == [], f"a second started after the {how}"
+    assert (await ports.read_flow_key(database, "acme")).in_flight == 1
+
+    # Its settle frees the slot (a cancelled one's changes nothing else).
+    await ports.settle(database, _delivered([first]))
+    assert (await ports.read_flow_key(database, "acme")).in_flight == 0
+    (second,) = await ports.claim(database, limit=10)
+    assert second.schedule_id == schedules[1]
+
+
+@pytest.mark.parametrize("how", ["pause", "cancel"])
+async def test_an_attempt_paused_or_cancelled_whose_replica_died_frees_its_slot_at_its_lease_end(
+    database: Database, how: str
+) -> None:
+    await ports.put_flow_key(database, "acme", FlowLimits(parallelism=1))
+    await _keyed(database, "acme", 2)
+    (first,) = await ports.claim(database, limit=10, lease=30.0)
+    await _stop(database, how, first.schedule_id)
+    assert await ports.claim(database, limit=10) == []
+
+    ports.move_clock(database, timedelta(seconds=31))
+    assert (await ports.read_flow_key(database, "acme")).in_flight == 0
+    assert len(await ports.claim(database, limit=10)) == 1
+
+
+async def test_an_auto_pause_leaves_its_attempts_in_flight_holding_their_slots(
+    database: Database,
+) -> None:
+    now = datetime.now(UTC)
+    await ports.put_flow_key(database, "acme", FlowLimits(parallelism=2))
+    # A schedule that pauses itself at its first dead letter, with two ticks in flight,
+    # and two occurrences of others due after them.
+    failing = ports.draft(ports.interval(1, start_at=now), flow_key="acme", pause_after_failures=1)
+    others = [
+        ports.draft(ports.once(now + timedelta(seconds=20)), flow_key="acme") for _ in range(2)
+    ]
+    await ports.insert_schedules(database, [failing, *others])
+    await ports.move_clock_past(database, now + timedelta(seconds=1))
+    (older,) = await ports.claim(database, limit=1)
+    await ports.move_clock_past(database, now + timedelta(seconds=3))
+    (newer,) = await ports.claim(database, limit=1)
+    assert {older.schedule_id, newer.schedule_id} == {failing.id}
+    await ports.move_clock_past(database, now + timedelta(seconds=21))
+
+    await ports.settle(database, [Settlement(older, OccurrenceStatus.DEAD_LETTERED, error="410")])
+    assert await ports.read_schedule_status(database, failing.id) == "paused"
+    # The newer tick's attempt still runs: one slot of two is free.
+    assert (await ports.read_flow_key(database, "acme")).in_flight == 1
+    assert len(await ports.claim(database, limit=10)) == 1
+
+
+async def test_a_hand_back_of_an_attempt_never_started_gives_its_token_back(
+    database: Database,
+) -> None:
+    await ports.put_flow_key(database, "acme", FlowLimits(rate=1, period_seconds=3600))
+    await _keyed(database, "acme", 3)
+    (first,) = await ports.claim(database, limit=10)
+    assert await ports.claim(database, limit=10) == [], "the bucket held one token"
+
+    await ports.release(database, [first], started=False)
+    (again,) = await ports.claim(database, limit=10)
+    # Given back once, not twice: the bucket holds no more than its burst.
+    await ports.release(database, [again], started=False)
+    await ports.release(database, [again], started=False)
+    assert len(await ports.claim(database, limit=10)) == 1
+    assert await ports.claim(database, limit=10) == []
+
+
+async def test_a_hand_back_of_a_started_attempt_keeps_its_token_spent(database: Database) -> None:
+    await ports.put_flow_key(database, "acme", FlowLimits(rate=1, period_seconds=3600))
+    await _keyed(database, "acme", 2)
+    (first,) = await ports.claim(database, limit=10)
+    await ports.release(database, [first], started=True)
+    assert await ports.claim(database, limit=10) == [], "a started attempt was given its token"
+
+
+async def test_clearing_a_back_off_starts_the_key_at_once_and_keeps_its_limits(
+    database: Database,
+) -> None:
+    await ports.put_flow_key(database, "acme", FlowLimits(parallelism=5))
+    await _keyed(database, "acme", 3)
+    (first,) = await ports.claim(database, limit=1)
+    asked = Settlement(
+        first, OccurrenceStatus.PENDING, error="HTTP 429", retry_in=3600, key_backoff=3600
+    )
+    await ports.settle(database, [asked])
+    assert await ports.claim(database, limit=10) == []
+
+    cleared = await ports.clear_flow_key_backoff(database, "acme")
+    assert cleared.backoff_until is None
+    # A back-off is the destination's, not a change of the limits: the version stays.
+    assert (cleared.limits, cleared.version) == (FlowLimits(parallelism=5), 1)
+    assert len(await ports.claim(database, limit=10)) == 2  # the first retries in an hour
+    # Clearing a key with no back-off changes nothing.
+    assert await ports.clear_flow_key_backoff(database, "acme") == await ports.read_flow_key(
+        database, "acme"
+    )
+
+
+async def test_clearing_the_back_off_of_a_key_never_put_leaves_it_as_never_put(
+    database: Database,
+) -> None:
+    await _keyed(database, "acme", 2)
+    (first,) = await ports.claim(database, limit=1)
+    await ports.settle(
+        database,
+        [Settlement(first, OccurrenceStatus.PENDING, error="503", retry_in=60, key_backoff=60)],
+    )
+    assert (await ports.read_flow_key(database, "acme")).backoff_until is not None
+
+    cleared = await ports.clear_flow_key_backoff(database, "acme")
+    assert (cleared.limits, cleared.version, cleared.backoff_until) == (None, None, None)
+    assert cleared.created_at is None
+    assert len(await ports.claim(database, limit=10)) == 1

@@ -36,6 +36,7 @@ SET attempts = attempts + CASE WHEN lease_token IS NOT NULL AND lease_ahead THEN
     leased_at = greatest(available_at, fire_at, :now),
     lease_ahead = greatest(available_at, fire_at) > :now,
     available_at = :lease_until,
+    lease_until = :lease_until,
     lease_token = :token,
     lease_owner = :owner,
     first_attempt_at = coalesce(first_attempt_at, :now),

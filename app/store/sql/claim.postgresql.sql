@@ -42,6 +42,7 @@ claimed AS (
     UPDATE occurrences AS o
     SET attempts = o.attempts + CASE WHEN due.lost_ahead THEN 0 ELSE 1 END,
         available_at = now() + make_interval(secs => :lease),
+        lease_until = now() + make_interval(secs => :lease),
         leased_at = greatest(due.due_at, now()),
         lease_ahead = due.due_at > now(),
         lease_token = :token,

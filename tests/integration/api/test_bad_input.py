@@ -503,6 +503,15 @@ async def test_a_flow_key_out_of_the_alphabet_is_refused_as_the_path_names_it(
 BAD_RETRIES = [
     pytest.param({"base_delay_seconds": 0}, "#/retry/base_delay_seconds", id="zero base"),
     pytest.param({"base_delay_seconds": -1}, "#/retry/base_delay_seconds", id="negative base"),
+    # A retry every millisecond, a thousand times: retries are at least 0.1 s apart.
+    pytest.param(
+        {"base_delay_seconds": 0.001, "max_delay_seconds": 0.001},
+        "#/retry/base_delay_seconds",
+        id="base below the floor",
+    ),
+    pytest.param(
+        {"base_delay_seconds": 0.0999}, "#/retry/base_delay_seconds", id="base just below the floor"
+    ),
     pytest.param({"max_delay_seconds": 1e12}, "#/retry/max_delay_seconds", id="max over a day"),
     pytest.param(
         {"base_delay_seconds": 60, "max_delay_seconds": 30},

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -158,7 +160,10 @@ async def test_parallelism_holds_through_the_api_and_the_loop(harness: Harness) 
 async def test_a_429_with_retry_after_holds_every_occurrence_of_the_key(harness: Harness) -> None:
     harness.receiver.script("/busy", Reply(429, headers={"Retry-After": "120"}))
     await harness.client.put("/v1/flow-keys/busy-customer", json={"parallelism": 1})
-    first = await harness.create(flow_key="busy-customer", target=harness.webhook("/busy"))
+    # Its policy waits up to 600 s, so the 120 s asked for is honoured whole.
+    first = await harness.create(
+        flow_key="busy-customer", target=harness.webhook("/busy"), retry={"max_delay_seconds": 600}
+    )
     assert await harness.step() == 1
 
     # Another schedule on the key waits too, though its own target never answered; an
@@ -173,3 +178,80 @@ async def test_a_429_with_retry_after_holds_every_occurrence_of_the_key(harness:
     assert await harness.schedule_status(unkeyed["id"]) == "completed"
     assert await harness.schedule_status(other["id"]) == "pending"  # not fired yet
     assert await harness.schedule_status(first["id"]) == "pending"  # its retry waits too
+
+
+async def test_a_huge_retry_after_holds_the_key_no_longer_than_the_schedules_most_delay(
+    harness: Harness,
+) -> None:
+    # A receiver that asks for 31 years, every time.
+    harness.receiver.always("/flood", Reply(429, headers={"Retry-After": "999999999"}))
+    created = await harness.create(
+        flow_key="asking",
+        target=harness.webhook("/flood"),
+        retry={"base_delay_seconds": 0.2, "max_delay_seconds": 1, "jitter": False},
+    )
+    started = datetime.now(UTC)
+    assert await harness.step() == 1
+    key = await harness.get("/v1/flow-keys/asking")
+    until = datetime.fromisoformat(key["backoff_until"])
+    assert until - started < timedelta(seconds=3), until
+    occurrence, *_ = await harness.occurrences(created["id"])
+    assert datetime.fromisoformat(occurrence["available_at"]) - started < timedelta(seconds=3)
+
+    # So the key and its retry come round within the schedule's most delay (1 s).
+    async def asked_again() -> bool:
+        return len(harness.receiver.on("/flood")) >= 2
+
+    await harness.step_until(asked_again, timeout=15)
+    # Without a policy of its own, the service's most (CHRONOQ_RETRY_MAX_DELAY, 0.2 s here).
+    other = await harness.create(flow_key="asking-too", target=harness.webhook("/flood"))
+    started = datetime.now(UTC)
+    assert await harness.step() >= 1
+    key = await harness.get("/v1/flow-keys/asking-too")
+    assert datetime.fromisoformat(key["backoff_until"]) - started < timedelta(seconds=3)
+    assert await harness.schedule_status(other["id"]) == "pending"
+
+
+async def backed_off(harness: Harness, key: str) -> dict[str, Any]:
+    """A key its destination asked to wait 20 minutes (429, Retry-After), with another
+    schedule on it waiting: the key as the API then answers it."""
+    harness.receiver.script("/busy", Reply(429, headers={"Retry-After": "1200"}))
+    await harness.create(
+        flow_key=key, target=harness.webhook("/busy"), retry={"max_delay_seconds": 3600}
+    )
+    assert await harness.step() == 1
+    await harness.create(flow_key=key, target=harness.webhook("/free"))
+    assert await harness.step() == 0
+    found = await harness.get(f"/v1/flow-keys/{key}")
+    assert found["backoff_until"] is not None
+    return found
+
+
+async def test_clear_backoff_ends_a_destinations_back_off_and_keeps_the_limits(
+    harness: Harness,
+) -> None:
+    put = await harness.client.put("/v1/flow-keys/busy", json={"parallelism": 3})
+    assert put.status_code == 201, put.text
+    before = await backed_off(harness, "busy")
+
+    response = await harness.client.post("/v1/flow-keys/busy/clear-backoff")
+    assert response.status_code == 200, response.text
+    cleared = response.json()
+    assert cleared["backoff_until"] is None
+    assert response.headers["ETag"] == '"1"'
+    assert {k: v for k, v in cleared.items() if k not in ("backoff_until", "updated_at")} == {
+        k: v for k, v in before.items() if k not in ("backoff_until", "updated_at")
+    }
+    # What waited on the key goes out now, not in 20 minutes.
+    assert await harness.step() == 1
+    assert [r.path for r in harness.receiver.requests] == ["/busy", "/free"]
+
+
+async def test_clear_backoff_of_a_key_without_one_answers_it_as_it_is(harness: Harness) -> None:
+    response = await harness.client.post("/v1/flow-keys/never-put/clear-backoff")
+    assert response.status_code == 200, response.text
+    assert response.json() == await harness.get("/v1/flow-keys/never-put")
+    assert response.json()["version"] is None
+
+    refused = await harness.client.post("/v1/flow-keys/not%20a%20key/clear-backoff")
+    assert refused.status_code == 422, refused.text

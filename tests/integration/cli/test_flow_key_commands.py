@@ -22,6 +22,7 @@ from app.service.schedules import ScheduleService
 from app.store.clock import transaction_now
 from app.store.flow_keys import FlowKeyStore
 from tests.conftest import EMBEDDED_ONLY
+from tests.integration.api.test_flow_keys import backed_off
 from tests.integration.cli import commands
 from tests.integration.cli.test_operator_commands import (
     UNREACHABLE,
@@ -526,3 +527,32 @@ async def test_the_installed_script_sets_a_key(database_url: str) -> None:
     assert done.stdout.startswith("created flow key customer-42 (version 1)\n")
     shown = await ok("flow-key", "show", "customer-42", database_url=database_url)
     assert "parallelism    3" in shown.splitlines()
+
+
+# -- clear-backoff -------------------------------------------------------------------------
+
+
+async def test_clear_backoff_ends_a_destinations_back_off_and_keeps_the_limits(
+    harness: Harness, database_url: str
+) -> None:
+    await put(harness, "busy", parallelism=3)
+    await backed_off(harness, "busy")
+    shown = await ok("flow-key", "show", "busy", database_url=database_url)
+    assert "backoff until  -" not in shown.splitlines()
+
+    text = await ok("flow-key", "clear-backoff", "busy", database_url=database_url)
+
+    headline, fields = text.split("\n\n")
+    assert headline == (
+        "cleared the back-off of flow key busy: what waits on it starts as its limits allow"
+    )
+    assert "backoff until  -" in fields.splitlines()
+    stored = await harness.get("/v1/flow-keys/busy")
+    assert stored["backoff_until"] is None
+    assert (limits_of(stored), stored["version"]) == ({**NO_LIMITS, "parallelism": 3}, 1)
+    assert await harness.step() == 1  # what waited on the key goes out now
+
+    again = await as_json("flow-key", "clear-backoff", "busy", database_url=database_url)
+    assert again == await harness.get("/v1/flow-keys/busy")
+    unchanged = await ok("flow-key", "clear-backoff", "busy", database_url=database_url)
+    assert unchanged.split("\n\n")[0] == "flow key busy has no back-off; nothing changed"

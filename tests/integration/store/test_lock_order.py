@@ -113,3 +113,80 @@ async def _until_waiting(observer: Any, dialect: str, within: float = 10.0) -> N
 
     # MariaDB refreshes innodb_trx only for a read 0.1 s after the one before.
     await eventually(waiting, within=within, every=0.15, what="the settle waiting for the pause")
+
+
+async def _claim_each(harness: Harness, *schedule_ids: str) -> list[Delivery]:
+    """One claimed delivery of each of the schedules, in that order."""
+    deadline = time.monotonic() + 10
+    found: dict[str, Delivery] = {}
+    while len(found) < len(schedule_ids):
+        assert time.monotonic() < deadline, "nothing came due"
+        for delivery in (await harness.dispatcher.claim(10)).deliveries:
+            found[str(delivery.schedule_id)] = delivery
+        await asyncio.sleep(0.02)
+    return [found[schedule_id] for schedule_id in schedule_ids]
+
+
+@SERVERS
+async def test_a_settle_that_backs_a_key_off_does_not_deadlock_with_a_claim_of_the_key(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="app.store.database")
+    dialect = harness.database.dialect.name
+    response = await harness.client.put("/v1/flow-keys/flapping", json={"parallelism": 10})
+    assert response.status_code == 201, response.text
+    # A flapping destination: a keyed recurring schedule with failures in a row, whose
+    # delivery now succeeds (its settle restarts the schedule's count), and another
+    # delivery of the key answered 429 with a Retry-After in the same settle.
+    recurring = await harness.create(
+        trigger={"type": "interval", "every_seconds": 3600}, flow_key="flapping"
+    )
+    other = await harness.create(flow_key="flapping")
+    delivered, asked = await _claim_each(harness, recurring["id"], other["id"])
+    schedule_id = _bind(dialect, delivered.schedule_id)
+    async with harness.database.engine.begin() as conn:
+        await conn.execute(
+            sa.text("UPDATE schedules SET consecutive_failures = 3 WHERE id = :id"),
+            {"id": schedule_id},
+        )
+    settlements = [
+        Settlement(delivered, OccurrenceStatus.DELIVERED),
+        Settlement(asked, OccurrenceStatus.PENDING, error="HTTP 429", retry_in=60, key_backoff=60),
+    ]
+
+    other_db = Database(harness.settings.database_url)
+    try:
+        async with other_db.engine.connect() as claim, other_db.engine.connect() as observer:
+            # A claim, half way: it holds the key (its first lock) and goes on to lease a
+            # row of the recurring schedule, which writes the schedule's fire count.
+            await claim.execute(sa.text(_LOCK_TIMEOUT[dialect]))
+            locked = await claim.execute(
+                sa.text(
+                    "SELECT `key` FROM flow_keys WHERE `key` = 'flapping' FOR UPDATE SKIP LOCKED"
+                )
+                if dialect == "mysql"
+                else sa.text(
+                    "SELECT key FROM flow_keys WHERE key = 'flapping' FOR UPDATE SKIP LOCKED"
+                )
+            )
+            assert locked.scalars().all() == ["flapping"]
+            queue = DeliveryQueue(harness.database, harness.wakeups)
+            settle = asyncio.create_task(queue.settle(settlements))
+            await _until_waiting(observer, dialect)
+            # The settle waits for the key without holding the schedule (before, it had
+            # locked the schedule to restart its count, then waited for the key: each
+            # side waited for the other, a deadlock).
+            await claim.execute(
+                sa.text("UPDATE schedules SET fire_count = fire_count + 1 WHERE id = :id"),
+                {"id": schedule_id},
+            )
+            await claim.commit()
+            await asyncio.wait_for(settle, timeout=10)
+    finally:
+        await other_db.close()
+
+    assert not [r for r in caplog.records if "transaction conflict" in r.getMessage()]
+    key = await harness.get("/v1/flow-keys/flapping")
+    assert key["backoff_until"] is not None
+    snapshot = await harness.get(f"/v1/schedules/{recurring['id']}")
+    assert snapshot["consecutive_failures"] == 0

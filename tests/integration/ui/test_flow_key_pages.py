@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import STORES
+from tests.integration.api.test_flow_keys import backed_off
 from tests.integration.conftest import Harness
 from tests.integration.ui.pages import KEYS, READER, WRITER, basic, post_form, token_of
 
@@ -305,3 +306,31 @@ async def test_a_read_key_sees_no_buttons_or_form_and_its_post_is_refused(
         reader = {"Authorization": f"Bearer {READER}"}
         key = (await h.client.get("/v1/flow-keys/acme", headers=reader)).json()
         assert (key["rate"], key["paused"], key["version"]) == (3, False, 1)
+
+
+async def test_clear_backoff_ends_a_destinations_back_off_and_keeps_the_limits(
+    harness: Harness,
+) -> None:
+    await harness.client.put("/v1/flow-keys/busy", json={"parallelism": 2})
+    page = "/ui/flow-keys/busy"
+    assert f'action="{page}/clear-backoff"' not in (await harness.client.get(page)).text
+    await backed_off(harness, "busy")
+    html = (await harness.client.get(page)).text
+    assert f'action="{page}/clear-backoff"' in html
+
+    cleared = await post_form(harness, f"{page}/clear-backoff", {"token": token_of(html)})
+    assert cleared.status_code == 303
+    assert cleared.headers["location"] == f"{page}?done=cleared"
+    key = await limits_of(harness, "busy")
+    assert (key["backoff_until"], key["parallelism"], key["version"]) == (None, 2, 1)
+    shown = (await harness.client.get(cleared.headers["location"])).text
+    assert "Back-off cleared" in shown
+    assert f'action="{page}/clear-backoff"' not in shown
+    assert await harness.step() == 1  # what waited on the key goes out now
+
+
+async def test_clear_backoff_needs_the_forms_token(harness: Harness) -> None:
+    await backed_off(harness, "busy")
+    refused = await post_form(harness, "/ui/flow-keys/busy/clear-backoff", {"token": "forged"})
+    assert refused.status_code == 403
+    assert (await limits_of(harness, "busy"))["backoff_until"] is not None

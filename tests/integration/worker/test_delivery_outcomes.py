@@ -81,7 +81,8 @@ async def test_redirects_are_not_followed(harness: Harness) -> None:
 
 async def test_retry_after_on_429_delays_the_next_attempt(harness: Harness) -> None:
     harness.receiver.script("/hook", Reply(429, headers={"Retry-After": "30"}))
-    created = await harness.create()
+    # Honoured up to the most its policy waits (the harness's service waits 0.2 s at most).
+    created = await harness.create(retry={"max_delay_seconds": 60})
 
     await harness.step()
 

@@ -8,9 +8,10 @@ import random
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from app.domain.errors import InvalidInputError
-from app.domain.retry import RetryPolicy, RetrySpec
+from app.domain.retry import MIN_RETRY_DELAY_SECONDS, RetryPolicy, RetrySpec, raised_to_floor
 
 
 @pytest.mark.parametrize(
@@ -110,8 +111,8 @@ def test_backoff_never_decreases_with_the_attempt_number(base: float, attempt: i
 def test_a_schedule_policy_sets_what_it_names_over_the_services() -> None:
     service = RetryPolicy(base_delay=1.0, max_delay=300.0, jitter=True)
     own = RetrySpec(base_delay_seconds=10, jitter=False).over(service)
-    assert own == RetryPolicy(base_delay=10.0, max_delay=300.0, jitter=False)
-    assert RetrySpec().over(service) == service
+    assert own == RetryPolicy(base_delay=10.0, max_delay=300.0, jitter=False, floor=0.1)
+    assert RetrySpec().over(service) == RetryPolicy(1.0, 300.0, jitter=True, floor=0.1)
 
 
 @pytest.mark.parametrize(
@@ -128,3 +129,44 @@ def test_a_policy_whose_most_is_below_its_start_names_the_field(
     with pytest.raises(InvalidInputError) as refused:
         spec.check(RetryPolicy(base_delay=1.0, max_delay=300.0))
     assert refused.value.pointer == pointer
+
+
+@pytest.mark.parametrize("field", ["base_delay_seconds", "max_delay_seconds"])
+@pytest.mark.parametrize("seconds", [0.001, 0.05, 0.0999])
+def test_a_schedule_policy_below_the_floor_is_refused_naming_the_field(
+    field: str, seconds: float
+) -> None:
+    with pytest.raises(ValidationError) as refused:
+        RetrySpec.model_validate({field: seconds})
+    assert [error["loc"] for error in refused.value.errors()] == [(field,)]
+
+
+def test_a_schedule_policy_at_the_floor_is_taken() -> None:
+    spec = RetrySpec(base_delay_seconds=0.1, max_delay_seconds=0.1)
+    assert spec.over(RetryPolicy(1.0, 300.0)).backoff(1) == 0.1
+
+
+@given(attempt=st.integers(min_value=1, max_value=60), seed=st.integers(0, 2**32))
+def test_a_schedule_policy_never_waits_less_than_the_floor_even_with_jitter(
+    attempt: int, seed: int
+) -> None:
+    # The service's own base may be below the floor (its settings are the operator's).
+    policy = RetrySpec(jitter=True).over(RetryPolicy(0.001, 0.002, jitter=False))
+    assert policy.delay(attempt, random.Random(seed)) >= MIN_RETRY_DELAY_SECONDS
+
+
+def test_a_policy_stored_below_the_floor_loads_raised_to_it() -> None:
+    stored = {"base_delay_seconds": 0.001, "max_delay_seconds": 0.001, "jitter": False}
+    spec = RetrySpec.model_validate(raised_to_floor(stored))
+    assert (spec.base_delay_seconds, spec.max_delay_seconds) == (0.1, 0.1)
+    assert spec.over(RetryPolicy(1.0, 300.0)).delay(7, random.Random(1)) == 0.1
+
+
+@pytest.mark.parametrize(
+    ("max_delay", "retry_after", "honoured"),
+    [(300.0, 999_999_999.0, 300.0), (300.0, 120.0, 120.0), (5.0, 60.0, 5.0), (1e9, 1e12, 86400.0)],
+)
+def test_a_retry_after_is_honoured_up_to_the_policys_most(
+    max_delay: float, retry_after: float, honoured: float
+) -> None:
+    assert RetryPolicy(1.0, max_delay).honoured(retry_after) == honoured

@@ -20,7 +20,7 @@ from app.domain.occurrence import (
     failure_reason,
     settle,
 )
-from app.domain.retry import RetryPolicy
+from app.domain.retry import RetryPolicy, RetrySpec
 from tests import factories
 
 POLICY = RetryPolicy(base_delay=1.0, max_delay=300.0, jitter=True)
@@ -114,13 +114,37 @@ def test_a_retry_after_shorter_than_the_backoff_does_not_shorten_it() -> None:
     assert settlement.retry_in == 32.0
 
 
-@pytest.mark.parametrize("retry_after", [MAX_RETRY_AFTER + 1, 10 * MAX_RETRY_AFTER, float("inf")])
-def test_a_retry_after_beyond_a_day_is_capped(retry_after: float) -> None:
+@pytest.mark.parametrize("retry_after", [301.0, MAX_RETRY_AFTER + 1, 999_999_999.0, float("inf")])
+def test_a_retry_after_beyond_the_policys_most_is_capped_there(retry_after: float) -> None:
     settlement = settle(
         make_delivery(), Retryable("HTTP 429", retry_after=retry_after), POLICY, random.Random(1)
     )
 
-    assert settlement.retry_in == MAX_RETRY_AFTER
+    assert settlement.retry_in == POLICY.max_delay
+
+
+def test_a_retry_after_is_capped_at_the_schedules_own_most() -> None:
+    own = RetrySpec(max_delay_seconds=30)
+    settlement = settle(
+        make_delivery(flow_key="k", retry=own),
+        Retryable("HTTP 429", retry_after=999_999_999.0, status_code=429),
+        POLICY,
+        random.Random(1),
+    )
+
+    assert settlement.retry_in == 30.0
+    assert settlement.key_backoff == 30.0
+
+
+def test_a_key_back_off_is_capped_at_the_services_most_without_a_policy_of_its_own() -> None:
+    settlement = settle(
+        make_delivery(attempt=5, max_attempts=5, flow_key="k"),
+        Retryable("HTTP 503", retry_after=999_999_999.0, status_code=503),
+        POLICY,
+        random.Random(1),
+    )
+
+    assert settlement.key_backoff == POLICY.max_delay
 
 
 def test_a_retry_after_on_the_last_attempt_still_dead_letters() -> None:
@@ -152,10 +176,10 @@ def test_a_retryable_failure_either_retries_within_bounds_or_dead_letters_at_the
         return
     assert settlement.status is OccurrenceStatus.PENDING
     assert settlement.retry_in is not None
-    upper = max(POLICY.backoff(attempt), min(retry_after or 0.0, MAX_RETRY_AFTER))
+    upper = max(POLICY.backoff(attempt), min(retry_after or 0.0, POLICY.max_delay))
     assert 0.0 <= settlement.retry_in <= upper
     if retry_after is not None:
-        assert settlement.retry_in >= min(retry_after, MAX_RETRY_AFTER)
+        assert settlement.retry_in >= min(retry_after, POLICY.max_delay)
 
 
 @pytest.mark.parametrize("status", [429, 503])
