@@ -153,6 +153,19 @@ class InputModel(BaseModel):
 
     # Fields whose values check their own text (a payload walks itself once).
     _text_checked: ClassVar[frozenset[str]] = frozenset()
+    # Each class's `_known_fields`, once computed.
+    _known: ClassVar[frozenset[str] | None] = None
+
+    @classmethod
+    def _known_fields(cls) -> frozenset[str]:
+        """The names a client may send: each field's, and its alias."""
+        known = cls.__dict__.get("_known")
+        if known is None:
+            names = {*cls.model_fields}
+            names.update(f.alias for f in cls.model_fields.values() if f.alias is not None)
+            known = frozenset(names)
+            cls._known = known
+        return known
 
     @model_validator(mode="before")
     @classmethod
@@ -175,6 +188,22 @@ class InputModel(BaseModel):
                     continue
                 if where is not None:
                     raise error_at((key, *where), "string_unicode", _SURROGATE_MESSAGE, "")
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_unknown_fields(cls, data: Any) -> Any:
+        # Defined last, so run first (pydantic runs the last "before" validator first),
+        # before any field is validated, and in one pass at C speed: a body of 600,000
+        # unknown names costs a set comparison, not 600,000 errors. Only the first unknown
+        # name (in the order sent) is named.
+        if isinstance(data, dict):
+            known = cls._known_fields()
+            if not data.keys() <= known:
+                first = next(key for key in data if key not in known)
+                if isinstance(first, str) and has_surrogate(first):
+                    raise error_at((), "string_unicode", f"a field name {_SURROGATE_MESSAGE}", {})
+                raise error_at((first,), "extra_forbidden", "Extra inputs are not permitted", 0)
         return data
 
 

@@ -1015,3 +1015,24 @@ async def test_a_payload_nested_64_deep_is_delivered_and_reads_back(harness: Har
 
 async def _delivered(harness: Harness) -> bool:
     return len(harness.receiver.requests) >= 1
+
+
+@ON_MODULE_LOOP
+async def test_a_create_of_many_unknown_fields_is_refused_naming_the_first_only(
+    shared: Harness,
+) -> None:
+    body = {**valid_body(), **{f"unknown{n:05d}": n for n in range(20_000)}}
+
+    response = await shared.client.post("/v1/schedules", json=body)
+
+    assert response.status_code == 422, response.text
+    problem = response.json()
+    assert problem["errors"] == [
+        {
+            "pointer": "#/unknown00000",
+            "field": "unknown00000",
+            "detail": "Extra inputs are not permitted",
+        }
+    ]
+    assert "errors in all" not in problem["detail"]
+    assert await stored_schedules(shared) == []
