@@ -60,9 +60,6 @@ async def test_healthz_answers_while_bodies_of_unknown_fields_are_refused(
         answers = [await task for task in creates]
         listed = (await client.get("/v1/schedules")).json()["items"]
 
-    print(
-        f"healthz while refusing: slowest of {len(probes)} {max(probes):.3f} s; parse {parse:.3f} s"
-    )
     # Generous: both bodies' parses back to back, and a second to spare.
     assert max(probes) < 2 * parse + 1.0, (parse, probes)
     for answer in answers:
