@@ -11,9 +11,9 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
-from urllib.parse import unquote_plus, urlsplit, urlunsplit
+from urllib.parse import quote, quote_plus, unquote_plus, urlsplit, urlunsplit
 
 SECRET_PREFIX = "whsec_"
 # What a response shows instead of a secret header value or a URL password.
@@ -136,6 +136,17 @@ def with_query_values(url: str, value: Callable[[str, int, str], str]) -> str:
         last = end
     parts.append(url[last:])
     return "".join(parts)
+
+
+def redacted_query(query: str, secrets: Iterable[str] = ()) -> str:
+    """A query string (without its `?`) as answers show a URL's: the values of its secret
+    parameters replaced by ***; and each of `secrets` (the API keys) wherever it appears in
+    it, as written or percent-encoded, as logs mask them."""
+    shown = with_query_values("?" + query, lambda _name, _index, _value: PLACEHOLDER)[1:]
+    for secret in secrets:
+        for spelling in {secret, quote_plus(secret), quote(secret, safe="")}:
+            shown = shown.replace(spelling, PLACEHOLDER)
+    return shown
 
 
 # A URL's userinfo in free text: its scheme, a user, then a password up to the last `@`
