@@ -242,6 +242,8 @@ async def test_a_server_spans_query_shows_no_secret_as_answers_and_logs_do_not(
         "password": "pw-2",
         "access_token": "at-3",
         "secret": "sec-4",
+        "sig": "sig-5",
+        "code": "code-6",
         "q": WRITE_KEY,  # a key under a name that says nothing
     }
     async with traced_harness(api_keys=f"writer:{WRITE_KEY}") as harness:
