@@ -104,6 +104,25 @@ class ScheduleCreation:
             traceparent=traceparent,
         )
 
+    async def _plans(
+        self, specs: Sequence[ScheduleSpec], pointers: Sequence[str]
+    ) -> tuple[datetime, list[tuple[Trigger, datetime]]]:
+        """Each spec's trigger pinned to the database clock's reading now, and its first
+        fire instant (the reading, then the plans). Made before the write transaction
+        opens: a thousand triggers are a thousand walks of the calendar (croniter's), which
+        must not hold SQLite's one write lock (nor any row's) meanwhile; and off the event
+        loop, which serves every other request meanwhile. The schedules are stamped as
+        created at the reading; a tick that falls between it and the insert is due at once,
+        as a tick missed by a moment is."""
+        now = await self._db.run(transaction_now)
+        plans = await asyncio.to_thread(
+            lambda: [
+                _planned(spec.trigger, now, pointer)
+                for spec, pointer in zip(specs, pointers, strict=True)
+            ]
+        )
+        return now, plans
+
     async def _check_names(
         self, conn: Connection, specs: Sequence[ScheduleSpec], batch: bool
     ) -> None:
@@ -157,12 +176,23 @@ class ScheduleCreation:
                 )
             return Created(existing, created=False)
 
+        # A replay of an earlier create answers as it did, even when its trigger would
+        # be refused now (a `once` instant since gone by): a refusal waits for that check.
+        refused: InvalidInputError | None = None
+        try:
+            planned_at, (plan,) = await self._plans([spec], ["#"])
+        except InvalidInputError as error:
+            refused = error
+
         async def work(conn: Connection) -> Created:
             if (earlier := await replay_key(conn)) is not None:
                 return earlier
+            if refused is not None:
+                raise refused
             await self._check_names(conn, [spec], batch=False)
-            now = await transaction_now(conn)
-            plan = _planned(spec.trigger, now, "#")
+            # Stamped with the instant it was planned at: its first fire instant counts
+            # from its creation (a delay, an interval's start).
+            now = planned_at
             draft = self._draft(
                 spec,
                 now,
@@ -204,17 +234,13 @@ class ScheduleCreation:
             no_redacted_secrets(spec, f"#/items/{index}")
         await self._checks.urls([(spec, f"#/items/{index}") for index, spec in enumerate(specs)])
 
+        planned_at, plans = await self._plans(
+            specs, [f"#/items/{index}" for index in range(len(specs))]
+        )
+
         async def work(conn: Connection) -> list[Schedule]:
             await self._check_names(conn, specs, batch=True)
-            now = await transaction_now(conn)
-            # A thousand triggers are a thousand walks of the calendar (croniter's): off
-            # the event loop, which serves every other request meanwhile.
-            plans = await asyncio.to_thread(
-                lambda: [
-                    _planned(spec.trigger, now, f"#/items/{index}")
-                    for index, spec in enumerate(specs)
-                ]
-            )
+            now = planned_at  # as a single create is stamped
             drafts = [
                 self._draft(spec, now, plan, created_by=created_by, traceparent=traceparent)
                 for spec, plan in zip(specs, plans, strict=True)

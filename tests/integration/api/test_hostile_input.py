@@ -3,6 +3,7 @@ stored; and nothing a row may hold makes a later read fail."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import threading
@@ -697,6 +698,38 @@ async def test_a_batch_plans_its_triggers_off_the_event_loop(
     assert response.status_code == 201, response.text
     assert planned_on
     assert threading.get_ident() not in planned_on
+
+
+@EMBEDDED_ONLY
+async def test_a_batch_walks_its_calendars_before_it_takes_the_write_lock(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The walk of the batch's first calendar waits, in its thread, until a write of
+    # another request has committed: on SQLite, one writer at a time, that write could not
+    # commit while the batch's transaction were open.
+    walking, written = threading.Event(), threading.Event()
+
+    def waiting(*args: Any, **kwargs: Any) -> Any:
+        if not walking.is_set():
+            walking.set()
+            written.wait(30)
+        return first_fire_or_refuse(*args, **kwargs)
+
+    monkeypatch.setattr("app.service.schedules.creation.first_fire_or_refuse", waiting)
+    heavy = cron("0 0 29 2 1", timezone="Asia/Kathmandu")  # a Monday 29 February
+    items = [valid_body(target=harness.webhook(), trigger=heavy) for _ in range(1000)]
+    batch = asyncio.create_task(harness.client.post("/v1/schedules/batch", json={"items": items}))
+    try:
+        assert await asyncio.to_thread(walking.wait, 30), "the batch never planned"
+        async with asyncio.timeout(10):  # generous: the write waits for nothing else
+            other = await harness.client.post("/v1/schedules", json=valid_body(name="other"))
+    finally:
+        written.set()
+        response = await batch
+
+    assert other.status_code == 201, other.text
+    assert response.status_code == 201, response.text
+    assert len(response.json()["items"]) == 1000
 
 
 # -- headers a receiver or the broker would act on ----------------------------------------
