@@ -176,23 +176,13 @@ class ScheduleCreation:
                 )
             return Created(existing, created=False)
 
-        # A replay of an earlier create answers as it did, even when its trigger would
-        # be refused now (a `once` instant since gone by): a refusal waits for that check.
-        refused: InvalidInputError | None = None
-        try:
-            planned_at, (plan,) = await self._plans([spec], ["#"])
-        except InvalidInputError as error:
-            refused = error
-
         async def work(conn: Connection) -> Created:
             if (earlier := await replay_key(conn)) is not None:
                 return earlier
-            if refused is not None:
-                raise refused
             await self._check_names(conn, [spec], batch=False)
-            # Stamped with the instant it was planned at: its first fire instant counts
-            # from its creation (a delay, an interval's start).
-            now = planned_at
+            now = await transaction_now(conn)
+            # One walk of a calendar (a batch's thousand are made before its transaction).
+            plan = _planned(spec.trigger, now, "#")
             draft = self._draft(
                 spec,
                 now,
@@ -240,7 +230,9 @@ class ScheduleCreation:
 
         async def work(conn: Connection) -> list[Schedule]:
             await self._check_names(conn, specs, batch=True)
-            now = planned_at  # as a single create is stamped
+            # Stamped as created at the reading its plans count from (a delay, an
+            # interval's start).
+            now = planned_at
             drafts = [
                 self._draft(spec, now, plan, created_by=created_by, traceparent=traceparent)
                 for spec, plan in zip(specs, plans, strict=True)
