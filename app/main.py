@@ -78,6 +78,8 @@ def create_app(
             secrets=[k.key for k in api_keys],
             access_log=config.access_log,
         )
+        if tracer is not None:
+            tracer.hide(k.key for k in api_keys)
         async with AsyncExitStack() as stack:
             database = open_database(config, "api")
             stack.push_async_callback(database.close)

@@ -162,7 +162,7 @@ class DatabaseOperator:
         self, ids: Sequence[uuid.UUID] | None, where: DeadLetterFilter
     ) -> Replayed:
         done = await self._dead_letters.replay_many(ids, where, actor=CLI_ACTOR)
-        return Replayed(replayed=len(done), occurrence_ids=done)
+        return Replayed(replayed=done.count, occurrence_ids=done.occurrence_ids)
 
     async def discard(self, occurrence_id: uuid.UUID) -> None:
         await self._dead_letters.discard(occurrence_id, actor=CLI_ACTOR)

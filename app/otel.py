@@ -13,27 +13,33 @@ a service with traces off never loads this module. Spans (docs/tracing.md):
   of the claim's span when the schedule stored none. Its own context is what the sinks
   send as `traceparent`.
 
-Log records made while a span is current carry its trace id as `record.trace_id`.
+Log records made while a span is current carry its trace id as `record.trace_id`. A server
+span's `url.query` is redacted as answers redact a URL's query and logs an API key (values
+of secret-named parameters and the configured keys shown as `***`), before any exporter
+sees the span.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from importlib.metadata import entry_points
 from typing import Any
 
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import Span as SdkSpan
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 from opentelemetry.trace import Link, Span, SpanContext, SpanKind, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from app.domain.occurrence import Delivery, OccurrenceStatus, Settlement, Unsent
+from app.domain.secrets import redacted_query
 from app.tracing import MISSING, SERVICE_NAME, TracingError
 
 _PROPAGATOR = TraceContextTextMapPropagator()
@@ -143,10 +149,28 @@ def _span_context(value: str) -> SpanContext | None:
     return found if found.is_valid else None
 
 
+class _QueryRedaction(SpanProcessor):
+    """Redacts a span's `url.query` as it starts: the server span FastAPI makes for each
+    request holds the query string as the client sent it."""
+
+    def __init__(self) -> None:
+        self.secrets: tuple[str, ...] = ()
+
+    def on_start(self, span: SdkSpan, parent_context: Context | None = None) -> None:
+        query = (span.attributes or {}).get("url.query")
+        if isinstance(query, str):
+            shown = redacted_query(query, self.secrets)
+            if shown != query:
+                span.set_attribute("url.query", shown)
+
+
 class OtelTracer:
     """`app.tracing.Tracer` on an SDK tracer provider."""
 
     def __init__(self, provider: TracerProvider) -> None:
+        # Before any exporter's processor is called with a span that has ended.
+        self._redaction = _QueryRedaction()
+        provider.add_span_processor(self._redaction)
         self._provider = provider
         self._tracer = provider.get_tracer("chronoq")
         self._previous_factory = logging.getLogRecordFactory()
@@ -179,6 +203,9 @@ class OtelTracer:
             "auto_configure": False,
             "exclude": _untraced,
         }
+
+    def hide(self, secrets: Iterable[str]) -> None:
+        self._redaction.secrets = tuple(sorted(set(secrets), key=len, reverse=True))
 
     def current_traceparent(self) -> str | None:
         context = trace.get_current_span().get_span_context()

@@ -11,7 +11,7 @@ deliveries either way (`Delivery.traceparent`): propagation costs nothing to tur
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -45,6 +45,9 @@ class Tracer(Protocol):
 
     def telemetry(self) -> dict[str, Any]:
         """FastAPI's `telemetry` settings: its server span per request, on this tracer."""
+
+    def hide(self, secrets: Iterable[str]) -> None:
+        """Show `secrets` (the API keys) as *** wherever a span's query string holds one."""
 
     def current_traceparent(self) -> str | None:
         """The traceparent of the span current in this context (a request's server span)."""

@@ -39,12 +39,12 @@ async def replay_dead_letters(
     service: DeadLettersDep,
     principal: PrincipalDep,
 ) -> Replayed:
-    ids = await service.replay_many(
+    done = await service.replay_many(
         body.occurrence_ids,
         DeadLetterFilter(schedule_id=body.schedule_id, event_type=body.event_type),
         actor=principal,
     )
-    return Replayed(replayed=len(ids), occurrence_ids=ids)
+    return Replayed(replayed=done.count, occurrence_ids=done.occurrence_ids)
 
 
 @router.get("/{occurrence_id}", responses=responses(404, 422))

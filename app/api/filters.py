@@ -25,15 +25,21 @@ EventTypeQuery = Annotated[
     str | None, Query(max_length=200, description="Only this event type"), one_line()
 ]
 NameQuery = Annotated[
-    str | None, Query(max_length=200, description="Only schedules of this name"), one_line()
+    str | None,
+    Query(
+        max_length=200,
+        description="Only schedules of this name (compared in Unicode NFC: `café` written "
+        "either way is one name)",
+    ),
+    one_line(),
 ]
 NamePrefixQuery = Annotated[
     str | None,
     Query(
         min_length=1,
         max_length=200,
-        description="Only schedules whose name starts with this text, as written: `%` and `_` "
-        "are characters, not wildcards",
+        description="Only schedules whose name starts with this text, as written (compared "
+        "in Unicode NFC): `%` and `_` are characters, not wildcards",
     ),
     one_line(),
 ]

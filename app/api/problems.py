@@ -64,6 +64,8 @@ _DESCRIPTIONS = {
     413: "Payload too large",
     415: "The body is not application/json",
     422: "Invalid input; `errors` names each offending field or parameter",
+    429: "This client already has CHRONOQ_MAX_BODIES_PER_CLIENT request bodies arriving; "
+    "retry after `Retry-After` seconds",
     503: "The database cannot be reached, or is not migrated to this version (`chronoq "
     "migrate`); retry after `Retry-After` seconds",
 }
@@ -290,7 +292,7 @@ def _declaration(status: int) -> dict[str, Any]:
         "description": _DESCRIPTIONS.get(status, "Problem"),
         "content": {MEDIA_TYPE: {"schema": {"$ref": _PROBLEM_REF}}},
     }
-    if status == 503:
+    if status in (429, 503):
         declaration["headers"] = {
             "Retry-After": {
                 "description": "Seconds to wait before retrying",
@@ -308,8 +310,9 @@ def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
 
 def document(openapi: dict[str, Any]) -> dict[str, Any]:
     """Complete an OpenAPI document with the problems every operation can answer with
-    whatever its route declares: 400 (body not JSON text), 415 (not application/json) and
-    422 (validation) wherever there is a body, 422 wherever there are parameters. Problems
+    whatever its route declares: 400 (body not JSON text), 415 (not application/json), 422
+    (validation) and 429 (too many bodies of the client arriving) wherever there is a body,
+    422 wherever there are parameters. Problems
     are application/problem+json, FastAPI's own 422 declaration included."""
     schemas = openapi.setdefault("components", {}).setdefault("schemas", {})
     problem = Problem.model_json_schema(ref_template="#/components/schemas/{model}")
@@ -320,7 +323,7 @@ def document(openapi: dict[str, Any]) -> dict[str, Any]:
             declared: dict[str, Any] = operation.setdefault("responses", {})
             statuses: list[int] = []
             if "requestBody" in operation:
-                statuses += [400, 415, 422]
+                statuses += [400, 415, 422, 429]
             if operation.get("parameters"):
                 statuses.append(422)
             for status in statuses:

@@ -355,7 +355,10 @@ class Replayed(BaseModel):
     """What a replay of many made due."""
 
     replayed: int = Field(description="How many dead letters are due again")
-    occurrence_ids: list[uuid.UUID] = Field(description="Their ids")
+    occurrence_ids: list[uuid.UUID] = Field(
+        description="Their ids: all of them for a replay by ids; for a replay by filters, "
+        f"the first {MAX_REPLAY} replayed (fewer than `replayed` when it replayed more)"
+    )
 
 
 class ReplayAccepted(BaseModel):

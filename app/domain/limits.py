@@ -33,6 +33,8 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, InitErrorDetails, PydanticCustomError
 
+from app.domain.spelling import invisible_character, nfc
+
 # Instants: from the Unix epoch up to (not including) the year 9999 in UTC. The year left
 # before datetime's end holds every addition to an accepted instant (an interval step is
 # bounded separately, and no trigger fires at or after the horizon).
@@ -153,6 +155,19 @@ class InputModel(BaseModel):
 
     # Fields whose values check their own text (a payload walks itself once).
     _text_checked: ClassVar[frozenset[str]] = frozenset()
+    # Each class's `_known_fields`, once computed.
+    _known: ClassVar[frozenset[str] | None] = None
+
+    @classmethod
+    def _known_fields(cls) -> frozenset[str]:
+        """The names a client may send: each field's, and its alias."""
+        known = cls.__dict__.get("_known")
+        if known is None:
+            names = {*cls.model_fields}
+            names.update(f.alias for f in cls.model_fields.values() if f.alias is not None)
+            known = frozenset(names)
+            cls._known = known
+        return known
 
     @model_validator(mode="before")
     @classmethod
@@ -175,6 +190,22 @@ class InputModel(BaseModel):
                     continue
                 if where is not None:
                     raise error_at((key, *where), "string_unicode", _SURROGATE_MESSAGE, "")
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_unknown_fields(cls, data: Any) -> Any:
+        # Defined last, so run first (pydantic runs the last "before" validator first),
+        # before any field is validated, and in one pass at C speed: a body of 600,000
+        # unknown names costs a set comparison, not 600,000 errors. Only the first unknown
+        # name (in the order sent) is named.
+        if isinstance(data, dict):
+            known = cls._known_fields()
+            if not data.keys() <= known:
+                first = next(key for key in data if key not in known)
+                if isinstance(first, str) and has_surrogate(first):
+                    raise error_at((), "string_unicode", f"a field name {_SURROGATE_MESSAGE}", {})
+                raise error_at((first,), "extra_forbidden", "Extra inputs are not permitted", 0)
         return data
 
 
@@ -338,7 +369,28 @@ EventType = Annotated[
 ]
 """A schedule's event type: sent as the X-Event-Type header and the AMQP message type."""
 
-Name = Annotated[str, Field(min_length=1, max_length=200), one_line()]
+
+def _nfc_text(value: Any) -> Any:
+    return nfc(value) if isinstance(value, str) else value
+
+
+def _visible(value: Any, info: ValidationInfo) -> Any:
+    if isinstance(value, str) and on_input(info) and (found := invisible_character(value)):
+        raise PydanticCustomError(
+            "string_visible", f"the text contains an invisible character ({found})"
+        )
+    return value
+
+
+# Found by what people type: kept in NFC (before its length is counted), with nothing that
+# does not show (app.domain.spelling).
+Name = Annotated[
+    str,
+    Field(min_length=1, max_length=200),
+    one_line(),
+    AfterValidator(_visible),
+    BeforeValidator(_nfc_text),
+]
 
 FlowKeyName = Annotated[
     str,
@@ -356,14 +408,24 @@ FlowKeyName = Annotated[
 def _labels(value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
     if not on_input(info):
         return value
-    for key, text in value.items():
+    labels: dict[str, str] = {}
+    for given, given_text in value.items():
+        # In NFC, as names are (app.domain.spelling).
+        key, text = nfc(given), nfc(given_text)
         if not key or len(key) > MAX_LABEL_KEY or ":" in key:
             raise ValueError(f"label key {key!r} must be 1-{MAX_LABEL_KEY} characters without ':'")
         check_text(key, f"label key {key!r}")
+        if found := invisible_character(key):
+            raise ValueError(f"label key {key!r} contains an invisible character ({found})")
+        if key in labels:
+            raise ValueError(f"label key {key!r} is given twice (once written otherwise)")
         if len(text) > MAX_LABEL_VALUE:
             raise ValueError(f"label {key!r} is longer than {MAX_LABEL_VALUE} characters")
         check_text(text, f"label {key!r}")
-    return dict(sorted(value.items()))
+        if found := invisible_character(text):
+            raise ValueError(f"label {key!r} contains an invisible character ({found})")
+        labels[key] = text
+    return dict(sorted(labels.items()))
 
 
 Labels = Annotated[

@@ -9,7 +9,8 @@ nor a delivery ever sees a placeholder:
   other redacted form is refused);
 - a secret header (by name, `app.domain.secrets`) whose value is `"***"` keeps the stored
   value of the header of that name, compared case-insensitively;
-- a URL password `***` keeps the stored URL's password;
+- a URL password `***` keeps the stored URL's password, and a URL user `***` without a
+  password (`https://***@host/`) the stored URL's user, when it has none either;
 - a secret query parameter (by name, `app.domain.secrets`) whose value is `***` keeps the
   stored value of the parameter of that name (the first `***` the first stored value, and
   so on when a name repeats).
@@ -36,9 +37,11 @@ from app.domain.secrets import (
     redacted_secret,
     resource,
     secret_query_values,
+    url_lone_user,
     url_password,
     with_password,
     with_query_values,
+    with_user,
 )
 from app.domain.target import RabbitMQTarget, Target, WebhookTarget
 
@@ -97,6 +100,16 @@ def _url(new: str, stored: str | None) -> str:
                 "to its query): send the real password",
             )
         url = with_password(new, kept)
+    elif url_lone_user(new) == PLACEHOLDER:
+        kept = url_lone_user(stored) if stored is not None else None
+        if kept is None:
+            raise PlaceholderError(
+                "url",
+                f"the url's user is the redaction placeholder {PLACEHOLDER!r} and no stored "
+                "user (without a password) stands in for it (one does while the url stays the "
+                "same up to its query): send the real user",
+            )
+        url = with_user(new, kept)
     return _query(url, stored)
 
 

@@ -265,7 +265,10 @@ _ON_FAILURE = (
     "occurrence, its last error and its payload (type occurrence.dead_lettered); null: none"
 )
 _ON_FAILURE_EXAMPLE = {"type": "webhook", "url": "http://127.0.0.1:8080/alerts/chronoq"}
-_NAME = "A name for people to find it by (not unique); null: none"
+_NAME = (
+    "A name for people to find it by (not unique), kept in Unicode NFC, without control or "
+    "invisible characters (Unicode Cf: zero-width, BOM, soft hyphen, bidi controls); null: none"
+)
 _EVENT_TYPE = (
     "What the occurrence is about, sent as the X-Event-Type header and the AMQP message type "
     "(up to 255 bytes, no control characters)"
@@ -276,7 +279,7 @@ _TRIGGER = "When it fires: once, immediately, on a cron expression or every so m
 _MAX_ATTEMPTS = "Attempts per occurrence before it is dead-lettered; null: the service's"
 _LABELS = (
     "Labels to filter lists by (label=key:value): at most 64, keys 1-63 characters without "
-    "':', values up to 255"
+    "':', values up to 255, both kept in Unicode NFC, without control or invisible characters"
 )
 _FLOW_KEY = (
     "A flow key (1-128 of A-Z a-z 0-9 . _ : -) whose limits the deliveries of every schedule "

@@ -11,27 +11,36 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
-from urllib.parse import unquote_plus, urlsplit, urlunsplit
+from urllib.parse import quote, quote_plus, unquote_plus, urlsplit, urlunsplit
 
 SECRET_PREFIX = "whsec_"
 # What a response shows instead of a secret header value or a URL password.
 PLACEHOLDER = "***"
 # Header and query parameter names whose values are credentials: any name containing one of
-# these words, in any case (Authorization, X-Api-Key, Set-Cookie, X-Amz-Signature, ...).
-# Broad on purpose: a value shown as *** that was no secret costs a reader little.
+# these words, in any case (Authorization, X-Api-Key, Set-Cookie, X-Amz-Signature, X-Jwt,
+# ...). Broad on purpose: a value shown as *** that was no secret costs a reader little.
 _SECRET_WORDS = (
     "auth",
     "token",
     "secret",
     "key",
     "pass",
+    "pwd",
     "credential",
     "signature",
     "session",
     "cookie",
+    "jwt",
+    "bearer",
+    "hmac",
 )
+# Words too short to look for inside others ("design", "footprint", "encode"): a name is
+# secret when one of its parts (split at anything but a letter or digit, and where a lower
+# case letter or digit meets an upper case one) is one of these (X-Sig, sig, otp_code, otpCode).
+_SECRET_PARTS = frozenset({"sig", "otp", "code"})
+_PARTS = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 # `whsec_…abcd`: the prefix, an ellipsis, and the last 4 characters of the secret.
 REDACTED_SECRET = re.compile(r"whsec_….{4}", re.DOTALL)
 
@@ -58,7 +67,9 @@ def redacted_secret(secret: str) -> str:
 def is_secret_name(name: str) -> bool:
     """Whether a header or query parameter of this name carries a credential."""
     lowered = name.lower()
-    return any(word in lowered for word in _SECRET_WORDS)
+    if any(word in lowered for word in _SECRET_WORDS):
+        return True
+    return any(part.lower() in _SECRET_PARTS for part in _PARTS.split(name))
 
 
 def redacted_headers(headers: Mapping[str, V]) -> dict[str, V | str]:
@@ -79,10 +90,31 @@ def url_password(url: str) -> str | None:
     return userinfo.partition(":")[2]
 
 
+def with_user(url: str, user: str) -> str:
+    """`url` with `user` as the whole of its userinfo (which has no password)."""
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{user}@{host}"))
+
+
+def url_lone_user(url: str) -> str | None:
+    """The user of a userinfo that has no password (`https://TOKEN@host/`: a credential
+    sent as the user name, as token-in-URL services take one); None otherwise."""
+    userinfo, at, _ = urlsplit(url).netloc.rpartition("@")
+    if not at or ":" in userinfo or not userinfo:
+        return None
+    return userinfo
+
+
 def redacted_url(url: str) -> str:
-    """The URL with the password of its userinfo and the values of its secret query
-    parameters replaced: `https://user:***@host/hook?page=2&token=***`."""
-    shown = url if url_password(url) is None else with_password(url, PLACEHOLDER)
+    """The URL with the password of its userinfo (or its user, when it has no password)
+    and the values of its secret query parameters replaced:
+    `https://user:***@host/hook?page=2&token=***`, `https://***@host/`."""
+    shown = url
+    if url_password(url) is not None:
+        shown = with_password(url, PLACEHOLDER)
+    elif url_lone_user(url) is not None:
+        shown = with_user(url, PLACEHOLDER)
     return with_query_values(shown, lambda _name, _index, _value: PLACEHOLDER)
 
 
@@ -138,6 +170,17 @@ def with_query_values(url: str, value: Callable[[str, int, str], str]) -> str:
     return "".join(parts)
 
 
+def redacted_query(query: str, secrets: Iterable[str] = ()) -> str:
+    """A query string (without its `?`) as answers show a URL's: the values of its secret
+    parameters replaced by ***; and each of `secrets` (the API keys) wherever it appears in
+    it, as written or percent-encoded, as logs mask them."""
+    shown = with_query_values("?" + query, lambda _name, _index, _value: PLACEHOLDER)[1:]
+    for secret in secrets:
+        for spelling in {secret, quote_plus(secret), quote(secret, safe="")}:
+            shown = shown.replace(spelling, PLACEHOLDER)
+    return shown
+
+
 # A URL's userinfo in free text: its scheme, a user, then a password up to the last `@`
 # before the path, query or fragment (a password may hold an unencoded @, and the text
 # quoting it may not have refused spaces or line breaks). Too much rather than too little.
@@ -149,18 +192,23 @@ _USERINFO_IN_TEXT = re.compile(
 _URL_IN_TEXT = re.compile(r"""(?i)\b[a-z][a-z0-9+.\-]{0,31}://[^\s'"<>]*""")
 
 
+# A userinfo without a password (`https://TOKEN@host`), once passwords are redacted.
+_LONE_USER_IN_TEXT = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]{0,31}://)[^\s/?#@:]{1,1024}@")
+
+
 def _without_password(match: re.Match[str]) -> str:
     return f"{match.group(1)}{match.group(2)}:{PLACEHOLDER}@"
 
 
 def scrub_credentials(text: str) -> str:
     """`text` (an error's message, a log line) with the credentials of every URL in it
-    redacted as responses show them: the password of its userinfo and the values of its
-    secret query parameters become ***. The HTTP client quotes a whole URL in some of its
-    errors (an invalid URL, a refused redirect)."""
+    redacted as responses show them: the password of its userinfo (its user, when it has
+    no password) and the values of its secret query parameters become ***. The HTTP
+    client quotes a whole URL in some of its errors (an invalid URL, a refused redirect)."""
     if "://" not in text:
         return text
     text = _USERINFO_IN_TEXT.sub(_without_password, text)
+    text = _LONE_USER_IN_TEXT.sub(lambda match: f"{match.group(1)}{PLACEHOLDER}@", text)
     return _URL_IN_TEXT.sub(
         lambda match: with_query_values(match.group(0), lambda _n, _i, _v: PLACEHOLDER), text
     )

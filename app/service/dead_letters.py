@@ -2,13 +2,20 @@
 
 Replays and discards are audit events of the schedules they touch: one event per schedule
 and call, however many of its dead letters the call replays (the occurrences themselves
-show which ones). `actor` is who asks, as in `app.service.schedules`."""
+show which ones). `actor` is who asks, as in `app.service.schedules`.
+
+A replay by filter has no upper bound: it goes in transactions of `REPLAY_BATCH` dead
+letters each, so that no statement outgrows a database's limit on bound parameters and no
+transaction holds its locks for long. A failure part way leaves the batches done replayed
+(each is a replay of its own) and the rest dead-lettered; asking again replays the rest."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 
 from app.domain.errors import ConflictError, InvalidInputError, NotFoundError
 from app.domain.filters import DeadLetterFilter
@@ -21,11 +28,31 @@ from app.store.events import EventStore
 from app.store.wakeups import Wakeups
 
 MAX_REPLAY_IDS = 1000
+REPLAY_BATCH = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayedDeadLetters:
+    """What a replay of many made due: how many, and the ids of the first `MAX_REPLAY_IDS`
+    of them (all of them when the call named ids)."""
+
+    count: int
+    occurrence_ids: list[uuid.UUID]
+
+
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    replayed: list[uuid.UUID]
+    now: datetime
+    recorded: set[uuid.UUID]
 
 
 class DeadLetterService:
-    def __init__(self, database: Database, wakeups: Wakeups | None = None) -> None:
+    def __init__(
+        self, database: Database, wakeups: Wakeups | None = None, *, batch: int = REPLAY_BATCH
+    ) -> None:
         self._db = database
+        self._batch = batch
         self._dead_letters = DeadLetterStore()
         self._wakeups = wakeups or Wakeups()
         self._events = EventStore()
@@ -65,7 +92,7 @@ class DeadLetterService:
         async def work(conn: Connection) -> uuid.UUID:
             await self._require(conn, occurrence_id, for_update=True)
             now = await transaction_now(conn)
-            await self._dead_letters.replay(conn, now, ids=[occurrence_id])
+            await self._dead_letters.replay(conn, now, [occurrence_id])
             await self._events.record_for_occurrences(
                 conn, EventKind.DEAD_LETTER_REPLAYED, [occurrence_id], now, actor
             )
@@ -79,28 +106,74 @@ class DeadLetterService:
         ids: Sequence[uuid.UUID] | None,
         where: DeadLetterFilter,
         actor: str | None = None,
-    ) -> list[uuid.UUID]:
+    ) -> ReplayedDeadLetters:
         """Replay by ids, or every dead letter matching the filters; an empty request is refused
         so that a typo cannot replay everything."""
         if ids is not None and len(ids) > MAX_REPLAY_IDS:
             raise InvalidInputError(
                 f"at most {MAX_REPLAY_IDS} occurrence ids per request", pointer="#/occurrence_ids"
             )
-        if ids is None and where.schedule_id is None and where.event_type is None:
+        if ids is not None:
+            batch = await self._db.run(
+                partial(self._replay_batch, actor=actor, recorded=frozenset(), where=where, ids=ids)
+            )
+            return ReplayedDeadLetters(len(batch.replayed), batch.replayed)
+        if where.schedule_id is None and where.event_type is None:
             raise InvalidInputError(
                 "give occurrence_ids, or at least one of schedule_id and event_type", pointer="#"
             )
+        return await self._replay_matching(where, actor)
 
-        async def work(conn: Connection) -> list[uuid.UUID]:
-            now = await transaction_now(conn)
-            replayed = await self._dead_letters.replay(conn, now, ids=ids, where=where)
-            await self._events.record_for_occurrences(
-                conn, EventKind.DEAD_LETTER_REPLAYED, replayed, now, actor
+    async def _replay_matching(
+        self, where: DeadLetterFilter, actor: str | None
+    ) -> ReplayedDeadLetters:
+        recorded: set[uuid.UUID] = set()
+        sample: list[uuid.UUID] = []
+        count = 0
+        # Only those dead-lettered by the first batch's instant: one that fails again while
+        # the batches go on is not replayed twice by the same call.
+        started: datetime | None = None
+        while True:
+            batch = await self._db.run(
+                partial(
+                    self._replay_batch,
+                    actor=actor,
+                    recorded=frozenset(recorded),
+                    where=where,
+                    dead_lettered_by=started,
+                )
             )
-            await self._wakeups.announce(conn, now if replayed else None)
-            return replayed
+            if not batch.replayed:
+                return ReplayedDeadLetters(count, sample)
+            started = started or batch.now
+            recorded |= batch.recorded
+            count += len(batch.replayed)
+            sample.extend(batch.replayed[: MAX_REPLAY_IDS - len(sample)])
 
-        return await self._db.run(work)
+    async def _replay_batch(
+        self,
+        conn: Connection,
+        *,
+        actor: str | None,
+        recorded: frozenset[uuid.UUID],
+        where: DeadLetterFilter,
+        ids: Sequence[uuid.UUID] | None = None,
+        dead_lettered_by: datetime | None = None,
+    ) -> _Batch:
+        """One transaction of a replay: the dead letters named by `ids`, or the next batch of
+        those matching `where`; no event for the schedules in `recorded`."""
+        now = await transaction_now(conn)
+        if ids is not None:
+            replayed = await self._dead_letters.replay(conn, now, ids, where)
+        else:
+            replayed = await self._dead_letters.replay_matching(
+                conn, now, where, limit=self._batch, dead_lettered_by=dead_lettered_by or now
+            )
+        written = await self._events.record_for_occurrences(
+            conn, EventKind.DEAD_LETTER_REPLAYED, replayed, now, actor, recorded=recorded
+        )
+        await self._wakeups.announce(conn, now if replayed else None)
+        return _Batch(replayed, now, written)
 
     async def held(self, ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
         """Those of `ids` (replayed) that wait for their paused schedule's resume."""

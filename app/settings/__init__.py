@@ -112,6 +112,10 @@ class Settings(BaseSettings):
     # hold a worker's memory or a slot.
     max_request_bytes: int = 8 * 1024 * 1024
     request_body_timeout: float = 30.0
+    # At most this many requests of one client address (app.api.body_limits) receiving
+    # their bodies at once in a process: past it a 429, so one client cannot hold every
+    # connection slot with slow bodies.
+    max_bodies_per_client: int = 32
     # Client connections (app.api.connections): at most `max_connections` per replica, and
     # one that has not sent a complete request head within `request_head_timeout` seconds
     # is closed, so idle or trickling sockets cannot take the descriptors deliveries need.
@@ -297,6 +301,7 @@ class Settings(BaseSettings):
             "max_request_bytes": "CHRONOQ_MAX_REQUEST_BYTES",
             "retention_batch": "CHRONOQ_RETENTION_BATCH",
             "max_connections": "CHRONOQ_MAX_CONNECTIONS",
+            "max_bodies_per_client": "CHRONOQ_MAX_BODIES_PER_CLIENT",
             "db_pool_size": "CHRONOQ_DB_POOL_SIZE",
             "worker_db_pool_size": "CHRONOQ_WORKER_DB_POOL_SIZE",
         }

@@ -104,29 +104,58 @@ class DeadLetterStore:
         self,
         conn: AsyncConnection,
         now: datetime,
-        *,
-        ids: Sequence[uuid.UUID] | None = None,
+        ids: Sequence[uuid.UUID],
         where: DeadLetterFilter | None = None,
     ) -> list[uuid.UUID]:
-        """Dead letters back to pending, attempts reset, due now (held if the schedule is
-        paused, but for failure callbacks, which no pause holds). The occurrence id stays,
-        so consumers still dedupe on it."""
+        """The dead letters among `ids` (narrowed by `where`) back to pending, attempts reset,
+        due now (held if the schedule is paused, but for failure callbacks, which no pause
+        holds). The occurrence id stays, so consumers still dedupe on it."""
+        chosen = self._dead_lettered().where(occurrences.c.occurrence_id.in_(list(ids)))
+        if where is not None:
+            chosen = self._filtered(chosen, where)
+        return await self._replay_chosen(conn, now, chosen)
+
+    async def replay_matching(
+        self,
+        conn: AsyncConnection,
+        now: datetime,
+        where: DeadLetterFilter,
+        *,
+        limit: int,
+        dead_lettered_by: datetime,
+    ) -> list[uuid.UUID]:
+        """Up to `limit` of the dead letters matching `where`, dead-lettered at or before
+        `dead_lettered_by`, replayed as `replay` does, the longest dead first: called again
+        until it replays none, it replays them all in transactions of a bounded size. The
+        bound on `dead_lettered_at` keeps a dead letter that fails again while the calls go
+        on from being replayed twice."""
+        chosen = (
+            self._filtered(self._dead_lettered(), where)
+            .where(occurrences.c.dead_lettered_at <= sa.literal(dead_lettered_by, UTCDateTime()))
+            .order_by(occurrences.c.dead_lettered_at, occurrences.c.occurrence_id)
+            .limit(limit)
+        )
+        return await self._replay_chosen(conn, now, chosen)
+
+    @staticmethod
+    def _dead_lettered() -> sa.Select[Any]:
+        # Read and locked first, then changed by key: not every database returns the rows
+        # an UPDATE changed.
+        return (
+            sa.select(occurrences.c.occurrence_id)
+            .where(occurrences.c.status == OccurrenceStatus.DEAD_LETTERED)
+            .with_for_update()
+        )
+
+    @staticmethod
+    async def _replay_chosen(
+        conn: AsyncConnection, now: datetime, chosen: sa.Select[Any]
+    ) -> list[uuid.UUID]:
         paused = sa.exists().where(
             schedules.c.id == occurrences.c.schedule_id,
             schedules.c.status == ScheduleStatus.PAUSED,
             occurrences.c.origin != Origin.CALLBACK,
         )
-        # Read and locked first, then changed by key: not every database returns the rows
-        # an UPDATE changed.
-        chosen = (
-            sa.select(occurrences.c.occurrence_id)
-            .where(occurrences.c.status == OccurrenceStatus.DEAD_LETTERED)
-            .with_for_update()
-        )
-        if ids is not None:
-            chosen = chosen.where(occurrences.c.occurrence_id.in_(list(ids)))
-        if where is not None:
-            chosen = self._filtered(chosen, where)
         replayed = list((await conn.execute(chosen)).scalars())
         if replayed:
             await conn.execute(

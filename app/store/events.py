@@ -9,7 +9,7 @@ instant still read back in the order they were written.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -68,10 +68,14 @@ class EventStore:
         occurrence_ids: Sequence[uuid.UUID],
         now: datetime,
         actor: str | None,
-    ) -> None:
-        """One `kind` event for each schedule the occurrences belong to, at its version."""
+        *,
+        recorded: Collection[uuid.UUID] = (),
+    ) -> set[uuid.UUID]:
+        """One `kind` event for each schedule the occurrences belong to, at its version,
+        but for the schedules in `recorded` (an earlier transaction of the same call wrote
+        theirs). Returns the schedules it wrote one for."""
         if not occurrence_ids:
-            return
+            return set()
         found = await conn.execute(
             sa.select(schedules.c.id, schedules.c.version)
             .where(
@@ -83,9 +87,13 @@ class EventStore:
             )
             .order_by(schedules.c.id)
         )
-        await self.record(
-            conn, [NewEvent(row.id, kind, version=row.version, actor=actor) for row in found], now
-        )
+        events = [
+            NewEvent(row.id, kind, version=row.version, actor=actor)
+            for row in found
+            if row.id not in recorded
+        ]
+        await self.record(conn, events, now)
+        return {event.schedule_id for event in events}
 
     async def history(
         self,

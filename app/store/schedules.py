@@ -27,6 +27,7 @@ from app.domain.schedule import (
     first_snapshot,
     flat_rules,
 )
+from app.domain.spelling import spellings
 from app.store import codec
 from app.store.clock import transaction_now
 from app.store.dialects import dialect_of
@@ -223,12 +224,28 @@ def listing(
         chosen = chosen.where(schedules.c.event_type == where.event_type)
     if where.target_type is not None:
         chosen = chosen.where(schedules.c.target_type == where.target_type)
+    # Names and labels are stored in NFC, but those stored before may not be: each matches
+    # in either canonical spelling of what is given (app.domain.spelling).
     if where.name is not None:
-        chosen = chosen.where(schedules.c.name == where.name)
+        chosen = chosen.where(schedules.c.name.in_(spellings(where.name)))
     if where.name_prefix is not None:
-        chosen = chosen.where(*_starts_with(schedules.c.name, where.name_prefix))
+        chosen = chosen.where(
+            sa.or_(
+                *(
+                    sa.and_(*_starts_with(schedules.c.name, prefix))
+                    for prefix in spellings(where.name_prefix)
+                )
+            )
+        )
     for key, value in where.labels.items():
-        chosen = chosen.where(schedules.c.labels[key].as_string() == value)
+        chosen = chosen.where(
+            sa.or_(
+                *(
+                    schedules.c.labels[spelt].as_string().in_(spellings(value))
+                    for spelt in spellings(key)
+                )
+            )
+        )
     if where.failing:
         assert now is not None, "the failing filter reads the clock"
         chosen = chosen.where(schedules.c.id.in_(_failing(now)))
@@ -342,10 +359,15 @@ class ScheduleStore:
         return None if row is None else _to_schedule(row)
 
     async def name_taken(self, conn: AsyncConnection, names: Sequence[str]) -> list[str]:
+        """Those of `names` a schedule has, in either canonical spelling (one stored
+        before names were kept in NFC may be spelt otherwise)."""
         if not names:
             return []
-        rows = await conn.execute(sa.select(schedules.c.name).where(schedules.c.name.in_(names)))
-        return [row.name for row in rows]
+        spelt = {name: spellings(name) for name in names}
+        every = sorted({s for forms in spelt.values() for s in forms})
+        rows = await conn.execute(sa.select(schedules.c.name).where(schedules.c.name.in_(every)))
+        stored = {row.name for row in rows}
+        return [name for name, forms in spelt.items() if stored.intersection(forms)]
 
     async def search(
         self,

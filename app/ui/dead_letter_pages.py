@@ -114,8 +114,8 @@ class DeadLetterPages:
         try:
             if action == "replay":
                 replayed = await service.replay_many(ids, _NO_FILTER, actor=viewer.name)
-                held = await service.held(replayed)
-                done = len(replayed)
+                held = await service.held(replayed.occurrence_ids)
+                done = replayed.count
             else:
                 for id_ in ids:
                     await service.discard(id_, actor=viewer.name)

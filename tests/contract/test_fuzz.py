@@ -66,7 +66,8 @@ _SCHEDULE_RULES = (
     "cron grammar, IANA zone names, webhook hosts that are or resolve to a denied address "
     "(and their IDNA and numeric spellings), text limits in UTF-8 bytes, a trigger's end "
     "before its first tick, an instant's bound across an offset (1970-01-01T00:30:00+01:00 "
-    "is in 1969), a rabbitmq target on a service without a broker, and integers "
+    "is in 1969), a rabbitmq target on a service without a broker, invisible characters "
+    "(Unicode Cf) in names and labels, two label keys alike once in NFC, and integers "
     "written with a fraction (5.0: an integer to JSON Schema, refused by the strict API)"
 )
 _OPAQUE_CURSOR = "a cursor is opaque: no generated string is one this API issued"

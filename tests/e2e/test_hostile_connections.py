@@ -283,3 +283,40 @@ async def test_serve_raises_its_soft_limit_on_open_files_to_the_hard_limit(
     soft, hard = open_files_limits(service)
 
     assert soft == hard != "256"
+
+
+async def test_one_client_s_slow_bodies_beyond_its_bound_are_refused_and_another_s_pass(
+    services: Services, tmp_path: Path
+) -> None:
+    # Behind the trusted proxy (127.0.0.1, the default CHRONOQ_FORWARDED_ALLOW_IPS), each
+    # forwarded client has its own bound.
+    service = await services.start("replica", settings(tmp_path, CHRONOQ_MAX_BODIES_PER_CLIENT="2"))
+
+    def head(client: str) -> bytes:
+        return (
+            b"POST /v1/schedules HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Authorization: Bearer " + KEY.encode() + b"\r\n"
+            b"X-Forwarded-For: " + client.encode() + b"\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
+        )
+
+    async with connections(service, 4) as opened:
+        sent = ["198.51.100.1"] * 3 + ["198.51.100.2"]
+        for (_, writer), client in zip(opened, sent, strict=True):
+            writer.write(head(client))
+            await writer.drain()
+        started = time.monotonic()
+        answers = await asyncio.wait_for(
+            asyncio.gather(*(_response(reader) for reader, _ in opened)), BODY_TIMEOUT + 5
+        )
+        took = time.monotonic() - started
+
+    # One of the first client's three is refused at once; its other two, and the other
+    # client's one, were let in and run out of time waiting for the rest of their bodies.
+    statuses = [status for status, _, _ in answers]
+    assert sorted(statuses[:3]) == [408, 408, 429], answers
+    assert statuses[3] == 408, answers
+    (refused,) = [answer for answer in answers if answer[0] == 429]
+    assert refused[1]["retry-after"] == "1"
+    assert b"CHRONOQ_MAX_BODIES_PER_CLIENT" in refused[2]
+    assert took >= BODY_TIMEOUT * 0.8

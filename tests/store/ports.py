@@ -97,6 +97,7 @@ __all__ = [
     "release",
     "remove_on_failure",
     "replay",
+    "replay_matching",
     "run_out_lease",
     "search_schedules",
     "set_failures",
@@ -478,7 +479,27 @@ async def replay(database: Database, occurrence_ids: Sequence[uuid.UUID]) -> lis
 
     async def work(conn: Connection) -> list[uuid.UUID]:
         now = await transaction_now(conn)
-        return await DeadLetterStore().replay(conn, now, ids=occurrence_ids)
+        return await DeadLetterStore().replay(conn, now, occurrence_ids)
+
+    return await database.run(work)
+
+
+async def replay_matching(
+    database: Database,
+    where: DeadLetterFilter,
+    *,
+    limit: int,
+    dead_lettered_by: datetime | None = None,
+) -> list[uuid.UUID]:
+    """One batch of a replay by filter: up to `limit` of the dead letters matching `where`
+    that were dead-lettered by `dead_lettered_by` (default: the transaction's instant), the
+    longest dead first; returns the ids replayed."""
+
+    async def work(conn: Connection) -> list[uuid.UUID]:
+        now = await transaction_now(conn)
+        return await DeadLetterStore().replay_matching(
+            conn, now, where, limit=limit, dead_lettered_by=dead_lettered_by or now
+        )
 
     return await database.run(work)
 

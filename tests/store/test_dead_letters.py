@@ -3,6 +3,11 @@ a dead letter; a replay makes it due again under the same id."""
 
 from __future__ import annotations
 
+import dataclasses
+import uuid
+from datetime import timedelta
+
+from app.domain.filters import DeadLetterFilter
 from app.domain.occurrence import OccurrenceStatus, Settlement
 from app.domain.schedule import ScheduleStatus
 from tests.store import ports
@@ -80,3 +85,51 @@ async def test_a_replayed_dead_letter_keeps_the_schedule_s_last_error_until_it_i
     await ports.settle(database, [Settlement(again, OccurrenceStatus.DELIVERED)])
     delivered = await ports.read_schedule(database, schedule.id)
     assert (delivered.attempts, delivered.last_error) == (1, None)
+
+
+async def _dead_letters_of(database: Database, event_type: str, count: int) -> list[uuid.UUID]:
+    drafts = [
+        dataclasses.replace(ports.draft(ports.immediate(), max_attempts=1), event_type=event_type)
+        for _ in range(count)
+    ]
+    await ports.insert_schedules(database, drafts)
+    claimed = await ports.claim(database, limit=count)
+    assert len(claimed) == count
+    await ports.settle(
+        database, [Settlement(d, OccurrenceStatus.DEAD_LETTERED, error="410") for d in claimed]
+    )
+    return [d.occurrence_id for d in claimed]
+
+
+async def test_a_replay_by_filter_goes_in_batches_until_none_is_left(database: Database) -> None:
+    wanted = await _dead_letters_of(database, "kind.a", 5)
+    other = await _dead_letters_of(database, "kind.b", 1)
+    where = DeadLetterFilter(event_type="kind.a")
+
+    batches = [await ports.replay_matching(database, where, limit=2) for _ in range(4)]
+
+    assert [len(batch) for batch in batches] == [2, 2, 1, 0]
+    assert sorted(id_ for batch in batches for id_ in batch) == sorted(wanted)
+    letters = await ports.dead_letters(database)
+    assert [letter.occurrence.occurrence_id for letter in letters] == other
+    rows = {row.occurrence_id: row for row in await ports.read_occurrence_rows(database)}
+    assert {(rows[id_].status, rows[id_].attempts) for id_ in wanted} == {
+        (OccurrenceStatus.PENDING, 0)
+    }
+
+
+async def test_a_replay_by_filter_leaves_what_was_dead_lettered_after_its_bound(
+    database: Database,
+) -> None:
+    (earlier,) = await _dead_letters_of(database, "kind.a", 1)
+    bound = await ports.database_now(database)
+    ports.move_clock(database, timedelta(seconds=1))
+    (later,) = await _dead_letters_of(database, "kind.a", 1)
+    where = DeadLetterFilter(event_type="kind.a")
+
+    assert await ports.replay_matching(database, where, limit=10, dead_lettered_by=bound) == [
+        earlier
+    ]
+    assert await ports.replay_matching(database, where, limit=10, dead_lettered_by=bound) == []
+    (letter,) = await ports.dead_letters(database)
+    assert letter.occurrence.occurrence_id == later

@@ -3,6 +3,8 @@ each sort paged across pages without a schedule lost or shown twice."""
 
 from __future__ import annotations
 
+import dataclasses
+import unicodedata
 from datetime import UTC, datetime, timedelta
 
 from app.domain.filters import FAILING_WINDOW, ScheduleFilter, ScheduleSort
@@ -132,3 +134,27 @@ async def test_due_before_lists_what_fires_by_then_earliest_first(database: Data
     assert [s.next_fire_at for s in found] == [s.next_fire_at for s in expected]
     assert ids(found) == ids(expected)
     assert len(found) == 5  # three at +10 min, two at +20 (the bound included)
+
+
+NFC = unicodedata.normalize("NFC", "Café crème")
+NFD = unicodedata.normalize("NFD", "Café crème")
+
+
+async def test_a_name_or_label_matches_in_either_canonical_spelling(database: Database) -> None:
+    # One stored as the API stores names now (NFC), one as it was stored before (NFD).
+    composed = dataclasses.replace(ports.draft(ports.interval(60), name=NFC), labels={NFC: NFC})
+    decomposed = dataclasses.replace(ports.draft(ports.interval(60), name=NFD), labels={NFD: NFD})
+    other = ports.draft(ports.interval(60), name="Cafe creme")
+    await ports.insert_schedules(database, [composed, decomposed, other])
+    both = {str(composed.id), str(decomposed.id)}
+
+    async def found(where: ScheduleFilter) -> set[str]:
+        return set(ids(await ports.search_schedules(database, where)))
+
+    for form in ("NFC", "NFD"):
+        spelt, prefix = (unicodedata.normalize(form, text) for text in (NFC, "Café"))
+        assert await found(ScheduleFilter(name=spelt)) == both, form
+        assert await found(ScheduleFilter(name_prefix=prefix)) == both, form
+        assert await found(ScheduleFilter(labels={spelt: spelt})) == both, form
+    assert await found(ScheduleFilter(name="Cafe creme")) == {str(other.id)}
+    assert await found(ScheduleFilter(name_prefix="Cafe ")) == {str(other.id)}

@@ -104,6 +104,25 @@ class ScheduleCreation:
             traceparent=traceparent,
         )
 
+    async def _plans(
+        self, specs: Sequence[ScheduleSpec], pointers: Sequence[str]
+    ) -> tuple[datetime, list[tuple[Trigger, datetime]]]:
+        """Each spec's trigger pinned to the database clock's reading now, and its first
+        fire instant (the reading, then the plans). Made before the write transaction
+        opens: a thousand triggers are a thousand walks of the calendar (croniter's), which
+        must not hold SQLite's one write lock (nor any row's) meanwhile; and off the event
+        loop, which serves every other request meanwhile. The schedules are stamped as
+        created at the reading; a tick that falls between it and the insert is due at once,
+        as a tick missed by a moment is."""
+        now = await self._db.run(transaction_now)
+        plans = await asyncio.to_thread(
+            lambda: [
+                _planned(spec.trigger, now, pointer)
+                for spec, pointer in zip(specs, pointers, strict=True)
+            ]
+        )
+        return now, plans
+
     async def _check_names(
         self, conn: Connection, specs: Sequence[ScheduleSpec], batch: bool
     ) -> None:
@@ -162,6 +181,7 @@ class ScheduleCreation:
                 return earlier
             await self._check_names(conn, [spec], batch=False)
             now = await transaction_now(conn)
+            # One walk of a calendar (a batch's thousand are made before its transaction).
             plan = _planned(spec.trigger, now, "#")
             draft = self._draft(
                 spec,
@@ -204,17 +224,15 @@ class ScheduleCreation:
             no_redacted_secrets(spec, f"#/items/{index}")
         await self._checks.urls([(spec, f"#/items/{index}") for index, spec in enumerate(specs)])
 
+        planned_at, plans = await self._plans(
+            specs, [f"#/items/{index}" for index in range(len(specs))]
+        )
+
         async def work(conn: Connection) -> list[Schedule]:
             await self._check_names(conn, specs, batch=True)
-            now = await transaction_now(conn)
-            # A thousand triggers are a thousand walks of the calendar (croniter's): off
-            # the event loop, which serves every other request meanwhile.
-            plans = await asyncio.to_thread(
-                lambda: [
-                    _planned(spec.trigger, now, f"#/items/{index}")
-                    for index, spec in enumerate(specs)
-                ]
-            )
+            # Stamped as created at the reading its plans count from (a delay, an
+            # interval's start).
+            now = planned_at
             drafts = [
                 self._draft(spec, now, plan, created_by=created_by, traceparent=traceparent)
                 for spec, plan in zip(specs, plans, strict=True)

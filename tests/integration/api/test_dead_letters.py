@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.conftest import ALL_STORES
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from tests.conftest import ALL_STORES, STORES
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
 
@@ -104,6 +108,57 @@ async def test_bulk_replay_by_ids_and_by_filter(harness: Harness) -> None:
 
     remaining = (await harness.get("/v1/dead-letters"))["items"]
     assert [d["occurrence_id"] for d in remaining] == [c["next_occurrence_id"]]
+
+
+# More than PostgreSQL binds in one statement (32,767 parameters).
+MANY_DEAD_LETTERS = 33_000
+
+
+@pytest.mark.parametrize("database_url", STORES[1:2], indirect=True)
+async def test_a_replay_by_filter_replays_more_dead_letters_than_a_statement_binds(
+    harness: Harness,
+) -> None:
+    created = await _dead_letter(harness, event_type="bulk.replay")
+    first = created["next_occurrence_id"]
+
+    async def dead_letter_many(conn: AsyncConnection) -> None:
+        await conn.execute(
+            sa.text(
+                "INSERT INTO occurrences (occurrence_id, schedule_id, fire_at, status, origin,"
+                " attempts, last_error, dead_lettered_at, created_at, updated_at)"
+                " SELECT gen_random_uuid(), :schedule_id, now() - n * interval '1 second',"
+                " 'dead_lettered', 'trigger', 1, 'HTTP 410', now(), now(), now()"
+                " FROM generate_series(1, :count) AS n"
+            ),
+            {"schedule_id": created["id"], "count": MANY_DEAD_LETTERS},
+        )
+
+    await harness.database.run(dead_letter_many)
+
+    response = await harness.client.post(
+        "/v1/dead-letters/replay", json={"event_type": "bulk.replay"}
+    )
+
+    assert response.status_code == 202, response.text
+    body = response.json()
+    assert body["replayed"] == MANY_DEAD_LETTERS + 1
+    # A bounded sample of the ids, the longest dead first: the harness's own came first.
+    assert len(body["occurrence_ids"]) == 1000
+    assert body["occurrence_ids"][0] == first
+    assert len(response.content) < 64 * 1024
+    assert (await harness.get("/v1/dead-letters?event_type=bulk.replay"))["items"] == []
+
+    async def pending(conn: AsyncConnection) -> int:
+        statement = sa.text(
+            "SELECT count(*) FROM occurrences WHERE schedule_id = :id AND status = 'pending'"
+            " AND attempts = 0 AND available_at IS NOT NULL"
+        )
+        return int((await conn.execute(statement, {"id": created["id"]})).scalar_one())
+
+    assert await harness.database.run(pending) == MANY_DEAD_LETTERS + 1
+    # One audit event for the schedule and the call, however many transactions it took.
+    events = (await harness.get(f"/v1/schedules/{created['id']}/events?limit=500"))["items"]
+    assert [e["kind"] for e in events].count("dead_letter_replayed") == 1
 
 
 async def test_bulk_replay_without_ids_or_filters_is_refused(harness: Harness) -> None:

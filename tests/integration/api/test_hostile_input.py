@@ -3,6 +3,7 @@ stored; and nothing a row may hold makes a later read fail."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import threading
@@ -699,6 +700,38 @@ async def test_a_batch_plans_its_triggers_off_the_event_loop(
     assert threading.get_ident() not in planned_on
 
 
+@EMBEDDED_ONLY
+async def test_a_batch_walks_its_calendars_before_it_takes_the_write_lock(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The walk of the batch's first calendar waits, in its thread, until a write of
+    # another request has committed: on SQLite, one writer at a time, that write could not
+    # commit while the batch's transaction were open.
+    walking, written = threading.Event(), threading.Event()
+
+    def waiting(*args: Any, **kwargs: Any) -> Any:
+        if not walking.is_set():
+            walking.set()
+            written.wait(30)
+        return first_fire_or_refuse(*args, **kwargs)
+
+    monkeypatch.setattr("app.service.schedules.creation.first_fire_or_refuse", waiting)
+    heavy = cron("0 0 29 2 1", timezone="Asia/Kathmandu")  # a Monday 29 February
+    items = [valid_body(target=harness.webhook(), trigger=heavy) for _ in range(1000)]
+    batch = asyncio.create_task(harness.client.post("/v1/schedules/batch", json={"items": items}))
+    try:
+        assert await asyncio.to_thread(walking.wait, 30), "the batch never planned"
+        async with asyncio.timeout(10):  # generous: the write waits for nothing else
+            other = await harness.client.post("/v1/schedules", json=valid_body(name="other"))
+    finally:
+        written.set()
+        response = await batch
+
+    assert other.status_code == 201, other.text
+    assert response.status_code == 201, response.text
+    assert len(response.json()["items"]) == 1000
+
+
 # -- headers a receiver or the broker would act on ----------------------------------------
 
 
@@ -1015,3 +1048,24 @@ async def test_a_payload_nested_64_deep_is_delivered_and_reads_back(harness: Har
 
 async def _delivered(harness: Harness) -> bool:
     return len(harness.receiver.requests) >= 1
+
+
+@ON_MODULE_LOOP
+async def test_a_create_of_many_unknown_fields_is_refused_naming_the_first_only(
+    shared: Harness,
+) -> None:
+    body = {**valid_body(), **{f"unknown{n:05d}": n for n in range(20_000)}}
+
+    response = await shared.client.post("/v1/schedules", json=body)
+
+    assert response.status_code == 422, response.text
+    problem = response.json()
+    assert problem["errors"] == [
+        {
+            "pointer": "#/unknown00000",
+            "field": "unknown00000",
+            "detail": "Extra inputs are not permitted",
+        }
+    ]
+    assert "errors in all" not in problem["detail"]
+    assert await stored_schedules(shared) == []

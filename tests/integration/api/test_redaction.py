@@ -192,6 +192,12 @@ async def test_a_patch_sending_another_redacted_form_is_refused(harness: Harness
         "X-Pass",
         "X-Session",
         "X-Amz-Security-Token",
+        "X-Jwt",
+        "X-Bearer",
+        "X-Hmac",
+        "X-Sig",
+        "X-Otp",
+        "X-Pwd",
     ],
 )
 async def test_a_credential_header_shows_redacted_and_is_delivered_as_written(
@@ -241,6 +247,44 @@ async def test_secret_query_parameters_show_redacted_and_are_delivered_as_writte
     assert "s3ss" not in str(listed)
     (request,) = harness.receiver.requests
     assert request.query == query
+
+
+async def test_short_secret_query_parameters_show_redacted_and_are_delivered_as_written(
+    harness: Harness,
+) -> None:
+    query = f"sig={PASSWORD}1&jwt={PASSWORD}2&pwd={PASSWORD}3&code={PASSWORD}4&design=d"
+    created = await harness.create(target=harness.webhook(f"/hook?{query}"))
+    listed = (await harness.get("/v1/schedules"))["items"]
+    await harness.step()
+
+    port = harness.receiver.port
+    shown = f"http://127.0.0.1:{port}/hook?sig=***&jwt=***&pwd=***&code=***&design=d"
+    assert created["target"]["url"] == listed[0]["target"]["url"] == shown
+    assert PASSWORD not in str(listed)
+    (request,) = harness.receiver.requests
+    assert request.query == query
+
+
+async def test_a_url_user_without_a_password_shows_redacted_and_is_delivered_as_written(
+    harness: Harness,
+) -> None:
+    port = harness.receiver.port
+    created = await harness.create(
+        target={"type": "webhook", "url": f"http://{PASSWORD}@127.0.0.1:{port}/hook"},
+        trigger=LATER,
+    )
+    shown = (await harness.get(f"/v1/schedules/{created['id']}"))["target"]
+    # Sent back as shown, the placeholder keeps the stored user.
+    patched = await patch(harness, created["id"], {"target": shown, "payload": {"n": 2}})
+    await harness.client.post(f"/v1/schedules/{created['id']}/trigger")
+    await harness.step()
+
+    assert created["target"]["url"] == shown["url"] == f"http://***@127.0.0.1:{port}/hook"
+    assert patched["target"]["url"] == shown["url"]
+    assert PASSWORD not in str(await harness.get(f"/v1/schedules/{created['id']}"))
+    (request,) = harness.receiver.requests
+    basic = base64.b64decode(request.headers["Authorization"].removeprefix("Basic ")).decode()
+    assert basic == f"{PASSWORD}:"
 
 
 async def test_a_patch_sending_a_redacted_query_value_back_keeps_the_stored_one(
@@ -521,8 +565,8 @@ async def test_the_operator_cli_prints_targets_redacted(
 ) -> None:
     target = {
         "type": "webhook",
-        "url": url_with_password(harness) + f"?page=2&token={PASSWORD}",
-        "headers": {"X-Credential": TOKEN},
+        "url": url_with_password(harness) + f"?page=2&token={PASSWORD}&sig={PASSWORD}",
+        "headers": {"X-Credential": TOKEN, "X-Jwt": TOKEN},
         "signing_secret": SECRET,
     }
     created = await harness.create(target=target, trigger=LATER)
@@ -539,5 +583,5 @@ async def test_the_operator_cli_prints_targets_redacted(
         assert TOKEN not in output
         assert PASSWORD not in output
     assert "alice:***@" in text
-    assert "?page=2&token=***" in text
-    assert inspected["schedule"]["target"]["headers"] == {"X-Credential": "***"}
+    assert "?page=2&token=***&sig=***" in text
+    assert inspected["schedule"]["target"]["headers"] == {"X-Credential": "***", "X-Jwt": "***"}

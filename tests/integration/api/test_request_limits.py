@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.integration.conftest import ON_MODULE_LOOP, Harness
@@ -122,6 +123,97 @@ async def test_a_body_that_trickles_is_cut_at_its_total_time(make_harness) -> No
         assert "CHRONOQ_REQUEST_BODY_TIMEOUT" in response.json()["detail"]
         assert time.monotonic() - started < 4
         assert await _stored(h) == []
+
+
+def _client_at(harness: Harness, address: str) -> httpx.AsyncClient:
+    """A client of the harness's app whose requests come from `address`."""
+    app = harness.transport.app  # type: ignore[attr-defined]
+    transport = httpx.ASGITransport(app=app, client=(address, 40000))
+    return httpx.AsyncClient(transport=transport, base_url="http://localhost")
+
+
+class _SlowBody:
+    """A create whose body sends its first bytes, then waits for `finish` before the rest."""
+
+    def __init__(self, harness: Harness, finish: asyncio.Event) -> None:
+        self._body = json.dumps(_body(harness)).encode()
+        self._finish = finish
+        self.reading = asyncio.Event()  # the app has its first bytes and waits for more
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        yield self._body[:10]
+        self.reading.set()
+        await self._finish.wait()
+        yield self._body[10:]
+
+
+async def _slow_creates(
+    client: httpx.AsyncClient, harness: Harness, count: int, finish: asyncio.Event
+) -> list[asyncio.Task[httpx.Response]]:
+    """`count` creates from `client` whose bodies are arriving once this returns."""
+    bodies = [_SlowBody(harness, finish) for _ in range(count)]
+    tasks = [
+        asyncio.create_task(
+            client.post("/v1/schedules", content=body, headers={"Content-Type": "application/json"})
+        )
+        for body in bodies
+    ]
+    async with asyncio.timeout(10):  # generous: each is read at once
+        for body in bodies:
+            await body.reading.wait()
+    return tasks
+
+
+async def test_one_address_sending_too_many_bodies_at_once_is_refused_and_others_are_not(
+    make_harness: Callable[..., Any],
+) -> None:
+    async with (
+        make_harness(max_bodies_per_client=3) as h,
+        _client_at(h, "192.0.2.1") as busy,
+        _client_at(h, "192.0.2.2") as other,
+    ):
+        finish = asyncio.Event()
+        slow = await _slow_creates(busy, h, 3, finish)
+
+        refused = await busy.post("/v1/schedules", json=_body(h))
+        elsewhere = await other.post("/v1/schedules", json=_body(h))
+        # A request without a body is not counted.
+        listed = await busy.get("/v1/schedules")
+
+        assert refused.status_code == 429, refused.text
+        assert refused.headers["content-type"].startswith(PROBLEM)
+        assert refused.headers["retry-after"] == "1"
+        assert refused.headers["connection"] == "close"
+        assert "CHRONOQ_MAX_BODIES_PER_CLIENT" in refused.json()["detail"]
+        assert elsewhere.status_code == 201, elsewhere.text
+        assert listed.status_code == 200, listed.text
+        finish.set()
+        assert [(await task).status_code for task in slow] == [201, 201, 201]
+        # Their bodies in, the address sends again.
+        again = await busy.post("/v1/schedules", json=_body(h))
+        assert again.status_code == 201, again.text
+        assert len(await _stored(h)) == 5
+
+
+async def test_behind_a_trusted_proxy_each_forwarded_client_has_its_own_bodies(
+    make_harness: Callable[..., Any],
+) -> None:
+    async with (
+        make_harness(max_bodies_per_client=1, forwarded_allow_ips="192.0.2.9") as h,
+        _client_at(h, "192.0.2.9") as proxy,
+    ):
+        finish = asyncio.Event()
+        proxy.headers["X-Forwarded-For"] = "198.51.100.1"
+        slow = await _slow_creates(proxy, h, 1, finish)
+
+        same = await proxy.post("/v1/schedules", json=_body(h))
+        proxy.headers["X-Forwarded-For"] = "198.51.100.2"
+        another = await proxy.post("/v1/schedules", json=_body(h))
+
+        assert same.status_code == 429, same.text
+        assert another.status_code == 201, another.text
+        finish.set()
+        assert (await slow[0]).status_code == 201
 
 
 async def test_a_body_under_the_limit_is_accepted(make_harness) -> None:  # type: ignore[no-untyped-def]

@@ -228,3 +228,32 @@ async def test_a_rabbitmq_message_carries_its_attempt_spans_traceparent(
     assert deliver.name == "chronoq deliver rabbitmq"
     assert ids(deliver)[0] == TRACE
     assert message.headers["traceparent"] == f"00-{TRACE}-{ids(deliver)[1]}-01"
+
+
+WRITE_KEY = "write-key-0123456789abcdef"
+
+
+async def test_a_server_spans_query_shows_no_secret_as_answers_and_logs_do_not(
+    traced_harness: Callable[..., Any], spans: InMemorySpanExporter
+) -> None:
+    secrets = {
+        "api_key": WRITE_KEY,
+        "token": "tok-1",
+        "password": "pw-2",
+        "access_token": "at-3",
+        "secret": "sec-4",
+        "sig": "sig-5",
+        "code": "code-6",
+        "q": WRITE_KEY,  # a key under a name that says nothing
+    }
+    async with traced_harness(api_keys=f"writer:{WRITE_KEY}") as harness:
+        query = "&".join(f"{name}={value}" for name, value in secrets.items())
+        response = await harness.client.get(f"/v1/schedules?{query}&page=2")
+        assert response.status_code == 401
+
+    (span,) = [s for s in spans.get_finished_spans() if s.kind is SpanKind.SERVER]
+    attributes = dict(span.attributes or {})
+    assert attributes["url.query"] == "&".join(f"{name}=***" for name in secrets) + "&page=2"
+    exported = repr(attributes) + repr([event.attributes for event in span.events])
+    for value in secrets.values():
+        assert value not in exported

@@ -18,6 +18,7 @@ from app.domain.limits import (
     MAX_PERIOD_SECONDS,
     MAX_SHOWN_DEPTH,
     STORED,
+    has_surrogate,
     shown_payload,
 )
 from app.domain.misfire import Rules, plan
@@ -284,10 +285,37 @@ def test_a_lone_surrogate_is_refused_where_it_is(
         ({"a": ("ok", "é\ud800")}, ("extra", "a", 1)),
     ],
 )
-def test_a_lone_surrogate_deep_in_an_unknown_field_is_refused_where_it_is(
+def test_an_unknown_field_holding_a_lone_surrogate_is_refused_as_unknown_without_its_value(
     value: Any, loc: tuple[Any, ...]
 ) -> None:
-    assert refusal(SPEC, spec(extra=value)) == [loc]
+    # Unknown names are refused before any value is looked at, and the error carries none.
+    with pytest.raises(ValidationError) as raised:
+        SPEC.validate_python(spec(extra=value))
+    (error,) = raised.value.errors()
+    assert (error["loc"], error["type"]) == (loc[:1], "extra_forbidden")
+    assert not has_surrogate(str(error["input"]))
+
+
+@pytest.mark.parametrize(
+    ("where", "body", "loc"),
+    [
+        ("top level", spec(**{f"u{n}": n for n in range(1000)}), ("u0",)),
+        (
+            "trigger",
+            spec(trigger={"type": "immediate", "b": 1, "a": 2}),
+            ("trigger", "immediate", "b"),
+        ),
+        (
+            "target",
+            spec(target={"type": "webhook", "url": "http://h/", "zz": 1}),
+            ("target", "webhook", "zz"),
+        ),
+    ],
+)
+def test_only_the_first_unknown_field_of_an_object_is_named(
+    where: str, body: dict[str, Any], loc: tuple[Any, ...]
+) -> None:
+    assert refusal(SPEC, body) == [loc]
 
 
 def test_text_beyond_ascii_without_surrogates_is_accepted_everywhere() -> None:

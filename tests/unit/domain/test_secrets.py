@@ -40,13 +40,42 @@ OTHER_SECRET = "whsec_c2Vjb25kIHNlY3JldCBrZXkgZm9yIHRlc3Rz"
         "Set-Cookie2x",
         "x-amz-security-token",
         "X-AUTHENTICATION",
+        "X-Jwt",
+        "X-Bearer",
+        "X-Hmac",
+        "X-Sig",
+        "X-Otp",
+        "X-Pwd",
+        "sig",
+        "jwt",
+        "pwd",
+        "code",
+        "auth_code",
+        "otpCode",
+        "X-OTP",
+        "Hmac-Sha256",
     ],
 )
 def test_credential_headers_are_secret(name: str) -> None:
     assert is_secret_name(name)
 
 
-@pytest.mark.parametrize("name", ["X-Tenant", "Accept", "X-Request-Id", "User-Agent", "X-Trace"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "X-Tenant",
+        "Accept",
+        "X-Request-Id",
+        "User-Agent",
+        "X-Trace",
+        # The short words as parts of other words.
+        "X-Design",
+        "X-Signal",
+        "Footprint",
+        "X-Encoded-By",
+        "Barcode",
+    ],
+)
 def test_other_headers_are_not_secret(name: str) -> None:
     assert not is_secret_name(name)
 
@@ -63,7 +92,10 @@ def test_redacted_headers_hide_only_the_secret_values() -> None:
         ("https://user:pa55@example.com/hook", "https://user:***@example.com/hook"),
         ("https://user:p%40ss@example.com:8443/h?q=1", "https://user:***@example.com:8443/h?q=1"),
         ("https://:pa55@example.com/", "https://:***@example.com/"),
-        ("https://user@example.com/", "https://user@example.com/"),
+        # A user without a password is a credential too: token-in-URL services take one.
+        ("https://user@example.com/", "https://***@example.com/"),
+        ("https://t0k3n@example.com:8443/h?q=1", "https://***@example.com:8443/h?q=1"),
+        ("https://@example.com/", "https://@example.com/"),
         ("https://example.com/hook", "https://example.com/hook"),
         ("http://u:p@[::1]:8080/", "http://u:***@[::1]:8080/"),
     ],
@@ -97,6 +129,10 @@ def test_a_url_shows_its_userinfo_password_redacted(url: str, shown: str) -> Non
         ("https://u:p@h.test/a?secret=s&v=1", "https://u:***@h.test/a?secret=***&v=1"),
         ("https://h.test/a?tok%C3%A9n=x&cl\u00e9=y", "https://h.test/a?tok%C3%A9n=x&cl\u00e9=y"),
         ("https://h.test/a?API-KEY=%E2%9C%93", "https://h.test/a?API-KEY=***"),
+        (
+            "https://h.test/a?sig=1&jwt=2&pwd=3&code=4&design=5",
+            "https://h.test/a?sig=***&jwt=***&pwd=***&code=***&design=5",
+        ),
     ],
 )
 def test_a_url_shows_the_values_of_its_secret_query_parameters_redacted(
@@ -128,7 +164,8 @@ def test_a_url_shows_the_values_of_its_secret_query_parameters_redacted(
             "GET http://h.test/a?token=***&page=2 failed",
         ),
         ("'http://h.test/a?api_key=k3y'", "'http://h.test/a?api_key=***'"),
-        ("http://user@h.test/ (no password)", "http://user@h.test/ (no password)"),
+        ("http://t0k3n@h.test/ (no password)", "http://***@h.test/ (no password)"),
+        ("GET https://h.test/a?code=c0d3 failed", "GET https://h.test/a?code=*** failed"),
         ("mail bob@example.com about http://h.test/", "mail bob@example.com about http://h.test/"),
         ("no url here: a:b@c", "no url here: a:b@c"),
         ("", ""),
@@ -176,6 +213,23 @@ def test_a_redacted_form_sent_back_keeps_every_stored_secret() -> None:
     assert kept.headers == {"x-api-key": "abc", "X-Tenant": "beta"}
     assert kept.signing_secret == SECRET
     assert kept.timeout_seconds == 3
+
+
+def test_a_redacted_url_user_sent_back_keeps_the_stored_user() -> None:
+    kept = keep_stored_secrets(
+        webhook(url="https://***@h.test/a?page=2"), webhook(url="https://t0k3n@h.test/a")
+    )
+
+    assert isinstance(kept, WebhookTarget)
+    assert kept.url == "https://t0k3n@h.test/a?page=2"
+
+
+@pytest.mark.parametrize("stored", ["https://h.test/a", "https://u:pa55@h.test/a"])
+def test_a_redacted_url_user_that_no_stored_user_stands_for_is_refused(stored: str) -> None:
+    with pytest.raises(PlaceholderError) as refused:
+        keep_stored_secrets(webhook(url="https://***@h.test/a"), webhook(url=stored))
+
+    assert refused.value.field == "url"
 
 
 def test_a_redacted_query_value_sent_back_keeps_the_stored_one() -> None:
