@@ -67,9 +67,19 @@ class HostChooser:
                 continue
             self._last = address
             return conn
-        # A host that answered as a standby says more (a failover under way) than one
-        # that did not answer.
-        raise next(
-            (e for e in failures if isinstance(e, asyncpg.TargetServerAttributeNotMatched)),
-            failures[-1],
-        )
+        raise _telling(failures)
+
+
+def _telling(failures: list[BaseException]) -> BaseException:
+    """Of the hosts' failures, the one that says most: a server that is up but has as many
+    connections as it allows (worth waiting for), then one that answered as a standby (a
+    failover under way), then the last."""
+    kinds: tuple[type[BaseException], ...] = (
+        asyncpg.TooManyConnectionsError,
+        asyncpg.TargetServerAttributeNotMatched,
+    )
+    for kind in kinds:
+        for failure in failures:
+            if isinstance(failure, kind):
+                return failure
+    return failures[-1]

@@ -69,6 +69,7 @@ _UNAVAILABLE_SQLSTATES = frozenset({"53300", "57P01", "57P02", "57P03", "25006"}
 # unreachable host.
 CONNECT_TIMEOUT = 10.0
 _CONNECTION_SQLSTATE_CLASS = "08"  # connection exception
+_TOO_MANY_CONNECTIONS = "53300"  # max_connections, or a role's or a database's limit
 # undefined_table, undefined_column, undefined_object (a type), invalid_schema_name
 _MISSING_SCHEMA_SQLSTATES = frozenset({"42P01", "42703", "42704", "3F000"})
 
@@ -399,6 +400,9 @@ class PostgreSQL(OnConflictInserts, Dialect):
         return isinstance(sqlstate, str) and (
             sqlstate in _UNAVAILABLE_SQLSTATES or sqlstate.startswith(_CONNECTION_SQLSTATE_CLASS)
         )
+
+    def is_full(self, error: BaseException) -> bool:
+        return getattr(error, "sqlstate", None) == _TOO_MANY_CONNECTIONS
 
     def is_missing_schema(self, error: BaseException) -> bool:
         return getattr(error, "sqlstate", None) in _MISSING_SCHEMA_SQLSTATES
