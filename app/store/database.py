@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import TypeVar
 
 import sqlalchemy as sa
@@ -267,13 +268,34 @@ class Database:
             f"({describe_failure(exc, self.url)}): run `chronoq migrate`"
         )
 
+    @asynccontextmanager
+    async def connect(self) -> AsyncIterator[AsyncConnection]:
+        """A connection of the pool outside `run`'s transactions (reads of the schema's
+        revision, locks held across transactions), got as `run` gets one: waiting while
+        the server refuses new connections because it has as many as it allows."""
+        full_since: float | None = None
+        while True:
+            try:
+                conn = await self.engine.connect().start()
+            except DBAPIError as exc:
+                if _is_full(exc, self.dialect):
+                    full_since = full_since or time.monotonic()
+                    if await _wait_for_room(full_since):
+                        continue
+                raise
+            break
+        try:
+            yield conn
+        finally:
+            await conn.close()
+
     async def identity(self) -> tuple[object, ...]:
         """Which database on which server this reaches (`Dialect.identity`)."""
-        async with self.engine.connect() as conn:
+        async with self.connect() as conn:
             return await self.dialect.identity(conn)
 
     async def ping(self) -> None:
-        async with self.engine.connect() as conn:
+        async with self.connect() as conn:
             await conn.execute(sa.text("SELECT 1"))
 
     async def close(self) -> None:

@@ -11,12 +11,14 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import asyncpg
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from app.domain.errors import StoreUnavailableError
 from app.store.database import Database
+from app.service.readiness import ReplicaReadiness
 from app.store.dialects import pg_connections, postgresql
 from tests.tcp_proxy import TcpProxy
 
@@ -180,4 +182,32 @@ async def test_a_read_while_the_server_is_at_its_connection_limit_waits_for_a_co
         answers = await asyncio.wait_for(asyncio.gather(*(read(n) for n in range(6))), 30)
         assert sorted(answers) == list(range(6))
     finally:
+        await database.close()
+
+
+async def test_readiness_while_the_server_is_at_its_connection_limit_waits_for_a_connection(
+    limited_role: str,
+) -> None:
+    """The server has no room for one more connection of this replica's for a moment: the
+    readiness check waits for one rather than reporting the database unreachable."""
+    database = Database(limited_role, connections=2)
+    url = make_url(limited_role)
+    held = [
+        await asyncpg.connect(
+            host=url.host, port=url.port, user=url.username, database=url.database
+        )
+        for _ in range(2)
+    ]
+
+    async def release() -> None:
+        await asyncio.sleep(0.5)
+        for conn in held:
+            await conn.close()
+
+    releasing = asyncio.create_task(release())
+    try:
+        checks = await asyncio.wait_for(ReplicaReadiness(database, None, None).checks(), 30)
+        assert checks == {"database": "ok"}
+    finally:
+        await releasing
         await database.close()
