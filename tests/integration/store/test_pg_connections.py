@@ -17,8 +17,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from app.domain.errors import StoreUnavailableError
-from app.store.database import Database
 from app.service.readiness import ReplicaReadiness
+from app.store.database import Database
 from app.store.dialects import pg_connections, postgresql
 from tests.tcp_proxy import TcpProxy
 
