@@ -52,8 +52,9 @@ class HostChooser:
     async def connect(
         self, *args: Any, host: Any = None, port: Any = None, **kwargs: Any
     ) -> asyncpg.Connection:
-        """`asyncpg.connect`, with the timeout for each host rather than for all of them."""
-        timeout = self.timeout
+        """`asyncpg.connect`, with the timeout for each host rather than for all of them
+        (the URL's own `timeout`, where it names one)."""
+        timeout = float(kwargs.pop("timeout", self.timeout))
         if not isinstance(host, list | tuple) or len(host) < 2:
             return await asyncpg.connect(*args, host=host, port=port, timeout=timeout, **kwargs)
         failures: list[BaseException] = []
