@@ -18,6 +18,8 @@ class TcpProxy:
         # once: closing the server while a connection is being accepted can leave that
         # socket open in asyncio (Python 3.11) and leak it.
         self._refusing = False
+        # Once vanished, nothing is passed, closed or reset any more (vanish).
+        self._vanished = False
         self.port = 0
 
     async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -29,7 +31,8 @@ class TcpProxy:
         except (ConnectionError, OSError):
             pass
         finally:
-            writer.close()
+            if not self._vanished:
+                writer.close()
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         # Every accepted socket is tracked from the first moment, so close() can end it
@@ -43,6 +46,9 @@ class TcpProxy:
         self._writers.add(writer)
         up_writer: asyncio.StreamWriter | None = None
         try:
+            if self._vanished:
+                await self._flowing.wait()  # held open, unanswered, until close()
+                return
             up_reader, up_writer = await asyncio.open_connection(*self._target)
             self._writers.add(up_writer)
             await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
@@ -68,6 +74,13 @@ class TcpProxy:
 
     def stall(self) -> None:
         """Keep connections open but stop passing bytes: a peer that hangs."""
+        self._flowing.clear()
+
+    def vanish(self) -> None:
+        """From now on pass nothing and never close or reset a connection, old or new, even
+        when the target closes its end: a peer whose machine is gone, silent (here a new
+        connection's handshake still completes, and then nothing answers)."""
+        self._vanished = True
         self._flowing.clear()
 
     def flow(self) -> None:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import TypeVar
 
 import sqlalchemy as sa
@@ -127,6 +129,28 @@ def _is_transient(exc: BaseException, dialect: Dialect) -> bool:
     return any(dialect.is_transient(error) for error in _driver_errors(exc))
 
 
+def _is_full(exc: BaseException, dialect: Dialect) -> bool:
+    return any(dialect.is_full(error) for error in _driver_errors(exc))
+
+
+# How long a transaction waits for a connection while the server refuses new ones because it
+# has as many as it allows (it is up, and busy): the pool's own connections come back within
+# a transaction's time. Then the database counts as unavailable (503, Retry-After).
+FULL_SERVER_WAIT = 10.0
+_FULL_SERVER_PAUSES = (0.02, 0.05, 0.1, 0.2, 0.5)
+
+
+async def _wait_for_room(since: float) -> bool:
+    """Pause before trying again to get a connection from a server that has as many as it
+    allows; False once `FULL_SERVER_WAIT` has passed since `since`."""
+    waited = time.monotonic() - since
+    if waited >= FULL_SERVER_WAIT:
+        return False
+    step = min(int(waited / 0.1), len(_FULL_SERVER_PAUSES) - 1)
+    await asyncio.sleep(min(_FULL_SERVER_PAUSES[step], FULL_SERVER_WAIT - waited))
+    return True
+
+
 class Database:
     """One engine and the dialect it speaks; all writes go through `run`.
 
@@ -184,14 +208,19 @@ class Database:
         return int(self.engine.pool.size())  # type: ignore[attr-defined]
 
     async def run(self, work: Callable[[AsyncConnection], Awaitable[T]], *, attempts: int = 5) -> T:
-        """Run `work` in one transaction; retry it whole on a deadlock or lock timeout.
-        Callbacks `work` left with `dialects.base.after_commit` run once it commits.
+        """Run `work` in one transaction; retry it whole on a deadlock or lock timeout, and
+        while the server refuses a new connection because it has as many as it allows (up
+        to `FULL_SERVER_WAIT`). Callbacks `work` left with `dialects.base.after_commit` run
+        once it commits.
 
         Raises StoreUnavailableError when the database cannot be reached (the transaction
         did not commit, or its outcome is unknown if the connection dropped during COMMIT);
         any other failure propagates as it is.
         """
-        for attempt in range(1, attempts + 1):
+        attempt = 0
+        full_since: float | None = None
+        while True:
+            attempt += 1
             callbacks: list[Callable[[], None]] = []
             token = AFTER_COMMIT.set(callbacks)
             try:
@@ -202,6 +231,12 @@ class Database:
                     log.info("transaction conflict, retrying (attempt %d): %s", attempt, exc.orig)
                     await asyncio.sleep(0.01 * attempt)
                     continue
+                if _is_full(exc, self.dialect):
+                    # Refused at connect: nothing of the transaction was sent.
+                    full_since = full_since or time.monotonic()
+                    if await _wait_for_room(full_since):
+                        attempt -= 1  # not a conflict: it does not count as one
+                        continue
                 if is_unavailable(exc, self.dialect):
                     raise self._unavailable(exc) from exc
                 if is_missing_schema(exc, self.dialect):
@@ -219,7 +254,6 @@ class Database:
             for callback in callbacks:
                 callback()
             return result
-        raise AssertionError("unreachable")
 
     def _unavailable(self, exc: BaseException) -> StoreUnavailableError:
         # The detail is for operators (the CLI prints it, the API logs it); the API answers
@@ -234,13 +268,34 @@ class Database:
             f"({describe_failure(exc, self.url)}): run `chronoq migrate`"
         )
 
+    @asynccontextmanager
+    async def connect(self) -> AsyncIterator[AsyncConnection]:
+        """A connection of the pool outside `run`'s transactions (reads of the schema's
+        revision, locks held across transactions), got as `run` gets one: waiting while
+        the server refuses new connections because it has as many as it allows."""
+        full_since: float | None = None
+        while True:
+            try:
+                conn = await self.engine.connect().start()
+            except DBAPIError as exc:
+                if _is_full(exc, self.dialect):
+                    full_since = full_since or time.monotonic()
+                    if await _wait_for_room(full_since):
+                        continue
+                raise
+            break
+        try:
+            yield conn
+        finally:
+            await conn.close()
+
     async def identity(self) -> tuple[object, ...]:
         """Which database on which server this reaches (`Dialect.identity`)."""
-        async with self.engine.connect() as conn:
+        async with self.connect() as conn:
             return await self.dialect.identity(conn)
 
     async def ping(self) -> None:
-        async with self.engine.connect() as conn:
+        async with self.connect() as conn:
             await conn.execute(sa.text("SELECT 1"))
 
     async def close(self) -> None:

@@ -97,7 +97,7 @@ async def upgrade_to_head(database: Database) -> None:
             await direct.close()
         return
     async with (
-        database.engine.connect() as conn,
+        database.connect() as conn,
         database.dialect.migrating(conn, database.schema, session=not database.pooled),
     ):
         await conn.run_sync(_upgrade, database.schema)
@@ -107,7 +107,7 @@ async def upgrade_to_head(database: Database) -> None:
 async def revisions(database: Database) -> tuple[set[str], set[str]]:
     """The revisions the database's schema is at (none: an empty database) and those this
     version needs (the head)."""
-    async with database.engine.connect() as conn:
+    async with database.connect() as conn:
         current = await conn.run_sync(_current_heads, database.schema)
     return current, head_revisions()
 

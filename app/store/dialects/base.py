@@ -226,6 +226,11 @@ class Dialect(ABC):
         """A driver error that says the server cannot be used now."""
         return False
 
+    def is_full(self, error: BaseException) -> bool:
+        """A driver error that says the server refused a new connection because it has as
+        many as it allows (for all, this user or this database): it is up, and busy."""
+        return False
+
     def is_missing_schema(self, error: BaseException) -> bool:
         """A driver error that says a table, column or schema the statements name does not
         exist: the database is not migrated to this version's revision."""

@@ -10,9 +10,10 @@ import logging
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
-import asyncpg
 from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
 from sqlalchemy.engine import make_url
+
+from app.store.dialects.pg_hosts import HostChooser
 
 if TYPE_CHECKING:
     from app.store.wakeups import Wakeups
@@ -22,6 +23,13 @@ log = logging.getLogger("app.store.dialects.postgresql")
 RECONNECT_MIN = 0.5
 RECONNECT_MAX = 10.0
 PING_INTERVAL = 30.0
+PING_TIMEOUT = 5.0
+CONNECT_TIMEOUT = 10.0  # on each host of a multi-host URL (pg_hosts)
+# The keep-alive: the server answers, and still takes writes. NOTIFYs are sent where writes
+# commit; a server demoted to a standby, or fenced read-only during a failover, hears none.
+_TAKES_WRITES = (
+    "SELECT NOT pg_is_in_recovery() AND current_setting('transaction_read_only') = 'off'"
+)
 
 CHANNEL = "chronoq_due"
 _MAX_CHANNEL = 63  # identifiers, channel names included, are cut at 63 bytes
@@ -39,8 +47,8 @@ def due_channel(schema: str | None) -> str:
 
 
 class PgListener:
-    """One `LISTEN` connection per replica, re-established whenever it is lost; polling
-    covers the gap while it is down."""
+    """One `LISTEN` connection per replica, re-established whenever it is lost or its server
+    no longer takes writes; polling covers the gap while it is down."""
 
     def __init__(self, url: str, wakeups: Wakeups, *, schema: str | None = None) -> None:
         parsed = make_url(url)
@@ -55,6 +63,7 @@ class PgListener:
             self._host = ",".join(f"{h}:{p}" for h, p in zip(hosts, ports, strict=True))
         else:
             self._host = f"{hosts}:{ports}"
+        self._hosts = HostChooser(CONNECT_TIMEOUT)
         self._wakeups = wakeups
         self._task: asyncio.Task[None] | None = None
         self.connected = asyncio.Event()
@@ -80,9 +89,8 @@ class PgListener:
         delay = RECONNECT_MIN
         while True:
             try:
-                conn = await asyncpg.connect(
+                conn = await self._hosts.connect(
                     **self._connect_args,
-                    timeout=10,
                     server_settings={"application_name": "chronoq-listen"},
                 )
             except asyncio.CancelledError:
@@ -107,13 +115,23 @@ class PgListener:
                 # Anything announced while no connection listened is unknown: wake the
                 # loop so it looks for itself.
                 self._wakeups.due_in(0.0)
+                demoted = False
                 while not lost.is_set():
                     # A connection cut without a FIN (a partition) shows only when used.
                     with suppress(TimeoutError):
                         await asyncio.wait_for(lost.wait(), PING_INTERVAL)
                         break
-                    await asyncio.wait_for(conn.execute("SELECT 1"), timeout=5)
-                log.warning("lost the LISTEN connection to %s; reconnecting", self._host)
+                    if not await conn.fetchval(_TAKES_WRITES, timeout=PING_TIMEOUT):
+                        demoted = True
+                        break
+                if demoted:
+                    log.warning(
+                        "the server of the LISTEN connection (%s) no longer takes writes; "
+                        "reconnecting",
+                        self._host,
+                    )
+                else:
+                    log.warning("lost the LISTEN connection to %s; reconnecting", self._host)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

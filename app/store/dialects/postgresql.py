@@ -43,6 +43,8 @@ from app.store.dialects.base import (
     session_lock,
 )
 from app.store.dialects.outcomes import outcomes
+from app.store.dialects.pg_connections import watch
+from app.store.dialects.pg_hosts import HostChooser
 from app.store.dialects.pg_listen import PgListener, due_channel
 from app.store.sql import ClaimRows, query
 from app.store.tables import CLAIM_SETS, PRUNABLE, occurrences, schedule_events, schedules
@@ -62,10 +64,12 @@ _TRANSIENT_SQLSTATES = frozenset({"40001", "40P01"})  # serialization failure, d
 # connections, an administrator or a crash shutting the server down, and a write reaching
 # a read-only server (a standby not promoted yet, during a failover).
 _UNAVAILABLE_SQLSTATES = frozenset({"53300", "57P01", "57P02", "57P03", "25006"})
-# Seconds a new connection may take, whichever host of a multi-host URL it is tried on:
-# asyncpg's own default (60 s) would hold a request that long behind an unreachable host.
+# Seconds a new connection may take on each host of a multi-host URL, one after the other
+# (pg_hosts): asyncpg's own default (60 s) would hold a request that long behind an
+# unreachable host.
 CONNECT_TIMEOUT = 10.0
 _CONNECTION_SQLSTATE_CLASS = "08"  # connection exception
+_TOO_MANY_CONNECTIONS = "53300"  # max_connections, or a role's or a database's limit
 # undefined_table, undefined_column, undefined_object (a type), invalid_schema_name
 _MISSING_SCHEMA_SQLSTATES = frozenset({"42P01", "42703", "42704", "3F000"})
 
@@ -349,7 +353,8 @@ class PostgreSQL(OnConflictInserts, Dialect):
     def engine(
         self, url: str, *, schema: str | None, connections: int, pre_ping: bool, pooled: bool
     ) -> AsyncEngine:
-        connect_args: dict[str, Any] = {"timeout": CONNECT_TIMEOUT}
+        # Each host of a multi-host URL gets the whole timeout (pg_hosts).
+        connect_args: dict[str, Any] = {"async_creator_fn": HostChooser(CONNECT_TIMEOUT).connect}
         options: dict[str, Any] = {}
         if pooled:
             # No statement outlives its transaction, where the pooler gives the next one
@@ -367,18 +372,19 @@ class PostgreSQL(OnConflictInserts, Dialect):
             # not be found in `public` (another installation's, perhaps).
             connect_args["server_settings"] = {"search_path": quote_schema(schema)}
         kept = pool_sizes(connections)
-        return create_async_engine(
+        engine = create_async_engine(
             url,
             pool_size=kept,
             max_overflow=connections - kept,
-            # A ping per checkout costs a round trip; the delivery loop turns it off because
-            # each of its transactions is safe to fail and run again, and a dead pooled
-            # connection is dropped on its first error.
-            pool_pre_ping=pre_ping,
             json_serializer=dumps,
             connect_args=connect_args,
             execution_options=options,
         )
+        # A ping per checkout (bounded in time, pg_connections) costs a round trip; the
+        # delivery loop turns it off because each of its transactions is safe to fail and
+        # run again, and a dead pooled connection is dropped on its first error.
+        watch(engine, ping=pre_ping)
+        return engine
 
     def sql_dialect(self) -> SqlDialect:
         return postgresql.dialect()  # type: ignore[no-untyped-call]
@@ -394,6 +400,9 @@ class PostgreSQL(OnConflictInserts, Dialect):
         return isinstance(sqlstate, str) and (
             sqlstate in _UNAVAILABLE_SQLSTATES or sqlstate.startswith(_CONNECTION_SQLSTATE_CLASS)
         )
+
+    def is_full(self, error: BaseException) -> bool:
+        return getattr(error, "sqlstate", None) == _TOO_MANY_CONNECTIONS
 
     def is_missing_schema(self, error: BaseException) -> bool:
         return getattr(error, "sqlstate", None) in _MISSING_SCHEMA_SQLSTATES

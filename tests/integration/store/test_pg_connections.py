@@ -1,0 +1,214 @@
+"""PostgreSQL connections across a failover: a pooled connection to a server that stopped
+answering is dropped at checkout within a bound, never waited on; a host of a multi-host URL
+that never answers costs each new connection one host's timeout, and the host behind it is
+reached; a connection whose server turned read-only is not handed out again."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import asyncpg
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+
+from app.domain.errors import StoreUnavailableError
+from app.service.readiness import ReplicaReadiness
+from app.store.database import Database
+from app.store.dialects import pg_connections, postgresql
+from tests.tcp_proxy import TcpProxy
+
+pytestmark = pytest.mark.postgres
+
+# Short, so a case takes seconds; the bounds below are generous multiples.
+PING_TIMEOUT = 0.5
+CONNECT_TIMEOUT = 1.0
+
+
+@pytest.fixture(autouse=True)
+def short_timeouts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pg_connections, "PING_TIMEOUT", PING_TIMEOUT)
+    monkeypatch.setattr(postgresql, "CONNECT_TIMEOUT", CONNECT_TIMEOUT)
+
+
+@pytest.fixture
+async def proxy(postgres_url: str) -> AsyncIterator[TcpProxy]:
+    url = make_url(postgres_url)
+    started = TcpProxy(url.host or "127.0.0.1", url.port or 5432)
+    await started.start()
+    try:
+        yield started
+    finally:
+        await started.close()
+
+
+def through(postgres_url: str, *ports: int) -> str:
+    """`postgres_url` reaching its server through `ports` of 127.0.0.1 (several: libpq's
+    multi-host form, writes wanted)."""
+    url = make_url(postgres_url)
+    if len(ports) == 1:
+        return url.set(port=ports[0]).render_as_string(hide_password=False)
+    hosts = ",".join(f"127.0.0.1:{port}" for port in ports)
+    auth = url.username or "postgres"
+    if url.password:
+        auth += f":{url.password}"
+    return f"postgresql://{auth}@{hosts}/{url.database}?target_session_attrs=read-write"
+
+
+async def select_one(database: Database) -> int:
+    return int(await database.run(lambda conn: conn.scalar(sa.text("SELECT 1"))))
+
+
+async def backend(database: Database) -> int:
+    return int(await database.run(lambda conn: conn.scalar(sa.text("SELECT pg_backend_pid()"))))
+
+
+async def test_a_pooled_connection_that_stops_answering_is_dropped_not_waited_on(
+    postgres_url: str, proxy: TcpProxy
+) -> None:
+    database = Database(through(postgres_url, proxy.port), connections=1)
+    try:
+        # A connection that answers its ping is kept.
+        assert await backend(database) == await backend(database)
+        proxy.stall()  # its server is gone without closing it
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailableError):
+            # Its ping, a drop (SQLAlchemy's close of a silent connection takes up to 2 s)
+            # and a new connection that gets no answer either.
+            await asyncio.wait_for(select_one(database), PING_TIMEOUT + CONNECT_TIMEOUT + 10)
+        assert time.monotonic() - started < PING_TIMEOUT + CONNECT_TIMEOUT + 5
+
+        proxy.flow()
+        assert await asyncio.wait_for(select_one(database), 10) == 1
+    finally:
+        proxy.flow()
+        await database.close()
+
+
+async def test_a_host_that_never_answers_leaves_the_next_host_its_own_timeout(
+    postgres_url: str, proxy: TcpProxy
+) -> None:
+    real_port = make_url(postgres_url).port or 5432
+    proxy.stall()  # the first host accepts and never answers, like a machine gone
+    # The URL's own timeout, if it names one, is each host's too.
+    database = Database(through(postgres_url, proxy.port, real_port) + "&timeout=1")
+    try:
+        started = time.monotonic()
+        assert await asyncio.wait_for(select_one(database), CONNECT_TIMEOUT + 10) == 1
+        assert time.monotonic() - started < CONNECT_TIMEOUT + 5
+
+        # The host that answered is tried first from now on: a new connection is prompt.
+        await database.engine.dispose()
+        started = time.monotonic()
+        assert await select_one(database) == 1
+        assert time.monotonic() - started < CONNECT_TIMEOUT
+    finally:
+        proxy.flow()
+        await database.close()
+
+
+@pytest.mark.parametrize("pre_ping", [True, False], ids=["api-pool", "loop-pool"])
+async def test_a_connection_whose_server_turned_read_only_is_not_used_again(
+    postgres_url: str, pre_ping: bool
+) -> None:
+    # One connection, so the next transaction would get the same one back.
+    database = Database(postgres_url, connections=1, pre_ping=pre_ping)
+    write = sa.text("UPDATE schedules SET name = name WHERE false")
+    try:
+        # The session goes read-only, as a demoted or fenced server's sessions do.
+        await database.run(
+            lambda conn: conn.execute(sa.text("SET SESSION default_transaction_read_only = on"))
+        )
+        with pytest.raises(StoreUnavailableError, match="read-only"):
+            await database.run(lambda conn: conn.execute(write))
+
+        await database.run(lambda conn: conn.execute(write))
+    finally:
+        await database.close()
+
+
+@pytest.fixture
+def limited_role(postgres_url: str) -> Iterator[str]:
+    """`postgres_url` as a role of its own that may hold at most two connections: the
+    server refuses a third (53300, as a server at max_connections refuses any)."""
+    role = f"chronoq_limited_{uuid.uuid4().hex[:8]}"
+    database = make_url(postgres_url).database
+    admin(postgres_url, f"CREATE ROLE {role} LOGIN CONNECTION LIMIT 2")
+    admin(postgres_url, f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}")
+    try:
+        yield (
+            make_url(postgres_url)
+            .set(username=role, password=None)
+            .render_as_string(hide_password=False)
+        )
+    finally:
+        admin(postgres_url, f"REASSIGN OWNED BY {role} TO postgres")
+        admin(postgres_url, f"DROP OWNED BY {role}")
+        admin(postgres_url, f'REVOKE ALL ON DATABASE "{database}" FROM {role}')
+        admin(postgres_url, f"DROP ROLE {role}")
+
+
+def admin(url: str, statement: str) -> None:
+    async def run() -> None:
+        database = Database(url)
+        try:
+            await database.run(lambda conn: conn.execute(sa.text(statement)))
+        finally:
+            await database.close()
+
+    asyncio.run(run())
+
+
+async def test_a_read_while_the_server_is_at_its_connection_limit_waits_for_a_connection(
+    limited_role: str,
+) -> None:
+    """A pool that would open more connections than the server allows: a read waits for one
+    of the pool's connections to come back rather than answering that the database cannot
+    be reached (it is up, and busy)."""
+    database = Database(limited_role, connections=6)  # keeps 3, more than the server allows
+
+    async def read(n: int) -> int:
+        async def work(conn: Any) -> int:
+            await conn.execute(sa.text("SELECT pg_sleep(0.2)"))
+            await conn.execute(sa.text("SELECT id FROM schedules LIMIT 1"))
+            return n
+
+        return await database.run(work)
+
+    try:
+        answers = await asyncio.wait_for(asyncio.gather(*(read(n) for n in range(6))), 30)
+        assert sorted(answers) == list(range(6))
+    finally:
+        await database.close()
+
+
+async def test_readiness_while_the_server_is_at_its_connection_limit_waits_for_a_connection(
+    limited_role: str,
+) -> None:
+    """The server has no room for one more connection of this replica's for a moment: the
+    readiness check waits for one rather than reporting the database unreachable."""
+    database = Database(limited_role, connections=2)
+    url = make_url(limited_role)
+    held = [
+        await asyncpg.connect(
+            host=url.host, port=url.port, user=url.username, database=url.database
+        )
+        for _ in range(2)
+    ]
+
+    async def release() -> None:
+        await asyncio.sleep(0.5)
+        for conn in held:
+            await conn.close()
+
+    releasing = asyncio.create_task(release())
+    try:
+        checks = await asyncio.wait_for(ReplicaReadiness(database, None, None).checks(), 30)
+        assert checks == {"database": "ok"}
+    finally:
+        await releasing
+        await database.close()
