@@ -6,7 +6,6 @@ setting it resembles."""
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import time
 from pathlib import Path
@@ -17,6 +16,7 @@ from sqlalchemy.engine import make_url
 from tests.e2e.processes import Service, free_port
 from tests.integration.cli.commands import chronoq
 from tests.tcp_proxy import TcpProxy
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.e2e]
 
@@ -100,11 +100,17 @@ async def test_a_database_that_comes_up_while_waited_for_is_served(
         tmp_path / "api.log",
     )
     try:
-        await asyncio.sleep(2)
+        # The database comes back only once the service has said it waits for it: a fixed
+        # sleep raced the process's start on a loaded machine.
+        await eventually(
+            lambda: "trying again for up to" in service.log_tail(),
+            within=30,
+            every=0.1,
+            what="the service saying it waits for the database",
+        )
         assert service.alive, service.log_tail()
         await proxy.restore()
         await service.wait_ready(60)
-        assert "trying again for up to" in service.log_tail()
     finally:
         service.close()
         await proxy.close()
