@@ -34,9 +34,11 @@ class Queue(Protocol):
         owner: str,
         backoff: Callable[[int], float],
         ahead: float = 0.0,
+        start: int | None = None,
     ) -> Claimed:
         """Lease up to `limit` due occurrences, and with `ahead` > 0 those due within that
-        many seconds that no lease holds (`Claimed.not_before`)."""
+        many seconds that no lease holds (`Claimed.not_before`); with more than `start`
+        due, none starts (`Claimed.unstarted`)."""
         ...
 
     async def start_ahead(self, deliveries: Sequence[Delivery]) -> set[uuid.UUID]:
@@ -85,14 +87,22 @@ class DeliveryQueue:
         owner: str,
         backoff: Callable[[int], float],
         ahead: float = 0.0,
+        start: int | None = None,
     ) -> Claimed:
         """Lease up to `limit` due occurrences, and with `ahead` > 0 those due within that
-        many seconds that no lease holds (`Claimed.not_before`). When there are none, the
-        same transaction reads how soon the next one is due, for the idle sleep."""
+        many seconds that no lease holds (`Claimed.not_before`); with more than `start`
+        due, none starts (`Claimed.unstarted`). When there are none, the same transaction
+        reads how soon the next one is due, for the idle sleep."""
 
         async def work(conn: Connection) -> Claimed:
             found = await self._claims.claim(
-                conn, limit=limit, lease=lease, owner=owner, backoff=backoff, ahead=ahead
+                conn,
+                limit=limit,
+                lease=lease,
+                owner=owner,
+                backoff=backoff,
+                ahead=ahead,
+                start=start,
             )
             if found.deliveries:
                 return found

@@ -12,7 +12,10 @@ Invariants:
 - at most `limit` deliveries are in flight;
 - nothing starts once its lease is too short to finish: a delivery whose lease ends within
   `min_lease` seconds is handed back instead, with the rest of its lane, so that the lane's
-  order survives and no lease expires on an occurrence that was never attempted.
+  order survives and no lease expires on an occurrence that was never attempted;
+- a delivery admitted unstarted (its claim found more than could start at once) leaves
+  listed in `Started.unstarted`: its start mark comes first, at its start, so that a crash
+  charges nothing for what waits here and a pause or cancel since its claim stops it.
 
 No I/O and no clock of its own: callers pass the loop's time.
 """
@@ -22,7 +25,7 @@ from __future__ import annotations
 import bisect
 import uuid
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -37,6 +40,7 @@ def tick_order(delivery: Delivery) -> tuple[datetime, uuid.UUID]:
 class _Waiting:
     delivery: Delivery
     deadline: float  # loop time at which its lease ends
+    unstarted: bool = False  # its attempt waits for its start mark
 
     @property
     def order(self) -> tuple[datetime, uuid.UUID]:
@@ -49,6 +53,9 @@ class Started:
 
     launch: list[Delivery] = field(default_factory=list)
     hand_back: list[Delivery] = field(default_factory=list)
+    # Of `launch`, the occurrences admitted unstarted: each is marked started before it is
+    # sent (or handed back, when the mark finds it paused or cancelled).
+    unstarted: set[uuid.UUID] = field(default_factory=set)
 
 
 class Lanes:
@@ -71,18 +78,25 @@ class Lanes:
     def in_flight(self) -> int:
         return len(self._busy)
 
-    def admit(self, deliveries: Iterable[Delivery], deadline: float) -> None:
-        """Queue a claim's deliveries; `deadline` is when their lease ends (loop time)."""
+    def admit(
+        self,
+        deliveries: Iterable[Delivery],
+        deadline: float,
+        unstarted: Collection[uuid.UUID] = frozenset(),
+    ) -> None:
+        """Queue a claim's deliveries; `deadline` is when their lease ends (loop time);
+        `unstarted`: the occurrences whose attempt waits for its start mark."""
         for delivery in deliveries:
             sid = delivery.schedule_id
+            waiting = _Waiting(delivery, deadline, delivery.occurrence_id in unstarted)
             lane = self._lanes.get(sid)
             if lane is None:
                 lane = self._lanes[sid] = []
-                bisect.insort(lane, _Waiting(delivery, deadline), key=lambda w: w.order)
+                bisect.insort(lane, waiting, key=lambda w: w.order)
                 if sid not in self._busy:
                     self._make_ready(sid)
             else:
-                bisect.insort(lane, _Waiting(delivery, deadline), key=lambda w: w.order)
+                bisect.insort(lane, waiting, key=lambda w: w.order)
             self._waiting += 1
         self._soonest = min(self._soonest, deadline)
 
@@ -112,6 +126,8 @@ class Lanes:
                 del self._lanes[sid]
             self._busy.add(sid)
             started.launch.append(head.delivery)
+            if head.unstarted:
+                started.unstarted.add(head.delivery.occurrence_id)
         return started
 
     def finished(self, delivery: Delivery) -> None:

@@ -36,6 +36,7 @@ _PARAMETERS: dict[str, sa.BindParameter[Any]] = {
     "ids": sa.bindparam("ids", expanding=True, type_=UUID),
     "keys": sa.bindparam("keys", expanding=True, type_=sa.String()),
     "token": sa.bindparam("token", type_=UUID),
+    "unstarted": sa.bindparam("unstarted", type_=sa.Boolean()),
 }
 
 # First claims counted as firings: one statement per distinct count (almost always one).
@@ -89,6 +90,7 @@ class StepwiseClaim(Dialect):
         rows: ClaimRows = ClaimRows.FRESH,
         ids: Sequence[Any] | None = None,
         keys: Sequence[str] | None = None,
+        start: int | None = None,
     ) -> Sequence[Any]:
         due_step, lease_step, rows_step = self._claim_steps[rows]
         now = await self.transaction_now(conn)
@@ -114,6 +116,7 @@ class StepwiseClaim(Dialect):
                 "owner": owner,
                 "now": now,
                 "lease_until": now + timedelta(seconds=lease),
+                "unstarted": start is not None and len(due) > start,
             },
         )
         return with_lost((await conn.execute(rows_step, {"ids": ids, "now": now})).all(), due)
