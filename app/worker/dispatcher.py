@@ -76,6 +76,10 @@ UNRECORDED_WINDOWS = 8
 # late had waited for a slot in a window full of replayed deliveries, the rest for a settle
 # write to bring the unrecorded back under its bound.
 FIRST_ATTEMPT_RESERVE = 0.25
+# Start marks of deliveries that waited unstarted are made ahead of a free slot for at most
+# this share of the in-flight window (`StartMarks.spare`): a saturated loop then does not
+# wait a mark's round trip before each start.
+MARK_AHEAD_SHARE = 0.25
 
 
 def replica_name() -> str:
@@ -162,8 +166,16 @@ class Dispatcher:
             room=self._free_slots,
             wall=self._wall,
         )
-        # Deliveries that waited unstarted in the lanes are marked started as they leave.
-        self._start_marks = StartMarks(self._queue.start_ahead, self._count_error)
+        # Deliveries that waited unstarted in the lanes are marked started as they leave;
+        # up to a share of the window ahead of a free slot, each then waits for a permit.
+        self._finishes = 0
+        self._start_marks = StartMarks(
+            self._queue.start_ahead,
+            self._count_error,
+            finished=lambda: self._finishes,
+            most=int(settings.concurrency * MARK_AHEAD_SHARE),
+        )
+        self._send_permits = asyncio.Semaphore(settings.concurrency)
         self._task: asyncio.Task[None] | None = None
         # A run until idle (`run_until_idle`): the wall-clock instant that what it delivers
         # is due by; whether its claims have found everything due by then; what failed it.
@@ -437,7 +449,7 @@ class Dispatcher:
 
     def _free_slots(self) -> int:
         """In-flight slots that no delivery in hand is waiting for."""
-        return self._settings.concurrency - len(self._in_flight) - self._lanes.waiting
+        return max(0, self._settings.concurrency - len(self._in_flight) - self._lanes.waiting)
 
     async def _claim_into_lanes(
         self,
@@ -519,7 +531,12 @@ class Dispatcher:
         unrecorded = len(self._in_flight) + self._settler.unsettled
         most = max(0, UNRECORDED_WINDOWS * self._settings.concurrency - unrecorded)
         reserve = self._first_attempt_reserve if self._claimed_ahead.expecting else 0
-        started = self._lanes.start(asyncio.get_running_loop().time(), most, reserve=reserve)
+        started = self._lanes.start(
+            asyncio.get_running_loop().time(),
+            most,
+            reserve=reserve,
+            spare=self._start_marks.spare,
+        )
         self._hand_backs.short_leases(started.hand_back)
         for delivery in started.launch:
             unstarted = delivery.occurrence_id in started.unstarted
@@ -539,7 +556,8 @@ class Dispatcher:
             return
         # The settlement joins the batcher as the task's last step: a finished task's
         # attempt is always there to settle, whether or not its callback has run.
-        done = await self.attempt(delivery)
+        async with self._send_permits:  # at most `concurrency` sent at once
+            done = await self.attempt(delivery)
         if isinstance(done, Unsent):
             # Not the target's failure: handed back uncharged, due again a little later.
             await self._hand_backs.release([delivery], False, done)
@@ -551,6 +569,7 @@ class Dispatcher:
         if delivery is None:
             return
         metrics.IN_FLIGHT.dec()
+        self._finishes += 1
         self._lanes.finished(delivery)
         self._start_ready()
         self._pacing.freed(len(self._in_flight) + self._lanes.waiting)

@@ -9,7 +9,8 @@ Invariants:
   `reserve` a start is given is kept for first attempts: the others start only while more
   than that much room is left (of the window, and of the `most` a start is allowed), so a
   tick coming due finds a slot rather than waiting for a replayed delivery to finish;
-- at most `limit` deliveries are in flight;
+- at most `limit` deliveries are in flight, and up to `spare` more unstarted ones being
+  marked started (`start`);
 - nothing starts once its lease is too short to finish: a delivery whose lease ends within
   `min_lease` seconds is handed back instead, with the rest of its lane, so that the lane's
   order survives and no lease expires on an occurrence that was never attempted;
@@ -100,23 +101,31 @@ class Lanes:
             self._waiting += 1
         self._soonest = min(self._soonest, deadline)
 
-    def start(self, now: float, most: int | None = None, *, reserve: int = 0) -> Started:
+    def start(
+        self, now: float, most: int | None = None, *, reserve: int = 0, spare: int = 0
+    ) -> Started:
         """Take the heads of ready lanes while the in-flight window has room, `most` at
         most when given; heads that are not first attempts only while more than `reserve`
-        of that room is left."""
+        of that room is left. Up to `spare` more unstarted heads may leave beyond the
+        window: their start marks are made while the window's deliveries finish (their
+        caller holds each back from its sink until a slot of the window is free)."""
         started = Started()
-        limit = self._limit if most is None else min(self._limit, len(self._busy) + most)
+        cap = self._limit + spare if most is None else len(self._busy) + most
+        limit = min(self._limit, cap)
         again_limit = limit - reserve
-        while len(self._busy) < limit:
+        while len(self._busy) < min(self._limit + spare, cap):
             if self._ready:
-                ready = self._ready
-            elif self._ready_again and len(self._busy) < again_limit:
-                ready = self._ready_again
+                ready, window = self._ready, limit
+            elif self._ready_again and len(self._busy) < again_limit + spare:
+                ready, window = self._ready_again, again_limit
             else:
                 break
-            sid = ready.popleft()
+            sid = ready[0]
             lane = self._lanes[sid]
             head = lane[0]
+            if len(self._busy) >= window and not head.unstarted:
+                break  # beyond the window, only a start mark may be made ahead
+            ready.popleft()
             if head.deadline - now < self._min_lease:
                 started.hand_back.extend(self._drop(sid))
                 continue

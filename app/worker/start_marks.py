@@ -11,7 +11,11 @@ Invariants:
   now), or not (stopped since its claim, its lease taken over, or its mark failed: then
   every start of that statement is refused, and its caller hands them back unstarted);
 - at most one statement is on its way; starts asked for meanwhile wait for the next one,
-  so a saturated loop marks a group of starts per statement rather than one each.
+  so a saturated loop marks a group of starts per statement rather than one each;
+- `spare` is how many starts may be marked ahead of a free slot, so that a busy window does
+  not wait a round trip for each: as many deliveries as finished while the last statement
+  was on its way, at most `most`. With slow targets that is none, and what waits stays
+  unmarked, free to be stopped by a pause, until a slot is free for it.
 """
 
 from __future__ import annotations
@@ -26,11 +30,22 @@ from app.worker.outcomes import log
 
 
 class StartMarks:
-    """`mark` is the store's start mark; `on_error` counts a failed one."""
+    """`mark` is the store's start mark; `on_error` counts a failed one; `finished` counts
+    the loop's finished deliveries, `most` bounds `spare`."""
 
-    def __init__(self, mark: Mark, on_error: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        mark: Mark,
+        on_error: Callable[[], None],
+        *,
+        finished: Callable[[], int] = lambda: 0,
+        most: int = 0,
+    ) -> None:
         self._mark = mark
         self._on_error = on_error
+        self._finished = finished
+        self._most = most
+        self.spare = 0
         self._asked: list[tuple[Delivery, asyncio.Future[bool]]] = []
         self._task: asyncio.Task[None] | None = None
 
@@ -53,7 +68,9 @@ class StartMarks:
             await asyncio.sleep(0)
             while self._asked:
                 asked, self._asked = self._asked, []
+                before = self._finished()
                 may_start = await self._marked([delivery for delivery, _ in asked])
+                self.spare = min(self._most, self._finished() - before)
                 if stopped := len(asked) - len(may_start):
                     log.info(
                         "%d occurrences waiting to start were paused or cancelled since their "
