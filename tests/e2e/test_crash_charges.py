@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from app.worker.dispatcher import MARK_AHEAD_SHARE
 from tests.conftest import STORES
 from tests.e2e.processes import Services
 from tests.receiver import Receiver, Reply
@@ -27,11 +28,12 @@ REPLY_DELAY = 0.1
 KILL_AFTER = 60  # deliveries arrived before the kill: the backlog is about as long by then
 LEASE = 3.0
 # What a crash may charge without a send: the attempts marked started and not yet sent.
-# The deliveries in flight (at most CONCURRENCY), and what the free slots let start besides
-# them: a claim's rows when it found no more than the free slots, a claim ahead's marks up
-# to the free slots; a claim and a mark ahead running at once may each count the same free
-# slots, so twice CONCURRENCY in all. What waits beyond the slots is not marked.
-STARTED_BOUND = 2 * CONCURRENCY
+# The deliveries in flight (at most CONCURRENCY); the starts marked ahead of a free slot (at
+# most a quarter of the window, MARK_AHEAD_SHARE); and what the free slots let start
+# besides: a claim's rows when it found no more than the free slots, a claim ahead's marks
+# up to the free slots, which a claim and a mark running at once may each count, so
+# CONCURRENCY more at most. What waits beyond that is not marked, and costs nothing.
+STARTED_BOUND = 2 * CONCURRENCY + int(CONCURRENCY * MARK_AHEAD_SHARE)
 TIMEOUT = 60.0
 
 
