@@ -42,8 +42,9 @@ class Queue(Protocol):
         ...
 
     async def start_ahead(self, deliveries: Sequence[Delivery]) -> set[uuid.UUID]:
-        """Of deliveries claimed ahead and now due, the ids of those that may start (no
-        cancel or pause since their claim), marked started."""
+        """Of unstarted deliveries about to start (claimed ahead and now due, or waiting
+        beyond the free slots), the ids of those that may start (no cancel or pause since
+        their claim), marked started."""
         ...
 
     async def settle(self, settlements: Sequence[Settlement]) -> Sequence[AutoPause]:
@@ -69,9 +70,9 @@ class DeliveryQueue:
         starts: Database | None = None,
     ) -> None:
         self._db = database
-        # The start marks of claimed-ahead attempts (`start_ahead`) are on the path of every
-        # such tick: a connection of their own keeps them from queueing behind the claims
-        # and settles of `database`'s pool.
+        # The start marks of unstarted attempts (`start_ahead`) are on the path of every
+        # such delivery: a connection of their own keeps them from queueing behind the
+        # claims and settles of `database`'s pool.
         self._starts = starts or database
         self._wakeups = wakeups
         self._claims = claims or ClaimStore()

@@ -12,9 +12,13 @@ window, no start on a short lease), `ClaimedAhead` (ticks claimed before they ar
 `app.worker.ahead` says how they wait), `attempt` (one delivery, never raising) and its
 `outcomes`, `SettleBatcher` (batched writes that drop nothing), `Alarm` (the idle sleep and
 its wake-ups), `HandBacks` (releases that never raise), `drain` (the stop) and
-`ClaimHealth` (readiness). What is left here is the cycle that joins them: claims, in issue
-order, feed the lanes (through `ClaimedAhead` when claimed ahead); finished deliveries feed
-the batcher.
+`ClaimHealth` (readiness), `StartMarks` (the start marks of what waited unstarted). What is
+left here is the cycle that joins them: claims, in issue order, feed the lanes (through
+`ClaimedAhead` when claimed ahead); finished deliveries feed the batcher.
+
+An attempt is charged once it starts: with the claim when the claim found no more than the
+free slots, else at its start mark (`StartMarks`, or `ClaimedAhead`'s for one claimed
+ahead). What waits in the lanes unstarted costs nothing if the replica dies.
 """
 
 from __future__ import annotations
