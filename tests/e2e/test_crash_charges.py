@@ -29,7 +29,7 @@ KILL_AFTER = 60  # deliveries arrived before the kill: the backlog is about as l
 LEASE = 3.0
 # What a crash may charge without a send: the attempts marked started and not yet sent.
 # The deliveries in flight (at most CONCURRENCY); the starts marked ahead of a free slot (at
-# most a quarter of the window, MARK_AHEAD_SHARE); and what the free slots let start
+# most MARK_AHEAD_SHARE of the window); and what the free slots let start
 # besides: a claim's rows when it found no more than the free slots, a claim ahead's marks
 # up to the free slots, which a claim and a mark running at once may each count, so
 # CONCURRENCY more at most. What waits beyond that is not marked, and costs nothing.
