@@ -180,6 +180,7 @@ class Dispatcher:
             self._count_error,
             finished=lambda: self._finishes,
             most=int(settings.concurrency * MARK_AHEAD_SHARE),
+            gather=settings.min_cycle_delay,
         )
         self._send_permits = asyncio.Semaphore(settings.concurrency)
         self._task: asyncio.Task[None] | None = None

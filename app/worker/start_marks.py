@@ -11,7 +11,9 @@ Invariants:
   now), or not (stopped since its claim, its lease taken over, or its mark failed: then
   every start of that statement is refused, and its caller hands them back unstarted);
 - at most one statement is on its way; starts asked for meanwhile wait for the next one,
-  so a saturated loop marks a group of starts per statement rather than one each;
+  which begins no sooner than `gather` after the last one began (unless a full `most` is
+  asked for): a saturated loop marks a group of starts per statement rather than a few each
+  time a quick database answers;
 - `spare` is how many starts may be marked ahead of a free slot, so that a busy window does
   not wait a round trip for each: as many deliveries as finished while the last statement
   was on its way, at most `most`. With slow targets that is none, and what waits stays
@@ -40,11 +42,13 @@ class StartMarks:
         *,
         finished: Callable[[], int] = lambda: 0,
         most: int = 0,
+        gather: float = 0.0,
     ) -> None:
         self._mark = mark
         self._on_error = on_error
         self._finished = finished
         self._most = most
+        self._gather = gather
         self.spare = 0
         self._asked: list[tuple[Delivery, asyncio.Future[bool]]] = []
         self._task: asyncio.Task[None] | None = None
@@ -66,11 +70,11 @@ class StartMarks:
         try:
             # The starts that one pass of the lanes makes share the first statement.
             await asyncio.sleep(0)
+            loop = asyncio.get_running_loop()
             while self._asked:
+                began, before = loop.time(), self._finished()
                 asked, self._asked = self._asked, []
-                before = self._finished()
                 may_start = await self._marked([delivery for delivery, _ in asked])
-                self.spare = min(self._most, self._finished() - before)
                 if stopped := len(asked) - len(may_start):
                     log.info(
                         "%d occurrences waiting to start were paused or cancelled since their "
@@ -80,6 +84,12 @@ class StartMarks:
                 for delivery, answer in asked:
                     if not answer.done():  # its delivery may have been cancelled (a stop)
                         answer.set_result(delivery.occurrence_id in may_start)
+                asked = []
+                wait = self._gather - (loop.time() - began)
+                if wait > 0 and self._asked and len(self._asked) < self._most:
+                    await asyncio.sleep(wait)
+                # What finished in a whole cycle, statement and gathering, is marked ahead.
+                self.spare = min(self._most, self._finished() - before)
         finally:
             self._task = None
             # Cut off (the loop's own end): what is left unanswered is not started.
