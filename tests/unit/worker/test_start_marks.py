@@ -79,3 +79,26 @@ async def test_the_spare_is_what_finished_during_the_last_mark_at_most_its_bound
 
     assert await marks.start(delivery())
     assert marks.spare == 0, "nothing finished during that one: nothing marked ahead"
+
+
+async def test_statements_of_a_stream_of_starts_begin_a_gather_apart() -> None:
+    gather = 0.1
+    store = Store()
+    began: list[float] = []
+    mark = store.mark
+
+    async def timed(deliveries: Sequence[Delivery]) -> set[uuid.UUID]:
+        began.append(asyncio.get_running_loop().time())
+        return await mark(deliveries)
+
+    marks = StartMarks(timed, store.error, most=10, gather=gather)
+    store.gate.clear()
+    first = marks.start(delivery())
+    await asyncio.sleep(0.01)  # the first statement is on its way
+    second = [marks.start(delivery()), marks.start(delivery())]
+    store.gate.set()
+
+    assert await first
+    assert list(await asyncio.gather(*second)) == [True, True]
+    assert [len(m) for m in store.marks] == [1, 2]
+    assert began[1] - began[0] >= gather - 0.01
