@@ -14,6 +14,7 @@ Invariants:
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,6 +63,18 @@ class _Share:
         return True
 
 
+@dataclass(slots=True)
+class _Starts:
+    """How many attempts the statements of one claim may still start (None: all): a
+    statement that found more than that starts none of its rows."""
+
+    left: int | None
+
+    def took(self, rows: Sequence[Any]) -> None:
+        if self.left is not None:
+            self.left -= sum(1 for row in rows if not row.lease_ahead)
+
+
 @dataclass(frozen=True, slots=True)
 class Leased:
     """What one claim leased, of every kind; `more`: it stopped at a limit with more due."""
@@ -102,14 +115,25 @@ class ClaimMix:
         token: uuid.UUID,
         owner: str,
         ahead: float,
+        start: int | None = None,
     ) -> Leased:
-        """Lease up to `limit` rows, first attempts first (`ahead`: as `ClaimStore.claim`)."""
+        """Lease up to `limit` rows, first attempts first (`ahead`, `start`: as
+        `ClaimStore.claim`; each statement may start what the ones before it left)."""
         dialect = dialect_of(conn)
+        starts = _Starts(start)
 
         async def lease_of(rows: ClaimRows, most: int) -> list[Any]:
             found = await dialect.claim(
-                conn, limit=most, lease=lease, token=token, owner=owner, ahead=ahead, rows=rows
+                conn,
+                limit=most,
+                lease=lease,
+                token=token,
+                owner=owner,
+                ahead=ahead,
+                rows=rows,
+                start=starts.left,
             )
+            starts.took(found)
             return list(found)
 
         kept_again, kept_keyed = self._again.kept(limit), self._keyed.kept(limit)
@@ -125,7 +149,9 @@ class ClaimMix:
                 claimed += again
             else:  # a look only: whether any is due
                 self._again.found(int(await _any_due(conn, dialect, UNKEYED_AGAIN)), 0, limit)
-        keyed = await self._claim_keyed(conn, limit - len(claimed), lease, token, owner, ahead)
+        keyed = await self._claim_keyed(
+            conn, limit - len(claimed), lease, token, owner, ahead, starts.left
+        )
         claimed += keyed.rows
         more = more or keyed.demand > len(keyed.rows) > 0
         return Leased(claimed, more, keyed)
@@ -138,13 +164,14 @@ class ClaimMix:
         token: uuid.UUID,
         owner: str,
         ahead: float,
+        start: int | None,
     ) -> KeyedClaim:
         """Keyed rows into the room the unkeyed ones left; with none left, a look (one
         index probe) every LOOK_EVERY claims at whether any may start."""
         if not self._keyed.looks(room):
             return KeyedClaim([])
         keyed = await self._flow.claim(
-            conn, room=room, lease=lease, token=token, owner=owner, ahead=ahead
+            conn, room=room, lease=lease, token=token, owner=owner, ahead=ahead, start=start
         )
         self._keyed.demand = keyed.demand
         return keyed

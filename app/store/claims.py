@@ -157,6 +157,10 @@ class Claimed:
     held: Mapping[str, int] = field(default_factory=dict)
     # Schedules the claim's own dead letters paused (`record_dead_letters`).
     auto_paused: Sequence[AutoPause] = ()
+    # Deliveries due now whose attempt has not started: the claim found more than could
+    # start at once (its `start`). Each must be marked started (`StartStore.start_ahead`)
+    # before it is sent; a lease lost before that costs no attempt.
+    unstarted: frozenset[uuid.UUID] = frozenset()
 
 
 class ClaimStore:
@@ -175,6 +179,7 @@ class ClaimStore:
         owner: str,
         backoff: Callable[[int], float] = lambda attempt: 1.0,
         ahead: float = 0.0,
+        start: int | None = None,
     ) -> Claimed:
         """Lease due occurrences and materialize the next tick of each recurring schedule.
 
@@ -182,6 +187,11 @@ class ClaimStore:
         lease holds. Each delivery not due yet at the claim's instant has its due instant in
         `not_before`, and must not start before it. The loop claims a steady stream of ticks
         this way, so that a claim's round trips happen before the ticks are due, not after.
+
+        `start` is how many attempts may start at once (the loop's free slots; None: all).
+        A claim that finds more due rows than that starts none of them: they are listed in
+        `unstarted`, charged only once marked started, so that a replica that dies with
+        them waiting behind its deliveries in flight costs them no attempt.
 
         The next tick is written in this same transaction, so a recurring schedule always
         has its future occurrence however long the current one keeps retrying.
@@ -196,7 +206,7 @@ class ClaimStore:
 
         # First attempts first; retries, replays and keyed rows in the room they leave.
         leased = await self._mix.lease(
-            conn, limit=limit, lease=lease, token=token, owner=owner, ahead=ahead
+            conn, limit=limit, lease=lease, token=token, owner=owner, ahead=ahead, start=start
         )
         claimed, more, keyed = leased.rows, leased.more, leased.keyed
         if not claimed:
@@ -208,6 +218,11 @@ class ClaimStore:
             for row in rows
             if row.due_at is not None and row.due_at > now
         }
+        unstarted = frozenset(
+            row.occurrence_id
+            for row in claimed
+            if row.lease_ahead and row.occurrence_id not in not_before
+        )
         cadence = cadence_schedules(rows)
         rules = {r.schedule_id: rules_of_row(r) for r in claimed if r.schedule_id in cadence}
         plan = plan_claim(
@@ -242,7 +257,15 @@ class ClaimStore:
         await finish_one_shots(conn, plan.finished_one_shots, now)
         if plan.done_recurring:
             await finish_recurring(conn, plan.done_recurring, now)
-        return Claimed(plan.deliveries, keyed.held_in, not_before, more, keyed.held, auto_paused)
+        return Claimed(
+            plan.deliveries,
+            keyed.held_in,
+            not_before,
+            more,
+            keyed.held,
+            auto_paused,
+            unstarted,
+        )
 
     async def _skip_claimed(
         self, conn: AsyncConnection, token: uuid.UUID, ids: list[uuid.UUID], now: datetime

@@ -155,10 +155,12 @@ class FlowClaims:
         token: uuid.UUID,
         owner: str,
         ahead: float = 0.0,
+        start: int | None = None,
     ) -> KeyedClaim:
         """Lease up to `room` due keyed occurrences, oldest due first, as their keys allow.
         The rows of keys without limits are claimed as unkeyed rows are, `ahead` included;
-        a key with limits starts nothing before its instant."""
+        a key with limits starts nothing before its instant. `start`: as `Dialect.claim`'s,
+        for each statement."""
         dialect = dialect_of(conn)
         due = await dialect.due_keys(conn, ahead)
         if not due:
@@ -209,6 +211,7 @@ class FlowClaims:
                         owner=owner,
                         rows=ClaimRows.CHOSEN,
                         ids=[row.occurrence_id for row in oldest],
+                        start=start,
                     )
                 )
                 await self._spend(conn, buckets, Counter(row.flow_key for row in rows))
@@ -223,6 +226,7 @@ class FlowClaims:
                 ahead=ahead,
                 rows=ClaimRows.FREE,
                 keys=free,
+                start=start,
             )
             rows += taken
             demand += len(taken) + (1 if len(taken) >= left else 0)

@@ -34,14 +34,17 @@ class Queue(Protocol):
         owner: str,
         backoff: Callable[[int], float],
         ahead: float = 0.0,
+        start: int | None = None,
     ) -> Claimed:
         """Lease up to `limit` due occurrences, and with `ahead` > 0 those due within that
-        many seconds that no lease holds (`Claimed.not_before`)."""
+        many seconds that no lease holds (`Claimed.not_before`); with more than `start`
+        due, none starts (`Claimed.unstarted`)."""
         ...
 
     async def start_ahead(self, deliveries: Sequence[Delivery]) -> set[uuid.UUID]:
-        """Of deliveries claimed ahead and now due, the ids of those that may start (no
-        cancel or pause since their claim), marked started."""
+        """Of unstarted deliveries about to start (claimed ahead and now due, or waiting
+        beyond the free slots), the ids of those that may start (no cancel or pause since
+        their claim), marked started."""
         ...
 
     async def settle(self, settlements: Sequence[Settlement]) -> Sequence[AutoPause]:
@@ -67,9 +70,9 @@ class DeliveryQueue:
         starts: Database | None = None,
     ) -> None:
         self._db = database
-        # The start marks of claimed-ahead attempts (`start_ahead`) are on the path of every
-        # such tick: a connection of their own keeps them from queueing behind the claims
-        # and settles of `database`'s pool.
+        # The start marks of unstarted attempts (`start_ahead`) are on the path of every
+        # such delivery: a connection of their own keeps them from queueing behind the
+        # claims and settles of `database`'s pool.
         self._starts = starts or database
         self._wakeups = wakeups
         self._claims = claims or ClaimStore()
@@ -85,14 +88,22 @@ class DeliveryQueue:
         owner: str,
         backoff: Callable[[int], float],
         ahead: float = 0.0,
+        start: int | None = None,
     ) -> Claimed:
         """Lease up to `limit` due occurrences, and with `ahead` > 0 those due within that
-        many seconds that no lease holds (`Claimed.not_before`). When there are none, the
-        same transaction reads how soon the next one is due, for the idle sleep."""
+        many seconds that no lease holds (`Claimed.not_before`); with more than `start`
+        due, none starts (`Claimed.unstarted`). When there are none, the same transaction
+        reads how soon the next one is due, for the idle sleep."""
 
         async def work(conn: Connection) -> Claimed:
             found = await self._claims.claim(
-                conn, limit=limit, lease=lease, owner=owner, backoff=backoff, ahead=ahead
+                conn,
+                limit=limit,
+                lease=lease,
+                owner=owner,
+                backoff=backoff,
+                ahead=ahead,
+                start=start,
             )
             if found.deliveries:
                 return found

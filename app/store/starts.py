@@ -1,5 +1,7 @@
-"""Start marks: a claimed-ahead attempt is marked started at its instant, unless something
-stopped it since the claim (see app/worker/ahead.py for why the loop claims ahead).
+"""Start marks: an attempt leased unstarted is marked started as it is about to start,
+unless something stopped it since the claim. Leased unstarted: claimed ahead of its instant
+(see app/worker/ahead.py for why the loop claims ahead), or by a claim that found more due
+than the loop had free slots (app/worker/start_marks.py).
 
 Invariant: an attempt marked started is charged if its lease is lost; one never marked is
 not (it never ran). A pause or a cancel committed before the mark stops the attempt.
@@ -48,12 +50,12 @@ _START_AHEAD, _STARTED_AHEAD = _start_ahead_statement()
 
 
 class StartStore:
-    """The start marks of claimed-ahead attempts; run inside the caller's transaction."""
+    """The start marks of unstarted attempts; run inside the caller's transaction."""
 
     async def start_ahead(
         self, conn: AsyncConnection, deliveries: Sequence[Delivery]
     ) -> set[uuid.UUID]:
-        """Deliveries claimed ahead, now due: those that may start, marked started. A
+        """Unstarted deliveries about to start: those that may start, marked started. A
         cancel or a pause committed since the claim stops one (it is not returned); so
         does a lease that another claim took over. An attempt marked started is charged if
         its lease is lost; one never marked is not (it never ran)."""

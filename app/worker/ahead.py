@@ -15,6 +15,10 @@ steps before it reaches the lanes, by this replica's clock:
    MAX_START_LEAD. The gathering makes a stream of thousands of ticks a second cost a few
    dozen statements a second, not one a tick. A pause committed in the last lead +
    START_GATHER before an instant is as late as one after it.
+   Only as many are marked as the loop has free slots for (`room`): the others would wait
+   in the lanes, charged, behind the deliveries in flight, and a replica that died then
+   would cost each an attempt it never made. They join the lanes unstarted at their
+   instant instead, and are marked as they leave the lanes (`app.worker.start_marks`).
 2. Marked, it waits (`Held` again) until its instant, then joins the lanes. Nothing starts
    early. A mark still unanswered START_GRACE after the instant (a database slowed by a
    bulk replay's writes answers in hundreds of milliseconds) no longer holds the tick: it
@@ -41,8 +45,9 @@ import asyncio
 import heapq
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from datetime import datetime
+from typing import Protocol
 
 from app.domain.occurrence import Delivery
 from app.worker.outcomes import log
@@ -71,6 +76,19 @@ def claim_key(delivery: Delivery) -> ClaimKey:
 
 # Deliveries that are due, grouped by the lease end they were claimed with.
 OnDue = Callable[[list[Delivery], float], None]
+
+
+class Admit(Protocol):
+    """Queue deliveries in the lanes (`Lanes.admit`); `unstarted`: those not marked."""
+
+    def __call__(
+        self,
+        deliveries: list[Delivery],
+        deadline: float,
+        unstarted: Collection[uuid.UUID] = ...,
+    ) -> None: ...
+
+
 # Mark claimed-ahead deliveries started; the ids of those that may start.
 Mark = Callable[[Sequence[Delivery]], Awaitable[set[uuid.UUID]]]
 # Hand deliveries back (`started`: whether their attempt is counted); never raises.
@@ -146,11 +164,12 @@ class ClaimedAhead:
         self,
         *,
         mark: Mark,
-        admit: OnDue,
+        admit: Admit,
         start: Callable[[], None],
         release: Release,
         on_error: Callable[[], None],
         stopping: asyncio.Event,
+        room: Callable[[], int] = lambda: 1 << 30,
         wall: Callable[[], float] = time.time,
     ) -> None:
         self._mark = mark
@@ -160,12 +179,15 @@ class ClaimedAhead:
         self._release = release
         self._on_error = on_error
         self._stopping = stopping
+        self._room = room  # free slots: how many may be marked started now
         self._held = Held(self._due, gather=START_GATHER)  # not about due yet
         # About due, waiting to be marked started (`_start_due`); marked, and waiting for
         # their instant (`_marked`); the instant of each, by loop time.
         self._starting: list[tuple[list[Delivery], float]] = []
         self._task: asyncio.Task[None] | None = None
         self._marked = Held(self._at_instant)
+        # Beyond the room when their mark was due: they join the lanes unstarted.
+        self._unmarked = Held(self._unstarted_due)
         # Being marked, each START_GRACE after its instant: the ones still unanswered then
         # start unmarked (`_unmarked_due`), and are listed until their mark comes back.
         self._overdue = Held(self._unmarked_due)
@@ -177,7 +199,7 @@ class ClaimedAhead:
 
     def __len__(self) -> int:
         """Taken, and not yet in the lanes or handed back (but for those being marked)."""
-        return len(self._held) + len(self._marked)
+        return len(self._held) + len(self._marked) + len(self._unmarked)
 
     @property
     def holding(self) -> int:
@@ -230,6 +252,7 @@ class ClaimedAhead:
             await asyncio.wait({self._task})
         self._overdue.release_all()  # every mark is answered: none of these is left
         self._marked.release_all()
+        self._unmarked.release_all()
         self._instants.clear()
 
     def _due(self, deliveries: list[Delivery], deadline: float) -> None:
@@ -250,6 +273,35 @@ class ClaimedAhead:
     def _at_instant(self, deliveries: list[Delivery], deadline: float) -> None:
         self._admit(deliveries, deadline)
         self._start()
+
+    def _unstarted_due(self, deliveries: list[Delivery], deadline: float) -> None:
+        self._admit(deliveries, deadline, {d.occurrence_id for d in deliveries})
+        self._start()
+
+    def _within_room(
+        self, groups: list[tuple[list[Delivery], float]]
+    ) -> list[tuple[list[Delivery], float]]:
+        """Of the groups whose mark is due, as many as there are free slots for (but for
+        those marked and waiting for their instant); the others are held unmarked until
+        their instant."""
+        room = self._room() - len(self._marked)
+        within: list[tuple[list[Delivery], float]] = []
+        beyond = False
+        for deliveries, deadline in groups:
+            take = deliveries[: max(room, 0)]
+            room -= len(take)
+            if take:
+                within.append((take, deadline))
+            for delivery in deliveries[len(take) :]:
+                at = self._instants.pop(claim_key(delivery), None)
+                if at is None:  # started unmarked already, its mark late (START_GRACE)
+                    self._started_unmarked.discard(claim_key(delivery))
+                    continue
+                self._unmarked.hold(delivery, at, deadline)
+                beyond = True
+        if beyond:
+            self._unmarked.arm()
+        return within
 
     def _unmarked_due(self, deliveries: list[Delivery], deadline: float) -> None:
         """START_GRACE past their instants: those whose mark has not answered start now."""
@@ -276,7 +328,10 @@ class ClaimedAhead:
         try:
             while self._starting:
                 groups, self._starting = self._starting, []
+                groups = self._within_room(groups)
                 due = [delivery for deliveries, _ in groups for delivery in deliveries]
+                if not due:
+                    continue
                 began = asyncio.get_running_loop().time()
                 try:
                     may_start = await self._mark(due)

@@ -9,10 +9,14 @@ Invariants:
   `reserve` a start is given is kept for first attempts: the others start only while more
   than that much room is left (of the window, and of the `most` a start is allowed), so a
   tick coming due finds a slot rather than waiting for a replayed delivery to finish;
-- at most `limit` deliveries are in flight;
+- at most `limit` deliveries are in flight, and up to `spare` more unstarted ones being
+  marked started (`start`);
 - nothing starts once its lease is too short to finish: a delivery whose lease ends within
   `min_lease` seconds is handed back instead, with the rest of its lane, so that the lane's
-  order survives and no lease expires on an occurrence that was never attempted.
+  order survives and no lease expires on an occurrence that was never attempted;
+- a delivery admitted unstarted (its claim found more than could start at once) leaves
+  listed in `Started.unstarted`: its start mark comes first, at its start, so that a crash
+  charges nothing for what waits here and a pause or cancel since its claim stops it.
 
 No I/O and no clock of its own: callers pass the loop's time.
 """
@@ -22,7 +26,7 @@ from __future__ import annotations
 import bisect
 import uuid
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -37,6 +41,7 @@ def tick_order(delivery: Delivery) -> tuple[datetime, uuid.UUID]:
 class _Waiting:
     delivery: Delivery
     deadline: float  # loop time at which its lease ends
+    unstarted: bool = False  # its attempt waits for its start mark
 
     @property
     def order(self) -> tuple[datetime, uuid.UUID]:
@@ -49,6 +54,9 @@ class Started:
 
     launch: list[Delivery] = field(default_factory=list)
     hand_back: list[Delivery] = field(default_factory=list)
+    # Of `launch`, the occurrences admitted unstarted: each is marked started before it is
+    # sent (or handed back, when the mark finds it paused or cancelled).
+    unstarted: set[uuid.UUID] = field(default_factory=set)
 
 
 class Lanes:
@@ -71,38 +79,53 @@ class Lanes:
     def in_flight(self) -> int:
         return len(self._busy)
 
-    def admit(self, deliveries: Iterable[Delivery], deadline: float) -> None:
-        """Queue a claim's deliveries; `deadline` is when their lease ends (loop time)."""
+    def admit(
+        self,
+        deliveries: Iterable[Delivery],
+        deadline: float,
+        unstarted: Collection[uuid.UUID] = frozenset(),
+    ) -> None:
+        """Queue a claim's deliveries; `deadline` is when their lease ends (loop time);
+        `unstarted`: the occurrences whose attempt waits for its start mark."""
         for delivery in deliveries:
             sid = delivery.schedule_id
+            waiting = _Waiting(delivery, deadline, delivery.occurrence_id in unstarted)
             lane = self._lanes.get(sid)
             if lane is None:
                 lane = self._lanes[sid] = []
-                bisect.insort(lane, _Waiting(delivery, deadline), key=lambda w: w.order)
+                bisect.insort(lane, waiting, key=lambda w: w.order)
                 if sid not in self._busy:
                     self._make_ready(sid)
             else:
-                bisect.insort(lane, _Waiting(delivery, deadline), key=lambda w: w.order)
+                bisect.insort(lane, waiting, key=lambda w: w.order)
             self._waiting += 1
         self._soonest = min(self._soonest, deadline)
 
-    def start(self, now: float, most: int | None = None, *, reserve: int = 0) -> Started:
+    def start(
+        self, now: float, most: int | None = None, *, reserve: int = 0, spare: int = 0
+    ) -> Started:
         """Take the heads of ready lanes while the in-flight window has room, `most` at
         most when given; heads that are not first attempts only while more than `reserve`
-        of that room is left."""
+        of that room is left. Up to `spare` more unstarted heads may leave beyond the
+        window: their start marks are made while the window's deliveries finish (their
+        caller holds each back from its sink until a slot of the window is free)."""
         started = Started()
-        limit = self._limit if most is None else min(self._limit, len(self._busy) + most)
+        cap = self._limit + spare if most is None else len(self._busy) + most
+        limit = min(self._limit, cap)
         again_limit = limit - reserve
-        while len(self._busy) < limit:
+        while len(self._busy) < min(self._limit + spare, cap):
             if self._ready:
-                ready = self._ready
-            elif self._ready_again and len(self._busy) < again_limit:
-                ready = self._ready_again
+                ready, window = self._ready, limit
+            elif self._ready_again and len(self._busy) < again_limit + spare:
+                ready, window = self._ready_again, again_limit
             else:
                 break
-            sid = ready.popleft()
+            sid = ready[0]
             lane = self._lanes[sid]
             head = lane[0]
+            if len(self._busy) >= window and not head.unstarted:
+                break  # beyond the window, only a start mark may be made ahead
+            ready.popleft()
             if head.deadline - now < self._min_lease:
                 started.hand_back.extend(self._drop(sid))
                 continue
@@ -112,6 +135,8 @@ class Lanes:
                 del self._lanes[sid]
             self._busy.add(sid)
             started.launch.append(head.delivery)
+            if head.unstarted:
+                started.unstarted.add(head.delivery.occurrence_id)
         return started
 
     def finished(self, delivery: Delivery) -> None:

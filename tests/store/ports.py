@@ -240,12 +240,18 @@ async def claim(
 
 
 async def claimed(
-    database: Database, *, limit: int, lease: float = 30.0, owner: str = OWNER
+    database: Database,
+    *,
+    limit: int,
+    lease: float = 30.0,
+    owner: str = OWNER,
+    start: int | None = None,
 ) -> Claimed:
     """A claim as the loop sees it: what it leased, whether it stopped at its limit with
-    more due (`more`), and how soon more may be claimed (`due_in`)."""
+    more due (`more`), and how soon more may be claimed (`due_in`); with `start`, the
+    loop's free slots: a claim that finds more due leases them unstarted (`unstarted`)."""
     return await _queue(database).claim(
-        limit=limit, lease=lease, owner=owner, backoff=lambda _attempt: 1.0
+        limit=limit, lease=lease, owner=owner, backoff=lambda _attempt: 1.0, start=start
     )
 
 
@@ -284,7 +290,8 @@ async def claim_ahead(
 
 
 async def start_ahead(database: Database, deliveries: Sequence[Delivery]) -> set[uuid.UUID]:
-    """Claimed-ahead deliveries at their instant: the ids of those that may start."""
+    """Unstarted deliveries (claimed ahead, at their instant; or beyond the free slots, as
+    they leave the lanes) marked started: the ids of those that may start."""
     return await _queue(database).start_ahead(deliveries)
 
 

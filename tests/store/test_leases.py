@@ -4,9 +4,11 @@ a release gives back, and what a pause or a cancel does to a leased occurrence."
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from app.domain.occurrence import Delivery, OccurrenceStatus, Settlement, Unsent
-from app.domain.schedule import ScheduleDraft
+from app.domain.occurrence import Delivery, OccurrenceStatus, Origin, Settlement, Unsent
+from app.domain.schedule import ScheduleDraft, ScheduleStatus
+from app.domain.target import RabbitMQTarget
 from tests.store import ports
 from tests.store.ports import Database
 
@@ -16,6 +18,7 @@ from tests.store.ports import Database
 AHEAD = 60.0
 # Longer than AHEAD / 2, so that a claim ahead's lease runs out after its instant.
 LEASE = 45.0
+ON_FAILURE = RabbitMQTarget(type="rabbitmq", exchange="alerts", routing_key="dead")
 
 
 async def _claimed_ahead(
@@ -264,3 +267,89 @@ async def test_a_claim_ahead_says_its_schedule_fired_at_the_instant_it_is_sent(
     stored = await ports.read_schedule(database, draft.id)
     assert stored.fire_count == 1
     assert stored.last_fired_at == delivery.fire_at
+
+
+async def _claimed_unstarted(
+    database: Database, count: int, **options: Any
+) -> tuple[list[ScheduleDraft], list[Delivery]]:
+    """`count` due one-shots, claimed by a replica with one free slot: more than could
+    start at once, so none starts with the claim (they wait in its lanes)."""
+    drafts = [ports.draft(ports.immediate(), **options) for _ in range(count)]
+    await ports.insert_schedules(database, drafts)
+    claimed = await ports.claimed(database, limit=10, lease=LEASE, start=1, owner="replica-a")
+    assert len(claimed.deliveries) == count
+    return drafts, claimed.deliveries
+
+
+async def test_a_claim_beyond_its_free_slots_lost_before_the_start_mark_costs_nothing(
+    database: Database,
+) -> None:
+    # The replica dies with the rows still waiting behind its deliveries in flight: none
+    # was sent, so none is charged, logged, dead-lettered, counted toward a pause or
+    # reported to `on_failure`; each has its only attempt left for the next claim.
+    drafts, deliveries = await _claimed_unstarted(
+        database, 3, max_attempts=1, on_failure=ON_FAILURE, pause_after_failures=1
+    )
+    for delivery in deliveries:
+        await ports.run_out_lease(database, delivery.occurrence_id)
+
+    again = await ports.claimed(database, limit=10, owner="replica-b")
+
+    assert sorted((d.occurrence_id, d.attempt) for d in again.deliveries) == sorted(
+        (d.occurrence_id, 1) for d in deliveries
+    )
+    assert not again.auto_paused
+    for draft, delivery in zip(drafts, deliveries, strict=True):
+        assert await ports.read_attempt_log(database, delivery.occurrence_id) == []
+        row = await ports.read_lease(database, delivery.occurrence_id)
+        assert (row.status, row.attempts) == (OccurrenceStatus.PENDING, 1)
+        schedule = await ports.read_schedule(database, draft.id)
+        assert (schedule.status, schedule.consecutive_failures) == (ScheduleStatus.PENDING, 0)
+        rows = await ports.read_occurrence_rows(database, draft.id)
+        assert [r.origin for r in rows] == [Origin.SCHEDULE], "a failure callback was written"
+
+
+async def test_a_claim_charges_what_starts_with_it_or_at_its_start_mark(
+    database: Database,
+) -> None:
+    # Within the free slots the attempts start with the claim; beyond them, each starts
+    # at its mark. Either way a started attempt whose lease is lost is charged.
+    await ports.insert_schedules(database, [ports.draft(ports.immediate(), max_attempts=1)])
+    within = await ports.claimed(database, limit=10, lease=LEASE, start=1, owner="replica-a")
+    assert within.unstarted == frozenset()
+    _, (marked, waiting) = await _claimed_unstarted(database, 2, max_attempts=1)
+    assert (await ports.read_lease(database, waiting.occurrence_id)).lease_ahead, "unstarted"
+    assert await ports.start_ahead(database, [marked]) == {marked.occurrence_id}
+    lost = [within.deliveries[0], marked, waiting]
+    for delivery in lost:
+        await ports.run_out_lease(database, delivery.occurrence_id)
+
+    (again,) = await ports.claim(database, limit=10, owner="replica-b")
+
+    assert (again.occurrence_id, again.attempt) == (waiting.occurrence_id, 1)
+    for spent in (within.deliveries[0], marked):
+        row = await ports.read_lease(database, spent.occurrence_id)
+        assert (row.status, row.attempts) == (OccurrenceStatus.DEAD_LETTERED, 1)
+        (attempt,) = await ports.read_attempt_log(database, spent.occurrence_id)
+        assert (attempt.attempt, attempt.outcome) == (1, "lease_expired")
+
+
+async def test_a_pause_or_cancel_since_the_claim_stops_an_unstarted_attempt_at_its_mark(
+    database: Database,
+) -> None:
+    (paused, cancelled), (held, ended) = await _claimed_unstarted(database, 2)
+    await ports.hold(database, paused.id)
+    await ports.cancel(database, cancelled.id)
+
+    assert await ports.start_ahead(database, [held, ended]) == set()
+    await ports.release(database, [held, ended], started=False)
+
+    row = await ports.read_lease(database, held.occurrence_id)
+    assert (row.status, row.attempts, row.available_at) == (OccurrenceStatus.PENDING, 0, None)
+    assert await ports.read_attempt_log(database, held.occurrence_id) == []
+    assert (await ports.read_lease(database, ended.occurrence_id)).status is (
+        OccurrenceStatus.CANCELLED
+    )
+    await ports.unhold(database, paused.id)
+    (again,) = await ports.claim(database, limit=10)
+    assert (again.occurrence_id, again.attempt) == (held.occurrence_id, 1)

@@ -54,6 +54,9 @@ class FakeQueue:
     released: list[tuple[list[Delivery], bool]] = field(default_factory=list)
     claims: int = 0
     claimed_at: list[float] = field(default_factory=list)  # when each claim was asked for
+    unstarted_claims: int = 0  # claims that found more than could start at once
+    stopped: set[uuid.UUID] = field(default_factory=set)  # paused or cancelled since
+    marked: list[list[Delivery]] = field(default_factory=list)  # each start mark's
 
     async def claim(
         self,
@@ -63,6 +66,7 @@ class FakeQueue:
         owner: str,
         backoff: Callable[[int], float],
         ahead: float = 0.0,  # what is scripted is due: nothing to hold
+        start: int | None = None,
     ) -> Claimed:
         self.claims += 1
         self.claimed_at.append(time.monotonic())
@@ -73,7 +77,11 @@ class FakeQueue:
             return Claimed([], None)
         delay, batch = self.batches.pop(0)
         await asyncio.sleep(delay)
-        return Claimed(batch[:limit])
+        batch = batch[:limit]
+        # As the store does: more than may start at once, and none starts with the claim.
+        unstarted = start is not None and len(batch) > start
+        self.unstarted_claims += unstarted
+        return Claimed(batch, unstarted=frozenset(d.occurrence_id for d in batch if unstarted))
 
     async def settle(self, settlements: Sequence[Settlement]) -> Sequence[AutoPause]:
         gate, self.settle_gate = self.settle_gate, None
@@ -88,7 +96,8 @@ class FakeQueue:
         self.released.append((list(deliveries), started))
 
     async def start_ahead(self, deliveries: Sequence[Delivery]) -> set[uuid.UUID]:
-        return {d.occurrence_id for d in deliveries}
+        self.marked.append(list(deliveries))
+        return {d.occurrence_id for d in deliveries} - self.stopped
 
     @asynccontextmanager
     async def listening(self) -> AsyncIterator[None]:
@@ -188,6 +197,25 @@ async def test_nothing_starts_once_its_lease_is_too_short_to_finish() -> None:
     # lease is too short (a loop that ignored the lease would start all five).
     assert len(sink.started) <= int((3.0 - need) / delay) + 1 == 2
     assert handed_back, "the rest were handed back"
+
+
+async def test_what_waits_unstarted_is_marked_as_it_starts_and_a_stopped_one_goes_back() -> None:
+    """Two slots and a claim of eight: more than may start at once, so none starts with
+    the claim. Each is sent only once its start is marked; those stopped since the claim
+    (paused, cancelled) are handed back uncharged and never reach the sink."""
+    batch = [delivery() for _ in range(8)]
+    stopped = {batch[3].occurrence_id, batch[6].occurrence_id}
+    queue = FakeQueue(batches=[(0.0, batch)], stopped=stopped)
+    sink = FakeSink(delay=0.02)
+    async with dispatcher(queue, sink, concurrency=2).started():
+        await eventually(lambda: len(queue.settled) == 6, every=0.01)
+    assert queue.unstarted_claims == 1
+    sent = [d.occurrence_id for _, d in sink.started]
+    assert sorted(sent) == sorted(d.occurrence_id for d in batch if d.occurrence_id not in stopped)
+    marked = [d.occurrence_id for deliveries in queue.marked for d in deliveries]
+    assert sorted(marked) == sorted(d.occurrence_id for d in batch), "each marked once"
+    handed_back = [(d.occurrence_id, started) for ds, started in queue.released for d in ds]
+    assert sorted(handed_back) == sorted((i, False) for i in stopped)
 
 
 async def test_a_stop_cancelled_part_way_leaves_no_delivery_or_settler_running() -> None:

@@ -50,6 +50,9 @@ CLAIM_COLUMNS: dict[str, Any] = {
     "attempts": sa.Integer(),
     "origin": sa.String(),
     "first_claim": sa.Boolean(),
+    # The attempt waits for its start mark: claimed ahead of its instant, or with more
+    # than could start at once (`Dialect.claim`'s `start`).
+    "lease_ahead": sa.Boolean(),
     "claimed_at": UTCDateTime(),
     "event_type": sa.String(),
     "max_attempts": sa.Integer(),
@@ -402,12 +405,16 @@ class Dialect(ABC):
         rows: ClaimRows = ClaimRows.FRESH,
         ids: Sequence[Any] | None = None,
         keys: Sequence[str] | None = None,
+        start: int | None = None,
     ) -> Sequence[Any]:
         """Lease up to `limit` due occurrences, and occurrences due within `ahead` seconds
         that no lease holds (`lost_until` is each one's due instant), of the kind `rows`
         says (`ClaimRows`; `chosen`: those of `ids` still claimable; `free`: those of the
         flow keys `keys`); each row with
-        CLAIM_COLUMNS, LOST_COLUMNS and RULE_COLUMNS. A first claim of an occurrence
+        CLAIM_COLUMNS, LOST_COLUMNS and RULE_COLUMNS. `start`: when the claim finds more
+        than that many rows, none of its attempts starts (each is leased as one claimed
+        ahead is, `lease_ahead`, and waits for its start mark); None: every row due now
+        starts with the claim. A first claim of an occurrence
         (`first_claim`) counts as a firing of its schedule (`fire_count`,
         `last_fired_at`), in the claim itself."""
 

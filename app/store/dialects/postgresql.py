@@ -510,8 +510,16 @@ class PostgreSQL(OnConflictInserts, Dialect):
         rows: ClaimRows = ClaimRows.FRESH,
         ids: Sequence[Any] | None = None,
         keys: Sequence[str] | None = None,
+        start: int | None = None,
     ) -> Sequence[Row[Any]]:
-        params = {"limit": limit, "lease": lease, "token": token, "owner": owner, "ahead": ahead}
+        params = {
+            "limit": limit,
+            "lease": lease,
+            "token": token,
+            "owner": owner,
+            "ahead": ahead,
+            "start": limit if start is None else start,
+        }
         if rows is ClaimRows.CHOSEN:
             params["ids"] = list(ids or ())
         if rows is ClaimRows.FREE:

@@ -37,6 +37,7 @@ _PARAMETERS: dict[str, sa.BindParameter[Any]] = {
     "ids": sa.bindparam("ids", expanding=True, type_=UUID),
     "keys": sa.bindparam("keys", expanding=True, type_=sa.String()),
     "token": sa.bindparam("token", type_=UUID),
+    "unstarted": sa.bindparam("unstarted", type_=sa.Boolean()),
 }
 
 _FIRST = occurrences.alias("fired")
@@ -101,6 +102,7 @@ class StepwiseClaim(Dialect):
         rows: ClaimRows = ClaimRows.FRESH,
         ids: Sequence[Any] | None = None,
         keys: Sequence[str] | None = None,
+        start: int | None = None,
     ) -> Sequence[Any]:
         due_step, lease_step, rows_step = self._claim_steps[rows]
         now = await self.transaction_now(conn)
@@ -122,6 +124,7 @@ class StepwiseClaim(Dialect):
                 "owner": owner,
                 "now": now,
                 "lease_until": now + timedelta(seconds=lease),
+                "unstarted": start is not None and len(due) > start,
             },
         )
         firsts = [row for row in due if row.first_claim and row.origin != Origin.CALLBACK]

@@ -28,13 +28,14 @@ FOR UPDATE SKIP LOCKED;
 
 -- Lease them: the attempt, the lease's end and token, the first attempt's instant. A lease
 -- lost while it still waited for its instant (`lease_ahead`) never started: this claim's
--- attempt is that same attempt. `leased_at`: when the attempt may start (now, or the due
--- instant of one claimed ahead). MySQL assigns left to right, each assignment seeing the
+-- attempt is that same attempt. `:unstarted`: the claim found more rows than may start at
+-- once, and each waits unstarted (as one claimed ahead) for its start mark. `leased_at`:
+-- when the attempt may start (now, or the due instant of one claimed ahead). MySQL assigns left to right, each assignment seeing the
 -- ones before it: what reads `lease_token`, `lease_ahead` and `available_at` comes first.
 UPDATE occurrences
 SET attempts = attempts + CASE WHEN lease_token IS NOT NULL AND lease_ahead THEN 0 ELSE 1 END,
     leased_at = greatest(available_at, fire_at, :now),
-    lease_ahead = greatest(available_at, fire_at) > :now,
+    lease_ahead = greatest(available_at, fire_at) > :now OR :unstarted,
     available_at = :lease_until,
     lease_until = :lease_until,
     lease_token = :token,
@@ -47,6 +48,7 @@ WHERE occurrence_id IN :ids;
 -- instant just now (a re-claim comes a lease later, so an earlier first attempt never
 -- equals :now). `trigger` is a reserved word here.
 SELECT o.occurrence_id, o.schedule_id, o.fire_at, o.attempts, o.origin, o.flow_key,
+       o.lease_ahead,
        o.first_attempt_at = :now AS first_claim,
        CAST(:now AS DATETIME(6)) AS claimed_at,
        s.event_type, s.max_attempts, s.jitter_seconds,

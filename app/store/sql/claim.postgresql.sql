@@ -20,6 +20,10 @@
 -- (now, or the due instant of one claimed ahead), `lease_ahead` whether it waits for it: a
 -- lease lost while still waiting (`lost_ahead`) never started, so this claim's attempt is
 -- that same attempt, not another one.
+-- `:start` is how many attempts may start at once: a claim that finds more
+-- rows than that starts none of them, and each waits unstarted (`lease_ahead`, as one
+-- claimed ahead) until the loop marks it started (app/store/starts.py); a lease lost before
+-- that mark costs no attempt.
 WITH due AS (
     SELECT o.occurrence_id, o.first_attempt_at IS NULL AS first_claim,
            o.lease_token AS lost_token, o.lease_owner AS lost_owner,
@@ -44,7 +48,7 @@ claimed AS (
         available_at = now() + make_interval(secs => :lease),
         lease_until = now() + make_interval(secs => :lease),
         leased_at = greatest(due.due_at, now()),
-        lease_ahead = due.due_at > now(),
+        lease_ahead = due.due_at > now() OR (SELECT count(*) FROM due) > :start,
         lease_token = :token,
         lease_owner = :owner,
         first_attempt_at = coalesce(o.first_attempt_at, now()),
@@ -52,7 +56,7 @@ claimed AS (
     FROM due
     WHERE o.occurrence_id = due.occurrence_id
     RETURNING o.occurrence_id, o.schedule_id, o.fire_at, o.attempts, o.origin, o.flow_key,
-              o.body, o.leased_at, due.first_claim,
+              o.body, o.leased_at, o.lease_ahead, due.first_claim,
               due.lost_token, due.lost_owner, due.lost_at, due.lost_until, due.lost_ahead
 ),
 first_fires AS (
@@ -66,7 +70,7 @@ first_fires AS (
     WHERE s.id = f.schedule_id
 )
 SELECT c.occurrence_id, c.schedule_id, c.fire_at, c.attempts, c.origin, c.flow_key,
-       c.first_claim,
+       c.lease_ahead, c.first_claim,
        c.lost_token, c.lost_owner, c.lost_at, c.lost_until, c.lost_ahead,
        now() AS claimed_at,
        s.event_type, s.max_attempts, s.jitter_seconds,

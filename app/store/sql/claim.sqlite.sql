@@ -27,12 +27,13 @@ LIMIT :limit;
 
 -- Lease them: the attempt, the lease's end and token, the first attempt's instant. A lease
 -- lost while it still waited for its instant (`lease_ahead`) never started: this claim's
--- attempt is that same attempt. `leased_at`: when the attempt may start (now, or the due
--- instant of one claimed ahead).
+-- attempt is that same attempt. `:unstarted`: the claim found more rows than may start at
+-- once, and each waits unstarted (as one claimed ahead) for its start mark. `leased_at`:
+-- when the attempt may start (now, or the due instant of one claimed ahead).
 UPDATE occurrences
 SET attempts = attempts + CASE WHEN lease_token IS NOT NULL AND lease_ahead THEN 0 ELSE 1 END,
     leased_at = max(available_at, fire_at, :now),
-    lease_ahead = max(available_at, fire_at) > :now,
+    lease_ahead = max(available_at, fire_at) > :now OR :unstarted,
     available_at = :lease_until,
     lease_until = :lease_until,
     lease_token = :token,
@@ -46,6 +47,7 @@ WHERE occurrence_id IN :ids;
 -- first attempt never equals :now). The payload's text: stored as bytes (a row from before
 -- that, a bare number, as one).
 SELECT o.occurrence_id, o.schedule_id, o.fire_at, o.attempts, o.origin, o.flow_key,
+       o.lease_ahead,
        o.first_attempt_at = :now AS first_claim,
        :now AS claimed_at,
        s.event_type, s.max_attempts, s.jitter_seconds,

@@ -185,7 +185,7 @@ async def test_claim_uses_the_partial_index_whatever_the_history(
         ).text
         params: dict[str, Any] = {"limit": 100, "owner": "t"}
         if postgres:
-            params |= {"lease": 30.0, "token": uuid.uuid4(), "ahead": 0.0}
+            params |= {"lease": 30.0, "token": uuid.uuid4(), "ahead": 0.0, "start": 100}
             plan = await conn.execute(sa.text("EXPLAIN " + statement), params)
         else:
             stamp = now.strftime("%Y-%m-%d %H:%M:%S.%f")

@@ -168,3 +168,72 @@ async def test_a_delivery_never_starts_on_a_lease_too_short_to_finish(harness: H
     received = [r.occurrence_id for r in harness.receiver.requests]
     assert sorted(received) == sorted(ids)
     assert {r.headers["X-Attempt"] for r in harness.receiver.requests} == {"1"}
+
+
+async def test_a_pause_or_cancel_stops_what_waits_in_the_lanes_of_a_saturated_replica(
+    harness: Harness,
+) -> None:
+    # Two slots, replies that take 0.3 s, thirty due at once and claimed at once (one
+    # batch): all but two wait in the lanes, for seconds. Half of those are paused and a
+    # few cancelled while they wait: none of them is sent once its pause or cancel has
+    # answered, and a paused one is delivered after the resume, its attempt not spent.
+    harness.receiver.always("/hook", Reply(delay=0.3))
+    loop = {"concurrency": 2, "batch_size": 30}
+    async with _running(harness.settings, harness.database, **loop):
+        response = await harness.client.post(
+            "/v1/schedules/batch",
+            json={
+                "items": [
+                    {"event_type": "loop", "target": harness.webhook(), "max_attempts": 1}
+                    | {"trigger": {"type": "immediate"}}
+                    for _ in range(30)
+                ]
+            },
+        )
+        assert response.status_code == 201, response.text
+        created = response.json()["items"]
+        await harness.receiver.wait_for(2, timeout=30)  # claimed: the rest wait in the lanes
+        arrived = {r.occurrence_id for r in harness.receiver.requests}
+        waiting = [s for s in created if s["next_occurrence_id"] not in arrived]
+        stopped_at: dict[str, float] = {}
+        paused = []
+        for schedule in waiting[:15]:
+            answer = await harness.client.post(f"/v1/schedules/{schedule['id']}/pause")
+            if answer.status_code == 409:  # it was in flight, and is delivered by now
+                continue
+            assert answer.status_code == 200, answer.text
+            stopped_at[schedule["next_occurrence_id"]] = time.time()
+            paused.append(schedule)
+        for schedule in waiting[15:18]:
+            answer = await harness.client.delete(f"/v1/schedules/{schedule['id']}")
+            if answer.status_code == 409:
+                continue
+            assert answer.status_code in (200, 204), answer.text
+            stopped_at[schedule["next_occurrence_id"]] = time.time()
+        assert len(paused) >= 10, "most of those paused were still waiting"
+        others = {s["next_occurrence_id"] for s in created} - set(stopped_at)
+        await eventually(
+            lambda: others <= {r.occurrence_id for r in harness.receiver.requests},
+            within=30.0,
+            every=0.05,
+        )
+
+        late = [
+            r.occurrence_id
+            for r in harness.receiver.requests
+            if r.occurrence_id in stopped_at and r.at > stopped_at[r.occurrence_id]
+        ]
+        assert late == [], f"{len(late)} were sent after their pause or cancel answered"
+
+        harness.receiver.always("/hook", Reply())
+        for schedule in paused:
+            answer = await harness.client.post(f"/v1/schedules/{schedule['id']}/resume")
+            assert answer.status_code == 200, answer.text
+        resumed = {s["next_occurrence_id"] for s in paused}
+        await eventually(
+            lambda: resumed <= {r.occurrence_id for r in harness.receiver.requests},
+            within=30.0,
+            every=0.05,
+        )
+    attempts = {r.headers["X-Attempt"] for r in harness.receiver.requests}
+    assert attempts == {"1"}, "a paused delivery that waited was charged an attempt"

@@ -39,10 +39,11 @@ class _CountedQueue(DeliveryQueue):
         owner: str,
         backoff: Callable[[int], float],
         ahead: float = 0.0,
+        start: int | None = None,
     ) -> Claimed:
         try:
             return await super().claim(
-                limit=limit, lease=lease, owner=owner, backoff=backoff, ahead=ahead
+                limit=limit, lease=lease, owner=owner, backoff=backoff, ahead=ahead, start=start
             )
         finally:
             self.answered += 1

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -37,10 +37,17 @@ class Recorder:
 
     def __init__(self) -> None:
         self.calls: list[tuple[float, list[Delivery], float]] = []
+        self.unstarted: set[uuid.UUID] = set()  # admitted unmarked (`ClaimedAhead` only)
         self.arrived = asyncio.Event()
 
-    def __call__(self, deliveries: list[Delivery], deadline: float) -> None:
+    def __call__(
+        self,
+        deliveries: list[Delivery],
+        deadline: float,
+        unstarted: Collection[uuid.UUID] = frozenset(),
+    ) -> None:
         self.calls.append((asyncio.get_running_loop().time(), deliveries, deadline))
+        self.unstarted.update(unstarted)
         self.arrived.set()
 
     def handed_on(self) -> list[Delivery]:
@@ -178,7 +185,9 @@ class Store:
         self.errors += 1
 
 
-def claimed_ahead(store: Store, lanes: Recorder, stopping: asyncio.Event | None = None) -> Any:
+def claimed_ahead(
+    store: Store, lanes: Recorder, stopping: asyncio.Event | None = None, room: int = 1 << 30
+) -> Any:
     return ClaimedAhead(
         mark=store.mark,
         admit=lanes,
@@ -186,6 +195,7 @@ def claimed_ahead(store: Store, lanes: Recorder, stopping: asyncio.Event | None 
         release=store.release,
         on_error=store.error,
         stopping=stopping or asyncio.Event(),
+        room=lambda: room,
     )
 
 
@@ -227,6 +237,29 @@ async def test_a_claimed_ahead_delivery_is_marked_before_its_instant_and_starts_
     assert store.released == []
     assert len(ahead) == 0
     assert not ahead.busy
+
+
+async def test_only_as_many_as_there_are_free_slots_for_are_marked_the_rest_wait_unstarted() -> (
+    None
+):
+    """One free slot, three ticks at one instant: one is marked (charged) before it; the
+    other two would wait behind it in the lanes, so they join the lanes unstarted at the
+    instant (marked only as they leave the lanes), and a crash meanwhile costs them nothing."""
+    store, lanes = Store(), Recorder()
+    ahead = claimed_ahead(store, lanes, room=1)
+    ticks = [delivery() for _ in range(3)]
+    instant = asyncio.get_running_loop().time() + 0.2
+
+    ahead.take(ticks, {d.occurrence_id: due_in(0.2) for d in ticks}, LEASE_END)
+    await lanes.until(3)
+
+    assert [marked for _, marked in store.marks] == [ticks[:1]]
+    assert lanes.unstarted == {d.occurrence_id for d in ticks[1:]}
+    for admitted_at, _, deadline in [call for call in lanes.calls if call[1]]:
+        assert admitted_at >= instant - TIMER_SLACK - 0.01, "nothing joins before its instant"
+        assert deadline == LEASE_END
+    assert store.released == []
+    assert len(ahead) == 0
 
 
 async def test_it_expects_ticks_from_their_claim_until_the_lanes_have_them() -> None:

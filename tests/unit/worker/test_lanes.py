@@ -339,3 +339,26 @@ def test_without_a_reserve_retries_fill_the_whole_window() -> None:
 
     assert len(lanes.start(0.0).launch) == 4
     assert lanes.waiting == 2
+
+
+def test_only_unstarted_heads_leave_beyond_the_window_and_only_up_to_the_spare() -> None:
+    lanes = Lanes(limit=1, min_lease=MIN_LEASE)
+    marked = delivery(SCHEDULE_A, 0)
+    unstarted = [delivery(SCHEDULE_B, 0), delivery(SCHEDULE_C, 0)]
+    lanes.admit([marked], deadline=LONG)
+    lanes.admit(unstarted, deadline=LONG, unstarted={d.occurrence_id for d in unstarted})
+
+    first = lanes.start(0.0, spare=1)
+
+    assert first.launch == [marked, unstarted[0]]
+    assert first.unstarted == {unstarted[0].occurrence_id}
+    assert lanes.start(0.0, spare=1).launch == [], "one beyond the window at most"
+    assert lanes.start(0.0).launch == [], "none beyond the window without a spare"
+
+
+def test_a_started_head_waits_for_the_window_even_with_a_spare() -> None:
+    lanes = Lanes(limit=1, min_lease=MIN_LEASE)
+    lanes.admit([delivery(SCHEDULE_A, 0), delivery(SCHEDULE_B, 0)], deadline=LONG)
+
+    assert len(lanes.start(0.0, spare=5).launch) == 1
+    assert lanes.in_flight == 1
