@@ -85,7 +85,7 @@ FIRST_ATTEMPT_RESERVE = 0.25
 # mark), so that a saturated loop does not wait a mark's round trip before each start.
 # Measured in W1 on PostgreSQL (docs/performance.md): at a quarter, 1,383 and 1,396
 # deliveries/s against 1,800 without marks; at the whole window, with the marks gathered,
-# 2,692 against 2,525 on a quiet machine.
+# 0.69 of the tree before in four alternating runs a side (docs/benchmarks.md).
 MARK_AHEAD_SHARE = 1.0
 
 
