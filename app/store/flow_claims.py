@@ -160,7 +160,7 @@ class FlowClaims:
         """Lease up to `room` due keyed occurrences, oldest due first, as their keys allow.
         The rows of keys without limits are claimed as unkeyed rows are, `ahead` included;
         a key with limits starts nothing before its instant. `start`: as `Dialect.claim`'s,
-        for each statement."""
+        shared by its two statements."""
         dialect = dialect_of(conn)
         due = await dialect.due_keys(conn, ahead)
         if not due:
@@ -226,7 +226,8 @@ class FlowClaims:
                 ahead=ahead,
                 rows=ClaimRows.FREE,
                 keys=free,
-                start=start,
+                # What the chosen rows started is no longer free to start.
+                start=None if start is None else start - sum(not r.lease_ahead for r in rows),
             )
             rows += taken
             demand += len(taken) + (1 if len(taken) >= left else 0)

@@ -246,12 +246,19 @@ async def claimed(
     lease: float = 30.0,
     owner: str = OWNER,
     start: int | None = None,
+    ahead: float = 0.0,
 ) -> Claimed:
     """A claim as the loop sees it: what it leased, whether it stopped at its limit with
     more due (`more`), and how soon more may be claimed (`due_in`); with `start`, the
-    loop's free slots: a claim that finds more due leases them unstarted (`unstarted`)."""
+    loop's free slots: a claim that finds more due now leases them unstarted (`unstarted`);
+    with `ahead`, what falls due that soon too (`not_before`)."""
     return await _queue(database).claim(
-        limit=limit, lease=lease, owner=owner, backoff=lambda _attempt: 1.0, start=start
+        limit=limit,
+        lease=lease,
+        owner=owner,
+        backoff=lambda _attempt: 1.0,
+        start=start,
+        ahead=ahead,
     )
 
 

@@ -448,3 +448,20 @@ async def test_clearing_the_back_off_of_a_key_never_put_leaves_it_as_never_put(
     assert (cleared.limits, cleared.version, cleared.backoff_until) == (None, None, None)
     assert cleared.created_at is None
     assert len(await ports.claim(database, limit=10)) == 1
+
+
+async def test_a_keyed_claim_starts_no_more_than_its_free_slots_across_its_statements(
+    database: Database,
+) -> None:
+    # Keys with limits and keys without are claimed by two statements: what the first
+    # started is no longer free for the second, so the claim as a whole starts at most
+    # its free slots, and what does not fit waits unstarted for its start mark.
+    await ports.put_flow_key(database, "acme", FlowLimits(parallelism=5))
+    await _keyed(database, "acme", 2)
+    await _keyed(database, "unlimited", 2)
+
+    claimed = await ports.claimed(database, limit=10, start=3)
+
+    assert len(claimed.deliveries) == 4
+    started = [d for d in claimed.deliveries if d.occurrence_id not in claimed.unstarted]
+    assert len(started) <= 3

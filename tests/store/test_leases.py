@@ -269,6 +269,24 @@ async def test_a_claim_ahead_says_its_schedule_fired_at_the_instant_it_is_sent(
     assert stored.last_fired_at == delivery.fire_at
 
 
+async def test_only_what_is_due_now_counts_against_a_claims_free_slots(
+    database: Database,
+) -> None:
+    # What a claim takes ahead of its instant waits for it unstarted whatever the slots:
+    # only what is due now is measured against them, so the one due now still starts with
+    # the claim rather than waiting for a start mark of its own.
+    later = datetime.now(UTC) + timedelta(seconds=AHEAD / 2)
+    drafts = [ports.draft(ports.immediate())] + [ports.draft(ports.once(later)) for _ in range(3)]
+    await ports.insert_schedules(database, drafts)
+
+    claimed = await ports.claimed(database, limit=10, lease=LEASE, start=1, ahead=AHEAD)
+
+    assert len(claimed.deliveries) == 4
+    (due,) = [d for d in claimed.deliveries if d.occurrence_id not in claimed.not_before]
+    assert claimed.unstarted == frozenset()
+    assert not (await ports.read_lease(database, due.occurrence_id)).lease_ahead
+
+
 async def _claimed_unstarted(
     database: Database, count: int, **options: Any
 ) -> tuple[list[ScheduleDraft], list[Delivery]]:

@@ -85,6 +85,7 @@ class StepwiseClaim(Dialect):
                 sa.column("origin", sa.String()),
                 sa.column("first_claim", sa.Boolean()),
                 **LOST_COLUMNS,
+                due_now=sa.Boolean(),
             ),
             lease,
             rows.columns(**CLAIM_COLUMNS, **RULE_COLUMNS),
@@ -124,7 +125,7 @@ class StepwiseClaim(Dialect):
                 "owner": owner,
                 "now": now,
                 "lease_until": now + timedelta(seconds=lease),
-                "unstarted": start is not None and len(due) > start,
+                "unstarted": start is not None and sum(bool(row.due_now) for row in due) > start,
             },
         )
         firsts = [row for row in due if row.first_claim and row.origin != Origin.CALLBACK]

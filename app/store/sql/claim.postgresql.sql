@@ -20,10 +20,10 @@
 -- (now, or the due instant of one claimed ahead), `lease_ahead` whether it waits for it: a
 -- lease lost while still waiting (`lost_ahead`) never started, so this claim's attempt is
 -- that same attempt, not another one.
--- `:start` is how many attempts may start at once: a claim that finds more
--- rows than that starts none of them, and each waits unstarted (`lease_ahead`, as one
--- claimed ahead) until the loop marks it started (app/store/starts.py); a lease lost before
--- that mark costs no attempt.
+-- `:start` is how many attempts may start at once: a claim that finds more rows due now
+-- than that starts none of them, and each waits unstarted (`lease_ahead`, as one claimed
+-- ahead) until the loop marks it started (app/store/starts.py); a lease lost before that
+-- mark costs no attempt.
 WITH due AS (
     SELECT o.occurrence_id, o.first_attempt_at IS NULL AS first_claim,
            o.lease_token AS lost_token, o.lease_owner AS lost_owner,
@@ -48,7 +48,8 @@ claimed AS (
         available_at = now() + make_interval(secs => :lease),
         lease_until = now() + make_interval(secs => :lease),
         leased_at = greatest(due.due_at, now()),
-        lease_ahead = due.due_at > now() OR (SELECT count(*) FROM due) > :start,
+        lease_ahead = due.due_at > now()
+            OR (SELECT count(*) FROM due WHERE due.due_at <= now()) > :start,
         lease_token = :token,
         lease_owner = :owner,
         first_attempt_at = coalesce(o.first_attempt_at, now()),

@@ -13,7 +13,8 @@
 SELECT o.occurrence_id, o.schedule_id, o.origin, o.first_attempt_at IS NULL AS first_claim,
        o.lease_token AS lost_token, o.lease_owner AS lost_owner,
        o.leased_at AS lost_at, o.available_at AS lost_until,
-       o.lease_token IS NOT NULL AND o.lease_ahead AS lost_ahead
+       o.lease_token IS NOT NULL AND o.lease_ahead AS lost_ahead,
+       max(o.available_at, o.fire_at) <= :now AS due_now
 FROM occurrences AS o
 WHERE o.status = 'pending' AND o.flow_key IS NULL
   AND o.available_at <= :ahead_until
@@ -27,9 +28,10 @@ LIMIT :limit;
 
 -- Lease them: the attempt, the lease's end and token, the first attempt's instant. A lease
 -- lost while it still waited for its instant (`lease_ahead`) never started: this claim's
--- attempt is that same attempt. `:unstarted`: the claim found more rows than may start at
--- once, and each waits unstarted (as one claimed ahead) for its start mark. `leased_at`:
--- when the attempt may start (now, or the due instant of one claimed ahead).
+-- attempt is that same attempt. `:unstarted`: the claim found more rows due now (`due_now`)
+-- than may start at once, and each waits unstarted (as one claimed ahead) for its start
+-- mark. `leased_at`: when the attempt may start (now, or the due instant of one claimed
+-- ahead).
 UPDATE occurrences
 SET attempts = attempts + CASE WHEN lease_token IS NOT NULL AND lease_ahead THEN 0 ELSE 1 END,
     leased_at = max(available_at, fire_at, :now),
