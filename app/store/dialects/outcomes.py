@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
@@ -33,6 +33,18 @@ class Outcomes:
     finish: sa.Update
 
 
+def delivered_values(now: sa.ColumnElement[Any]) -> dict[str, Any]:
+    """What a delivered occurrence's row becomes, delivered at `now`."""
+    return {
+        "status": OccurrenceStatus.DELIVERED,
+        "delivered_at": now,
+        "available_at": None,
+        "updated_at": now,
+        "lease_token": None,
+        "last_error": None,
+    }
+
+
 @cache
 def outcomes(dialect: Dialect) -> Outcomes:
     now = dialect.now()
@@ -44,14 +56,7 @@ def outcomes(dialect: Dialect) -> Outcomes:
             occurrences.c.lease_token == sa.bindparam("token", type_=UUID),
             occurrences.c.status == OccurrenceStatus.PENDING,
         )
-        .values(
-            status=OccurrenceStatus.DELIVERED,
-            delivered_at=now,
-            available_at=None,
-            updated_at=now,
-            lease_token=None,
-            last_error=None,
-        ),
+        .values(**delivered_values(now)),
         restart_failures=schedules.update()
         .where(
             dialect.among(schedules.c.id, "touched"),

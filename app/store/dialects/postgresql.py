@@ -28,7 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from app import backends, db_urls
 from app.domain.ids import event_id
-from app.domain.occurrence import Delivery, Origin
+from app.domain.occurrence import Delivery, OccurrenceStatus, Origin
 from app.store.codec import JsonText
 from app.store.dialects.base import (
     CLAIM_COLUMNS,
@@ -36,13 +36,12 @@ from app.store.dialects.base import (
     RULE_COLUMNS,
     Dialect,
     OnConflictInserts,
-    by_lease_token,
     dumps,
     earliest_later,
     pool_sizes,
     session_lock,
 )
-from app.store.dialects.outcomes import outcomes
+from app.store.dialects.outcomes import delivered_values
 from app.store.dialects.pg_connections import watch
 from app.store.dialects.pg_hosts import HostChooser
 from app.store.dialects.pg_listen import PgListener, due_channel
@@ -281,11 +280,27 @@ _PRUNE = _prune_statement()
 
 
 def _delivered_restarting() -> sa.Update:
-    """`Outcomes.delivered`, then a restart from 0 of the failure count of each schedule it
-    delivered (only those counting: most schedules never fail, and are not written)."""
+    """`Outcomes.delivered` for the pairs of occurrence and lease token of `ids` and
+    `tokens`, whichever claims they came from, then a restart from 0 of the failure count
+    of each schedule it delivered (only those counting: most schedules never fail, and are
+    not written)."""
+    held = (
+        sa.func.unnest(
+            sa.bindparam("ids", type_=postgresql.ARRAY(sa.Uuid())),
+            sa.bindparam("tokens", type_=postgresql.ARRAY(sa.Uuid())),
+        )
+        .table_valued("occurrence_id", "lease_token")
+        .render_derived(name="held")
+    )
     done = (
-        outcomes(DIALECT)
-        .delivered.returning(occurrences.c.schedule_id, occurrences.c.origin)
+        occurrences.update()
+        .where(
+            occurrences.c.occurrence_id == held.c.occurrence_id,
+            occurrences.c.lease_token == held.c.lease_token,
+            occurrences.c.status == OccurrenceStatus.PENDING,
+        )
+        .values(**delivered_values(sa.func.now(type_=UTCDateTime())))
+        .returning(occurrences.c.schedule_id, occurrences.c.origin)
         .cte("delivered")
     )
     # A failure callback delivered is no delivery of its schedule's.
@@ -451,10 +466,13 @@ class PostgreSQL(OnConflictInserts, Dialect):
     async def mark_delivered(
         self, conn: AsyncConnection, deliveries: Sequence[Delivery], now: datetime
     ) -> None:
-        # One statement per lease token: the update, and the restart of the counts of the
-        # schedules it delivered.
-        for token, ids in by_lease_token(deliveries).items():
-            await conn.execute(_DELIVERED_RESTARTING, {"ids": ids, "token": token})
+        # One statement, whatever the claims: the update, and the restart of the counts of
+        # the schedules it delivered.
+        params = {
+            "ids": [d.occurrence_id for d in deliveries],
+            "tokens": [d.lease_token for d in deliveries],
+        }
+        await conn.execute(_DELIVERED_RESTARTING, params)
 
     async def finish_schedules(
         self,
