@@ -17,7 +17,7 @@ from app.domain.occurrence import DeadLetter, OccurrenceStatus, Origin
 from app.domain.schedule import ScheduleStatus
 from app.store import codec
 from app.store.rows import to_occurrence
-from app.store.tables import occurrences, schedules
+from app.store.tables import by_key, occurrences, schedules
 from app.store.types import UUID, UTCDateTime
 
 
@@ -180,7 +180,7 @@ class DeadLetterStore:
         result = await conn.execute(
             sa.select(occurrences.c.occurrence_id).where(
                 occurrences.c.occurrence_id.in_(list(ids)),
-                occurrences.c.status == OccurrenceStatus.PENDING,
+                by_key(occurrences.c.status) == OccurrenceStatus.PENDING,
                 occurrences.c.available_at.is_(None),
             )
         )

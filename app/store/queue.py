@@ -118,7 +118,13 @@ class DeliveryQueue:
     async def start_ahead(self, deliveries: Sequence[Delivery]) -> set[uuid.UUID]:
         if not deliveries:
             return set()
-        return await self._starts.run(lambda conn: self._marks.start_ahead(conn, deliveries))
+        dialect = self._starts.dialect
+        if not dialect.marks_alone:
+            return await self._starts.run(lambda conn: self._marks.start_ahead(conn, deliveries))
+        # One statement, one round trip: no transaction around it.
+        async with self._starts.connect() as conn:
+            alone = await conn.execution_options(isolation_level="AUTOCOMMIT")
+            return await dialect.mark_started(alone, deliveries)
 
     async def settle(self, settlements: Sequence[Settlement]) -> Sequence[AutoPause]:
         if not settlements:

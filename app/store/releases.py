@@ -22,7 +22,7 @@ from app.store.clock import transaction_now
 from app.store.dialects.base import by_lease_token
 from app.store.flow_keys import end_cancelled_leases, give_back_tokens
 from app.store.rows import attempt_id, truncate_error
-from app.store.tables import attempts, occurrences
+from app.store.tables import attempts, by_key, occurrences
 from app.store.types import UUID, UTCDateTime
 
 # The error of a started attempt that a stopping replica handed back unfinished.
@@ -125,7 +125,7 @@ async def _record_cut_off(
             ).where(
                 occurrences.c.occurrence_id.in_(ids),
                 occurrences.c.lease_token == token,
-                occurrences.c.status == OccurrenceStatus.PENDING,
+                by_key(occurrences.c.status) == OccurrenceStatus.PENDING,
             )
         )
         rows += [

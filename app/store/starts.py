@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.domain.occurrence import Delivery, OccurrenceStatus, Origin
 from app.store.dialects import dialect_of
 from app.store.dialects.base import by_lease_token
-from app.store.tables import occurrences, schedules
+from app.store.tables import by_key, occurrences, schedules
 from app.store.types import UUID
 
 
@@ -35,7 +35,7 @@ def _start_ahead_statement() -> tuple[sa.Update, sa.Select[Any]]:
     ours = (
         occurrences.c.occurrence_id.in_(sa.bindparam("ids", expanding=True, type_=UUID)),
         occurrences.c.lease_token == sa.bindparam("token", type_=UUID),
-        occurrences.c.status == OccurrenceStatus.PENDING,
+        by_key(occurrences.c.status) == OccurrenceStatus.PENDING,
     )
     start = (
         occurrences.update()

@@ -3,6 +3,7 @@ a release gives back, and what a pause or a cancel does to a leased occurrence."
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -285,6 +286,22 @@ async def test_only_what_is_due_now_counts_against_a_claims_free_slots(
     (due,) = [d for d in claimed.deliveries if d.occurrence_id not in claimed.not_before]
     assert claimed.unstarted == frozenset()
     assert not (await ports.read_lease(database, due.occurrence_id)).lease_ahead
+
+
+async def test_one_start_mark_covers_several_claims_each_by_its_own_lease(
+    database: Database,
+) -> None:
+    # The loop marks what several claims brought in one go: each delivery is marked under
+    # its own lease token, and one whose token no longer holds its row is not marked.
+    _, first = await _claimed_unstarted(database, 2)
+    _, second = await _claimed_unstarted(database, 2)
+    assert first[0].lease_token != second[0].lease_token
+    stale = replace(second[1], lease_token=first[0].lease_token)
+
+    marked = await ports.start_ahead(database, [*first, second[0], stale])
+
+    assert marked == {d.occurrence_id for d in (*first, second[0])}
+    assert (await ports.read_lease(database, second[1].occurrence_id)).lease_ahead
 
 
 async def _claimed_unstarted(

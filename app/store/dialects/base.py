@@ -8,6 +8,7 @@ here and making the store conformance suite (tests/store/) pass on it.
 from __future__ import annotations
 
 import json
+import uuid
 from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
@@ -254,6 +255,17 @@ class Dialect(ABC):
     async def transaction_now(self, conn: AsyncConnection) -> datetime:
         """The database clock's current instant, for this transaction's writes (moved as
         `clock` is)."""
+
+    # Whether `mark_started` marks starts in one statement of its own, outside any
+    # transaction (else the start marks are `app.store.starts`' statements, in one).
+    marks_alone = False
+
+    async def mark_started(
+        self, conn: AsyncConnection, deliveries: Sequence[Delivery]
+    ) -> set[uuid.UUID]:
+        """Where `marks_alone`: `StartStore.start_ahead`, as one statement on `conn`, a
+        connection in autocommit."""
+        raise NotImplementedError(f"{self.name} marks starts in a transaction")
 
     async def commit_without_waiting(self, conn: AsyncConnection) -> None:
         """Let this transaction's commit return before it is on disk: for a write whose loss

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from app.domain.occurrence import OccurrenceStatus, Origin
-from app.store.tables import occurrences, schedules
+from app.store.tables import by_key, occurrences, schedules
 from app.store.types import UUID
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ def outcomes(dialect: Dialect) -> Outcomes:
         .where(
             dialect.among(occurrences.c.occurrence_id, "ids"),
             occurrences.c.lease_token == sa.bindparam("token", type_=UUID),
-            occurrences.c.status == OccurrenceStatus.PENDING,
+            by_key(occurrences.c.status) == OccurrenceStatus.PENDING,
         )
         .values(**delivered_values(now)),
         restart_failures=schedules.update()

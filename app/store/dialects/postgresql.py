@@ -46,7 +46,7 @@ from app.store.dialects.pg_connections import watch
 from app.store.dialects.pg_hosts import HostChooser
 from app.store.dialects.pg_listen import PgListener, due_channel
 from app.store.sql import ClaimRows, query
-from app.store.tables import CLAIM_SETS, PRUNABLE, occurrences, schedule_events, schedules
+from app.store.tables import CLAIM_SETS, PRUNABLE, by_key, occurrences, schedule_events, schedules
 from app.store.types import UTCDateTime
 
 if TYPE_CHECKING:
@@ -130,6 +130,29 @@ _RECORD_ATTEMPTS = sa.text(
 )
 # This transaction only: its commit does not wait for the WAL flush.
 _ASYNC_COMMIT = sa.text("SET LOCAL synchronous_commit = off")
+# `StartStore.start_ahead` in one statement (app/store/starts.py says what it means): each
+# asked pair of occurrence and lease token marked started where the lease still holds and
+# nothing stopped it since the claim, and returned. Its commit does not wait for the disk
+# (set for its own transaction, read once): a mark lost with the database reads as never
+# started, which is harmless. The rows are found as `_asked_pairs` finds them, and their
+# status tested `by_key`: never through an index of every pending row.
+_MARK_STARTED = sa.text(
+    """
+UPDATE occurrences AS o SET lease_ahead = false
+WHERE o.occurrence_id = ANY(:ids)
+  AND o.lease_token = (:tokens)[array_position(:ids, o.occurrence_id)]
+  AND coalesce(o.status, '') = 'pending' AND o.available_at IS NOT NULL
+  AND NOT EXISTS (
+      SELECT 1 FROM schedules AS s
+      WHERE s.id = o.schedule_id AND s.status = 'paused' AND o.origin <> 'callback'
+  )
+  AND (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL
+RETURNING o.occurrence_id
+"""
+).bindparams(
+    sa.bindparam("ids", type_=postgresql.ARRAY(sa.Uuid())),
+    sa.bindparam("tokens", type_=postgresql.ARRAY(sa.Uuid())),
+)
 _ATTEMPT_ARRAYS = {
     "ids": "id",
     "occurrence_ids": "occurrence_id",
@@ -279,26 +302,29 @@ def _prune_statement() -> sa.Delete:
 _PRUNE = _prune_statement()
 
 
+def _asked_pairs(table: sa.Table) -> tuple[sa.ColumnElement[bool], ...]:
+    """The rows of `table` named by the pairs of occurrence and lease token of the array
+    parameters `ids` and `tokens`: looked up by key (`= ANY`; a join with the pairs
+    unnested was planned as a scan of the table), each checked against its own token."""
+    ids = sa.bindparam("ids", type_=postgresql.ARRAY(sa.Uuid()))
+    tokens = sa.bindparam("tokens", type_=postgresql.ARRAY(sa.Uuid()))
+    # The parentheses: an element of a parameter (`($2)[i]`, not `$2[i]`).
+    each_token = sa.type_coerce(sa.Grouping(tokens), postgresql.ARRAY(sa.Uuid()))
+    return (
+        table.c.occurrence_id == sa.any_(ids),
+        table.c.lease_token == each_token[sa.func.array_position(ids, table.c.occurrence_id)],
+    )
+
+
 def _delivered_restarting() -> sa.Update:
     """`Outcomes.delivered` for the pairs of occurrence and lease token of `ids` and
     `tokens`, whichever claims they came from, then a restart from 0 of the failure count
     of each schedule it delivered (only those counting: most schedules never fail, and are
     not written)."""
-    held = (
-        sa.func.unnest(
-            sa.bindparam("ids", type_=postgresql.ARRAY(sa.Uuid())),
-            sa.bindparam("tokens", type_=postgresql.ARRAY(sa.Uuid())),
-        )
-        .table_valued("occurrence_id", "lease_token")
-        .render_derived(name="held")
-    )
     done = (
         occurrences.update()
-        .where(
-            occurrences.c.occurrence_id == held.c.occurrence_id,
-            occurrences.c.lease_token == held.c.lease_token,
-            occurrences.c.status == OccurrenceStatus.PENDING,
-        )
+        .where(*_asked_pairs(occurrences))
+        .where(by_key(occurrences.c.status) == OccurrenceStatus.PENDING)
         .values(**delivered_values(sa.func.now(type_=UTCDateTime())))
         .returning(occurrences.c.schedule_id, occurrences.c.origin)
         .cte("delivered")
@@ -454,6 +480,17 @@ class PostgreSQL(OnConflictInserts, Dialect):
     def among(self, column: sa.ColumnElement[Any], name: str) -> sa.ColumnElement[bool]:
         # One array parameter: no per-element bind rendering, one cached plan.
         return column == sa.any_(sa.bindparam(name, type_=postgresql.ARRAY(sa.Uuid())))
+
+    marks_alone = True
+
+    async def mark_started(
+        self, conn: AsyncConnection, deliveries: Sequence[Delivery]
+    ) -> set[uuid.UUID]:
+        params = {
+            "ids": [d.occurrence_id for d in deliveries],
+            "tokens": [d.lease_token for d in deliveries],
+        }
+        return set((await conn.execute(_MARK_STARTED, params)).scalars())
 
     async def commit_without_waiting(self, conn: AsyncConnection) -> None:
         await conn.execute(_ASYNC_COMMIT)
