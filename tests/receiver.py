@@ -38,6 +38,8 @@ class Receiver:
 
     def __init__(self) -> None:
         self.requests: list[Received] = []
+        # Every request as it arrives, before its reply's delay (`requests`: once answered).
+        self.arrivals: list[Received] = []
         self._scripts: dict[str, deque[Reply]] = defaultdict(deque)
         self._defaults: dict[str, Reply] = {}
         self._arrived = asyncio.Condition()
@@ -70,6 +72,9 @@ class Receiver:
             time.time(),
             request.query_string,
         )
+        async with self._arrived:
+            self.arrivals.append(received)
+            self._arrived.notify_all()
         queue = self._scripts.get(request.path)
         reply = queue.popleft() if queue else self._defaults.get(request.path, Reply())
         if reply.delay:
@@ -93,6 +98,12 @@ class Receiver:
         async with asyncio.timeout(timeout), self._arrived:
             await self._arrived.wait_for(lambda: len(matching()) >= count)
         return matching()
+
+    async def wait_for_arrivals(self, count: int, timeout: float = 10.0) -> list[Received]:
+        """Wait until `count` requests have arrived, answered or still held by a delay."""
+        async with asyncio.timeout(timeout), self._arrived:
+            await self._arrived.wait_for(lambda: len(self.arrivals) >= count)
+        return self.arrivals
 
     async def __aenter__(self) -> Receiver:
         app = web.Application()
