@@ -153,6 +153,10 @@ RETURNING o.occurrence_id
     sa.bindparam("ids", type_=postgresql.ARRAY(sa.Uuid())),
     sa.bindparam("tokens", type_=postgresql.ARRAY(sa.Uuid())),
 )
+# The same, as the driver takes it (`PostgreSQL.mark_started`).
+_MARK_STARTED_SQL = (
+    str(_MARK_STARTED).replace(":ids", "$1::uuid[]").replace(":tokens", "$2::uuid[]").strip()
+)
 _ATTEMPT_ARRAYS = {
     "ids": "id",
     "occurrence_ids": "occurrence_id",
@@ -486,11 +490,19 @@ class PostgreSQL(OnConflictInserts, Dialect):
     async def mark_started(
         self, conn: AsyncConnection, deliveries: Sequence[Delivery]
     ) -> set[uuid.UUID]:
-        params = {
-            "ids": [d.occurrence_id for d in deliveries],
-            "tokens": [d.lease_token for d in deliveries],
-        }
-        return set((await conn.execute(_MARK_STARTED, params)).scalars())
+        # On the driver's connection: a saturated loop makes a mark for every few dozen
+        # deliveries, and the driver alone costs a third of the CPU a mark costs through
+        # SQLAlchemy (0.22 against 0.76 ms). A failure drops the connection from the pool,
+        # as SQLAlchemy would have.
+        driver = (await conn.get_raw_connection()).driver_connection
+        assert driver is not None
+        ids = [d.occurrence_id for d in deliveries]
+        tokens = [d.lease_token for d in deliveries]
+        try:
+            return {row[0] for row in await driver.fetch(_MARK_STARTED_SQL, ids, tokens)}
+        except BaseException:
+            await conn.invalidate()
+            raise
 
     async def commit_without_waiting(self, conn: AsyncConnection) -> None:
         await conn.execute(_ASYNC_COMMIT)
