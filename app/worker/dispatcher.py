@@ -84,8 +84,10 @@ FIRST_ATTEMPT_RESERVE = 0.25
 # this share of the in-flight window (`StartMarks.spare`: as many as finished during the last
 # mark), so that a saturated loop does not wait a mark's round trip before each start.
 # Measured in W1 on PostgreSQL (docs/performance.md): at a quarter, 1,383 and 1,396
-# deliveries/s against 1,800 without marks; at the whole window, with the marks gathered,
-# 0.69 of the tree before in four alternating runs a side (docs/benchmarks.md).
+# deliveries/s against 1,800 without marks; at the whole window, with the marks gathered
+# and each one statement looking its rows up by key, about 0.85 of the tree without marks
+# (docs/benchmarks.md); two and four windows gained 3-5 % more, for a crash that may charge
+# that many more attempts.
 MARK_AHEAD_SHARE = 1.0
 
 
