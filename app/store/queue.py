@@ -119,7 +119,9 @@ class DeliveryQueue:
         if not deliveries:
             return set()
         dialect = self._starts.dialect
-        if not dialect.marks_alone:
+        # Through a pooler in transaction mode a statement outside a transaction may be
+        # prepared on one server connection and run on another: there the marks keep theirs.
+        if not dialect.marks_alone or self._starts.pooled:
             return await self._starts.run(lambda conn: self._marks.start_ahead(conn, deliveries))
         # One statement, one round trip: no transaction around it.
         async with self._starts.connect() as conn:
