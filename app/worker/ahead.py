@@ -20,21 +20,19 @@ steps before it reaches the lanes, by this replica's clock:
    would cost each an attempt it never made. They join the lanes unstarted at their
    instant instead, and are marked as they leave the lanes (`app.worker.start_marks`).
 2. Marked, it waits (`Held` again) until its instant, then joins the lanes. Nothing starts
-   early. A mark still unanswered START_GRACE after the instant (a database slowed by a
-   bulk replay's writes answers in hundreds of milliseconds) no longer holds the tick: it
-   joins the lanes then, and the mark's answer, when it comes, changes nothing for it. A
-   pause or cancel that the late mark would have seen is then as late as one committed
-   after the instant (a cancel's settle matches nothing; a pause's, like one during any
-   attempt, records the delivery). A replica that dies between that start and the mark's
-   commit leaves the attempt uncharged: it is made again under the same number.
+   early, and nothing starts before its mark has answered, however late: an attempt sent
+   before its mark commits would be made again under the same number by the next claim if
+   this replica died in between, and would not count against the attempt budget. A mark
+   slowed by the database (a bulk replay's writes beside the stream answer in hundreds of
+   milliseconds) makes its ticks as late as it is, and lengthens the lead of the next.
 
 Invariants:
 - `Held`: every delivery held is handed on exactly once, with the lease end it was held
   with: by the timer no earlier than its instant (less the timer's resolution and the
   `gather` it was made with), or by `release_all` when the loop stops. Nothing is dropped.
 - `ClaimedAhead`: every delivery it takes reaches the lanes exactly once, not before its
-  instant: marked started, or START_GRACE after its instant while its mark is unanswered;
-  or else is handed back unstarted (stopped since its claim, or its mark failed: then all
+  instant and not before its mark has answered that it may start; or else is handed back
+  unstarted (stopped since its claim, or its mark failed: then all
   of that statement's not started yet are, or their leases run out, uncharged). When the
   loop stops, what is held joins the lanes at once, unmarked, and the drain hands it back.
 """
@@ -62,11 +60,9 @@ START_LEAD = 0.1
 MAX_START_LEAD = 0.25
 LEAD_DECAY = 0.9
 START_GATHER = 0.03
-# How long after its instant a claimed-ahead attempt waits for a late mark.
-START_GRACE = 0.02
 
-# One claim of an occurrence: the occurrence is claimed again for each retry, and a timer
-# set for an earlier claim (START_GRACE) must find only that claim's delivery.
+# One claim of an occurrence: the occurrence is claimed again for each retry, and what is
+# kept for an earlier claim must find only that claim's delivery.
 ClaimKey = tuple[uuid.UUID, uuid.UUID]
 
 
@@ -188,12 +184,8 @@ class ClaimedAhead:
         self._marked = Held(self._at_instant)
         # Beyond the room when their mark was due: they join the lanes unstarted.
         self._unmarked = Held(self._unstarted_due)
-        # Being marked, each START_GRACE after its instant: the ones still unanswered then
-        # start unmarked (`_unmarked_due`), and are listed until their mark comes back.
-        self._overdue = Held(self._unmarked_due)
-        # Keyed by claim, not by occurrence: a retry claimed ahead again while the timers
-        # of its earlier claim are still set is another delivery.
-        self._started_unmarked: set[ClaimKey] = set()
+        # Keyed by claim, not by occurrence: a retry claimed ahead again while its earlier
+        # claim's delivery is still being handed on is another delivery.
         self._instants: dict[ClaimKey, float] = {}
         self.lead = START_LEAD  # how long before its instant a delivery is marked
 
@@ -250,7 +242,6 @@ class ClaimedAhead:
         self._held.release_all()
         if self._task is not None:
             await asyncio.wait({self._task})
-        self._overdue.release_all()  # every mark is answered: none of these is left
         self._marked.release_all()
         self._unmarked.release_all()
         self._instants.clear()
@@ -262,11 +253,6 @@ class ClaimedAhead:
             self._at_instant(deliveries, deadline)
             return
         self._starting.append((deliveries, deadline))
-        for delivery in deliveries:
-            at = self._instants.get(claim_key(delivery))
-            if at is not None:
-                self._overdue.hold(delivery, at + START_GRACE, deadline)
-        self._overdue.arm()
         if self._task is None:
             self._task = asyncio.create_task(self._start_due())
 
@@ -293,35 +279,12 @@ class ClaimedAhead:
             if take:
                 within.append((take, deadline))
             for delivery in deliveries[len(take) :]:
-                at = self._instants.pop(claim_key(delivery), None)
-                if at is None:  # started unmarked already, its mark late (START_GRACE)
-                    self._started_unmarked.discard(claim_key(delivery))
-                    continue
+                at = self._instants.pop(claim_key(delivery), 0.0)
                 self._unmarked.hold(delivery, at, deadline)
                 beyond = True
         if beyond:
             self._unmarked.arm()
         return within
-
-    def _unmarked_due(self, deliveries: list[Delivery], deadline: float) -> None:
-        """START_GRACE past their instants: those whose mark has not answered start now."""
-        late = [d for d in deliveries if claim_key(d) in self._instants]
-        if not late:
-            return
-        for delivery in late:
-            del self._instants[claim_key(delivery)]
-            self._started_unmarked.add(claim_key(delivery))
-        self._at_instant(late, deadline)
-
-    def _answered(self, due: list[Delivery]) -> list[Delivery]:
-        """Of `due`, whose mark has answered, those that did not start without it."""
-        waiting = []
-        for delivery in due:
-            if claim_key(delivery) in self._started_unmarked:
-                self._started_unmarked.discard(claim_key(delivery))
-            else:
-                waiting.append(delivery)
-        return waiting
 
     async def _start_due(self) -> None:
         """Mark what came due meanwhile, in one statement, and let the lanes start it."""
@@ -338,22 +301,17 @@ class ClaimedAhead:
                 except Exception:
                     self._on_error()
                     log.exception("marking %d claimed-ahead occurrences started failed", len(due))
-                    unstarted = self._answered(due)
-                    for delivery in unstarted:
+                    for delivery in due:
                         self._instants.pop(claim_key(delivery), None)
-                    if unstarted:
-                        await self._release(unstarted, False)
+                    await self._release(due, False)
                     continue
                 now = asyncio.get_running_loop().time()
                 self.lead = min(
                     MAX_START_LEAD, max(START_LEAD, 2 * (now - began), self.lead * LEAD_DECAY)
                 )
-                started = {claim_key(d) for d in due} - {claim_key(d) for d in self._answered(due)}
                 for deliveries, deadline in groups:
                     ready = []
                     for delivery in deliveries:
-                        if claim_key(delivery) in started:
-                            continue  # it started without waiting for this answer
                         at = self._instants.pop(claim_key(delivery), now)
                         if delivery.occurrence_id not in may_start:
                             continue
@@ -364,11 +322,7 @@ class ClaimedAhead:
                     self._admit(ready, deadline)
                 self._marked.arm()
                 self._start()
-                stopped = [
-                    d
-                    for d in due
-                    if d.occurrence_id not in may_start and claim_key(d) not in started
-                ]
+                stopped = [d for d in due if d.occurrence_id not in may_start]
                 if stopped:
                     log.info(
                         "%d claimed-ahead occurrences were paused or cancelled before their "

@@ -15,7 +15,6 @@ from app.domain.occurrence import Delivery
 from app.worker.ahead import (
     MAX_START_LEAD,
     START_GATHER,
-    START_GRACE,
     START_LEAD,
     TIMER_SLACK,
     ClaimedAhead,
@@ -400,47 +399,57 @@ async def until_answered(store: Late, ahead: Any) -> None:
     assert not ahead.busy
 
 
-async def test_a_mark_unanswered_after_the_instant_no_longer_holds_the_start() -> None:
-    one = delivery()
-    # Its late answer says a pause stopped it: too late, it changes nothing.
-    store, lanes = Late(stopped=frozenset({one.occurrence_id})), Recorder()
+async def test_a_mark_unanswered_at_the_instant_holds_the_start_until_it_answers() -> None:
+    # An attempt sent before its mark commits would be made again under the same number
+    # if the replica died in between: however late the mark, the tick waits for it.
+    store, lanes = Late(), Recorder()
     ahead = claimed_ahead(store, lanes)
-    instant = asyncio.get_running_loop().time() + 0.05
+    one = delivery()
+    asked = asyncio.get_running_loop().time()
 
     ahead.take([one], {one.occurrence_id: due_in(0.05)}, LEASE_END)
     await lanes.until(1)
 
     ((admitted_at, admitted, _),) = [call for call in lanes.calls if call[1]]
     assert admitted == [one]
-    assert store.marks == [], "it waited for its mark's answer"
-    assert instant - TIMER_SLACK - 0.01 <= admitted_at
-    await until_answered(store, ahead)
-    assert lanes.handed_on() == [one]
-    assert store.released == [], "a delivery that started was handed back"
+    assert [marked for _, marked in store.marks] == [[one]]
+    assert admitted_at >= asked + store.delay - TIMER_SLACK, "it started before its mark answered"
+    assert store.released == []
     assert len(ahead) == 0
     await ahead.stop()
 
 
-async def test_a_late_mark_that_fails_hands_back_nothing_that_started() -> None:
+async def test_a_late_mark_that_says_stopped_starts_nothing() -> None:
+    one = delivery()
+    store, lanes = Late(stopped=frozenset({one.occurrence_id})), Recorder()
+    ahead = claimed_ahead(store, lanes)
+
+    ahead.take([one], {one.occurrence_id: due_in(0.05)}, LEASE_END)
+    await until_answered(store, ahead)
+
+    assert lanes.handed_on() == [], "a paused delivery started"
+    assert store.released == [([one], False)]
+    await ahead.stop()
+
+
+async def test_a_late_mark_that_fails_starts_nothing_and_hands_it_back_unstarted() -> None:
     store, lanes = Late(failing=True), Recorder()
     ahead = claimed_ahead(store, lanes)
     one = delivery()
 
     ahead.take([one], {one.occurrence_id: due_in(0.0)}, LEASE_END)
-    await lanes.until(1)
     await until_answered(store, ahead)
 
-    assert lanes.handed_on() == [one]
+    assert lanes.handed_on() == []
     assert store.errors == 1
-    assert store.released == [], "a delivery that started was handed back"
+    assert store.released == [([one], False)]
     await ahead.stop()
 
 
 async def test_an_occurrence_claimed_again_soon_after_it_started_starts_once_per_claim() -> None:
     # A claimed-ahead tick starts at its instant; its attempt fails at once and its retry,
-    # due a moment later, is claimed ahead again (a new lease) while the first claim's
-    # START_GRACE timer is still set. That timer belongs to the first claim: it must not
-    # start the first claim's delivery a second time, nor keep the second one from starting.
+    # due a moment later, is claimed ahead again (a new lease). What was kept for the first
+    # claim must not start its delivery a second time, nor keep the second from starting.
     store, lanes = Store(), Recorder()
     ahead = claimed_ahead(store, lanes)
     first = delivery()
@@ -452,7 +461,7 @@ async def test_an_occurrence_claimed_again_soon_after_it_started_starts_once_per
     await lanes.until(1)
     ahead.take([retry], {retry.occurrence_id: due_in(0.2)}, LEASE_END)
     await lanes.until(2)
-    await asyncio.sleep(START_GRACE * 3)  # past every timer either claim set
+    await asyncio.sleep(START_GATHER * 3)  # past every timer either claim set
 
     assert lanes.handed_on() == [first, retry]
     assert store.released == []
