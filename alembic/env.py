@@ -17,10 +17,10 @@ from sqlalchemy.engine import Connection
 
 from alembic import context
 from app.store import dialects
-from app.store.database import Database, normalize_url
 from app.store.dialects.base import Dialect
 from app.store.dialects.postgresql import quote_schema
-from app.store.tables import metadata
+from app.store.engine.database import Database, normalize_url
+from app.store.schema.tables import metadata
 
 config = context.config
 

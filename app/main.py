@@ -10,7 +10,6 @@ from typing import Any
 from fastapi import Depends, FastAPI
 from fastapi.routing import APIRoute
 
-from app import logs, metrics, startup, tracing
 from app.api import (
     auth,
     dead_letters,
@@ -28,22 +27,24 @@ from app.api.body_limits import BodyLimitMiddleware
 from app.api.deps import State
 from app.api.hosts import AllowedHostsMiddleware, use_relative_redirects
 from app.api.query import declared_query_only
-from app.databases import open_database
-from app.runtime import tune_garbage_collector
+from app.process import startup
+from app.process.databases import open_database
+from app.process.delivery_link import DeliveryLink
+from app.process.delivery_loop import delivery_loop
+from app.process.readiness import InProcessLoop, ReplicaReadiness
+from app.process.runtime import tune_garbage_collector
 from app.service.addresses import HostResolver
 from app.service.dead_letters import DeadLetterService
-from app.service.delivery_link import DeliveryLink
 from app.service.flow_keys import FlowKeyService
 from app.service.occurrences import OccurrenceService
-from app.service.readiness import InProcessLoop, ReplicaReadiness
 from app.service.schedules import ScheduleService
 from app.settings import Settings, load_settings
 from app.sinks import open_sinks
-from app.store.backlog import backlog
-from app.store.migrations import upgrade_to_head
-from app.store.wakeups import Wakeups
+from app.store.engine.migrations import upgrade_to_head
+from app.store.engine.wakeups import Wakeups
+from app.store.records.backlog import backlog
+from app.telemetry import logs, metrics, tracing
 from app.ui import console
-from app.worker.running import delivery_loop
 
 
 def _operation_id(route: APIRoute) -> str:
@@ -120,7 +121,7 @@ def create_app(
                 keys=KeyRing(api_keys),
             )
 
-    # Traces on (app.tracing): FastAPI's own server span for each request, on our tracer.
+    # Traces on (app.telemetry.tracing): FastAPI's own server span for each request, on our tracer.
     # Off, FastAPI is built exactly as it is without them.
     tracer = tracing.start()
     traced: dict[str, Any] = {} if tracer is None else {"telemetry": tracer.telemetry()}

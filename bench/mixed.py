@@ -321,9 +321,12 @@ def variants(args: argparse.Namespace) -> list[tuple[str, list[str] | None, dict
     if args.baseline is None:
         return new
     tree = Path(args.baseline).resolve()
-    if not (tree / "app" / "cli.py").exists():
-        raise SystemExit(f"{tree} holds no app/cli.py")
-    return [("base", [sys.executable, "-m", "app.cli"], {**extra, "PYTHONPATH": str(tree)}), *new]
+    if not (tree / "app" / "main.py").exists():
+        raise SystemExit(f"{tree} holds no app/main.py")
+    return [
+        ("base", [sys.executable, "-m", "app.cli"], {**extra, "PYTHONPATH": str(tree)}),
+        *new,
+    ]
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:

@@ -310,7 +310,7 @@ class Databases:
         from sqlalchemy.ext.asyncio import create_async_engine
         from sqlalchemy.pool import NullPool
 
-        from app.store.database import normalize_url
+        from app.store.engine.database import normalize_url
 
         engine = create_async_engine(
             normalize_url(self.mysql_admin_url),
@@ -376,8 +376,8 @@ class Databases:
         from sqlalchemy.ext.asyncio import create_async_engine
         from sqlalchemy.pool import NullPool
 
-        from app.store.database import normalize_url
-        from app.store.tables import occurrences
+        from app.store.engine.database import normalize_url
+        from app.store.schema.tables import occurrences
 
         counts_query = sa.select(occurrences.c.status, sa.func.count()).group_by(
             occurrences.c.status

@@ -41,8 +41,10 @@ def service_command(tree: Path | None) -> list[str] | None:
     """`chronoq` of this checkout, or of the worktree `tree` run on this interpreter."""
     if tree is None:
         return None
+    # `python -m app.cli` in the tree: a module of its own before the CLI became a package.
     code = (
-        f"import sys; sys.path.insert(0, {str(tree)!r}); from app.cli import main; sys.exit(main())"
+        f"import sys, runpy; sys.path.insert(0, {str(tree)!r}); "
+        "runpy.run_module('app.cli', run_name='__main__')"
     )
     return [sys.executable, "-c", code]
 

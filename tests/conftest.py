@@ -29,9 +29,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from app.settings import Settings
-from app.store.database import Database
-from app.store.migrations import upgrade_to_head
-from app.store.tables import metadata
+from app.store.engine.database import Database
+from app.store.engine.migrations import upgrade_to_head
+from app.store.schema.tables import metadata
 from tests.receiver import Receiver
 
 REQUIRE_SERVICES = os.environ.get("CHRONOQ_REQUIRE_SERVICES") == "1"

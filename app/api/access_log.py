@@ -25,7 +25,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.hosts import client_address
-from app.logs import ACCESS_LOGGER
+from app.telemetry.logs import ACCESS_LOGGER
 
 log = logging.getLogger(ACCESS_LOGGER)
 

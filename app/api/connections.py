@@ -26,8 +26,8 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
-from app import metrics
 from app.settings import Settings, SettingsError
+from app.telemetry import metrics
 
 try:
     import resource

@@ -7,7 +7,6 @@ from typing import Annotated, TypedDict, cast
 
 from fastapi import Depends, Path, Query, Request
 
-from app import tracing
 from app.api.auth import KeyRing
 from app.api.pagination import MAX_CURSOR_LENGTH
 from app.api.readiness import Readiness
@@ -16,6 +15,7 @@ from app.service.flow_keys import FlowKeyService
 from app.service.occurrences import OccurrenceService
 from app.service.schedules import ScheduleService
 from app.settings import Settings
+from app.telemetry import tracing
 
 
 class State(TypedDict):
@@ -58,7 +58,7 @@ def _settings(request: Request) -> Settings:
 
 
 def _traceparent(request: Request) -> str | None:
-    """The trace context a create stores with its schedules (`app.tracing`)."""
+    """The trace context a create stores with its schedules (`app.telemetry.tracing`)."""
     return tracing.request_traceparent(request.headers)
 
 

@@ -8,9 +8,9 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from app import metrics as app_metrics
 from app.api.deps import ReadinessDep
 from app.api.schemas import Health
+from app.telemetry import metrics as app_metrics
 
 router = APIRouter(tags=["health"])
 
@@ -48,7 +48,7 @@ async def readyz(readiness: ReadinessDep) -> JSONResponse:
 async def metrics(readiness: ReadinessDep) -> Response:
     """Prometheus metrics of this replica (text exposition format)."""
     # The installation's backlog, dead letters and schedules: read from the database at
-    # most every few seconds, by one read at a time (app.metrics).
+    # most every few seconds, by one read at a time (app.telemetry.metrics).
     await app_metrics.STORE.refresh()
     # Readiness as /readyz answers it now, so that an alert sees a replica taken out of
     # the balancer; a check that does not answer within the scrape's budget counts as failing.

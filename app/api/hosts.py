@@ -32,7 +32,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app.api.problem_details import MEDIA_TYPE, excerpt, problem_type
 from app.settings import Settings
 from app.settings.addresses import HostAllowList
-from app.web_origins import DEFAULT_PORTS, WebOrigin, parse_origin, split_host
+from app.settings.web_origins import DEFAULT_PORTS, WebOrigin, parse_origin, split_host
 
 # Answered whatever the Host: an orchestrator's probes name the address they dial (a pod's
 # IP), and these say nothing but whether the replica is up and ready.

@@ -1,6 +1,6 @@
 """Each list of the API as a page: the services' rows read one past the limit, shown in the
 answer's model, with the cursor of the last one shown when more follow. The routes answer
-with these, and the operator commands on the database (app/operator_backends.py) print them,
+with these, and the operator commands on the database (app/cli/operator/backends.py) print them,
 so both page alike under the same cursors."""
 
 from __future__ import annotations

@@ -17,7 +17,6 @@ from fastapi.routing import APIRoute, iter_route_contexts
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match
 
-from app import logs
 from app.api.problem_details import MEDIA_TYPE, Problem, field_errors, problem_response
 from app.domain.errors import (
     ChronoqError,
@@ -29,6 +28,7 @@ from app.domain.errors import (
     SchemaNotMigratedError,
     StoreUnavailableError,
 )
+from app.telemetry import logs
 
 log = logging.getLogger(__name__)
 

@@ -21,11 +21,11 @@ from app.domain.errors import ConflictError, InvalidInputError, NotFoundError
 from app.domain.filters import DeadLetterFilter
 from app.domain.occurrence import DeadLetter, OccurrenceStatus
 from app.domain.schedule import EventKind
-from app.store.clock import transaction_now
-from app.store.database import Connection, Database
-from app.store.dead_letters import DeadLetterStore
-from app.store.events import EventStore
-from app.store.wakeups import Wakeups
+from app.store.engine.clock import transaction_now
+from app.store.engine.database import Connection, Database
+from app.store.engine.wakeups import Wakeups
+from app.store.records.dead_letters import DeadLetterStore
+from app.store.records.events import EventStore
 
 MAX_REPLAY_IDS = 1000
 REPLAY_BATCH = 1000

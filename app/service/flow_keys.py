@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from app.domain.errors import NotFoundError
 from app.domain.flow import FlowKey, FlowLimits
-from app.store.clock import transaction_now
-from app.store.database import Connection, Database
-from app.store.flow_keys import FlowKeyStore
+from app.store.engine.clock import transaction_now
+from app.store.engine.database import Connection, Database
+from app.store.records.flow_keys import FlowKeyStore
 
 
 class FlowKeyService:

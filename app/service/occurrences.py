@@ -7,8 +7,8 @@ from datetime import datetime
 
 from app.domain.errors import NotFoundError
 from app.domain.occurrence import Attempt, Occurrence
-from app.store.attempts import AttemptStore
-from app.store.database import Connection, Database
+from app.store.engine.database import Connection, Database
+from app.store.records.attempts import AttemptStore
 
 
 def _missing(occurrence_id: uuid.UUID) -> NotFoundError:

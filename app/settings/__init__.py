@@ -23,8 +23,6 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from app.backends import URL_FORMS, Backend, backend_of
-from app.db_urls import WRITABLE_SESSIONS, is_multi_host, session_attrs
 from app.domain.retry import RetryPolicy
 from app.domain.secrets import signing_key
 from app.settings.addresses import (
@@ -37,8 +35,10 @@ from app.settings.addresses import (
     public_origin,
     target_list,
 )
+from app.settings.backends import URL_FORMS, Backend, backend_of
+from app.settings.db_urls import WRITABLE_SESSIONS, is_multi_host, session_attrs
 from app.settings.errors import SettingsError as SettingsError  # raised to callers
-from app.web_origins import WebOrigin, parse_origin
+from app.settings.web_origins import WebOrigin, parse_origin
 
 DEFAULT_DATABASE_URL = "sqlite:///./data/chronoq.db"
 

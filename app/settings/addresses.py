@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from app.settings.errors import SettingsError
-from app.web_origins import WebOrigin, parse_origin
+from app.settings.web_origins import WebOrigin, parse_origin
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 

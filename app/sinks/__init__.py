@@ -9,8 +9,9 @@ from aiohttp.abc import AbstractResolver
 
 from app.domain.addresses import AddressPolicy
 from app.settings import Settings
-from app.sinks.base import Sink, Sinks
+from app.sinks.base import Sink
 from app.sinks.rabbitmq import RabbitMQSink
+from app.sinks.registry import Sinks
 from app.sinks.webhook import WebhookSink
 
 

@@ -1,16 +1,16 @@
-"""The sink protocol and the registry that picks a sink for a target."""
+"""What every sink shares: the protocol, the outcome of a delivered attempt, and how a
+shortage of this machine's own resources is told from a target's failure."""
 
 from __future__ import annotations
 
 import errno
 import os
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-from app.domain.occurrence import Attempted, Delivery, Unsent
+from app.domain.occurrence import Attempted, Delivered, Delivery
 
-if TYPE_CHECKING:
-    from app.sinks.rabbitmq import RabbitMQSink
-
+# A delivered attempt with no reply to record (a broker's confirm).
+DELIVERED = Delivered()
 
 # Errors of this machine, not of a target: out of descriptors, memory or buffers.
 _LOCAL_SHORTAGES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
@@ -32,19 +32,3 @@ class Sink(Protocol):
     async def deliver(self, delivery: Delivery) -> Attempted:
         """Attempt one delivery; a target failure is an outcome, never an exception."""
         ...
-
-
-class Sinks:
-    """One sink per target type, shared by every delivery of the process."""
-
-    def __init__(self, by_type: dict[str, Sink], *, broker: RabbitMQSink | None = None) -> None:
-        self._by_type = by_type
-        self.broker = broker
-
-    async def deliver(self, delivery: Delivery) -> Attempted:
-        sink = self._by_type.get(delivery.target.type)
-        if sink is None:
-            # A replica without this sink (say, one without AMQP_URL) leaves the occurrence
-            # to a replica that has it, rather than charging or dead-lettering it.
-            return Unsent(f"this replica cannot deliver {delivery.target.type} targets")
-        return await sink.deliver(delivery)

@@ -46,7 +46,7 @@ from aio_pika.abc import AbstractChannel, AbstractConnection, DeliveryMode
 from app.domain.ids import format_instant
 from app.domain.occurrence import Delivery, FailureReason, Outcome, Permanent, Retryable
 from app.domain.target import RabbitMQTarget
-from app.sinks.webhook import DELIVERED
+from app.sinks.base import DELIVERED
 
 log = logging.getLogger(__name__)
 

@@ -43,7 +43,6 @@ BODY_EXCERPT = 256
 # short reply leaves its connection reusable), for at most BODY_GRACE seconds.
 MAX_DRAINED_BODY = 65536
 BODY_GRACE = 1.0
-DELIVERED = Delivered()
 # How long a resolved (and checked) name is reused before it is resolved and checked again.
 DNS_CACHE_SECONDS = 60
 

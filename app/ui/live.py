@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from prometheus_client.registry import REGISTRY, CollectorRegistry
 
-from app import metrics
+from app.telemetry import metrics
 
 RATE_WINDOW = 60.0
 DEAD_LETTER_WINDOW = 3600.0

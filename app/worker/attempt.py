@@ -13,7 +13,6 @@ import random
 import time
 from datetime import UTC, datetime
 
-from app import metrics
 from app.domain.occurrence import (
     Attempted,
     Delivery,
@@ -24,7 +23,9 @@ from app.domain.occurrence import (
     settle,
 )
 from app.domain.retry import RetryPolicy
-from app.sinks.base import Sinks, local_shortage
+from app.sinks.base import local_shortage
+from app.sinks.registry import Sinks
+from app.telemetry import metrics
 from app.worker.outcomes import log, observe
 
 

@@ -35,14 +35,14 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcon
 from dataclasses import replace
 from functools import partial
 
-from app import metrics, tracing
 from app.domain.occurrence import Delivery, OccurrenceStatus, Settlement, Unsent
 from app.settings import Settings
-from app.sinks.base import Sinks
-from app.store.claims import Claimed
-from app.store.database import Database
-from app.store.queue import DeliveryQueue, Queue
-from app.store.wakeups import Wakeups
+from app.sinks.registry import Sinks
+from app.store.engine.database import Database
+from app.store.engine.wakeups import Wakeups
+from app.store.loop.claims import Claimed
+from app.store.loop.queue import DeliveryQueue, Queue
+from app.telemetry import metrics, tracing
 from app.worker.ahead import ClaimedAhead
 from app.worker.alarm import Alarm
 from app.worker.attempt import attempt
@@ -121,13 +121,13 @@ class Dispatcher:
             queue = DeliveryQueue(database, self._wakeups)
         self._queue = queue
         # The wall clock the store's due instants are compared with: the host's, moved as
-        # the database clock is (tests move it; `app.store.clock.DatabaseClock`).
+        # the database clock is (tests move it; `app.store.engine.clock.DatabaseClock`).
         self._wall = database.clock.time if database is not None else time.time
         self._sinks = sinks
         self._settings = settings
         self._rng = rng or random.Random()
         self._policy = settings.retry_policy()
-        # Traces (app.tracing): None while they are off, the one check claims and
+        # Traces (app.telemetry.tracing): None while they are off, the one check claims and
         # attempts make then.
         self._tracer = tracing.active()
         self.owner = owner or replica_name()

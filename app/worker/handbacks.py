@@ -13,10 +13,10 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 
-from app import metrics
 from app.domain.errors import StoreUnavailableError
 from app.domain.occurrence import Delivery, Unsent
-from app.store.queue import Queue
+from app.store.loop.queue import Queue
+from app.telemetry import metrics
 
 log = logging.getLogger(__name__)
 

@@ -11,9 +11,9 @@ import logging
 import time
 from collections.abc import Sequence
 
-from app import metrics
 from app.domain.occurrence import FailureReason, OccurrenceStatus, Settlement
 from app.domain.schedule import AutoPause
+from app.telemetry import metrics
 
 # The loop's lines keep the loop's logger name, wherever in the loop they are written.
 log = logging.getLogger("app.worker.dispatcher")

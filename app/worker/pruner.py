@@ -1,6 +1,6 @@
 """The retention loop: every `retention_interval`, delete expired finished occurrences in batches.
 
-Invariant: what is deleted is decided by `app.store.retention.prune` alone (finished
+Invariant: what is deleted is decided by `app.store.records.retention.prune` alone (finished
 occurrences past `retention`, never pending ones or dead letters). Each batch is a short
 transaction of its own that skips locked rows, with a pause between batches, so claims
 and settles interleave and never wait behind pruning. Replicas take turns through an
@@ -16,12 +16,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 from datetime import timedelta
 
-from app import metrics
 from app.domain.errors import StoreUnavailableError
 from app.settings import Settings
-from app.store.clock import transaction_now
-from app.store.database import Connection, Database
-from app.store.retention import prune, prune_schedules
+from app.store.engine.clock import transaction_now
+from app.store.engine.database import Connection, Database
+from app.store.records.retention import prune, prune_schedules
+from app.telemetry import metrics
 
 log = logging.getLogger(__name__)
 

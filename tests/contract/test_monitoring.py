@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from app import metrics
+from app.telemetry import metrics
 from tests.conftest import service_missing
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,7 +25,8 @@ SUFFIXES = ("_total", "_bucket", "_count", "_sum", "_info")
 
 
 def declared() -> set[str]:
-    """Every metric name app/metrics.py declares (instruments and scrape-time collectors)."""
+    """Every metric name app/telemetry/metrics.py declares (instruments and scrape-time
+    collectors)."""
     return set(re.findall(r'"(chronoq_[a-z0-9_]+)"', Path(metrics.__file__).read_text()))
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.backends import backend_of
+from app.settings.backends import backend_of
 from app.worker.dispatcher import UNRECORDED_WINDOWS
 from tests.conftest import ALL_STORES
 from tests.e2e.processes import Service, Services

@@ -25,7 +25,7 @@ from tests.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 
-DELIVERY = b"app.delivery"
+DELIVERY = b"app.process.delivery"
 
 
 def delivery_processes(parent: int) -> list[int]:

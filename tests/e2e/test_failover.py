@@ -19,7 +19,7 @@ import pytest
 from app.store.dialects import pg_listen
 from app.store.dialects.pg_listen import PgListener
 from app.store.dialects.postgresql import DIALECT
-from app.store.wakeups import Wakeups
+from app.store.engine.wakeups import Wakeups
 from tests.e2e.pg_servers import PgServer, Workspace, primary_with_standby, server
 from tests.e2e.processes import Service, Services
 from tests.receiver import Receiver

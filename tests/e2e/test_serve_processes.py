@@ -50,7 +50,7 @@ def children(pid: int, marker: bytes = b"spawn_main") -> list[int]:
     return found
 
 
-DELIVERY = b"app.delivery"
+DELIVERY = b"app.process.delivery"
 
 
 @pytest.fixture

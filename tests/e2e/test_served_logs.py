@@ -90,7 +90,12 @@ async def test_a_json_log_is_json_throughout_with_access_and_auto_pause_lines(
     assert "not-for-the-log" not in text
     entries = [json.loads(line) for line in text.splitlines() if line.strip()]
     loggers = {entry["logger"] for entry in entries}
-    assert {"uvicorn.error", "app.access", "app.delivery", "app.worker.dispatcher"} <= loggers
+    assert {
+        "uvicorn.error",
+        "app.access",
+        "app.process.delivery",
+        "app.worker.dispatcher",
+    } <= loggers
     assert all("color_message" not in entry for entry in entries)
 
     (access,) = [

@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.store.migrations import head_revisions
+from app.store.engine.migrations import head_revisions
 from tests.e2e.processes import Services, service_environment
 
 pytestmark = [pytest.mark.e2e]
@@ -138,7 +138,7 @@ def test_the_installed_command_is_the_wheels_own(installation: Installation) -> 
 
     # The client by the name integrations use, beside the service's own modules.
     probe = (
-        "import json, sys, app, app.main, app.cli, chronoq.client; "
+        "import json, sys, app, app.main, app.cli.command, chronoq.client; "
         "from chronoq.client import Client, ValidationError; "
         "from app.client import Client as Same; assert Client is Same; "
         "print(json.dumps([[app.__file__, chronoq.client.__file__], "

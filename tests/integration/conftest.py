@@ -21,9 +21,9 @@ from fastapi import FastAPI
 from app.main import create_app
 from app.settings import Settings
 from app.sinks import open_sinks
-from app.sinks.base import Sinks
-from app.store.database import Database
-from app.store.wakeups import Wakeups
+from app.sinks.registry import Sinks
+from app.store.engine.database import Database
+from app.store.engine.wakeups import Wakeups
 from app.worker.dispatcher import Dispatcher
 from tests.conftest import SERVED, delete_every_row, make_settings
 from tests.dns import FakeDNS

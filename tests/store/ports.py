@@ -41,20 +41,20 @@ from app.domain.trigger import (
     first_fire_at,
     resolve,
 )
-from app.store import retention
-from app.store.claims import Claimed
-from app.store.clock import transaction_now
-from app.store.database import Connection, Database
-from app.store.ddl import schema_ddl
-from app.store.dead_letters import DeadLetterStore
 from app.store.dialects import dialect_of
-from app.store.flow_keys import FlowKeyStore
-from app.store.lifecycle import LifecycleStore
-from app.store.migrations import is_at_head, upgrade_to_head
-from app.store.queue import DeliveryQueue
-from app.store.schedules import ScheduleStore
-from app.store.tables import attempts, occurrences, schedule_events, schedules
-from app.store.wakeups import Wakeups
+from app.store.engine.clock import transaction_now
+from app.store.engine.database import Connection, Database
+from app.store.engine.ddl import schema_ddl
+from app.store.engine.migrations import is_at_head, upgrade_to_head
+from app.store.engine.wakeups import Wakeups
+from app.store.loop.claims import Claimed
+from app.store.loop.queue import DeliveryQueue
+from app.store.records import retention
+from app.store.records.dead_letters import DeadLetterStore
+from app.store.records.flow_keys import FlowKeyStore
+from app.store.records.lifecycle import LifecycleStore
+from app.store.records.schedules import ScheduleStore
+from app.store.schema.tables import attempts, occurrences, schedule_events, schedules
 
 __all__ = [
     "Database",

@@ -10,12 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from app import db_urls
-from app.databases import connections_for, open_database
-from app.settings import SettingsError, load_settings
-from app.store.database import Database, redact_url
+from app.process.databases import connections_for, open_database
+from app.settings import SettingsError, db_urls, load_settings
 from app.store.dialects.base import pool_sizes
 from app.store.dialects.pg_listen import PgListener
+from app.store.engine.database import Database, redact_url
 
 MULTI = "postgresql://chronoq:s3cret-pw@db1:5432,db2:6432/chronoq?target_session_attrs=read-write"
 
@@ -195,7 +194,7 @@ def test_serve_and_migrate_refuse_them_with_exit_2(
 ) -> None:
     for command in (["serve", "--host", "127.0.0.1", "--port", "9"], ["migrate"]):
         finished = subprocess.run(
-            [sys.executable, "-m", "app.cli", *command],
+            [sys.executable, "-m", "app.cli.command", *command],
             env=_environment(tmp_path, **values),
             cwd=tmp_path,
             capture_output=True,

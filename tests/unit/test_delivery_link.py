@@ -14,8 +14,8 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from app import metrics
-from app.service.delivery_link import NOT_ANSWERING, DeliveryLink
+from app.process.delivery_link import NOT_ANSWERING, DeliveryLink
+from app.telemetry import metrics
 
 
 @asynccontextmanager
@@ -87,14 +87,14 @@ async def test_checks_are_what_each_process_says(tmp_path: Path) -> None:
 
 def linked_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
     """What the link logged (not what other loggers the suite configured did)."""
-    return [r.getMessage() for r in caplog.records if r.name == "app.service.delivery_link"]
+    return [r.getMessage() for r in caplog.records if r.name == "app.process.delivery_link"]
 
 
 async def test_a_process_that_does_not_answer_is_reported_and_logged_once(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     socket = tmp_path / "delivery.sock"
-    caplog.set_level(logging.INFO, logger="app.service.delivery_link")
+    caplog.set_level(logging.INFO, logger="app.process.delivery_link")
     async with linked(socket) as link:
         # Before its first answer (starting): reported, not logged.
         assert await link.checks() == {"worker": NOT_ANSWERING}

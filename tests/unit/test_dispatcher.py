@@ -19,8 +19,8 @@ from app.domain.occurrence import Delivered, Delivery, Outcome, Settlement
 from app.domain.schedule import AutoPause
 from app.domain.target import WebhookTarget
 from app.settings import Settings
-from app.sinks.base import Sinks
-from app.store.claims import Claimed
+from app.sinks.registry import Sinks
+from app.store.loop.claims import Claimed
 from app.worker.dispatcher import UNRECORDED_WINDOWS, Dispatcher, min_lease
 from tests.waiting import eventually, suspended_in
 

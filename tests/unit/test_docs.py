@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from pydantic import TypeAdapter
 
-from app.cli import build_parser
+from app.cli.command import build_parser
 from app.domain.trigger import Trigger, fire_times
 from app.settings import known_variables
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from uvicorn.config import LOGGING_CONFIG
 
-from app.logs import LogFormat, configure
+from app.telemetry.logs import LogFormat, configure
 
 ESC = "\x1b"
 

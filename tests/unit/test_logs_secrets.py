@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from app.logs import LogFormat, configure
+from app.telemetry.logs import LogFormat, configure
 
 
 def test_debug_logging_leaves_the_sqlite_driver_at_warning() -> None:

@@ -223,7 +223,7 @@ def _chronoq_command() -> list[str]:
     script = Path(sys.executable).with_name("chronoq")
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-m", "app.cli"]
+    return [sys.executable, "-m", "app.cli.command"]
 
 
 def test_serve_refuses_to_start_with_a_zero_lease(tmp_path: Path) -> None:
@@ -530,7 +530,7 @@ def test_a_forwarded_allow_list_that_is_not_addresses_refuses_start(
 
 
 def test_the_proxy_settings_are_known_and_a_misspelling_names_them() -> None:
-    from app.startup import unknown_variables
+    from app.process.startup import unknown_variables
 
     assert {"CHRONOQ_PUBLIC_ORIGIN", "CHRONOQ_FORWARDED_ALLOW_IPS"} <= known_variables()
     lines = unknown_variables(

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from app import tracing
 from app.domain.traces import trace_id, valid_traceparent
+from app.telemetry import trace_setup, tracing
 from tests.integration.cli.commands import command, environment
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -79,8 +79,8 @@ IMPORTS = """
 import sys
 import fastapi
 before = {m for m in sys.modules if m.startswith("opentelemetry")}
-import app.main, app.delivery
-after = {m for m in sys.modules if m.startswith(("opentelemetry", "app.otel"))}
+import app.main, app.process.delivery
+after = {m for m in sys.modules if m.startswith(("opentelemetry", "app.telemetry.otel"))}
 print(sorted(after - before))
 """
 
@@ -104,13 +104,13 @@ def test_with_traces_off_no_opentelemetry_module_loads_beyond_fastapis_own() -> 
     assert off.stdout.strip() == "[]"
     # The same check sees the SDK when traces are on.
     assert on.returncode == 0, on.stderr
-    assert "'app.otel'" in on.stdout
+    assert "'app.telemetry.otel'" in on.stdout
     assert "'opentelemetry.sdk.trace'" in on.stdout
 
 
 def _serve(tmp_path: Path, prelude: str = "", **variables: str) -> subprocess.CompletedProcess[str]:
     """`chronoq serve` on a free port, after `prelude` (Python) ran in its process."""
-    code = f"import sys\n{prelude}\nfrom app.cli import main\nsys.exit(main(sys.argv[1:]))"
+    code = f"import sys\n{prelude}\nfrom app.cli.command import main\nsys.exit(main(sys.argv[1:]))"
     script = command()
     args = ["serve", "--host", "127.0.0.1", "--port", "0"]
     return subprocess.run(
@@ -134,7 +134,7 @@ def test_serve_refuses_traces_it_cannot_export_with_one_line(tmp_path: Path) -> 
     unknown = _serve(tmp_path, OTEL_TRACES_EXPORTER="zipkin_json_bogus")
     grpc = _serve(tmp_path, OTEL_TRACES_EXPORTER="otlp", OTEL_EXPORTER_OTLP_PROTOCOL="grpc")
 
-    assert (missing.returncode, missing.stderr.strip()) == (2, f"chronoq: {tracing.MISSING}")
+    assert (missing.returncode, missing.stderr.strip()) == (2, f"chronoq: {trace_setup.MISSING}")
     assert "pip install 'chronoq[otel]'" in missing.stderr
     assert unknown.returncode == 2
     assert unknown.stderr.strip().splitlines() == [

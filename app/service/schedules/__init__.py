@@ -31,8 +31,8 @@ from app.service.schedules.on_demand import Backfill, OnDemand
 from app.service.schedules.reads import ScheduleReads
 from app.service.schedules.steps import ScheduleSteps
 from app.settings import Settings
-from app.store.database import Database
-from app.store.wakeups import Wakeups
+from app.store.engine.database import Database
+from app.store.engine.wakeups import Wakeups
 
 __all__ = ["Backfill", "Created", "ScheduleService"]
 

@@ -22,11 +22,11 @@ from app.domain.schedule import (
 from app.domain.trigger import Trigger, check_cadence, first_fire_or_refuse, is_recurring, resolve
 from app.service.schedules.checks import BodyChecks, kept_secrets, targets_of
 from app.service.schedules.steps import ScheduleSteps
-from app.store import completion
-from app.store.clock import transaction_now
-from app.store.database import Connection, Database
-from app.store.rows import new_occurrence
-from app.store.wakeups import Wakeups
+from app.store.engine.clock import transaction_now
+from app.store.engine.database import Connection, Database
+from app.store.engine.wakeups import Wakeups
+from app.store.loop import completion
+from app.store.schema.rows import new_occurrence
 
 # PATCH fields that change which ticks come, or when: the next occurrence is planned again.
 RECOMPUTE = frozenset({"trigger", "jitter_seconds", "max_occurrences"})

@@ -19,10 +19,10 @@ from app.domain.trigger import Trigger, check_cadence, first_fire_or_refuse, res
 from app.service.schedules.checks import BodyChecks, no_redacted_secrets
 from app.service.schedules.steps import ScheduleSteps
 from app.settings import Settings
-from app.store.clock import transaction_now
-from app.store.database import Connection, Database
-from app.store.events import NewEvent
-from app.store.wakeups import Wakeups
+from app.store.engine.clock import transaction_now
+from app.store.engine.database import Connection, Database
+from app.store.engine.wakeups import Wakeups
+from app.store.records.events import NewEvent
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,11 +18,12 @@ from app.domain.schedule import (
 )
 from app.domain.trigger import is_recurring, next_fire_after
 from app.service.schedules.steps import ScheduleSteps
-from app.store import completion, lifecycle
-from app.store.clock import transaction_now
-from app.store.database import Connection, Database
-from app.store.rows import new_occurrence
-from app.store.wakeups import Wakeups
+from app.store.engine.clock import transaction_now
+from app.store.engine.database import Connection, Database
+from app.store.engine.wakeups import Wakeups
+from app.store.loop import completion
+from app.store.records import lifecycle
+from app.store.schema.rows import new_occurrence
 
 
 class ScheduleLifecycle:

@@ -14,10 +14,10 @@ from app.domain.occurrence import Occurrence, OccurrenceStatus, Origin
 from app.domain.schedule import EventKind, ScheduleStatus, check_trigger, check_version
 from app.domain.trigger import is_recurring, ticks_between
 from app.service.schedules.steps import ScheduleSteps
-from app.store.clock import transaction_now
-from app.store.database import Connection, Database
-from app.store.rows import new_occurrence
-from app.store.wakeups import Wakeups
+from app.store.engine.clock import transaction_now
+from app.store.engine.database import Connection, Database
+from app.store.engine.wakeups import Wakeups
+from app.store.schema.rows import new_occurrence
 
 MAX_BACKFILL = 1000
 

@@ -10,7 +10,7 @@ from app.domain.filters import ScheduleAfter, ScheduleFilter
 from app.domain.occurrence import Occurrence, OccurrenceStatus
 from app.domain.schedule import Schedule, ScheduleEvent
 from app.service.schedules.steps import ScheduleSteps
-from app.store.database import Connection, Database
+from app.store.engine.database import Connection, Database
 
 
 class ScheduleReads:

@@ -12,10 +12,10 @@ from datetime import datetime
 
 from app.domain.errors import NotFoundError
 from app.domain.schedule import EventKind, Schedule, check_version
-from app.store.database import Connection
-from app.store.events import EventStore, NewEvent
-from app.store.lifecycle import LifecycleStore
-from app.store.schedules import ScheduleStore
+from app.store.engine.database import Connection
+from app.store.records.events import EventStore, NewEvent
+from app.store.records.lifecycle import LifecycleStore
+from app.store.records.schedules import ScheduleStore
 
 
 class ScheduleSteps:

@@ -12,12 +12,12 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app import backends, db_urls
+from app.settings import backends, db_urls
 
 if TYPE_CHECKING:
     from app.store.dialects.base import Dialect
 
-# The names and URL forms of app.backends, the table every reader of a URL shares.
+# The names and URL forms of app.settings.backends, the table every reader of a URL shares.
 NAMES = backends.NAMES
 DESCRIPTION = backends.URL_FORMS
 

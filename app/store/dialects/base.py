@@ -24,19 +24,19 @@ from sqlalchemy.engine import Dialect as SqlDialect
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from app.backends import Backend
 from app.domain.ids import event_id
 from app.domain.occurrence import Delivery, OccurrenceStatus
 from app.domain.schedule import EventKind
-from app.store.clock import DatabaseClock, moved_statement
-from app.store.codec import JsonText
+from app.settings.backends import Backend
 from app.store.dialects.outcomes import outcomes
-from app.store.sql import ClaimRows, query
-from app.store.tables import CLAIM_SETS, attempts, in_claim_set, occurrences, schedule_events
-from app.store.types import UUID, UTCDateTime
+from app.store.engine.clock import DatabaseClock, moved_statement
+from app.store.loop.sql import ClaimRows, query
+from app.store.schema.codec import JsonText
+from app.store.schema.tables import CLAIM_SETS, attempts, in_claim_set, occurrences, schedule_events
+from app.store.schema.types import UUID, UTCDateTime
 
 if TYPE_CHECKING:
-    from app.store.wakeups import Wakeups
+    from app.store.engine.wakeups import Wakeups
 
 # Callbacks to run once the current `Database.run` transaction has committed.
 AFTER_COMMIT: ContextVar[list[Callable[[], None]] | None] = ContextVar(
@@ -175,7 +175,7 @@ def after_commit(callback: Callable[[], None]) -> None:
 class Dialect(ABC):
     """One database's ways: connection, clock, claim, locks, conflicts and wake-ups."""
 
-    # What app.backends says of this database: its name, URL schemes, whether several
+    # What app.settings.backends says of this database: its name, URL schemes, whether several
     # replicas may share it and whether it takes CHRONOQ_DB_SCHEMA.
     backend: ClassVar[Backend]
 
@@ -257,7 +257,7 @@ class Dialect(ABC):
         `clock` is)."""
 
     # Whether `mark_started` marks starts in one statement of its own, outside any
-    # transaction (else the start marks are `app.store.starts`' statements, in one).
+    # transaction (else the start marks are `app.store.loop.starts`' statements, in one).
     marks_alone = False
 
     async def mark_started(

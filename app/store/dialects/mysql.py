@@ -26,11 +26,11 @@ from sqlalchemy.engine import Dialect as SqlDialect
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from app import backends
+from app.settings import backends
 from app.store.dialects.base import dumps, pool_sizes, session_lock
 from app.store.dialects.stepwise import StepwiseClaim
-from app.store.tables import PRUNABLE, occurrences
-from app.store.types import UTCDateTime
+from app.store.schema.tables import PRUNABLE, occurrences
+from app.store.schema.types import UTCDateTime
 
 _DRIVERS = ("asyncmy", "aiomysql")
 _DEADLOCK, _LOCK_WAIT_TIMEOUT = 1213, 1205

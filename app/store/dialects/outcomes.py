@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from app.domain.occurrence import OccurrenceStatus, Origin
-from app.store.tables import by_key, occurrences, schedules
-from app.store.types import UUID
+from app.store.schema.tables import by_key, occurrences, schedules
+from app.store.schema.types import UUID
 
 if TYPE_CHECKING:
     from app.store.dialects.base import Dialect

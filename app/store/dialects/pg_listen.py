@@ -16,7 +16,7 @@ from sqlalchemy.engine import make_url
 from app.store.dialects.pg_hosts import HostChooser
 
 if TYPE_CHECKING:
-    from app.store.wakeups import Wakeups
+    from app.store.engine.wakeups import Wakeups
 
 log = logging.getLogger("app.store.dialects.postgresql")
 

@@ -26,10 +26,9 @@ from sqlalchemy.engine import Dialect as SqlDialect
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from app import backends, db_urls
 from app.domain.ids import event_id
 from app.domain.occurrence import Delivery, OccurrenceStatus, Origin
-from app.store.codec import JsonText
+from app.settings import backends, db_urls
 from app.store.dialects.base import (
     CLAIM_COLUMNS,
     LOST_COLUMNS,
@@ -45,12 +44,20 @@ from app.store.dialects.outcomes import delivered_values
 from app.store.dialects.pg_connections import watch
 from app.store.dialects.pg_hosts import HostChooser
 from app.store.dialects.pg_listen import PgListener, due_channel
-from app.store.sql import ClaimRows, query
-from app.store.tables import CLAIM_SETS, PRUNABLE, by_key, occurrences, schedule_events, schedules
-from app.store.types import UTCDateTime
+from app.store.loop.sql import ClaimRows, query
+from app.store.schema.codec import JsonText
+from app.store.schema.tables import (
+    CLAIM_SETS,
+    PRUNABLE,
+    by_key,
+    occurrences,
+    schedule_events,
+    schedules,
+)
+from app.store.schema.types import UTCDateTime
 
 if TYPE_CHECKING:
-    from app.store.wakeups import Wakeups
+    from app.store.engine.wakeups import Wakeups
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +137,7 @@ _RECORD_ATTEMPTS = sa.text(
 )
 # This transaction only: its commit does not wait for the WAL flush.
 _ASYNC_COMMIT = sa.text("SET LOCAL synchronous_commit = off")
-# `StartStore.start_ahead` in one statement (app/store/starts.py says what it means): each
+# `StartStore.start_ahead` in one statement (app/store/loop/starts.py says what it means): each
 # asked pair of occurrence and lease token marked started where the lease still holds and
 # nothing stopped it since the claim, and returned. Its commit does not wait for the disk
 # (set for its own transaction, read once): a mark lost with the database reads as never

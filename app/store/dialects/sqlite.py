@@ -22,11 +22,11 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from app import backends
+from app.settings import backends
 from app.store.dialects.base import OnConflictInserts, dumps
 from app.store.dialects.stepwise import StepwiseClaim
-from app.store.tables import PRUNABLE, occurrences
-from app.store.types import UTCDateTime
+from app.store.schema.tables import PRUNABLE, occurrences
+from app.store.schema.types import UTCDateTime
 
 # Primary result codes that say the file cannot be used now: busy or locked past
 # busy_timeout and the retries, an I/O error, a full disk, a file that cannot be opened, a

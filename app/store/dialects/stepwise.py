@@ -1,7 +1,7 @@
 """The claim for a database without data-modifying CTEs (SQLite, MySQL/MariaDB): the same
 operation as PostgreSQL's single statement, in steps inside one transaction.
 
-The steps are the dialect's named statements `claim.<dialect>.sql` (app/store/sql/), in
+The steps are the dialect's named statements `claim.<dialect>.sql` (app/store/loop/sql/), in
 order: the due rows, locked (with the lease each replaces, its schedule and whether it is a
 first claim), the lease, and the read-back of each row with its schedule's definition,
 misfire rules and tick count. Between the last two the schedules' fire counters are
@@ -25,9 +25,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.occurrence import Origin
 from app.store.dialects.base import CLAIM_COLUMNS, LOST_COLUMNS, RULE_COLUMNS, Dialect, with_lost
-from app.store.sql import ClaimRows, queries
-from app.store.tables import occurrences, schedules
-from app.store.types import UUID, UTCDateTime
+from app.store.loop.sql import ClaimRows, queries
+from app.store.schema.tables import occurrences, schedules
+from app.store.schema.types import UUID, UTCDateTime
 
 # Every parameter a step may take, typed once.
 _PARAMETERS: dict[str, sa.BindParameter[Any]] = {

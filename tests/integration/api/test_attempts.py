@@ -10,10 +10,10 @@ from typing import Any
 import sqlalchemy as sa
 
 from app.domain.occurrence import Settlement
-from app.store.queue import DeliveryQueue
-from app.store.retention import prune
-from app.store.tables import attempts, occurrences, schedules
-from app.store.wakeups import Wakeups
+from app.store.engine.wakeups import Wakeups
+from app.store.loop.queue import DeliveryQueue
+from app.store.records.retention import prune
+from app.store.schema.tables import attempts, occurrences, schedules
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
 from tests.store import ports

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from app.logs import TextFormatter
-from app.store.claims import ClaimStore
+from app.store.loop.claims import ClaimStore
+from app.telemetry.logs import TextFormatter
 from tests.integration.api.test_bad_input import assert_problem_names
 from tests.integration.api.test_events import events, kinds, ok
 from tests.integration.conftest import Harness

@@ -20,7 +20,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from app.client import AsyncClient, UnavailableError
 from app.domain.errors import SchemaNotMigratedError, StoreUnavailableError
 from app.main import create_app
-from app.store.database import Database
+from app.store.engine.database import Database
 from tests.conftest import ALL_STORES, make_settings
 from tests.tcp_proxy import TcpProxy
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from app.store.tables import occurrences
+from app.store.schema.tables import occurrences
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
 

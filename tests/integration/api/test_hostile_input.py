@@ -21,7 +21,7 @@ from app.domain import limits
 from app.domain.limits import STORED
 from app.domain.target import Target
 from app.domain.trigger import first_fire_or_refuse
-from app.store.tables import schedules
+from app.store.schema.tables import schedules
 from tests.conftest import ALL_STORES, EMBEDDED_ONLY, STORES
 from tests.integration.api.test_bad_input import (
     HOOK,

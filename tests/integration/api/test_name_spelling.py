@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.store.tables import schedules
+from app.store.schema.tables import schedules
 from tests.integration.conftest import Harness
 
 NFC = unicodedata.normalize("NFC", "café")

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from app.cli import build_parser
+from app.cli.command import build_parser
 from tests.integration.conftest import Harness
 
 ROOT = Path(__file__).resolve().parents[3]

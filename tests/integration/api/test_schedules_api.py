@@ -13,7 +13,7 @@ import pytest
 import pytest_asyncio
 import sqlalchemy as sa
 
-from app.store.tables import schedules
+from app.store.schema.tables import schedules
 from tests.integration.conftest import ON_MODULE_LOOP, Harness, fresh, shared_harness
 from tests.receiver import Reply
 

@@ -16,7 +16,7 @@ from asgi_lifespan import LifespanManager
 from prometheus_client import REGISTRY
 
 from app.main import create_app
-from app.store.migrations import head_revisions
+from app.store.engine.migrations import head_revisions
 from tests.conftest import make_settings
 from tests.integration.cli.commands import chronoq
 from tests.receiver import Receiver

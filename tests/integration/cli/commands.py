@@ -5,7 +5,7 @@ Two ways to run a command, with the same answer (the `returncode`, `stdout` and 
 `OWN_VARIABLES`, every `CHRONOQ_*` and `OTEL_*`, only those a case passes; the rest as the
 suite has it):
 
-- `in_process` (`in_process_async` from a coroutine) calls `app.cli.main` in a thread of the
+- `in_process` (`in_process_async` from a coroutine) calls `app.cli.command.main` in a thread of the
   test's own process. For a case whose subject is what the command does: its output, its exit
   status, what it writes to the database or the broker. It costs milliseconds where a process
   costs a second of start-up and imports.
@@ -34,8 +34,8 @@ from typing import Any, TextIO
 
 import asyncpg
 
-from app import cli
-from app.backends import statement_loggers
+from app.cli import command as cli
+from app.settings.backends import statement_loggers
 
 # Variables the command reads; a test passes the ones it means, the rest are removed.
 OWN_VARIABLES = ("DATABASE_URL", "AMQP_URL")
@@ -43,7 +43,7 @@ OWN_VARIABLES = ("DATABASE_URL", "AMQP_URL")
 
 def command() -> list[str]:
     script = Path(sys.executable).with_name("chronoq")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "app.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "app.cli.command"]
 
 
 def _own(name: str) -> bool:
@@ -82,7 +82,7 @@ def start(*args: str, **variables: str) -> subprocess.Popen[str]:
 def in_process(
     *args: str, stdin: str = "", timeout: float = 120, **variables: str
 ) -> subprocess.CompletedProcess[str]:
-    """Run `chronoq args...` as `app.cli.main(args)` in a thread of this process (the event
+    """Run `chronoq args...` as `app.cli.command.main(args)` in a thread of this process (the event
     loop of `asyncio.run` is then its own, as in the script), with only `variables` of its
     own environment set and `stdin` as its standard input: what a process would have printed
     and the status it would have exited with.
@@ -193,7 +193,7 @@ def _streams_of(
 
 
 def _configured_loggers() -> list[str]:
-    """The loggers `app.logs.configure` gives a level; a new process leaves them unset."""
+    """The loggers `app.telemetry.logs.configure` gives a level; a new process leaves them unset."""
     return ["aiormq", "aiormq.connection", "alembic.runtime.plugins", *statement_loggers()]
 
 

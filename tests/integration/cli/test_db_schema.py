@@ -17,11 +17,11 @@ from asgi_lifespan import LifespanManager
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.main import create_app
-from app.store.database import Database
 from app.store.dialects import dialect_of
 from app.store.dialects.postgresql import migration_lock_key
-from app.store.migrations import is_at_head
-from app.store.wakeups import Wakeups
+from app.store.engine.database import Database
+from app.store.engine.migrations import is_at_head
+from app.store.engine.wakeups import Wakeups
 from tests.conftest import make_settings
 from tests.integration.cli.commands import describe, in_process_async, start
 from tests.receiver import Receiver

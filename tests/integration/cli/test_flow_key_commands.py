@@ -10,17 +10,17 @@ from typing import Any
 import pytest
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.cli.operator.backends import DatabaseOperator
+from app.cli.operator.flow_keys import set_paused
+from app.cli.operator.run import MAX_LIMIT
 from app.domain.errors import PreconditionFailedError
 from app.domain.flow import FlowKey, FlowLimits, Ordering
-from app.operator_backends import DatabaseOperator
-from app.operator_flow_keys import set_paused
-from app.operator_run import MAX_LIMIT
 from app.service.dead_letters import DeadLetterService
 from app.service.flow_keys import FlowKeyService
 from app.service.occurrences import OccurrenceService
 from app.service.schedules import ScheduleService
-from app.store.clock import transaction_now
-from app.store.flow_keys import FlowKeyStore
+from app.store.engine.clock import transaction_now
+from app.store.records.flow_keys import FlowKeyStore
 from tests.conftest import EMBEDDED_ONLY
 from tests.integration.api.test_flow_keys import backed_off
 from tests.integration.cli import commands

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from app.store.database import Database
-from app.store.migrations import is_at_head
+from app.store.engine.database import Database
+from app.store.engine.migrations import is_at_head
 from tests.integration.cli.commands import chronoq, describe, differences, in_process, run_script
 from tests.store.catalog import Catalog, read_catalog
 from tests.store.catalog import differences as store_differences

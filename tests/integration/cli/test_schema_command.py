@@ -18,7 +18,7 @@ import pytest
 from asgi_lifespan import LifespanManager
 
 from app.main import create_app
-from app.store.migrations import head_revisions
+from app.store.engine.migrations import head_revisions
 from tests.conftest import make_settings
 from tests.integration.cli.commands import chronoq, describe, differences, in_process, run_script
 from tests.receiver import Receiver

@@ -11,7 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from app import cli, serve
+from app.cli import command as cli
+from app.cli import serve
 from tests.integration.cli.commands import in_process, start
 
 KEY = "serve-0123456789abcdef"

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from app.logs import JsonFormatter, TextFormatter
+from app.telemetry.logs import JsonFormatter, TextFormatter
 
 KEY = "0123456789abcdef-writer"
 KEYS = f"deploy-bot:{KEY}"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.logs import JsonFormatter
+from app.telemetry.logs import JsonFormatter
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
 

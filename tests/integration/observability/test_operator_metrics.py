@@ -23,7 +23,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.engine import Engine
 
-from app import metrics
+from app.telemetry import metrics
 from tests.conftest import STORES
 from tests.factories import iso
 from tests.integration.conftest import Harness
@@ -174,7 +174,7 @@ async def test_a_failed_read_keeps_the_last_numbers_counts_the_failure_and_metri
 
     await rename("schedules", "schedules_away")
     try:
-        with caplog.at_level(logging.WARNING, logger="app.metrics"):
+        with caplog.at_level(logging.WARNING, logger="app.telemetry.metrics"):
             during = await _samples(harness)
     finally:
         await rename("schedules_away", "schedules")

@@ -11,7 +11,7 @@ import aio_pika
 import pytest
 import sqlalchemy as sa
 
-from app.store.tables import schedules
+from app.store.schema.tables import schedules
 from tests.conftest import EMBEDDED_ONLY
 from tests.integration.conftest import Harness
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from app.store.backlog import DEAD_LETTERS, DUE
-from app.store.tables import KEYED, UNKEYED_AGAIN, UNKEYED_FRESH, occurrences
+from app.store.records.backlog import DEAD_LETTERS, DUE
+from app.store.schema.tables import KEYED, UNKEYED_AGAIN, UNKEYED_FRESH, occurrences
 from tests.conftest import ALL_STORES
 from tests.integration.conftest import Harness
 

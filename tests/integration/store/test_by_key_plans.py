@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from app.domain.occurrence import Delivery
 from app.domain.target import WebhookTarget
 from app.store.dialects.postgresql import _DELIVERED_RESTARTING, _MARK_STARTED
-from app.store.tables import occurrences
+from app.store.schema.tables import occurrences
 from tests.conftest import STORES
 from tests.integration.conftest import Harness
 

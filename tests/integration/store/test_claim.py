@@ -12,12 +12,12 @@ import pytest
 import sqlalchemy as sa
 
 from app.domain.occurrence import OccurrenceStatus, Settlement
-from app.store.claims import ClaimStore
-from app.store.database import Database
-from app.store.releases import ReleaseStore
-from app.store.settlements import SettlementStore
-from app.store.sql import ClaimRows, queries, query
-from app.store.tables import occurrences
+from app.store.engine.database import Database
+from app.store.loop.claims import ClaimStore
+from app.store.loop.releases import ReleaseStore
+from app.store.loop.settlements import SettlementStore
+from app.store.loop.sql import ClaimRows, queries, query
+from app.store.schema.tables import occurrences
 from tests.conftest import ALL_STORES
 from tests.integration.conftest import Harness
 

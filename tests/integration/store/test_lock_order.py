@@ -15,8 +15,8 @@ import pytest
 import sqlalchemy as sa
 
 from app.domain.occurrence import Delivery, OccurrenceStatus, Settlement
-from app.store.database import Database
-from app.store.queue import DeliveryQueue
+from app.store.engine.database import Database
+from app.store.loop.queue import DeliveryQueue
 from tests.conftest import STORES
 from tests.integration.conftest import Harness
 from tests.waiting import eventually
@@ -66,7 +66,7 @@ async def _failing_tick(harness: Harness) -> tuple[Delivery, Delivery]:
 async def test_a_settle_that_pauses_a_schedule_does_not_deadlock_with_a_manual_pause(
     harness: Harness, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="app.store.database")
+    caplog.set_level(logging.INFO, logger="app.store.engine.database")
     older, delivery = await _failing_tick(harness)
     dialect = harness.database.dialect.name
     # Sessions of their own, beside the pool the settle uses.
@@ -131,7 +131,7 @@ async def _claim_each(harness: Harness, *schedule_ids: str) -> list[Delivery]:
 async def test_a_settle_that_backs_a_key_off_does_not_deadlock_with_a_claim_of_the_key(
     harness: Harness, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="app.store.database")
+    caplog.set_level(logging.INFO, logger="app.store.engine.database")
     dialect = harness.database.dialect.name
     response = await harness.client.put("/v1/flow-keys/flapping", json={"parallelism": 10})
     assert response.status_code == 201, response.text

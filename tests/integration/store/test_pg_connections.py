@@ -17,9 +17,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from app.domain.errors import StoreUnavailableError
-from app.service.readiness import ReplicaReadiness
-from app.store.database import Database
+from app.process.readiness import ReplicaReadiness
 from app.store.dialects import pg_connections, postgresql
+from app.store.engine.database import Database
 from tests.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.postgres

@@ -12,8 +12,8 @@ import pytest
 import sqlalchemy as sa
 
 from app.domain.filters import ScheduleFilter, ScheduleSort
-from app.store.schedules import listing
-from app.store.tables import occurrences, schedules
+from app.store.records.schedules import listing
+from app.store.schema.tables import occurrences, schedules
 from tests.conftest import STORES
 from tests.integration.conftest import Harness
 

@@ -1,5 +1,5 @@
 """Traces on, in-process: an SDK tracer provider whose spans land in the in-memory
-exporter, made this process's tracer (`app.tracing.use`) for the case and its harness."""
+exporter, made this process's tracer (`app.telemetry.tracing.use`) for the case and its harness."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from app import tracing
 from app.main import create_app
-from app.otel import OtelTracer
 from app.sinks import open_sinks
-from app.store.database import Database
-from app.store.wakeups import Wakeups
+from app.store.engine.database import Database
+from app.store.engine.wakeups import Wakeups
+from app.telemetry import tracing
+from app.telemetry.otel import OtelTracer
 from app.worker.dispatcher import Dispatcher
 from tests.conftest import make_settings
 from tests.dns import FakeDNS

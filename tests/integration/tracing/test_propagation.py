@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from app import tracing
+from app.telemetry import tracing
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
 

@@ -272,7 +272,7 @@ async def test_an_edit_keeps_a_redacted_secret_it_sends_back(harness: Harness) -
     async with harness.database.engine.connect() as conn:
         import sqlalchemy as sa
 
-        from app.store.tables import schedules
+        from app.store.schema.tables import schedules
 
         stored = (
             await conn.execute(

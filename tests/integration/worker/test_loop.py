@@ -14,7 +14,7 @@ from sqlalchemy.engine import make_url
 
 from app.settings import Settings
 from app.sinks import open_sinks
-from app.store.database import Database
+from app.store.engine.database import Database
 from app.worker.dispatcher import Dispatcher
 from tests.conftest import make_settings
 from tests.integration.conftest import Harness

@@ -9,7 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from app.store.tables import occurrences, schedules
+from app.store.schema.tables import occurrences, schedules
 from tests.integration.conftest import Harness
 from tests.store import ports
 

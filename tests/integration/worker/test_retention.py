@@ -17,10 +17,10 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from app.store.database import Database
 from app.store.dialects.postgresql import PRUNING_LOCK
-from app.store.retention import prune
-from app.store.tables import occurrences, schedules
+from app.store.engine.database import Database
+from app.store.records.retention import prune
+from app.store.schema.tables import occurrences, schedules
 from app.worker.pruner import Pruner
 from tests.conftest import ALL_STORES, make_settings
 from tests.factories import iso
@@ -194,7 +194,7 @@ async def test_a_schedule_outlives_its_pruned_history(harness: Harness) -> None:
     assert after["status"] == "completed"
     assert after["fire_count"] == 1
     assert after["last_fired_at"] == snapshot["last_fired_at"]
-    # Derived from occurrences, which are gone: documented in app.store.retention.
+    # Derived from occurrences, which are gone: documented in app.store.records.retention.
     assert after["attempts"] == 0
     assert after["last_error"] is None
     assert await harness.occurrences(created["id"]) == []

@@ -12,9 +12,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from app.store.claims import Claimed
-from app.store.database import Database
-from app.store.queue import DeliveryQueue
+from app.store.engine.database import Database
+from app.store.loop.claims import Claimed
+from app.store.loop.queue import DeliveryQueue
 from app.worker.dispatcher import Dispatcher
 from tests.conftest import ALL_STORES
 from tests.factories import iso

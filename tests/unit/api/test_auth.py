@@ -9,8 +9,8 @@ import logging
 import pytest
 
 from app.api.auth import KeyRing, is_open, presented_key
-from app.logs import LogFormat, configure
 from app.settings import ApiKey
+from app.telemetry.logs import LogFormat, configure
 
 KEY = "s3cr3t-0123456789abcdef"
 

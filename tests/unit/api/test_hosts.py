@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.web_origins import split_host
+from app.settings.web_origins import split_host
 
 
 @pytest.mark.parametrize(

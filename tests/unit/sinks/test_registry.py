@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from app.domain.occurrence import Delivered, Delivery, Outcome, Unsent
 from app.domain.target import RabbitMQTarget
-from app.sinks.base import Sinks
+from app.sinks.registry import Sinks
 from tests.factories import make_delivery
 
 

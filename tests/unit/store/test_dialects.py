@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from app import backends
+from app.settings import backends
 from app.store import dialects
-from app.store.database import Database
+from app.store.engine.database import Database
 
 
 def database_backend(url: str) -> str | None:

@@ -7,8 +7,6 @@ import re
 
 import pytest
 
-from app.store.database import Database, describe_failure
-from app.store.ddl import schema_ddl
 from app.store.dialects.pg_listen import CHANNEL, due_channel
 from app.store.dialects.postgresql import (
     PRUNING_LOCK,
@@ -17,8 +15,10 @@ from app.store.dialects.postgresql import (
     pruning_lock_key,
     quote_schema,
 )
-from app.store.migrations import head_revisions
-from app.store.tables import metadata
+from app.store.engine.database import Database, describe_failure
+from app.store.engine.ddl import schema_ddl
+from app.store.engine.migrations import head_revisions
+from app.store.schema.tables import metadata
 
 
 def test_the_default_installation_keeps_its_channel_and_lock_keys() -> None:

@@ -7,8 +7,8 @@ from importlib import resources
 import pytest
 import sqlalchemy as sa
 
-from app.store import sql
-from app.store.sql import DIALECTS, NAMES, queries
+from app.store.loop import sql
+from app.store.loop.sql import DIALECTS, NAMES, queries
 
 EVERY_STATEMENT = [(name, dialect) for name in NAMES for dialect in DIALECTS]
 

@@ -27,7 +27,7 @@ from app.domain.schedule import (
 )
 from app.domain.target import WebhookTarget
 from app.domain.trigger import IntervalTrigger
-from app.store.schedules import (
+from app.store.records.schedules import (
     COPIED_COLUMNS,
     RULES_COLUMNS,
     STORE_ONLY_COLUMNS,
@@ -35,7 +35,7 @@ from app.store.schedules import (
     _to_row,
     _to_schedule,
 )
-from app.store.tables import schedules
+from app.store.schema.tables import schedules
 
 NOW = datetime(2027, 1, 4, 12, 0, tzinfo=UTC)
 FIRST = datetime(2027, 1, 4, 12, 1, tzinfo=UTC)

@@ -20,7 +20,7 @@ from app.domain.occurrence import (
     Unsent,
 )
 from app.domain.retry import RetryPolicy
-from app.sinks.base import Sinks
+from app.sinks.registry import Sinks
 from app.worker.attempt import attempt
 from tests import factories
 

@@ -1,0 +1,1 @@
+"""The `chronoq` command: serving, the database chores, and the operator commands."""

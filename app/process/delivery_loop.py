@@ -1,0 +1,45 @@
+"""A replica's delivery loop with what it owns: its database pools, its queue, retention.
+
+One wiring for the two places a loop runs: on the API's event loop (`app.main`, the ASGI
+app on its own) and in a delivery process of its own (`app.process.delivery`, under
+`chronoq serve`)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+
+from app.process.databases import open_database
+from app.settings import Settings
+from app.sinks.registry import Sinks
+from app.store.engine.wakeups import Wakeups
+from app.store.loop.queue import DeliveryQueue
+from app.telemetry import metrics, tracing
+from app.worker.dispatcher import Dispatcher
+from app.worker.pruner import Pruner
+
+
+@asynccontextmanager
+async def delivery_loop(config: Settings, sinks: Sinks, hub: Wakeups) -> AsyncIterator[Dispatcher]:
+    """Run the loop (and retention beside it) for the duration of the block, hearing `hub`'s
+    announcements; stop both gracefully on exit."""
+    tracing.start()  # before the loop reads it: this process's, when traces are on
+    async with AsyncExitStack() as stack:
+        # The loop's own pool: its claims and settles never queue behind API requests for a
+        # connection, and skip the per-checkout ping.
+        database = open_database(config, "worker")
+        stack.push_async_callback(database.close)
+        metrics.POOLS.watch("worker", database)
+        stack.callback(metrics.POOLS.forget, "worker")
+        starts = None
+        if database.dialect.multi_replica:
+            # SQLite has one writer per process: its starts share the loop's pool.
+            starts = open_database(config, "starts")
+            stack.push_async_callback(starts.close)
+        queue = DeliveryQueue(database, hub, starts=starts)
+        dispatcher = Dispatcher(database, sinks, config, wakeups=hub, queue=queue)
+        await stack.enter_async_context(dispatcher.started())
+        # Retention runs beside the loop; an advisory lock keeps it to one replica at a
+        # time, and API-only replicas leave it to the workers.
+        await stack.enter_async_context(Pruner(database, config).started())
+        yield dispatcher

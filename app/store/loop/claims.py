@@ -1,0 +1,429 @@
+"""The claim: lease due occurrences and write what `app.domain.claim_plan` makes of them,
+in one transaction.
+
+Invariant: a claim leases each due occurrence to one replica at a time (SKIP LOCKED on the
+servers, a single writer on SQLite), and a recurring schedule's next tick is written in the
+same transaction, so it always has its future occurrence however long the current one retries.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Row
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.domain.callbacks import CALLBACK_EVENT_TYPE
+from app.domain.claim_plan import (
+    ClaimedRow,
+    LostAttempt,
+    LostLease,
+    Tally,
+    Unplannable,
+    Unreadable,
+    cadence_schedules,
+    plan_claim,
+)
+from app.domain.occurrence import AttemptOutcome, Delivery, OccurrenceStatus, Origin
+from app.domain.schedule import AutoPause
+from app.domain.target import Target
+from app.store.dialects import dialect_of
+from app.store.loop.claim_mix import ClaimMix
+from app.store.loop.completion import finish_one_shots, finish_recurring
+from app.store.loop.failures import record_dead_letters
+from app.store.schema import codec
+from app.store.schema.rows import attempt_id, pending_row, rules_of_row, skip_row, truncate_error
+from app.store.schema.tables import attempts, occurrences, schedules
+from app.store.schema.types import UUID, UTCDateTime
+
+LEASE_EXPIRED_ERROR = (
+    "the lease of the last attempt expired with no result recorded "
+    "(its replica stopped or stalled); the attempt budget is spent"
+)
+
+# The error of an attempt recorded as lease_expired.
+LOST_ATTEMPT_ERROR = (
+    "the lease expired with no result recorded (its replica stopped or stalled before "
+    "settling this attempt)"
+)
+
+_T = TypeVar("_T")
+
+
+def _lost_lease(row: Any) -> LostLease | None:
+    if row.lost_token is None:
+        return None
+    return LostLease(
+        owner=row.lost_owner,
+        claimed_at=row.lost_at,
+        lease_until=row.lost_until,
+        ahead=bool(row.lost_ahead),
+    )
+
+
+def _lost_row(lost: LostAttempt) -> dict[str, Any]:
+    return {
+        "id": attempt_id(lost.started_at),
+        "occurrence_id": lost.occurrence_id,
+        "attempt": lost.attempt,
+        "started_at": lost.started_at,
+        "duration_ms": lost.duration_ms,
+        "outcome": AttemptOutcome.LEASE_EXPIRED.value,
+        "status_code": None,
+        "error": LOST_ATTEMPT_ERROR,
+        "response_excerpt": None,
+        "replica": lost.replica,
+    }
+
+
+def _claimed_row(row: Row[Any]) -> ClaimedRow:
+    """A claimed row as the planner reads it; a definition that does not read back is
+    handed over as such, to fail its own row only. A failure callback delivers its own
+    body to its schedule's `on_failure` target."""
+    origin = Origin(row.origin)
+    callback = origin is Origin.CALLBACK
+    return ClaimedRow(
+        occurrence_id=row.occurrence_id,
+        schedule_id=row.schedule_id,
+        fire_at=row.fire_at,
+        attempts=row.attempts,
+        max_attempts=row.max_attempts,
+        origin=origin,
+        first_claim=bool(row.first_claim),
+        event_type=CALLBACK_EVENT_TYPE if callback else row.event_type,
+        body=row.callback_body if callback else row.body,
+        target=(
+            _readable(_on_failure, row.on_failure)
+            if callback
+            else _readable(codec.target, row.target)
+        ),
+        trigger=_readable(codec.trigger, row.trigger),
+        jitter_seconds=row.jitter_seconds,
+        lost=_lost_lease(row),
+        due_at=_due_at(row),
+        flow_key=row.flow_key,
+        retry=codec.retry(row.retry),
+        traceparent=row.traceparent,
+    )
+
+
+def _on_failure(stored: Any) -> Target:
+    """A callback's target: its schedule's `on_failure`, which a PATCH may have removed
+    (and with it the callbacks still pending) since the callback was written."""
+    if stored is None or stored == "null":  # SQL NULL, or JSON null
+        raise ValueError("the schedule has no on_failure target any more")
+    return codec.target(stored)
+
+
+def _due_at(row: Any) -> datetime:
+    """When a claimed row was due: before the lease, `lost_until` held its `available_at`
+    (its jittered or retry instant, a lost lease's end), and a tick is never due before
+    its own instant, even when a replica that claimed it ahead handed it back."""
+    fire_at: datetime = row.fire_at
+    return fire_at if row.lost_until is None else max(row.lost_until, fire_at)
+
+
+def _readable(read: Callable[[Any], _T], stored: Any) -> _T | Unreadable:
+    try:
+        return read(stored)
+    except Exception as exc:  # an unreadable definition fails its row in the plan
+        return Unreadable(exc)
+
+
+def _error(failed: Unplannable) -> str:
+    return truncate_error(failed.error) or ""
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """What one claim leased, and how soon more may be claimed (None: not known): when it
+    found nothing, the next occurrence's due instant or a held-back key's next token or
+    back-off's end; when it found some, only the latter. `not_before`: the due instant of
+    each delivery a claim ahead leased before it was due; it must not start earlier (a
+    delivery not listed is due already). `more`: the claim stopped at its limit with more
+    due, though it may have leased fewer than asked (room kept for keyed rows)."""
+
+    deliveries: list[Delivery]
+    due_in: float | None = None
+    not_before: dict[uuid.UUID, datetime] = field(default_factory=dict)
+    more: bool = False
+    # Due flow keys the claim held back, by why (`KeyedClaim.held`).
+    held: Mapping[str, int] = field(default_factory=dict)
+    # Schedules the claim's own dead letters paused (`record_dead_letters`).
+    auto_paused: Sequence[AutoPause] = ()
+    # Deliveries due now whose attempt has not started: the claim found more than could
+    # start at once (its `start`). Each must be marked started (`StartStore.start_ahead`)
+    # before it is sent; a lease lost before that costs no attempt.
+    unstarted: frozenset[uuid.UUID] = frozenset()
+
+
+class ClaimStore:
+    """The claim statement and the writes it plans; runs inside the caller's transaction."""
+
+    def __init__(self, rng: random.Random | None = None) -> None:
+        self._rng = rng or random.Random()  # jitter draws
+        self._mix = ClaimMix()
+
+    async def claim(
+        self,
+        conn: AsyncConnection,
+        *,
+        limit: int,
+        lease: float,
+        owner: str,
+        backoff: Callable[[int], float] = lambda attempt: 1.0,
+        ahead: float = 0.0,
+        start: int | None = None,
+    ) -> Claimed:
+        """Lease due occurrences and materialize the next tick of each recurring schedule.
+
+        With `ahead` > 0 it also leases occurrences due within that many seconds that no
+        lease holds. Each delivery not due yet at the claim's instant has its due instant in
+        `not_before`, and must not start before it. The loop claims a steady stream of ticks
+        this way, so that a claim's round trips happen before the ticks are due, not after.
+
+        `start` is how many attempts may start at once (the loop's free slots; None: all).
+        A claim that finds more due rows than that starts none of them: they are listed in
+        `unstarted`, charged only once marked started, so that a replica that dies with
+        them waiting behind its deliveries in flight costs them no attempt.
+
+        The next tick is written in this same transaction, so a recurring schedule always
+        has its future occurrence however long the current one keeps retrying.
+
+        Each row is planned on its own: a row whose stored definition cannot be read or
+        planned (an older version's data, a bug) does not fail the claim. Its attempt is
+        settled here, as a failure that names the cause: retried after `backoff(attempt)`
+        seconds, dead-lettered once its budget is spent. Every other row goes on as usual.
+        """
+        token = uuid.uuid4()
+        dialect = dialect_of(conn)
+
+        # First attempts first; retries, replays and keyed rows in the room they leave.
+        leased = await self._mix.lease(
+            conn, limit=limit, lease=lease, token=token, owner=owner, ahead=ahead, start=start
+        )
+        claimed, more, keyed = leased.rows, leased.more, leased.keyed
+        if not claimed:
+            return Claimed([], keyed.held_in, more=more, held=keyed.held)
+        now = claimed[0].claimed_at
+        rows = [_claimed_row(row) for row in claimed]
+        not_before = {
+            row.occurrence_id: row.due_at
+            for row in rows
+            if row.due_at is not None and row.due_at > now
+        }
+        unstarted = frozenset(
+            row.occurrence_id
+            for row in claimed
+            if row.lease_ahead and row.occurrence_id not in not_before
+        )
+        cadence = cadence_schedules(rows)
+        rules = {r.schedule_id: rules_of_row(r) for r in claimed if r.schedule_id in cadence}
+        plan = plan_claim(
+            [replace(row, rules=rules.get(row.schedule_id)) for row in rows],
+            now,
+            token,
+            self._rng,
+        )
+        await dialect.insert_ignoring(
+            conn, occurrences, [pending_row(o, now) for o in plan.pending], "occurrence_id"
+        )
+        if plan.unfired:
+            await self._skip_claimed(conn, token, plan.unfired, now)
+        recorded = await dialect.insert_new(
+            conn, occurrences, [skip_row(entry, now) for entry in plan.skips], "occurrence_id"
+        )
+        await self._apply_tallies(conn, plan.tallies_recorded(recorded))
+        if plan.lost:  # one statement; none at all in the usual claim
+            await conn.execute(attempts.insert().values([_lost_row(a) for a in plan.lost]))
+        if plan.exhausted:
+            await self._dead_letter_expired(conn, token, plan.exhausted, now)
+        if plan.failed:
+            await self._settle_unplannable(conn, token, plan.failed, now, backoff, owner)
+        # Dead letters the claim itself made count toward a schedule's auto-pause too.
+        spent = {f.occurrence_id for f in plan.failed if f.spent} | set(plan.exhausted)
+        dead = [
+            (r.schedule_id, r.occurrence_id)
+            for r in rows
+            if r.occurrence_id in spent and r.origin is not Origin.CALLBACK
+        ]
+        auto_paused = await record_dead_letters(conn, dead, now)
+        await finish_one_shots(conn, plan.finished_one_shots, now)
+        if plan.done_recurring:
+            await finish_recurring(conn, plan.done_recurring, now)
+        return Claimed(
+            plan.deliveries,
+            keyed.held_in,
+            not_before,
+            more,
+            keyed.held,
+            auto_paused,
+            unstarted,
+        )
+
+    async def _skip_claimed(
+        self, conn: AsyncConnection, token: uuid.UUID, ids: list[uuid.UUID], now: datetime
+    ) -> None:
+        """Claimed cadence occurrences that their misfire policy drops: recorded as skipped,
+        their attempt not counted."""
+        await conn.execute(
+            occurrences.update()
+            .where(occurrences.c.occurrence_id.in_(ids), occurrences.c.lease_token == token)
+            .values(
+                status=OccurrenceStatus.SKIPPED,
+                skip_reason="misfire",
+                skipped_count=1,
+                attempts=0,
+                available_at=None,
+                lease_token=None,
+                updated_at=now,
+            )
+        )
+
+    async def _apply_tallies(self, conn: AsyncConnection, tallies: dict[uuid.UUID, Tally]) -> None:
+        params = [
+            {
+                "s_id": sid,
+                "s_ticks": t.ticks,
+                "s_unfired": t.unfired,
+                "s_skipped": t.skipped,
+                "s_reason": t.reason,
+            }
+            for sid, t in tallies.items()
+            if t.ticks != 1 or t.unfired or t.skipped
+        ]
+        plain = [
+            sid for sid, t in tallies.items() if t.ticks == 1 and not t.unfired and not t.skipped
+        ]
+        if plain:  # the usual case: one tick fired on time, one statement for all
+            await conn.execute(
+                schedules.update()
+                .where(schedules.c.id.in_(plain))
+                .values(tick_count=schedules.c.tick_count + 1)
+            )
+        if params:
+            await conn.execute(
+                schedules.update()
+                .where(schedules.c.id == sa.bindparam("s_id", type_=UUID))
+                .values(
+                    tick_count=schedules.c.tick_count + sa.bindparam("s_ticks", type_=sa.Integer()),
+                    fire_count=schedules.c.fire_count
+                    - sa.bindparam("s_unfired", type_=sa.Integer()),
+                    skipped_count=schedules.c.skipped_count
+                    + sa.bindparam("s_skipped", type_=sa.Integer()),
+                    last_skip_reason=sa.func.coalesce(
+                        sa.bindparam("s_reason", type_=sa.String()), schedules.c.last_skip_reason
+                    ),
+                ),
+                params,
+            )
+
+    async def _dead_letter_expired(
+        self,
+        conn: AsyncConnection,
+        token: uuid.UUID,
+        exhausted: list[uuid.UUID],
+        now: datetime,
+    ) -> None:
+        await conn.execute(
+            occurrences.update()
+            .where(
+                occurrences.c.occurrence_id.in_(exhausted),
+                occurrences.c.lease_token == token,
+            )
+            .values(
+                status=OccurrenceStatus.DEAD_LETTERED,
+                attempts=occurrences.c.attempts - 1,
+                dead_lettered_at=now,
+                available_at=None,
+                lease_token=None,
+                last_error=LEASE_EXPIRED_ERROR,
+                updated_at=now,
+            )
+        )
+
+    async def _settle_unplannable(
+        self,
+        conn: AsyncConnection,
+        token: uuid.UUID,
+        failed: list[Unplannable],
+        now: datetime,
+        backoff: Callable[[int], float],
+        owner: str,
+    ) -> None:
+        """Claimed rows that could not be planned: each a failed attempt, retried with the
+        usual backoff or dead-lettered when its budget is spent. A first claim stays
+        unplanned, so the retry plans it again (and a replay of the dead letter too).
+        Each is in the attempt log as well: made at the claim, in no time, with no reply."""
+        guard = (occurrences.c.occurrence_id == sa.bindparam("b_id", type_=UUID)) & (
+            occurrences.c.lease_token == token
+        )
+        first_attempt = sa.case(
+            (sa.bindparam("b_reset", type_=sa.Boolean()), sa.null()),
+            else_=occurrences.c.first_attempt_at,
+        )
+        dead = [f for f in failed if f.spent]
+        retry = [f for f in failed if not f.spent]
+        await conn.execute(
+            attempts.insert().values(
+                [
+                    {
+                        "id": attempt_id(now),
+                        "occurrence_id": f.occurrence_id,
+                        "attempt": f.attempt,
+                        "started_at": now,
+                        "duration_ms": 0,
+                        "outcome": (
+                            AttemptOutcome.DEAD_LETTERED if f.spent else AttemptOutcome.RETRY
+                        ).value,
+                        "status_code": None,
+                        "error": _error(f),
+                        "response_excerpt": None,
+                        "replica": owner,
+                    }
+                    for f in failed
+                ]
+            )
+        )
+        if dead:
+            await conn.execute(
+                occurrences.update()
+                .where(guard)
+                .values(
+                    status=OccurrenceStatus.DEAD_LETTERED,
+                    dead_lettered_at=now,
+                    available_at=None,
+                    lease_token=None,
+                    last_error=sa.bindparam("b_error"),
+                    first_attempt_at=first_attempt,
+                    updated_at=now,
+                ),
+                [{"b_id": f.occurrence_id, "b_error": _error(f), "b_reset": True} for f in dead],
+            )
+        if retry:
+            await conn.execute(
+                occurrences.update()
+                .where(guard)
+                .values(
+                    available_at=sa.bindparam("b_at", type_=UTCDateTime()),
+                    lease_token=None,
+                    last_error=sa.bindparam("b_error"),
+                    first_attempt_at=first_attempt,
+                    updated_at=now,
+                ),
+                [
+                    {
+                        "b_id": f.occurrence_id,
+                        "b_error": _error(f),
+                        "b_reset": f.first_claim,
+                        "b_at": now + timedelta(seconds=backoff(f.attempt)),
+                    }
+                    for f in retry
+                ],
+            )

@@ -1,0 +1,315 @@
+"""The keyed claim: lease due occurrences of flow keys, as far as each key's limits allow,
+fleet-wide (DESIGN section 11; the design is docs/flow-control.md).
+
+Invariants:
+- a key with limits starts nothing unless this claim holds its row's lock (FOR UPDATE SKIP
+  LOCKED; SQLite's single writer): claims of one key never interleave, and a claim passes
+  over a key another claim holds rather than wait for it;
+- under that lock the key's attempts in flight are counted from the live leases (never a
+  stored counter; `flow_keys.in_flight`: a paused or cancelled attempt still runs, and
+  counts until it is settled, released or its lease runs out), and no more start than
+  `allowance()` gives; the tokens spent are written
+  in the same transaction as the leases;
+- a fifo key starts only its head (its earliest pending occurrence by fire instant, then
+  id), and only when nothing of the key is in flight: a retrying head holds the key;
+- a key that is paused, backing off or out of tokens costs the claim one index probe, never
+  a read of the rows waiting on it;
+- rows of a key with limits are leased only when due, never ahead: a lease waiting for its
+  instant would hold a slot and a token before its time (a key without limits is claimed
+  ahead as unkeyed rows are).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.domain.flow import Bucket, FlowLimits, Ordering, allowance, full_bucket
+from app.domain.occurrence import OccurrenceStatus
+from app.store.dialects import dialect_of
+from app.store.loop.sql import ClaimRows
+from app.store.records.flow_keys import in_flight, stored_limits
+from app.store.schema.tables import flow_keys, occurrences, schedules
+from app.store.schema.types import UTCDateTime
+
+_PENDING = sa.literal(OccurrenceStatus.PENDING.value, literal_execute=True)
+_NOW = sa.bindparam("now", type_=UTCDateTime())
+_o = occurrences.c
+
+# The rows of the keys that may start something, locked; a key another claim holds is
+# not among them.
+_LOCK_KEYS = (
+    sa.select(
+        flow_keys.c.key.label("flow_key"),
+        flow_keys.c.rate,
+        flow_keys.c.period_seconds,
+        flow_keys.c.burst,
+        flow_keys.c.parallelism,
+        flow_keys.c.ordering,
+        flow_keys.c.paused,
+        flow_keys.c.tokens,
+        flow_keys.c.refilled_at,
+        flow_keys.c.backoff_until,
+    )
+    .where(flow_keys.c.key.in_(sa.bindparam("keys", expanding=True)))
+    .with_for_update(skip_locked=True)
+)
+
+_IN_FLIGHT = in_flight(sa.bindparam("keys", expanding=True), _NOW)
+
+_UPDATE_BUCKET = (
+    flow_keys.update()
+    .where(flow_keys.c.key == sa.bindparam("b_key"))
+    .values(
+        tokens=sa.bindparam("b_tokens", type_=sa.Float()),
+        refilled_at=sa.bindparam("b_at", type_=UTCDateTime()),
+    )
+)
+
+_NOT_PAUSED = ~sa.exists().where(
+    schedules.c.id == _o.schedule_id,
+    schedules.c.status == sa.literal("paused", literal_execute=True),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class KeyedClaim:
+    """What a keyed claim leased (rows as `Dialect.claim` returns them); `demand`: how many
+    it would have started with room enough; `held_in`: seconds until a key it held back
+    for its rate or a back-off may start again (None: none did)."""
+
+    rows: list[Any]
+    demand: int = 0
+    held_in: float | None = None
+    # Due keys it held back, by why: paused, backoff, rate, parallelism, order (a fifo head
+    # retrying or in flight).
+    held: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass(frozen=True, slots=True)
+class _Pick:
+    key: str
+    most: int
+    fifo: bool
+
+
+def _limits(row: Any) -> FlowLimits | None:
+    """A key's stored limits (None: the key has no row)."""
+    return None if row.period_seconds is None else stored_limits(row)
+
+
+def _bucket(row: Any, limits: FlowLimits, now: datetime) -> Bucket:
+    if row.tokens is None or row.refilled_at is None:
+        return full_bucket(limits, now)
+    return Bucket(row.tokens, row.refilled_at)
+
+
+def _sooner(a: float | None, b: float | None) -> float | None:
+    if a is None:
+        return b
+    return a if b is None else min(a, b)
+
+
+def _backing_off(row: Any, now: datetime) -> float | None:
+    until = row.backoff_until
+    return (until - now).total_seconds() if until is not None and until > now else None
+
+
+def _candidates(picks: list[_Pick]) -> sa.CompoundSelect[Any]:
+    """Per key, the rows it may start, in one statement: a fifo key's head (due or not:
+    a head that is not due holds the key), or up to `most` due rows of any other key, in
+    the order they fell due. Each is a probe of one key's index range, however many of
+    the key's rows wait."""
+    parts = []
+    for pick in picks:
+        base = sa.select(_o.occurrence_id, _o.flow_key, _o.available_at).where(
+            _o.status == _PENDING,
+            _o.flow_key.is_not(None),
+            _o.flow_key == pick.key,
+            _o.available_at.is_not(None),
+            _NOT_PAUSED,
+        )
+        if pick.fifo:
+            chosen = base.order_by(_o.fire_at, _o.occurrence_id).limit(1)
+        else:
+            chosen = base.where(_o.available_at <= _NOW).order_by(_o.available_at).limit(pick.most)
+        parts.append(sa.select(chosen.subquery()))
+    return sa.union_all(*parts)
+
+
+class FlowClaims:
+    """The keyed part of a claim; runs inside the claim's transaction."""
+
+    async def claim(
+        self,
+        conn: AsyncConnection,
+        *,
+        room: int,
+        lease: float,
+        token: uuid.UUID,
+        owner: str,
+        ahead: float = 0.0,
+        start: int | None = None,
+    ) -> KeyedClaim:
+        """Lease up to `room` due keyed occurrences, oldest due first, as their keys allow.
+        The rows of keys without limits are claimed as unkeyed rows are, `ahead` included;
+        a key with limits starts nothing before its instant. `start`: as `Dialect.claim`'s,
+        shared by its two statements."""
+        dialect = dialect_of(conn)
+        due = await dialect.due_keys(conn, ahead)
+        if not due:
+            return KeyedClaim([])
+        now: datetime = due[0].now
+        held: Counter[str] = Counter()
+        held_in: float | None = None
+        free: list[str] = []  # keys with no limits: no lock, no count
+        bounded: list[str] = []  # keys that may start something once locked
+        for row in due:
+            if len(free) + len(bounded) >= max(room, 1):
+                break  # each key starts one at least: the oldest `room` keys fill the room
+            backing_off = _backing_off(row, now)
+            if backing_off is not None:
+                held["backoff"] += 1
+                held_in = _sooner(held_in, backing_off)
+                continue
+            limits = _limits(row)
+            if limits is None or not limits.limited:
+                free.append(row.flow_key)
+                continue
+            if row.first_at > now:
+                continue  # due only within `ahead`: a key with limits waits for the instant
+            # From the unlocked read: a paused key or an empty bucket needs no lock to wait.
+            most, bucket = allowance(limits, _bucket(row, limits, now), in_flight=0, now=now)
+            if most == 0:
+                held["paused" if limits.paused else "rate"] += 1
+                held_in = _sooner(held_in, None if limits.paused else bucket.next_token_in(limits))
+                continue
+            bounded.append(row.flow_key)
+        if room <= 0:  # a look only: whether any due key may start something
+            return KeyedClaim([], len(free) + len(bounded), held_in, held)
+        picks, buckets, wait = await self._bounded(conn, bounded, room, now, held)
+        held_in = _sooner(held_in, wait)
+        rows: list[Any] = []
+        demand = 0
+        if picks:
+            chosen = await self._choose(conn, picks, now, held)
+            demand = len(chosen)
+            oldest = sorted(chosen, key=lambda r: r.available_at)[:room]
+            if oldest:
+                rows = list(
+                    await dialect.claim(
+                        conn,
+                        limit=len(oldest),
+                        lease=lease,
+                        token=token,
+                        owner=owner,
+                        rows=ClaimRows.CHOSEN,
+                        ids=[row.occurrence_id for row in oldest],
+                        start=start,
+                    )
+                )
+                await self._spend(conn, buckets, Counter(row.flow_key for row in rows))
+        left = room - len(rows)
+        if free and left > 0:
+            taken = await dialect.claim(
+                conn,
+                limit=left,
+                lease=lease,
+                token=token,
+                owner=owner,
+                ahead=ahead,
+                rows=ClaimRows.FREE,
+                keys=free,
+                # What the chosen rows started is no longer free to start.
+                start=None if start is None else start - sum(not r.lease_ahead for r in rows),
+            )
+            rows += taken
+            demand += len(taken) + (1 if len(taken) >= left else 0)
+        return KeyedClaim(rows, demand, held_in, held)
+
+    async def _bounded(
+        self,
+        conn: AsyncConnection,
+        keys: list[str],
+        room: int,
+        now: datetime,
+        held: Counter[str],
+    ) -> tuple[list[_Pick], dict[str, tuple[FlowLimits, Bucket]], float | None]:
+        """Lock the keys with limits, count what of them is in flight and allow each what
+        its limits give; also the buckets to spend from, and how soon a key out of tokens
+        has one again."""
+        if not keys:
+            return [], {}, None
+        locked = (await conn.execute(_LOCK_KEYS, {"keys": keys})).all()
+        limited = {row.flow_key: _limits(row) for row in locked}
+        counted = [key for key, limits in limited.items() if limits and limits.most_in_flight]
+        in_flight: dict[str, int] = {}
+        if counted:
+            counts = await conn.execute(_IN_FLIGHT, {"keys": counted, "now": now})
+            in_flight = {row.flow_key: row.in_flight for row in counts}
+        picks: list[_Pick] = []
+        buckets: dict[str, tuple[FlowLimits, Bucket]] = {}
+        wait: float | None = None
+        for row in locked:
+            limits = limited[row.flow_key]
+            if limits is None or _backing_off(row, now) is not None:
+                continue  # the limits went, or a back-off came, since the unlocked read
+            most, bucket = allowance(
+                limits,
+                _bucket(row, limits, now),
+                in_flight=in_flight.get(row.flow_key, 0),
+                now=now,
+            )
+            if limits.capacity is not None:
+                buckets[row.flow_key] = (limits, bucket)
+            if most == 0:
+                if limits.paused:
+                    held["paused"] += 1
+                elif limits.capacity is not None and bucket.next_token_in(limits):
+                    held["rate"] += 1
+                    wait = _sooner(wait, bucket.next_token_in(limits))
+                else:
+                    fifo = limits.ordering is Ordering.FIFO
+                    held["order" if fifo else "parallelism"] += 1
+                continue
+            fifo = limits.ordering is Ordering.FIFO
+            picks.append(
+                _Pick(row.flow_key, room + 1 if most is None else min(most, room + 1), fifo)
+            )
+        return picks, buckets, wait
+
+    async def _choose(
+        self, conn: AsyncConnection, picks: list[_Pick], now: datetime, held: Counter[str]
+    ) -> list[Any]:
+        """The rows each pick may start: a fifo head only when it is due."""
+        rows = (await conn.execute(_candidates(picks), {"now": now})).all()
+        chosen = [row for row in rows if row.available_at <= now]
+        if len(chosen) < len(rows):
+            held["order"] += len(rows) - len(chosen)
+        return chosen
+
+    async def _spend(
+        self,
+        conn: AsyncConnection,
+        buckets: dict[str, tuple[FlowLimits, Bucket]],
+        started: Counter[str],
+    ) -> None:
+        """Write back the tokens the leased rows spent (a bucket nothing spent from is
+        unchanged: its refill is a function of the time since `refilled_at`)."""
+        params = [
+            {
+                "b_key": key,
+                "b_tokens": bucket.spent(started[key]).tokens,
+                "b_at": bucket.refilled_at,
+            }
+            for key, (_, bucket) in buckets.items()
+            if started[key]
+        ]
+        if params:
+            await conn.execute(_UPDATE_BUCKET, params)

@@ -1,0 +1,159 @@
+"""Settlements: finished attempts recorded, guarded by the lease token.
+
+Invariants:
+- only the holder of the current lease token can settle an occurrence; a replica whose
+  lease ran out (and was re-claimed elsewhere) finds its token replaced and its late settle
+  matches no row, and writes no attempt;
+- a settle locks in the order every waiting transaction keeps (docs/architecture.md, "Lock
+  order"): the flow keys it backs off, then occurrences, then schedules. The claim holds a
+  key while it writes schedules; a settle that held a schedule while waiting for that key
+  would deadlock with it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import cache
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.domain.occurrence import OccurrenceStatus, Origin, Settlement
+from app.domain.schedule import AutoPause
+from app.domain.traces import trace_id
+from app.store.dialects import dialect_of
+from app.store.dialects.base import Dialect
+from app.store.loop.completion import finish_one_shots, finish_recurring
+from app.store.loop.failures import lock_before_pausing, record_dead_letters
+from app.store.records.flow_keys import back_off_keys, end_cancelled_leases
+from app.store.schema.rows import attempt_id, truncate_error
+from app.store.schema.tables import occurrences
+from app.store.schema.types import UUID
+
+
+def _attempt_row(item: Settlement, now: datetime) -> dict[str, Any]:
+    started_at = item.started_at or now
+    return {
+        "id": attempt_id(started_at),
+        "occurrence_id": item.delivery.occurrence_id,
+        "attempt": item.delivery.attempt,
+        "started_at": started_at,
+        "duration_ms": item.duration_ms,
+        "outcome": item.outcome.value,
+        "status_code": item.status_code,
+        "error": truncate_error(item.error),
+        "response_excerpt": item.response_excerpt,
+        "replica": item.replica,
+        "trace_id": trace_id(item.delivery.traceparent),
+        "lease_token": item.delivery.lease_token,  # the guard, not a column
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class _Statements:
+    """An attempt that failed: due again after its backoff, or dead-lettered."""
+
+    retry: sa.Update
+    dead: sa.Update
+
+
+@cache
+def _statements(dialect: Dialect) -> _Statements:
+    now = dialect.now()
+    guard = (
+        (occurrences.c.occurrence_id == sa.bindparam("b_id", type_=UUID))
+        & (occurrences.c.lease_token == sa.bindparam("b_token", type_=UUID))
+        & (occurrences.c.status == OccurrenceStatus.PENDING)
+    )
+    return _Statements(
+        # A retry due while the schedule was paused stays set; the claim skips paused
+        # schedules, so it waits for resume.
+        retry=occurrences.update()
+        .where(guard)
+        .values(
+            available_at=dialect.retry_at(),
+            last_error=sa.bindparam("b_error"),
+            lease_token=None,
+            updated_at=now,
+        ),
+        dead=occurrences.update()
+        .where(guard)
+        .values(
+            status=OccurrenceStatus.DEAD_LETTERED,
+            dead_lettered_at=now,
+            available_at=None,
+            last_error=sa.bindparam("b_error"),
+            lease_token=None,
+            updated_at=now,
+        ),
+    )
+
+
+class SettlementStore:
+    """Statements that end an attempt; run inside the caller's transaction."""
+
+    async def settle(
+        self, conn: AsyncConnection, settlements: Sequence[Settlement]
+    ) -> list[AutoPause]:
+        """Record finished attempts; each update matches only while its lease token is current.
+        Each current one is also written to the attempt log, one insert for the batch.
+        Returns the schedules the batch's dead letters paused (`record_dead_letters`)."""
+        dialect = dialect_of(conn)
+        statements = _statements(dialect)
+        now = await dialect.bound_now(conn)
+        # Flow keys first, then occurrences, then schedules (the module's invariant).
+        await back_off_keys(conn, settlements, now)
+        await lock_before_pausing(conn, settlements)
+        await dialect.record_attempts(conn, [_attempt_row(item, now) for item in settlements])
+        delivered = []
+        retries: list[dict[str, Any]] = []
+        dead: list[dict[str, Any]] = []
+        one_shots: set[uuid.UUID] = set()
+        lasts: set[uuid.UUID] = set()
+        for item in settlements:
+            d = item.delivery
+            if d.one_shot:
+                one_shots.add(d.schedule_id)
+            elif d.last:
+                lasts.add(d.schedule_id)
+            if item.status is OccurrenceStatus.DELIVERED:
+                delivered.append(d)
+                continue
+            row: dict[str, Any] = {
+                "b_id": d.occurrence_id,
+                "b_token": d.lease_token,
+                "b_error": truncate_error(item.error),
+                "now": now,
+            }
+            if item.status is OccurrenceStatus.DEAD_LETTERED:
+                dead.append(row)
+            else:
+                assert item.retry_in is not None
+                row["b_delay"] = item.retry_in
+                row["b_available_at"] = now + timedelta(seconds=item.retry_in)
+                retries.append(row)
+        # Deliveries count as earlier than the batch's dead letters: they restart the
+        # schedules' counts, the dead letters then add to them.
+        if delivered:
+            await dialect.mark_delivered(conn, delivered, now)
+        if retries:
+            await conn.execute(statements.retry, retries)
+        if dead:
+            await conn.execute(statements.dead, dead)
+        await end_cancelled_leases(conn, [item.delivery for item in settlements])
+        await finish_one_shots(conn, one_shots, now)
+        await finish_recurring(conn, lasts, now)
+        return await record_dead_letters(
+            conn,
+            [
+                (item.delivery.schedule_id, item.delivery.occurrence_id)
+                for item in settlements
+                if item.status is OccurrenceStatus.DEAD_LETTERED
+                and item.delivery.origin is not Origin.CALLBACK
+            ],
+            now,
+        )

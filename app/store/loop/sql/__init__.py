@@ -1,0 +1,66 @@
+"""Named dialect-specific statements, one file per name and dialect, loaded once.
+
+A file holds one statement, or several separated by a `;` at the end of a line, run in
+order by the dialect that needs more than one (MySQL's claim has no UPDATE ... RETURNING).
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from functools import cache
+from importlib import resources
+
+import sqlalchemy as sa
+
+NAMES = ("claim", "flow_due")
+DIALECTS = ("postgresql", "sqlite", "mysql")
+
+_END = re.compile(r";[ \t]*$", re.MULTILINE)
+
+
+class ClaimRows(StrEnum):
+    """Which rows a claim statement selects: unkeyed rows never attempted (`fresh`: a tick
+    or a trigger on its first claim), unkeyed rows attempted before (`again`: retries,
+    replays, lost leases), or the keyed rows the keyed claim chose, by id, as each key's
+    limits allow (`chosen`, app/store/loop/flow_claims.py). Each of the first two has a partial
+    index of its own, so that a replay of thousands never stands in the way of first
+    attempts; every other condition of a claim holds for all three."""
+
+    FRESH = "fresh"
+    AGAIN = "again"
+    CHOSEN = "chosen"
+    # The rows of flow keys without limits (bound as `keys`), claimed as unkeyed rows are.
+    FREE = "free"
+
+
+# The claim's files say which rows they select once, as UNKEYED_ROWS; each kind of claim is
+# the same statements over its own rows.
+UNKEYED_ROWS = "o.flow_key IS NULL"
+CLAIM_ROWS = {
+    ClaimRows.FRESH: "o.flow_key IS NULL AND o.first_attempt_at IS NULL",
+    ClaimRows.AGAIN: "o.flow_key IS NULL AND o.first_attempt_at IS NOT NULL",
+    ClaimRows.CHOSEN: "o.occurrence_id IN :ids",
+    ClaimRows.FREE: "o.flow_key IS NOT NULL AND o.flow_key IN :keys",
+}
+
+
+@cache
+def queries(name: str, dialect: str, *, rows: ClaimRows | None = None) -> tuple[sa.TextClause, ...]:
+    """The statements of `name` written for `dialect` (file `<name>.<dialect>.sql`); with
+    `rows`, a claim's, over those rows (`CLAIM_ROWS`, in place of UNKEYED_ROWS, said once)."""
+    source = resources.files(__package__).joinpath(f"{name}.{dialect}.sql").read_text("utf-8")
+    if rows is not None:
+        if source.count(UNKEYED_ROWS) != 1:
+            raise ValueError(f"{name}.{dialect}.sql must say {UNKEYED_ROWS!r} exactly once")
+        source = source.replace(UNKEYED_ROWS, CLAIM_ROWS[rows])
+    # Comments are for readers; dropping them keeps a ":name" in prose from becoming a parameter.
+    lines = [line for line in source.splitlines() if not line.lstrip().startswith("--")]
+    parts = [part.strip() for part in _END.split("\n".join(lines))]
+    return tuple(sa.text(part) for part in parts if part)
+
+
+def query(name: str, dialect: str, *, rows: ClaimRows | None = None) -> sa.TextClause:
+    """The single statement of `name` written for `dialect` (`rows`: as for `queries`)."""
+    (statement,) = queries(name, dialect, rows=rows)
+    return statement

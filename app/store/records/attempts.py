@@ -1,0 +1,71 @@
+"""Reads of the attempt log: an occurrence's attempts, oldest first.
+
+The log is written by the settle (`app.store.loop.settlements`) and, for an attempt whose
+replica died before settling it, by the claim that takes the occurrence again
+(`app.store.loop.claims`); rows go with their occurrence (foreign key, on delete cascade).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Row
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.domain.occurrence import Attempt, AttemptOutcome, Occurrence
+from app.store.schema.rows import OCCURRENCE_COLUMNS, to_occurrence
+from app.store.schema.tables import attempts, occurrences
+
+
+def _attempt(row: Row[Any]) -> Attempt:
+    return Attempt(
+        attempt=row.attempt,
+        started_at=row.started_at,
+        duration_ms=row.duration_ms,
+        outcome=AttemptOutcome(row.outcome),
+        status_code=row.status_code,
+        error=row.error,
+        response_excerpt=row.response_excerpt,
+        replica=row.replica,
+        trace_id=row.trace_id,
+        id=row.id,
+    )
+
+
+class AttemptStore:
+    async def get_occurrence(
+        self, conn: AsyncConnection, occurrence_id: uuid.UUID
+    ) -> Occurrence | None:
+        row = (
+            await conn.execute(
+                sa.select(*OCCURRENCE_COLUMNS).where(occurrences.c.occurrence_id == occurrence_id)
+            )
+        ).one_or_none()
+        return None if row is None else to_occurrence(row)
+
+    async def list_attempts(
+        self,
+        conn: AsyncConnection,
+        occurrence_id: uuid.UUID,
+        *,
+        limit: int,
+        after: tuple[datetime, uuid.UUID] | None = None,
+    ) -> list[Attempt]:
+        """The occurrence's attempts in the order they started (a replay's after those of
+        the life before it); `after` is the (started_at, id) of the last one already read."""
+        statement = (
+            sa.select(attempts)
+            .where(attempts.c.occurrence_id == occurrence_id)
+            .order_by(attempts.c.started_at, attempts.c.id)
+            .limit(limit)
+        )
+        if after is not None:
+            at, id_ = after
+            statement = statement.where(
+                (attempts.c.started_at > at)
+                | ((attempts.c.started_at == at) & (attempts.c.id > id_))
+            )
+        return [_attempt(row) for row in await conn.execute(statement)]

@@ -1,0 +1,316 @@
+"""Flow keys as operators keep them: limits put, read with live figures, removed, listed;
+the back-off a destination asks for (and an operator clears); and what a settle or a
+hand-back gives back to a key (a cancelled attempt's slot, an unstarted attempt's token).
+
+Invariant: what is in flight or waiting is counted from the occurrences when read, never
+stored (in flight: from the lease's end and token, which only claims, settles and
+releases write); a key's row holds only what an operator or a destination said (limits,
+back-off) and the bucket the claim spends from.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.domain.flow import FlowKey, FlowLimits, Ordering
+from app.domain.occurrence import Delivery, OccurrenceStatus, Settlement
+from app.domain.schedule import check_version
+from app.store.dialects import dialect_of
+from app.store.dialects.base import by_lease_token
+from app.store.schema.tables import FLOW_LEASED, flow_keys, in_claim_set, occurrences, schedules
+from app.store.schema.types import UUID, UTCDateTime
+
+_o = occurrences.c
+_f = flow_keys.c
+_PENDING = sa.literal(OccurrenceStatus.PENDING.value, literal_execute=True)
+_NOW = sa.bindparam("now", type_=UTCDateTime())
+_KEYS: sa.BindParameter[str] = sa.bindparam("keys", expanding=True)
+
+
+def _count(condition: sa.ColumnElement[bool]) -> sa.ColumnElement[int]:
+    """How many rows of the group meet `condition` (MySQL has no FILTER clause)."""
+    return sa.func.coalesce(sa.func.sum(sa.case((condition, 1), else_=0)), 0)
+
+
+def in_flight(keys: sa.BindParameter[Any], now: sa.ColumnElement[datetime]) -> sa.Select[Any]:
+    """Per key of `keys`, its attempts in flight at `now`: rows whose lease has not ended,
+    whatever their status. Only the claim writes a lease's end (`lease_until`), and only
+    a claim, a settle or a release ends a lease (clearing its token): a pause or a cancel
+    stops what has not started, never an attempt that runs, which holds its slot until it
+    is settled or its lease runs out (a replica that died frees it by itself)."""
+    return (
+        sa.select(_o.flow_key, sa.func.count().label("in_flight"))
+        .where(
+            in_claim_set(FLOW_LEASED),
+            _o.flow_key.in_(keys),
+            _o.lease_until > now,
+        )
+        .group_by(_o.flow_key)
+    )
+
+
+# Per key: attempts in flight, and occurrences due and not started.
+_IN_FLIGHT = in_flight(_KEYS, _NOW)
+_WAITING = (
+    sa.select(_o.flow_key, _count(_o.available_at <= _NOW).label("waiting"))
+    .where(_o.status == _PENDING, _o.flow_key.is_not(None), _o.flow_key.in_(_KEYS))
+    .group_by(_o.flow_key)
+)
+
+
+def _fresh_row(key: str, now: datetime) -> dict[str, Any]:
+    """A key's row before any limits are put (a PUT then counts as new)."""
+    return {"key": key, "limits_set": False, "version": 1, "created_at": now, "updated_at": now}
+
+
+# A back-off only ever moves later: an earlier Retry-After never shortens a longer one.
+_BACK_OFF = (
+    flow_keys.update()
+    .where(
+        _f.key == sa.bindparam("b_key"),
+        sa.or_(_f.backoff_until.is_(None), _f.backoff_until < sa.bindparam("b_until")),
+    )
+    .values(backoff_until=sa.bindparam("b_until", type_=UTCDateTime()))
+)
+
+
+async def back_off_keys(
+    conn: AsyncConnection, settlements: Sequence[Settlement], now: datetime
+) -> None:
+    """Hold each flow key whose destination asked for it (`Settlement.key_backoff`) until
+    then: a key with no row gets one, with no limits, for its back-off."""
+    until: dict[str, datetime] = {}
+    for item in settlements:
+        key, seconds = item.delivery.flow_key, item.key_backoff
+        if key is None or seconds is None:
+            continue
+        at = now + timedelta(seconds=seconds)
+        until[key] = max(at, until.get(key, at))
+    if not until:
+        return
+    fresh = [_fresh_row(key, now) for key in sorted(until)]
+    await dialect_of(conn).insert_ignoring(conn, flow_keys, fresh, "key")
+    await conn.execute(
+        _BACK_OFF, [{"b_key": key, "b_until": at} for key, at in sorted(until.items())]
+    )
+
+
+# The lease of a keyed attempt whose occurrence was cancelled while it ran: the cancel
+# kept the token (the attempt is still logged), so the settle or the release ends it.
+_END_CANCELLED = (
+    occurrences.update()
+    .where(
+        _o.occurrence_id.in_(sa.bindparam("ids", expanding=True, type_=UUID)),
+        _o.lease_token == sa.bindparam("token", type_=UUID),
+        _o.status == sa.literal(OccurrenceStatus.CANCELLED.value, literal_execute=True),
+    )
+    .values(lease_token=None)
+)
+
+
+async def end_cancelled_leases(conn: AsyncConnection, deliveries: Sequence[Delivery]) -> None:
+    """End the leases of those of `deliveries` (settled or handed back) whose occurrence
+    was cancelled while they ran, so that each frees its key's slot now rather than when
+    its lease runs out. Only keyed ones: nothing counts the others."""
+    keyed = [d for d in deliveries if d.flow_key is not None]
+    for token, ids in by_lease_token(keyed).items():
+        await conn.execute(_END_CANCELLED, {"ids": ids, "token": token})
+
+
+# The deliveries of `ids` whose lease `token` still holds (a cancel keeps it).
+_STILL_HELD = sa.select(_o.occurrence_id).where(
+    _o.occurrence_id.in_(sa.bindparam("ids", expanding=True, type_=UUID)),
+    _o.lease_token == sa.bindparam("token", type_=UUID),
+    _o.status.in_([OccurrenceStatus.PENDING.value, OccurrenceStatus.CANCELLED.value]),
+)
+
+# Tokens back into a key's bucket, up to its capacity; a full bucket (NULL) stays full.
+_CAPACITY = sa.func.coalesce(_f.burst, _f.rate)
+_GIVE_BACK = (
+    flow_keys.update()
+    .where(_f.key == sa.bindparam("b_key"), _f.tokens.is_not(None), _f.rate.is_not(None))
+    .values(
+        tokens=sa.case(
+            (_f.tokens + sa.bindparam("b_count", type_=sa.Float()) > _CAPACITY, _CAPACITY),
+            else_=_f.tokens + sa.bindparam("b_count", type_=sa.Float()),
+        )
+    )
+)
+
+
+async def give_back_tokens(conn: AsyncConnection, deliveries: Sequence[Delivery]) -> None:
+    """Put back in each key's bucket the tokens that `deliveries` took at their claim:
+    they are handed back unstarted, and an attempt that was never made spends nothing.
+    Only those whose lease still holds them (a lease taken over was spent by its new
+    claim); first in the hand-back, as flow keys come first in the lock order."""
+    keyed = [d for d in deliveries if d.flow_key is not None]
+    held: set[Any] = set()
+    for token, ids in by_lease_token(keyed).items():
+        found = await conn.execute(_STILL_HELD, {"ids": ids, "token": token})
+        held.update(found.scalars())
+    counts = Counter(d.flow_key for d in keyed if d.occurrence_id in held)
+    if counts:
+        await conn.execute(
+            _GIVE_BACK, [{"b_key": key, "b_count": n} for key, n in sorted(counts.items())]
+        )
+
+
+def stored_limits(row: Any) -> FlowLimits:
+    """The limits a key's row holds (written from a validated PUT)."""
+    return FlowLimits(
+        rate=row.rate,
+        period_seconds=row.period_seconds,
+        burst=row.burst,
+        parallelism=row.parallelism,
+        ordering=Ordering(row.ordering),
+        paused=bool(row.paused),
+    )
+
+
+def _limit_values(limits: FlowLimits) -> dict[str, Any]:
+    return {
+        "rate": limits.rate,
+        "period_seconds": limits.period_seconds,
+        "burst": limits.burst,
+        "parallelism": limits.parallelism,
+        "ordering": limits.ordering.value,
+        "paused": limits.paused,
+    }
+
+
+class FlowKeyStore:
+    """Reads and writes of `flow_keys`, inside the caller's transaction."""
+
+    async def get(self, conn: AsyncConnection, key: str, now: datetime) -> FlowKey:
+        """The key as it stands; a key never PUT is answered too (no limits)."""
+        row = (await conn.execute(sa.select(flow_keys).where(_f.key == key))).one_or_none()
+        (found,) = await self._with_figures(conn, [key], {key: row} if row else {}, now)
+        return found
+
+    async def put(
+        self,
+        conn: AsyncConnection,
+        key: str,
+        limits: FlowLimits,
+        if_match: frozenset[int] | None,
+        now: datetime,
+    ) -> tuple[FlowKey, bool]:
+        """Create or replace the key's limits; True when the key had none. A client's
+        `if_match` names the versions it expects (a key with no limits is at none). The
+        bucket keeps its tokens, up to the new capacity: new limits are no new burst."""
+        dialect = dialect_of(conn)
+        fresh = {
+            "key": key,
+            "limits_set": False,
+            "version": 1,
+            "created_at": now,
+            "updated_at": now,
+        }
+        await dialect.insert_ignoring(conn, flow_keys, [fresh], "key")
+        row = (
+            await conn.execute(sa.select(flow_keys).where(_f.key == key).with_for_update())
+        ).one()
+        created = not row.limits_set
+        if if_match is not None:
+            if created:
+                check_version(0, if_match, "the flow key has no limits yet")
+            else:
+                check_version(row.version, if_match, f"the flow key is at version {row.version}")
+        capacity = limits.capacity
+        tokens = None if capacity is None or row.tokens is None else min(row.tokens, capacity)
+        values = {
+            **_limit_values(limits),
+            "limits_set": True,
+            "version": 1 if created else row.version + 1,
+            "tokens": tokens,
+            "refilled_at": None if tokens is None else row.refilled_at,
+            "updated_at": now,
+        }
+        await conn.execute(flow_keys.update().where(_f.key == key).values(**values))
+        return await self.get(conn, key, now), created
+
+    async def clear_backoff(self, conn: AsyncConnection, key: str, now: datetime) -> FlowKey:
+        """End the key's back-off now: what waits on it starts as its limits allow. Its
+        limits and version stay (a back-off is a destination's, not an operator's
+        change); a row that only the back-off made goes with it. The key as it then is."""
+        await conn.execute(
+            flow_keys.update()
+            .where(_f.key == key, _f.backoff_until.is_not(None))
+            .values(backoff_until=None)
+        )
+        await conn.execute(flow_keys.delete().where(_f.key == key, _f.limits_set.is_(False)))
+        return await self.get(conn, key, now)
+
+    async def delete(
+        self, conn: AsyncConnection, key: str, if_match: frozenset[int] | None
+    ) -> bool:
+        """Remove the key's limits and back-off (its schedules keep the name and run
+        unlimited); False when it had none."""
+        row = (
+            await conn.execute(
+                sa.select(_f.version, _f.limits_set).where(_f.key == key).with_for_update()
+            )
+        ).one_or_none()
+        if row is None or not row.limits_set:
+            if if_match is not None:
+                check_version(0, if_match, "the flow key has no limits")
+            if row is not None:
+                await conn.execute(flow_keys.delete().where(_f.key == key))
+            return False
+        if if_match is not None:
+            check_version(row.version, if_match, f"the flow key is at version {row.version}")
+        await conn.execute(flow_keys.delete().where(_f.key == key))
+        return True
+
+    async def page(
+        self, conn: AsyncConnection, *, after: str | None, limit: int, now: datetime
+    ) -> list[FlowKey]:
+        """Keys in name order after `after`: those with a row and those only schedules
+        name (each schedule's key is in its own index)."""
+        named = sa.select(schedules.c.flow_key.label("key")).where(
+            schedules.c.flow_key.is_not(None)
+        )
+        stored = sa.select(_f.key.label("key"))
+        if after is not None:
+            named = named.where(schedules.c.flow_key > after)
+            stored = stored.where(_f.key > after)
+        both = sa.union(named, stored).subquery()
+        keys = list(
+            (await conn.execute(sa.select(both.c.key).order_by(both.c.key).limit(limit))).scalars()
+        )
+        if not keys:
+            return []
+        rows = {
+            row.key: row for row in await conn.execute(sa.select(flow_keys).where(_f.key.in_(keys)))
+        }
+        return await self._with_figures(conn, keys, rows, now)
+
+    async def _with_figures(
+        self, conn: AsyncConnection, keys: Sequence[str], rows: dict[str, Any], now: datetime
+    ) -> list[FlowKey]:
+        params = {"keys": list(keys), "now": now}
+        flying = {row.flow_key: row.in_flight for row in await conn.execute(_IN_FLIGHT, params)}
+        waiting = {row.flow_key: row.waiting for row in await conn.execute(_WAITING, params)}
+        found = []
+        for key in keys:
+            row = rows.get(key)
+            backoff = None if row is None else row.backoff_until
+            found.append(
+                FlowKey(
+                    key=key,
+                    limits=stored_limits(row) if row is not None and row.limits_set else None,
+                    version=row.version if row is not None and row.limits_set else None,
+                    in_flight=flying.get(key, 0),
+                    waiting=waiting.get(key, 0),
+                    backoff_until=backoff if backoff is not None and backoff > now else None,
+                    created_at=None if row is None else row.created_at,
+                    updated_at=None if row is None else row.updated_at,
+                )
+            )
+        return found

@@ -1,0 +1,1 @@
+"""The tables, their column types, and how rows become the domain's values and back."""

@@ -1,0 +1,487 @@
+"""Table shapes and indexes; alembic migrations are written against this metadata.
+
+Invariant: a pending occurrence is claimable when `available_at <= now`; the partial
+index `ix_occurrences_claim` holds only pending rows, so a claim costs the same however
+much delivered history the table keeps.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlmodel import Field, SQLModel
+
+from app.store.schema.types import DOUBLE, LONG_TEXT, PAYLOAD, UUID, JSONType, UTCDateTime
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "%(table_name)s_%(column_0_name)s_key",
+    "ck": "%(table_name)s_%(constraint_name)s_check",
+    "fk": "%(table_name)s_%(column_0_name)s_fkey",
+    "pk": "%(table_name)s_pkey",
+}
+
+SQLModel.metadata.naming_convention = NAMING_CONVENTION
+metadata = SQLModel.metadata
+
+
+# MySQL tables: InnoDB, and a binary collation, so that names, event types and keys
+# compare as they do elsewhere (case and accents count).
+MYSQL_TABLE = {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"}
+
+SCHEDULE_STATUSES = ("pending", "paused", "completed", "cancelled", "failed")
+OCCURRENCE_STATUSES = ("pending", "delivered", "dead_lettered", "cancelled", "skipped")
+ORIGINS = ("schedule", "trigger", "catchup", "backfill", "callback")
+MISFIRE_POLICIES = ("fire_once", "skip", "fire_all")
+SKIP_REASONS = ("misfire", "paused", "dst_gap")
+PAUSE_REASONS = ("manual", "failures")
+ATTEMPT_OUTCOMES = ("delivered", "retry", "dead_lettered", "lease_expired")
+EVENT_KINDS = (
+    "created",
+    "updated",
+    "paused",
+    "resumed",
+    "triggered",
+    "cancelled",
+    "backfilled",
+    "completed",
+    "failed",
+    "auto_paused",
+    "dead_letter_replayed",
+    "dead_letter_discarded",
+)
+# Finished occurrences that retention deletes; pending and dead-lettered ones are kept.
+PRUNABLE_STATUSES = ("delivered", "cancelled", "skipped")
+# Schedules that have ended, which schedule retention deletes with all they hold.
+ENDED_STATUSES = ("completed", "cancelled", "failed")
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+# The pruning statement repeats this text, so that both dialects prove the index usable.
+PRUNABLE = _in("status", PRUNABLE_STATUSES)
+ENDED = _in("status", ENDED_STATUSES)
+# The pending rows each claim index holds (`CLAIM_SETS`): of no flow key never attempted
+# (first attempts), of no flow key attempted before (retries, replays, leases lost), and of
+# a flow key. The claims repeat these texts, so each proves its index usable.
+UNKEYED_FRESH = "status = 'pending' AND flow_key IS NULL AND first_attempt_at IS NULL"
+UNKEYED_AGAIN = "status = 'pending' AND flow_key IS NULL AND first_attempt_at IS NOT NULL"
+KEYED = "status = 'pending' AND flow_key IS NOT NULL"
+CLAIM_SETS = (UNKEYED_FRESH, UNKEYED_AGAIN, KEYED)
+# The rows of a flow key whose lease may still hold, whatever their status: a pause or a
+# cancel does not end an attempt in flight. The count of a key's attempts in flight repeats
+# this text, so it proves the index usable.
+FLOW_LEASED = "flow_key IS NOT NULL AND lease_token IS NOT NULL"
+
+
+def by_key(status: sa.ColumnElement[str]) -> sa.ColumnElement[str]:
+    """An occurrence's status as a statement that finds its rows by key (occurrence ids)
+    tests it: as an expression no partial index of pending rows is defined on, so that
+    PostgreSQL never reads one of those indexes to find the rows. Its estimate of such an
+    index lags a burst of inserts (rows added since the table was analysed count for
+    nothing), and a start mark of 60 ids then read all 10^4 pending rows of a W1 burst:
+    5 ms, against 0.3 ms by key, and growing with what is pending."""
+    return sa.func.coalesce(status, "")
+
+
+ORDERINGS = ("none", "fifo")
+FLOW_KEY_LENGTH = 128
+
+_PARTIAL_DIALECTS = ("postgresql", "sqlite")
+_MYSQL_DIALECTS = ("mysql", "mariadb")
+
+
+def _partial(name: str, *columns: str, where: str, mysql: tuple[str, ...] | None) -> list[sa.Index]:
+    """An index over `columns` of the rows `where` selects: partial on PostgreSQL and
+    SQLite, so its size follows the rows that matter, not the history kept. MySQL has no
+    partial indexes; there the index is over `mysql`, which leads or ends with the columns
+    `where` tests, so each lookup is still a range scan of the index (None: another MySQL
+    index serves already). Both carry the dialects they belong to (`info`); DDL takes a
+    table's indexes from `table_indexes`."""
+    partial = sa.Index(
+        name,
+        *columns,
+        postgresql_where=sa.text(where),
+        sqlite_where=sa.text(where),
+        info={"dialects": _PARTIAL_DIALECTS},
+    )
+    if mysql is None:
+        return [partial]
+    return [partial, sa.Index(name, *mysql, info={"dialects": _MYSQL_DIALECTS})]
+
+
+def table_indexes(table: sa.Table, dialect: str) -> list[sa.Index]:
+    """The indexes `table` has on `dialect`, by name."""
+    return sorted(
+        (i for i in table.indexes if dialect in i.info.get("dialects", (dialect,))),
+        key=lambda index: str(index.name),
+    )
+
+
+class ScheduleRow(SQLModel, table=True):
+    __tablename__ = "schedules"
+    __table_args__ = (
+        sa.CheckConstraint(_in("status", SCHEDULE_STATUSES), name="status"),
+        sa.CheckConstraint("max_attempts >= 1", name="max_attempts"),
+        sa.CheckConstraint("fire_count >= 0", name="fire_count"),
+        sa.CheckConstraint("version >= 1", name="version"),
+        sa.CheckConstraint("jitter_seconds >= 0", name="jitter_seconds"),
+        sa.CheckConstraint(_in("misfire_policy", MISFIRE_POLICIES), name="misfire_policy"),
+        sa.CheckConstraint("misfire_grace_seconds >= 0", name="misfire_grace_seconds"),
+        sa.CheckConstraint("max_catchup >= 1", name="max_catchup"),
+        sa.CheckConstraint(
+            "max_occurrences IS NULL OR max_occurrences >= 1", name="max_occurrences"
+        ),
+        sa.CheckConstraint(
+            "last_skip_reason IS NULL OR " + _in("last_skip_reason", SKIP_REASONS),
+            name="last_skip_reason",
+        ),
+        sa.CheckConstraint(
+            "pause_after_failures IS NULL OR pause_after_failures BETWEEN 1 AND 1000",
+            name="pause_after_failures",
+        ),
+        sa.CheckConstraint(
+            "pause_reason IS NULL OR " + _in("pause_reason", PAUSE_REASONS), name="pause_reason"
+        ),
+        sa.CheckConstraint("consecutive_failures >= 0", name="consecutive_failures"),
+        # The claim skips paused schedules; this keeps that check off a scan of every schedule.
+        *_partial("ix_schedules_paused", "id", where="status = 'paused'", mysql=("status", "id")),
+        # Schedule retention: ended schedules, oldest change first (MySQL: all of them, by
+        # that instant, with the status read inside the index).
+        *_partial("ix_schedules_ended", "updated_at", where=ENDED, mysql=("updated_at", "status")),
+        # Failing schedules (a list's `failing` filter): only those with failures in a row.
+        *_partial(
+            "ix_schedules_failing",
+            "id",
+            where="consecutive_failures > 0",
+            mysql=("consecutive_failures", "id"),
+        ),
+        # The keys schedules name (the list of keys, a PATCH of the key).
+        *_partial(
+            "ix_schedules_flow_key", "flow_key", where="flow_key IS NOT NULL", mysql=("flow_key",)
+        ),
+        MYSQL_TABLE,
+    )
+
+    id: uuid.UUID = Field(sa_column=sa.Column(UUID, primary_key=True))
+    name: str | None = Field(default=None, sa_column=sa.Column(sa.String(200), unique=True))
+    event_type: str = Field(sa_column=sa.Column(sa.String(200), nullable=False))
+    # Plain JSON, not JSONB: the stored text is the payload as given, sent byte for byte.
+    payload: Any = Field(sa_column=sa.Column(PAYLOAD, nullable=True))
+    target: dict[str, Any] = Field(sa_column=sa.Column(JSONType, nullable=False))
+    target_type: str = Field(sa_column=sa.Column(sa.String(20), nullable=False))
+    trigger: dict[str, Any] = Field(sa_column=sa.Column(JSONType, nullable=False))
+    max_attempts: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+    jitter_seconds: float = Field(
+        default=0.0, sa_column=sa.Column(DOUBLE, nullable=False, server_default="0")
+    )
+    misfire_policy: str = Field(
+        default="fire_once",
+        sa_column=sa.Column(sa.String(20), nullable=False, server_default="fire_once"),
+    )
+    misfire_grace_seconds: float = Field(
+        default=60.0, sa_column=sa.Column(DOUBLE, nullable=False, server_default="60")
+    )
+    max_catchup: int = Field(
+        default=100, sa_column=sa.Column(sa.Integer, nullable=False, server_default="100")
+    )
+    max_occurrences: int | None = Field(default=None, sa_column=sa.Column(sa.Integer))
+    labels: dict[str, str] = Field(sa_column=sa.Column(JSONType, nullable=False))
+    status: str = Field(sa_column=sa.Column(sa.String(20), nullable=False))
+    fire_count: int = Field(sa_column=sa.Column(sa.Integer, nullable=False, server_default="0"))
+    # Ticks of the trigger that fired (or were planned to fire, for catch-ups): what
+    # max_occurrences bounds. Manual triggers and backfills are not counted.
+    tick_count: int = Field(
+        default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
+    )
+    skipped_count: int = Field(
+        default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
+    )
+    last_skip_reason: str | None = Field(default=None, sa_column=sa.Column(sa.String(20)))
+    # Set while paused: the ticks between it and the resume are recorded as skipped.
+    paused_at: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
+    last_fired_at: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
+    idempotency_key: str | None = Field(
+        default=None, sa_column=sa.Column(sa.String(255), unique=True)
+    )
+    request_hash: str | None = Field(default=None, sa_column=sa.Column(sa.String(64)))
+    created_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
+    updated_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
+    # +1 on every change a client or operator makes; deliveries leave it alone.
+    version: int = Field(
+        default=1, sa_column=sa.Column(sa.Integer, nullable=False, server_default="1")
+    )
+    # The API key's name (or "cli") that created it; NULL when no keys are set.
+    created_by: str | None = Field(default=None, sa_column=sa.Column(sa.String(64)))
+    # NULL: never pause by itself; else pause after this many dead letters in a row.
+    pause_after_failures: int | None = Field(default=None, sa_column=sa.Column(sa.Integer))
+    # Set while paused: "manual" (API, CLI) or "failures" (auto-pause).
+    pause_reason: str | None = Field(default=None, sa_column=sa.Column(sa.String(20)))
+    # Occurrences dead-lettered in a row; a delivery sets it back to 0.
+    consecutive_failures: int = Field(
+        default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
+    )
+    # The flow key whose limits its deliveries share (NULL: none).
+    flow_key: str | None = Field(
+        default=None, sa_column=sa.Column(sa.String(FLOW_KEY_LENGTH), nullable=True)
+    )
+    # Its own retry policy over the service's (NULL: the service's), as JSON.
+    retry: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(JSONType, nullable=True))
+    # The target told of each of its occurrences dead-lettered (NULL: none), as JSON.
+    on_failure: dict[str, Any] | None = Field(
+        default=None, sa_column=sa.Column(JSONType, nullable=True)
+    )
+    # The W3C traceparent of the request that created it (NULL: none), sent on every
+    # delivery of its occurrences (docs/tracing.md).
+    traceparent: str | None = Field(default=None, sa_column=sa.Column(sa.String(55)))
+
+
+class OccurrenceRow(SQLModel, table=True):
+    __tablename__ = "occurrences"
+    __table_args__ = (
+        sa.CheckConstraint(_in("status", OCCURRENCE_STATUSES), name="status"),
+        sa.CheckConstraint(_in("origin", ORIGINS), name="origin"),
+        sa.CheckConstraint("attempts >= 0", name="attempts"),
+        sa.CheckConstraint(
+            "status <> 'delivered' OR delivered_at IS NOT NULL", name="delivered_at"
+        ),
+        sa.CheckConstraint(
+            "status <> 'dead_lettered' OR dead_lettered_at IS NOT NULL", name="dead_lettered_at"
+        ),
+        sa.CheckConstraint("(status = 'skipped') = (skip_reason IS NOT NULL)", name="skip_reason"),
+        sa.CheckConstraint(
+            "skip_reason IS NULL OR " + _in("skip_reason", SKIP_REASONS), name="skip_reason_value"
+        ),
+        # The claim of unkeyed first attempts: rows held back on a flow key are not in it,
+        # nor retries and replays, so neither costs that claim anything however many wait
+        # (on MySQL, `flow_key IS NULL` is an equality lookup in the index's second column,
+        # and the kind of attempt a filter).
+        *_partial(
+            "ix_occurrences_claim",
+            "available_at",
+            where=UNKEYED_FRESH,
+            mysql=("status", "flow_key", "available_at"),
+        ),
+        # The claim of unkeyed rows attempted before (MySQL: the claim index).
+        *_partial("ix_occurrences_claim_again", "available_at", where=UNKEYED_AGAIN, mysql=None),
+        # The keyed claim: each key's due rows in due order (MySQL: the claim index).
+        *_partial("ix_occurrences_flow", "flow_key", "available_at", where=KEYED, mysql=None),
+        # A fifo key's head: its earliest pending row in due order (fire instant, then id).
+        *_partial(
+            "ix_occurrences_flow_order",
+            "flow_key",
+            "fire_at",
+            "occurrence_id",
+            where=KEYED,
+            mysql=("status", "flow_key", "fire_at", "occurrence_id"),
+        ),
+        # The earliest keyed row not due yet, for the loop's idle sleep.
+        *_partial(
+            "ix_occurrences_flow_due",
+            "available_at",
+            where=KEYED,
+            mysql=("status", "available_at", "flow_key"),
+        ),
+        # A key's attempts in flight: its rows whose lease holds (MySQL: every row, each
+        # key's leases in order of their end, so the count is a range of live ones).
+        *_partial(
+            "ix_occurrences_flow_leases",
+            "flow_key",
+            "lease_until",
+            where=FLOW_LEASED,
+            mysql=("flow_key", "lease_until"),
+        ),
+        sa.Index("ix_occurrences_schedule_id_fire_at", "schedule_id", "fire_at"),
+        *_partial(
+            "ix_occurrences_pending_by_schedule",
+            "schedule_id",
+            "fire_at",
+            where="status = 'pending'",
+            mysql=("schedule_id", "status", "fire_at"),
+        ),
+        *_partial(
+            "ix_occurrences_dead_letters",
+            "dead_lettered_at",
+            where="status = 'dead_lettered'",
+            mysql=("status", "dead_lettered_at"),
+        ),
+        # Retention finds expired rows without scanning the history it keeps (on MySQL it
+        # reads the oldest first and skips kept rows inside the index).
+        *_partial(
+            "ix_occurrences_retention", "updated_at", where=PRUNABLE, mysql=("updated_at", "status")
+        ),
+        MYSQL_TABLE,
+    )
+
+    occurrence_id: uuid.UUID = Field(sa_column=sa.Column(UUID, primary_key=True))
+    schedule_id: uuid.UUID = Field(
+        sa_column=sa.Column(UUID, sa.ForeignKey("schedules.id", ondelete="CASCADE"), nullable=False)
+    )
+    fire_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
+    # NULL while the schedule is paused: held, not claimable.
+    available_at: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
+    # While held: the instant it was due, which resume gives back.
+    held_until: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
+    # Set by the first claim: the cadence is planned and `fire_count` counted only then.
+    first_attempt_at: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
+    status: str = Field(sa_column=sa.Column(sa.String(20), nullable=False))
+    origin: str = Field(sa_column=sa.Column(sa.String(20), nullable=False))
+    attempts: int = Field(sa_column=sa.Column(sa.Integer, nullable=False, server_default="0"))
+    lease_token: uuid.UUID | None = Field(default=None, sa_column=sa.Column(UUID))
+    lease_owner: str | None = Field(default=None, sa_column=sa.Column(sa.String(100)))
+    # The lease's end, written only by the claim (a settle or a release ends the lease by
+    # clearing `lease_token`). Unlike `available_at`, which is the lease's end too until a
+    # pause holds the row or a cancel ends it, a pause or a cancel never moves it: an
+    # attempt in flight holds its key's slot until it is settled or its lease runs out.
+    lease_until: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
+    # Written only by the claim: when the leased attempt may start (the claim's instant, or
+    # the due instant of one claimed ahead). A lost attempt's start in the attempt log.
+    leased_at: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
+    # Claimed ahead and not started yet: a lease lost while this is true never ran, and
+    # its attempt is not charged (the replica sets it false as the attempt starts).
+    lease_ahead: bool = Field(
+        default=False, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.false())
+    )
+    last_error: str | None = Field(default=None, sa_column=sa.Column(sa.Text))
+    skip_reason: str | None = Field(default=None, sa_column=sa.Column(sa.String(20)))
+    # How many ticks a skipped entry stands for: 1, or the rest of a long gap.
+    skipped_count: int = Field(
+        default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
+    )
+    delivered_at: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
+    dead_lettered_at: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
+    created_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
+    updated_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
+    # Its schedule's flow key, copied when the row is written (and by a PATCH of the key),
+    # so that the claim never joins to find it.
+    flow_key: str | None = Field(
+        default=None, sa_column=sa.Column(sa.String(FLOW_KEY_LENGTH), nullable=True)
+    )
+    # A failure callback's (origin `callback`): the occurrence whose dead-lettering it
+    # reports, and the JSON text it delivers in place of its schedule's payload.
+    callback_of: uuid.UUID | None = Field(default=None, sa_column=sa.Column(UUID))
+    body: str | None = Field(default=None, sa_column=sa.Column(LONG_TEXT))
+
+
+class FlowKeyRow(SQLModel, table=True):
+    """A flow key's limits, its token bucket and its back-off (DESIGN section 11). A key
+    that schedules name with no row has no limits; what is in flight is never stored but
+    counted from live leases, so a replica that dies holds its slots only until they end."""
+
+    __tablename__ = "flow_keys"
+    __table_args__ = (
+        sa.CheckConstraint("rate IS NULL OR rate >= 1", name="rate"),
+        sa.CheckConstraint("period_seconds > 0", name="period_seconds"),
+        sa.CheckConstraint("burst IS NULL OR burst >= 1", name="burst"),
+        sa.CheckConstraint("parallelism IS NULL OR parallelism >= 1", name="parallelism"),
+        sa.CheckConstraint(_in("ordering", ORDERINGS), name="ordering"),
+        sa.CheckConstraint("version >= 1", name="version"),
+        MYSQL_TABLE,
+    )
+
+    key: str = Field(sa_column=sa.Column(sa.String(FLOW_KEY_LENGTH), primary_key=True))
+    rate: int | None = Field(default=None, sa_column=sa.Column(sa.Integer))
+    period_seconds: float = Field(
+        default=1.0, sa_column=sa.Column(DOUBLE, nullable=False, server_default="1")
+    )
+    burst: int | None = Field(default=None, sa_column=sa.Column(sa.Integer))
+    parallelism: int | None = Field(default=None, sa_column=sa.Column(sa.Integer))
+    ordering: str = Field(
+        default="none", sa_column=sa.Column(sa.String(10), nullable=False, server_default="none")
+    )
+    paused: bool = Field(
+        default=False, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.false())
+    )
+    # False for a row that only a back-off made (no limits were ever PUT): a PUT is then new.
+    limits_set: bool = Field(
+        default=True, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.true())
+    )
+    version: int = Field(
+        default=1, sa_column=sa.Column(sa.Integer, nullable=False, server_default="1")
+    )
+    # The bucket: `tokens` as of `refilled_at` (NULL: full).
+    tokens: float | None = Field(default=None, sa_column=sa.Column(DOUBLE))
+    refilled_at: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
+    # A destination's Retry-After: nothing of the key starts before it.
+    backoff_until: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
+    created_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
+    updated_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
+
+
+class AttemptRow(SQLModel, table=True):
+    """One attempt of one occurrence, written in the transaction that settles it (or, for an
+    attempt whose replica died before settling it, by the claim that takes it again). A
+    replay starts the attempt count again; the earlier attempts stay, so an occurrence's
+    history is its attempts in the order they started."""
+
+    __tablename__ = "attempts"
+    __table_args__ = (
+        sa.CheckConstraint(_in("outcome", ATTEMPT_OUTCOMES), name="outcome"),
+        sa.CheckConstraint("attempt >= 1", name="attempt"),
+        sa.CheckConstraint("duration_ms >= 0", name="duration_ms"),
+        sa.Index("ix_attempts_occurrence_id_started_at", "occurrence_id", "started_at"),
+        MYSQL_TABLE,
+    )
+
+    # UUIDv7: ids sort by the instant they were made, the order of the history.
+    id: uuid.UUID = Field(sa_column=sa.Column(UUID, primary_key=True))
+    occurrence_id: uuid.UUID = Field(
+        sa_column=sa.Column(
+            UUID, sa.ForeignKey("occurrences.occurrence_id", ondelete="CASCADE"), nullable=False
+        )
+    )
+    attempt: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+    started_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
+    duration_ms: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+    outcome: str = Field(sa_column=sa.Column(sa.String(20), nullable=False))
+    status_code: int | None = Field(default=None, sa_column=sa.Column(sa.Integer))
+    error: str | None = Field(default=None, sa_column=sa.Column(sa.Text))
+    # At most the first 1 KiB of the reply's body, as text.
+    response_excerpt: str | None = Field(default=None, sa_column=sa.Column(sa.Text))
+    replica: str | None = Field(default=None, sa_column=sa.Column(sa.String(100)))
+    # The trace the attempt belongs to, 32 hex digits (NULL: none; docs/tracing.md).
+    trace_id: str | None = Field(default=None, sa_column=sa.Column(sa.String(32)))
+
+
+class ScheduleEventRow(SQLModel, table=True):
+    """One change in a schedule's life, written in the transaction of the change."""
+
+    __tablename__ = "schedule_events"
+    __table_args__ = (
+        sa.CheckConstraint(_in("kind", EVENT_KINDS), name="kind"),
+        sa.CheckConstraint("version >= 1", name="version"),
+        sa.Index("ix_schedule_events_schedule_id_id", "schedule_id", "id"),
+        MYSQL_TABLE,
+    )
+
+    # UUIDv7: a schedule's events read oldest first by id, which is also the cursor.
+    id: uuid.UUID = Field(sa_column=sa.Column(UUID, primary_key=True))
+    schedule_id: uuid.UUID = Field(
+        sa_column=sa.Column(UUID, sa.ForeignKey("schedules.id", ondelete="CASCADE"), nullable=False)
+    )
+    kind: str = Field(sa_column=sa.Column(sa.String(32), nullable=False))
+    at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
+    # The schedule's version once the change is made.
+    version: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+    # The API key's name, "cli", "system", or NULL when no keys are set.
+    actor: str | None = Field(default=None, sa_column=sa.Column(sa.String(64)))
+    # For `updated`: the names of the fields that changed.
+    fields: list[str] | None = Field(default=None, sa_column=sa.Column(JSONType))
+
+
+schedules: sa.Table = ScheduleRow.__table__  # type: ignore[attr-defined]
+occurrences: sa.Table = OccurrenceRow.__table__  # type: ignore[attr-defined]
+attempts: sa.Table = AttemptRow.__table__  # type: ignore[attr-defined]
+schedule_events: sa.Table = ScheduleEventRow.__table__  # type: ignore[attr-defined]
+flow_keys: sa.Table = FlowKeyRow.__table__  # type: ignore[attr-defined]
+
+
+def in_claim_set(where: str) -> sa.ColumnElement[bool]:
+    """The rows of one claim index (`CLAIM_SETS`), as a condition a statement repeats
+    whole: literal text on PostgreSQL and SQLite, where it must imply the index's own."""
+    return sa.text(where).self_group()  # type: ignore[return-value]

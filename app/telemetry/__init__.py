@@ -1,0 +1,1 @@
+"""What a replica tells its operators: logs, Prometheus metrics, OpenTelemetry traces."""
