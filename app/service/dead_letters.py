@@ -21,7 +21,7 @@ from app.domain.errors import ConflictError, InvalidInputError, NotFoundError
 from app.domain.filters import DeadLetterFilter
 from app.domain.occurrence import DeadLetter, OccurrenceStatus
 from app.domain.schedule import EventKind
-from app.store.engine.clock import transaction_now
+from app.store.dialects import announce, transaction_now
 from app.store.engine.database import Connection, Database
 from app.store.engine.wakeups import Wakeups
 from app.store.records.dead_letters import DeadLetterStore
@@ -96,7 +96,7 @@ class DeadLetterService:
             await self._events.record_for_occurrences(
                 conn, EventKind.DEAD_LETTER_REPLAYED, [occurrence_id], now, actor
             )
-            await self._wakeups.announce(conn, now)
+            await announce(conn, self._wakeups, now)
             return occurrence_id
 
         return await self._db.run(work)
@@ -172,7 +172,7 @@ class DeadLetterService:
         written = await self._events.record_for_occurrences(
             conn, EventKind.DEAD_LETTER_REPLAYED, replayed, now, actor, recorded=recorded
         )
-        await self._wakeups.announce(conn, now if replayed else None)
+        await announce(conn, self._wakeups, now if replayed else None)
         return _Batch(replayed, now, written)
 
     async def held(self, ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:

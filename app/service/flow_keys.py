@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from app.domain.errors import NotFoundError
 from app.domain.flow import FlowKey, FlowLimits
-from app.store.engine.clock import transaction_now
+from app.store.dialects import transaction_now
 from app.store.engine.database import Connection, Database
 from app.store.records.flow_keys import FlowKeyStore
 

@@ -19,7 +19,7 @@ steps before it reaches the lanes, by this replica's clock:
    in the lanes, charged, behind the deliveries in flight, and a replica that died then
    would cost each an attempt it never made. They join the lanes unstarted at their
    instant instead, and are marked as they leave the lanes (`app.worker.start_marks`).
-2. Marked, it waits (`Held` again) until its instant, then joins the lanes. Nothing starts
+2. Marked, it waits (a `Timetable` again) until its instant, then joins the lanes. Nothing starts
    early, and nothing starts before its mark has answered, however late: an attempt sent
    before its mark commits would be made again under the same number by the next claim if
    this replica died in between, and would not count against the attempt budget. A mark
@@ -27,14 +27,14 @@ steps before it reaches the lanes, by this replica's clock:
    milliseconds) makes its ticks as late as it is, and lengthens the lead of the next.
 
 Invariants:
-- `Held`: every delivery held is handed on exactly once, with the lease end it was held
-  with: by the timer no earlier than its instant (less the timer's resolution and the
+- `Timetable`: every delivery put in it is handed on exactly once, with the lease end it
+  was put in with: by the timer no earlier than its instant (less the timer's resolution and the
   `gather` it was made with), or by `release_all` when the loop stops. Nothing is dropped.
 - `ClaimedAhead`: every delivery it takes reaches the lanes exactly once, not before its
   instant and not before its mark has answered that it may start; or else is handed back
   unstarted (stopped since its claim, or its mark failed: then all
   of that statement's not started yet are, or their leases run out, uncharged). When the
-  loop stops, what is held joins the lanes at once, unmarked, and the drain hands it back.
+  loop stops, what waits joins the lanes at once, unmarked, and the drain hands it back.
 """
 
 from __future__ import annotations
@@ -91,9 +91,10 @@ Mark = Callable[[Sequence[Delivery]], Awaitable[set[uuid.UUID]]]
 Release = Callable[[Sequence[Delivery], bool], Awaitable[None]]
 
 
-class Held:
-    """`gather`: a timer that fires also hands on what falls due within that many seconds
-    after it, together (their consumer then starts them at their own instants)."""
+class Timetable:
+    """Deliveries waiting, each until a loop time, handed on by a timer. `gather`: a timer
+    that fires also hands on what falls due within that many seconds after it, together
+    (their consumer then starts them at their own instants)."""
 
     def __init__(self, on_due: OnDue, *, gather: float = 0.0) -> None:
         self._on_due = on_due
@@ -109,16 +110,16 @@ class Held:
 
     @property
     def next_at(self) -> float | None:
-        """The loop time the soonest held delivery may start, if any is held."""
+        """The loop time the soonest delivery in it may start, if any waits."""
         return self._heap[0][0] if self._heap else None
 
-    def hold(self, delivery: Delivery, at: float, deadline: float) -> None:
+    def put(self, delivery: Delivery, at: float, deadline: float) -> None:
         """Hold `delivery` until loop time `at`; `arm` after a batch of these."""
         self._serial += 1
         heapq.heappush(self._heap, (at, self._serial, delivery, deadline))
 
     def arm(self) -> None:
-        """A timer for the soonest held delivery, unless one is set for then or sooner."""
+        """A timer for the soonest delivery in it, unless one is set for then or sooner."""
         if not self._heap:
             return
         at = self._heap[0][0]
@@ -130,7 +131,7 @@ class Held:
         self._timer = asyncio.get_running_loop().call_at(at, self._fire)
 
     def release_all(self) -> None:
-        """Stopping: hand on everything held, due or not."""
+        """Stopping: hand on everything in it, due or not."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer, self._timer_at = None, float("inf")
@@ -176,14 +177,14 @@ class ClaimedAhead:
         self._on_error = on_error
         self._stopping = stopping
         self._room = room  # free slots: how many may be marked started now
-        self._held = Held(self._due, gather=START_GATHER)  # not about due yet
+        self._not_due = Timetable(self._due, gather=START_GATHER)  # not about due yet
         # About due, waiting to be marked started (`_start_due`); marked, and waiting for
         # their instant (`_marked`); the instant of each, by loop time.
         self._starting: list[tuple[list[Delivery], float]] = []
         self._task: asyncio.Task[None] | None = None
-        self._marked = Held(self._at_instant)
+        self._marked = Timetable(self._at_instant)
         # Beyond the room when their mark was due: they join the lanes unstarted.
-        self._unmarked = Held(self._unstarted_due)
+        self._unmarked = Timetable(self._unstarted_due)
         # Keyed by claim, not by occurrence: a retry claimed ahead again while its earlier
         # claim's delivery is still being handed on is another delivery.
         self._instants: dict[ClaimKey, float] = {}
@@ -191,16 +192,16 @@ class ClaimedAhead:
 
     def __len__(self) -> int:
         """Taken, and not yet in the lanes or handed back (but for those being marked)."""
-        return len(self._held) + len(self._marked) + len(self._unmarked)
+        return len(self._not_due) + len(self._marked) + len(self._unmarked)
 
     @property
-    def holding(self) -> int:
+    def unmarked_ahead(self) -> int:
         """Waiting to be marked started: what bounds how far ahead the loop claims."""
-        return len(self._held)
+        return len(self._not_due)
 
     @property
     def expecting(self) -> bool:
-        """Ticks are held or being marked: some will join the lanes soon."""
+        """Ticks wait for their instant or are being marked: some will join the lanes soon."""
         return bool(self._instants) or len(self) > 0
 
     @property
@@ -229,17 +230,17 @@ class ClaimedAhead:
                 due_now.append(delivery)  # claimed ahead, and (about) due by now
                 self._instants[claim_key(delivery)] = now + wait
             else:
-                self._held.hold(delivery, now + wait - self.lead, deadline)
+                self._not_due.put(delivery, now + wait - self.lead, deadline)
                 self._instants[claim_key(delivery)] = now + wait
-        self._held.arm()
+        self._not_due.arm()
         if due_now:
             self._due(due_now, deadline)
         return ready
 
     async def stop(self) -> None:
-        """The loop is stopping (`stopping` is set): everything held joins the lanes, once
+        """The loop is stopping (`stopping` is set): everything waiting joins the lanes, once
         the marks being made are done."""
-        self._held.release_all()
+        self._not_due.release_all()
         if self._task is not None:
             await asyncio.wait({self._task})
         self._marked.release_all()
@@ -247,7 +248,7 @@ class ClaimedAhead:
         self._instants.clear()
 
     def _due(self, deliveries: list[Delivery], deadline: float) -> None:
-        """The lead before their instant: marked started first (`_start_due`), then held
+        """The lead before their instant: marked started first (`_start_due`), then waits
         until the instant; when the loop is stopping they join the lanes at once."""
         if self._stopping.is_set():
             self._at_instant(deliveries, deadline)
@@ -268,7 +269,7 @@ class ClaimedAhead:
         self, groups: list[tuple[list[Delivery], float]]
     ) -> list[tuple[list[Delivery], float]]:
         """Of the groups whose mark is due, as many as there are free slots for (but for
-        those marked and waiting for their instant); the others are held unmarked until
+        those marked and waiting for their instant); the others wait unmarked until
         their instant."""
         room = self._room() - len(self._marked)
         within: list[tuple[list[Delivery], float]] = []
@@ -280,7 +281,7 @@ class ClaimedAhead:
                 within.append((take, deadline))
             for delivery in deliveries[len(take) :]:
                 at = self._instants.pop(claim_key(delivery), 0.0)
-                self._unmarked.hold(delivery, at, deadline)
+                self._unmarked.put(delivery, at, deadline)
                 beyond = True
         if beyond:
             self._unmarked.arm()
@@ -316,7 +317,7 @@ class ClaimedAhead:
                         if delivery.occurrence_id not in may_start:
                             continue
                         if at > now + TIMER_SLACK:
-                            self._marked.hold(delivery, at, deadline)  # never early
+                            self._marked.put(delivery, at, deadline)  # never early
                         else:
                             ready.append(delivery)
                     self._admit(ready, deadline)

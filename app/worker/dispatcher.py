@@ -66,7 +66,7 @@ SETTLE_ALLOWANCE = 1.0
 CLAIM_AHEAD = 0.5
 # At most this many claimed-ahead deliveries wait (times the window): beyond it, claims
 # take only what is due.
-HELD_CAPACITY_FACTOR = 10
+AHEAD_CAPACITY_FACTOR = 10
 # At most this many windows of deliveries are sent and not yet recorded (in flight, or
 # finished and waiting for a settle write): a crash sends them again. Beyond it, starts
 # wait for a write to land. Without a bound a store slower than the targets lets that grow
@@ -243,7 +243,7 @@ class Dispatcher:
         )
         metrics.CLAIMED.inc(len(claimed.deliveries))
         auto_paused(claimed.auto_paused)
-        for reason, count in claimed.held.items():
+        for reason, count in claimed.held_back.items():
             metrics.FLOW_HELD.labels(reason).inc(count)
         return claimed
 
@@ -309,7 +309,7 @@ class Dispatcher:
         """How far ahead the next claim looks: CLAIM_AHEAD, or nothing while the claimed-ahead
         deliveries waiting are at their bound; in a run until idle, no further than it
         delivers."""
-        if self._claimed_ahead.holding >= HELD_CAPACITY_FACTOR * self._pacing.capacity:
+        if self._claimed_ahead.unmarked_ahead >= AHEAD_CAPACITY_FACTOR * self._pacing.capacity:
             return 0.0
         if self._until is not None:
             return min(CLAIM_AHEAD, max(self._until - self._wall(), 0.0))

@@ -18,7 +18,7 @@ from datetime import timedelta
 
 from app.domain.errors import StoreUnavailableError
 from app.settings import Settings
-from app.store.engine.clock import transaction_now
+from app.store.dialects import transaction_now
 from app.store.engine.database import Connection, Database
 from app.store.records.retention import prune, prune_schedules
 from app.telemetry import metrics

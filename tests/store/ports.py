@@ -41,8 +41,7 @@ from app.domain.trigger import (
     first_fire_at,
     resolve,
 )
-from app.store.dialects import dialect_of
-from app.store.engine.clock import transaction_now
+from app.store.dialects import dialect_of, transaction_now
 from app.store.engine.database import Connection, Database
 from app.store.engine.ddl import schema_ddl
 from app.store.engine.migrations import is_at_head, upgrade_to_head

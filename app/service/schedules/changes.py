@@ -22,7 +22,7 @@ from app.domain.schedule import (
 from app.domain.trigger import Trigger, check_cadence, first_fire_or_refuse, is_recurring, resolve
 from app.service.schedules.checks import BodyChecks, kept_secrets, targets_of
 from app.service.schedules.steps import ScheduleSteps
-from app.store.engine.clock import transaction_now
+from app.store.dialects import announce, transaction_now
 from app.store.engine.database import Connection, Database
 from app.store.engine.wakeups import Wakeups
 from app.store.loop import completion
@@ -132,4 +132,4 @@ class ScheduleChanges:
         if paused:  # held: resume gives it back its instant
             row["held_until"], row["available_at"] = row["available_at"], None
         await occurrences.insert(conn, [row])
-        await self._wakeups.announce(conn, row["available_at"])
+        await announce(conn, self._wakeups, row["available_at"])

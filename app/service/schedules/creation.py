@@ -19,7 +19,7 @@ from app.domain.trigger import Trigger, check_cadence, first_fire_or_refuse, res
 from app.service.schedules.checks import BodyChecks, no_redacted_secrets
 from app.service.schedules.steps import ScheduleSteps
 from app.settings import Settings
-from app.store.engine.clock import transaction_now
+from app.store.dialects import announce, transaction_now
 from app.store.engine.database import Connection, Database
 from app.store.engine.wakeups import Wakeups
 from app.store.records.events import NewEvent
@@ -194,7 +194,7 @@ class ScheduleCreation:
             )
             (stored,) = await self._steps.schedules.insert(conn, [draft], now)
             await self._steps.events.record(conn, _created([draft], created_by), now)
-            await self._wakeups.announce(conn, _due(draft))
+            await announce(conn, self._wakeups, _due(draft))
             return Created(stored, created=True)
 
         try:
@@ -239,7 +239,7 @@ class ScheduleCreation:
             ]
             stored = await self._steps.schedules.insert(conn, drafts, now)
             await self._steps.events.record(conn, _created(drafts, created_by), now)
-            await self._wakeups.announce(conn, min(map(_due, drafts), default=None))
+            await announce(conn, self._wakeups, min(map(_due, drafts), default=None))
             return stored
 
         return await self._db.run(work)

@@ -18,7 +18,7 @@ from app.domain.schedule import (
 )
 from app.domain.trigger import is_recurring, next_fire_after
 from app.service.schedules.steps import ScheduleSteps
-from app.store.engine.clock import transaction_now
+from app.store.dialects import announce, transaction_now
 from app.store.engine.database import Connection, Database
 from app.store.engine.wakeups import Wakeups
 from app.store.loop import completion
@@ -84,7 +84,7 @@ class ScheduleLifecycle:
             )
             await steps.record(conn, current, EventKind.RESUMED, now, actor)
             await steps.occurrences.unhold(conn, schedule_id, now)
-            await self._wakeups.announce(conn, now)
+            await announce(conn, self._wakeups, now)
             trigger = current.trigger
             if is_recurring(trigger):
                 if paused_at is not None:
@@ -103,7 +103,7 @@ class ScheduleLifecycle:
                         flow_key=current.flow_key,
                     )
                     await steps.occurrences.insert(conn, [row])
-                    await self._wakeups.announce(conn, row["available_at"])
+                    await announce(conn, self._wakeups, row["available_at"])
                 await completion.finish_recurring(conn, [schedule_id], now, actor)
             else:
                 await completion.finish_one_shots(conn, [schedule_id], now, actor)

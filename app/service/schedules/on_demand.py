@@ -14,7 +14,7 @@ from app.domain.occurrence import Occurrence, OccurrenceStatus, Origin
 from app.domain.schedule import EventKind, ScheduleStatus, check_trigger, check_version
 from app.domain.trigger import is_recurring, ticks_between
 from app.service.schedules.steps import ScheduleSteps
-from app.store.engine.clock import transaction_now
+from app.store.dialects import announce, transaction_now
 from app.store.engine.database import Connection, Database
 from app.store.engine.wakeups import Wakeups
 from app.store.schema.rows import new_occurrence
@@ -54,7 +54,7 @@ class OnDemand:
             await steps.occurrences.insert(conn, [row])
             await steps.schedules.bump_version(conn, schedule_id, now)
             await steps.record(conn, current, EventKind.TRIGGERED, now, actor)
-            await self._wakeups.announce(conn, now)
+            await announce(conn, self._wakeups, now)
             return Occurrence(
                 occurrence_id=row["occurrence_id"],
                 schedule_id=schedule_id,
@@ -121,7 +121,7 @@ class OnDemand:
                 await steps.schedules.bump_version(conn, schedule_id, now)
                 await steps.record(conn, current, EventKind.BACKFILLED, now, actor)
                 if current.status is not ScheduleStatus.PAUSED:
-                    await self._wakeups.announce(conn, now)
+                    await announce(conn, self._wakeups, now)
             return Backfill(
                 ticks=[(tick, occurrence_id(schedule_id, tick)) for tick in ticks],
                 created=made,

@@ -1,28 +1,27 @@
 """The dialect registry: a database URL's scheme names its dialect, whose module is loaded
 by name when a `Database` for it is built, so a database's driver is imported only where
-that database is used.
+that database is used. And what code holding a connection asks of its dialect: the
+database clock, wake-ups.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
+from datetime import datetime
 
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.settings import backends, db_urls
-
-if TYPE_CHECKING:
-    from app.store.dialects.base import Dialect
+from app.store.dialects.base import OPTION, Dialect
+from app.store.engine.wakeups import Wakeups
 
 # The names and URL forms of app.settings.backends, the table every reader of a URL shares.
 NAMES = backends.NAMES
 DESCRIPTION = backends.URL_FORMS
 
-# The engine-wide execution option that carries the dialect to code holding a connection.
-OPTION = "chronoq_dialect"
+__all__ = ["OPTION", "Dialect", "announce", "dialect_of", "next_due_in", "transaction_now"]
 
 
 def backend_of(url: str) -> str | None:
@@ -55,3 +54,25 @@ def dialect_of(conn: AsyncConnection) -> Dialect:
     """The dialect of the `Database` this connection came from."""
     dialect: Dialect = conn.sync_engine.get_execution_options()[OPTION]
     return dialect
+
+
+async def transaction_now(conn: AsyncConnection) -> datetime:
+    """The instant this transaction's writes are stamped with, from the database's clock
+    (an embedded SQLite file belongs to one host, whose clock is the database's)."""
+    return await dialect_of(conn).transaction_now(conn)
+
+
+async def announce(conn: AsyncConnection, wakeups: Wakeups, at: datetime | None) -> None:
+    """Inside a write's transaction: an occurrence is due at `at` (None: nothing new), news
+    for `wakeups` and, where the database carries it, for the other replicas."""
+    if at is not None:
+        await dialect_of(conn).announce(conn, wakeups, at)
+
+
+async def next_due_in(conn: AsyncConnection) -> float | None:
+    """Seconds until the earliest pending occurrence that is not yet due (None: none).
+
+    Rows already due but not claimed belong to paused schedules; they wait for a resume,
+    which announces itself. Reads the claim indexes only.
+    """
+    return await dialect_of(conn).next_due_in(conn)

@@ -17,26 +17,25 @@ from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import sqlalchemy as sa
+from sqlalchemy import event
 from sqlalchemy.engine import Dialect as SqlDialect
-from sqlalchemy.engine import Row
+from sqlalchemy.engine import Engine, Row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.domain.ids import event_id
 from app.domain.occurrence import Delivery, OccurrenceStatus
 from app.domain.schedule import EventKind
 from app.settings.backends import Backend
-from app.store.dialects.outcomes import outcomes
+from app.store.dialects.outcomes import Outcomes, outcomes
 from app.store.engine.clock import DatabaseClock, moved_statement
+from app.store.engine.wakeups import Wakeups
 from app.store.loop.sql import ClaimRows, query
 from app.store.schema.codec import JsonText
 from app.store.schema.tables import CLAIM_SETS, attempts, in_claim_set, occurrences, schedule_events
 from app.store.schema.types import UUID, UTCDateTime
-
-if TYPE_CHECKING:
-    from app.store.engine.wakeups import Wakeups
 
 # Callbacks to run once the current `Database.run` transaction has committed.
 AFTER_COMMIT: ContextVar[list[Callable[[], None]] | None] = ContextVar(
@@ -202,7 +201,7 @@ class Dialect(ABC):
     def __init__(self) -> None:
         # The database clock as this process reads it, shared by every `Database` of this
         # dialect (one instance per process); tests move it (`DatabaseClock.move`).
-        self.clock = DatabaseClock()
+        self.clock = DatabaseClock(on_move=_watch_statements)
 
     # -- connections --------------------------------------------------------------------
 
@@ -300,6 +299,11 @@ class Dialect(ABC):
         """`column` is one of the list bound as `name`."""
         return column.in_(sa.bindparam(name, expanding=True, type_=UUID))
 
+    @cached_property
+    def _outcomes(self) -> Outcomes:
+        """The settle's statements on this dialect's clock and list parameters, built once."""
+        return outcomes(self.now(), self.among)
+
     # -- writes -------------------------------------------------------------------------
 
     @abstractmethod
@@ -359,7 +363,7 @@ class Dialect(ABC):
         """Mark delivered each of `deliveries` whose lease token still holds it, and start
         from 0 again the count of dead letters in a row of each schedule that delivered
         one (only those counting: most schedules never fail, and are not written)."""
-        statements = outcomes(self)
+        statements = self._outcomes
         by_token = by_lease_token(deliveries)
         for token, ids in by_token.items():
             await conn.execute(statements.delivered, {"ids": ids, "token": token, "now": now})
@@ -388,7 +392,7 @@ class Dialect(ABC):
             by_status[row.status].append(row.id)
         for status, changed in by_status.items():
             await conn.execute(
-                outcomes(self).finish, {"schedule_ids": changed, "b_status": status, "now": now}
+                self._outcomes.finish, {"schedule_ids": changed, "b_status": status, "now": now}
             )
         events = [
             {
@@ -544,3 +548,34 @@ async def session_lock(
         await conn.rollback()
         await conn.execute(give_back, params)
         await conn.commit()
+
+
+# The engine-wide execution option that carries the dialect to code holding a connection.
+OPTION = "chronoq_dialect"
+
+_watching = False
+
+
+def _watch_statements() -> None:
+    """From the first move of a clock on, every statement of this process passes `_moved`
+    (installed once)."""
+    global _watching
+    if not _watching:
+        event.listen(Engine, "before_cursor_execute", _moved, retval=True)
+        _watching = True
+
+
+def _moved(
+    conn: Any,
+    cursor: Any,
+    statement: str,
+    parameters: Any,
+    context: Any,
+    executemany: bool,
+) -> tuple[str, Any]:
+    """A statement about to be sent, as it reads its database's clock moved (engines that
+    are no `Database`'s, and clocks not moved, pass unchanged)."""
+    dialect: Dialect | None = conn.engine.get_execution_options().get(OPTION)
+    if dialect is None or not dialect.clock.shift:
+        return statement, parameters
+    return dialect.moved_statement(statement, dialect.clock.shift), parameters

@@ -8,18 +8,15 @@ same pieces (data-modifying CTEs, in postgresql.py); the meaning is the same eve
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlalchemy as sa
 
 from app.domain.occurrence import OccurrenceStatus, Origin
 from app.store.schema.tables import by_key, occurrences, schedules
 from app.store.schema.types import UUID
-
-if TYPE_CHECKING:
-    from app.store.dialects.base import Dialect
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,25 +42,28 @@ def delivered_values(now: sa.ColumnElement[Any]) -> dict[str, Any]:
     }
 
 
-@cache
-def outcomes(dialect: Dialect) -> Outcomes:
-    now = dialect.now()
+# `column IN (the list parameter called name)`, as the dialect writes one (`Dialect.among`).
+Among = Callable[[sa.ColumnElement[Any], str], sa.ColumnElement[bool]]
+
+
+def outcomes(now: sa.ColumnElement[Any], among: Among) -> Outcomes:
+    """The statements on a dialect's clock, `now`, and its list parameters, `among`."""
     o = occurrences.alias("o")
     return Outcomes(
         delivered=occurrences.update()
         .where(
-            dialect.among(occurrences.c.occurrence_id, "ids"),
+            among(occurrences.c.occurrence_id, "ids"),
             occurrences.c.lease_token == sa.bindparam("token", type_=UUID),
             by_key(occurrences.c.status) == OccurrenceStatus.PENDING,
         )
         .values(**delivered_values(now)),
         restart_failures=schedules.update()
         .where(
-            dialect.among(schedules.c.id, "touched"),
+            among(schedules.c.id, "touched"),
             schedules.c.consecutive_failures > 0,
             sa.exists().where(
                 o.c.schedule_id == schedules.c.id,
-                dialect.among(o.c.occurrence_id, "delivered_ids"),
+                among(o.c.occurrence_id, "delivered_ids"),
                 o.c.status == OccurrenceStatus.DELIVERED,
                 o.c.delivered_at == now,
                 o.c.origin != Origin.CALLBACK,  # no delivery of its schedule's
@@ -71,6 +71,6 @@ def outcomes(dialect: Dialect) -> Outcomes:
         )
         .values(consecutive_failures=0),
         finish=schedules.update()
-        .where(dialect.among(schedules.c.id, "schedule_ids"))
+        .where(among(schedules.c.id, "schedule_ids"))
         .values(status=sa.bindparam("b_status", type_=sa.String()), updated_at=now),
     )

@@ -13,17 +13,8 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
-
-from sqlalchemy import event
-from sqlalchemy.engine import Engine
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from app.store.dialects import OPTION, dialect_of
-
-if TYPE_CHECKING:
-    from app.store.dialects.base import Dialect
 
 # Every way the three databases' SQL reads a clock of its own: while the clock is moved, a
 # statement that reads one otherwise than as its dialect's `server_clock` would not see the
@@ -36,12 +27,6 @@ CLOCK_READS = re.compile(
     r"|'now'",
     re.IGNORECASE,
 )
-
-
-async def transaction_now(conn: AsyncConnection) -> datetime:
-    """The instant this transaction's writes are stamped with, from the database's clock
-    (an embedded SQLite file belongs to one host, whose clock is the database's)."""
-    return await dialect_of(conn).transaction_now(conn)
 
 
 class DatabaseClock:
@@ -63,8 +48,11 @@ class DatabaseClock:
     instants read into Python.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, on_move: Callable[[], None] = lambda: None) -> None:
         self._shift = timedelta(0)
+        # Called at each move: installs, once, what makes statements read the clock moved
+        # (`Dialect`'s statement hook).
+        self._on_move = on_move
 
     @property
     def shift(self) -> timedelta:
@@ -76,7 +64,7 @@ class DatabaseClock:
         (a clock never runs backwards: a negative `by` is refused)."""
         if by < timedelta(0):
             raise ValueError("the database clock moves forward only")
-        _watch_statements()
+        self._on_move()
         self._shift += by
 
     def reset(self) -> None:
@@ -106,30 +94,3 @@ def moved_statement(statement: str, read: str | None, moved: str) -> str:
                 f"the moved database clock: {statement}"
             )
     return moved.join(pieces)
-
-
-_watching = False
-
-
-def _watch_statements() -> None:
-    """From the first move on, every statement of this process passes `_moved` (once)."""
-    global _watching
-    if not _watching:
-        event.listen(Engine, "before_cursor_execute", _moved, retval=True)
-        _watching = True
-
-
-def _moved(
-    conn: Any,
-    cursor: Any,
-    statement: str,
-    parameters: Any,
-    context: Any,
-    executemany: bool,
-) -> tuple[str, Any]:
-    """A statement about to be sent, as it reads its database's clock moved (engines that
-    are no `Database`'s, and clocks not moved, pass unchanged)."""
-    dialect: Dialect | None = conn.engine.get_execution_options().get(OPTION)
-    if dialect is None or not dialect.clock.shift:
-        return statement, parameters
-    return dialect.moved_statement(statement, dialect.clock.shift), parameters

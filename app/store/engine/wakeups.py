@@ -2,22 +2,18 @@
 woken early when something becomes due sooner.
 
 A write that makes an occurrence due (a create, a trigger, a replay, a resume, a PATCH, a
-backfill) announces how soon, through its dialect: on PostgreSQL a `NOTIFY` sent in the
-write's own transaction reaches every replica's `LISTEN` connection when, and only if, the
-write commits; elsewhere the announcement reaches this process's loop once the write has
-committed, and other replicas find the work when they next poll. Announcements are hints:
-a lost one costs at most one poll interval, since the loop never sleeps longer than that.
+backfill) announces how soon, through its dialect (`app.store.dialects.announce`): on
+PostgreSQL a `NOTIFY` sent in the write's own transaction reaches every replica's `LISTEN`
+connection when, and only if, the write commits; elsewhere the announcement reaches this
+process's loop once the write has committed, and other replicas find the work when they
+next poll. Announcements are hints: a lost one costs at most one poll interval, since the
+loop never sleeps longer than that.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import suppress
-from datetime import datetime
-
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from app.store.dialects import dialect_of
 
 Listener = Callable[[float], None]
 
@@ -39,17 +35,3 @@ class Wakeups:
     def due_in(self, seconds: float) -> None:
         for listener in list(self._listeners):
             listener(seconds)
-
-    async def announce(self, conn: AsyncConnection, at: datetime | None) -> None:
-        """Inside a write's transaction: an occurrence is due at `at` (None: nothing new)."""
-        if at is not None:
-            await dialect_of(conn).announce(conn, self, at)
-
-
-async def next_due_in(conn: AsyncConnection) -> float | None:
-    """Seconds until the earliest pending occurrence that is not yet due (None: none).
-
-    Rows already due but not claimed belong to paused schedules; they wait for a resume,
-    which announces itself. Reads the claim index only.
-    """
-    return await dialect_of(conn).next_due_in(conn)

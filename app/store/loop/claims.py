@@ -153,8 +153,8 @@ class Claimed:
     due_in: float | None = None
     not_before: dict[uuid.UUID, datetime] = field(default_factory=dict)
     more: bool = False
-    # Due flow keys the claim held back, by why (`KeyedClaim.held`).
-    held: Mapping[str, int] = field(default_factory=dict)
+    # Due flow keys the claim held back, by why (`KeyedClaim.held_back`).
+    held_back: Mapping[str, int] = field(default_factory=dict)
     # Schedules the claim's own dead letters paused (`record_dead_letters`).
     auto_paused: Sequence[AutoPause] = ()
     # Deliveries due now whose attempt has not started: the claim found more than could
@@ -210,7 +210,7 @@ class ClaimStore:
         )
         claimed, more, keyed = leased.rows, leased.more, leased.keyed
         if not claimed:
-            return Claimed([], keyed.held_in, more=more, held=keyed.held)
+            return Claimed([], keyed.held_back_in, more=more, held_back=keyed.held_back)
         now = claimed[0].claimed_at
         rows = [_claimed_row(row) for row in claimed]
         not_before = {
@@ -259,10 +259,10 @@ class ClaimStore:
             await finish_recurring(conn, plan.done_recurring, now)
         return Claimed(
             plan.deliveries,
-            keyed.held_in,
+            keyed.held_back_in,
             not_before,
             more,
-            keyed.held,
+            keyed.held_back,
             auto_paused,
             unstarted,
         )

@@ -29,9 +29,8 @@ from app.domain.schedule import (
     ScheduleStatus,
 )
 from app.domain.trigger import is_recurring
-from app.store.dialects import dialect_of
+from app.store.dialects import dialect_of, transaction_now
 from app.store.dialects.base import Dialect
-from app.store.engine.clock import transaction_now
 from app.store.loop.callbacks import call_back
 from app.store.records.events import EventStore, NewEvent
 from app.store.records.lifecycle import pause

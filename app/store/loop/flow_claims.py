@@ -81,15 +81,15 @@ _NOT_PAUSED = ~sa.exists().where(
 @dataclass(frozen=True, slots=True)
 class KeyedClaim:
     """What a keyed claim leased (rows as `Dialect.claim` returns them); `demand`: how many
-    it would have started with room enough; `held_in`: seconds until a key it held back
+    it would have started with room enough; `held_back_in`: seconds until a key it held back
     for its rate or a back-off may start again (None: none did)."""
 
     rows: list[Any]
     demand: int = 0
-    held_in: float | None = None
+    held_back_in: float | None = None
     # Due keys it held back, by why: paused, backoff, rate, parallelism, order (a fifo head
     # retrying or in flight).
-    held: Counter[str] = field(default_factory=Counter)
+    held_back: Counter[str] = field(default_factory=Counter)
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,8 +166,8 @@ class FlowClaims:
         if not due:
             return KeyedClaim([])
         now: datetime = due[0].now
-        held: Counter[str] = Counter()
-        held_in: float | None = None
+        held_back: Counter[str] = Counter()
+        held_back_in: float | None = None
         free: list[str] = []  # keys with no limits: no lock, no count
         bounded: list[str] = []  # keys that may start something once locked
         for row in due:
@@ -175,8 +175,8 @@ class FlowClaims:
                 break  # each key starts one at least: the oldest `room` keys fill the room
             backing_off = _backing_off(row, now)
             if backing_off is not None:
-                held["backoff"] += 1
-                held_in = _sooner(held_in, backing_off)
+                held_back["backoff"] += 1
+                held_back_in = _sooner(held_back_in, backing_off)
                 continue
             limits = _limits(row)
             if limits is None or not limits.limited:
@@ -187,18 +187,20 @@ class FlowClaims:
             # From the unlocked read: a paused key or an empty bucket needs no lock to wait.
             most, bucket = allowance(limits, _bucket(row, limits, now), in_flight=0, now=now)
             if most == 0:
-                held["paused" if limits.paused else "rate"] += 1
-                held_in = _sooner(held_in, None if limits.paused else bucket.next_token_in(limits))
+                held_back["paused" if limits.paused else "rate"] += 1
+                held_back_in = _sooner(
+                    held_back_in, None if limits.paused else bucket.next_token_in(limits)
+                )
                 continue
             bounded.append(row.flow_key)
         if room <= 0:  # a look only: whether any due key may start something
-            return KeyedClaim([], len(free) + len(bounded), held_in, held)
-        picks, buckets, wait = await self._bounded(conn, bounded, room, now, held)
-        held_in = _sooner(held_in, wait)
+            return KeyedClaim([], len(free) + len(bounded), held_back_in, held_back)
+        picks, buckets, wait = await self._bounded(conn, bounded, room, now, held_back)
+        held_back_in = _sooner(held_back_in, wait)
         rows: list[Any] = []
         demand = 0
         if picks:
-            chosen = await self._choose(conn, picks, now, held)
+            chosen = await self._choose(conn, picks, now, held_back)
             demand = len(chosen)
             oldest = sorted(chosen, key=lambda r: r.available_at)[:room]
             if oldest:
@@ -231,7 +233,7 @@ class FlowClaims:
             )
             rows += taken
             demand += len(taken) + (1 if len(taken) >= left else 0)
-        return KeyedClaim(rows, demand, held_in, held)
+        return KeyedClaim(rows, demand, held_back_in, held_back)
 
     async def _bounded(
         self,
@@ -239,7 +241,7 @@ class FlowClaims:
         keys: list[str],
         room: int,
         now: datetime,
-        held: Counter[str],
+        held_back: Counter[str],
     ) -> tuple[list[_Pick], dict[str, tuple[FlowLimits, Bucket]], float | None]:
         """Lock the keys with limits, count what of them is in flight and allow each what
         its limits give; also the buckets to spend from, and how soon a key out of tokens
@@ -270,13 +272,13 @@ class FlowClaims:
                 buckets[row.flow_key] = (limits, bucket)
             if most == 0:
                 if limits.paused:
-                    held["paused"] += 1
+                    held_back["paused"] += 1
                 elif limits.capacity is not None and bucket.next_token_in(limits):
-                    held["rate"] += 1
+                    held_back["rate"] += 1
                     wait = _sooner(wait, bucket.next_token_in(limits))
                 else:
                     fifo = limits.ordering is Ordering.FIFO
-                    held["order" if fifo else "parallelism"] += 1
+                    held_back["order" if fifo else "parallelism"] += 1
                 continue
             fifo = limits.ordering is Ordering.FIFO
             picks.append(
@@ -285,13 +287,13 @@ class FlowClaims:
         return picks, buckets, wait
 
     async def _choose(
-        self, conn: AsyncConnection, picks: list[_Pick], now: datetime, held: Counter[str]
+        self, conn: AsyncConnection, picks: list[_Pick], now: datetime, held_back: Counter[str]
     ) -> list[Any]:
         """The rows each pick may start: a fifo head only when it is due."""
         rows = (await conn.execute(_candidates(picks), {"now": now})).all()
         chosen = [row for row in rows if row.available_at <= now]
         if len(chosen) < len(rows):
-            held["order"] += len(rows) - len(chosen)
+            held_back["order"] += len(rows) - len(chosen)
         return chosen
 
     async def _spend(

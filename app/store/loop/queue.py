@@ -14,9 +14,9 @@ from typing import Protocol
 
 from app.domain.occurrence import Delivery, Settlement, Unsent
 from app.domain.schedule import AutoPause
-from app.store.engine.clock import transaction_now
+from app.store.dialects import announce, next_due_in, transaction_now
 from app.store.engine.database import Connection, Database
-from app.store.engine.wakeups import Wakeups, next_due_in
+from app.store.engine.wakeups import Wakeups
 from app.store.loop.claims import Claimed, ClaimStore
 from app.store.loop.releases import ReleaseStore
 from app.store.loop.settlements import SettlementStore
@@ -108,9 +108,9 @@ class DeliveryQueue:
             if found.deliveries:
                 return found
             due_in = await next_due_in(conn)
-            held_in = found.due_in  # a key held back for its rate or a back-off
-            if due_in is None or (held_in is not None and held_in < due_in):
-                due_in = held_in
+            held_back_in = found.due_in  # a key held back for its rate or a back-off
+            if due_in is None or (held_back_in is not None and held_back_in < due_in):
+                due_in = held_back_in
             return replace(found, due_in=due_in)
 
         return await self._db.run(work)
@@ -143,7 +143,7 @@ class DeliveryQueue:
 
         async def work(conn: Connection) -> None:
             await self._releases.release(conn, deliveries, started=started, unsent=unsent)
-            await self._wakeups.announce(conn, await transaction_now(conn))
+            await announce(conn, self._wakeups, await transaction_now(conn))
 
         await self._db.run(work)
 

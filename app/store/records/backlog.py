@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.occurrence import OccurrenceStatus
 from app.domain.schedule import ScheduleStatus
-from app.store.engine.clock import transaction_now
+from app.store.dialects import transaction_now
 from app.store.engine.database import Database
 from app.store.schema.tables import CLAIM_SETS, KEYED, in_claim_set, occurrences, schedules
 from app.store.schema.types import UTCDateTime

@@ -28,8 +28,7 @@ from app.domain.schedule import (
     flat_rules,
 )
 from app.domain.spelling import spellings
-from app.store.dialects import dialect_of
-from app.store.engine.clock import transaction_now
+from app.store.dialects import dialect_of, transaction_now
 from app.store.schema import codec
 from app.store.schema.rows import pending_row, rules_of_row
 from app.store.schema.tables import occurrences, schedules

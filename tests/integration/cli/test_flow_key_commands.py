@@ -19,7 +19,7 @@ from app.service.dead_letters import DeadLetterService
 from app.service.flow_keys import FlowKeyService
 from app.service.occurrences import OccurrenceService
 from app.service.schedules import ScheduleService
-from app.store.engine.clock import transaction_now
+from app.store.dialects import transaction_now
 from app.store.records.flow_keys import FlowKeyStore
 from tests.conftest import EMBEDDED_ONLY
 from tests.integration.api.test_flow_keys import backed_off

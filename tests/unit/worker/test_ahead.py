@@ -1,4 +1,4 @@
-"""Claimed ahead: `Held` hands each delivery on once, at its instant, with its lease end;
+"""Claimed ahead: `Timetable` hands each delivery on once, at its instant, with its lease end;
 `ClaimedAhead` marks each started before its instant and lets none reach the lanes early,
 nor one that a pause or cancel stopped since its claim."""
 
@@ -18,7 +18,7 @@ from app.worker.ahead import (
     START_LEAD,
     TIMER_SLACK,
     ClaimedAhead,
-    Held,
+    Timetable,
 )
 from tests import factories
 
@@ -32,7 +32,7 @@ def delivery() -> Delivery:
 
 
 class Recorder:
-    """What Held hands on: (loop time, deliveries, lease end) per call."""
+    """What Timetable hands on: (loop time, deliveries, lease end) per call."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[float, list[Delivery], float]] = []
@@ -61,12 +61,12 @@ class Recorder:
 
 async def test_a_held_delivery_is_handed_on_at_its_instant_and_not_before() -> None:
     recorder = Recorder()
-    held = Held(recorder)
+    held = Timetable(recorder)
     loop = asyncio.get_running_loop()
     at = loop.time() + 0.2
     first = delivery()
 
-    held.hold(first, at, LEASE_END)
+    held.put(first, at, LEASE_END)
     held.arm()
     assert len(held) == 1
     assert held.next_at == at
@@ -82,13 +82,13 @@ async def test_a_held_delivery_is_handed_on_at_its_instant_and_not_before() -> N
 
 async def test_deliveries_go_on_in_order_of_their_instants_whatever_order_they_were_held() -> None:
     recorder = Recorder()
-    held = Held(recorder)
+    held = Timetable(recorder)
     now = asyncio.get_running_loop().time()
     late, early, middle = delivery(), delivery(), delivery()
 
-    held.hold(late, now + 0.3, LEASE_END)
-    held.hold(early, now + 0.1, LEASE_END)
-    held.hold(middle, now + 0.2, LEASE_END)
+    held.put(late, now + 0.3, LEASE_END)
+    held.put(early, now + 0.1, LEASE_END)
+    held.put(middle, now + 0.2, LEASE_END)
     held.arm()
     await recorder.until(3)
 
@@ -97,13 +97,13 @@ async def test_deliveries_go_on_in_order_of_their_instants_whatever_order_they_w
 
 async def test_a_sooner_delivery_held_after_arming_moves_the_timer_forward() -> None:
     recorder = Recorder()
-    held = Held(recorder)
+    held = Timetable(recorder)
     now = asyncio.get_running_loop().time()
     far, near = delivery(), delivery()
-    held.hold(far, now + WAIT * 2, LEASE_END)  # beyond the test's patience
+    held.put(far, now + WAIT * 2, LEASE_END)  # beyond the test's patience
     held.arm()
 
-    held.hold(near, now + 0.05, LEASE_END)
+    held.put(near, now + 0.05, LEASE_END)
     held.arm()
     await recorder.until(1)
 
@@ -115,13 +115,13 @@ async def test_a_sooner_delivery_held_after_arming_moves_the_timer_forward() -> 
 
 async def test_deliveries_due_together_go_on_grouped_by_their_lease_end() -> None:
     recorder = Recorder()
-    held = Held(recorder)
+    held = Timetable(recorder)
     at = asyncio.get_running_loop().time() + 0.05
     one, two, three = delivery(), delivery(), delivery()
 
-    held.hold(one, at, 100.0)
-    held.hold(two, at, 200.0)
-    held.hold(three, at, 100.0)
+    held.put(one, at, 100.0)
+    held.put(two, at, 200.0)
+    held.put(three, at, 100.0)
     held.arm()
     await recorder.until(3)
 
@@ -131,11 +131,11 @@ async def test_deliveries_due_together_go_on_grouped_by_their_lease_end() -> Non
 
 async def test_release_all_hands_on_everything_at_once_and_nothing_later() -> None:
     recorder = Recorder()
-    held = Held(recorder)
+    held = Timetable(recorder)
     now = asyncio.get_running_loop().time()
     soon, later = delivery(), delivery()
-    held.hold(soon, now + 0.1, LEASE_END)
-    held.hold(later, now + WAIT * 2, LEASE_END)
+    held.put(soon, now + 0.1, LEASE_END)
+    held.put(later, now + WAIT * 2, LEASE_END)
     held.arm()
 
     held.release_all()
@@ -148,10 +148,10 @@ async def test_release_all_hands_on_everything_at_once_and_nothing_later() -> No
 
 async def test_a_delivery_whose_instant_has_passed_goes_on_at_the_next_turn() -> None:
     recorder = Recorder()
-    held = Held(recorder)
+    held = Timetable(recorder)
     past = delivery()
 
-    held.hold(past, asyncio.get_running_loop().time() - 1.0, LEASE_END)
+    held.put(past, asyncio.get_running_loop().time() - 1.0, LEASE_END)
     held.arm()
     await recorder.until(1)
 
@@ -211,7 +211,7 @@ async def test_what_is_due_already_goes_straight_on_and_the_rest_is_taken() -> N
 
     assert ready == [now]
     assert len(ahead) == 1
-    assert ahead.holding == 1
+    assert ahead.unmarked_ahead == 1
     assert ahead.take([now], {}, LEASE_END) == [now]
     await ahead.stop()
 
