@@ -299,6 +299,11 @@ class Dialect(ABC):
         """`column` is one of the list bound as `name`."""
         return column.in_(sa.bindparam(name, expanding=True, type_=UUID))
 
+    def per_row(self, probe: sa.Select[Any]) -> sa.Select[Any]:
+        """`probe`, a correlated subquery, kept a lookup for each row of the outer query:
+        never planned as a join with every row it could match (as it is by default)."""
+        return probe
+
     @cached_property
     def _outcomes(self) -> Outcomes:
         """The settle's statements on this dialect's clock and list parameters, built once."""

@@ -492,6 +492,11 @@ class PostgreSQL(OnConflictInserts, Dialect):
         # One array parameter: no per-element bind rendering, one cached plan.
         return column == sa.any_(sa.bindparam(name, type_=postgresql.ARRAY(sa.Uuid())))
 
+    def per_row(self, probe: sa.Select[Any]) -> sa.Select[Any]:
+        # OFFSET 0: the planner keeps the subquery as it is written, never pulls it up
+        # into a join.
+        return probe.offset(0)
+
     marks_alone = True
 
     async def mark_started(

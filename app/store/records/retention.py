@@ -35,7 +35,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.store.dialects import dialect_of
+from app.store.dialects import Dialect, dialect_of
 from app.store.schema.tables import ENDED, occurrences, schedules
 from app.store.schema.types import UTCDateTime
 
@@ -43,16 +43,16 @@ _CUTOFF = sa.bindparam("cutoff", type_=UTCDateTime())
 
 
 @functools.cache
-def _ended(per_schedule: bool) -> sa.Select[Any]:
-    """Ended schedules to delete, oldest change first. `per_schedule` (PostgreSQL): the
-    occurrence check stays a lookup for each schedule (OFFSET 0), never a join with every
-    pending or recent occurrence, which statistics taken before a burst made a full scan."""
-    recent = sa.select(sa.literal(1)).where(
-        occurrences.c.schedule_id == schedules.c.id,
-        sa.or_(occurrences.c.status == "pending", occurrences.c.updated_at >= _CUTOFF),
+def _ended(dialect: Dialect) -> sa.Select[Any]:
+    """Ended schedules to delete, oldest change first. The occurrence check stays a lookup
+    for each schedule (`Dialect.per_row`), never a join with every pending or recent
+    occurrence, which statistics taken before a burst made a full scan."""
+    recent = dialect.per_row(
+        sa.select(sa.literal(1)).where(
+            occurrences.c.schedule_id == schedules.c.id,
+            sa.or_(occurrences.c.status == "pending", occurrences.c.updated_at >= _CUTOFF),
+        )
     )
-    if per_schedule:
-        recent = recent.offset(0)
     return (
         sa.select(schedules.c.id)
         # The index predicate as text: a bound list would hide it from the planner.
@@ -86,7 +86,7 @@ async def prune_schedules(conn: AsyncConnection, *, older_than: datetime, limit:
     async with dialect.exclusive(conn, "prune") as held:
         if not held:
             return 0
-        statement = _ended(dialect.backend.name == "postgresql")
+        statement = _ended(dialect)
         ids = list(
             (await conn.execute(statement, {"cutoff": older_than, "limit": limit})).scalars()
         )
