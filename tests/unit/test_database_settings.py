@@ -12,8 +12,8 @@ import pytest
 
 from app.process.databases import connections_for, open_database
 from app.settings import SettingsError, db_urls, load_settings
-from app.store.dialects.base import pool_sizes
 from app.store.dialects.pg_listen import PgListener
+from app.store.dialects.toolkit import pool_sizes
 from app.store.engine.database import Database, redact_url
 
 MULTI = "postgresql://chronoq:s3cret-pw@db1:5432,db2:6432/chronoq?target_session_attrs=read-write"

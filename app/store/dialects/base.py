@@ -7,117 +7,37 @@ here and making the store conformance suite (tests/store/) pass on it.
 
 from __future__ import annotations
 
-import json
 import uuid
 from abc import ABC, abstractmethod
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
-from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
-from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Dialect as SqlDialect
-from sqlalchemy.engine import Engine, Row
+from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.domain.ids import event_id
 from app.domain.occurrence import Delivery, OccurrenceStatus
 from app.domain.schedule import EventKind
 from app.settings.backends import Backend
+from app.store.dialects.claim_rows import (
+    DUE_KEY_COLUMNS,
+    earliest_later,
+)
 from app.store.dialects.outcomes import Outcomes, outcomes
+from app.store.dialects.toolkit import by_lease_token
 from app.store.engine.clock import DatabaseClock, moved_statement
+from app.store.engine.commits import after_commit
 from app.store.engine.wakeups import Wakeups
 from app.store.loop.sql import ClaimRows, query
-from app.store.schema.codec import JsonText
-from app.store.schema.tables import CLAIM_SETS, attempts, in_claim_set, occurrences, schedule_events
+from app.store.schema.tables import CLAIM_SETS, attempts, occurrences, schedule_events
 from app.store.schema.types import UUID, UTCDateTime
-
-# Callbacks to run once the current `Database.run` transaction has committed.
-AFTER_COMMIT: ContextVar[list[Callable[[], None]] | None] = ContextVar(
-    "chronoq_after_commit", default=None
-)
-
-# The columns every dialect's claim returns, typed the same way.
-CLAIM_COLUMNS: dict[str, Any] = {
-    "occurrence_id": UUID,
-    "schedule_id": UUID,
-    "fire_at": UTCDateTime(),
-    "attempts": sa.Integer(),
-    "origin": sa.String(),
-    "first_claim": sa.Boolean(),
-    # The attempt waits for its start mark: claimed ahead of its instant, or with more
-    # than could start at once (`Dialect.claim`'s `start`).
-    "lease_ahead": sa.Boolean(),
-    "claimed_at": UTCDateTime(),
-    "event_type": sa.String(),
-    "max_attempts": sa.Integer(),
-    "jitter_seconds": sa.Float(),
-    "body": sa.Text(),
-    "target": sa.Text(),
-    "trigger": sa.Text(),
-    "flow_key": sa.String(),
-    "retry": sa.Text(),
-    # A failure callback's target and body (origin `callback`; NULL body otherwise).
-    "on_failure": sa.Text(),
-    "callback_body": sa.Text(),
-    # The W3C traceparent of the create request (NULL: none; docs/tracing.md).
-    "traceparent": sa.String(),
-}
-
-# A schedule's misfire rules and tick count, which every claim returns with each row.
-RULE_COLUMNS: dict[str, Any] = {
-    "misfire_policy": sa.String(),
-    "misfire_grace_seconds": sa.Float(),
-    "max_catchup": sa.Integer(),
-    "max_occurrences": sa.Integer(),
-    "tick_count": sa.Integer(),
-}
-
-# The lease a claim replaced, read before the claim overwrote it (all NULL but for a row
-# whose previous attempt was never settled: its lease ran out with its token still set).
-LOST_COLUMNS: dict[str, Any] = {
-    "lost_token": UUID,
-    "lost_owner": sa.String(),
-    "lost_at": UTCDateTime(),
-    "lost_until": UTCDateTime(),
-    # The lease lost was a claim ahead that never started its attempt (not charged).
-    "lost_ahead": sa.Boolean(),
-}
-_LOST = tuple(LOST_COLUMNS)
-
-# What `Dialect.due_keys` returns of each key.
-DUE_KEY_COLUMNS: dict[str, Any] = {
-    "flow_key": sa.String(),
-    "first_at": UTCDateTime(),
-    "now": UTCDateTime(),
-    "rate": sa.Integer(),
-    "period_seconds": sa.Float(),
-    "burst": sa.Integer(),
-    "parallelism": sa.Integer(),
-    "ordering": sa.String(),
-    "paused": sa.Boolean(),
-    "tokens": sa.Float(),
-    "refilled_at": UTCDateTime(),
-    "backoff_until": UTCDateTime(),
-}
-
-
-def with_lost(rows: Iterable[Row[Any]], due: Iterable[Row[Any]]) -> list[SimpleNamespace]:
-    """The claimed `rows` with the `LOST_COLUMNS` that the select of `due` rows read before
-    the lease was written (for a dialect whose claim reads them in a statement of its own)."""
-    lost = {row.occurrence_id: row for row in due}
-    return [
-        SimpleNamespace(
-            **row._mapping, **{name: getattr(lost[row.occurrence_id], name) for name in _LOST}
-        )
-        for row in rows
-    ]
-
 
 # The occurrences a settle batch still holds, locked until it commits. A cancel keeps the
 # token of an attempt in flight, so that attempt is still recorded.
@@ -129,46 +49,6 @@ _HELD = (
     )
     .with_for_update()
 )
-
-
-def earliest_later(where: str, now: sa.ColumnElement[datetime]) -> sa.Select[Any]:
-    """The earliest `available_at` after `now` of the rows of one claim index
-    (`CLAIM_SETS`): its first entry past `now`."""
-    return sa.select(sa.func.min(occurrences.c.available_at)).where(
-        in_claim_set(where), occurrences.c.available_at > now
-    )
-
-
-def pool_sizes(connections: int) -> int:
-    """Of a pool of at most `connections`, how many it keeps open while idle (the rest are
-    opened when a burst needs them, and closed after)."""
-    return max(1, (connections + 1) // 2)
-
-
-def dumps(value: Any) -> str:
-    """JSON as every dialect stores it: compact, UTF-8 kept as it is. A `JsonText` is JSON
-    written already, and goes as it is."""
-    if isinstance(value, JsonText):
-        return str(value)
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def by_lease_token(deliveries: Iterable[Delivery]) -> dict[Any, list[Any]]:
-    """The occurrence ids of `deliveries`, by the lease token that holds them."""
-    found: dict[Any, list[Any]] = defaultdict(list)
-    for delivery in deliveries:
-        found[delivery.lease_token].append(delivery.occurrence_id)
-    return found
-
-
-def after_commit(callback: Callable[[], None]) -> None:
-    """Run `callback` once the enclosing `Database.run` transaction commits (at once when
-    there is none); a transaction that fails drops it."""
-    pending = AFTER_COMMIT.get()
-    if pending is None:
-        callback()
-    else:
-        pending.append(callback)
 
 
 class Dialect(ABC):
@@ -512,47 +392,6 @@ class Dialect(ABC):
         """An async context manager: while open, other replicas' announcements reach
         `wakeups` (nothing by default: the loop's poll interval covers them)."""
         return nullcontext()
-
-
-class OnConflictInserts:
-    """`insert_ignoring` and `insert_new` for a database with INSERT ... ON CONFLICT DO
-    NOTHING ... RETURNING (PostgreSQL, SQLite): `insert` is its dialect's insert construct."""
-
-    insert: Callable[[sa.Table], Any]
-
-    async def insert_ignoring(
-        self, conn: AsyncConnection, table: sa.Table, rows: list[dict[str, Any]], key: str
-    ) -> None:
-        if rows:
-            statement = self.insert(table).on_conflict_do_nothing(index_elements=[key])
-            await conn.execute(statement, rows)
-
-    async def insert_new(
-        self, conn: AsyncConnection, table: sa.Table, rows: list[dict[str, Any]], key: str
-    ) -> set[Any]:
-        if not rows:
-            return set()
-        statement = (
-            self.insert(table).on_conflict_do_nothing(index_elements=[key]).returning(table.c[key])
-        )
-        return {row[0] for row in await conn.execute(statement, rows)}
-
-
-@asynccontextmanager
-async def session_lock(
-    conn: AsyncConnection, take: sa.TextClause, give_back: sa.TextClause, params: dict[str, Any]
-) -> AsyncIterator[None]:
-    """A lock held by the connection's session across its transactions (migrations commit
-    as they go), given back whatever happens."""
-    await conn.execute(take, params)
-    try:
-        yield
-    finally:
-        # After a failed upgrade the transaction is aborted: end it first, so the unlock
-        # runs and the upgrade's own error is the one raised.
-        await conn.rollback()
-        await conn.execute(give_back, params)
-        await conn.commit()
 
 
 # The engine-wide execution option that carries the dialect to code holding a connection.

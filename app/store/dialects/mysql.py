@@ -27,8 +27,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from app.settings import backends
-from app.store.dialects.base import dumps, pool_sizes, session_lock
 from app.store.dialects.stepwise import StepwiseClaim
+from app.store.dialects.toolkit import dumps, pool_sizes, session_lock
 from app.store.schema.tables import PRUNABLE, occurrences
 from app.store.schema.types import UTCDateTime
 

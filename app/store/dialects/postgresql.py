@@ -29,21 +29,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from app.domain.ids import event_id
 from app.domain.occurrence import Delivery, OccurrenceStatus, Origin
 from app.settings import backends, db_urls
-from app.store.dialects.base import (
-    CLAIM_COLUMNS,
-    LOST_COLUMNS,
-    RULE_COLUMNS,
-    Dialect,
-    OnConflictInserts,
-    dumps,
-    earliest_later,
-    pool_sizes,
-    session_lock,
-)
+from app.store.dialects.base import Dialect
+from app.store.dialects.claim_rows import CLAIM_COLUMNS, LOST_COLUMNS, RULE_COLUMNS, earliest_later
 from app.store.dialects.outcomes import delivered_values
 from app.store.dialects.pg_connections import watch
 from app.store.dialects.pg_hosts import HostChooser
 from app.store.dialects.pg_listen import PgListener, due_channel
+from app.store.dialects.toolkit import OnConflictInserts, dumps, pool_sizes, session_lock
 from app.store.loop.sql import ClaimRows, query
 from app.store.schema.codec import JsonText
 from app.store.schema.tables import (

@@ -23,8 +23,8 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from app.settings import backends
-from app.store.dialects.base import OnConflictInserts, dumps
 from app.store.dialects.stepwise import StepwiseClaim
+from app.store.dialects.toolkit import OnConflictInserts, dumps
 from app.store.schema.tables import PRUNABLE, occurrences
 from app.store.schema.types import UTCDateTime
 

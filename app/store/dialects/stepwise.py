@@ -24,7 +24,8 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.occurrence import Origin
-from app.store.dialects.base import CLAIM_COLUMNS, LOST_COLUMNS, RULE_COLUMNS, Dialect, with_lost
+from app.store.dialects.base import Dialect
+from app.store.dialects.claim_rows import CLAIM_COLUMNS, LOST_COLUMNS, RULE_COLUMNS, with_lost
 from app.store.loop.sql import ClaimRows, queries
 from app.store.schema.tables import occurrences, schedules
 from app.store.schema.types import UUID, UTCDateTime

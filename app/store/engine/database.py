@@ -24,8 +24,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.domain.errors import SchemaNotMigratedError, StoreUnavailableError
 from app.settings import db_urls
 from app.store import dialects
-from app.store.dialects.base import AFTER_COMMIT, Dialect
+from app.store.dialects.base import Dialect
 from app.store.engine.clock import DatabaseClock
+from app.store.engine.commits import AFTER_COMMIT
 
 log = logging.getLogger(__name__)
 

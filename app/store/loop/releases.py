@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.occurrence import AttemptOutcome, Delivery, OccurrenceStatus, Unsent
 from app.store.dialects import transaction_now
-from app.store.dialects.base import by_lease_token
+from app.store.dialects.toolkit import by_lease_token
 from app.store.records.flow_keys import end_cancelled_leases, give_back_tokens
 from app.store.schema.rows import attempt_id, truncate_error
 from app.store.schema.tables import attempts, by_key, occurrences

@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.occurrence import Delivery, OccurrenceStatus, Origin
 from app.store.dialects import dialect_of
-from app.store.dialects.base import by_lease_token
+from app.store.dialects.toolkit import by_lease_token
 from app.store.schema.tables import by_key, occurrences, schedules
 from app.store.schema.types import UUID
 

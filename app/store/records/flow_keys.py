@@ -22,7 +22,7 @@ from app.domain.flow import FlowKey, FlowLimits, Ordering
 from app.domain.occurrence import Delivery, OccurrenceStatus, Settlement
 from app.domain.schedule import check_version
 from app.store.dialects import dialect_of
-from app.store.dialects.base import by_lease_token
+from app.store.dialects.toolkit import by_lease_token
 from app.store.schema.tables import FLOW_LEASED, flow_keys, in_claim_set, occurrences, schedules
 from app.store.schema.types import UUID, UTCDateTime
 
