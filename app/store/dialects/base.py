@@ -35,7 +35,7 @@ from app.store.dialects.toolkit import by_lease_token
 from app.store.engine.clock import DatabaseClock, moved_statement
 from app.store.engine.commits import after_commit
 from app.store.engine.wakeups import Wakeups
-from app.store.loop.sql import ClaimRows, query
+from app.store.loop.sql import ClaimRows, queries, query
 from app.store.schema.tables import CLAIM_SETS, attempts, occurrences, schedule_events
 from app.store.schema.types import UUID, UTCDateTime
 
@@ -135,16 +135,50 @@ class Dialect(ABC):
         """The database clock's current instant, for this transaction's writes (moved as
         `clock` is)."""
 
-    # Whether `mark_started` marks starts in one statement of its own, outside any
-    # transaction (else the start marks are `app.store.loop.starts`' statements, in one).
+    # Whether `mark_started` may run outside any transaction, one statement in autocommit
+    # (else it runs in a transaction of its caller's).
     marks_alone = False
 
     async def mark_started(
         self, conn: AsyncConnection, deliveries: Sequence[Delivery]
     ) -> set[uuid.UUID]:
-        """Where `marks_alone`: `StartStore.start_ahead`, as one statement on `conn`, a
-        connection in autocommit."""
-        raise NotImplementedError(f"{self.name} marks starts in a transaction")
+        """Start marks: of `deliveries`, leased unstarted and about to start, those that may
+        start, marked started (named SQL `start_mark`). Leased unstarted: claimed ahead of
+        its instant (app/worker/ahead.py), or by a claim that found more due than the loop
+        had free slots (app/worker/start_marks.py). A cancel or a pause committed since the
+        claim stops one (it is not returned); so does a lease another claim took over. An
+        attempt marked started is charged if its lease is lost; one never marked is not (it
+        never ran). A mark lost with a crash of the database reads as never started: the
+        attempt is made again, uncharged."""
+        marks = self._start_marks
+        may_start: set[uuid.UUID] = set()
+        for token, ids in by_lease_token(deliveries).items():
+            params = {"ids": ids, "token": token}
+            if len(marks) == 1:  # one statement marks and returns
+                may_start.update(row[0] for row in await conn.execute(marks[0], params))
+                continue
+            mark, marked = marks
+            if (await conn.execute(mark, params)).rowcount == len(ids):
+                may_start.update(ids)
+            else:  # some were stopped: which were marked
+                may_start.update(row[0] for row in await conn.execute(marked, params))
+        return may_start
+
+    @cached_property
+    def _start_marks(self) -> tuple[sa.Executable, ...]:
+        """`start_mark`, with its parameters and the ids it returns typed: a statement that
+        marks and returns, or one that marks and one that reads back."""
+        typed = (
+            sa.bindparam("ids", expanding=True, type_=UUID),
+            sa.bindparam("token", type_=UUID),
+        )
+        statements = queries("start_mark", self.name)
+        return tuple(
+            statement.bindparams(*typed).columns(occurrence_id=UUID)
+            if "RETURNING" in statement.text or statement.text.lstrip().startswith("SELECT")
+            else statement.bindparams(*typed)
+            for statement in statements
+        )
 
     async def commit_without_waiting(self, conn: AsyncConnection) -> None:
         """Let this transaction's commit return before it is on disk: for a write whose loss

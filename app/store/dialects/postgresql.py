@@ -129,30 +129,12 @@ _RECORD_ATTEMPTS = sa.text(
 )
 # This transaction only: its commit does not wait for the WAL flush.
 _ASYNC_COMMIT = sa.text("SET LOCAL synchronous_commit = off")
-# `StartStore.start_ahead` in one statement (app/store/loop/starts.py says what it means): each
-# asked pair of occurrence and lease token marked started where the lease still holds and
-# nothing stopped it since the claim, and returned. Its commit does not wait for the disk
-# (set for its own transaction, read once): a mark lost with the database reads as never
-# started, which is harmless. The rows are found as `_asked_pairs` finds them, and their
-# status tested `by_key`: never through an index of every pending row.
-_MARK_STARTED = sa.text(
-    """
-UPDATE occurrences AS o SET lease_ahead = false
-WHERE o.occurrence_id = ANY(:ids)
-  AND o.lease_token = (:tokens)[array_position(:ids, o.occurrence_id)]
-  AND coalesce(o.status, '') = 'pending' AND o.available_at IS NOT NULL
-  AND NOT EXISTS (
-      SELECT 1 FROM schedules AS s
-      WHERE s.id = o.schedule_id AND s.status = 'paused' AND o.origin <> 'callback'
-  )
-  AND (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL
-RETURNING o.occurrence_id
-"""
-).bindparams(
+# The start marks (named SQL `start_mark`): every pair asked, in one statement.
+_MARK_STARTED = query("start_mark", "postgresql").bindparams(
     sa.bindparam("ids", type_=postgresql.ARRAY(sa.Uuid())),
     sa.bindparam("tokens", type_=postgresql.ARRAY(sa.Uuid())),
 )
-# The same, as the driver takes it (`PostgreSQL.mark_started`).
+# The same, as the driver takes it (`PostgreSQL.mark_started`, outside a transaction).
 _MARK_STARTED_SQL = (
     str(_MARK_STARTED).replace(":ids", "$1::uuid[]").replace(":tokens", "$2::uuid[]").strip()
 )
@@ -494,14 +476,19 @@ class PostgreSQL(OnConflictInserts, Dialect):
     async def mark_started(
         self, conn: AsyncConnection, deliveries: Sequence[Delivery]
     ) -> set[uuid.UUID]:
-        # On the driver's connection: a saturated loop makes a mark for every few dozen
-        # deliveries, and the driver alone costs a third of the CPU a mark costs through
-        # SQLAlchemy (0.22 against 0.76 ms). A failure drops the connection from the pool,
-        # as SQLAlchemy would have.
-        driver = (await conn.get_raw_connection()).driver_connection
-        assert driver is not None
         ids = [d.occurrence_id for d in deliveries]
         tokens = [d.lease_token for d in deliveries]
+        if conn.in_transaction():
+            # Through a pooler in transaction mode: SQLAlchemy's statement, in the caller's
+            # transaction.
+            result = await conn.execute(_MARK_STARTED, {"ids": ids, "tokens": tokens})
+            return {row[0] for row in result}
+        # Alone, on the driver's connection: a saturated loop makes a mark for every few
+        # dozen deliveries, and the driver alone costs a third of the CPU a mark costs
+        # through SQLAlchemy (0.22 against 0.76 ms). A failure drops the connection from
+        # the pool, as SQLAlchemy would have.
+        driver = (await conn.get_raw_connection()).driver_connection
+        assert driver is not None
         try:
             return {row[0] for row in await driver.fetch(_MARK_STARTED_SQL, ids, tokens)}
         except BaseException:

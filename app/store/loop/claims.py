@@ -158,7 +158,7 @@ class Claimed:
     # Schedules the claim's own dead letters paused (`record_dead_letters`).
     auto_paused: Sequence[AutoPause] = ()
     # Deliveries due now whose attempt has not started: the claim found more than could
-    # start at once (its `start`). Each must be marked started (`StartStore.start_ahead`)
+    # start at once (its `start`). Each must be marked started (`Dialect.mark_started`)
     # before it is sent; a lease lost before that costs no attempt.
     unstarted: frozenset[uuid.UUID] = frozenset()
 

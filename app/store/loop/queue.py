@@ -20,7 +20,6 @@ from app.store.engine.wakeups import Wakeups
 from app.store.loop.claims import Claimed, ClaimStore
 from app.store.loop.releases import ReleaseStore
 from app.store.loop.settlements import SettlementStore
-from app.store.loop.starts import StartStore
 
 
 class Queue(Protocol):
@@ -76,7 +75,6 @@ class DeliveryQueue:
         self._starts = starts or database
         self._wakeups = wakeups
         self._claims = claims or ClaimStore()
-        self._marks = StartStore()
         self._settlements = SettlementStore()
         self._releases = ReleaseStore()
 
@@ -122,7 +120,7 @@ class DeliveryQueue:
         # Through a pooler in transaction mode a statement outside a transaction may be
         # prepared on one server connection and run on another: there the marks keep theirs.
         if not dialect.marks_alone or self._starts.pooled:
-            return await self._starts.run(lambda conn: self._marks.start_ahead(conn, deliveries))
+            return await self._starts.run(lambda conn: dialect.mark_started(conn, deliveries))
         # One statement, one round trip: no transaction around it.
         async with self._starts.connect() as conn:
             alone = await conn.execution_options(isolation_level="AUTOCOMMIT")

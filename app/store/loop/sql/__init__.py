@@ -13,7 +13,7 @@ from importlib import resources
 
 import sqlalchemy as sa
 
-NAMES = ("claim", "flow_due")
+NAMES = ("claim", "flow_due", "start_mark")
 DIALECTS = ("postgresql", "sqlite", "mysql")
 
 _END = re.compile(r";[ \t]*$", re.MULTILINE)
