@@ -18,8 +18,9 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.occurrence import AttemptOutcome, Delivery, OccurrenceStatus, Unsent
-from app.store.dialects import transaction_now
+from app.store.dialects import dialect_of, transaction_now
 from app.store.dialects.toolkit import by_lease_token
+from app.store.loop.sql import query
 from app.store.records.flow_keys import end_cancelled_leases, give_back_tokens
 from app.store.schema.rows import attempt_id, truncate_error
 from app.store.schema.tables import attempts, by_key, occurrences
@@ -62,13 +63,15 @@ class ReleaseStore:
             await give_back_tokens(conn, items)
         soonest = now + timedelta(seconds=unsent.retry_in) if unsent is not None else now
         await conn.execute(
-            _release_statement(started, unsent is not None),
+            _release_statement(dialect_of(conn).name),
             [
                 {
                     "b_id": d.occurrence_id,
                     "b_token": d.lease_token,
                     "b_at": soonest if started or d.due_at is None else max(d.due_at, soonest),
                     "b_error": truncate_error(unsent.error) if unsent is not None else None,
+                    "unsent": unsent is not None,
+                    "uncounted": 0 if started else 1,
                     "now": now,
                 }
                 for d in items
@@ -78,31 +81,15 @@ class ReleaseStore:
 
 
 @cache
-def _release_statement(started: bool, unsent: bool) -> sa.Update:
-    held = occurrences.c.available_at.is_(None)
-    due = sa.bindparam("b_at", type_=UTCDateTime())
-    error = sa.bindparam("b_error", type_=sa.Text()) if unsent else occurrences.c.last_error
-    return (
-        occurrences.update()
-        .where(
-            occurrences.c.occurrence_id == sa.bindparam("b_id", type_=UUID),
-            occurrences.c.lease_token == sa.bindparam("b_token", type_=UUID),
-            occurrences.c.status == OccurrenceStatus.PENDING,
-        )
-        # In this order: MySQL assigns left to right, each assignment seeing the ones
-        # before it, so whether it is held is read before `available_at` changes.
-        .ordered_values(
-            (occurrences.c.held_until, sa.case((held, due), else_=occurrences.c.held_until)),
-            (occurrences.c.available_at, sa.case((held, sa.null()), else_=due)),
-            (
-                occurrences.c.attempts,
-                occurrences.c.attempts if started else occurrences.c.attempts - 1,
-            ),
-            (occurrences.c.lease_ahead, False),
-            (occurrences.c.last_error, error),
-            (occurrences.c.lease_token, None),
-            (occurrences.c.updated_at, sa.bindparam("now", type_=UTCDateTime())),
-        )
+def _release_statement(dialect: str) -> sa.TextClause:
+    return query("release", dialect).bindparams(
+        sa.bindparam("b_id", type_=UUID),
+        sa.bindparam("b_token", type_=UUID),
+        sa.bindparam("b_at", type_=UTCDateTime()),
+        sa.bindparam("b_error", type_=sa.Text()),
+        sa.bindparam("unsent", type_=sa.Boolean()),
+        sa.bindparam("uncounted", type_=sa.Integer()),
+        sa.bindparam("now", type_=UTCDateTime()),
     )
 
 

@@ -1,4 +1,6 @@
-"""Named dialect-specific statements, one file per name and dialect, loaded once.
+"""The delivery loop's statements, named: one file per name and dialect
+(`<name>.<dialect>.sql`), or one for every database where they write it alike
+(`<name>.sql`), loaded once.
 
 A file holds one statement, or several separated by a `;` at the end of a line, run in
 order by the dialect that needs more than one (MySQL's claim has no UPDATE ... RETURNING).
@@ -13,7 +15,7 @@ from importlib import resources
 
 import sqlalchemy as sa
 
-NAMES = ("claim", "flow_due", "start_mark")
+NAMES = ("claim", "flow_due", "start_mark", "release")
 DIALECTS = ("postgresql", "sqlite", "mysql")
 
 _END = re.compile(r";[ \t]*$", re.MULTILINE)
@@ -47,9 +49,12 @@ CLAIM_ROWS = {
 
 @cache
 def queries(name: str, dialect: str, *, rows: ClaimRows | None = None) -> tuple[sa.TextClause, ...]:
-    """The statements of `name` written for `dialect` (file `<name>.<dialect>.sql`); with
-    `rows`, a claim's, over those rows (`CLAIM_ROWS`, in place of UNKEYED_ROWS, said once)."""
-    source = resources.files(__package__).joinpath(f"{name}.{dialect}.sql").read_text("utf-8")
+    """The statements of `name` written for `dialect` (file `<name>.<dialect>.sql`, else
+    `<name>.sql`); with `rows`, a claim's, over those rows (`CLAIM_ROWS`, in place of
+    UNKEYED_ROWS, said once)."""
+    folder = resources.files(__package__)
+    own = folder.joinpath(f"{name}.{dialect}.sql")
+    source = (own if own.is_file() else folder.joinpath(f"{name}.sql")).read_text("utf-8")
     if rows is not None:
         if source.count(UNKEYED_ROWS) != 1:
             raise ValueError(f"{name}.{dialect}.sql must say {UNKEYED_ROWS!r} exactly once")
