@@ -23,7 +23,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.domain.ids import event_id
-from app.domain.occurrence import Delivery, OccurrenceStatus
+from app.domain.occurrence import Delivery
 from app.domain.schedule import EventKind
 from app.settings.backends import Backend
 from app.store.dialects.claim_rows import (
@@ -36,19 +36,8 @@ from app.store.engine.clock import DatabaseClock, moved_statement
 from app.store.engine.commits import after_commit
 from app.store.engine.wakeups import Wakeups
 from app.store.loop.sql import ClaimRows, queries, query
-from app.store.schema.tables import CLAIM_SETS, attempts, occurrences, schedule_events
+from app.store.schema.tables import CLAIM_SETS, attempts, schedule_events
 from app.store.schema.types import UUID, UTCDateTime
-
-# The occurrences a settle batch still holds, locked until it commits. A cancel keeps the
-# token of an attempt in flight, so that attempt is still recorded.
-_HELD = (
-    sa.select(occurrences.c.occurrence_id, occurrences.c.lease_token)
-    .where(
-        occurrences.c.occurrence_id.in_(sa.bindparam("ids", expanding=True, type_=UUID)),
-        occurrences.c.status.in_([OccurrenceStatus.PENDING, OccurrenceStatus.CANCELLED]),
-    )
-    .with_for_update()
-)
 
 
 class Dialect(ABC):
@@ -266,7 +255,10 @@ class Dialect(ABC):
         while its `lease_token` (a key of the row, not a column) still holds its occurrence:
         a late settle whose lease another claim took over is not an attempt of this row's
         (that claim recorded it as lease_expired). The rows stay locked until the commit."""
-        held = await conn.execute(_HELD, {"ids": [row["occurrence_id"] for row in rows]})
+        if not rows:
+            return
+        held_now, insert = self._record_attempts
+        held = await conn.execute(held_now, {"ids": [row["occurrence_id"] for row in rows]})
         tokens = {found.occurrence_id: found.lease_token for found in held}
         current = [
             {k: v for k, v in row.items() if k != "lease_token"}
@@ -274,7 +266,37 @@ class Dialect(ABC):
             if tokens.get(row["occurrence_id"]) == row["lease_token"]
         ]
         if current:
-            await conn.execute(attempts.insert().values(current))
+            await conn.execute(insert, current)
+
+    @cached_property
+    def _record_attempts(self) -> tuple[sa.Executable, sa.Executable]:
+        """The read of what the settle still holds (`settled_leases`), and the insert of
+        one attempt (`record_attempt`), typed."""
+        held_now, insert = query("settled_leases", self.name), query("record_attempt", self.name)
+        columns = attempts.c
+        return (
+            held_now.bindparams(sa.bindparam("ids", expanding=True, type_=UUID)).columns(
+                occurrence_id=UUID, lease_token=UUID
+            ),
+            insert.bindparams(
+                *(
+                    sa.bindparam(name, type_=columns[name].type)
+                    for name in (
+                        "id",
+                        "occurrence_id",
+                        "attempt",
+                        "started_at",
+                        "duration_ms",
+                        "outcome",
+                        "status_code",
+                        "error",
+                        "response_excerpt",
+                        "replica",
+                        "trace_id",
+                    )
+                )
+            ),
+        )
 
     async def mark_delivered(
         self, conn: AsyncConnection, deliveries: Sequence[Delivery], now: datetime

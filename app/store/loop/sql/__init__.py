@@ -15,8 +15,31 @@ from importlib import resources
 
 import sqlalchemy as sa
 
-NAMES = ("claim", "flow_due", "start_mark", "release")
 DIALECTS = ("postgresql", "sqlite", "mysql")
+# Each statement's name, and the dialects it has a file of its own for
+# (`<name>.<dialect>.sql`); `SHARED`: one file every database runs alike (`<name>.sql`).
+# The loop runs each where its dialect asks for it: PostgreSQL records a settle's attempts
+# in one statement from arrays, the others read the leases the settle holds, then insert.
+SHARED: tuple[str, ...] = ()
+NAMES: dict[str, tuple[str, ...]] = {
+    "claim": DIALECTS,
+    "flow_due": DIALECTS,
+    "start_mark": DIALECTS,
+    "release": SHARED,
+    "record_attempts": ("postgresql",),
+    "settled_leases": ("sqlite", "mysql"),
+    "record_attempt": SHARED,
+}
+
+
+def file_names() -> set[str]:
+    """The files `NAMES` says there are."""
+    return {
+        f"{name}.{dialect}.sql" if dialect else f"{name}.sql"
+        for name, dialects in NAMES.items()
+        for dialect in dialects or ("",)
+    }
+
 
 _END = re.compile(r";[ \t]*$", re.MULTILINE)
 
