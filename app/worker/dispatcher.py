@@ -86,8 +86,8 @@ FIRST_ATTEMPT_RESERVE = 0.25
 # Measured in W1 on PostgreSQL (docs/performance.md): at a quarter, 1,383 and 1,396
 # deliveries/s against 1,800 without marks; at the whole window, with the marks gathered
 # and each one statement looking its rows up by key, about 0.85 of the tree without marks
-# (docs/benchmarks.md); two and four windows gained 3-5 % more, for a crash that may charge
-# that many more attempts.
+# (docs/benchmark-history.md, "Start marks made cheap"); two and four windows gained 3-5 %
+# more, for a crash that may charge that many more attempts.
 MARK_AHEAD_SHARE = 1.0
 
 
