@@ -9,7 +9,7 @@ fresh PostgreSQL database (`chronoq migrate`, then `chronoq serve` with default 
 run from its own virtualenv (`DIR/.venv/bin/chronoq`), so before and after are measured in
 the same session.
 
-    .venv/bin/python bench/creates.py                          # 3 runs, docs/benchmarks.md
+    .venv/bin/python bench/creates.py                          # 3 runs, docs/benchmark*.md
     .venv/bin/python bench/creates.py --base /work/base-x      # and the baseline, interleaved
     .venv/bin/python bench/creates.py --runs 1 --count 100000 --no-docs
 
@@ -331,9 +331,7 @@ def main() -> int:
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=2, default=str))
     if args.docs:
-        summary = bench.DOCS.read_text(encoding="utf-8") if bench.DOCS.exists() else ""
-        bench.DOCS.write_text(bench.replace_section(summary, "creates", text), encoding="utf-8")
-        bench.log("wrote the creates section of docs/benchmarks.md")
+        bench.record("creates", text)
     return 0
 
 

@@ -1,6 +1,6 @@
 """Mixed load: how late healthy one-shots run while the API is busy, on one replica.
 
-    .venv/bin/python bench/mixed.py                           # 3 runs, docs/benchmarks.md
+    .venv/bin/python bench/mixed.py                           # 3 runs, docs/benchmark*.md
     .venv/bin/python bench/mixed.py --seconds 20 --runs 1 --no-docs
     .venv/bin/python bench/mixed.py --baseline /tmp/base-tree  # base, new, base, new, ...
 
@@ -439,11 +439,7 @@ def section(args: argparse.Namespace, results: dict[str, list[dict[str, Any]]]) 
 
 
 def write_docs(args: argparse.Namespace, results: dict[str, list[dict[str, Any]]]) -> None:
-    text = bench.DOCS.read_text(encoding="utf-8") if bench.DOCS.exists() else ""
-    bench.DOCS.write_text(
-        bench.replace_section(text, SECTION, section(args, results)), encoding="utf-8"
-    )
-    bench.log(f"wrote the {SECTION} section of {bench.DOCS.relative_to(ROOT)}")
+    bench.record(SECTION, section(args, results))
 
 
 def main() -> int:

@@ -7,7 +7,7 @@ enough ahead that creation through `POST /v1/schedules/batch` (1,000 per request
 finished first. Measured over `--periods` (3) periods: every tick of every schedule in that
 window must arrive exactly once.
 
-    .venv/bin/python bench/recurring.py                          # 3 runs, docs/benchmarks.md
+    .venv/bin/python bench/recurring.py                          # 3 runs, docs/benchmark*.md
     .venv/bin/python bench/recurring.py --count 20000 --periods 1 --runs 1 --no-docs
     .venv/bin/python bench/recurring.py --baseline /work/base-x  # base, new, base, new, ...
 
@@ -295,11 +295,7 @@ def section(args: argparse.Namespace, results: dict[str, list[dict[str, Any]]]) 
 
 
 def write_docs(args: argparse.Namespace, results: dict[str, list[dict[str, Any]]]) -> None:
-    text = bench.DOCS.read_text(encoding="utf-8") if bench.DOCS.exists() else ""
-    bench.DOCS.write_text(
-        bench.replace_section(text, SECTION, section(args, results)), encoding="utf-8"
-    )
-    bench.log(f"wrote the {SECTION} section of {bench.DOCS.relative_to(ROOT)}")
+    bench.record(SECTION, section(args, results))
 
 
 def main() -> int:

@@ -10,7 +10,8 @@ Every workload of every run gets a fresh database (PostgreSQL and MySQL: a new d
 chronoq_bench_<pid>_<n>, dropped afterwards; SQLite: a new temporary file) and a fresh
 `chronoq serve` subprocess with default settings except DATABASE_URL. Deliveries go to
 bench/receiver.py in its own process; the ceilings come from bench/ceiling.py in another.
-All traffic stays on 127.0.0.1. Results are printed and written to docs/benchmarks.md.
+All traffic stays on 127.0.0.1. Results are printed; a run of both workloads also writes its
+rows into docs/benchmarks.md and every figure into docs/benchmark-history.md.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import json
 import math
 import os
 import platform
+import re
+import shlex
 import shutil
 import signal
 import socket
@@ -45,6 +48,7 @@ import aiohttp
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 DOCS = ROOT / "docs" / "benchmarks.md"
+HISTORY = ROOT / "docs" / "benchmark-history.md"
 DEFAULT_PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 DEFAULT_MYSQL_ADMIN_URL = "mysql://root@127.0.0.1:3306/mysql"
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
@@ -943,8 +947,8 @@ def code_digest() -> str:
     return digest.hexdigest()[:10]
 
 
-def code_version() -> str:
-    """The commit under test, whether app/ differs from it, and the source digest."""
+def git_state() -> tuple[str, bool] | None:
+    """The short commit of HEAD and whether app/ or alembic/ differ from it; None without git."""
 
     def git(*args: str) -> str:
         return subprocess.run(
@@ -955,92 +959,94 @@ def code_version() -> str:
         commit = git("rev-parse", "--short", "HEAD").strip()
         dirty = git("status", "--porcelain", "--", "app", "alembic").strip()
     except (OSError, subprocess.CalledProcessError):
+        return None
+    return commit, bool(dirty)
+
+
+def code_version() -> str:
+    """The commit under test, whether app/ differs from it, and the source digest."""
+    state = git_state()
+    if state is None:
         return f"source digest {code_digest()}"
-    state = "with uncommitted changes under app/" if dirty else "clean"
-    return f"commit {commit} ({state}; source digest {code_digest()})"
+    commit, dirty = state
+    change = "with uncommitted changes under app/" if dirty else "clean"
+    return f"commit {commit} ({change}; source digest {code_digest()})"
 
 
-def machine_note(args: argparse.Namespace, versions: dict[str, str]) -> list[str]:
+def code_label() -> str:
+    """The code under test as a table names it: the short commit, marked when app/ differs."""
+    state = git_state()
+    if state is None:
+        return f"source digest {code_digest()}"
+    commit, dirty = state
+    return f"{commit} with uncommitted changes" if dirty else commit
+
+
+def utc_stamp() -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+
+
+def cpu_model() -> str:
     cpu = platform.processor() or "unknown CPU"
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+                return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    load = os.getloadavg() if hasattr(os, "getloadavg") else (math.nan,) * 3
+    return cpu
+
+
+def software(versions: dict[str, str]) -> str:
     try:
         import uvloop  # noqa: F401
 
         loop = "uvloop (the service's uvicorn picks it too)"
     except ImportError:
         loop = "asyncio default loop"
+    return (
+        f"Python {platform.python_version()}, aiohttp {aiohttp.__version__}, {loop}; "
+        f"PostgreSQL {versions.get('postgresql', 'n/a')}; "
+        f"{dialect_title('mysql', versions)} {versions.get('mysql', 'n/a')}; "
+        f"SQLite {sqlite3.sqlite_version}"
+    )
+
+
+def machine_note(args: argparse.Namespace, versions: dict[str, str]) -> list[str]:
+    """The machine as one run found it, for that run's entry of the history."""
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (math.nan,) * 3
     return [
-        f"- {os.cpu_count()} cores ({cpu}), shared with the database, the receiver and the load "
-        "generator; noisy, so every figure is the median of "
+        f"- {os.cpu_count()} cores ({cpu_model()}), shared with the database, the receiver and "
+        "the load generator; noisy, so every figure is the median of "
         f"{args.runs} run{'s' if args.runs != 1 else ''}.",
         f"- Load average when the benchmark started: {load[0]:.2f} / {load[1]:.2f} / "
         f"{load[2]:.2f}.",
-        f"- Python {platform.python_version()}, aiohttp {aiohttp.__version__}, {loop}; "
-        f"PostgreSQL {versions.get('postgresql', 'n/a')}; "
-        f"{dialect_title('mysql', versions)} {versions.get('mysql', 'n/a')}; "
-        f"SQLite {sqlite3.sqlite_version}.",
-        f"- Measured {time.strftime('%Y-%m-%d %H:%M %Z')} on {args.code_version}.",
+        f"- {software(versions)}.",
+        f"- Measured {args.stamp} on {args.code_version}.",
     ]
 
 
-def write_docs(
-    args: argparse.Namespace,
-    dialect_summaries: dict[str, dict[str, dict[str, Any]]],
-    ceilings: dict[str, list[dict[str, Any]]],
-    problems: list[str],
-    versions: dict[str, str],
-) -> None:
-    aio = median([c["rps"] for c in ceilings["aiohttp"]])
-    hx = median([c["rps"] for c in ceilings["httpx"]])
-    out: list[str] = ["# Benchmarks", ""]
-    if args.preliminary:
-        out += [
-            "> **Preliminary figures.** These were measured with `--runs "
-            f"{args.runs}` while other work was running on the same "
-            f"{os.cpu_count()}-core machine. They show "
-            "the shape of the results, not the numbers to quote; rerun `make bench` on a quiet "
-            "machine and this page is regenerated.",
+def machine_section(args: argparse.Namespace, versions: dict[str, str]) -> str:
+    """The `machine` section of docs/benchmarks.md."""
+    return "\n".join(
+        [
+            "## Machine",
             "",
+            f"- {os.cpu_count()} cores ({cpu_model()}), shared with the database, the receiver "
+            "and the load generator; noisy, so a figure is a median over runs, each run's value "
+            "in brackets where a table has room.",
+            f"- {software(versions)} (read by the full run of {args.stamp} on {args.code_label}).",
+            "- Figures of different sessions differ by more than most changes do: two commits "
+            "are compared by alternating runs of both in one session, as in the "
+            f"[history]({HISTORY.name}).",
         ]
-    out += [
-        "Where the time goes, what was changed for speed and what was measured before: "
-        "`docs/performance.md` (kept by hand). W1 with the RabbitMQ target: "
-        "`docs/benchmarks-rabbitmq.md` (`bench/rabbitmq.py`).",
-        "",
-    ]
-    out += [
-        "Generated by `bench/run.py` (`make bench`); the tables below are overwritten on every "
-        "full run.",
-        "",
-        "## Machine",
-        "",
-        *machine_note(args, versions),
-        "",
-        "## How to run",
-        "",
-        "```sh",
-        "make bench                                   # all three dialects, medians of 3 runs",
-        ".venv/bin/python bench/run.py --quick        # smoke run (1 run, 1,000 schedules)",
-        ".venv/bin/python bench/run.py --dialect postgresql --runs 5",
-        ".venv/bin/python bench/run.py --dialect mysql --runs 5",
-        "```",
-        "",
-        "`--dialect` takes `postgresql`, `mysql`, `sqlite`, `all` (the default) or `both` "
-        "(PostgreSQL and SQLite). PostgreSQL is reached at "
-        f"`{DEFAULT_PG_ADMIN_URL}` (override with `--pg-admin-url` or "
-        "`CHRONOQ_BENCH_PG_URL`), MySQL/MariaDB at "
-        f"`{DEFAULT_MYSQL_ADMIN_URL}` (override with `--mysql-admin-url` or "
-        "`CHRONOQ_BENCH_MYSQL_URL`); the script creates one database per workload there and "
-        "drops it, also when the run fails. Both must be on 127.0.0.1.",
-        "",
-        "## Method",
+    )
+
+
+def method_lines(args: argparse.Namespace) -> list[str]:
+    """How W1 and W2 are measured, and their bars: the head of the `w1-w2` section."""
+    return [
+        "## W1 and W2: how they are measured",
         "",
         "Every workload of every run starts from nothing: a fresh database (PostgreSQL and "
         "MySQL/MariaDB: `chronoq_bench_<pid>_<n>`, created through the admin connection and "
@@ -1084,31 +1090,204 @@ def write_docs(
         "with no scheduling, no database and no bookkeeping; Chronoq's W1 rate divided by it is "
         "the *ratio*. The httpx figure is why the service's webhook sink uses aiohttp.",
         "",
-        "## Bars",
-        "",
-        f"On PostgreSQL with default settings: W1 at least {BAR_W1_RATE:,.0f} deliveries/s with "
-        f"0 lost and 0 duplicates, and W2 p99 lag under {BAR_W2_P99_MS:.0f} ms. On "
-        "MySQL/MariaDB with default settings: W1 at least "
+        f"Bars: on PostgreSQL with default settings, W1 at least {BAR_W1_RATE:,.0f} "
+        f"deliveries/s with 0 lost and 0 duplicates, and W2 p99 lag under {BAR_W2_P99_MS:.0f} "
+        "ms. On MySQL/MariaDB with default settings: W1 at least "
         f"{BAR_MYSQL_W1_RATIO:g} of PostgreSQL's W1 rate in the same run (each run measures "
         "PostgreSQL, then MySQL/MariaDB, then SQLite, so the two rates compared were taken "
         "minutes apart at most; the bar is on the median of the per-run ratios), with 0 lost "
         "and 0 duplicates.",
         "",
+        "A full run's every figure (create rate, CPU, RSS, what was received but still pending, "
+        "the ratio to the ceiling) is in its entry of the history; the tables below hold the "
+        "latest of each store, each row saying when it was measured (linked to its entry) and "
+        "on which code. A row from a comparison of two commits gives the newer side, and `-` "
+        "where that comparison did not report the figure.",
     ]
-    out += ["## Ceilings", "", "| client loop (64 concurrent) | requests/s (median) | runs |"]
-    out += ["| --- | --- | --- |"]
-    out.append(
-        f"| bare aiohttp | {fmt(aio)} | "
-        + ", ".join(fmt(c["rps"]) for c in ceilings["aiohttp"])
-        + " |"
+
+
+W1_HEAD = (
+    "| store | measured | code | deliveries/s | lag p50 (ms) | lag p99 (ms) | lost, duplicates "
+    "| bar |"
+)
+W2_HEAD = "| store | measured | code | lag p50 (ms) | lag p99 (ms) | lost, duplicates | bar |"
+# A table row's store, as its first cell names it.
+STORES = {"postgresql": "postgresql", "mysql": "mysql", "mariadb": "mysql", "sqlite": "sqlite"}
+
+
+def with_runs(summary: dict[str, Any], key: str, digits: int) -> str:
+    """`median (run 1, run 2, ...)` of one metric of one workload."""
+    each = ", ".join(fmt(r.get(key, math.nan), digits) for r in summary["_runs"])
+    return f"{fmt(summary[key]['median'], digits)} ({each})"
+
+
+def counts(runs: list[dict[str, Any]]) -> str:
+    lost = sum(r.get("lost", 0) for r in runs)
+    dups = sum(r.get("duplicates", 0) for r in runs)
+    unsettled = sum(r.get("unsettled", 0) or 0 for r in runs)
+    return f"{lost}, {dups}" + (f" ({unsettled} received but still pending)" if unsettled else "")
+
+
+def verdict(checks: list[tuple[str, str, bool]], bar: str) -> str:
+    return f"{'met' if all(ok for _, _, ok in checks) else '**not met**'}: {bar}"
+
+
+def w1_bar(dialect: str, summaries: dict[str, dict[str, dict[str, Any]]]) -> str:
+    if dialect == "postgresql":
+        checks = bars(summaries[dialect])[:3]
+        return verdict(checks, f"at least {BAR_W1_RATE:,.0f}/s, 0 lost, 0 duplicates")
+    if dialect == "mysql":
+        checks = mysql_bars(summaries)
+        if not checks:
+            return "not measured: PostgreSQL was not in the same run"
+        return verdict(
+            checks,
+            f"at least {BAR_MYSQL_W1_RATIO:g} of PostgreSQL in the same run, 0 lost, "
+            f"0 duplicates (measured {checks[0][1]})",
+        )
+    return "none"
+
+
+def w2_bar(dialect: str, summaries: dict[str, dict[str, dict[str, Any]]]) -> str:
+    if dialect == "postgresql":
+        return verdict(bars(summaries[dialect])[3:], f"p99 under {BAR_W2_P99_MS:.0f} ms, 0 lost")
+    return "none"
+
+
+def subsection(text: str, heading: str) -> str:
+    """The part of `text` from its `## heading` line up to the next `## ` heading."""
+    found = re.search(rf"^## {re.escape(heading)}\n.*?(?=^## |\Z)", text, re.MULTILINE | re.DOTALL)
+    return found.group(0) if found else ""
+
+
+def store_rows(text: str, heading: str) -> dict[str, str]:
+    """The rows of the table under `## heading` in `text`, by the store they are of."""
+    rows = {}
+    for line in subsection(text, heading).splitlines():
+        if line.startswith("| "):
+            store = STORES.get(line.split("|")[1].strip().lower())
+            if store is not None:
+                rows[store] = line
+    return rows
+
+
+def w1_w2_section(
+    args: argparse.Namespace,
+    summaries: dict[str, dict[str, dict[str, Any]]],
+    ceilings: dict[str, list[dict[str, Any]]],
+    problems: list[str],
+    versions: dict[str, str],
+    entry: str,
+    before: str,
+) -> str:
+    """The `w1-w2` section of docs/benchmarks.md: how W1 and W2 are measured, then one table
+    each with a row per store, and the ceilings. This run's stores get new rows; the rows of
+    stores it did not measure are kept from `before`, the section as it was."""
+    link = f"{HISTORY.name}#{anchor(entry)}"
+    measured = f"[{args.stamp}]({link})"
+    lines = method_lines(args)
+    if args.preliminary:
+        lines += [
+            "",
+            f"> **Preliminary figures.** The rows measured {args.stamp} were measured with "
+            f"`--runs {args.runs}` while other work was running on the same "
+            f"{os.cpu_count()}-core machine. They show the shape of the results, not the "
+            "numbers to quote.",
+        ]
+    if problems:
+        lines += ["", f"The run of {args.stamp} observed anomalies: see [its entry]({link})."]
+    tables = [
+        ("W1", "W1, burst", W1_HEAD, w1_bar),
+        ("W2", "W2, paced", W2_HEAD, w2_bar),
+    ]
+    for workload, heading, head, bar in tables:
+        rows = store_rows(before, heading)
+        if workload in args.workloads:
+            for dialect, summary in summaries.items():
+                runs = summary[workload]["_runs"]
+                cells = [dialect_title(dialect, versions), measured, args.code_label]
+                if workload == "W1":
+                    cells.append(with_runs(summary["W1"], "deliveries_per_s", 0))
+                digits = 0 if workload == "W1" else 1
+                cells += [
+                    with_runs(summary[workload], "lag_p50_ms", digits),
+                    with_runs(summary[workload], "lag_p99_ms", digits),
+                    counts(runs),
+                    bar(dialect, summaries),
+                ]
+                rows[dialect] = "| " + " | ".join(cells) + " |"
+        lines += ["", f"## {heading}", "", head, "|" + " --- |" * (head.count("|") - 1)]
+        lines += [rows[dialect] for dialect in DIALECTS if dialect in rows]
+    if ceilings["aiohttp"]:
+        aio = median([c["rps"] for c in ceilings["aiohttp"]])
+        hx = median([c["rps"] for c in ceilings["httpx"]])
+        ratios = ", ".join(
+            f"{dialect_title(dialect, versions)} "
+            f"{fmt(s['W1']['deliveries_per_s']['median'] / aio if aio else math.nan, 2)}"
+            for dialect, s in summaries.items()
+        )
+        lines += [
+            "",
+            "## Client ceilings",
+            "",
+            f"Measured {measured}, code {args.code_label}, {len(ceilings['aiohttp'])} "
+            f"run{'s' if len(ceilings['aiohttp']) != 1 else ''}.",
+            "",
+            f"| client loop ({CONCURRENCY} concurrent) | requests/s, median (each run) |",
+            "| --- | --- |",
+        ]
+        for client, name in (("aiohttp", "bare aiohttp"), ("httpx", "bare httpx")):
+            each = ", ".join(fmt(c["rps"]) for c in ceilings[client])
+            value = median([c["rps"] for c in ceilings[client]])
+            lines.append(f"| {name} | {fmt(value)} ({each}) |")
+        lines += [
+            "",
+            f"httpx / aiohttp: {fmt(hx / aio if aio else math.nan, 2)}. W1 deliveries/s / bare "
+            f"aiohttp ceiling in the same run: {ratios}.",
+        ]
+    elif kept := subsection(before, "Client ceilings").strip():
+        lines += ["", kept]
+    return "\n".join(lines)
+
+
+def run_entry(
+    args: argparse.Namespace,
+    dialect_summaries: dict[str, dict[str, dict[str, Any]]],
+    ceilings: dict[str, list[dict[str, Any]]],
+    problems: list[str],
+    versions: dict[str, str],
+) -> str:
+    """This run's entry of the history, every figure of it, under its `## ` heading."""
+    stores = [dialect_title(d, versions) for d in dialect_summaries]
+    named = ", ".join(stores[:-1]) + " and " + stores[-1] if len(stores) > 1 else stores[0]
+    kind = "full run" if set(dialect_summaries) == set(DIALECTS) else "run"
+    heading = (
+        f"{' and '.join(args.workloads)} on {named}: {kind} on {args.code_label}, {args.stamp}"
     )
-    out.append(
-        f"| bare httpx | {fmt(hx)} | " + ", ".join(fmt(c["rps"]) for c in ceilings["httpx"]) + " |"
-    )
-    out += ["", f"httpx / aiohttp: {fmt(hx / aio if aio else math.nan, 2)}.", ""]
+    out: list[str] = [f"## {heading}", ""]
+    if args.preliminary:
+        out += [
+            "> **Preliminary figures.** These were measured with `--runs "
+            f"{args.runs}` while other work was running on the same "
+            f"{os.cpu_count()}-core machine. They show "
+            "the shape of the results, not the numbers to quote.",
+            "",
+        ]
+    out += [f"`{args.command}`.", "", "### Machine", "", *machine_note(args, versions), ""]
+    if ceilings["aiohttp"]:
+        aio = median([c["rps"] for c in ceilings["aiohttp"]])
+        hx = median([c["rps"] for c in ceilings["httpx"]])
+        out += ["### Ceilings", "", "| client loop (64 concurrent) | requests/s (median) | runs |"]
+        out += ["| --- | --- | --- |"]
+        for client, name in (("aiohttp", "bare aiohttp"), ("httpx", "bare httpx")):
+            each = ", ".join(fmt(c["rps"]) for c in ceilings[client])
+            out.append(f"| {name} | {fmt(median([c['rps'] for c in ceilings[client]]))} | {each} |")
+        out += ["", f"httpx / aiohttp: {fmt(hx / aio if aio else math.nan, 2)}.", ""]
+    else:
+        aio = math.nan
     for dialect, summary in dialect_summaries.items():
         title = dialect_title(dialect, versions)
-        out += [f"## {title}", "", *dialect_table(summary, aio), ""]
+        out += [f"### {title}", "", *dialect_table(summary, aio), ""]
         checks = bars(summary) if dialect == "postgresql" else []
         if dialect == "mysql" and same_run_ratios(dialect_summaries):
             out += [ratio_line(dialect_summaries) + ".", ""]
@@ -1118,7 +1297,7 @@ def write_docs(
             for name, value, ok in checks:
                 out.append(f"- {'met' if ok else '**not met**'}: {name} (measured {value})")
             out.append("")
-    out += ["## Ratios", "", "| dialect | W1 deliveries/s | bare aiohttp ceiling | ratio |"]
+    out += ["### Ratios", "", "| dialect | W1 deliveries/s | bare aiohttp ceiling | ratio |"]
     out += ["| --- | --- | --- | --- |"]
     for dialect, summary in dialect_summaries.items():
         rate = summary["W1"]["deliveries_per_s"]["median"]
@@ -1127,11 +1306,33 @@ def write_docs(
         )
     out.append("")
     if problems:
-        out += ["## Anomalies observed in this run", "", "```text", *problems, "```", ""]
+        out += ["### Anomalies observed in this run", "", "```text", *problems, "```", ""]
+    return "\n".join(out)
+
+
+def write_docs(
+    args: argparse.Namespace,
+    dialect_summaries: dict[str, dict[str, dict[str, Any]]],
+    ceilings: dict[str, list[dict[str, Any]]],
+    problems: list[str],
+    versions: dict[str, str],
+) -> None:
+    """This run into docs/benchmarks.md (the `machine` section after a run over every store,
+    the rows of the stores it measured in the `w1-w2` section) and, every figure of it, as the
+    newest entry of docs/benchmark-history.md. The rest of both pages is left as it is."""
+    args.stamp = utc_stamp()
+    entry = run_entry(args, dialect_summaries, ceilings, problems, versions)
+    heading = entry.partition("\n")[0].removeprefix("## ")
+    text = DOCS.read_text(encoding="utf-8") if DOCS.exists() else PAGE_HEAD
+    if set(dialect_summaries) == set(DIALECTS) or section_text(text, "machine") is None:
+        text = replace_section(text, "machine", machine_section(args, versions))
+    before = section_text(text, "w1-w2") or ""
+    body = w1_w2_section(args, dialect_summaries, ceilings, problems, versions, heading, before)
+    text = replace_section(text, "w1-w2", body)
+    add_history_entry(entry)
     DOCS.parent.mkdir(parents=True, exist_ok=True)
-    kept = kept_sections(DOCS.read_text(encoding="utf-8") if DOCS.exists() else "")
-    DOCS.write_text("\n".join(out) + ("\n" + kept if kept else ""), encoding="utf-8")
-    log(f"wrote {DOCS.relative_to(ROOT)}")
+    DOCS.write_text(text, encoding="utf-8")
+    log(f"wrote {DOCS.relative_to(ROOT)} and the newest entry of {HISTORY.relative_to(ROOT)}")
 
 
 # -- main ---------------------------------------------------------------------------------
@@ -1218,6 +1419,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.docs is None:
         args.docs = not args.quick and args.workloads == ["W1", "W2"]
     args.code_version = code_version()
+    args.code_label = code_label()
+    args.command = shlex.join(["bench/run.py", *(sys.argv[1:] if argv is None else argv)])
     args.code_digest = code_digest()
     if args.runs < 1 or args.w1_count < 1:
         parser.error("--runs and --w1-count must be at least 1")
@@ -1307,21 +1510,32 @@ async def main_async(args: argparse.Namespace) -> int:
     return 0
 
 
-# Sections that other benchmark scripts write into docs/benchmarks.md between these markers
-# (bench/wakeups.py); regenerating the rest of the file keeps them.
+# docs/benchmarks.md holds the current figures. The sections the benchmark scripts write into
+# it stand between these markers, each named (bench/run.py: machine, w1-w2; bench/creates.py:
+# creates; bench/recurring.py: recurring; bench/mixed.py: mixed; bench/wakeups.py: wakeups;
+# bench/rabbitmq.py: rabbitmq), and a script rewrites its own alone: the rest of the page is
+# kept by hand. Every run that writes a section also adds its figures to the top of
+# docs/benchmark-history.md, so that the figures a section held are not lost when it is
+# rewritten.
 KEEP_BEGIN = "<!-- section: "
 KEEP_END = "<!-- end section -->"
+PAGE_HEAD = "# Benchmarks\n"
+HISTORY_HEAD = (
+    "# Benchmark history\n\n"
+    f"Every benchmark run behind [the current figures]({DOCS.name}), newest first.\n"
+)
 
 
-def kept_sections(text: str) -> str:
-    blocks = []
-    while (start := text.find(KEEP_BEGIN)) != -1:
-        end = text.find(KEEP_END, start)
-        if end == -1:
-            break
-        blocks.append(text[start : end + len(KEEP_END)])
-        text = text[end + len(KEEP_END) :]
-    return "\n\n".join(blocks) + ("\n" if blocks else "")
+def section_text(text: str, name: str) -> str | None:
+    """The body of the marked section `name` of `text`, None when there is none."""
+    begin = f"{KEEP_BEGIN}{name} -->"
+    start = text.find(begin)
+    if start == -1:
+        return None
+    end = text.find(KEEP_END, start)
+    if end == -1:
+        return None
+    return text[start + len(begin) : end].strip("\n")
 
 
 def replace_section(text: str, name: str, body: str) -> str:
@@ -1333,6 +1547,46 @@ def replace_section(text: str, name: str, body: str) -> str:
         return text.rstrip() + "\n\n" + block + "\n"
     end = text.find(KEEP_END, start)
     return text[:start] + block + text[end + len(KEEP_END) :]
+
+
+def anchor(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def with_entry(text: str, entry: str) -> str:
+    """`text`, the history page, with `entry` as its newest entry: before its first `## `."""
+    first = re.search(r"^## ", text, re.MULTILINE)
+    if first is None:
+        return text.rstrip() + "\n\n" + entry.strip() + "\n"
+    return text[: first.start()] + entry.strip() + "\n\n" + text[first.start() :]
+
+
+def add_history_entry(entry: str) -> None:
+    text = HISTORY.read_text(encoding="utf-8") if HISTORY.exists() else HISTORY_HEAD
+    HISTORY.parent.mkdir(parents=True, exist_ok=True)
+    HISTORY.write_text(with_entry(text, entry), encoding="utf-8")
+
+
+def write_section(name: str, body: str) -> None:
+    """Set the marked section `name` of docs/benchmarks.md to `body`, leaving the rest."""
+    text = DOCS.read_text(encoding="utf-8") if DOCS.exists() else PAGE_HEAD
+    DOCS.parent.mkdir(parents=True, exist_ok=True)
+    DOCS.write_text(replace_section(text, name, body), encoding="utf-8")
+
+
+def record(name: str, body: str, figures: str | None = None) -> None:
+    """A script's run into the docs: `body`, a section under its `## Title`, becomes the marked
+    section `name` of docs/benchmarks.md, and the run the newest entry of
+    docs/benchmark-history.md, headed "Title on <commit>, <date>", holding `figures` (every
+    figure of the run, when the section shows fewer) or else the section's own text. The
+    section ends with a link to that entry."""
+    title, _, rest = body.strip().partition("\n")
+    heading = f"{title.removeprefix('## ')} on {code_label()}, {utc_stamp()}"
+    add_history_entry(f"## {heading}\n" + (rest if figures is None else f"\n{figures.strip()}"))
+    link = f"[{heading}]({HISTORY.name}#{anchor(heading)})"
+    write_section(name, f"{body.rstrip()}\n\nThis run in the history: {link}.")
+    log(f"wrote the {name} section of {DOCS.relative_to(ROOT)} and its entry in {HISTORY.name}")
 
 
 def logs_worth_keeping(results: list[dict[str, Any]]) -> bool:
