@@ -51,7 +51,7 @@ check: lint test
 openapi: $(VENV)/.dev
 	$(BIN)/chronoq openapi --output openapi/openapi.json
 
-## bench: W1 and W2 on PostgreSQL, MySQL/MariaDB and SQLite, W1 with RabbitMQ (see docs/benchmarks*.md)
+## bench: W1 and W2 on PostgreSQL, MySQL/MariaDB and SQLite, W1 with RabbitMQ (see docs/benchmark*.md)
 bench: $(VENV)/.dev
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/rabbitmq.py

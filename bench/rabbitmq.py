@@ -17,7 +17,8 @@ they tell a service that waits from a machine that is full.
 --baseline DIR (a checkout with its own .venv, e.g. a git worktree of an earlier commit)
 runs that checkout's service too, in every run right after the ceiling and before this
 tree's (ceiling, baseline, this tree, ceiling, baseline, ...), so both are compared with the
-same runs' ceilings. Results: docs/benchmarks-rabbitmq.md.
+same runs' ceilings. Results: docs/benchmarks-rabbitmq.md, this tree's beside the ceiling in
+its section of docs/benchmarks.md, and every figure in an entry of docs/benchmark-history.md.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from run import (
     parse_instant,
     peak_rss_mb,
     percentile,
+    record,
     rfc3339,
     start_service,
 )
@@ -346,6 +348,50 @@ def write_docs(
     lines += ["", f"Bar: at least {BAR:.2f} of the ceiling, with 0 lost.", ""]
     DOCS.write_text("\n".join(lines), encoding="utf-8")
     log(f"wrote {DOCS.relative_to(ROOT)}")
+    record("rabbitmq", summary(args, runs["this tree"], ceilings, builds), "\n".join(lines[1:]))
+
+
+def summary(
+    args: argparse.Namespace,
+    mine: list[dict[str, Any]],
+    ceilings: list[float],
+    builds: dict[str, str],
+) -> str:
+    """The `rabbitmq` section of docs/benchmarks.md: this tree's W1 beside the ceiling."""
+
+    def cell(values: list[float]) -> str:
+        return f"{fmt(median(values))} ({', '.join(fmt(v) for v in values)})"
+
+    rate, top = median([r["deliveries_per_s"] for r in mine]), median(ceilings)
+    ok = rate >= BAR * top and all(r["lost"] == 0 for r in mine)
+    base = f", the baseline's (`{builds['baseline']}`) too" if "baseline" in builds else ""
+    lines = [
+        "## W1 to RabbitMQ",
+        "",
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `bench/rabbitmq.py`, code "
+        f"`{builds['this tree']}`, {len(ceilings)} runs, medians with each run in brackets. "
+        f"Every figure{base}: [benchmarks-rabbitmq.md]({DOCS.name}).",
+        "",
+        f"W1 ({args.count:,} one-shot schedules due at one instant) published through the "
+        "default exchange to a durable queue of the run's own, consumed in the benchmark "
+        "process; PostgreSQL store, default settings plus `AMQP_URL`, RabbitMQ on 127.0.0.1. "
+        "The ceiling is aio-pika alone publishing as many persistent messages with publisher "
+        f"confirms, {CONCURRENCY} in flight on one channel, in the same runs.",
+        "",
+        "| metric | median (each run) |",
+        "| --- | --- |",
+        f"| confirmed-publish ceiling, aio-pika alone (msgs/s) | {cell(ceilings)} |",
+        "| W1 deliveries/s (due instant to last arrival) | "
+        f"{cell([r['deliveries_per_s'] for r in mine])} |",
+        f"| W1 lag p50 (ms) | {cell([r['lag_p50_ms'] for r in mine])} |",
+        f"| W1 lag p99 (ms) | {cell([r['lag_p99_ms'] for r in mine])} |",
+        f"| W1 lost | {cell([r['lost'] for r in mine])} |",
+        f"| W1 duplicates | {cell([r['duplicates'] for r in mine])} |",
+        "",
+        f"Bar: at least {BAR:.2f} of the ceiling, with 0 lost ({'met' if ok else 'not met'}: "
+        f"median W1 / median ceiling {fmt(rate / top if top else float('nan'), 2)}).",
+    ]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
