@@ -169,12 +169,6 @@ class Dialect(ABC):
             for statement in statements
         )
 
-    async def commit_without_waiting(self, conn: AsyncConnection) -> None:
-        """Let this transaction's commit return before it is on disk: for a write whose loss
-        in a crash of the database is harmless (the database keeps it whole or not at all).
-        Where a dialect cannot say so per transaction, nothing changes."""
-        return None
-
     async def bound_now(self, conn: AsyncConnection) -> datetime:
         """The value of the `now` parameter of statements built with `now()`."""
         return await self.transaction_now(conn)

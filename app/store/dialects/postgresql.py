@@ -103,8 +103,6 @@ _CLAIMS = {
 # A cancel keeps the token of an attempt in flight, so that attempt is still recorded.
 # The attempt log's rows of a settle, from arrays (named SQL `record_attempts`).
 _RECORD_ATTEMPTS = query("record_attempts", "postgresql")
-# This transaction only: its commit does not wait for the WAL flush.
-_ASYNC_COMMIT = sa.text("SET LOCAL synchronous_commit = off")
 # The start marks (named SQL `start_mark`): every pair asked, in one statement.
 _MARK_STARTED = query("start_mark", "postgresql").bindparams(
     sa.bindparam("ids", type_=postgresql.ARRAY(sa.Uuid())),
@@ -470,9 +468,6 @@ class PostgreSQL(OnConflictInserts, Dialect):
         except BaseException:
             await conn.invalidate()
             raise
-
-    async def commit_without_waiting(self, conn: AsyncConnection) -> None:
-        await conn.execute(_ASYNC_COMMIT)
 
     async def record_attempts(self, conn: AsyncConnection, rows: list[dict[str, Any]]) -> None:
         if rows:

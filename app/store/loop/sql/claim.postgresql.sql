@@ -22,7 +22,7 @@
 -- that same attempt, not another one.
 -- `:start` is how many attempts may start at once: a claim that finds more rows due now
 -- than that starts none of them, and each waits unstarted (`lease_ahead`, as one claimed
--- ahead) until the loop marks it started (app/store/loop/starts.py); a lease lost before that
+-- ahead) until the loop marks it started (start_mark.postgresql.sql); a lease lost before that
 -- mark costs no attempt.
 WITH due AS (
     SELECT o.occurrence_id, o.first_attempt_at IS NULL AS first_claim,
