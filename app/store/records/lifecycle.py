@@ -4,6 +4,7 @@ cancelled, skipped, backfilled, and listed; and what a pause writes, whoever mak
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
@@ -21,6 +22,7 @@ from app.domain.occurrence import (
 )
 from app.domain.schedule import PauseReason, ScheduleStatus
 from app.store.dialects import dialect_of
+from app.store.loop.sql import query
 from app.store.records.schedules import ScheduleStore
 from app.store.schema.rows import (
     OCCURRENCE_COLUMNS,
@@ -191,47 +193,14 @@ class LifecycleStore:
 
     async def hold(self, conn: AsyncConnection, schedule_id: uuid.UUID, now: datetime) -> None:
         """Make the schedule's pending occurrences unclaimable (paused), but for its failure
-        callbacks: they report what already failed (an auto-pause's own dead letter too)."""
-        await conn.execute(
-            occurrences.update()
-            .where(
-                occurrences.c.schedule_id == schedule_id,
-                occurrences.c.status == OccurrenceStatus.PENDING,
-                occurrences.c.origin != Origin.CALLBACK,
-            )
-            # In this order: MySQL assigns left to right, each assignment seeing the ones
-            # before it, so the instant is kept before it is cleared.
-            .ordered_values(
-                (
-                    occurrences.c.held_until,
-                    sa.func.coalesce(occurrences.c.available_at, occurrences.c.held_until),
-                ),
-                (occurrences.c.available_at, None),
-                (occurrences.c.updated_at, now),
-            )
-        )
+        callbacks (named SQL `hold`)."""
+        statement = _named("hold", dialect_of(conn).name)
+        await conn.execute(statement, {"schedule_id": schedule_id, "now": now})
 
     async def unhold(self, conn: AsyncConnection, schedule_id: uuid.UUID, now: datetime) -> None:
-        """Give each held occurrence back its own instant (its jittered fire instant, its
-        retry instant or its lease's end); one held without an instant (a replay or a
-        backfill made during the pause) is due now."""
-        await conn.execute(
-            occurrences.update()
-            .where(
-                occurrences.c.schedule_id == schedule_id,
-                occurrences.c.status == OccurrenceStatus.PENDING,
-                occurrences.c.available_at.is_(None),
-            )
-            # Given back before it is cleared (MySQL assigns left to right).
-            .ordered_values(
-                (
-                    occurrences.c.available_at,
-                    sa.func.coalesce(occurrences.c.held_until, sa.literal(now, UTCDateTime())),
-                ),
-                (occurrences.c.held_until, None),
-                (occurrences.c.updated_at, now),
-            )
-        )
+        """Give each held occurrence back its own instant (named SQL `unhold`)."""
+        statement = _named("unhold", dialect_of(conn).name)
+        await conn.execute(statement, {"schedule_id": schedule_id, "now": now})
 
     async def cancel_pending(
         self, conn: AsyncConnection, schedule_id: uuid.UUID, now: datetime
@@ -309,3 +278,11 @@ async def pause(
         await cadence.skip_due_cadence(conn, schedule_id, now, "paused")
         await cadence.drop_unfired_cadence(conn, schedule_id)
     await cadence.hold(conn, schedule_id, now)
+
+
+@functools.cache
+def _named(name: str, dialect: str) -> sa.TextClause:
+    """A named statement about one schedule's occurrences at `now`, typed."""
+    return query(name, dialect).bindparams(
+        sa.bindparam("schedule_id", type_=UUID), sa.bindparam("now", type_=UTCDateTime())
+    )

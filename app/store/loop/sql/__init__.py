@@ -29,6 +29,8 @@ NAMES: dict[str, tuple[str, ...]] = {
     "record_attempts": ("postgresql",),
     "settled_leases": ("sqlite", "mysql"),
     "record_attempt": SHARED,
+    "hold": SHARED,
+    "unhold": SHARED,
 }
 
 
