@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from app.domain.ids import occurrence_id
 from app.domain.occurrence import Delivery, OccurrenceStatus, Settlement
+from app.domain.schedule import ScheduleStatus
 from tests.store import ports
 from tests.store.ports import Database
 
@@ -136,13 +137,21 @@ async def test_an_expired_lease_is_claimed_again_and_only_the_new_token_settles(
     assert second.attempt == 2
     assert second.lease_token != first.lease_token
 
-    await ports.settle(database, [Settlement(first, OccurrenceStatus.DELIVERED)])
-    (row,) = await ports.read_occurrence_rows(database, schedule.id)
-    assert (row.status, row.attempts, row.lease_token) == (
-        OccurrenceStatus.PENDING,
-        2,
-        second.lease_token,
-    ), "a settle under the expired lease changed the row"
+    # A late answer of the first attempt, a delivery or a failure for good, changes
+    # nothing: the occurrence is the second claim's now.
+    for late in (
+        Settlement(first, OccurrenceStatus.DELIVERED),
+        Settlement(first, OccurrenceStatus.DEAD_LETTERED, error="late"),
+    ):
+        await ports.settle(database, [late])
+        (row,) = await ports.read_occurrence_rows(database, schedule.id)
+        assert (row.status, row.attempts, row.lease_token, row.last_error) == (
+            OccurrenceStatus.PENDING,
+            2,
+            second.lease_token,
+            None,
+        ), f"a {late.status.value} settle under the expired lease changed the row"
+        assert await ports.read_schedule_status(database, schedule.id) is ScheduleStatus.PENDING
 
     await ports.settle(database, [Settlement(second, OccurrenceStatus.DELIVERED)])
     (row,) = await ports.read_occurrence_rows(database, schedule.id)
