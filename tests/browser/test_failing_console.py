@@ -4,23 +4,14 @@ changes its target, max attempts and labels under If-Match, refusing a stale for
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
-from typing import Any
 
 from playwright.async_api import expect
 
 from tests.browser.live import LiveApp, PageLog
 from tests.browser.test_console import KEYS, VIEWPORT, WRITER, NewPage, api, create, login
 from tests.receiver import Receiver, Reply
-
-
-async def _until(check: Callable[[], Any], what: str) -> None:
-    for _ in range(200):
-        if await check():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(what)
+from tests.waiting import eventually
 
 
 async def test_an_operator_finds_a_failing_schedule_and_replays_its_dead_letter(
@@ -42,7 +33,7 @@ async def test_an_operator_finds_a_failing_schedule_and_replays_its_dead_letter(
         async def dead_lettered() -> bool:
             return bool((await client.get("/v1/dead-letters")).json()["items"])
 
-        await _until(dead_lettered, "the schedule was not dead-lettered")
+        await eventually(dead_lettered, what="the schedule dead-lettered")
 
         page = await new_page(viewport=VIEWPORT, **login(WRITER))
         await page.goto(app.url("/ui/schedules"))
@@ -66,7 +57,7 @@ async def test_an_operator_finds_a_failing_schedule_and_replays_its_dead_letter(
             found = await client.get(f"/v1/schedules/{broken['id']}")
             return bool(found.json()["consecutive_failures"] == 0)
 
-        await _until(delivered, "the replay was not delivered")
+        await eventually(delivered, what="the replay delivered")
         await page.reload()
         await expect(page.locator("#failing")).to_have_count(0)
         await expect(page.locator("#occurrences button:has-text('Replay')")).to_have_count(0)

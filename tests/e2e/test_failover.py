@@ -70,17 +70,6 @@ def one_shot(receiver: Receiver, name: str, delay: float) -> dict[str, Any]:
     }
 
 
-async def until(check: Any, timeout: float, what: str, services: Services) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = await check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} not seen within {timeout:g}s\n{services.logs()}")
-        await asyncio.sleep(0.1)
-
-
 @dataclass
 class Answer:
     sent: float  # monotonic

@@ -3,8 +3,6 @@ replica's lease runs out and the next one delivers the callback again under the 
 
 from __future__ import annotations
 
-import asyncio
-import time
 from typing import Any
 
 import httpx
@@ -12,6 +10,7 @@ import pytest
 
 from tests.e2e.processes import Services
 from tests.receiver import Receiver, Reply
+from tests.waiting import eventually_found
 
 pytestmark = pytest.mark.e2e
 
@@ -28,15 +27,6 @@ def settings(database_url: str) -> dict[str, str]:
         "CHRONOQ_POLL_INTERVAL": "0.05",
         "CHRONOQ_LOG_LEVEL": "INFO",
     }
-
-
-async def eventually(check: Any, what: str, services: Services) -> Any:
-    deadline = time.monotonic() + TIMEOUT
-    while (found := await check()) is None:
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} did not happen in {TIMEOUT} s\n{services.logs()}")
-        await asyncio.sleep(0.1)
-    return found
 
 
 @pytest.mark.parametrize(
@@ -78,7 +68,9 @@ async def test_a_callback_in_flight_when_its_replica_dies_is_delivered_by_the_ne
                 None,
             )
 
-        held = await eventually(in_flight, "the callback's first attempt", services)
+        held = await eventually_found(
+            in_flight, within=TIMEOUT, what="the callback's first attempt", details=services.logs
+        )
         services.kill(victim)
 
         receiver.always("/alerts", Reply())
@@ -94,7 +86,9 @@ async def test_a_callback_in_flight_when_its_replica_dies_is_delivered_by_the_ne
             callbacks = [o for o in listed.json()["items"] if o["origin"] == "callback"]
             return callbacks[0] if callbacks and callbacks[0]["status"] == "delivered" else None
 
-        callback = await eventually(delivered, "the callback's settle", services)
+        callback = await eventually_found(
+            delivered, within=TIMEOUT, what="the callback's settle", details=services.logs
+        )
         assert callback["occurrence_id"] == held["occurrence_id"]
         attempts = await client.get(
             f"{survivor.base_url}/v1/occurrences/{callback['occurrence_id']}/attempts"

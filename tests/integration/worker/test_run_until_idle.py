@@ -5,13 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from tests.factories import iso
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
 from tests.store import ports
-
-
-def _iso(instant: datetime) -> str:
-    return instant.isoformat().replace("+00:00", "Z")
 
 
 async def test_a_retry_made_by_a_run_waits_for_the_next_run_even_when_due_at_once(
@@ -34,7 +31,7 @@ async def test_what_falls_due_within_the_window_given_is_held_and_delivered_at_i
     harness: Harness,
 ) -> None:
     due = datetime.now(UTC) + timedelta(hours=1)
-    created = await harness.create(trigger={"type": "once", "at": _iso(due)})
+    created = await harness.create(trigger={"type": "once", "at": iso(due)})
 
     assert await harness.dispatcher.run_until_idle() == 0  # not due yet: not this run's
     assert harness.receiver.requests == []
