@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 from typing import Any
 
 import pytest
 
+from app.domain.occurrence import Delivery
 from app.store.loop.claims import ClaimStore
 from app.telemetry.logs import TextFormatter
 from tests.integration.api.test_bad_input import assert_problem_names
 from tests.integration.api.test_events import events, kinds, ok
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
+from tests.store import ports
 
 HOUR = {"type": "once", "delay_seconds": 3600}
 
@@ -164,15 +165,16 @@ async def test_an_attempt_lost_with_its_replica_counts_when_its_lease_runs_out(
     await ok(harness, "POST", f"/v1/schedules/{created['id']}/trigger")
     claims = ClaimStore()
 
-    async def claim(lease: float) -> int:
+    async def claim() -> list[Delivery]:
         found = await harness.database.run(
-            lambda conn: claims.claim(conn, limit=10, lease=lease, owner="lost-replica")
+            lambda conn: claims.claim(conn, limit=10, lease=30.0, owner="lost-replica")
         )
-        return len(found.deliveries)
+        return list(found.deliveries)
 
-    assert await claim(0.2) == 1  # claimed, never settled: the replica is gone
-    await asyncio.sleep(0.4)
-    assert await claim(30.0) == 0  # its budget was spent: dead-lettered, not delivered
+    (lost,) = await claim()  # claimed, never settled: the replica is gone
+    assert await harness.schedule_status(created["id"]) == "pending"
+    await ports.run_out_lease(harness.database, lost.occurrence_id)
+    assert await claim() == []  # its budget was spent: dead-lettered, not delivered
 
     paused = await harness.get(f"/v1/schedules/{created['id']}")
     assert (paused["status"], paused["pause_reason"]) == ("paused", "failures")
