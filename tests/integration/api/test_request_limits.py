@@ -85,43 +85,67 @@ async def test_a_batch_over_the_request_limit_stores_nothing(make_harness) -> No
 
 
 async def test_a_body_that_stalls_is_timed_out(make_harness) -> None:  # type: ignore[no-untyped-def]
-    async with make_harness(request_body_timeout=0.3) as h:
+    timeout = 0.3
+    async with make_harness(request_body_timeout=timeout) as h:
         first = json.dumps(_body(h)).encode()
+        answered = asyncio.Event()
 
         async def body() -> AsyncIterator[bytes]:
             yield first[:10]
-            await asyncio.sleep(5)  # never sends the rest in time
+            await answered.wait()  # the rest never comes before the answer
             yield first[10:]
 
         started = time.monotonic()
-        response = await h.client.post(
-            "/v1/schedules", content=body(), headers={"Content-Type": "application/json"}
-        )
+        try:
+            # Far past the timeout: only the timeout can answer a body that never ends.
+            response = await asyncio.wait_for(
+                h.client.post(
+                    "/v1/schedules", content=body(), headers={"Content-Type": "application/json"}
+                ),
+                timeout * 100,
+            )
+        finally:
+            answered.set()
+        took = time.monotonic() - started
 
         assert response.status_code == 408, response.text
         assert response.headers["content-type"].startswith(PROBLEM)
-        assert time.monotonic() - started < 4
+        assert took >= timeout * 0.9, "answered before the body had stalled for the timeout"
         assert await _stored(h) == []
 
 
 async def test_a_body_that_trickles_is_cut_at_its_total_time(make_harness) -> None:  # type: ignore[no-untyped-def]
-    async with make_harness(request_body_timeout=0.5) as h:
+    timeout = 0.5
+    async with make_harness(request_body_timeout=timeout) as h:
+        answered = asyncio.Event()
+        sent = 0
 
         async def body() -> AsyncIterator[bytes]:
-            for _ in range(200):  # a byte every 50 ms: never idle, done in 10 s
+            nonlocal sent
+            while not answered.is_set():  # a byte every 50 ms: never idle, never done
+                sent += 1
                 yield b" "
                 await asyncio.sleep(0.05)
 
         started = time.monotonic()
-        response = await h.client.post(
-            "/v1/schedules", content=body(), headers={"Content-Type": "application/json"}
-        )
+        try:
+            # Far past the timeout: only the cut can answer a body that never ends.
+            response = await asyncio.wait_for(
+                h.client.post(
+                    "/v1/schedules", content=body(), headers={"Content-Type": "application/json"}
+                ),
+                timeout * 60,
+            )
+        finally:
+            answered.set()
+        took = time.monotonic() - started
 
         assert response.status_code == 408, response.text
         assert response.headers["content-type"].startswith(PROBLEM)
         assert response.headers["connection"] == "close"
         assert "CHRONOQ_REQUEST_BODY_TIMEOUT" in response.json()["detail"]
-        assert time.monotonic() - started < 4
+        assert took >= timeout * 0.9, "cut before the body had taken the time allowed"
+        assert sent > 1, "cut while idle, not at the total time"
         assert await _stored(h) == []
 
 

@@ -21,14 +21,14 @@ from app.store.dialects.postgresql import PRUNING_LOCK
 from app.store.engine.database import Database
 from app.store.records.retention import prune
 from app.store.schema.tables import occurrences, schedules
-from app.worker.pruner import Pruner
+from app.worker.pruner import STOP_GRACE, Pruner
 from tests.conftest import ALL_STORES, make_settings
 from tests.factories import iso
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
 from tests.store import ports
 from tests.tcp_proxy import TcpProxy
-from tests.waiting import eventually
+from tests.waiting import eventually, suspended_in
 
 RETENTION = timedelta(days=7)
 OLD = timedelta(days=8)
@@ -417,10 +417,12 @@ async def test_stopping_the_loop_is_prompt_while_it_waits_for_the_next_round(
     pruner = _pruner(harness, retention_interval=3600)
 
     async with pruner.started():
-        await asyncio.sleep(0.05)
+        await eventually(lambda: suspended_in(pruner._task, "Pruner._pause"))
         assert pruner.running
         started = time.monotonic()
 
-    assert time.monotonic() - started < 1
+    # A stop that did not wake the wait would take its grace and then cancel the loop
+    # (or, never cancelled, the whole interval).
+    assert time.monotonic() - started < STOP_GRACE
     assert not pruner.running
     assert pruner.rounds == 0
