@@ -20,7 +20,7 @@ from tests.conftest import make_settings
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
 from tests.tcp_proxy import TcpProxy
-from tests.waiting import eventually
+from tests.waiting import eventually, suspended_in
 
 
 @asynccontextmanager
@@ -147,8 +147,9 @@ async def test_a_missed_room_signal_costs_at_most_a_poll_interval(harness: Harne
     await asyncio.wait(stale)
     dispatcher._claims.extend(stale)  # counted as running, though finished
     async with dispatcher.started():
-        await asyncio.sleep(0.2)
-        assert dispatcher.cycles == 0  # waiting for room
+        # The loop has looked for room, found none, and waits for it: it claimed nothing.
+        await eventually(lambda: suspended_in(dispatcher._task, "Pacing.wait_for_room"))
+        assert dispatcher.cycles == 0
         dispatcher._claims.clear()  # gone, and no one signals
         await eventually(lambda: dispatcher.cycles > 0, within=3.0, every=0.05)
 

@@ -322,8 +322,18 @@ async def test_a_store_slower_than_the_targets_holds_starts_back_at_its_bound() 
     loop = dispatcher(queue, sink, concurrency=concurrency, batch_size=10)
     async with loop.started():
         await eventually(lambda: queue.settle_gate is None, every=0.01)  # a write hangs
-        await eventually(lambda: len(sink.started) == bound, every=0.01)
-        await asyncio.sleep(0.1)  # more time to start more, if anything would
+        # Everything is claimed and in hand, and every delivery started has finished: each
+        # finish and each claim looked for more to start, and there is nothing left that
+        # would look again until the write lands.
+        await eventually(
+            lambda: (
+                not queue.batches
+                and loop.waiting + len(sink.started) == len(batch)
+                and loop.in_flight == 0
+                and not loop._claims
+            ),
+            every=0.01,
+        )
         assert len(sink.started) == bound
         assert queue.settled == []
         gate.set()
