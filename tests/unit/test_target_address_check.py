@@ -85,7 +85,11 @@ async def test_a_lookup_that_hangs_is_given_up_and_left_to_delivery(
 class UnencodableNames:
     """The system resolver's own IDNA codec refuses what it cannot encode."""
 
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
     async def addresses(self, host: str) -> Sequence[str]:
+        self.asked.append(host)
         raise UnicodeError("encoding with 'idna' codec failed (UnicodeError: label too long)")
 
 
@@ -95,4 +99,9 @@ async def test_a_name_the_resolver_cannot_encode_is_left_to_delivery() -> None:
         {"type": "webhook", "url": "http://exämple..com/"}, context={"stored": True}
     )
 
-    await TargetAddresses(AddressPolicy(), UnencodableNames()).check([(target, "#/target/url")])
+    resolver = UnencodableNames()
+
+    # No refusal: the check gives the name up, and delivery checks it again.
+    await TargetAddresses(AddressPolicy(), resolver).check([(target, "#/target/url")])
+
+    assert len(resolver.asked) == 1, "the name was looked up, not passed over unchecked"

@@ -157,6 +157,15 @@ async def test_trigger_replay_and_resume_wake_an_idle_loop(make_harness) -> None
             await harness.client.post(f"/v1/schedules/{paused['id']}/resume")
             await eventually(_received(harness, 3), within=PROMPT, every=0.01)
 
+        # Each woke the loop for its own occurrence: the triggered one, the same again
+        # replayed, and the resumed schedule's.
+        assert [r.occurrence_id for r in harness.receiver.requests] == [
+            letter["occurrence_id"],
+            letter["occurrence_id"],
+            paused["next_occurrence_id"],
+        ]
+        assert letter["schedule_id"] == created["id"]
+
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)

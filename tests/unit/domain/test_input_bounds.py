@@ -23,7 +23,7 @@ from app.domain.limits import (
 )
 from app.domain.misfire import Rules, plan
 from app.domain.schedule import SchedulePatch, ScheduleSpec
-from app.domain.target import Target
+from app.domain.target import Target, WebhookTarget
 from app.domain.trigger import Trigger, count_ticks, fire_times, next_fire_after, resolve
 
 TRIGGER: TypeAdapter[Trigger] = TypeAdapter(Trigger)
@@ -217,7 +217,12 @@ def test_a_header_value_with_a_control_character_is_refused(char: str) -> None:
 
 
 def test_a_header_value_may_hold_a_tab() -> None:
-    TARGET.validate_python({"type": "webhook", "url": "http://h/", "headers": {"X-A": "a\tb"}})
+    target = TARGET.validate_python(
+        {"type": "webhook", "url": "http://h/", "headers": {"X-A": "a\tb"}}
+    )
+
+    assert isinstance(target, WebhookTarget)
+    assert target.headers == {"X-A": "a\tb"}, "the tab is kept as it was sent"
 
 
 @pytest.mark.parametrize("char", ["\x00", "\r", "\n", "\t", "\x1f"])
