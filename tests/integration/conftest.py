@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 import shutil
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ class Harness:
     wakeups: Wakeups
     dns: FakeDNS
     transport: httpx.AsyncBaseTransport  # the app's, for other clients of it (app.client)
+    app: FastAPI  # its own, made for it (the routes FastAPI builds are shared)
 
     def webhook(self, path: str = "/hook", **extra: Any) -> dict[str, Any]:
         return {"type": "webhook", "url": self.receiver.url(path), **extra}
@@ -101,40 +103,67 @@ class Harness:
         return items
 
 
-# Apps a harness is done with, whose routes are built. FastAPI builds an app's routes (the
-# parameters and models of each) as requests first reach them: a quarter of a second, most of
-# what a case that makes an app cost. Every app create_app makes is the same but for its
-# lifespan, which holds the settings, wakeups and resolver it was given (the middleware and
-# the routes read them from the lifespan's state), so a harness runs its own app's lifespan
-# in one of these: what it serves is its own app's.
-_IDLE_APPS: list[FastAPI] = []
+# FastAPI builds the routes of each router an app includes (the parameters and models of
+# each) as requests first reach them: some 50 ms of CPU an app, a quarter of a second on a
+# loaded machine, most of what a case that makes an app would cost. What it builds depends
+# only on the routers create_app includes, the same module-level routers for every app. So
+# each harness serves an app of its own made by create_app (its own lifespan with the
+# settings, wakeups and resolver it was given, its own middleware, built at its first
+# request, its own app.state, exception handlers and OpenAPI document), whose included
+# routers are swapped for those of one app made once per process, never served, which are
+# built as the harnesses' requests first reach them. They hold no state: a request finds
+# its settings and services in its own app's lifespan state. What they would read of an
+# app, its dependency overrides, is refused on every app (`_NoOverrides`).
 
 
-def _shape(app: FastAPI) -> list[Any]:
-    """What create_app put in `app` besides its lifespan: two apps of the same shape serve
-    alike."""
-    routes = [
-        (type(route), getattr(route, "path", None), getattr(route, "original_router", None))
-        for route in app.router.routes
+class _NoOverrides(dict[Callable[..., Any], Callable[..., Any]]):
+    """A harness app's dependency overrides: none, and none can be set (its included
+    routes read those of the app they were built for)."""
+
+    def _refuse(self, *_: Any, **__: Any) -> None:
+        raise TypeError(
+            "a harness app's included routes are shared between harnesses and read no "
+            "dependency overrides of its own: make an app with create_app to override"
+        )
+
+    __setitem__ = update = setdefault = __ior__ = _refuse  # type: ignore[assignment]
+
+
+_ROUTES_OF: FastAPI | None = None
+
+
+def _included(app: FastAPI) -> list[tuple[int, Any]]:
+    """The routers `app` includes, each with its place among the app's routes."""
+    return [
+        (place, route)
+        for place, route in enumerate(app.router.routes)
+        if getattr(route, "original_router", None) is not None
     ]
-    middleware = [(m.cls, m.args, m.kwargs) for m in app.user_middleware]
-    handlers = sorted(map(repr, app.exception_handlers))
-    return [type(app), routes, middleware, handlers, app.router.dependencies]
 
 
-@contextmanager
-def _served_by_a_built_app(app: FastAPI) -> Iterator[FastAPI]:
-    """`app`, or an idle app of the same shape whose routes are built, made to run `app`'s
-    lifespan; used by one harness at a time."""
-    if _IDLE_APPS:
-        built = _IDLE_APPS.pop()
-        assert _shape(built) == _shape(app), "create_app made an app of another shape"
-        built.router.lifespan_context = app.router.lifespan_context
-        app = built
-    try:
-        yield app
-    finally:
-        _IDLE_APPS.append(app)
+def _inclusion(route: Any) -> tuple[Any, Any]:
+    """What FastAPI builds an included router's routes from, less the app it was built for
+    (which is where the dependency overrides are read)."""
+    context = dataclasses.replace(route.include_context, dependency_overrides_provider=None)
+    return route.original_router, context
+
+
+def _with_built_routes(app: FastAPI) -> FastAPI:
+    """`app` with the routers it includes swapped for those of the process's one app that
+    lends them, which are built once for all (by the first request to reach each)."""
+    global _ROUTES_OF
+    if _ROUTES_OF is None:
+        _ROUTES_OF = create_app()
+        _ROUTES_OF.dependency_overrides = _NoOverrides()
+    lender = _included(_ROUTES_OF)
+    own = _included(app)
+    assert [(place, _inclusion(route)) for place, route in own] == [
+        (place, _inclusion(route)) for place, route in lender
+    ], "create_app included other routers than it did for the first app"
+    for place, route in lender:
+        app.router.routes[place] = route
+    app.dependency_overrides = _NoOverrides()
+    return app
 
 
 @asynccontextmanager
@@ -147,31 +176,30 @@ async def running_harness(
     dns = dns or FakeDNS()
     database = Database(settings.database_url)
     try:
-        with _served_by_a_built_app(create_app(settings, wakeups, resolver=dns)) as app:
-            async with (
-                open_sinks(settings, resolver=dns) as sinks,
-                # The app's shutdown closes its broker connection, which a loaded machine
-                # can take longer than the manager's 5 s default to finish.
-                LifespanManager(app, shutdown_timeout=SHUTDOWN_TIMEOUT) as manager,
-            ):
-                dispatcher = Dispatcher(
-                    database, sinks, settings, rng=random.Random(7), owner="test"
+        app = _with_built_routes(create_app(settings, wakeups, resolver=dns))
+        async with (
+            open_sinks(settings, resolver=dns) as sinks,
+            # The app's shutdown closes its broker connection, which a loaded machine
+            # can take longer than the manager's 5 s default to finish.
+            LifespanManager(app, shutdown_timeout=SHUTDOWN_TIMEOUT) as manager,
+        ):
+            dispatcher = Dispatcher(database, sinks, settings, rng=random.Random(7), owner="test")
+            transport = httpx.ASGITransport(app=manager.app)
+            async with httpx.AsyncClient(
+                transport=transport, base_url="http://localhost"
+            ) as client:
+                yield Harness(
+                    client,
+                    dispatcher,
+                    database,
+                    settings,
+                    receiver,
+                    sinks,
+                    wakeups,
+                    dns,
+                    transport,
+                    app,
                 )
-                transport = httpx.ASGITransport(app=manager.app)
-                async with httpx.AsyncClient(
-                    transport=transport, base_url="http://localhost"
-                ) as client:
-                    yield Harness(
-                        client,
-                        dispatcher,
-                        database,
-                        settings,
-                        receiver,
-                        sinks,
-                        wakeups,
-                        dns,
-                        transport,
-                    )
     finally:
         database.clock.reset()  # a case that moved it (tests.store.ports.move_clock)
         await database.close()
