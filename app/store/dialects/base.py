@@ -161,12 +161,10 @@ class Dialect(ABC):
             sa.bindparam("ids", expanding=True, type_=UUID),
             sa.bindparam("token", type_=UUID),
         )
-        statements = queries("start_mark", self.name)
-        return tuple(
-            statement.bindparams(*typed).columns(occurrence_id=UUID)
-            if "RETURNING" in statement.text or statement.text.lstrip().startswith("SELECT")
-            else statement.bindparams(*typed)
-            for statement in statements
+        *marks, returning = queries("start_mark", self.name)
+        return (
+            *(mark.bindparams(*typed) for mark in marks),
+            returning.bindparams(*typed).columns(occurrence_id=UUID),
         )
 
     async def bound_now(self, conn: AsyncConnection) -> datetime:

@@ -97,10 +97,6 @@ _CLAIMS = {
 }
 
 
-# The attempt log's insert: one statement whatever the batch's size (array parameters, so
-# one prepared statement and one cached plan), guarded in the same statement by each
-# attempt's lease token, and locking the occurrences it matched until the settle commits.
-# A cancel keeps the token of an attempt in flight, so that attempt is still recorded.
 # The attempt log's rows of a settle, from arrays (named SQL `record_attempts`).
 _RECORD_ATTEMPTS = query("record_attempts", "postgresql")
 # The start marks (named SQL `start_mark`): every pair asked, in one statement.

@@ -1,5 +1,8 @@
 -- Settled attempts into the attempt log (`Dialect.record_attempts` says what it means), in
--- one statement from arrays: one prepared statement and one cached plan whatever the rows.
+-- one statement from arrays: one prepared statement and one cached plan whatever the rows,
+-- guarded by each attempt's lease token, and locking the occurrences it matched until the
+-- settle commits (a cancel keeps the token of an attempt in flight, so that attempt is
+-- still recorded).
 -- Each attempt's occurrence is a lookup by key of its own (a LATERAL subquery that locks,
 -- which is never flattened into a join): planned from statistics that saw almost nothing
 -- pending (a table of finished rows before a burst), a join was a scan of every occurrence,
