@@ -31,7 +31,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.hosts import PROXY_REMEDY, check_origin, console_refusal
 from app.api.problem_details import MEDIA_TYPE, problem_type
-from app.settings import ApiKey
+from app.settings.api_keys import ApiKey
 
 # One WWW-Authenticate header per scheme: browsers read only the first challenge of a
 # header, so Basic in second place of a shared one never made them ask for a key.

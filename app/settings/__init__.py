@@ -7,9 +7,7 @@ proxies, the public origin) is `app.settings.addresses`; `SettingsError` is
 
 from __future__ import annotations
 
-import dataclasses
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -35,6 +33,7 @@ from app.settings.addresses import (
     public_origin,
     target_list,
 )
+from app.settings.api_keys import ApiKey, parse_api_key
 from app.settings.backends import URL_FORMS, Backend, backend_of
 from app.settings.db_urls import WRITABLE_SESSIONS, is_multi_host, session_attrs
 from app.settings.errors import SettingsError as SettingsError  # raised to callers
@@ -44,10 +43,6 @@ DEFAULT_DATABASE_URL = "sqlite:///./data/chronoq.db"
 
 # A schema name that needs no quoting anywhere it appears (search_path, DDL, channel names).
 SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
-
-# An API key's name (what is recorded as `created_by`) and the key itself (never recorded).
-API_KEY_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-API_KEY = re.compile(r"[!-~]{16,}")  # printable, no space; `:` and `,` are refused apart
 
 
 class Settings(BaseSettings):
@@ -420,31 +415,6 @@ class Settings(BaseSettings):
                 raise SettingsError(
                     f"CHRONOQ_WEBHOOK_SIGNING_SECRETS entry {index} repeats an earlier entry"
                 )
-
-
-@dataclass(frozen=True)
-class ApiKey:
-    """One configured API key: its name is what is recorded, the key never is."""
-
-    name: str
-    key: str = dataclasses.field(repr=False)
-    read_only: bool = False
-
-
-def parse_api_key(entry: str, where: str) -> ApiKey:
-    """`name:key` or `name:key:read`; a SettingsError names `where`, never the key."""
-    parts = entry.split(":")
-    if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] != "read"):
-        raise SettingsError(f"{where}: expected name:key or name:key:read")
-    name, key = parts[0], parts[1]
-    if not API_KEY_NAME.fullmatch(name):
-        raise SettingsError(f"{where}: the name must be 1 to 64 of A-Z a-z 0-9 _ . -")
-    if not API_KEY.fullmatch(key):
-        raise SettingsError(
-            f"{where}: the key must be at least 16 printable characters, "
-            "with no ':', ',' or whitespace"
-        )
-    return ApiKey(name=name, key=key, read_only=len(parts) == 3)
 
 
 def schema_name_problem(name: str) -> str | None:

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from app.settings import ApiKey, Settings, SettingsError, load_settings
+from app.settings import Settings, SettingsError, load_settings
+from app.settings.api_keys import ApiKey
 
 KEY = "s3cr3t-0123456789abcdef"
 OTHER = "an0ther-key-0123456789"

@@ -9,7 +9,7 @@ import logging
 import pytest
 
 from app.api.auth import KeyRing, is_open, presented_key
-from app.settings import ApiKey
+from app.settings.api_keys import ApiKey
 from app.telemetry.logs import LogFormat, configure
 
 KEY = "s3cr3t-0123456789abcdef"
