@@ -44,6 +44,7 @@ from app.store.engine.migrations import upgrade_to_head
 from app.store.engine.wakeups import Wakeups
 from app.store.records.backlog import backlog
 from app.telemetry import logs, metrics, tracing
+from app.telemetry.http_metrics import HttpMetricsMiddleware
 from app.ui import console
 
 
@@ -141,7 +142,7 @@ def create_app(
     problems.install(app)
     # Innermost: it sees the route the router chose (the key check hands on a copy of the
     # request's scope); requests refused before routing are not timed.
-    app.add_middleware(metrics.HttpMetricsMiddleware)
+    app.add_middleware(HttpMetricsMiddleware)
     # Bodies are counted as they arrive: an oversized or stalled one is never buffered.
     app.add_middleware(BodyLimitMiddleware)
     # The name of the key the check below found, for the access log.
