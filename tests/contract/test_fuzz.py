@@ -94,8 +94,10 @@ ACCEPTED = ["2xx", "3xx", "401", "403", "404", "409", "412", "429", "5xx"]
 # Every change of a schedule honours If-Match, so any of them may answer 412.
 CHECKS = {"enabled": True, "positive_data_acceptance": {"expected-statuses": ACCEPTED}}
 # DELETE on a schedule cancels it (DESIGN section 6): the cancelled schedule and its history
-# stay readable, which is what use_after_free takes for a deleted resource still served.
-CANCELLED_STAYS_READABLE = ["get_schedule", "list_occurrences", "list_events"]
+# stay readable, which is what use_after_free takes for a deleted resource still served. A
+# flow key's DELETE drops its limits, and the key reads on with none (a key that schedules
+# name exists without a configuration: section 11).
+CANCELLED_STAYS_READABLE = ["get_schedule", "list_occurrences", "list_events", "get_flow_key"]
 
 
 def _operations() -> list[dict[str, Any]]:
