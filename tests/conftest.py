@@ -393,6 +393,9 @@ def make_settings(database_url: str, **overrides: Any) -> Settings:
         "worker_enabled": False,
         "poll_interval": 0.05,
         "min_cycle_delay": 0.0,
+        # Steps run on a frozen clock (tests.stepping), which nothing is ahead of: the
+        # cases of claiming ahead say how far.
+        "claim_ahead": 0.0,
         "lease": 5.0,
         "dispatch_timeout": 2.0,
         "retry_base_delay": 0.05,

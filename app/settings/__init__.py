@@ -40,6 +40,8 @@ from app.settings.errors import SettingsError as SettingsError  # raised to call
 from app.settings.web_origins import WebOrigin, parse_origin
 
 DEFAULT_DATABASE_URL = "sqlite:///./data/chronoq.db"
+# The longest `claim_ahead` (seconds): what is claimed ahead waits leased for its instant.
+MAX_CLAIM_AHEAD = 5.0
 
 # A schema name that needs no quoting anywhere it appears (search_path, DDL, channel names).
 SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -81,6 +83,9 @@ class Settings(BaseSettings):
     concurrency: int = 64
     lease: float = 30.0
     min_cycle_delay: float = 0.005
+    # How far ahead of their instant the loop claims ticks, so that the claim's round trip
+    # is not lateness (app/worker/ahead.py); 0 claims only what is due.
+    claim_ahead: float = 0.5
     dispatch_timeout: float = 10.0
     retry_base_delay: float = 1.0
     retry_max_delay: float = 300.0
@@ -307,6 +312,11 @@ class Settings(BaseSettings):
             raise SettingsError("CHRONOQ_SCHEDULE_RETENTION must not be negative (0 keeps)")
         if self.min_cycle_delay < 0:
             raise SettingsError("CHRONOQ_MIN_CYCLE_DELAY must not be negative")
+        if not 0 <= self.claim_ahead <= MAX_CLAIM_AHEAD:
+            raise SettingsError(
+                f"CHRONOQ_CLAIM_AHEAD must be from 0 to {MAX_CLAIM_AHEAD:g} seconds: what is "
+                "claimed ahead holds a lease while it waits for its instant"
+            )
         if self.dispatch_timeout >= self.lease:
             raise SettingsError(
                 "CHRONOQ_DISPATCH_TIMEOUT must be below CHRONOQ_LEASE, or a slow delivery "

@@ -1,7 +1,7 @@
 """Claims ahead: ticks claimed before they are due wait here, off the lanes, for their instant.
 
 A steady stream of ticks is claimed ahead: a claim also leases the occurrences due within
-a short window (that no lease holds; the loop's CLAIM_AHEAD), so that the claim's round
+a short window (that no lease holds; the setting CHRONOQ_CLAIM_AHEAD), so that the claim's round
 trips happen before the ticks are due, not after. Each such delivery goes through two
 steps before it reaches the lanes, by this replica's clock:
 

@@ -31,7 +31,7 @@ import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from functools import partial
 
@@ -62,8 +62,6 @@ UNHEALTHY_POLLS = 3
 # The least a lease must have left for its delivery to start: the dispatch timeout, and
 # up to this much more for the settle to land before the lease ends.
 SETTLE_ALLOWANCE = 1.0
-# How far ahead the loop claims occurrences that are not due yet (`app.worker.ahead`).
-CLAIM_AHEAD = 0.5
 # At most this many claimed-ahead deliveries wait (times the window): beyond it, claims
 # take only what is due.
 AHEAD_CAPACITY_FACTOR = 10
@@ -161,9 +159,22 @@ class Dispatcher:
         self._in_flight: dict[asyncio.Task[None], Delivery] = {}
         self._claims: list[asyncio.Task[None]] = []  # in the order they were issued
         self._claiming = 0  # rows asked for by claims still running
+        # What `at_rest` reads: claims issued so far; how many had been issued when
+        # something in hand last moved on (started, finished, settled, handed back); the
+        # latest claim that found nothing due, and ran alone (beside another claim, it may
+        # have skipped the rows that one had locked); the claims running, and those of
+        # them that have run beside another.
+        self._issued = 0
+        self._issued_at_last_move = 0
+        self._found_nothing = 0
+        self._running: set[int] = set()
+        self._beside: set[int] = set()
+        # Whether the latest claim to end found nothing: the next claim then runs alone.
+        self._idle = False
+        self._claim_error: Exception | None = None
         self._changed = asyncio.Event()  # something the loop holds finished or moved on
         self._hand_backs = HandBacks(
-            self._queue, on_error=self._count_error, on_done=self._changed.set
+            self._queue, on_error=self._count_error, on_done=self._moved_on
         )
         self._claimed_ahead = ClaimedAhead(
             mark=self._queue.start_ahead,
@@ -187,11 +198,6 @@ class Dispatcher:
         )
         self._send_permits = asyncio.Semaphore(settings.concurrency)
         self._task: asyncio.Task[None] | None = None
-        # A run until idle (`run_until_idle`): the wall-clock instant that what it delivers
-        # is due by; whether its claims have found everything due by then; what failed it.
-        self._until: float | None = None
-        self._drained = False
-        self._failure: Exception | None = None
         self.cycles = 0
         self.errors = 0
         self.started_deliveries = 0
@@ -216,6 +222,39 @@ class Dispatcher:
     def waiting(self) -> int:
         """Claimed, not started: in the lanes, or claimed ahead and not due yet."""
         return self._lanes.waiting + len(self._claimed_ahead)
+
+    @property
+    def unsettled(self) -> int:
+        """Attempts made whose settlements are not written yet (a write failed, or one is
+        waiting to be made)."""
+        return self._settler.pending
+
+    @property
+    def claim_error(self) -> Exception | None:
+        """Why the latest claim that failed failed (None: none has)."""
+        return self._claim_error
+
+    def at_rest(self) -> bool:
+        """Whether the loop has done everything due: nothing it claimed is in hand (but for
+        ticks claimed ahead, waiting for their instant), no start mark, hand-back or settle
+        write is on its way, and a claim issued after the last of those ended found nothing
+        due (what a claim still running finds is then due later, or newly written). A
+        running loop at rest stays so until something falls due."""
+        ahead = self._claimed_ahead
+        return (
+            self._found_nothing > self._issued_at_last_move
+            and not self._in_flight
+            and not self._lanes.waiting
+            and not ahead.busy
+            and len(ahead) == ahead.unmarked_ahead
+            and not self._hand_backs.busy
+            and not self._settler.unsettled
+        )
+
+    async def changed(self) -> None:
+        """Until something the loop holds moves on, or a claim ends."""
+        self._changed.clear()
+        await self._changed.wait()
 
     # -- steps -----------------------------------------------------------------------
 
@@ -258,7 +297,7 @@ class Dispatcher:
         try:
             auto_paused(await self._queue.settle(settlements))
         finally:
-            self._changed.set()
+            self._moved_on()
         retries = [s.retry_in for s in settlements if s.retry_in is not None]
         if retries and self.running:
             self.wake_in(min(retries))
@@ -274,11 +313,21 @@ class Dispatcher:
         self.errors += 1
         metrics.LOOP_ERRORS.inc()
 
+    def _moved_on(self) -> None:
+        """Something in hand started, ended or was written: what a claim issued before
+        this found says nothing of what is due after it."""
+        self._issued_at_last_move = self._issued
+        self._changed.set()
+
     # -- the loop --------------------------------------------------------------------
 
     @asynccontextmanager
     async def started(self) -> AsyncIterator[Dispatcher]:
-        """Run the loop for the duration of the block; stop it gracefully on exit."""
+        """Run the loop for the duration of the block; stop it gracefully on exit. A loop
+        that stopped may be started again."""
+        assert not self.running, "the loop is running already"
+        self._stopping.clear()
+        self._issued_at_last_move = self._issued  # what an earlier run found is not news
         self._task = asyncio.create_task(self.run(), name="chronoq-dispatcher")
         try:
             yield self
@@ -306,81 +355,11 @@ class Dispatcher:
         self._alarm.wake_in(max(seconds - self._ahead(), 0.0))
 
     def _ahead(self) -> float:
-        """How far ahead the next claim looks: CLAIM_AHEAD, or nothing while the claimed-ahead
-        deliveries waiting are at their bound; in a run until idle, no further than it
-        delivers."""
+        """How far ahead the next claim looks: `claim_ahead`, or nothing while the
+        claimed-ahead deliveries waiting are at their bound."""
         if self._claimed_ahead.unmarked_ahead >= AHEAD_CAPACITY_FACTOR * self._pacing.capacity:
             return 0.0
-        if self._until is not None:
-            return min(CLAIM_AHEAD, max(self._until - self._wall(), 0.0))
-        return CLAIM_AHEAD
-
-    async def run_until_idle(self, within: float = 0.0) -> int:
-        """Run the loop (`run`, the production loop: its claims, the lanes, claims ahead,
-        the settle batcher and the drain) until it is idle, then stop it; returns how many
-        deliveries it handed to the sinks. For tests and tools that step a replica; not
-        while the loop is running.
-
-        Idle: everything due by the time it was called, or `within` seconds later, has been
-        delivered once (whatever the outcome) and its settlement written. What came due
-        after that instant is not this run's: a retry that an attempt of this run made
-        waits for the next run (its claim, if a claim took it, hands it back unstarted,
-        due again at its instant). What falls due within `within` seconds is claimed ahead
-        and held until its instant, as the loop does; with `within` 0 (the default) the
-        run claims nothing ahead. Raises the error of a claim that failed (the loop would
-        retry it), and RuntimeError when settlements could not be written.
-        """
-        assert not self.running, "run_until_idle runs a loop that is not running"
-        self._until = self._wall() + within
-        self._drained = False
-        self._failure = None
-        self._stopping.clear()
-        started = self.started_deliveries
-        task = self._task = asyncio.create_task(self.run(), name="chronoq-dispatcher")
-        try:
-            await task
-        finally:
-            self._until = None
-            self._stopping.clear()  # free to run again, or to be `started`
-        if self._failure is not None:
-            raise self._failure
-        if self._settler.pending:
-            raise RuntimeError("settling failed; see the log")
-        return self.started_deliveries - started
-
-    def _idle(self) -> bool:
-        """Nothing claimed is left in hand, and no claim, hand-back or settle write is on
-        its way (what waits to be written, the stop writes)."""
-        ahead = self._claimed_ahead
-        return not (
-            self._claims
-            or self._in_flight
-            or self._lanes.waiting
-            or ahead
-            or ahead.busy
-            or self._hand_backs.busy
-            or self._settler.writing
-        )
-
-    async def _settle_down(self) -> None:
-        """A run until idle whose claims found everything: stop once what it holds is done."""
-        self._changed.clear()
-        if self._idle():
-            self._stopping.set()
-            return
-        changed = asyncio.ensure_future(self._changed.wait())
-        stop = asyncio.ensure_future(self._stopping.wait())
-        try:
-            # The poll interval bounds the wait, as for the room: a step without a signal
-            # (a mark that stopped everything it took) costs a poll.
-            await asyncio.wait(
-                {changed, stop},
-                timeout=self._settings.poll_interval,
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-        finally:
-            changed.cancel()
-            stop.cancel()
+        return self._settings.claim_ahead
 
     async def run(self) -> None:
         """Claim, deliver and settle until stopped.
@@ -393,27 +372,18 @@ class Dispatcher:
         loop = asyncio.get_running_loop()
         self._settler.start()
         self._wakeups.subscribe(self.wake_in)
-        # A run until idle ends once what is due now is done: other replicas' news of what
-        # falls due later is not for it.
-        listening: AbstractAsyncContextManager[None] = (
-            self._queue.listening() if self._until is None else nullcontext()
-        )
         try:
-            async with listening:
+            async with self._queue.listening():
                 while not self._stopping.is_set():
                     self._hand_backs.short_leases(self._lanes.expiring(loop.time()))
-                    if self._drained:
-                        await self._settle_down()
-                        continue
                     ahead = self._ahead()
                     batch = self._pacing.batch(ahead)
                     room = self._pacing.room(
                         batch, len(self._in_flight) + self._lanes.waiting + self._claiming
                     )
-                    # A run until idle claims one batch at a time: it ends at the first
-                    # claim that finds nothing more, and a second claim beside that one
-                    # would only contend with it.
-                    alone = self._until is not None
+                    # After a claim that found nothing, a second claim beside the next one
+                    # would only contend with it for what it finds.
+                    alone = self._idle
                     if not room or not self._pacing.may_claim(len(self._claims), alone=alone):
                         await self._pacing.wait_for_room(self._stopping)
                         continue
@@ -452,8 +422,12 @@ class Dispatcher:
         # What the claim may start at once: the slots that nothing claimed is waiting for.
         start = max(0, self._free_slots() - self._claiming)
         self._claiming += limit
+        self._issued += 1
+        if self._running:
+            self._beside.update(self._running, (self._issued,))
+        self._running.add(self._issued)
         task = asyncio.create_task(
-            self._claim_into_lanes(limit, previous, ahead, self._wall(), start)
+            self._claim_into_lanes(limit, previous, ahead, self._issued, start)
         )
         self._claims.append(task)
 
@@ -466,7 +440,7 @@ class Dispatcher:
         limit: int,
         previous: asyncio.Task[None] | None,
         ahead: float = 0.0,
-        issued_at: float = 0.0,
+        serial: int = 0,
         start: int | None = None,
     ) -> None:
         """One claim; its rows join the lanes after those of every claim issued before it
@@ -480,9 +454,6 @@ class Dispatcher:
                 claimed = await self.claim(limit, ahead, start)
             except Exception as exc:
                 self._claim_failed(exc)
-                if self._until is not None:  # a run until idle ends with the error
-                    self._failure = self._failure or exc
-                    self._stopping.set()
             if previous is not None:
                 await asyncio.wait({previous})
         finally:
@@ -493,22 +464,25 @@ class Dispatcher:
             if current in self._claims:
                 self._claims.remove(current)
             self._claiming -= limit
+            self._running.discard(serial)
+            alone = serial not in self._beside
+            self._beside.discard(serial)
             self._pacing.claim_ended()
             self._changed.set()
         if claimed is None:
             return
         self._health.succeeded()
+        self._idle = not claimed.deliveries and not claimed.more
+        if self._idle and alone:
+            self._found_nothing = max(self._found_nothing, serial)
         pause = self._pacing.claimed(
             len(claimed.deliveries), limit, ahead, claimed.due_in, claimed.more
         )
-        if self._until is not None and len(claimed.deliveries) < limit and not claimed.more:
-            # Nothing more was due by the window's end; is that the run's end too?
-            self._drained = self._drained or issued_at + ahead >= self._until
-            pause = 0.0 if self._drained else pause
         self._alarm.wake_in(pause)
         self._admit(claimed, issued)
 
     def _claim_failed(self, exc: Exception) -> None:
+        self._claim_error = exc
         self._count_error()
         self._health.failed(exc, retry_in=self._pacing.failed())
 
@@ -516,22 +490,9 @@ class Dispatcher:
         """The lease began no earlier than the claim was issued: it ends by then + lease.
         A delivery claimed ahead waits until its due instant, by this replica's clock."""
         deadline = issued + self._settings.lease
-        deliveries = claimed.deliveries
-        if self._until is not None:
-            deliveries = self._this_runs(deliveries)
-        ready = self._claimed_ahead.take(deliveries, claimed.not_before, deadline)
+        ready = self._claimed_ahead.take(claimed.deliveries, claimed.not_before, deadline)
         self._lanes.admit(ready, deadline, claimed.unstarted)
         self._start_ready()
-
-    def _this_runs(self, deliveries: list[Delivery]) -> list[Delivery]:
-        """A run until idle delivers what was due by its instant; the rest goes back."""
-        until = self._until
-        assert until is not None
-        later = [d for d in deliveries if d.due_at is not None and d.due_at.timestamp() > until]
-        if not later:
-            return deliveries
-        self._hand_backs.in_background(later)
-        return [d for d in deliveries if d.due_at is None or d.due_at.timestamp() <= until]
 
     def _start_ready(self) -> None:
         if self._stopping.is_set() and self.running:
@@ -555,7 +516,8 @@ class Dispatcher:
             self.started_deliveries += 1
             metrics.IN_FLIGHT.inc()
             task.add_done_callback(self._finished)
-        self._changed.set()
+        if started.launch or started.hand_back:
+            self._moved_on()
 
     async def _deliver(self, delivery: Delivery, unstarted: bool = False) -> None:
         # One that waited unstarted is marked started first: a pause or cancel since its
@@ -583,4 +545,4 @@ class Dispatcher:
         self._lanes.finished(delivery)
         self._start_ready()
         self._pacing.freed(len(self._in_flight) + self._lanes.waiting)
-        self._changed.set()
+        self._moved_on()

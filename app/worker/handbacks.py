@@ -4,7 +4,8 @@ Invariants:
 - a hand-back never raises: one that fails is logged and counted, and its leases run out
   instead, after which any replica takes the occurrences again;
 - one made in the background is known until it has ended (`busy`, `wait`), so that the
-  loop's stop waits for it and a run until idle is not idle before it.
+  loop's stop waits for it and the loop is not at rest before it (`Dispatcher.at_rest`);
+- each one, in the background or not, signals its end (`on_done`).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ class HandBacks:
     ) -> None:
         self._queue = queue
         self._on_error = on_error
-        self._on_done = on_done  # a hand-back in the background has ended
+        self._on_done = on_done  # a hand-back has ended (one in the background: and left `busy`)
         self._tasks: set[asyncio.Task[None]] = set()
 
     @property
@@ -41,6 +42,14 @@ class HandBacks:
         `unsent`: why they could not be sent, which their `last_error` says until they are."""
         if not deliveries:
             return
+        try:
+            await self._hand_back(deliveries, started, unsent)
+        finally:
+            self._on_done()
+
+    async def _hand_back(
+        self, deliveries: Sequence[Delivery], started: bool, unsent: Unsent | None = None
+    ) -> None:
         try:
             await self._queue.release(deliveries, started=started, unsent=unsent)
         except StoreUnavailableError as exc:
@@ -62,7 +71,7 @@ class HandBacks:
 
     def in_background(self, deliveries: list[Delivery]) -> None:
         """Hand back unstarted, without waiting; `wait` waits for it."""
-        task = asyncio.create_task(self.release(deliveries, False))
+        task = asyncio.create_task(self._hand_back(deliveries, False))
         self._tasks.add(task)
         task.add_done_callback(self._ended)
 

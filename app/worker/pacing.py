@@ -3,7 +3,8 @@
 Invariants:
 - what is claimed and not finished (in flight, waiting in the lanes, asked for by claims
   still running) stays within the window: `concurrency` plus two batches;
-- at most MAX_CLAIMS claims run at once, and a claim is issued only once a batch's worth
+- at most MAX_CLAIMS claims run at once (one, after a claim that found nothing: two would
+  only contend for what there is), and a claim is issued only once a batch's worth
   of the window is free, so that it fills the window in one statement rather than one
   round trip per freed slot;
 - the pause before the next claim follows what the last one found: a backlog is claimed

@@ -29,6 +29,7 @@ from app.worker.dispatcher import Dispatcher
 from tests.conftest import SERVED, delete_every_row, make_settings
 from tests.dns import FakeDNS
 from tests.receiver import Receiver, Reply
+from tests.stepping import step
 
 # How long an app's lifespan may take to shut down (its sinks' connections closing).
 SHUTDOWN_TIMEOUT = 30.0
@@ -82,7 +83,7 @@ class Harness:
     async def step(self) -> int:
         """Run the loop until what is due now is delivered and settled (a retry it makes
         waits for the next step); how many deliveries it started."""
-        return await self.dispatcher.run_until_idle()
+        return await step(self.dispatcher, self.database.clock)
 
     async def step_until(self, done: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> None:
         """Step the loop until `done()` holds; waits for retries to come due in between."""

@@ -120,3 +120,35 @@ async def test_sql_that_reads_a_clock_the_move_cannot_reach_is_refused(
 
     with pytest.raises(AssertionError, match="does not see the moved database clock"):
         await ports.read_sql_clock(database, "CURRENT_TIMESTAMP")
+
+
+async def test_a_frozen_clock_stands_still_in_every_read_and_runs_on_once_unfrozen(
+    database: Database, store_url: str
+) -> None:
+    ports.move_clock(database, HOUR)
+    at = await ports.database_now(database)
+    database.clock.freeze(at)
+    # What falls due a moment after the frozen instant is not due while it stands still.
+    schedule = ports.draft(ports.once(at + timedelta(milliseconds=1)))
+    await ports.insert_schedules(database, [schedule])
+    other = Database(store_url)
+    try:
+        assert [await ports.database_now(database), await ports.database_now(other)] == [at, at]
+        assert await ports.claim(database, limit=5) == []
+        assert database.clock.host_now() == at
+        assert database.clock.time() == at.timestamp()
+    finally:
+        await other.close()
+        database.clock.unfreeze()
+    assert await ports.database_now(database) > at
+    (delivery,) = await ports.claim(database, limit=5)
+    assert delivery.schedule_id == schedule.id
+
+
+async def test_a_clock_frozen_ahead_runs_until_that_instant(database: Database) -> None:
+    now = await ports.database_now(database)
+    database.clock.freeze(now + HOUR)
+    try:
+        assert now <= await ports.database_now(database) < now + SLACK
+    finally:
+        database.clock.unfreeze()

@@ -72,6 +72,7 @@ def test_the_default_database_is_a_sqlite_file_under_data() -> None:
         ("CHRONOQ_CONCURRENCY", "8", "concurrency", 8),
         ("CHRONOQ_LEASE", "45.5", "lease", 45.5),
         ("CHRONOQ_MIN_CYCLE_DELAY", "0", "min_cycle_delay", 0.0),
+        ("CHRONOQ_CLAIM_AHEAD", "0", "claim_ahead", 0.0),
         ("CHRONOQ_DISPATCH_TIMEOUT", "2.5", "dispatch_timeout", 2.5),
         ("CHRONOQ_RETRY_BASE_DELAY", "0.5", "retry_base_delay", 0.5),
         ("CHRONOQ_RETRY_MAX_DELAY", "60", "retry_max_delay", 60.0),
@@ -136,6 +137,9 @@ def test_settings_are_frozen() -> None:
         ({"CHRONOQ_MAX_ATTEMPTS": "0"}, "CHRONOQ_MAX_ATTEMPTS"),
         ({"CHRONOQ_MAX_PAYLOAD_BYTES": "0"}, "CHRONOQ_MAX_PAYLOAD_BYTES"),
         ({"CHRONOQ_MIN_CYCLE_DELAY": "-0.1"}, "CHRONOQ_MIN_CYCLE_DELAY"),
+        ({"CHRONOQ_CLAIM_AHEAD": "-0.1"}, "CHRONOQ_CLAIM_AHEAD"),
+        ({"CHRONOQ_CLAIM_AHEAD": "5.5"}, "CHRONOQ_CLAIM_AHEAD"),
+        ({"CHRONOQ_CLAIM_AHEAD": "nan"}, "CHRONOQ_CLAIM_AHEAD"),
         ({"CHRONOQ_RETRY_BASE_DELAY": "0"}, "CHRONOQ_RETRY_BASE_DELAY"),
         ({"CHRONOQ_RETRY_MAX_DELAY": "0.5"}, "CHRONOQ_RETRY_MAX_DELAY"),
         (

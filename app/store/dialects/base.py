@@ -175,12 +175,23 @@ class Dialect(ABC):
         """SQL for `server_clock` moved forward by `by` (a dialect that has one says)."""
         raise NotImplementedError(f"{self.name} reads no clock in its statements")
 
-    def moved_statement(self, statement: str, by: timedelta) -> str:
-        """`statement` as it reads the database clock moved forward by `by` (the clock
-        seam, `DatabaseClock.move`; never in production): each `server_clock` read is
-        `moved_clock(by)`, and a statement reading any other clock is refused."""
+    def instant_literal(self, at: datetime) -> str:
+        """SQL for the instant `at`, comparable with `server_clock` (a dialect that has one
+        says)."""
+        raise NotImplementedError(f"{self.name} reads no clock in its statements")
+
+    def moved_statement(self, statement: str) -> str:
+        """`statement` as it reads the database clock moved forward, or frozen, as `clock`
+        is (the clock seam, `DatabaseClock.move` and `freeze`; never in production): each
+        `server_clock` read is `moved_clock`, no later than the instant it is frozen at, and
+        a statement reading any other clock is refused."""
         read = self.server_clock
-        return moved_statement(statement, read, self.moved_clock(by) if read else "")
+        if read is None:
+            return moved_statement(statement, None, "")
+        clock = self.moved_clock(self.clock.shift)
+        if (frozen := self.clock.frozen_at) is not None:
+            clock = f"LEAST({clock}, {self.instant_literal(frozen)})"
+        return moved_statement(statement, read, clock)
 
     def now(self) -> sa.ColumnElement[datetime]:
         """The transaction's instant inside a statement (bound as `now` by default)."""
@@ -468,6 +479,6 @@ def _moved(
     """A statement about to be sent, as it reads its database's clock moved (engines that
     are no `Database`'s, and clocks not moved, pass unchanged)."""
     dialect: Dialect | None = conn.engine.get_execution_options().get(OPTION)
-    if dialect is None or not dialect.clock.shift:
+    if dialect is None or not dialect.clock.moved:
         return statement, parameters
-    return dialect.moved_statement(statement, dialect.clock.shift), parameters
+    return dialect.moved_statement(statement), parameters

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -132,6 +132,10 @@ class MySQL(StepwiseClaim):
 
     def moved_clock(self, by: timedelta) -> str:
         return f"(UTC_TIMESTAMP(6) + INTERVAL {by // timedelta(microseconds=1)} MICROSECOND)"
+
+    def instant_literal(self, at: datetime) -> str:
+        # UTC_TIMESTAMP(6) is a DATETIME in UTC, with no zone.
+        return f"CAST('{at.astimezone(UTC).strftime('%Y-%m-%d %H:%M:%S.%f')}' AS DATETIME(6))"
 
     async def insert_ignoring(
         self, conn: AsyncConnection, table: sa.Table, rows: list[dict[str, Any]], key: str

@@ -16,7 +16,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
@@ -423,6 +423,9 @@ class PostgreSQL(OnConflictInserts, Dialect):
         # In microseconds: an interval with no day part adds elapsed time, whatever the
         # session's time zone does across a DST change.
         return f"(now() + interval '{by // timedelta(microseconds=1)} microseconds')"
+
+    def instant_literal(self, at: datetime) -> str:
+        return f"CAST('{at.astimezone(UTC).isoformat()}' AS timestamptz)"
 
     def now(self) -> sa.ColumnElement[datetime]:
         return sa.func.now(type_=UTCDateTime())

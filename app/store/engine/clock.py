@@ -43,6 +43,11 @@ class DatabaseClock:
     pause and resume instants, created and updated stamps, the loop's "next due in" and
     retention all see the moved clock, on every store. `reset()` puts it back.
 
+    `freeze(at)` lets the clock run on only until `at`, and stand still there until
+    `unfreeze()`: every read of it in between, in Python or in a statement, is the earlier
+    of the moved clock and `at`. A test steps the delivery loop on a frozen clock: what is
+    due by then is due, and what comes due after it (a retry a step makes) is not yet.
+
     Unmoved, nothing changes: statements are sent as they are written (no hook is even
     installed until a first move), and the only cost is adding a zero shift to the
     instants read into Python.
@@ -50,6 +55,7 @@ class DatabaseClock:
 
     def __init__(self, on_move: Callable[[], None] = lambda: None) -> None:
         self._shift = timedelta(0)
+        self._frozen_at: datetime | None = None
         # Called at each move: installs, once, what makes statements read the clock moved
         # (`Dialect`'s statement hook).
         self._on_move = on_move
@@ -58,6 +64,27 @@ class DatabaseClock:
     def shift(self) -> timedelta:
         """How far the clock is moved (zero but in tests)."""
         return self._shift
+
+    @property
+    def frozen_at(self) -> datetime | None:
+        """The instant the clock stands still at from then on (`freeze`), if any."""
+        return self._frozen_at
+
+    @property
+    def moved(self) -> bool:
+        """Whether statements must read the clock moved or frozen (never in production)."""
+        return bool(self._shift) or self._frozen_at is not None
+
+    def freeze(self, at: datetime) -> None:
+        """Let the clock run until `at` (now, or later) and stand still there."""
+        if at.tzinfo is None:
+            raise ValueError("the clock freezes at an aware instant")
+        self._on_move()
+        self._frozen_at = at
+
+    def unfreeze(self) -> None:
+        """Let the clock run again, from where it would be had it never stood still."""
+        self._frozen_at = None
 
     def move(self, by: timedelta) -> None:
         """Move the clock forward by `by`, at once, for every read of it from now on
@@ -70,17 +97,20 @@ class DatabaseClock:
     def reset(self) -> None:
         """The clock as the database keeps it again."""
         self._shift = timedelta(0)
+        self._frozen_at = None
 
     def host_now(self) -> datetime:
         """This host's clock, moved as the database clock is: the database clock where
         it is the host's (SQLite), and the best guess of it where there is no connection
         to read it on."""
-        return datetime.now(UTC) + self._shift
+        now = datetime.now(UTC) + self._shift
+        return now if self._frozen_at is None else min(now, self._frozen_at)
 
     def time(self) -> float:
         """`host_now` as `time.time()` reads it: what the delivery loop compares the due
         instants the store hands it with."""
-        return time.time() + self._shift.total_seconds()
+        now = time.time() + self._shift.total_seconds()
+        return now if self._frozen_at is None else min(now, self._frozen_at.timestamp())
 
 
 def moved_statement(statement: str, read: str | None, moved: str) -> str:

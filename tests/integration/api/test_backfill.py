@@ -188,6 +188,7 @@ async def test_a_backfill_arrives_in_tick_order_even_when_early_replies_are_slow
 
     from app.worker.dispatcher import Dispatcher
     from tests.receiver import Reply
+    from tests.stepping import step
 
     # Slow first replies would let later ticks overtake them if they ran side by side.
     harness.receiver.script("/hook", *(Reply(delay=0.3 - 0.05 * n) for n in range(6)))
@@ -197,7 +198,7 @@ async def test_a_backfill_arrives_in_tick_order_even_when_early_replies_are_slow
 
     # The loop's claims take every row, and the lanes start them one at a time.
     dispatcher = Dispatcher(harness.database, harness.sinks, harness.settings, rng=random.Random(4))
-    assert await dispatcher.run_until_idle() == 6
+    assert await step(dispatcher, harness.database.clock) == 6
     await harness.receiver.wait_for(6, timeout=20)
 
     # Recorded as each reply completes: side by side, the later ticks would finish first.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -146,14 +147,14 @@ async def test_the_list_pages_through_every_key_in_name_order(harness: Harness) 
 
 async def test_parallelism_holds_through_the_api_and_the_loop(harness: Harness) -> None:
     await harness.client.put("/v1/flow-keys/one-at-a-time", json={"parallelism": 1})
+    harness.receiver.script("/hook", *(Reply(delay=0.2) for _ in range(3)))
     for _ in range(3):
         await harness.create(flow_key="one-at-a-time")
-    # A run until idle starts what the key allows, one, and waits for nothing else.
-    delivered = 0
-    for _ in range(3):
-        assert await harness.step() == 1
-        delivered += 1
-    assert delivered == 3
+    # All three are due: the step delivers them one after another, each once the one
+    # before it has been answered.
+    assert await harness.step() == 3
+    arrivals = [r.at for r in harness.receiver.requests]
+    assert all(later - earlier >= 0.2 for earlier, later in itertools.pairwise(arrivals))
     assert await harness.step() == 0
 
 
@@ -181,14 +182,21 @@ async def test_a_429_with_retry_after_holds_every_occurrence_of_the_key(harness:
 
 
 async def test_a_huge_retry_after_holds_the_key_no_longer_than_the_schedules_most_delay(
-    harness: Harness,
+    make_harness: Any,
 ) -> None:
+    # A step's writes read its instant, from before its deliveries: delays of a few
+    # seconds, so that what the step wrote is still ahead when the case reads it.
+    async with make_harness(retry_max_delay=2.0) as harness:
+        await _a_huge_retry_after_is_capped(harness)
+
+
+async def _a_huge_retry_after_is_capped(harness: Harness) -> None:
     # A receiver that asks for 31 years, every time.
     harness.receiver.always("/flood", Reply(429, headers={"Retry-After": "999999999"}))
     created = await harness.create(
         flow_key="asking",
         target=harness.webhook("/flood"),
-        retry={"base_delay_seconds": 0.2, "max_delay_seconds": 1, "jitter": False},
+        retry={"base_delay_seconds": 0.2, "max_delay_seconds": 2, "jitter": False},
     )
     started = datetime.now(UTC)
     assert await harness.step() == 1
@@ -198,12 +206,12 @@ async def test_a_huge_retry_after_holds_the_key_no_longer_than_the_schedules_mos
     occurrence, *_ = await harness.occurrences(created["id"])
     assert datetime.fromisoformat(occurrence["available_at"]) - started < timedelta(seconds=3)
 
-    # So the key and its retry come round within the schedule's most delay (1 s).
+    # So the key and its retry come round within the schedule's most delay (2 s).
     async def asked_again() -> bool:
         return len(harness.receiver.on("/flood")) >= 2
 
     await harness.step_until(asked_again, timeout=15)
-    # Without a policy of its own, the service's most (CHRONOQ_RETRY_MAX_DELAY, 0.2 s here).
+    # Without a policy of its own, the service's most (CHRONOQ_RETRY_MAX_DELAY, 2 s here).
     other = await harness.create(flow_key="asking-too", target=harness.webhook("/flood"))
     started = datetime.now(UTC)
     assert await harness.step() >= 1

@@ -17,6 +17,7 @@ from typing import Any
 from app.worker.dispatcher import Dispatcher
 from tests.factories import iso
 from tests.integration.conftest import Harness
+from tests.stepping import step
 from tests.store import ports
 from tests.waiting import eventually
 
@@ -30,15 +31,14 @@ def _at(text: str) -> datetime:
 
 
 async def _run_loop_until(harness: Harness, condition: Callable[[], Awaitable[bool]]) -> None:
-    """Run the delivery loop until what is due is delivered, and again until `condition`
-    holds; then it is stopped. (Run until idle, it claims nothing ahead of its instant:
-    the ticks the clock has not reached wait for it.)"""
+    """Step the delivery loop until `condition` holds. (A step claims nothing ahead of its
+    instant: the ticks the clock has not reached wait for it.)"""
     # Claims 0.1 s apart: one claim takes all of a gap's catch-ups, whose order is kept.
     settings = harness.settings.model_copy(update={"min_cycle_delay": 0.1})
     dispatcher = Dispatcher(harness.database, harness.sinks, settings, rng=random.Random(3))
 
     async def ran() -> bool:
-        await dispatcher.run_until_idle()
+        await step(dispatcher, harness.database.clock)
         return await condition()
 
     await eventually(ran, within=20.0)

@@ -17,9 +17,7 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pytest
-
-from app.worker import dispatcher as dispatcher_module
+from app.settings import Settings
 from app.worker.dispatcher import Dispatcher
 from tests.factories import iso
 from tests.integration.conftest import Harness
@@ -41,12 +39,16 @@ def _arrived(harness: Harness, request: Received) -> float:
     return request.at + harness.database.clock.shift.total_seconds()
 
 
+# The window a replica claims ahead by, unless told otherwise.
+CLAIM_AHEAD = Settings.model_fields["claim_ahead"].default
+
+
 @asynccontextmanager
-async def _loop(harness: Harness) -> AsyncIterator[Dispatcher]:
+async def _loop(harness: Harness, claim_ahead: float = CLAIM_AHEAD) -> AsyncIterator[Dispatcher]:
     dispatcher = Dispatcher(
         harness.database,
         harness.sinks,
-        harness.settings,
+        harness.settings.model_copy(update={"claim_ahead": claim_ahead}),
         rng=random.Random(3),
         wakeups=harness.wakeups,
     )
@@ -84,15 +86,14 @@ async def test_interval_ticks_arrive_once_each_and_none_before_its_instant(
 
 
 async def test_a_stop_hands_back_the_ticks_it_held_unattempted(
-    harness: Harness, monkeypatch: pytest.MonkeyPatch
+    harness: Harness,
 ) -> None:
     # A window of 3 s and the tick 2 s away (as `_stopped_while_waiting`): claimed ahead by
     # the first claim, with seconds to spare before its instant for the loop to be seen
     # holding it and stopped, not the default window's fraction of a second.
-    monkeypatch.setattr(dispatcher_module, "CLAIM_AHEAD", 3.0)
     due = datetime.now(UTC) + timedelta(seconds=2)
     trigger = {"type": "interval", "every_seconds": 3600, "start_at": iso(due)}
-    async with _loop(harness) as dispatcher:
+    async with _loop(harness, claim_ahead=3.0) as dispatcher:
         schedule = await harness.create(trigger=trigger)
         # Claimed ahead of its instant, and held.
         await eventually(lambda: dispatcher.waiting == 1, within=BOUND, every=0.01)
@@ -110,16 +111,13 @@ async def test_a_stop_hands_back_the_ticks_it_held_unattempted(
     assert _arrived(harness, request) >= due.timestamp()
 
 
-async def _stopped_while_waiting(
-    harness: Harness, monkeypatch: pytest.MonkeyPatch, stop: str
-) -> dict[str, Any]:
+async def _stopped_while_waiting(harness: Harness, stop: str) -> dict[str, Any]:
     """A one-shot claimed ahead (a window of 3 s, so that there is time to act), stopped by
     `stop` ("pause" or "cancel") while it waits for its instant; returns its occurrence
     once its instant has passed and the loop let go of it. (On real time: what lets go of
     it is the mark the loop's own timer makes at its instant, which no moved clock wakes.)"""
-    monkeypatch.setattr(dispatcher_module, "CLAIM_AHEAD", 3.0)
     due = datetime.now(UTC) + timedelta(seconds=2)
-    async with _loop(harness) as dispatcher:
+    async with _loop(harness, claim_ahead=3.0) as dispatcher:
         schedule = await harness.create(trigger={"type": "once", "at": iso(due)})
         await eventually(lambda: dispatcher.waiting == 1, within=BOUND, every=0.01)
         path = f"/v1/schedules/{schedule['id']}"
@@ -144,9 +142,9 @@ async def _stopped_while_waiting(
 
 
 async def test_a_pause_while_a_tick_waits_claimed_ahead_stops_it(
-    harness: Harness, monkeypatch: pytest.MonkeyPatch
+    harness: Harness,
 ) -> None:
-    occurrence = await _stopped_while_waiting(harness, monkeypatch, "pause")
+    occurrence = await _stopped_while_waiting(harness, "pause")
 
     assert (occurrence["status"], occurrence["attempts"]) == ("pending", 0)
     response = await harness.client.post(f"/v1/schedules/{occurrence['schedule_id']}/resume")
@@ -158,9 +156,9 @@ async def test_a_pause_while_a_tick_waits_claimed_ahead_stops_it(
 
 
 async def test_a_cancel_while_a_tick_waits_claimed_ahead_stops_it(
-    harness: Harness, monkeypatch: pytest.MonkeyPatch
+    harness: Harness,
 ) -> None:
-    occurrence = await _stopped_while_waiting(harness, monkeypatch, "cancel")
+    occurrence = await _stopped_while_waiting(harness, "cancel")
 
     assert occurrence["status"] == "cancelled"
     attempts = await harness.get(f"/v1/occurrences/{occurrence['occurrence_id']}/attempts")
@@ -168,15 +166,17 @@ async def test_a_cancel_while_a_tick_waits_claimed_ahead_stops_it(
 
 
 async def test_a_running_loop_delivers_a_tick_claimed_ahead_at_its_instant_on_the_moved_clock(
-    make_harness: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+    make_harness: Callable[..., Any],
 ) -> None:
     """The running loop holds a tick claimed ahead until its instant on the database clock
     (`ClaimedAhead`'s `wall`), not on the host's: with the clock moved to a second before a
     tick due in an hour, it is claimed ahead, held that second, and delivered, once. (A
     lease longer than the wait: no claim after a lost lease could deliver it instead.)"""
-    monkeypatch.setattr(dispatcher_module, "CLAIM_AHEAD", 3.0)
     due = datetime.now(UTC) + timedelta(hours=1)
-    async with make_harness(lease=BOUND * 6) as harness, _loop(harness) as dispatcher:
+    async with (
+        make_harness(lease=BOUND * 6) as harness,
+        _loop(harness, claim_ahead=3.0) as dispatcher,
+    ):
         schedule = await harness.create(trigger={"type": "once", "at": iso(due)})
         await ports.move_clock_past(harness.database, due - timedelta(seconds=1))
         # Claimed ahead, and held.
