@@ -170,7 +170,7 @@ class Dispatcher:
         self._running: set[int] = set()
         self._beside: set[int] = set()
         # Whether the latest claim to end found nothing: the next claim then runs alone.
-        self._idle = False
+        self._nothing_found = False
         self._claim_error: Exception | None = None
         self._changed = asyncio.Event()  # something the loop holds finished or moved on
         self._hand_backs = HandBacks(
@@ -237,9 +237,10 @@ class Dispatcher:
     def at_rest(self) -> bool:
         """Whether the loop has done everything due: nothing it claimed is in hand (but for
         ticks claimed ahead, waiting for their instant), no start mark, hand-back or settle
-        write is on its way, and a claim issued after the last of those ended found nothing
-        due (what a claim still running finds is then due later, or newly written). A
-        running loop at rest stays so until something falls due."""
+        write is on its way, and a claim issued after the last of those ended, which ran
+        alone, found nothing due (beside another claim it may have skipped the rows that one
+        locked; what a claim still running finds is due later, or newly written). A running
+        loop at rest stays so until something falls due."""
         ahead = self._claimed_ahead
         return (
             self._found_nothing > self._issued_at_last_move
@@ -383,7 +384,7 @@ class Dispatcher:
                     )
                     # After a claim that found nothing, a second claim beside the next one
                     # would only contend with it for what it finds.
-                    alone = self._idle
+                    alone = self._nothing_found
                     if not room or not self._pacing.may_claim(len(self._claims), alone=alone):
                         await self._pacing.wait_for_room(self._stopping)
                         continue
@@ -472,8 +473,8 @@ class Dispatcher:
         if claimed is None:
             return
         self._health.succeeded()
-        self._idle = not claimed.deliveries and not claimed.more
-        if self._idle and alone:
+        self._nothing_found = not claimed.deliveries and not claimed.more
+        if self._nothing_found and alone:
             self._found_nothing = max(self._found_nothing, serial)
         pause = self._pacing.claimed(
             len(claimed.deliveries), limit, ahead, claimed.due_in, claimed.more

@@ -288,6 +288,18 @@ async def test_a_step_delivers_every_batch_due_settles_them_and_stops_at_rest() 
     assert "chronoq-settler" not in {task.get_name() for task in asyncio.all_tasks()}
 
 
+async def test_a_claim_that_found_nothing_beside_another_is_no_sign_of_rest() -> None:
+    # The first claim finds nothing, as one that skipped the rows the second had locked
+    # would; the second, beside it, takes its time and finds the one due row.
+    due = delivery()
+    queue = FakeQueue(batches=[(0.1, []), (0.3, [due])])
+    loop = dispatcher(queue, FakeSink())
+    assert await step(loop) == 1
+    assert queue.claimed_at[1] - queue.claimed_at[0] < 0.1, "the claims did not overlap"
+    assert [s.delivery.occurrence_id for s in queue.settled] == [due.occurrence_id]
+    assert queue.released == []
+
+
 async def test_a_step_ends_with_the_error_of_a_failed_claim() -> None:
     queue = FakeQueue(fail_claims=1)
     loop = dispatcher(queue, FakeSink())
