@@ -30,12 +30,11 @@ from app.store.dialects.claim_rows import (
     DUE_KEY_COLUMNS,
     earliest_later,
 )
-from app.store.dialects.outcomes import Outcomes, outcomes
 from app.store.dialects.toolkit import by_lease_token
 from app.store.engine.clock import DatabaseClock, moved_statement
 from app.store.engine.commits import after_commit
 from app.store.engine.wakeups import Wakeups
-from app.store.loop.sql import ClaimRows, queries, query
+from app.store.loop.sql import ClaimRows, Finished, listed, queries, query, typed
 from app.store.schema.tables import CLAIM_SETS, attempts, schedule_events
 from app.store.schema.types import UUID, UTCDateTime
 
@@ -199,11 +198,6 @@ class Dialect(ABC):
         never planned as a join with every row it could match (as it is by default)."""
         return probe
 
-    @cached_property
-    def _outcomes(self) -> Outcomes:
-        """The settle's statements on this dialect's clock and list parameters, built once."""
-        return outcomes(self.now(), self.among)
-
     # -- writes -------------------------------------------------------------------------
 
     @abstractmethod
@@ -295,38 +289,53 @@ class Dialect(ABC):
     ) -> None:
         """Mark delivered each of `deliveries` whose lease token still holds it, and start
         from 0 again the count of dead letters in a row of each schedule that delivered
-        one (only those counting: most schedules never fail, and are not written)."""
-        statements = self._outcomes
+        one (only those counting: most schedules never fail, and are not written): named
+        SQL `delivered` for each lease, then `restart_failures`."""
+        delivered, restart = self._delivered
         by_token = by_lease_token(deliveries)
         for token, ids in by_token.items():
-            await conn.execute(statements.delivered, {"ids": ids, "token": token, "now": now})
+            await conn.execute(delivered, {"ids": ids, "token": token, "now": now})
         if by_token:
             params = {
                 "touched": list({d.schedule_id for d in deliveries}),
                 "delivered_ids": [d.occurrence_id for d in deliveries],
                 "now": now,
             }
-            await conn.execute(statements.restart_failures, params)
+            await conn.execute(restart, params)
+
+    @cached_property
+    def _delivered(self) -> tuple[sa.TextClause, sa.TextClause]:
+        params = (
+            *(listed(name, self.name, UUID) for name in ("ids", "touched", "delivered_ids")),
+            sa.bindparam("token", type_=UUID),
+            sa.bindparam("now", type_=UTCDateTime()),
+        )
+        return (
+            typed(query("delivered", self.name), *params),
+            typed(query("restart_failures", self.name), *params),
+        )
 
     async def finish_schedules(
         self,
         conn: AsyncConnection,
-        finishing: sa.Select[Any],
+        finished: Finished,
         schedule_ids: Sequence[Any],
         now: datetime,
         actor: str | None,
     ) -> None:
-        """Finish the schedules `finishing` reads (and locks) among `schedule_ids`: each set
-        to the `status` it reads, with an event of that kind at its version (finishing is
-        no change a client makes: the version stays), by `actor`."""
+        """Finish the schedules of `schedule_ids` that `finished` says are done, read and
+        locked (named SQL `finishing_<finished>`): each set to the status that read gives
+        it (`finish`), with an event of that kind at its version (`finish_event`;
+        finishing is no change a client makes: the version stays), by `actor`."""
+        finishing, finish, event = self._finishing[finished]
         found = (await conn.execute(finishing, {"schedule_ids": list(schedule_ids)})).all()
+        if not found:
+            return
         by_status: dict[str, list[Any]] = defaultdict(list)
         for row in found:
             by_status[row.status].append(row.id)
         for status, changed in by_status.items():
-            await conn.execute(
-                self._outcomes.finish, {"schedule_ids": changed, "b_status": status, "now": now}
-            )
+            await conn.execute(finish, {"schedule_ids": changed, "b_status": status, "now": now})
         events = [
             {
                 "id": event_id(now),
@@ -339,7 +348,29 @@ class Dialect(ABC):
             }
             for row in found
         ]
-        await self.insert_rows(conn, schedule_events, events, now_columns=("at",))
+        await conn.execute(event, events)
+
+    @cached_property
+    def _finishing(self) -> dict[Finished, tuple[sa.TextualSelect, sa.TextClause, sa.TextClause]]:
+        columns = schedule_events.c
+        params = (
+            listed("schedule_ids", self.name, UUID),
+            sa.bindparam("b_status", type_=sa.String()),
+            sa.bindparam("now", type_=UTCDateTime()),
+            *(sa.bindparam(name, type_=columns[name].type) for name in _EVENT_COLUMNS),
+        )
+        finish = typed(query("finish", self.name), *params)
+        event = typed(query("finish_event", self.name), *params)
+        return {
+            kind: (
+                typed(query(f"finishing_{kind}", self.name), *params).columns(
+                    id=UUID, version=sa.Integer(), status=sa.String()
+                ),
+                finish,
+                event,
+            )
+            for kind in Finished
+        }
 
     @abstractmethod
     async def claim(
@@ -441,6 +472,9 @@ class Dialect(ABC):
         `wakeups` (nothing by default: the loop's poll interval covers them)."""
         return nullcontext()
 
+
+# The columns of a finished schedule's event the finish binds (named SQL `finish_event`).
+_EVENT_COLUMNS = ("id", "schedule_id", "kind", "version", "actor", "fields")
 
 # The engine-wide execution option that carries the dialect to code holding a connection.
 OPTION = "chronoq_dialect"

@@ -4,6 +4,11 @@
 
 A file holds one statement, or several separated by a `;` at the end of a line, run in
 order by the dialect that needs more than one (MySQL's claim has no UPDATE ... RETURNING).
+
+Values the statements test or write (a status, an origin) are written in the text; what a
+caller passes is a parameter. A list parameter is PostgreSQL's array (`= ANY(:ids)`: one
+parameter and one cached plan whatever its length) and the others' list expanded in place
+(`IN :ids`), as `listed` types it.
 """
 
 from __future__ import annotations
@@ -12,15 +17,20 @@ import re
 from enum import StrEnum
 from functools import cache
 from importlib import resources
+from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.types import TypeEngine
 
 DIALECTS = ("postgresql", "sqlite", "mysql")
 # Each statement's name, and the dialects it has a file of its own for
-# (`<name>.<dialect>.sql`); `SHARED`: one file every database runs alike (`<name>.sql`).
+# (`<name>.<dialect>.sql`); `SHARED`: one file every database runs alike (`<name>.sql`);
+# `REST` among dialects: one file (`<name>.sql`) for every database not named before it.
 # The loop runs each where its dialect asks for it: PostgreSQL records a settle's attempts
 # in one statement from arrays, the others read the leases the settle holds, then insert.
 SHARED: tuple[str, ...] = ()
+REST = "*"
 NAMES: dict[str, tuple[str, ...]] = {
     "claim": DIALECTS,
     "flow_due": DIALECTS,
@@ -31,19 +41,65 @@ NAMES: dict[str, tuple[str, ...]] = {
     "record_attempt": SHARED,
     "hold": SHARED,
     "unhold": SHARED,
+    # A settle's outcomes: PostgreSQL delivers the pairs of occurrence and lease token in one
+    # statement that also restarts the failure counts; the others deliver by lease, then
+    # restart. Retries and dead letters read the clock as each dialect does.
+    "delivered_restarting": ("postgresql",),
+    "delivered": SHARED,
+    "restart_failures": SHARED,
+    "retry": ("postgresql", REST),
+    "dead": ("postgresql", REST),
+    # Schedules finished: PostgreSQL reads, changes and records each kind in one statement;
+    # the others read and lock (`finishing_*`), then change by key and record the events.
+    "finish_one_shots": ("postgresql",),
+    "finish_recurring": ("postgresql",),
+    "finishing_one_shots": ("sqlite", "mysql"),
+    "finishing_recurring": ("sqlite", "mysql"),
+    "finish": SHARED,
+    "finish_event": SHARED,
 }
 
 
 def file_names() -> set[str]:
     """The files `NAMES` says there are."""
     return {
-        f"{name}.{dialect}.sql" if dialect else f"{name}.sql"
+        f"{name}.sql" if dialect in ("", REST) else f"{name}.{dialect}.sql"
         for name, dialects in NAMES.items()
         for dialect in dialects or ("",)
     }
 
 
+def dialects_of(name: str) -> tuple[str, ...]:
+    """The dialects `name` is written for, by a file of their own or one they share."""
+    dialects = NAMES[name]
+    if not dialects or REST in dialects:
+        return DIALECTS
+    return dialects
+
+
+def listed(name: str, dialect: str, type_: TypeEngine[Any]) -> sa.BindParameter[Any]:
+    """The list parameter `name` of a named statement of `dialect`, its elements of `type_`
+    (PostgreSQL's an array, the others' a list expanded in place)."""
+    if dialect == "postgresql":
+        return sa.bindparam(name, type_=postgresql.ARRAY(type_))
+    return sa.bindparam(name, expanding=True, type_=type_)
+
+
+def typed(statement: sa.TextClause, *params: sa.BindParameter[Any]) -> sa.TextClause:
+    """`statement` with each of `params` it takes typed (the ones it does not take left out)."""
+    return statement.bindparams(*(p for p in params if p.key in statement._bindparams))
+
+
 _END = re.compile(r";[ \t]*$", re.MULTILINE)
+
+
+class Finished(StrEnum):
+    """The schedules a finish changes: one-shots with nothing left pending (completed, or
+    failed if their firing was dead-lettered), or recurring ones with nothing left pending
+    (completed). `finish_<kind>` and `finishing_<kind>` are its statements."""
+
+    ONE_SHOTS = "one_shots"
+    RECURRING = "recurring"
 
 
 class ClaimRows(StrEnum):
