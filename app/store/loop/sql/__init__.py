@@ -57,6 +57,13 @@ NAMES: dict[str, tuple[str, ...]] = {
     "finishing_recurring": ("sqlite", "mysql"),
     "finish": SHARED,
     "finish_event": SHARED,
+    # A batch's dead letters as their schedules see them: the failure callbacks they call
+    # for, the count of dead letters in a row, the auto-pause it reaches, and the lock that
+    # comes first.
+    "reported_dead_letters": DIALECTS,
+    "count_failures": ("postgresql", REST),
+    "paused_by_failures": DIALECTS,
+    "lock_before_pausing": DIALECTS,
 }
 
 
