@@ -9,7 +9,15 @@ import pytest
 import sqlalchemy as sa
 
 from app.store.loop import sql
-from app.store.loop.sql import DIALECTS, NAMES, REST, dialects_of, file_names, queries
+from app.store.loop.sql import (
+    DIALECTS,
+    NAMES,
+    REST,
+    dialects_of,
+    file_names,
+    queries,
+    union_all,
+)
 
 EVERY_STATEMENT = [(name, dialect) for name in NAMES for dialect in dialects_of(name)]
 
@@ -67,3 +75,10 @@ def test_the_rest_share_one_file_and_the_named_dialects_have_their_own() -> None
 def test_an_unknown_name_does_not_load() -> None:
     with pytest.raises(FileNotFoundError):
         queries("no_such_statement", "sqlite")
+
+
+def test_a_union_numbers_the_parameters_of_each_part_and_shares_the_rest() -> None:
+    statement = union_all(("flow_head", "flow_due_rows"), "sqlite", numbered=("key", "most"))
+
+    assert set(statement._bindparams) == {"key_0", "key_1", "most_1", "now"}
+    assert statement.text.count("UNION ALL") == 1

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
 
@@ -64,6 +64,19 @@ NAMES: dict[str, tuple[str, ...]] = {
     "count_failures": ("postgresql", REST),
     "paused_by_failures": DIALECTS,
     "lock_before_pausing": DIALECTS,
+    # Flow keys: the keyed claim's locked read of its keys, their attempts in flight (which
+    # the API's figures read too), the candidates of each key (a part per key, joined
+    # UNION ALL: `union_all`) and the tokens spent; what a settle or a hand-back gives back
+    # to a key (a back-off, an unstarted attempt's token, a cancelled attempt's lease).
+    "lock_keys": DIALECTS,
+    "in_flight": SHARED,
+    "flow_head": SHARED,
+    "flow_due_rows": SHARED,
+    "spend_tokens": ("mysql", REST),
+    "back_off": ("mysql", REST),
+    "still_held": SHARED,
+    "give_back_tokens": ("mysql", REST),
+    "end_cancelled_leases": SHARED,
 }
 
 
@@ -157,3 +170,22 @@ def query(name: str, dialect: str, *, rows: ClaimRows | None = None) -> sa.TextC
     """The single statement of `name` written for `dialect` (`rows`: as for `queries`)."""
     (statement,) = queries(name, dialect, rows=rows)
     return statement
+
+
+# A parameter's every use in a statement's text (not the start of a longer name).
+def _parameter(name: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![:\w]):{name}\b")
+
+
+@lru_cache(maxsize=256)
+def union_all(parts: tuple[str, ...], dialect: str, *, numbered: tuple[str, ...]) -> sa.TextClause:
+    """One statement of the single statements named `parts` (each a SELECT of the same
+    columns) of `dialect`, UNION ALL, in order; the i-th's parameters of `numbered` are
+    renamed `<name>_<i>`, the others are the same parameter in every part."""
+    texts = []
+    for n, name in enumerate(parts):
+        text = query(name, dialect).text
+        for parameter in numbered:
+            text = _parameter(parameter).sub(f":{parameter}_{n}", text)
+        texts.append(text)
+    return sa.text("\nUNION ALL\n".join(texts))
