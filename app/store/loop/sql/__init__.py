@@ -41,6 +41,8 @@ NAMES: dict[str, tuple[str, ...]] = {
     "record_attempt": SHARED,
     "hold": SHARED,
     "unhold": SHARED,
+    "cancel_pending": SHARED,
+    "cancel_callbacks": SHARED,
     # A settle's outcomes: PostgreSQL delivers the pairs of occurrence and lease token in one
     # statement that also restarts the failure counts; the others deliver by lease, then
     # restart. Retries and dead letters read the clock as each dialect does.
