@@ -30,11 +30,18 @@ from app.domain.ids import event_id
 from app.domain.occurrence import Delivery
 from app.settings import backends, db_urls
 from app.store.dialects.base import Dialect
-from app.store.dialects.claim_rows import CLAIM_COLUMNS, LOST_COLUMNS, RULE_COLUMNS, earliest_later
+from app.store.dialects.claim_rows import (
+    CLAIM_COLUMNS,
+    DUE_KEY_COLUMNS,
+    LOST_COLUMNS,
+    RULE_COLUMNS,
+    earliest_later,
+)
 from app.store.dialects.pg_connections import watch
 from app.store.dialects.pg_hosts import HostChooser
 from app.store.dialects.pg_listen import PgListener, due_channel
 from app.store.dialects.toolkit import OnConflictInserts, dumps, pool_sizes, session_lock
+from app.store.engine.clock import moved_statement
 from app.store.loop.sql import ClaimRows, Finished, query
 from app.store.schema.codec import JsonText
 from app.store.schema.tables import (
@@ -73,6 +80,8 @@ PRUNING_LOCK = 0x43_48_52_4F_4E_51_52_54  # "CHRONQRT"
 _LOCKS = {"migrate": MIGRATION_LOCK, "prune": PRUNING_LOCK}
 
 
+# How every statement, the named SQL's too, reads the transaction's instant.
+SERVER_CLOCK = "now()"
 _NOW = sa.select(sa.func.now(type_=UTCDateTime()))
 _NOTIFY = sa.text(
     "SELECT pg_notify(:channel, CAST(EXTRACT(EPOCH FROM (:at - now())) AS text))"
@@ -109,6 +118,8 @@ _FINISH = {
     )
     for kind in Finished
 }
+# The due flow keys, read on the server's clock (named SQL `flow_due`).
+_DUE_KEYS = query("flow_due", "postgresql").columns(**DUE_KEY_COLUMNS)
 # The attempt log's rows of a settle, from arrays (named SQL `record_attempts`).
 _RECORD_ATTEMPTS = query("record_attempts", "postgresql")
 # The start marks (named SQL `start_mark`): every pair asked, in one statement.
@@ -272,8 +283,8 @@ _PRUNE = _prune_statement()
 class PostgreSQL(OnConflictInserts, Dialect):
     insert = staticmethod(postgresql.insert)
     backend = backends.named("postgresql")
-    # How every statement, the named SQL's too, reads the transaction's instant.
-    server_clock = "now()"
+    batch_migrations = False
+    marks_alone = True
 
     def normalize_url(self, url: str) -> str:
         url = db_urls.for_sqlalchemy(url)  # libpq's multi-host form, as SQLAlchemy parses it
@@ -340,6 +351,9 @@ class PostgreSQL(OnConflictInserts, Dialect):
     def is_missing_schema(self, error: BaseException) -> bool:
         return getattr(error, "sqlstate", None) in _MISSING_SCHEMA_SQLSTATES
 
+    def missing_database(self, url: str) -> str | None:
+        return None  # the server says, once connected
+
     async def identity(self, conn: AsyncConnection) -> tuple[Any, ...]:
         # The server's start instant tells servers apart (a standby has its own); through a
         # pooler it is the server's behind the pooler.
@@ -356,29 +370,11 @@ class PostgreSQL(OnConflictInserts, Dialect):
         # of an attempt that has none of its own.
         return self.clock.host_now()
 
-    def moved_clock(self, by: timedelta) -> str:
+    def moved_statement(self, statement: str, by: timedelta) -> str:
         # In microseconds: an interval with no day part adds elapsed time, whatever the
         # session's time zone does across a DST change.
-        return f"(now() + interval '{by // timedelta(microseconds=1)} microseconds')"
-
-    def now(self) -> sa.ColumnElement[datetime]:
-        return sa.func.now(type_=UTCDateTime())
-
-    def retry_at(self) -> sa.ColumnElement[datetime]:
-        return self.now() + sa.func.make_interval(
-            0, 0, 0, 0, 0, 0, sa.bindparam("b_delay", type_=sa.Float())
-        )
-
-    def among(self, column: sa.ColumnElement[Any], name: str) -> sa.ColumnElement[bool]:
-        # One array parameter: no per-element bind rendering, one cached plan.
-        return column == sa.any_(sa.bindparam(name, type_=postgresql.ARRAY(sa.Uuid())))
-
-    def per_row(self, probe: sa.Select[Any]) -> sa.Select[Any]:
-        # OFFSET 0: the planner keeps the subquery as it is written, never pulls it up
-        # into a join.
-        return probe.offset(0)
-
-    marks_alone = True
+        moved = f"(now() + interval '{by // timedelta(microseconds=1)} microseconds')"
+        return moved_statement(statement, SERVER_CLOCK, moved)
 
     async def mark_started(
         self, conn: AsyncConnection, deliveries: Sequence[Delivery]
@@ -486,6 +482,9 @@ class PostgreSQL(OnConflictInserts, Dialect):
         if rows is ClaimRows.FREE:
             params["keys"] = list(keys or ())
         return (await conn.execute(_CLAIMS[rows], params)).all()
+
+    async def due_keys(self, conn: AsyncConnection, ahead: float = 0.0) -> Sequence[Any]:
+        return (await conn.execute(_DUE_KEYS, {"ahead": ahead})).all()
 
     async def prune(self, conn: AsyncConnection, *, cutoff: datetime, limit: int) -> int:
         result = await conn.execute(_PRUNE, {"cutoff": cutoff, "limit": limit})

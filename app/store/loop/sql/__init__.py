@@ -79,6 +79,8 @@ NAMES: dict[str, tuple[str, ...]] = {
     "still_held": SHARED,
     "give_back_tokens": ("mysql", REST),
     "end_cancelled_leases": SHARED,
+    # Retention of ended schedules: those nothing has changed since the cutoff.
+    "ended_schedules": DIALECTS,
 }
 
 
