@@ -42,7 +42,7 @@ from app.store.dialects.claim_rows import (
 )
 from app.store.dialects.toolkit import by_lease_token
 from app.store.loop.sql import ClaimRows, Finished, listed, queries, query, typed
-from app.store.schema.tables import attempts, occurrences, schedule_events, schedules
+from app.store.schema.tables import attempts, schedule_events
 from app.store.schema.types import UUID, UTCDateTime
 
 # Every parameter a step may take, typed once.
@@ -54,29 +54,10 @@ _PARAMETERS: dict[str, sa.BindParameter[Any]] = {
     "keys": sa.bindparam("keys", expanding=True, type_=sa.String()),
     "token": sa.bindparam("token", type_=UUID),
     "unstarted": sa.bindparam("unstarted", type_=sa.Boolean()),
+    "fired": sa.bindparam("fired", expanding=True, type_=UUID),
+    "firsts": sa.bindparam("firsts", expanding=True, type_=UUID),
+    "count": sa.bindparam("count", type_=sa.Integer()),
 }
-
-_FIRST = occurrences.alias("fired")
-# When a schedule's latest first claim is sent (`leased_at`: now, or the due instant of one
-# claimed ahead), read once the lease is written: not the claim's own instant.
-_SENT_AT = (
-    sa.select(sa.func.max(_FIRST.c.leased_at))
-    .where(
-        _FIRST.c.schedule_id == schedules.c.id,
-        _FIRST.c.occurrence_id.in_(sa.bindparam("firsts", expanding=True, type_=UUID)),
-    )
-    .scalar_subquery()
-)
-# First claims counted as firings: one statement per distinct count (almost always one).
-_COUNT_FIRES = (
-    schedules.update()
-    .where(schedules.c.id.in_(sa.bindparam("fired", expanding=True, type_=UUID)))
-    .values(
-        fire_count=schedules.c.fire_count + sa.bindparam("count", type_=sa.Integer()),
-        last_fired_at=sa.func.coalesce(_SENT_AT, sa.bindparam("now", type_=UTCDateTime())),
-    )
-)
-
 
 # The columns of a finished schedule's event the finish binds (named SQL `finish_event`).
 _EVENT_COLUMNS = ("id", "schedule_id", "kind", "version", "actor", "fields")
@@ -89,6 +70,11 @@ def _typed(statement: sa.TextClause) -> sa.TextClause:
 
 class Stepwise(Dialect):
     """The delivery loop's operations in steps, over the dialect's named statements."""
+
+    @cached_property
+    def _count_fires(self) -> sa.TextClause:
+        """First claims counted as firings (named SQL `count_fires`)."""
+        return _typed(query("count_fires", self.name))
 
     @cached_property
     def _claim_steps(
@@ -149,7 +135,7 @@ class Stepwise(Dialect):
             },
         )
         firsts = [row for row in due if row.first_claim and row.origin != Origin.CALLBACK]
-        await _count_fires(conn, firsts, now)
+        await _count_fires(conn, self._count_fires, firsts, now)
         return with_lost((await conn.execute(rows_step, {"ids": ids, "now": now})).all(), due)
 
     async def mark_started(
@@ -323,13 +309,15 @@ class Stepwise(Dialect):
         return (await conn.execute(self._due_keys, params)).all()
 
 
-async def _count_fires(conn: AsyncConnection, firsts: Sequence[Any], now: datetime) -> None:
+async def _count_fires(
+    conn: AsyncConnection, statement: sa.TextClause, firsts: Sequence[Any], now: datetime
+) -> None:
+    """First claims counted as firings: one statement per distinct count (almost always
+    one)."""
     fires = Counter(row.schedule_id for row in firsts)
     ids = [row.occurrence_id for row in firsts]
     by_count: dict[int, list[Any]] = defaultdict(list)
     for schedule_id, count in fires.items():
         by_count[count].append(schedule_id)
     for count, fired in by_count.items():
-        await conn.execute(
-            _COUNT_FIRES, {"fired": fired, "count": count, "now": now, "firsts": ids}
-        )
+        await conn.execute(statement, {"fired": fired, "count": count, "now": now, "firsts": ids})

@@ -26,13 +26,23 @@ from sqlalchemy.types import TypeEngine
 DIALECTS = ("postgresql", "sqlite", "mysql")
 # Each statement's name, and the dialects it has a file of its own for
 # (`<name>.<dialect>.sql`); `SHARED`: one file every database runs alike (`<name>.sql`);
-# `REST` among dialects: one file (`<name>.sql`) for every database not named before it.
+# `REST` among dialects: one file (`<name>.sql`) for every database the tuple does not name.
 # The loop runs each where its dialect asks for it: PostgreSQL records a settle's attempts
 # in one statement from arrays, the others read the leases the settle holds, then insert.
 SHARED: tuple[str, ...] = ()
 REST = "*"
 NAMES: dict[str, tuple[str, ...]] = {
     "claim": DIALECTS,
+    # The claim's own follow-ups: first claims counted as firings (in steps: PostgreSQL's
+    # claim counts them itself), recurring schedules' tallies, what its misfire policy drops,
+    # leases that ran out on their last attempt, and rows that could not be planned.
+    "count_fires": SHARED,
+    "tick": SHARED,
+    "tally": SHARED,
+    "skip_claimed": SHARED,
+    "dead_letter_expired": SHARED,
+    "unplannable_dead": SHARED,
+    "unplannable_retry": SHARED,
     "flow_due": DIALECTS,
     "start_mark": DIALECTS,
     "release": SHARED,
