@@ -65,7 +65,7 @@ def _dialect(url: object) -> Dialect:
 
 def _configure(connection: Connection) -> None:
     dialect = _dialect(connection.engine.url)
-    schema = _schema() if dialect.schemas else None
+    schema = _schema() if dialect.backend.schemas else None
     if schema is not None:
         _ensure_schema(connection, schema)
     context.configure(
@@ -91,7 +91,7 @@ def _url() -> str:
 
 async def _run_online() -> None:
     url = _url()
-    schema = _schema() if _dialect(url).schemas else None
+    schema = _schema() if _dialect(url).backend.schemas else None
     database = Database(url, schema=schema)
     try:
         async with database.engine.connect() as connection:
@@ -103,7 +103,7 @@ async def _run_online() -> None:
 
 def _run_offline() -> None:
     url = normalize_url(_url())
-    schema = _schema() if _dialect(url).schemas else None
+    schema = _schema() if _dialect(url).backend.schemas else None
     context.configure(
         url=url, target_metadata=metadata, literal_binds=True, version_table_schema=schema
     )

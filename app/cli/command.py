@@ -73,7 +73,7 @@ def _schema(args: argparse.Namespace) -> int:
     from app.store.engine.ddl import schema_ddl
 
     if args.db_schema is not None:
-        if not dialects.named(args.dialect).schemas:
+        if not dialects.named(args.dialect).backend.schemas:
             raise UsageError("--db-schema is for PostgreSQL only")
         problem = schema_name_problem(args.db_schema)
         if problem:

@@ -48,7 +48,7 @@ def serve(args: argparse.Namespace) -> int:
     tracing.check()  # traces asked for and not to be had (OpenTelemetry missing) too
     if args.processes < 1:
         raise UsageError("--processes must be at least 1")
-    if args.processes > 1 and not dialects.for_url(settings.database_url).multi_replica:
+    if args.processes > 1 and not dialects.for_url(settings.database_url).backend.multi_replica:
         raise UsageError(
             "--processes above 1 needs a database that several replicas can share "
             "(PostgreSQL or MySQL/MariaDB); SQLite serves one process"

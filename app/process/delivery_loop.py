@@ -32,7 +32,7 @@ async def delivery_loop(config: Settings, sinks: Sinks, hub: Wakeups) -> AsyncIt
         metrics.POOLS.watch("worker", database)
         stack.callback(metrics.POOLS.forget, "worker")
         starts = None
-        if database.dialect.multi_replica:
+        if database.dialect.backend.multi_replica:
             # SQLite has one writer per process: its starts share the loop's pool.
             starts = open_database(config, "starts")
             stack.push_async_callback(starts.close)

@@ -2,7 +2,7 @@
 replicas, like PostgreSQL, without LISTEN/NOTIFY.
 
 - The claim locks due rows with `FOR UPDATE SKIP LOCKED` on the database clock, then leases
-  and reads them: the steps of `StepwiseClaim` in one transaction (there is no UPDATE ...
+  and reads them: the steps of `Stepwise` in one transaction (there is no UPDATE ...
   RETURNING).
 - READ COMMITTED: a locking read takes no gap locks, so claims and inserts do not block
   each other on ranges; each session runs in UTC.
@@ -27,8 +27,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from app.settings import backends
-from app.store.dialects.stepwise import StepwiseClaim
-from app.store.dialects.toolkit import dumps, pool_sizes, session_lock
+from app.store.dialects.stepwise import Stepwise
+from app.store.dialects.toolkit import PolledWakeups, RowInserts, dumps, pool_sizes, session_lock
+from app.store.engine.clock import moved_statement
 from app.store.schema.tables import PRUNABLE, occurrences
 from app.store.schema.types import UTCDateTime
 
@@ -45,6 +46,8 @@ _MISSING_SCHEMA_CODES = frozenset({1146, 1054})
 # whatever the server's defaults.
 _SESSION = "SET time_zone = '+00:00', sql_mode = 'TRADITIONAL'"
 
+# The one read of the server's clock, `_NOW`'s (`transaction_now`).
+SERVER_CLOCK = "UTC_TIMESTAMP(6)"
 _NOW = sa.text("SELECT UTC_TIMESTAMP(6)").columns(sa.column("now", UTCDateTime()))
 _LOCK_NAME_LIMIT = 64
 
@@ -79,10 +82,10 @@ def _code(error: BaseException) -> int | None:
     return args[0] if args and isinstance(args[0], int) else None
 
 
-class MySQL(StepwiseClaim):
+class MySQL(RowInserts, PolledWakeups, Stepwise):
     backend = backends.named("mysql")
-    # The one read of the server's clock, `_NOW`'s (`transaction_now`).
-    server_clock = "UTC_TIMESTAMP(6)"
+    batch_migrations = False
+    marks_alone = False
 
     def normalize_url(self, url: str) -> str:
         parsed = make_url(url)
@@ -125,17 +128,33 @@ class MySQL(StepwiseClaim):
     def is_missing_schema(self, error: BaseException) -> bool:
         return _code(error) in _MISSING_SCHEMA_CODES
 
+    def is_full(self, error: BaseException) -> bool:
+        # Too many connections (1040) is among the codes of a server that cannot be used
+        # now (`is_unavailable`).
+        return False
+
+    def missing_database(self, url: str) -> str | None:
+        return None  # the server says, once connected
+
+    async def identity(self, conn: AsyncConnection) -> tuple[Any, ...]:
+        return ()
+
     async def transaction_now(self, conn: AsyncConnection) -> datetime:
         value = (await conn.execute(_NOW)).scalar_one()
         assert isinstance(value, datetime)
         return value
 
-    def moved_clock(self, by: timedelta) -> str:
-        return f"(UTC_TIMESTAMP(6) + INTERVAL {by // timedelta(microseconds=1)} MICROSECOND)"
+    async def bound_now(self, conn: AsyncConnection) -> datetime:
+        return await self.transaction_now(conn)
 
-    def instant_literal(self, at: datetime) -> str:
-        # UTC_TIMESTAMP(6) is a DATETIME in UTC, with no zone.
-        return f"CAST('{at.astimezone(UTC).strftime('%Y-%m-%d %H:%M:%S.%f')}' AS DATETIME(6))"
+    def moved_statement(self, statement: str) -> str:
+        by = self.clock.shift // timedelta(microseconds=1)
+        moved = f"(UTC_TIMESTAMP(6) + INTERVAL {by} MICROSECOND)"
+        if (frozen := self.clock.frozen_at) is not None:
+            # UTC_TIMESTAMP(6) is a DATETIME in UTC, with no zone.
+            at = frozen.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+            moved = f"LEAST({moved}, CAST('{at}' AS DATETIME(6)))"
+        return moved_statement(statement, SERVER_CLOCK, moved)
 
     async def insert_ignoring(
         self, conn: AsyncConnection, table: sa.Table, rows: list[dict[str, Any]], key: str

@@ -27,24 +27,27 @@ from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from app.domain.ids import event_id
-from app.domain.occurrence import Delivery, OccurrenceStatus, Origin
+from app.domain.occurrence import Delivery
 from app.settings import backends, db_urls
 from app.store.dialects.base import Dialect
-from app.store.dialects.claim_rows import CLAIM_COLUMNS, LOST_COLUMNS, RULE_COLUMNS, earliest_later
-from app.store.dialects.outcomes import delivered_values
+from app.store.dialects.claim_rows import (
+    CLAIM_COLUMNS,
+    DUE_KEY_COLUMNS,
+    LOST_COLUMNS,
+    RULE_COLUMNS,
+    earliest_later,
+)
 from app.store.dialects.pg_connections import watch
 from app.store.dialects.pg_hosts import HostChooser
 from app.store.dialects.pg_listen import PgListener, due_channel
 from app.store.dialects.toolkit import OnConflictInserts, dumps, pool_sizes, session_lock
-from app.store.loop.sql import ClaimRows, query
+from app.store.engine.clock import moved_statement
+from app.store.loop.sql import ClaimRows, Finished, query
 from app.store.schema.codec import JsonText
 from app.store.schema.tables import (
     CLAIM_SETS,
     PRUNABLE,
-    by_key,
     occurrences,
-    schedule_events,
-    schedules,
 )
 from app.store.schema.types import UTCDateTime
 
@@ -77,6 +80,8 @@ PRUNING_LOCK = 0x43_48_52_4F_4E_51_52_54  # "CHRONQRT"
 _LOCKS = {"migrate": MIGRATION_LOCK, "prune": PRUNING_LOCK}
 
 
+# How every statement, the named SQL's too, reads the transaction's instant.
+SERVER_CLOCK = "now()"
 _NOW = sa.select(sa.func.now(type_=UTCDateTime()))
 _NOTIFY = sa.text(
     "SELECT pg_notify(:channel, CAST(EXTRACT(EPOCH FROM (:at - now())) AS text))"
@@ -97,6 +102,24 @@ _CLAIMS = {
 }
 
 
+_UUIDS = postgresql.ARRAY(sa.Uuid())
+# A settle's deliveries, the pairs of occurrence and lease token, and the restart of their
+# schedules' failure counts (named SQL `delivered_restarting`).
+_DELIVERED_RESTARTING = query("delivered_restarting", "postgresql").bindparams(
+    sa.bindparam("ids", type_=_UUIDS), sa.bindparam("tokens", type_=_UUIDS)
+)
+# Schedules finished: the locked read, the update by key and the events in one statement
+# (named SQL `finish_one_shots`, `finish_recurring`).
+_FINISH = {
+    kind: query(f"finish_{kind}", "postgresql").bindparams(
+        sa.bindparam("schedule_ids", type_=_UUIDS),
+        sa.bindparam("event_ids", type_=_UUIDS),
+        sa.bindparam("actor", type_=sa.String()),
+    )
+    for kind in Finished
+}
+# The due flow keys, read on the server's clock (named SQL `flow_due`).
+_DUE_KEYS = query("flow_due", "postgresql").columns(**DUE_KEY_COLUMNS)
 # The attempt log's rows of a settle, from arrays (named SQL `record_attempts`).
 _RECORD_ATTEMPTS = query("record_attempts", "postgresql")
 # The start marks (named SQL `start_mark`): every pair asked, in one statement.
@@ -257,86 +280,11 @@ def _prune_statement() -> sa.Delete:
 _PRUNE = _prune_statement()
 
 
-def _asked_pairs(table: sa.Table) -> tuple[sa.ColumnElement[bool], ...]:
-    """The rows of `table` named by the pairs of occurrence and lease token of the array
-    parameters `ids` and `tokens`: looked up by key (`= ANY`; a join with the pairs
-    unnested was planned as a scan of the table), each checked against its own token."""
-    ids = sa.bindparam("ids", type_=postgresql.ARRAY(sa.Uuid()))
-    tokens = sa.bindparam("tokens", type_=postgresql.ARRAY(sa.Uuid()))
-    # The parentheses: an element of a parameter (`($2)[i]`, not `$2[i]`).
-    each_token = sa.type_coerce(sa.Grouping(tokens), postgresql.ARRAY(sa.Uuid()))
-    return (
-        table.c.occurrence_id == sa.any_(ids),
-        table.c.lease_token == each_token[sa.func.array_position(ids, table.c.occurrence_id)],
-    )
-
-
-def _delivered_restarting() -> sa.Update:
-    """`Outcomes.delivered` for the pairs of occurrence and lease token of `ids` and
-    `tokens`, whichever claims they came from, then a restart from 0 of the failure count
-    of each schedule it delivered (only those counting: most schedules never fail, and are
-    not written)."""
-    done = (
-        occurrences.update()
-        .where(*_asked_pairs(occurrences))
-        .where(by_key(occurrences.c.status) == OccurrenceStatus.PENDING)
-        .values(**delivered_values(sa.func.now(type_=UTCDateTime())))
-        .returning(occurrences.c.schedule_id, occurrences.c.origin)
-        .cte("delivered")
-    )
-    # A failure callback delivered is no delivery of its schedule's.
-    delivering = sa.select(done.c.schedule_id).where(done.c.origin != Origin.CALLBACK)
-    return (
-        schedules.update()
-        .where(
-            schedules.c.id.in_(delivering),
-            schedules.c.consecutive_failures > 0,
-        )
-        .values(consecutive_failures=0)
-    )
-
-
-@functools.cache
-def _finishing_with_events(finishing: sa.Select[Any]) -> sa.Insert:
-    """The schedules `finishing` reads (and locks) set to their new status, and each one's
-    event, in one statement. Event ids come as an array beside `schedule_ids`, one for each
-    candidate (those that do not finish leave theirs unused)."""
-    now = sa.func.now(type_=UTCDateTime())
-    found = finishing.cte("finishing")
-    changed = (
-        schedules.update()
-        .where(schedules.c.id == found.c.id)
-        .values(status=found.c.status, updated_at=now)
-        .returning(schedules.c.id, found.c.version, found.c.status)
-        .cte("finished")
-    )
-    ids = (
-        sa.func.unnest(
-            sa.bindparam("schedule_ids", type_=postgresql.ARRAY(sa.Uuid())),
-            sa.bindparam("event_ids", type_=postgresql.ARRAY(sa.Uuid())),
-        )
-        .table_valued("schedule_id", "event_id")
-        .render_derived(name="e")
-    )
-    # Finishing is no change a client makes: the version stays.
-    rows = sa.select(
-        ids.c.event_id,
-        changed.c.id,
-        changed.c.status,
-        changed.c.version,
-        sa.bindparam("actor", type_=sa.String()),
-        now,
-    ).select_from(changed.join(ids, ids.c.schedule_id == changed.c.id))
-    return schedule_events.insert().from_select(
-        ["id", "schedule_id", "kind", "version", "actor", "at"], rows
-    )
-
-
 class PostgreSQL(OnConflictInserts, Dialect):
     insert = staticmethod(postgresql.insert)
     backend = backends.named("postgresql")
-    # How every statement, the named SQL's too, reads the transaction's instant.
-    server_clock = "now()"
+    batch_migrations = False
+    marks_alone = True
 
     def normalize_url(self, url: str) -> str:
         url = db_urls.for_sqlalchemy(url)  # libpq's multi-host form, as SQLAlchemy parses it
@@ -403,6 +351,9 @@ class PostgreSQL(OnConflictInserts, Dialect):
     def is_missing_schema(self, error: BaseException) -> bool:
         return getattr(error, "sqlstate", None) in _MISSING_SCHEMA_SQLSTATES
 
+    def missing_database(self, url: str) -> str | None:
+        return None  # the server says, once connected
+
     async def identity(self, conn: AsyncConnection) -> tuple[Any, ...]:
         # The server's start instant tells servers apart (a standby has its own); through a
         # pooler it is the server's behind the pooler.
@@ -419,32 +370,14 @@ class PostgreSQL(OnConflictInserts, Dialect):
         # of an attempt that has none of its own.
         return self.clock.host_now()
 
-    def moved_clock(self, by: timedelta) -> str:
+    def moved_statement(self, statement: str) -> str:
         # In microseconds: an interval with no day part adds elapsed time, whatever the
         # session's time zone does across a DST change.
-        return f"(now() + interval '{by // timedelta(microseconds=1)} microseconds')"
-
-    def instant_literal(self, at: datetime) -> str:
-        return f"CAST('{at.astimezone(UTC).isoformat()}' AS timestamptz)"
-
-    def now(self) -> sa.ColumnElement[datetime]:
-        return sa.func.now(type_=UTCDateTime())
-
-    def retry_at(self) -> sa.ColumnElement[datetime]:
-        return self.now() + sa.func.make_interval(
-            0, 0, 0, 0, 0, 0, sa.bindparam("b_delay", type_=sa.Float())
-        )
-
-    def among(self, column: sa.ColumnElement[Any], name: str) -> sa.ColumnElement[bool]:
-        # One array parameter: no per-element bind rendering, one cached plan.
-        return column == sa.any_(sa.bindparam(name, type_=postgresql.ARRAY(sa.Uuid())))
-
-    def per_row(self, probe: sa.Select[Any]) -> sa.Select[Any]:
-        # OFFSET 0: the planner keeps the subquery as it is written, never pulls it up
-        # into a join.
-        return probe.offset(0)
-
-    marks_alone = True
+        by = self.clock.shift // timedelta(microseconds=1)
+        moved = f"(now() + interval '{by} microseconds')"
+        if (frozen := self.clock.frozen_at) is not None:
+            moved = f"LEAST({moved}, CAST('{frozen.astimezone(UTC).isoformat()}' AS timestamptz))"
+        return moved_statement(statement, SERVER_CLOCK, moved)
 
     async def mark_started(
         self, conn: AsyncConnection, deliveries: Sequence[Delivery]
@@ -487,7 +420,7 @@ class PostgreSQL(OnConflictInserts, Dialect):
     async def finish_schedules(
         self,
         conn: AsyncConnection,
-        finishing: sa.Select[Any],
+        finished: Finished,
         schedule_ids: Sequence[Any],
         now: datetime,
         actor: str | None,
@@ -499,9 +432,8 @@ class PostgreSQL(OnConflictInserts, Dialect):
                 "schedule_ids": ids,
                 "event_ids": [event_id(now) for _ in ids],
                 "actor": actor,
-                "now": now,
             }
-            await conn.execute(_finishing_with_events(finishing), params)
+            await conn.execute(_FINISH[finished], params)
 
     async def insert_rows(
         self,
@@ -553,6 +485,9 @@ class PostgreSQL(OnConflictInserts, Dialect):
         if rows is ClaimRows.FREE:
             params["keys"] = list(keys or ())
         return (await conn.execute(_CLAIMS[rows], params)).all()
+
+    async def due_keys(self, conn: AsyncConnection, ahead: float = 0.0) -> Sequence[Any]:
+        return (await conn.execute(_DUE_KEYS, {"ahead": ahead})).all()
 
     async def prune(self, conn: AsyncConnection, *, cutoff: datetime, limit: int) -> int:
         result = await conn.execute(_PRUNE, {"cutoff": cutoff, "limit": limit})
@@ -609,4 +544,3 @@ _NEXT_DUE_IN = sa.select(
 )
 
 DIALECT = PostgreSQL()
-_DELIVERED_RESTARTING = _delivered_restarting()

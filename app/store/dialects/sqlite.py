@@ -10,6 +10,8 @@ host); there is no other replica to lock out or to wake.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -23,8 +25,9 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from app.settings import backends
-from app.store.dialects.stepwise import StepwiseClaim
-from app.store.dialects.toolkit import OnConflictInserts, dumps
+from app.store.dialects.stepwise import Stepwise
+from app.store.dialects.toolkit import OnConflictInserts, PolledWakeups, RowInserts, dumps
+from app.store.engine.clock import moved_statement
 from app.store.schema.tables import PRUNABLE, occurrences
 from app.store.schema.types import UTCDateTime
 
@@ -52,10 +55,11 @@ _PRUNE = occurrences.delete().where(
 )
 
 
-class SQLite(OnConflictInserts, StepwiseClaim):
+class SQLite(OnConflictInserts, RowInserts, PolledWakeups, Stepwise):
     insert = staticmethod(sqlite.insert)
     backend = backends.named("sqlite")
     batch_migrations = True
+    marks_alone = False
 
     def normalize_url(self, url: str) -> str:
         if url.startswith("sqlite:///"):
@@ -98,6 +102,9 @@ class SQLite(OnConflictInserts, StepwiseClaim):
         code = getattr(error, "sqlite_errorcode", None)
         return isinstance(code, int) and code & 0xFF in _UNAVAILABLE_CODES
 
+    def is_full(self, error: BaseException) -> bool:
+        return False  # a file has no connection limit
+
     def is_missing_schema(self, error: BaseException) -> bool:
         # The driver's own error, under SQLAlchemy's wrapper (`database._driver_errors`).
         return isinstance(error, sqlite3.OperationalError) and str(error).startswith(
@@ -110,12 +117,31 @@ class SQLite(OnConflictInserts, StepwiseClaim):
             return f"no database file at {Path(path)}"
         return None
 
+    async def identity(self, conn: AsyncConnection) -> tuple[Any, ...]:
+        return ()
+
     async def transaction_now(self, conn: AsyncConnection) -> datetime:
         return self.clock.host_now()
+
+    async def bound_now(self, conn: AsyncConnection) -> datetime:
+        return self.clock.host_now()
+
+    def moved_statement(self, statement: str) -> str:
+        # Statements take the host's clock bound: none reads a clock of its own.
+        return moved_statement(statement, None, "")
 
     async def prune(self, conn: AsyncConnection, *, cutoff: datetime, limit: int) -> int:
         result = await conn.execute(_PRUNE, {"cutoff": cutoff, "limit": limit})
         return int(result.rowcount)
+
+    def migrating(
+        self, conn: AsyncConnection, schema: str | None, *, session: bool = True
+    ) -> AbstractAsyncContextManager[None]:
+        return nullcontext()  # one replica: nothing to take turns with
+
+    @asynccontextmanager
+    async def exclusive(self, conn: AsyncConnection, purpose: str) -> AsyncIterator[bool]:
+        yield True  # one replica
 
 
 DIALECT = SQLite()

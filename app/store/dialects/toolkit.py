@@ -1,20 +1,31 @@
 """Helpers the dialects share, outside their interface (`Dialect`): pool sizes, JSON as
 every dialect stores it, grouping by lease, inserts for a database with ON CONFLICT ... DO
-NOTHING RETURNING, and a lock held by a session across its transactions."""
+NOTHING RETURNING and for one that takes rows as SQLAlchemy sends them, wake-ups for a
+database that carries none between replicas, and a lock held by a session across its
+transactions."""
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Iterable
-from contextlib import asynccontextmanager
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.occurrence import Delivery
+from app.store.dialects.claim_rows import earliest_later
+from app.store.engine.commits import after_commit
 from app.store.schema.codec import JsonText
+from app.store.schema.tables import CLAIM_SETS
+from app.store.schema.types import UTCDateTime
+
+if TYPE_CHECKING:
+    from app.store.engine.clock import DatabaseClock
+    from app.store.engine.wakeups import Wakeups
 
 
 def pool_sizes(connections: int) -> int:
@@ -61,6 +72,72 @@ class OnConflictInserts:
             self.insert(table).on_conflict_do_nothing(index_elements=[key]).returning(table.c[key])
         )
         return {row[0] for row in await conn.execute(statement, rows)}
+
+
+class RowInserts:
+    """`insert_rows` for a database that takes rows as SQLAlchemy sends them, one execution
+    of one INSERT (SQLite, MySQL); `now_columns` take the instant bound as `now`."""
+
+    if TYPE_CHECKING:
+
+        async def insert_ignoring(
+            self, conn: AsyncConnection, table: sa.Table, rows: list[dict[str, Any]], key: str
+        ) -> None: ...
+
+    async def insert_rows(
+        self,
+        conn: AsyncConnection,
+        table: sa.Table,
+        rows: Sequence[dict[str, Any]],
+        *,
+        ignoring: str | None = None,
+        now_columns: tuple[str, ...] = (),
+    ) -> None:
+        if not rows:
+            return
+        if ignoring is not None:
+            await self.insert_ignoring(conn, table, list(rows), ignoring)
+            return
+        statement = table.insert()
+        if now_columns:
+            now = sa.bindparam("now", type_=UTCDateTime())
+            statement = statement.values({name: now for name in now_columns})
+        await conn.execute(statement, list(rows))
+
+
+class PolledWakeups:
+    """Wake-ups for a database that carries no news between replicas (SQLite, MySQL): an
+    announcement reaches this process's loop once the write commits, and other replicas
+    find new work by polling."""
+
+    if TYPE_CHECKING:
+        clock: DatabaseClock
+
+        async def bound_now(self, conn: AsyncConnection) -> datetime: ...
+
+    async def announce(self, conn: AsyncConnection, wakeups: Wakeups, at: datetime) -> None:
+        after_commit(lambda: wakeups.due_in((at - self.clock.host_now()).total_seconds()))
+
+    async def next_due_in(self, conn: AsyncConnection) -> float | None:
+        now = await self.bound_now(conn)
+        bound = sa.literal(now, UTCDateTime())
+        # One round trip: the first entry past `now` of each claim index.
+        firsts = (
+            await conn.execute(
+                sa.select(*(earliest_later(w, bound).scalar_subquery() for w in CLAIM_SETS))
+            )
+        ).one()
+        found = []
+        for at in firsts:
+            if at is not None:
+                when = at if isinstance(at, datetime) else datetime.fromisoformat(str(at))
+                found.append(when.replace(tzinfo=UTC) if when.tzinfo is None else when)
+        return (min(found) - now).total_seconds() if found else None
+
+    def listening(
+        self, url: str, schema: str | None, wakeups: Wakeups
+    ) -> AbstractAsyncContextManager[None]:
+        return nullcontext()
 
 
 @asynccontextmanager

@@ -179,7 +179,7 @@ class Database:
             self.dialect: Dialect = dialects.for_url(url)
         except ValueError:
             raise ValueError(f"unsupported database {redact_url(url)}") from None
-        if schema is not None and not self.dialect.schemas:
+        if schema is not None and not self.dialect.backend.schemas:
             raise ValueError("CHRONOQ_DB_SCHEMA is for PostgreSQL only")
         self.url = self.dialect.normalize_url(url)
         # As the operator wrote it, password hidden: what an unavailable store reports.

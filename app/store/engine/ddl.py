@@ -34,7 +34,7 @@ def schema_ddl(dialect_name: str, schema: str | None = None) -> str:
     """The statements that build the current schema in an empty database (or, on
     PostgreSQL, in `schema`, created if missing), each ending with `;`, in one transaction."""
     ours = dialects.named(dialect_name)
-    if schema is not None and not ours.schemas:
+    if schema is not None and not ours.backend.schemas:
         raise ValueError("a database schema is for PostgreSQL only")
     dialect = ours.sql_dialect()
     # Tables are defined without a schema; a given one qualifies every name they render.

@@ -20,37 +20,31 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.domain.callbacks import DeadLettered, callback_body, callback_id
 from app.domain.occurrence import OccurrenceStatus, Origin
 from app.store.dialects import dialect_of
-from app.store.dialects.base import Dialect
+from app.store.loop.sql import listed, query, typed
 from app.store.schema.tables import occurrences, schedules
+from app.store.schema.types import UUID, UTCDateTime
 
 
 @cache
-def _reported(dialect: Dialect) -> sa.Select[Any]:
-    """The dead letters among `dead_ids` that this transaction made (a late settle whose
-    lease was taken over dead-letters nothing), but for callbacks, with their schedules'
-    `on_failure`."""
-    o, s = occurrences.alias("o"), schedules.alias("s")
-    return (
-        sa.select(
-            o.c.occurrence_id,
-            o.c.schedule_id,
-            o.c.fire_at,
-            o.c.attempts,
-            o.c.last_error,
-            o.c.dead_lettered_at,
-            s.c.event_type,
-            # As text, sent as it is (and no decoder meets what it cannot read).
-            sa.cast(s.c.payload, sa.Text).label("payload"),
-            # Decoded: a schedule without one may hold SQL NULL or JSON null.
-            s.c.on_failure,
-        )
-        .join(s, s.c.id == o.c.schedule_id)
-        .where(
-            dialect.among(o.c.occurrence_id, "dead_ids"),
-            o.c.status == OccurrenceStatus.DEAD_LETTERED,
-            o.c.dead_lettered_at == dialect.now(),
-            o.c.origin != Origin.CALLBACK,
-        )
+def _reported(dialect: str) -> sa.TextualSelect:
+    """The dead letters among `dead_ids` that this transaction made, but for callbacks,
+    with their schedules' `on_failure` (named SQL `reported_dead_letters`)."""
+    statement = typed(
+        query("reported_dead_letters", dialect),
+        listed("dead_ids", dialect, UUID),
+        sa.bindparam("now", type_=UTCDateTime()),
+    )
+    return statement.columns(
+        occurrence_id=UUID,
+        schedule_id=UUID,
+        fire_at=UTCDateTime(),
+        attempts=sa.Integer(),
+        last_error=sa.Text(),
+        dead_lettered_at=UTCDateTime(),
+        event_type=sa.String(),
+        payload=sa.Text(),
+        # Decoded: a schedule without one may hold SQL NULL or JSON null.
+        on_failure=schedules.c.on_failure.type,
     )
 
 
@@ -79,7 +73,7 @@ async def call_back(conn: AsyncConnection, dead_ids: Sequence[uuid.UUID], now: d
     if not dead_ids:
         return
     dialect = dialect_of(conn)
-    found = await conn.execute(_reported(dialect), {"dead_ids": list(dead_ids), "now": now})
+    found = await conn.execute(_reported(dialect.name), {"dead_ids": list(dead_ids), "now": now})
     rows = [
         _callback_row(
             DeadLettered(

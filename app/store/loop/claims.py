@@ -8,6 +8,7 @@ same transaction, so it always has its future occurrence however long the curren
 
 from __future__ import annotations
 
+import functools
 import random
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -30,16 +31,17 @@ from app.domain.claim_plan import (
     cadence_schedules,
     plan_claim,
 )
-from app.domain.occurrence import AttemptOutcome, Delivery, OccurrenceStatus, Origin
+from app.domain.occurrence import AttemptOutcome, Delivery, Origin
 from app.domain.schedule import AutoPause
 from app.domain.target import Target
 from app.store.dialects import dialect_of
 from app.store.loop.claim_mix import ClaimMix
 from app.store.loop.completion import finish_one_shots, finish_recurring
 from app.store.loop.failures import record_dead_letters
+from app.store.loop.sql import query, typed
 from app.store.schema import codec
 from app.store.schema.rows import attempt_id, pending_row, rules_of_row, skip_row, truncate_error
-from app.store.schema.tables import attempts, occurrences, schedules
+from app.store.schema.tables import attempts, occurrences
 from app.store.schema.types import UUID, UTCDateTime
 
 LEASE_EXPIRED_ERROR = (
@@ -271,20 +273,9 @@ class ClaimStore:
         self, conn: AsyncConnection, token: uuid.UUID, ids: list[uuid.UUID], now: datetime
     ) -> None:
         """Claimed cadence occurrences that their misfire policy drops: recorded as skipped,
-        their attempt not counted."""
-        await conn.execute(
-            occurrences.update()
-            .where(occurrences.c.occurrence_id.in_(ids), occurrences.c.lease_token == token)
-            .values(
-                status=OccurrenceStatus.SKIPPED,
-                skip_reason="misfire",
-                skipped_count=1,
-                attempts=0,
-                available_at=None,
-                lease_token=None,
-                updated_at=now,
-            )
-        )
+        their attempt not counted (named SQL `skip_claimed`)."""
+        statement = _named("skip_claimed", dialect_of(conn).name)
+        await conn.execute(statement, {"ids": ids, "token": token, "now": now})
 
     async def _apply_tallies(self, conn: AsyncConnection, tallies: dict[uuid.UUID, Tally]) -> None:
         params = [
@@ -301,28 +292,11 @@ class ClaimStore:
         plain = [
             sid for sid, t in tallies.items() if t.ticks == 1 and not t.unfired and not t.skipped
         ]
+        dialect = dialect_of(conn).name
         if plain:  # the usual case: one tick fired on time, one statement for all
-            await conn.execute(
-                schedules.update()
-                .where(schedules.c.id.in_(plain))
-                .values(tick_count=schedules.c.tick_count + 1)
-            )
+            await conn.execute(_named("tick", dialect), {"ids": plain})
         if params:
-            await conn.execute(
-                schedules.update()
-                .where(schedules.c.id == sa.bindparam("s_id", type_=UUID))
-                .values(
-                    tick_count=schedules.c.tick_count + sa.bindparam("s_ticks", type_=sa.Integer()),
-                    fire_count=schedules.c.fire_count
-                    - sa.bindparam("s_unfired", type_=sa.Integer()),
-                    skipped_count=schedules.c.skipped_count
-                    + sa.bindparam("s_skipped", type_=sa.Integer()),
-                    last_skip_reason=sa.func.coalesce(
-                        sa.bindparam("s_reason", type_=sa.String()), schedules.c.last_skip_reason
-                    ),
-                ),
-                params,
-            )
+            await conn.execute(_named("tally", dialect), params)
 
     async def _dead_letter_expired(
         self,
@@ -332,20 +306,8 @@ class ClaimStore:
         now: datetime,
     ) -> None:
         await conn.execute(
-            occurrences.update()
-            .where(
-                occurrences.c.occurrence_id.in_(exhausted),
-                occurrences.c.lease_token == token,
-            )
-            .values(
-                status=OccurrenceStatus.DEAD_LETTERED,
-                attempts=occurrences.c.attempts - 1,
-                dead_lettered_at=now,
-                available_at=None,
-                lease_token=None,
-                last_error=LEASE_EXPIRED_ERROR,
-                updated_at=now,
-            )
+            _named("dead_letter_expired", dialect_of(conn).name),
+            {"ids": exhausted, "token": token, "now": now, "last_error": LEASE_EXPIRED_ERROR},
         )
 
     async def _settle_unplannable(
@@ -361,13 +323,6 @@ class ClaimStore:
         usual backoff or dead-lettered when its budget is spent. A first claim stays
         unplanned, so the retry plans it again (and a replay of the dead letter too).
         Each is in the attempt log as well: made at the claim, in no time, with no reply."""
-        guard = (occurrences.c.occurrence_id == sa.bindparam("b_id", type_=UUID)) & (
-            occurrences.c.lease_token == token
-        )
-        first_attempt = sa.case(
-            (sa.bindparam("b_reset", type_=sa.Boolean()), sa.null()),
-            else_=occurrences.c.first_attempt_at,
-        )
         dead = [f for f in failed if f.spent]
         retry = [f for f in failed if not f.spent]
         await conn.execute(
@@ -391,39 +346,57 @@ class ClaimStore:
                 ]
             )
         )
+        dialect = dialect_of(conn).name
         if dead:
             await conn.execute(
-                occurrences.update()
-                .where(guard)
-                .values(
-                    status=OccurrenceStatus.DEAD_LETTERED,
-                    dead_lettered_at=now,
-                    available_at=None,
-                    lease_token=None,
-                    last_error=sa.bindparam("b_error"),
-                    first_attempt_at=first_attempt,
-                    updated_at=now,
-                ),
-                [{"b_id": f.occurrence_id, "b_error": _error(f), "b_reset": True} for f in dead],
-            )
-        if retry:
-            await conn.execute(
-                occurrences.update()
-                .where(guard)
-                .values(
-                    available_at=sa.bindparam("b_at", type_=UTCDateTime()),
-                    lease_token=None,
-                    last_error=sa.bindparam("b_error"),
-                    first_attempt_at=first_attempt,
-                    updated_at=now,
-                ),
+                _named("unplannable_dead", dialect),
                 [
                     {
                         "b_id": f.occurrence_id,
+                        "token": token,
+                        "b_error": _error(f),
+                        "b_reset": True,
+                        "now": now,
+                    }
+                    for f in dead
+                ],
+            )
+        if retry:
+            await conn.execute(
+                _named("unplannable_retry", dialect),
+                [
+                    {
+                        "b_id": f.occurrence_id,
+                        "token": token,
                         "b_error": _error(f),
                         "b_reset": f.first_claim,
                         "b_at": now + timedelta(seconds=backoff(f.attempt)),
+                        "now": now,
                     }
                     for f in retry
                 ],
             )
+
+
+# Every parameter of the claim's own named statements, typed once.
+_PARAMETERS = (
+    sa.bindparam("ids", expanding=True, type_=UUID),
+    sa.bindparam("token", type_=UUID),
+    sa.bindparam("now", type_=UTCDateTime()),
+    sa.bindparam("last_error", type_=sa.String()),
+    sa.bindparam("b_id", type_=UUID),
+    sa.bindparam("b_error", type_=sa.String()),
+    sa.bindparam("b_reset", type_=sa.Boolean()),
+    sa.bindparam("b_at", type_=UTCDateTime()),
+    sa.bindparam("s_id", type_=UUID),
+    sa.bindparam("s_ticks", type_=sa.Integer()),
+    sa.bindparam("s_unfired", type_=sa.Integer()),
+    sa.bindparam("s_skipped", type_=sa.Integer()),
+    sa.bindparam("s_reason", type_=sa.String()),
+)
+
+
+@functools.cache
+def _named(name: str, dialect: str) -> sa.TextClause:
+    """One of the claim's own named statements, beside the claim, typed."""
+    return typed(query(name, dialect), *_PARAMETERS)

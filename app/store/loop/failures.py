@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 from typing import Any
@@ -26,74 +25,40 @@ from app.domain.schedule import (
     SYSTEM_ACTOR,
     AutoPause,
     EventKind,
-    ScheduleStatus,
 )
 from app.domain.trigger import is_recurring
 from app.store.dialects import dialect_of, transaction_now
-from app.store.dialects.base import Dialect
 from app.store.loop.callbacks import call_back
+from app.store.loop.sql import listed, query, typed
 from app.store.records.events import EventStore, NewEvent
 from app.store.records.lifecycle import pause
 from app.store.schema import codec
-from app.store.schema.tables import occurrences, schedules
-
-
-@dataclass(frozen=True)
-class _Statements:
-    count_failures: sa.Update
-    paused_by_failures: sa.Select[Any]
-    lock_before_pausing: sa.Select[Any]
+from app.store.schema.tables import schedules
+from app.store.schema.types import UUID, UTCDateTime
 
 
 @cache
-def _statements(dialect: Dialect) -> _Statements:
-    now = dialect.now()
-    o = occurrences.alias("o")
-    return _Statements(
-        # One statement for a batch's dead letters: each schedule adds those this
-        # transaction made (a late settle whose lease was taken over dead-letters
-        # nothing, and counts nothing).
-        count_failures=schedules.update()
-        .where(dialect.among(schedules.c.id, "failing"))
-        .values(
-            consecutive_failures=schedules.c.consecutive_failures
-            + sa.select(sa.func.count())
-            .select_from(o)
-            .where(
-                o.c.schedule_id == schedules.c.id,
-                dialect.among(o.c.occurrence_id, "dead_ids"),
-                o.c.status == OccurrenceStatus.DEAD_LETTERED,
-                o.c.dead_lettered_at == now,
-            )
-            .scalar_subquery()
-        ),
-        paused_by_failures=sa.select(
-            schedules.c.id,
-            schedules.c.version,
-            schedules.c.trigger,
-            schedules.c.name,
-            schedules.c.consecutive_failures,
-            schedules.c.pause_after_failures,
-        )
-        .where(
-            dialect.among(schedules.c.id, "failing"),
-            schedules.c.status == ScheduleStatus.PENDING,
-            schedules.c.pause_after_failures.is_not(None),
-            schedules.c.consecutive_failures >= schedules.c.pause_after_failures,
-        )
-        .with_for_update(of=schedules),
-        lock_before_pausing=sa.select(occurrences.c.occurrence_id)
-        .where(
-            dialect.among(occurrences.c.schedule_id, "failing"),
-            occurrences.c.status == OccurrenceStatus.PENDING,
-            sa.exists().where(
-                schedules.c.id == occurrences.c.schedule_id,
-                schedules.c.pause_after_failures.is_not(None),
-                schedules.c.status == ScheduleStatus.PENDING,
-            ),
-        )
-        .order_by(occurrences.c.schedule_id, occurrences.c.fire_at, occurrences.c.occurrence_id)
-        .with_for_update(of=occurrences),
+def _statements(dialect: str) -> tuple[sa.TextClause, sa.TextualSelect, sa.TextClause]:
+    """A batch's dead letters counted (named SQL `count_failures`), the schedules that
+    reach their threshold with them (`paused_by_failures`), and the occurrences locked
+    before a pause (`lock_before_pausing`)."""
+    params = (
+        listed("failing", dialect, UUID),
+        listed("dead_ids", dialect, UUID),
+        sa.bindparam("now", type_=UTCDateTime()),
+    )
+    reached = typed(query("paused_by_failures", dialect), *params).columns(
+        id=UUID,
+        version=sa.Integer(),
+        trigger=schedules.c.trigger.type,
+        name=sa.String(),
+        consecutive_failures=sa.Integer(),
+        pause_after_failures=sa.Integer(),
+    )
+    return (
+        typed(query("count_failures", dialect), *params),
+        reached,
+        typed(query("lock_before_pausing", dialect), *params),
     )
 
 
@@ -110,9 +75,8 @@ async def lock_before_pausing(conn: AsyncConnection, settled: Sequence[Settlemen
         and item.delivery.origin is not Origin.CALLBACK
     }
     if failing:
-        await conn.execute(
-            _statements(dialect_of(conn)).lock_before_pausing, {"failing": list(failing)}
-        )
+        _, _, locking = _statements(dialect_of(conn).name)
+        await conn.execute(locking, {"failing": list(failing)})
 
 
 async def record_dead_letters(
@@ -131,12 +95,12 @@ async def record_dead_letters(
         return []
     await call_back(conn, [occurrence_id for _, occurrence_id in dead], now)
     failing = list({schedule_id for schedule_id, _ in dead})
-    statements = _statements(dialect_of(conn))
+    counting, reaching, _ = _statements(dialect_of(conn).name)
     await conn.execute(
-        statements.count_failures,
+        counting,
         {"failing": failing, "dead_ids": [occurrence_id for _, occurrence_id in dead], "now": now},
     )
-    reached = (await conn.execute(statements.paused_by_failures, {"failing": failing})).all()
+    reached = (await conn.execute(reaching, {"failing": failing})).all()
     if reached:
         await _pause_for_failures(conn, reached)
     return [

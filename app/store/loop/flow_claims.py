@@ -21,6 +21,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
@@ -31,51 +32,32 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.flow import Bucket, FlowLimits, Ordering, allowance, full_bucket
-from app.domain.occurrence import OccurrenceStatus
 from app.store.dialects import dialect_of
-from app.store.loop.sql import ClaimRows
-from app.store.records.flow_keys import in_flight, stored_limits
-from app.store.schema.tables import flow_keys, occurrences, schedules
-from app.store.schema.types import UTCDateTime
+from app.store.dialects.claim_rows import DUE_KEY_COLUMNS
+from app.store.loop.sql import ClaimRows, typed, union_all
+from app.store.records.flow_keys import in_flight, named, stored_limits
+from app.store.schema.types import UUID, UTCDateTime
 
-_PENDING = sa.literal(OccurrenceStatus.PENDING.value, literal_execute=True)
-_NOW = sa.bindparam("now", type_=UTCDateTime())
-_o = occurrences.c
+# A key's row as the keyed claim reads it under its lock (named SQL `lock_keys`).
+_KEY_COLUMNS: dict[str, Any] = {
+    name: type_ for name, type_ in DUE_KEY_COLUMNS.items() if name not in ("first_at", "now")
+}
 
-# The rows of the keys that may start something, locked; a key another claim holds is
-# not among them.
-_LOCK_KEYS = (
-    sa.select(
-        flow_keys.c.key.label("flow_key"),
-        flow_keys.c.rate,
-        flow_keys.c.period_seconds,
-        flow_keys.c.burst,
-        flow_keys.c.parallelism,
-        flow_keys.c.ordering,
-        flow_keys.c.paused,
-        flow_keys.c.tokens,
-        flow_keys.c.refilled_at,
-        flow_keys.c.backoff_until,
-    )
-    .where(flow_keys.c.key.in_(sa.bindparam("keys", expanding=True)))
-    .with_for_update(skip_locked=True)
-)
 
-_IN_FLIGHT = in_flight(sa.bindparam("keys", expanding=True), _NOW)
+@functools.cache
+def _lock_keys(dialect: str) -> sa.TextualSelect:
+    """The rows of the keys that may start something, locked; a key another claim holds
+    is not among them (named SQL `lock_keys`)."""
+    return named("lock_keys", dialect).columns(**_KEY_COLUMNS)
 
-_UPDATE_BUCKET = (
-    flow_keys.update()
-    .where(flow_keys.c.key == sa.bindparam("b_key"))
-    .values(
-        tokens=sa.bindparam("b_tokens", type_=sa.Float()),
-        refilled_at=sa.bindparam("b_at", type_=UTCDateTime()),
-    )
-)
 
-_NOT_PAUSED = ~sa.exists().where(
-    schedules.c.id == _o.schedule_id,
-    schedules.c.status == sa.literal("paused", literal_execute=True),
-)
+# The candidates of each key: a fifo key's head, or the due rows of any other key.
+_HEAD, _DUE_ROWS = "flow_head", "flow_due_rows"
+_CANDIDATE_COLUMNS: dict[str, Any] = {
+    "occurrence_id": UUID,
+    "flow_key": sa.String(),
+    "available_at": UTCDateTime(),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,26 +103,21 @@ def _backing_off(row: Any, now: datetime) -> float | None:
     return (until - now).total_seconds() if until is not None and until > now else None
 
 
-def _candidates(picks: list[_Pick]) -> sa.CompoundSelect[Any]:
-    """Per key, the rows it may start, in one statement: a fifo key's head (due or not:
-    a head that is not due holds the key), or up to `most` due rows of any other key, in
-    the order they fell due. Each is a probe of one key's index range, however many of
-    the key's rows wait."""
-    parts = []
-    for pick in picks:
-        base = sa.select(_o.occurrence_id, _o.flow_key, _o.available_at).where(
-            _o.status == _PENDING,
-            _o.flow_key.is_not(None),
-            _o.flow_key == pick.key,
-            _o.available_at.is_not(None),
-            _NOT_PAUSED,
-        )
-        if pick.fifo:
-            chosen = base.order_by(_o.fire_at, _o.occurrence_id).limit(1)
-        else:
-            chosen = base.where(_o.available_at <= _NOW).order_by(_o.available_at).limit(pick.most)
-        parts.append(sa.select(chosen.subquery()))
-    return sa.union_all(*parts)
+@functools.lru_cache(maxsize=256)
+def _candidates(parts: tuple[str, ...], dialect: str) -> sa.TextualSelect:
+    """Per key, the rows it may start, in one statement: the named SQL of each of `parts`
+    (`flow_head` or `flow_due_rows`) joined UNION ALL, the i-th taking its key and room as
+    `key_<i>` and `most_<i>`. Each is a probe of one key's index range, however many of the
+    key's rows wait."""
+    statement = union_all(parts, dialect, numbered=("key", "most"))
+    numbered = [
+        sa.bindparam(f"{name}_{n}", type_=type_)
+        for n in range(len(parts))
+        for name, type_ in (("key", sa.String()), ("most", sa.Integer()))
+    ]
+    return typed(statement, sa.bindparam("now", type_=UTCDateTime()), *numbered).columns(
+        **_CANDIDATE_COLUMNS
+    )
 
 
 class FlowClaims:
@@ -248,13 +225,14 @@ class FlowClaims:
         has one again."""
         if not keys:
             return [], {}, None
-        locked = (await conn.execute(_LOCK_KEYS, {"keys": keys})).all()
+        dialect = dialect_of(conn).name
+        locked = (await conn.execute(_lock_keys(dialect), {"keys": keys})).all()
         limited = {row.flow_key: _limits(row) for row in locked}
         counted = [key for key, limits in limited.items() if limits and limits.most_in_flight]
-        in_flight: dict[str, int] = {}
+        flying: dict[str, int] = {}
         if counted:
-            counts = await conn.execute(_IN_FLIGHT, {"keys": counted, "now": now})
-            in_flight = {row.flow_key: row.in_flight for row in counts}
+            counts = await conn.execute(in_flight(dialect), {"keys": counted, "now": now})
+            flying = {row.flow_key: row.in_flight for row in counts}
         picks: list[_Pick] = []
         buckets: dict[str, tuple[FlowLimits, Bucket]] = {}
         wait: float | None = None
@@ -265,7 +243,7 @@ class FlowClaims:
             most, bucket = allowance(
                 limits,
                 _bucket(row, limits, now),
-                in_flight=in_flight.get(row.flow_key, 0),
+                in_flight=flying.get(row.flow_key, 0),
                 now=now,
             )
             if limits.capacity is not None:
@@ -290,7 +268,16 @@ class FlowClaims:
         self, conn: AsyncConnection, picks: list[_Pick], now: datetime, held_back: Counter[str]
     ) -> list[Any]:
         """The rows each pick may start: a fifo head only when it is due."""
-        rows = (await conn.execute(_candidates(picks), {"now": now})).all()
+        statement = _candidates(
+            tuple(_HEAD if pick.fifo else _DUE_ROWS for pick in picks), dialect_of(conn).name
+        )
+        params: dict[str, Any] = {"now": now}
+        for n, pick in enumerate(picks):
+            params[f"key_{n}"] = pick.key
+            # A fifo key's head is one row: its part takes no room.
+            if not pick.fifo:
+                params[f"most_{n}"] = pick.most
+        rows = (await conn.execute(statement, params)).all()
         chosen = [row for row in rows if row.available_at <= now]
         if len(chosen) < len(rows):
             held_back["order"] += len(rows) - len(chosen)
@@ -302,8 +289,9 @@ class FlowClaims:
         buckets: dict[str, tuple[FlowLimits, Bucket]],
         started: Counter[str],
     ) -> None:
-        """Write back the tokens the leased rows spent (a bucket nothing spent from is
-        unchanged: its refill is a function of the time since `refilled_at`)."""
+        """Write back the tokens the leased rows spent (named SQL `spend_tokens`; a bucket
+        nothing spent from is unchanged: its refill is a function of the time since
+        `refilled_at`)."""
         params = [
             {
                 "b_key": key,
@@ -314,4 +302,4 @@ class FlowClaims:
             if started[key]
         ]
         if params:
-            await conn.execute(_UPDATE_BUCKET, params)
+            await conn.execute(named("spend_tokens", dialect_of(conn).name), params)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
@@ -26,13 +25,12 @@ from app.domain.occurrence import OccurrenceStatus, Origin, Settlement
 from app.domain.schedule import AutoPause
 from app.domain.traces import trace_id
 from app.store.dialects import dialect_of
-from app.store.dialects.base import Dialect
 from app.store.loop.completion import finish_one_shots, finish_recurring
 from app.store.loop.failures import lock_before_pausing, record_dead_letters
+from app.store.loop.sql import query, typed
 from app.store.records.flow_keys import back_off_keys, end_cancelled_leases
 from app.store.schema.rows import attempt_id, truncate_error
-from app.store.schema.tables import occurrences
-from app.store.schema.types import UUID
+from app.store.schema.types import UUID, UTCDateTime
 
 
 def _attempt_row(item: Settlement, now: datetime) -> dict[str, Any]:
@@ -53,44 +51,19 @@ def _attempt_row(item: Settlement, now: datetime) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True, slots=True)
-class _Statements:
-    """An attempt that failed: due again after its backoff, or dead-lettered."""
-
-    retry: sa.Update
-    dead: sa.Update
-
-
 @cache
-def _statements(dialect: Dialect) -> _Statements:
-    now = dialect.now()
-    guard = (
-        (occurrences.c.occurrence_id == sa.bindparam("b_id", type_=UUID))
-        & (occurrences.c.lease_token == sa.bindparam("b_token", type_=UUID))
-        & (occurrences.c.status == OccurrenceStatus.PENDING)
+def _statements(dialect: str) -> tuple[sa.TextClause, sa.TextClause]:
+    """An attempt that failed: due again after its backoff (named SQL `retry`), or
+    dead-lettered (`dead`)."""
+    params = (
+        sa.bindparam("b_id", type_=UUID),
+        sa.bindparam("b_token", type_=UUID),
+        sa.bindparam("b_error", type_=sa.String()),
+        sa.bindparam("b_delay", type_=sa.Float()),
+        sa.bindparam("b_available_at", type_=UTCDateTime()),
+        sa.bindparam("now", type_=UTCDateTime()),
     )
-    return _Statements(
-        # A retry due while the schedule was paused stays set; the claim skips paused
-        # schedules, so it waits for resume.
-        retry=occurrences.update()
-        .where(guard)
-        .values(
-            available_at=dialect.retry_at(),
-            last_error=sa.bindparam("b_error"),
-            lease_token=None,
-            updated_at=now,
-        ),
-        dead=occurrences.update()
-        .where(guard)
-        .values(
-            status=OccurrenceStatus.DEAD_LETTERED,
-            dead_lettered_at=now,
-            available_at=None,
-            last_error=sa.bindparam("b_error"),
-            lease_token=None,
-            updated_at=now,
-        ),
-    )
+    return typed(query("retry", dialect), *params), typed(query("dead", dialect), *params)
 
 
 class SettlementStore:
@@ -103,7 +76,7 @@ class SettlementStore:
         Each current one is also written to the attempt log, one insert for the batch.
         Returns the schedules the batch's dead letters paused (`record_dead_letters`)."""
         dialect = dialect_of(conn)
-        statements = _statements(dialect)
+        retry, dead_lettered = _statements(dialect.name)
         now = await dialect.bound_now(conn)
         # Flow keys first, then occurrences, then schedules (the module's invariant).
         await back_off_keys(conn, settlements, now)
@@ -141,9 +114,9 @@ class SettlementStore:
         if delivered:
             await dialect.mark_delivered(conn, delivered, now)
         if retries:
-            await conn.execute(statements.retry, retries)
+            await conn.execute(retry, retries)
         if dead:
-            await conn.execute(statements.dead, dead)
+            await conn.execute(dead_lettered, dead)
         await end_cancelled_leases(conn, [item.delivery for item in settlements])
         await finish_one_shots(conn, one_shots, now)
         await finish_recurring(conn, lasts, now)

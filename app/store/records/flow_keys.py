@@ -10,6 +10,7 @@ back-off) and the bucket the claim spends from.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -23,7 +24,8 @@ from app.domain.occurrence import Delivery, OccurrenceStatus, Settlement
 from app.domain.schedule import check_version
 from app.store.dialects import dialect_of
 from app.store.dialects.toolkit import by_lease_token
-from app.store.schema.tables import FLOW_LEASED, flow_keys, in_claim_set, occurrences, schedules
+from app.store.loop.sql import query, typed
+from app.store.schema.tables import flow_keys, occurrences, schedules
 from app.store.schema.types import UUID, UTCDateTime
 
 _o = occurrences.c
@@ -38,25 +40,33 @@ def _count(condition: sa.ColumnElement[bool]) -> sa.ColumnElement[int]:
     return sa.func.coalesce(sa.func.sum(sa.case((condition, 1), else_=0)), 0)
 
 
-def in_flight(keys: sa.BindParameter[Any], now: sa.ColumnElement[datetime]) -> sa.Select[Any]:
-    """Per key of `keys`, its attempts in flight at `now`: rows whose lease has not ended,
-    whatever their status. Only the claim writes a lease's end (`lease_until`), and only
-    a claim, a settle or a release ends a lease (clearing its token): a pause or a cancel
-    stops what has not started, never an attempt that runs, which holds its slot until it
-    is settled or its lease runs out (a replica that died frees it by itself)."""
-    return (
-        sa.select(_o.flow_key, sa.func.count().label("in_flight"))
-        .where(
-            in_claim_set(FLOW_LEASED),
-            _o.flow_key.in_(keys),
-            _o.lease_until > now,
-        )
-        .group_by(_o.flow_key)
-    )
+# Every parameter of the named statements on flow keys, typed once.
+_PARAMETERS = (
+    _KEYS,
+    _NOW,
+    sa.bindparam("ids", expanding=True, type_=UUID),
+    sa.bindparam("token", type_=UUID),
+    sa.bindparam("b_key", type_=sa.String()),
+    sa.bindparam("b_until", type_=UTCDateTime()),
+    sa.bindparam("b_count", type_=sa.Float()),
+    sa.bindparam("b_tokens", type_=sa.Float()),
+    sa.bindparam("b_at", type_=UTCDateTime()),
+)
 
 
-# Per key: attempts in flight, and occurrences due and not started.
-_IN_FLIGHT = in_flight(_KEYS, _NOW)
+@functools.cache
+def named(name: str, dialect: str) -> sa.TextClause:
+    """The named statement `name` of `dialect` on flow keys, typed."""
+    return typed(query(name, dialect), *_PARAMETERS)
+
+
+@functools.cache
+def in_flight(dialect: str) -> sa.TextualSelect:
+    """Per flow key of `keys`, its attempts in flight at `now` (named SQL `in_flight`)."""
+    return named("in_flight", dialect).columns(flow_key=sa.String(), in_flight=sa.Integer())
+
+
+# Per key: occurrences due and not started.
 _WAITING = (
     sa.select(_o.flow_key, _count(_o.available_at <= _NOW).label("waiting"))
     .where(_o.status == _PENDING, _o.flow_key.is_not(None), _o.flow_key.in_(_KEYS))
@@ -69,22 +79,12 @@ def _fresh_row(key: str, now: datetime) -> dict[str, Any]:
     return {"key": key, "limits_set": False, "version": 1, "created_at": now, "updated_at": now}
 
 
-# A back-off only ever moves later: an earlier Retry-After never shortens a longer one.
-_BACK_OFF = (
-    flow_keys.update()
-    .where(
-        _f.key == sa.bindparam("b_key"),
-        sa.or_(_f.backoff_until.is_(None), _f.backoff_until < sa.bindparam("b_until")),
-    )
-    .values(backoff_until=sa.bindparam("b_until", type_=UTCDateTime()))
-)
-
-
 async def back_off_keys(
     conn: AsyncConnection, settlements: Sequence[Settlement], now: datetime
 ) -> None:
     """Hold each flow key whose destination asked for it (`Settlement.key_backoff`) until
-    then: a key with no row gets one, with no limits, for its back-off."""
+    then (named SQL `back_off`): a key with no row gets one, with no limits, for its
+    back-off."""
     until: dict[str, datetime] = {}
     for item in settlements:
         key, seconds = item.delivery.flow_key, item.key_backoff
@@ -94,70 +94,48 @@ async def back_off_keys(
         until[key] = max(at, until.get(key, at))
     if not until:
         return
+    dialect = dialect_of(conn)
     fresh = [_fresh_row(key, now) for key in sorted(until)]
-    await dialect_of(conn).insert_ignoring(conn, flow_keys, fresh, "key")
+    await dialect.insert_ignoring(conn, flow_keys, fresh, "key")
     await conn.execute(
-        _BACK_OFF, [{"b_key": key, "b_until": at} for key, at in sorted(until.items())]
+        named("back_off", dialect.name),
+        [{"b_key": key, "b_until": at} for key, at in sorted(until.items())],
     )
-
-
-# The lease of a keyed attempt whose occurrence was cancelled while it ran: the cancel
-# kept the token (the attempt is still logged), so the settle or the release ends it.
-_END_CANCELLED = (
-    occurrences.update()
-    .where(
-        _o.occurrence_id.in_(sa.bindparam("ids", expanding=True, type_=UUID)),
-        _o.lease_token == sa.bindparam("token", type_=UUID),
-        _o.status == sa.literal(OccurrenceStatus.CANCELLED.value, literal_execute=True),
-    )
-    .values(lease_token=None)
-)
 
 
 async def end_cancelled_leases(conn: AsyncConnection, deliveries: Sequence[Delivery]) -> None:
     """End the leases of those of `deliveries` (settled or handed back) whose occurrence
     was cancelled while they ran, so that each frees its key's slot now rather than when
-    its lease runs out. Only keyed ones: nothing counts the others."""
+    its lease runs out (named SQL `end_cancelled_leases`). Only keyed ones: nothing counts
+    the others."""
     keyed = [d for d in deliveries if d.flow_key is not None]
+    if not keyed:
+        return
+    statement = named("end_cancelled_leases", dialect_of(conn).name)
     for token, ids in by_lease_token(keyed).items():
-        await conn.execute(_END_CANCELLED, {"ids": ids, "token": token})
-
-
-# The deliveries of `ids` whose lease `token` still holds (a cancel keeps it).
-_STILL_HELD = sa.select(_o.occurrence_id).where(
-    _o.occurrence_id.in_(sa.bindparam("ids", expanding=True, type_=UUID)),
-    _o.lease_token == sa.bindparam("token", type_=UUID),
-    _o.status.in_([OccurrenceStatus.PENDING.value, OccurrenceStatus.CANCELLED.value]),
-)
-
-# Tokens back into a key's bucket, up to its capacity; a full bucket (NULL) stays full.
-_CAPACITY = sa.func.coalesce(_f.burst, _f.rate)
-_GIVE_BACK = (
-    flow_keys.update()
-    .where(_f.key == sa.bindparam("b_key"), _f.tokens.is_not(None), _f.rate.is_not(None))
-    .values(
-        tokens=sa.case(
-            (_f.tokens + sa.bindparam("b_count", type_=sa.Float()) > _CAPACITY, _CAPACITY),
-            else_=_f.tokens + sa.bindparam("b_count", type_=sa.Float()),
-        )
-    )
-)
+        await conn.execute(statement, {"ids": ids, "token": token})
 
 
 async def give_back_tokens(conn: AsyncConnection, deliveries: Sequence[Delivery]) -> None:
     """Put back in each key's bucket the tokens that `deliveries` took at their claim:
     they are handed back unstarted, and an attempt that was never made spends nothing.
     Only those whose lease still holds them (a lease taken over was spent by its new
-    claim); first in the hand-back, as flow keys come first in the lock order."""
+    claim); first in the hand-back, as flow keys come first in the lock order (named SQL
+    `still_held`, then `give_back_tokens`)."""
     keyed = [d for d in deliveries if d.flow_key is not None]
+    if not keyed:
+        return
+    dialect = dialect_of(conn).name
+    still_held = named("still_held", dialect).columns(occurrence_id=UUID)
     held: set[Any] = set()
     for token, ids in by_lease_token(keyed).items():
-        found = await conn.execute(_STILL_HELD, {"ids": ids, "token": token})
+        found = await conn.execute(still_held, {"ids": ids, "token": token})
         held.update(found.scalars())
     counts = Counter(d.flow_key for d in keyed if d.occurrence_id in held)
     if counts:
         await conn.execute(
-            _GIVE_BACK, [{"b_key": key, "b_count": n} for key, n in sorted(counts.items())]
+            named("give_back_tokens", dialect),
+            [{"b_key": key, "b_count": n} for key, n in sorted(counts.items())],
         )
 
 
@@ -295,7 +273,8 @@ class FlowKeyStore:
         self, conn: AsyncConnection, keys: Sequence[str], rows: dict[str, Any], now: datetime
     ) -> list[FlowKey]:
         params = {"keys": list(keys), "now": now}
-        flying = {row.flow_key: row.in_flight for row in await conn.execute(_IN_FLIGHT, params)}
+        counted = await conn.execute(in_flight(dialect_of(conn).name), params)
+        flying = {row.flow_key: row.in_flight for row in counted}
         waiting = {row.flow_key: row.waiting for row in await conn.execute(_WAITING, params)}
         found = []
         for key in keys:

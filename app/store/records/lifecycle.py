@@ -205,35 +205,20 @@ class LifecycleStore:
     async def cancel_pending(
         self, conn: AsyncConnection, schedule_id: uuid.UUID, now: datetime
     ) -> None:
-        """Cancel the schedule's pending occurrences. An attempt in flight keeps its lease
-        token: its settle changes nothing, but its attempt is still recorded in the log."""
-        await conn.execute(
-            occurrences.update()
-            .where(
-                occurrences.c.schedule_id == schedule_id,
-                occurrences.c.status == OccurrenceStatus.PENDING,
-            )
-            .values(
-                status=OccurrenceStatus.CANCELLED,
-                available_at=None,
-                updated_at=now,
-            )
-        )
+        """Cancel the schedule's pending occurrences (named SQL `cancel_pending`). An
+        attempt in flight keeps its lease token: its settle changes nothing, but its attempt
+        is still recorded in the log."""
+        statement = _named("cancel_pending", dialect_of(conn).name)
+        await conn.execute(statement, {"schedule_id": schedule_id, "now": now})
 
     async def cancel_callbacks(
         self, conn: AsyncConnection, schedule_id: uuid.UUID, now: datetime
     ) -> None:
         """Cancel the schedule's failure callbacks not yet delivered: its `on_failure`
-        target is gone. One in flight settles nothing, as with `cancel_pending`."""
-        await conn.execute(
-            occurrences.update()
-            .where(
-                occurrences.c.schedule_id == schedule_id,
-                occurrences.c.status == OccurrenceStatus.PENDING,
-                occurrences.c.origin == Origin.CALLBACK,
-            )
-            .values(status=OccurrenceStatus.CANCELLED, available_at=None, updated_at=now)
-        )
+        target is gone (named SQL `cancel_callbacks`). One in flight settles nothing, as
+        with `cancel_pending`."""
+        statement = _named("cancel_callbacks", dialect_of(conn).name)
+        await conn.execute(statement, {"schedule_id": schedule_id, "now": now})
 
     async def history(
         self,

@@ -30,37 +30,26 @@ from __future__ import annotations
 
 import functools
 from datetime import datetime
-from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.store.dialects import Dialect, dialect_of
-from app.store.schema.tables import ENDED, occurrences, schedules
-from app.store.schema.types import UTCDateTime
-
-_CUTOFF = sa.bindparam("cutoff", type_=UTCDateTime())
+from app.store.dialects import dialect_of
+from app.store.loop.sql import query
+from app.store.schema.tables import occurrences, schedules
+from app.store.schema.types import UUID, UTCDateTime
 
 
 @functools.cache
-def _ended(dialect: Dialect) -> sa.Select[Any]:
-    """Ended schedules to delete, oldest change first. The occurrence check stays a lookup
-    for each schedule (`Dialect.per_row`), never a join with every pending or recent
-    occurrence, which statistics taken before a burst made a full scan."""
-    recent = dialect.per_row(
-        sa.select(sa.literal(1)).where(
-            occurrences.c.schedule_id == schedules.c.id,
-            sa.or_(occurrences.c.status == "pending", occurrences.c.updated_at >= _CUTOFF),
-        )
-    )
+def _ended(dialect: str) -> sa.TextualSelect:
+    """Ended schedules to delete, oldest change first (named SQL `ended_schedules`)."""
     return (
-        sa.select(schedules.c.id)
-        # The index predicate as text: a bound list would hide it from the planner.
-        .where(sa.text(ENDED), schedules.c.updated_at < _CUTOFF, ~sa.exists(recent))
-        .order_by(schedules.c.updated_at)
-        .limit(sa.bindparam("limit", type_=sa.Integer()))
-        # Rows another transaction holds are skipped (SQLite has no row locks to skip).
-        .with_for_update(skip_locked=True)
+        query("ended_schedules", dialect)
+        .bindparams(
+            sa.bindparam("cutoff", type_=UTCDateTime()),
+            sa.bindparam("limit", type_=sa.Integer()),
+        )
+        .columns(id=UUID)
     )
 
 
@@ -86,7 +75,7 @@ async def prune_schedules(conn: AsyncConnection, *, older_than: datetime, limit:
     async with dialect.exclusive(conn, "prune") as held:
         if not held:
             return 0
-        statement = _ended(dialect)
+        statement = _ended(dialect.name)
         ids = list(
             (await conn.execute(statement, {"cutoff": older_than, "limit": limit})).scalars()
         )

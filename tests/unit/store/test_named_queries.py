@@ -9,11 +9,17 @@ import pytest
 import sqlalchemy as sa
 
 from app.store.loop import sql
-from app.store.loop.sql import DIALECTS, NAMES, file_names, queries
+from app.store.loop.sql import (
+    DIALECTS,
+    NAMES,
+    REST,
+    dialects_of,
+    file_names,
+    queries,
+    union_all,
+)
 
-EVERY_STATEMENT = [
-    (name, dialect) for name, dialects in NAMES.items() for dialect in dialects or DIALECTS
-]
+EVERY_STATEMENT = [(name, dialect) for name in NAMES for dialect in dialects_of(name)]
 
 
 def test_there_are_names_and_dialects() -> None:
@@ -53,6 +59,26 @@ def test_a_shared_statement_is_the_same_text_on_every_database() -> None:
         assert len({queries(name, dialect)[0].text for dialect in DIALECTS}) == 1
 
 
+def test_the_rest_share_one_file_and_the_named_dialects_have_their_own() -> None:
+    mixed = {name: dialects for name, dialects in NAMES.items() if REST in dialects}
+
+    assert mixed
+    for name, dialects in mixed.items():
+        own = [d for d in DIALECTS if d in dialects]
+        rest = [d for d in DIALECTS if d not in dialects]
+        assert own
+        assert rest
+        assert len({queries(name, dialect)[0].text for dialect in rest}) == 1
+        assert all(queries(name, d) != queries(name, rest[0]) for d in own)
+
+
 def test_an_unknown_name_does_not_load() -> None:
     with pytest.raises(FileNotFoundError):
         queries("no_such_statement", "sqlite")
+
+
+def test_a_union_numbers_the_parameters_of_each_part_and_shares_the_rest() -> None:
+    statement = union_all(("flow_head", "flow_due_rows"), "sqlite", numbered=("key", "most"))
+
+    assert set(statement._bindparams) == {"key_0", "key_1", "most_1", "now"}
+    assert statement.text.count("UNION ALL") == 1

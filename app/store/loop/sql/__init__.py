@@ -4,25 +4,45 @@
 
 A file holds one statement, or several separated by a `;` at the end of a line, run in
 order by the dialect that needs more than one (MySQL's claim has no UPDATE ... RETURNING).
+
+Values the statements test or write (a status, an origin) are written in the text; what a
+caller passes is a parameter. A list parameter is PostgreSQL's array (`= ANY(:ids)`: one
+parameter and one cached plan whatever its length) and the others' list expanded in place
+(`IN :ids`), as `listed` types it.
 """
 
 from __future__ import annotations
 
 import re
 from enum import StrEnum
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
+from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.types import TypeEngine
 
 DIALECTS = ("postgresql", "sqlite", "mysql")
 # Each statement's name, and the dialects it has a file of its own for
-# (`<name>.<dialect>.sql`); `SHARED`: one file every database runs alike (`<name>.sql`).
+# (`<name>.<dialect>.sql`); `SHARED`: one file every database runs alike (`<name>.sql`);
+# `REST` among dialects: one file (`<name>.sql`) for every database the tuple does not name.
 # The loop runs each where its dialect asks for it: PostgreSQL records a settle's attempts
 # in one statement from arrays, the others read the leases the settle holds, then insert.
 SHARED: tuple[str, ...] = ()
+REST = "*"
 NAMES: dict[str, tuple[str, ...]] = {
     "claim": DIALECTS,
+    # The claim's own follow-ups: first claims counted as firings (in steps: PostgreSQL's
+    # claim counts them itself), recurring schedules' tallies, what its misfire policy drops,
+    # leases that ran out on their last attempt, and rows that could not be planned.
+    "count_fires": SHARED,
+    "tick": SHARED,
+    "tally": SHARED,
+    "skip_claimed": SHARED,
+    "dead_letter_expired": SHARED,
+    "unplannable_dead": SHARED,
+    "unplannable_retry": SHARED,
     "flow_due": DIALECTS,
     "start_mark": DIALECTS,
     "release": SHARED,
@@ -31,19 +51,89 @@ NAMES: dict[str, tuple[str, ...]] = {
     "record_attempt": SHARED,
     "hold": SHARED,
     "unhold": SHARED,
+    "cancel_pending": SHARED,
+    "cancel_callbacks": SHARED,
+    # A settle's outcomes: PostgreSQL delivers the pairs of occurrence and lease token in one
+    # statement that also restarts the failure counts; the others deliver by lease, then
+    # restart. Retries and dead letters read the clock as each dialect does.
+    "delivered_restarting": ("postgresql",),
+    "delivered": SHARED,
+    "restart_failures": SHARED,
+    "retry": ("postgresql", REST),
+    "dead": ("postgresql", REST),
+    # Schedules finished: PostgreSQL reads, changes and records each kind in one statement;
+    # the others read and lock (`finishing_*`), then change by key and record the events.
+    "finish_one_shots": ("postgresql",),
+    "finish_recurring": ("postgresql",),
+    "finishing_one_shots": ("sqlite", "mysql"),
+    "finishing_recurring": ("sqlite", "mysql"),
+    "finish": SHARED,
+    "finish_event": SHARED,
+    # A batch's dead letters as their schedules see them: the failure callbacks they call
+    # for, the count of dead letters in a row, the auto-pause it reaches, and the lock that
+    # comes first.
+    "reported_dead_letters": DIALECTS,
+    "count_failures": ("postgresql", REST),
+    "paused_by_failures": DIALECTS,
+    "lock_before_pausing": DIALECTS,
+    # Flow keys: the keyed claim's locked read of its keys, their attempts in flight (which
+    # the API's figures read too), the candidates of each key (a part per key, joined
+    # UNION ALL: `union_all`) and the tokens spent; what a settle or a hand-back gives back
+    # to a key (a back-off, an unstarted attempt's token, a cancelled attempt's lease).
+    "lock_keys": DIALECTS,
+    "in_flight": SHARED,
+    "flow_head": SHARED,
+    "flow_due_rows": SHARED,
+    "spend_tokens": ("mysql", REST),
+    "back_off": ("mysql", REST),
+    "still_held": SHARED,
+    "give_back_tokens": ("mysql", REST),
+    "end_cancelled_leases": SHARED,
+    # Retention of ended schedules: those nothing has changed since the cutoff.
+    "ended_schedules": DIALECTS,
 }
 
 
 def file_names() -> set[str]:
     """The files `NAMES` says there are."""
     return {
-        f"{name}.{dialect}.sql" if dialect else f"{name}.sql"
+        f"{name}.sql" if dialect in ("", REST) else f"{name}.{dialect}.sql"
         for name, dialects in NAMES.items()
         for dialect in dialects or ("",)
     }
 
 
+def dialects_of(name: str) -> tuple[str, ...]:
+    """The dialects `name` is written for, by a file of their own or one they share."""
+    dialects = NAMES[name]
+    if not dialects or REST in dialects:
+        return DIALECTS
+    return dialects
+
+
+def listed(name: str, dialect: str, type_: TypeEngine[Any]) -> sa.BindParameter[Any]:
+    """The list parameter `name` of a named statement of `dialect`, its elements of `type_`
+    (PostgreSQL's an array, the others' a list expanded in place)."""
+    if dialect == "postgresql":
+        return sa.bindparam(name, type_=postgresql.ARRAY(type_))
+    return sa.bindparam(name, expanding=True, type_=type_)
+
+
+def typed(statement: sa.TextClause, *params: sa.BindParameter[Any]) -> sa.TextClause:
+    """`statement` with each of `params` it takes typed (the ones it does not take left out)."""
+    return statement.bindparams(*(p for p in params if p.key in statement._bindparams))
+
+
 _END = re.compile(r";[ \t]*$", re.MULTILINE)
+
+
+class Finished(StrEnum):
+    """The schedules a finish changes: one-shots with nothing left pending (completed, or
+    failed if their firing was dead-lettered), or recurring ones with nothing left pending
+    (completed). `finish_<kind>` and `finishing_<kind>` are its statements."""
+
+    ONE_SHOTS = "one_shots"
+    RECURRING = "recurring"
 
 
 class ClaimRows(StrEnum):
@@ -94,3 +184,22 @@ def query(name: str, dialect: str, *, rows: ClaimRows | None = None) -> sa.TextC
     """The single statement of `name` written for `dialect` (`rows`: as for `queries`)."""
     (statement,) = queries(name, dialect, rows=rows)
     return statement
+
+
+# A parameter's every use in a statement's text (not the start of a longer name).
+def _parameter(name: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![:\w]):{name}\b")
+
+
+@lru_cache(maxsize=256)
+def union_all(parts: tuple[str, ...], dialect: str, *, numbered: tuple[str, ...]) -> sa.TextClause:
+    """One statement of the single statements named `parts` (each a SELECT of the same
+    columns) of `dialect`, UNION ALL, in order; the i-th's parameters of `numbered` are
+    renamed `<name>_<i>`, the others are the same parameter in every part."""
+    texts = []
+    for n, name in enumerate(parts):
+        text = query(name, dialect).text
+        for parameter in numbered:
+            text = _parameter(parameter).sub(f":{parameter}_{n}", text)
+        texts.append(text)
+    return sa.text("\nUNION ALL\n".join(texts))

@@ -1,0 +1,16 @@
+-- Retention of schedules: up to :limit ended schedules that nothing has changed since
+-- :cutoff (none of their occurrences pending or changed since), the oldest change first.
+-- The index predicate is written whole, so that the index of ended schedules is usable.
+-- Rows another transaction holds are skipped.
+SELECT schedules.id
+FROM schedules
+WHERE status IN ('completed', 'cancelled', 'failed')
+  AND schedules.updated_at < :cutoff
+  AND NOT EXISTS (
+      SELECT 1 FROM occurrences
+      WHERE occurrences.schedule_id = schedules.id
+        AND (occurrences.status = 'pending' OR occurrences.updated_at >= :cutoff)
+  )
+ORDER BY schedules.updated_at
+LIMIT :limit
+FOR UPDATE SKIP LOCKED

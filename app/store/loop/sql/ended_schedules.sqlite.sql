@@ -1,0 +1,15 @@
+-- Retention of schedules: up to :limit ended schedules that nothing has changed since
+-- :cutoff (none of their occurrences pending or changed since), the oldest change first.
+-- The index predicate is written whole, so that the index of ended schedules is usable.
+-- SQLite has no row locks to skip: the transaction holds its only write lock.
+SELECT schedules.id
+FROM schedules
+WHERE status IN ('completed', 'cancelled', 'failed')
+  AND schedules.updated_at < :cutoff
+  AND NOT EXISTS (
+      SELECT 1 FROM occurrences
+      WHERE occurrences.schedule_id = schedules.id
+        AND (occurrences.status = 'pending' OR occurrences.updated_at >= :cutoff)
+  )
+ORDER BY schedules.updated_at
+LIMIT :limit
