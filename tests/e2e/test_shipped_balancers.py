@@ -24,8 +24,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import run_sync
-from tests.e2e.processes import Service, Services
+from tests.e2e.processes import Service, shared_services
 from tests.nginx import NGINX_CONF, NGINX_LOCAL_CONF, Nginx, find_nginx, start_nginx
 
 pytestmark = pytest.mark.e2e
@@ -66,28 +65,14 @@ def enough_descriptors() -> None:
 def module_replica(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     """One replica behind every balancer of the module: each case starts an nginx of its own
     in front of it, and floods only that nginx (nginx holds the slow bodies, never passing
-    them on), so the cases leave the replica as they found it; its start (mostly imports)
-    is paid once, not once a case."""
+    them on), so the cases leave the replica as they found it."""
     directory = tmp_path_factory.mktemp("replica")
-    services = Services(directory)
-    started: list[Service] = []
-
-    async def start() -> None:
-        started.append(
-            await services.start(
-                "replica",
-                {
-                    "DATABASE_URL": f"sqlite:///{directory / 'chronoq.db'}",
-                    "CHRONOQ_POLL_INTERVAL": "0.5",
-                },
-            )
-        )
-
-    try:
-        run_sync(start)
-        yield started[0]
-    finally:
-        services.close()
+    settings = {
+        "DATABASE_URL": f"sqlite:///{directory / 'chronoq.db'}",
+        "CHRONOQ_POLL_INTERVAL": "0.5",
+    }
+    with shared_services(directory, {"replica": settings}) as [service]:
+        yield service
 
 
 @pytest.fixture
