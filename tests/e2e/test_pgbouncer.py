@@ -30,34 +30,23 @@ TIMEOUT = 90.0
 WAKE_POLL = 30.0  # a prompt delivery under this poll interval was woken by a NOTIFY
 
 
-@pytest.fixture(scope="module")
-def pg_server() -> Iterator[PgServer]:
-    """The module's server: started once, its cases each on a database made afresh."""
+@pytest.fixture
+def pooled() -> Iterator[tuple[PgServer, PgBouncer]]:
     workspace = Workspace()
     started: PgServer | None = None
-    try:
-        started = server(workspace)
-        yield started
-    finally:
-        if started is not None:
-            started.stop()
-        workspace.remove()
-
-
-@pytest.fixture
-def pooled(pg_server: PgServer) -> Iterator[tuple[PgServer, PgBouncer]]:
-    """A new, empty database (nothing migrated, no connection from an earlier case) behind
-    a PgBouncer of the case's own."""
-    pg_server.sql(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
-    pg_server.sql(f"CREATE DATABASE {DATABASE}")
     bouncer: PgBouncer | None = None
     try:
-        bouncer = PgBouncer(pg_server.workspace, pg_server.port, DATABASE, POOL)
+        started = server(workspace)
+        started.sql(f"CREATE DATABASE {DATABASE}")
+        bouncer = PgBouncer(workspace, started.port, DATABASE, POOL)
         bouncer.wait_listening()
-        yield pg_server, bouncer
+        yield started, bouncer
     finally:
         if bouncer is not None:
             bouncer.stop()
+        if started is not None:
+            started.stop()
+        workspace.remove()
 
 
 def settings(bouncer: PgBouncer, direct: PgServer | None, poll: float) -> dict[str, str]:
