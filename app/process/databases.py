@@ -31,7 +31,8 @@ def connections_for(settings: Settings, purpose: Purpose) -> int:
 def open_database(settings: Settings, purpose: Purpose, *, url: str | None = None) -> Database:
     """A pool of the installation's database for `purpose`. The loop's pools skip the ping
     at checkout: each of their transactions is safe to fail and run again, and a dead pooled
-    connection is dropped on its first error."""
+    connection is dropped on its first error. A replica's transactions are bounded in time
+    (CHRONOQ_DB_TRANSACTION_TIMEOUT); a command's are not (a migration may take long)."""
     return Database(
         url or settings.database_url,
         schema=settings.db_schema,
@@ -39,6 +40,7 @@ def open_database(settings: Settings, purpose: Purpose, *, url: str | None = Non
         pre_ping=purpose not in ("worker", "starts"),
         pooled=settings.db_pooler == "transaction",
         direct_url=settings.database_direct_url,
+        timeout=None if purpose == "command" else settings.db_transaction_timeout,
     )
 
 

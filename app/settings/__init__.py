@@ -73,6 +73,11 @@ class Settings(BaseSettings):
     # delivery loop's (which also keeps two for its start marks; LISTEN takes one more).
     db_pool_size: int = 20
     worker_db_pool_size: int = 8
+    # The longest one unit of a replica's database work may take (a request's transaction,
+    # a claim, a settle, a prune batch), checkout and connect included: a connection whose
+    # server vanished mid-transaction answers nothing, and without a bound would hold the
+    # request (or the loop) until the kernel gives up on it, many minutes later.
+    db_transaction_timeout: float = 15.0
     # `transaction`: DATABASE_URL reaches PostgreSQL through PgBouncer in transaction mode,
     # so no connection keeps session state; what needs a session (LISTEN, the migration
     # lock) uses CHRONOQ_DATABASE_DIRECT_URL, the same database without the pooler, if set.
@@ -289,6 +294,7 @@ class Settings(BaseSettings):
             "retention_interval": "CHRONOQ_RETENTION_INTERVAL",
             "request_body_timeout": "CHRONOQ_REQUEST_BODY_TIMEOUT",
             "request_head_timeout": "CHRONOQ_REQUEST_HEAD_TIMEOUT",
+            "db_transaction_timeout": "CHRONOQ_DB_TRANSACTION_TIMEOUT",
         }
         for field, env in positive.items():
             if getattr(self, field) <= 0:

@@ -33,6 +33,7 @@ def test_defaults() -> None:
     assert settings.db_pooler == "none"
     assert settings.database_direct_url is None
     assert settings.schedule_retention == 30 * 86400
+    assert settings.db_transaction_timeout == 15.0
 
 
 def test_the_settings_are_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -42,6 +43,7 @@ def test_the_settings_are_read_from_the_environment(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("CHRONOQ_DB_POOLER", "transaction")
     monkeypatch.setenv("CHRONOQ_DATABASE_DIRECT_URL", "postgresql://u@db:5432/chronoq")
     monkeypatch.setenv("CHRONOQ_SCHEDULE_RETENTION", "0")
+    monkeypatch.setenv("CHRONOQ_DB_TRANSACTION_TIMEOUT", "2.5")
 
     settings = load_settings()
 
@@ -51,6 +53,10 @@ def test_the_settings_are_read_from_the_environment(monkeypatch: pytest.MonkeyPa
     assert settings.schedule_retention == 0
     assert connections_for(settings, "api") == 6
     assert connections_for(settings, "worker") == 3
+    # A replica's pools are bounded in time; a command's (a migration) are not.
+    for purpose in ("api", "worker", "starts"):
+        assert open_database(settings, purpose).timeout == 2.5
+    assert open_database(settings, "command").timeout is None
 
 
 @pytest.mark.parametrize(
@@ -91,6 +97,7 @@ def test_the_settings_are_read_from_the_environment(monkeypatch: pytest.MonkeyPa
         ({"DATABASE_URL": "postgresql://a,b/c?target_session_attrs=any"}, "DATABASE_URL"),
         ({"CHRONOQ_DB_POOL_SIZE": "0"}, "CHRONOQ_DB_POOL_SIZE"),
         ({"CHRONOQ_WORKER_DB_POOL_SIZE": "0"}, "CHRONOQ_WORKER_DB_POOL_SIZE"),
+        ({"CHRONOQ_DB_TRANSACTION_TIMEOUT": "0"}, "CHRONOQ_DB_TRANSACTION_TIMEOUT"),
         ({"CHRONOQ_SCHEDULE_RETENTION": "-1"}, "CHRONOQ_SCHEDULE_RETENTION"),
         ({"CHRONOQ_SCHEDULE_RETENTION": "nan"}, "CHRONOQ_SCHEDULE_RETENTION"),
     ],

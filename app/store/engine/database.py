@@ -174,6 +174,7 @@ class Database:
         pre_ping: bool = True,
         pooled: bool = False,
         direct_url: str | None = None,
+        timeout: float | None = None,
     ) -> None:
         try:
             self.dialect: Dialect = dialects.for_url(url)
@@ -186,6 +187,7 @@ class Database:
         self._where = redact_url(url) + (f" (schema {schema})" if schema is not None else "")
         self.schema = schema
         self.pooled = pooled
+        self.timeout = timeout
         self.direct_url = None if direct_url is None else self.dialect.normalize_url(direct_url)
         # Where a session of its own is kept: none through the pooler without a direct URL.
         self.session_url: str | None = self.url if not pooled else self.direct_url
@@ -214,10 +216,24 @@ class Database:
         to `FULL_SERVER_WAIT`). Callbacks `work` left with `dialects.base.after_commit` run
         once it commits.
 
-        Raises StoreUnavailableError when the database cannot be reached (the transaction
-        did not commit, or its outcome is unknown if the connection dropped during COMMIT);
-        any other failure propagates as it is.
+        Raises StoreUnavailableError when the database cannot be reached, or has not
+        answered within the pool's `timeout` (the transaction did not commit, or its
+        outcome is unknown if the connection was lost during COMMIT); any other failure
+        propagates as it is.
         """
+        if self.timeout is None:
+            return await self._run(work, attempts)
+        try:
+            async with asyncio.timeout(self.timeout):
+                return await self._run(work, attempts)
+        except TimeoutError as exc:
+            # A connection whose server vanished (no reset, no answer) would hold the
+            # caller until the kernel gives up on it: cancelled, the pool drops it.
+            raise StoreUnavailableError(
+                f"no answer from {self._where} within {self.timeout:g} s"
+            ) from exc
+
+    async def _run(self, work: Callable[[AsyncConnection], Awaitable[T]], attempts: int) -> T:
         attempt = 0
         full_since: float | None = None
         while True:

@@ -89,6 +89,38 @@ async def test_a_pooled_connection_that_stops_answering_is_dropped_not_waited_on
         await database.close()
 
 
+@pytest.mark.parametrize("pre_ping", [True, False], ids=["api-pool", "loop-pool"])
+async def test_a_server_that_goes_silent_mid_transaction_costs_at_most_the_pools_timeout(
+    postgres_url: str, proxy: TcpProxy, pre_ping: bool
+) -> None:
+    """The ping at checkout cannot see a server vanish after it: the statement sent next is
+    never answered (no reset, no reply). The transaction is given up at the pool's bound,
+    as unavailable, and its connection is not handed out again."""
+    timeout = 1.0
+    database = Database(
+        through(postgres_url, proxy.port), connections=1, pre_ping=pre_ping, timeout=timeout
+    )
+
+    async def vanishing(conn: Any) -> int:
+        await conn.execute(sa.text("SELECT 1"))
+        proxy.stall()
+        return int(await conn.scalar(sa.text("SELECT 2")))
+
+    try:
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailableError, match="no answer"):
+            await asyncio.wait_for(database.run(vanishing), timeout + 20)
+        # The bound, and the drop of the silent connection (up to 2 s).
+        assert time.monotonic() - started < timeout + 4
+        assert database.engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+
+        proxy.flow()
+        assert await asyncio.wait_for(select_one(database), 10) == 1
+    finally:
+        proxy.flow()
+        await database.close()
+
+
 async def test_a_host_that_never_answers_leaves_the_next_host_its_own_timeout(
     postgres_url: str, proxy: TcpProxy
 ) -> None:
