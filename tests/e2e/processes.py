@@ -15,7 +15,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO
 
@@ -266,3 +266,30 @@ class Services:
     def close(self) -> None:
         for service in self.started:
             service.close()
+
+
+@contextlib.contextmanager
+def shared_services(
+    log_dir: Path, replicas: Mapping[str, Mapping[str, str]]
+) -> Iterator[list[Service]]:
+    """Replicas (name -> settings) for several cases, a module-scoped fixture's: started side
+    by side and waited for on an event loop of their own, since no case's loop runs yet;
+    killed when the cases are done. Only for cases that leave them as they found them: their
+    starts, mostly imports, are then paid once rather than once a case."""
+    from tests.conftest import run_sync
+
+    services = Services(log_dir)
+    started: list[Service] = []
+
+    async def start() -> None:
+        started.extend(
+            await asyncio.gather(
+                *(services.start(name, settings) for name, settings in replicas.items())
+            )
+        )
+
+    try:
+        run_sync(start)
+        yield started
+    finally:
+        services.close()

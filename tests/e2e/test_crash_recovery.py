@@ -258,9 +258,11 @@ async def kill_and_recover(
             assert snapshot["status"] == "completed", snapshot
             assert snapshot["next_occurrence_id"] is None, snapshot
 
-    # A graceful stop of every replica still running: nothing goes out after this.
-    for service in list(services.running):
-        code = await services.stop(service, timeout=30.0)
+    # A graceful stop of every replica still running, all at once: nothing goes out after
+    # this.
+    running = list(services.running)
+    codes = await asyncio.gather(*(services.stop(service, timeout=30.0) for service in running))
+    for service, code in zip(running, codes, strict=True):
         # uvicorn re-raises the signal it caught once its shutdown is done.
         assert code in (0, -signal.SIGTERM), (
             f"{service.name} exited with {code}\n{service.log_tail()}"

@@ -175,10 +175,14 @@ async def test_a_failover_answers_every_write_and_loses_nothing_acknowledged_or_
         "CHRONOQ_RETRY_MAX_DELAY": "1",
         "CHRONOQ_LOG_LEVEL": "INFO",
     }
-    worker: Service = await services.start("failover-worker", common)
-    api: Service = await services.start(
-        "failover-api",
-        {**common, "DATABASE_URL": api_url, "CHRONOQ_WORKER_ENABLED": "false"},
+    # Side by side: each start is mostly the process's imports (the migration of the new
+    # database runs once, under its lock, whichever comes first).
+    worker, api = await asyncio.gather(
+        services.start("failover-worker", common),
+        services.start(
+            "failover-api",
+            {**common, "DATABASE_URL": api_url, "CHRONOQ_WORKER_ENABLED": "false"},
+        ),
     )
     async with httpx.AsyncClient(base_url=api.base_url, timeout=10, trust_env=False) as client:
         acknowledged: list[str] = []

@@ -5,24 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.e2e.processes import Service, Services
+from tests.conftest import empty_tables
+from tests.e2e.processes import Service, Services, shared_services
 from tests.receiver import Received, Receiver, Reply
 
 pytestmark = pytest.mark.e2e
 
-SERVERS = pytest.mark.parametrize(
-    "database_url",
-    [
-        pytest.param("postgresql", marks=pytest.mark.postgres),
-        pytest.param("mysql", marks=pytest.mark.mysql),
-    ],
-    indirect=True,
-)
 REPLY_DELAY = 0.3
 TIMEOUT = 60.0
 
@@ -54,12 +49,37 @@ def most_at_once(requests: list[Received], lasting: float) -> int:
     return max(sum(1 for r in requests if r.at <= s.at < r.at + lasting) for s in requests)
 
 
-async def fleet(services: Services, database_url: str) -> list[Service]:
-    return list(
-        await asyncio.gather(
-            *(services.start(f"flow-replica-{i}", settings(database_url)) for i in range(2))
-        )
+@pytest.fixture(
+    scope="module",
+    params=[
+        pytest.param("postgresql", marks=pytest.mark.postgres),
+        pytest.param("mysql", marks=pytest.mark.mysql),
+    ],
+)
+def fleet(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[Service]]:
+    """Two replicas on each server, for both of the module's cases on it: each case has a
+    flow key of its own and waits until its key has nothing in flight or waiting, so the
+    other finds the replicas idle; their starts are paid once a server, not once a case."""
+    url: str = request.getfixturevalue(
+        {"postgresql": "postgres_url", "mysql": "mysql_url"}[request.param]
     )
+    empty_tables(url)
+    directory = tmp_path_factory.mktemp(f"flow-{request.param}")
+    replicas = {f"flow-replica-{i}": settings(url) for i in range(2)}
+    with shared_services(directory, replicas) as started:
+        yield started
+
+
+@pytest.fixture
+def services(fleet: list[Service], tmp_path: Path) -> Services:
+    """The fleet, for what a case says of it when something fails."""
+    listed = Services(tmp_path)
+    listed.started, listed.running = list(fleet), list(fleet)
+    for replica in fleet:
+        assert replica.alive, replica.log_tail()
+    return listed
 
 
 async def create(client: httpx.AsyncClient, service: Service, items: list[dict[str, Any]]) -> None:
@@ -74,13 +94,12 @@ async def wait_for(receiver: Receiver, path: str, count: int, services: Services
         pytest.fail(f"{len(receiver.on(path))} of {count} arrived\n{services.logs()}")
 
 
-@SERVERS
 async def test_two_replicas_never_hold_more_of_a_key_than_its_parallelism(
-    database_url: str, receiver: Receiver, services: Services
+    fleet: list[Service], receiver: Receiver, services: Services
 ) -> None:
     receiver.always("/narrow", Reply(delay=REPLY_DELAY))
     receiver.always("/free", Reply(delay=REPLY_DELAY))
-    first, second = await fleet(services, database_url)
+    first, second = fleet
     async with httpx.AsyncClient(trust_env=False, timeout=30.0) as client:
         put = await client.put(f"{first.base_url}/v1/flow-keys/narrow", json={"parallelism": 2})
         assert put.status_code == 201, put.text
@@ -103,13 +122,12 @@ async def test_two_replicas_never_hold_more_of_a_key_than_its_parallelism(
         assert (key["in_flight"], key["waiting"]) == (0, 0)
 
 
-@SERVERS
 async def test_two_replicas_start_a_key_no_faster_than_its_rate(
-    database_url: str, receiver: Receiver, services: Services
+    fleet: list[Service], receiver: Receiver, services: Services
 ) -> None:
     rate, count = 10, 25
     receiver.always("/paced", Reply())
-    first, second = await fleet(services, database_url)
+    first, second = fleet
     async with httpx.AsyncClient(trust_env=False, timeout=30.0) as client:
         put = await client.put(
             f"{second.base_url}/v1/flow-keys/paced", json={"rate": rate, "burst": 1}

@@ -61,10 +61,11 @@ async def test_sigterm_under_load_loses_nothing_and_delivers_nothing_twice(
     database_url: str, receiver: Receiver, services: Services
 ) -> None:
     receiver.always("/hook", Reply(delay=REPLY_DELAY))
-    stopping = await services.start(
-        "replica-json", settings(database_url, CHRONOQ_LOG_FORMAT="json")
+    # Started side by side: each start is mostly the process's imports.
+    stopping, survivor = await asyncio.gather(
+        services.start("replica-json", settings(database_url, CHRONOQ_LOG_FORMAT="json")),
+        services.start("replica-text", settings(database_url)),
     )
-    survivor = await services.start("replica-text", settings(database_url))
     async with httpx.AsyncClient(trust_env=False, timeout=30.0) as client:
         response = await client.post(
             f"{survivor.base_url}/v1/schedules/batch",

@@ -2,8 +2,8 @@
 or trickle, beyond the connection cap, cannot take the replica's descriptors, nor keep it from
 answering its probes and delivering.
 
-Each case runs one replica on SQLite with API keys set, as the probe that found these did, and
-talks to it over real sockets.
+The cases run replicas on SQLite with API keys set, as the probe that found these did, and
+talk to them over real sockets; the cases of the default settings share one.
 """
 
 from __future__ import annotations
@@ -13,13 +13,20 @@ import contextlib
 import os
 import subprocess
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.e2e.processes import CHRONOQ, Service, Services, free_port, service_environment
+from tests.e2e.processes import (
+    CHRONOQ,
+    Service,
+    Services,
+    free_port,
+    service_environment,
+    shared_services,
+)
 from tests.receiver import Receiver
 
 pytestmark = pytest.mark.e2e
@@ -41,6 +48,22 @@ def settings(tmp_path: Path, **extra: str) -> dict[str, str]:
         "CHRONOQ_POLL_INTERVAL": "0.2",
         **extra,
     }
+
+
+@pytest.fixture(scope="module")
+def module_replica(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    """The replica of the cases with the default settings: each opens a connection or two,
+    which the replica ends within its timeouts, and writes nothing; so they share one."""
+    directory = tmp_path_factory.mktemp("replica")
+    with shared_services(directory, {"replica": settings(directory)}) as [service]:
+        yield service
+
+
+@pytest.fixture
+def service(module_replica: Service) -> Service:
+    """The module's replica, still serving when a case begins."""
+    assert module_replica.alive, module_replica.log_tail()
+    return module_replica
 
 
 Connection = tuple[asyncio.StreamReader, asyncio.StreamWriter]
@@ -103,10 +126,7 @@ async def test_idle_sockets_beyond_the_cap_are_closed_and_healthz_still_answers(
         assert descriptors(service) <= before + CAP + 2
 
 
-async def test_a_silent_connection_is_closed_within_the_head_timeout(
-    services: Services, tmp_path: Path
-) -> None:
-    service = await services.start("replica", settings(tmp_path))
+async def test_a_silent_connection_is_closed_within_the_head_timeout(service: Service) -> None:
 
     async with connections(service, 1) as [(reader, _)]:
         waited = await seconds_until_closed(reader)
@@ -122,10 +142,7 @@ async def _trickle(writer: asyncio.StreamWriter, pieces: list[bytes], every: flo
             await asyncio.sleep(every)
 
 
-async def test_a_header_trickle_is_closed_within_the_head_timeout(
-    services: Services, tmp_path: Path
-) -> None:
-    service = await services.start("replica", settings(tmp_path))
+async def test_a_header_trickle_is_closed_within_the_head_timeout(service: Service) -> None:
 
     async with connections(service, 1) as [(reader, writer)]:
         head = [b"GET /healthz HTTP/1.1\r\n", b"Host: 127.0.0.1\r\n"]
@@ -146,10 +163,7 @@ async def _response(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], 
     return int(status_line.split()[1]), headers, body
 
 
-async def test_a_keep_alive_connection_trickling_its_next_head_is_closed(
-    services: Services, tmp_path: Path
-) -> None:
-    service = await services.start("replica", settings(tmp_path))
+async def test_a_keep_alive_connection_trickling_its_next_head_is_closed(service: Service) -> None:
 
     async with connections(service, 1) as [(reader, writer)]:
         writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
@@ -165,10 +179,7 @@ async def test_a_keep_alive_connection_trickling_its_next_head_is_closed(
     assert waited <= HEAD_TIMEOUT + 3
 
 
-async def test_a_trickled_body_is_cut_at_its_total_time_with_a_408(
-    services: Services, tmp_path: Path
-) -> None:
-    service = await services.start("replica", settings(tmp_path))
+async def test_a_trickled_body_is_cut_at_its_total_time_with_a_408(service: Service) -> None:
 
     async with connections(service, 1) as [(reader, writer)]:
         writer.write(

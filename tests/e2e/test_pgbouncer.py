@@ -30,23 +30,34 @@ TIMEOUT = 90.0
 WAKE_POLL = 30.0  # a prompt delivery under this poll interval was woken by a NOTIFY
 
 
-@pytest.fixture
-def pooled() -> Iterator[tuple[PgServer, PgBouncer]]:
+@pytest.fixture(scope="module")
+def pg_server() -> Iterator[PgServer]:
+    """The module's server: started once, its cases each on a database made afresh."""
     workspace = Workspace()
     started: PgServer | None = None
-    bouncer: PgBouncer | None = None
     try:
         started = server(workspace)
-        started.sql(f"CREATE DATABASE {DATABASE}")
-        bouncer = PgBouncer(workspace, started.port, DATABASE, POOL)
-        bouncer.wait_listening()
-        yield started, bouncer
+        yield started
     finally:
-        if bouncer is not None:
-            bouncer.stop()
         if started is not None:
             started.stop()
         workspace.remove()
+
+
+@pytest.fixture
+def pooled(pg_server: PgServer) -> Iterator[tuple[PgServer, PgBouncer]]:
+    """A new, empty database (nothing migrated, no connection from an earlier case) behind
+    a PgBouncer of the case's own."""
+    pg_server.sql(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
+    pg_server.sql(f"CREATE DATABASE {DATABASE}")
+    bouncer: PgBouncer | None = None
+    try:
+        bouncer = PgBouncer(pg_server.workspace, pg_server.port, DATABASE, POOL)
+        bouncer.wait_listening()
+        yield pg_server, bouncer
+    finally:
+        if bouncer is not None:
+            bouncer.stop()
 
 
 def settings(bouncer: PgBouncer, direct: PgServer | None, poll: float) -> dict[str, str]:

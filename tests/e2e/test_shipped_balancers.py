@@ -17,14 +17,14 @@ import re
 import resource
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.e2e.processes import Service, Services
+from tests.e2e.processes import Service, shared_services
 from tests.nginx import NGINX_CONF, NGINX_LOCAL_CONF, Nginx, find_nginx, start_nginx
 
 pytestmark = pytest.mark.e2e
@@ -51,7 +51,7 @@ def nginx_binary() -> str:
     return find_nginx()
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture(scope="module", autouse=True)
 def enough_descriptors() -> None:
     """The flood's sockets in this process (nginx, its child, inherits the limit too)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -61,11 +61,25 @@ def enough_descriptors() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (DESCRIPTORS, hard))
 
 
-async def replica(services: Services, tmp_path: Path) -> Service:
-    return await services.start(
-        "replica",
-        {"DATABASE_URL": f"sqlite:///{tmp_path / 'chronoq.db'}", "CHRONOQ_POLL_INTERVAL": "0.5"},
-    )
+@pytest.fixture(scope="module")
+def module_replica(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    """One replica behind every balancer of the module: each case starts an nginx of its own
+    in front of it, and floods only that nginx (nginx holds the slow bodies, never passing
+    them on), so the cases leave the replica as they found it."""
+    directory = tmp_path_factory.mktemp("replica")
+    settings = {
+        "DATABASE_URL": f"sqlite:///{directory / 'chronoq.db'}",
+        "CHRONOQ_POLL_INTERVAL": "0.5",
+    }
+    with shared_services(directory, {"replica": settings}) as [service]:
+        yield service
+
+
+@pytest.fixture
+def served(module_replica: Service) -> Service:
+    """The module's replica, still serving when a case begins."""
+    assert module_replica.alive, module_replica.log_tail()
+    return module_replica
 
 
 @contextlib.asynccontextmanager
@@ -81,14 +95,12 @@ async def balancer(
 
 
 async def test_the_local_balancer_serves_the_api_on_this_machines_nginx(
-    services: Services, nginx_binary: str, tmp_path: Path
+    served: Service, nginx_binary: str, tmp_path: Path
 ) -> None:
     # Nothing that needs a newer nginx than this machine's than its ports and paths, which
     # the rendering replaces: no `resolve` (1.27.3), nor a resolver to use it with.
     directives = re.sub(r"#[^\n]*", "", NGINX_LOCAL_CONF.read_text(encoding="utf-8"))
     assert not re.search(r"\bresolver?\b", directives)
-    served = await replica(services, tmp_path)
-
     async with (
         balancer(nginx_binary, NGINX_LOCAL_CONF, served, tmp_path / "nginx") as nginx,
         httpx.AsyncClient(base_url=nginx.base_url, trust_env=False) as client,
@@ -206,10 +218,8 @@ SHAPES = {"one-address": ["127.0.0.1"], "many-addresses": [f"127.0.1.{i}" for i 
 @pytest.mark.parametrize("shape", list(SHAPES))
 @pytest.mark.parametrize("source", [NGINX_CONF, NGINX_LOCAL_CONF], ids=lambda path: path.name)
 async def test_healthz_answers_through_a_flood_of_slow_bodies(
-    services: Services, nginx_binary: str, tmp_path: Path, source: Path, shape: str
+    served: Service, nginx_binary: str, tmp_path: Path, source: Path, shape: str
 ) -> None:
-    served = await replica(services, tmp_path)
-
     async with (
         balancer(nginx_binary, source, served, tmp_path / "nginx") as nginx,
         Flood(nginx.port, SHAPES[shape], FLOOD).held() as flood,
