@@ -62,17 +62,47 @@ def pytest_configure(config: pytest.Config) -> None:
     RUN_ID = hashlib.sha256(shared.encode()).hexdigest()[:8]
 
 
-# Directories whose cases all run on one xdist worker, one after another: the end-to-end cases
-# start replicas (and nginx) that load both cores by themselves, so two side by side would
-# each measure the other's load rather than the service; the browser cases then share one
-# Chromium. The other worker meanwhile runs the rest of the suite.
-ONE_WORKER = ("tests/e2e/", "tests/browser/")
+# Cases that run on one xdist worker each lane, one after another, ahead of that worker's share
+# of the rest: the end-to-end cases start replicas (and nginx) that load a core by
+# themselves, so more of them side by side would each measure the others' load rather than
+# the service. Two lanes of about equal length (the first: replicas killed, stopped and
+# failed over under load; the second: the servers in front of replicas, the processes users
+# start, and the browser cases, which share one Chromium); a module stays whole, since its
+# cases may share replicas (module fixtures). A module of tests/e2e/ named in no lane runs
+# in the first.
+PINNED = ("tests/e2e/", "tests/browser/")
+SECOND_LANE = (
+    "tests/browser/",
+    *(
+        f"tests/e2e/test_{name}.py"
+        for name in (
+            "shipped_balancers",
+            "hostile_connections",
+            "hostile_bodies",
+            "pgbouncer",
+            "cli_over_http",
+            "client_process",
+            "served_logs",
+            "serve_startup",
+            "wheel",
+            "tracing",
+        )
+    ),
+)
+
+
+def lane(nodeid: str) -> int | None:
+    """The lane of a pinned case (0 or 1), None for a case any worker may take."""
+    if not nodeid.startswith(PINNED):
+        return None
+    return 1 if nodeid.startswith(SECOND_LANE) else 0
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """`--dist loadgroup` (pyproject.toml): xdist's `load`, except that every ONE_WORKER case
-    goes to the first worker given tests, all at once, ahead of its share of the rest.
+    """`--dist loadgroup` (pyproject.toml): xdist's `load`, except that the pinned cases go,
+    lane by lane, to the first workers given tests (both lanes to one, with one worker), all
+    at once, ahead of their share of the rest.
 
     Not xdist's own loadgroup (nor loadscope): those key the cases by test id, and the
     schemathesis cases of tests/contract/test_fuzz.py share one id per test function, so all
@@ -83,20 +113,21 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     from xdist.scheduler import LoadScheduling  # type: ignore[import-untyped]
 
     class Scheduling(LoadScheduling):  # type: ignore[misc]
-        pinned: list[int] | None = None
+        lanes: list[list[int]] | None = None
 
         def _send_tests(self, node: Any, num: int) -> None:
-            if self.pinned is None:
-                self.pinned = [
-                    index
-                    for index, nodeid in enumerate(self.collection)
-                    if nodeid.startswith(ONE_WORKER)
-                ]
-                pinned = set(self.pinned)
+            if self.lanes is None:
+                self.lanes = [[], []]
+                for index, nodeid in enumerate(self.collection):
+                    if (which := lane(nodeid)) is not None:
+                        self.lanes[which].append(index)
+                pinned = {index for each in self.lanes for index in each}
                 self.pending[:] = [index for index in self.pending if index not in pinned]
-                if self.pinned:
-                    self.node2pending[node].extend(self.pinned)
-                    node.send_runtest_some(self.pinned)
+                if len(self.nodes) < 2:
+                    self.lanes = [self.lanes[0] + self.lanes[1]]
+            if self.lanes and (given := self.lanes.pop(0)):
+                self.node2pending[node].extend(given)
+                node.send_runtest_some(given)
             super()._send_tests(node, num)
 
     return Scheduling(config, log)

@@ -4,7 +4,7 @@ async API against the app served for real on 127.0.0.1.
 The fixtures, for any page of the service:
 
 - `browser`: one Chromium for the whole run (under pytest-xdist every browser case runs on
-  one worker: tests/conftest.py, ONE_WORKER). Missing Chromium skips the test (a failure
+  one worker: tests/conftest.py, `lane`). Missing Chromium skips the test (a failure
   under CHRONOQ_REQUIRE_SERVICES=1). Playwright's own browser builds are never used.
 - `serve_app(**overrides)`: serves the app on a free 127.0.0.1 port with settings from
   `tests.conftest.make_settings` on a fresh, migrated SQLite database, `overrides` on top

@@ -1,7 +1,8 @@
 """End-to-end fixtures: service replicas as subprocesses, always killed at teardown.
 
-Under pytest-xdist these cases all run on one worker, one after another (tests/conftest.py,
-ONE_WORKER); their ports come from that worker's own block (tests.e2e.processes.free_port).
+Under pytest-xdist each module's cases run on one worker, one after another, in one of two
+lanes (tests/conftest.py, `lane`); their ports come from that worker's own block
+(tests.e2e.processes.free_port).
 """
 
 from __future__ import annotations
