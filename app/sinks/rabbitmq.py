@@ -56,6 +56,9 @@ KNOWN_FOR = 30.0
 """Seconds a named exchange stays known after the broker last showed that it exists."""
 KNOWN_LIMIT = 10_000
 CHANNEL_OPEN_TIMEOUT = 10.0
+# The longest a close waits for the connecting task to end and for the broker to answer
+# the connection's close: a broker that does not answer cannot hold a replica's shutdown.
+CLOSE_TIMEOUT = 5.0
 
 # What a publish on a channel the broker closed raises: the close reason, or (a publish that
 # started after the close) aiormq's invalid-state error.
@@ -95,6 +98,8 @@ class RabbitMQSink:
         self._idle: list[AbstractChannel] = []
         self._task: asyncio.Task[None] | None = None
         self._closing: set[asyncio.Task[None]] = set()
+        # Set by close(): the connecting task ends even where a cancel did not reach it.
+        self._closed = False
 
     @property
     def connected(self) -> bool:
@@ -104,18 +109,25 @@ class RabbitMQSink:
     async def open(self) -> None:
         """Start connecting in the background: the service starts even while the broker is
         down, and deliveries retry until it is back."""
+        self._closed = False
         self._task = asyncio.create_task(self._stay_connected(), name="chronoq-amqp")
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with suppress(asyncio.CancelledError):
-                await self._task
+        self._closed = True
+        task, self._task = self._task, None
+        if task is not None:
+            # A cancel that lands as the connect completes can be lost inside it (Python
+            # 3.11's wait_for returns the result instead); the task then sees `_closed`.
+            task.cancel()
+            await asyncio.wait({task}, timeout=CLOSE_TIMEOUT)
+            if not task.done():
+                log.warning("the RabbitMQ connection task did not end; closing without it")
         connection, self._connection = self._connection, None
         self._forget_channels()
         if connection is not None and not connection.is_closed:
             with suppress(Exception):
-                await connection.close()
+                async with asyncio.timeout(CLOSE_TIMEOUT):
+                    await connection.close()
 
     def _forget_channels(self) -> None:
         """Drop every channel and what was learnt on them (a new connection starts afresh:
@@ -144,6 +156,11 @@ class RabbitMQSink:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RECONNECT_MAX)
                 continue
+            if self._closed:
+                with suppress(Exception):
+                    async with asyncio.timeout(CLOSE_TIMEOUT):
+                        await connection.close()
+                return
             delay = RECONNECT_MIN
             lost = asyncio.Event()
             connection.close_callbacks.add(lambda *_, lost=lost: lost.set())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any, cast
@@ -247,3 +248,39 @@ async def test_an_invalid_rabbitmq_target_is_refused_and_nothing_is_stored(
         pointers = [e["pointer"] for e in response.json()["errors"]]
         assert any(p.startswith(pointer) for p in pointers), pointers
         assert (await harness.get("/v1/schedules"))["items"] == []
+
+
+async def test_a_close_as_the_connect_completes_ends_the_sink_and_its_connection(
+    amqp_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Python 3.11's wait_for, under aio-pika's connect, returns the connection rather than
+    raise a cancel that lands as the connect completes: the sink's close must end all the
+    same, leaving no connection open, instead of waiting on a task that goes on."""
+    from app.sinks import rabbitmq as module
+
+    real_connect = aio_pika.connect
+    opened: list[aio_pika.abc.AbstractConnection] = []
+    connecting = asyncio.Event()
+
+    async def connect_losing_the_cancel(*args: Any, **kwargs: Any) -> Any:
+        attempt = asyncio.ensure_future(real_connect(*args, **kwargs))
+        connecting.set()
+        try:
+            return await asyncio.shield(attempt)
+        except asyncio.CancelledError:
+            connection = await attempt  # what wait_for does when both happen at once
+            opened.append(connection)
+            return connection
+
+    monkeypatch.setattr(aio_pika, "connect", connect_losing_the_cancel)
+    sink = module.RabbitMQSink(amqp_url, concurrency=4)
+    await sink.open()
+    await connecting.wait()
+    started = time.monotonic()
+    await asyncio.wait_for(sink.close(), 30)
+
+    assert time.monotonic() - started < 10
+
+    assert len(opened) == 1
+    assert opened[0].is_closed
+    assert not sink.connected
