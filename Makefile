@@ -24,14 +24,18 @@ run: $(BIN)/chronoq
 	$(BIN)/chronoq migrate
 	$(BIN)/chronoq serve --host 127.0.0.1 --port $(PORT)
 
-## test: the whole suite on TEST_WORKERS (2) pytest-xdist processes; TEST_WORKERS=0 runs it in
+## test: the whole suite on TEST_WORKERS (3) pytest-xdist processes; TEST_WORKERS=0 runs it in
 ## one (PostgreSQL, MariaDB, RabbitMQ and Chromium tests skip locally when those are missing).
 ## Cases marked `alone` (they restart the broker every other case uses) run afterwards, by
-## themselves. The 20 slowest cases are listed at the end, so the budget has its evidence.
-TEST_WORKERS ?= 2
+## themselves, collected from the files that mark them. The 20 slowest cases are listed at the
+## end, so the budget has its evidence. Bytecode is cached under __pycache__ (git-ignored)
+## whatever PYTHONDONTWRITEBYTECODE says: the replicas the suite starts, the second step and
+## the next run then do not compile (and rewrite the asserts of) the same modules again.
+TEST_WORKERS ?= 3
+ALONE_FILES := $(shell grep -rlE 'mark\.alone' tests)
 test: $(VENV)/.dev
-	$(BIN)/pytest -n $(TEST_WORKERS) -m "not alone" --durations=20
-	$(BIN)/pytest -n 0 -m alone
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(TEST_WORKERS) -m "not alone" --durations=20
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n 0 -m alone $(ALONE_FILES)
 
 ## fuzz: the suite's schemathesis run at length: FUZZ_EXAMPLES (300) examples per operation, not 10
 fuzz: $(VENV)/.dev

@@ -4,7 +4,7 @@ PostgreSQL and MySQL/MariaDB tests skip when the server is down, unless
 CHRONOQ_REQUIRE_SERVICES=1 (set by .ci/run), where they fail instead: a missing service
 never passes silently.
 
-`make test` runs the suite on two pytest-xdist workers, each a process with session fixtures
+`make test` runs the suite on three pytest-xdist workers, each a process with session fixtures
 of its own: every database, queue, port and file a fixture makes has a name no other process
 uses (the run's id, the process id and a random part; port 0 or tests.e2e.processes.free_port;
 tmp_path). Each worker drops its databases at its own teardown; the controlling process drops
