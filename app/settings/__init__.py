@@ -73,10 +73,10 @@ class Settings(BaseSettings):
     # delivery loop's (which also keeps two for its start marks; LISTEN takes one more).
     db_pool_size: int = 20
     worker_db_pool_size: int = 8
-    # The longest one unit of a replica's database work may take (a request's transaction,
-    # a claim, a settle, a prune batch), checkout and connect included: a connection whose
-    # server vanished mid-transaction answers nothing, and without a bound would hold the
-    # request (or the loop) until the kernel gives up on it, many minutes later.
+    # The longest a transaction of a replica (a request's, a claim, a settle, a prune batch)
+    # may take once it has its connection: a connection whose server vanished mid-transaction
+    # answers nothing, and without a bound would hold the request (or the loop) until the
+    # kernel gives up on it, many minutes later. Getting the connection has bounds of its own.
     db_transaction_timeout: float = 15.0
     # `transaction`: DATABASE_URL reaches PostgreSQL through PgBouncer in transaction mode,
     # so no connection keeps session state; what needs a session (LISTEN, the migration

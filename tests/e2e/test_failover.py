@@ -36,8 +36,8 @@ POLL_INTERVAL = 30.0
 TIMEOUT = 90.0
 # The longest a write may go unanswered, outage or not: a pooled connection's checkout ping
 # (5 s) and its drop (up to 2 s), then a new connection's timeout on a host that never
-# answers (10 s), all within the replica's bound on a transaction (15 s, and the drop of a
-# connection that went silent mid-transaction), with room to spare. A killed server
+# answers (10 s), with room to spare; a connection that goes silent mid-transaction is given
+# up at the replica's bound on a transaction (15 s) and dropped. A killed server
 # refuses at once; a vanished one is that slow.
 ANSWER_WITHIN = 25.0
 # Writes succeed again on every replica this soon after the promotion (the contract's bound).

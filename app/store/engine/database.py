@@ -217,32 +217,33 @@ class Database:
         once it commits.
 
         Raises StoreUnavailableError when the database cannot be reached, or has not
-        answered within the pool's `timeout` (the transaction did not commit, or its
-        outcome is unknown if the connection was lost during COMMIT); any other failure
-        propagates as it is.
+        answered within the pool's `timeout` once the transaction had its connection (the
+        transaction did not commit, or its outcome is unknown if the connection was lost
+        during COMMIT); any other failure propagates as it is.
         """
-        if self.timeout is None:
-            return await self._run(work, attempts)
-        try:
-            async with asyncio.timeout(self.timeout):
-                return await self._run(work, attempts)
-        except TimeoutError as exc:
-            # A connection whose server vanished (no reset, no answer) would hold the
-            # caller until the kernel gives up on it: cancelled, the pool drops it.
-            raise StoreUnavailableError(
-                f"no answer from {self._where} within {self.timeout:g} s"
-            ) from exc
-
-    async def _run(self, work: Callable[[AsyncConnection], Awaitable[T]], attempts: int) -> T:
         attempt = 0
         full_since: float | None = None
         while True:
             attempt += 1
             callbacks: list[Callable[[], None]] = []
             token = AFTER_COMMIT.set(callbacks)
+            # From the moment the transaction has its connection: the checkout's ping and
+            # each host's connect have bounds of their own, and a multi-host URL's hosts are
+            # tried one after another.
+            bound = asyncio.timeout(None)
             try:
-                async with self.engine.begin() as conn:
+                async with bound, self.engine.begin() as conn:
+                    if self.timeout is not None:
+                        bound.reschedule(asyncio.get_running_loop().time() + self.timeout)
                     result = await work(conn)
+            except TimeoutError as exc:
+                if not bound.expired():
+                    raise self._unavailable(exc) from exc
+                # A server that vanished (no reset, no answer) would hold the caller until
+                # the kernel gave up on the connection: cancelled, the pool drops it.
+                raise StoreUnavailableError(
+                    f"no answer from {self._where} within {self.timeout:g} s"
+                ) from exc
             except DBAPIError as exc:
                 if attempt < attempts and _is_transient(exc, self.dialect):
                     log.info("transaction conflict, retrying (attempt %d): %s", attempt, exc.orig)

@@ -126,8 +126,11 @@ async def test_a_host_that_never_answers_leaves_the_next_host_its_own_timeout(
 ) -> None:
     real_port = make_url(postgres_url).port or 5432
     proxy.stall()  # the first host accepts and never answers, like a machine gone
-    # The URL's own timeout, if it names one, is each host's too.
-    database = Database(through(postgres_url, proxy.port, real_port) + "&timeout=1")
+    # The URL's own timeout, if it names one, is each host's too. The bound on a transaction
+    # starts once it has its connection: shorter than a host's timeout, it cuts no host short.
+    database = Database(
+        through(postgres_url, proxy.port, real_port) + "&timeout=1", timeout=CONNECT_TIMEOUT / 4
+    )
     try:
         started = time.monotonic()
         assert await asyncio.wait_for(select_one(database), CONNECT_TIMEOUT + 10) == 1
