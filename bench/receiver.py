@@ -9,7 +9,9 @@ Binds 127.0.0.1, then prints one JSON line `{"port": N}` on stdout. Routes:
 - `* /sink`       the same work and reply, but only counted (the ceiling load goes here);
 - `* /switch`     counted like /sink, answering the status last set by `POST /switch/{status}`
                   (200 at first): a target that fails, then recovers;
-- `GET /stats`    `{"hook": arrivals, "unique": distinct ids, "sink": count}`;
+- `* /hold/{s}`   counted when it arrives, then answered 200 only after `s` seconds: a slow
+                  receiver (a tarpit), which a sender's timeout may cut short;
+- `GET /stats`    `{"hook": arrivals, "unique": distinct ids, "sink": count, "held": count}`;
 - `GET /records`  `{"records": [[id, at, scheduled_for, attempt], ...]}` for /hook;
 - `POST /reset`   forgets everything.
 
@@ -35,6 +37,7 @@ class Recorder:
         self.sink = 0
         self.switched = 0
         self.switch_status = 200
+        self.held = 0
 
     async def hook(self, request: web.Request) -> web.Response:
         at = time.time()
@@ -61,6 +64,12 @@ class Recorder:
         self.switched += 1
         return web.Response(status=self.switch_status)
 
+    async def hold(self, request: web.Request) -> web.Response:
+        self.held += 1
+        await request.read()  # the whole body first: a sender that gives up later is no error
+        await asyncio.sleep(float(request.match_info["seconds"]))
+        return web.Response()
+
     async def set_switch(self, request: web.Request) -> web.Response:
         self.switch_status = int(request.match_info["status"])
         return web.json_response({"status": self.switch_status})
@@ -72,6 +81,7 @@ class Recorder:
                 "unique": len(self.ids),
                 "sink": self.sink,
                 "switch": self.switched,
+                "held": self.held,
             }
         )
 
@@ -84,6 +94,7 @@ class Recorder:
         self.sink = 0
         self.switched = 0
         self.switch_status = 200
+        self.held = 0
         return web.json_response({"reset": True})
 
 
@@ -93,6 +104,7 @@ def build_app(recorder: Recorder) -> web.Application:
     app.router.add_route("*", "/sink", recorder.sink_)
     app.router.add_post("/switch/{status:[1-5][0-9][0-9]}", recorder.set_switch)
     app.router.add_route("*", "/switch", recorder.switch)
+    app.router.add_route("*", r"/hold/{seconds:\d+(\.\d+)?}", recorder.hold)
     app.router.add_get("/stats", recorder.stats)
     app.router.add_get("/records", recorder.dump)
     app.router.add_post("/reset", recorder.reset)
