@@ -35,10 +35,14 @@ from app.store.schema.types import UTCDateTime
 
 _DRIVERS = ("asyncmy", "aiomysql")
 _DEADLOCK, _LOCK_WAIT_TIMEOUT = 1213, 1205
-# Server and client codes that say the server cannot be used now: too many connections,
-# shutting down, cannot connect, server gone away, connection lost, connection killed,
-# disconnected for inactivity.
-_UNAVAILABLE_CODES = frozenset({1040, 1053, 1927, 2002, 2003, 2006, 2013, 2055, 4031})
+# The server has as many connections as it allows: all of them (1040), or a user's
+# (`max_user_connections`, 1203; `WITH MAX_USER_CONNECTIONS`, a user resource, 1226). It is up,
+# and busy: a transaction waits for room a while (`is_full`), then counts it unavailable.
+_FULL_CODES = frozenset({1040, 1203, 1226})
+# Server and client codes that say the server cannot be used now: full, shutting down,
+# cannot connect, server gone away, connection lost, connection killed, disconnected for
+# inactivity.
+_UNAVAILABLE_CODES = _FULL_CODES | {1053, 1927, 2002, 2003, 2006, 2013, 2055, 4031}
 # ER_NO_SUCH_TABLE, ER_BAD_FIELD_ERROR (an unknown column)
 _MISSING_SCHEMA_CODES = frozenset({1146, 1054})
 
@@ -129,9 +133,7 @@ class MySQL(RowInserts, PolledWakeups, Stepwise):
         return _code(error) in _MISSING_SCHEMA_CODES
 
     def is_full(self, error: BaseException) -> bool:
-        # Too many connections (1040) is among the codes of a server that cannot be used
-        # now (`is_unavailable`).
-        return False
+        return _code(error) in _FULL_CODES
 
     def missing_database(self, url: str) -> str | None:
         return None  # the server says, once connected
