@@ -7,17 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
-import asyncpg
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from app.domain.errors import StoreUnavailableError
-from app.process.readiness import ReplicaReadiness
 from app.store.dialects import pg_connections, postgresql
 from app.store.engine.database import Database
 from tests.tcp_proxy import TcpProxy
@@ -163,87 +160,4 @@ async def test_a_connection_whose_server_turned_read_only_is_not_used_again(
 
         await database.run(lambda conn: conn.execute(write))
     finally:
-        await database.close()
-
-
-@pytest.fixture
-def limited_role(postgres_url: str) -> Iterator[str]:
-    """`postgres_url` as a role of its own that may hold at most two connections: the
-    server refuses a third (53300, as a server at max_connections refuses any)."""
-    role = f"chronoq_limited_{uuid.uuid4().hex[:8]}"
-    database = make_url(postgres_url).database
-    admin(postgres_url, f"CREATE ROLE {role} LOGIN CONNECTION LIMIT 2")
-    admin(postgres_url, f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}")
-    try:
-        yield (
-            make_url(postgres_url)
-            .set(username=role, password=None)
-            .render_as_string(hide_password=False)
-        )
-    finally:
-        admin(postgres_url, f"REASSIGN OWNED BY {role} TO postgres")
-        admin(postgres_url, f"DROP OWNED BY {role}")
-        admin(postgres_url, f'REVOKE ALL ON DATABASE "{database}" FROM {role}')
-        admin(postgres_url, f"DROP ROLE {role}")
-
-
-def admin(url: str, statement: str) -> None:
-    async def run() -> None:
-        database = Database(url)
-        try:
-            await database.run(lambda conn: conn.execute(sa.text(statement)))
-        finally:
-            await database.close()
-
-    asyncio.run(run())
-
-
-async def test_a_read_while_the_server_is_at_its_connection_limit_waits_for_a_connection(
-    limited_role: str,
-) -> None:
-    """A pool that would open more connections than the server allows: a read waits for one
-    of the pool's connections to come back rather than answering that the database cannot
-    be reached (it is up, and busy)."""
-    database = Database(limited_role, connections=6)  # keeps 3, more than the server allows
-
-    async def read(n: int) -> int:
-        async def work(conn: Any) -> int:
-            await conn.execute(sa.text("SELECT pg_sleep(0.2)"))
-            await conn.execute(sa.text("SELECT id FROM schedules LIMIT 1"))
-            return n
-
-        return await database.run(work)
-
-    try:
-        answers = await asyncio.wait_for(asyncio.gather(*(read(n) for n in range(6))), 30)
-        assert sorted(answers) == list(range(6))
-    finally:
-        await database.close()
-
-
-async def test_readiness_while_the_server_is_at_its_connection_limit_waits_for_a_connection(
-    limited_role: str,
-) -> None:
-    """The server has no room for one more connection of this replica's for a moment: the
-    readiness check waits for one rather than reporting the database unreachable."""
-    database = Database(limited_role, connections=2)
-    url = make_url(limited_role)
-    held = [
-        await asyncpg.connect(
-            host=url.host, port=url.port, user=url.username, database=url.database
-        )
-        for _ in range(2)
-    ]
-
-    async def release() -> None:
-        await asyncio.sleep(0.5)
-        for conn in held:
-            await conn.close()
-
-    releasing = asyncio.create_task(release())
-    try:
-        checks = await asyncio.wait_for(ReplicaReadiness(database, None, None).checks(), 30)
-        assert checks == {"database": "ok"}
-    finally:
-        await releasing
         await database.close()
