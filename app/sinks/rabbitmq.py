@@ -124,10 +124,8 @@ class RabbitMQSink:
                 log.warning("the RabbitMQ connection task did not end; closing without it")
         connection, self._connection = self._connection, None
         self._forget_channels()
-        if connection is not None and not connection.is_closed:
-            with suppress(Exception):
-                async with asyncio.timeout(CLOSE_TIMEOUT):
-                    await connection.close()
+        if connection is not None:
+            await _close_quietly(connection)
 
     def _forget_channels(self) -> None:
         """Drop every channel and what was learnt on them (a new connection starts afresh:
@@ -157,9 +155,7 @@ class RabbitMQSink:
                 delay = min(delay * 2, RECONNECT_MAX)
                 continue
             if self._closed:
-                with suppress(Exception):
-                    async with asyncio.timeout(CLOSE_TIMEOUT):
-                        await connection.close()
+                await _close_quietly(connection)
                 return
             delay = RECONNECT_MIN
             lost = asyncio.Event()
@@ -386,9 +382,14 @@ class RabbitMQSink:
                 self._discard(channel)
 
 
-async def _close_quietly(channel: AbstractChannel) -> None:
+async def _close_quietly(closable: AbstractChannel | AbstractConnection) -> None:
+    """Close a channel or the connection, waiting at most CLOSE_TIMEOUT for the broker;
+    whatever fails is its end anyway."""
+    if closable.is_closed:
+        return
     with suppress(Exception):
-        await channel.close()
+        async with asyncio.timeout(CLOSE_TIMEOUT):
+            await closable.close()
 
 
 async def _room_to_publish(channel: aiormq.Channel) -> None:
