@@ -87,6 +87,11 @@ FIRST_ATTEMPT_RESERVE = 0.25
 # (docs/benchmark-history.md, "Start marks made cheap"); two and four windows gained 3-5 %
 # more, for a crash that may charge that many more attempts.
 MARK_AHEAD_SHARE = 1.0
+# The share of the in-flight window that a destination not known to answer quickly leaves
+# free for the others (`Lanes`), so that a receiver that holds its requests never takes
+# every slot: measured beside 400 one-shots to a receiver that held each 20 s, a stream to
+# another receiver went from p99 19 s late to (docs/benchmarks.md, "Isolation").
+DESTINATION_SPARE_SHARE = 0.125
 
 
 def replica_name() -> str:
@@ -145,7 +150,11 @@ class Dispatcher:
             poll_interval=settings.poll_interval,
             min_cycle_delay=settings.min_cycle_delay,
         )
-        self._lanes = Lanes(settings.concurrency, min_lease(settings))
+        self._lanes = Lanes(
+            settings.concurrency,
+            min_lease(settings),
+            spare_slots=max(1, int(settings.concurrency * DESTINATION_SPARE_SHARE)),
+        )
         self._first_attempt_reserve = int(settings.concurrency * FIRST_ATTEMPT_RESERVE)
         self._settler = SettleBatcher(
             self._write_settlements,
@@ -262,17 +271,25 @@ class Dispatcher:
     def _backoff(self, attempt: int) -> float:
         return self._policy.delay(attempt, self._rng)
 
-    async def claim(self, limit: int, ahead: float = 0.0, start: int | None = None) -> Claimed:
+    async def claim(
+        self,
+        limit: int,
+        ahead: float = 0.0,
+        start: int | None = None,
+        skip: Sequence[str] = (),
+    ) -> Claimed:
         """Lease up to `limit` due occurrences, and with `ahead` those due within that many
         seconds; with more than `start` due, none of them starts with the claim
-        (`Claimed.unstarted`)."""
+        (`Claimed.unstarted`); none of the destinations in `skip`."""
         if self._tracer is None:
-            return await self._lease(limit, ahead, start)
+            return await self._lease(limit, ahead, start, skip)
         with self._tracer.claim(limit) as span:
-            claimed = await self._lease(limit, ahead, start)
+            claimed = await self._lease(limit, ahead, start, skip)
             return replace(claimed, deliveries=span.claimed(claimed.deliveries))
 
-    async def _lease(self, limit: int, ahead: float, start: int | None) -> Claimed:
+    async def _lease(
+        self, limit: int, ahead: float, start: int | None, skip: Sequence[str]
+    ) -> Claimed:
         claimed = await self._queue.claim(
             limit=limit,
             lease=self._settings.lease,
@@ -280,6 +297,7 @@ class Dispatcher:
             backoff=self._backoff,
             ahead=ahead,
             start=start,
+            skip=skip,
         )
         metrics.CLAIMED.inc(len(claimed.deliveries))
         auto_paused(claimed.auto_paused)
@@ -422,13 +440,15 @@ class Dispatcher:
         previous = self._claims[-1] if self._claims else None
         # What the claim may start at once: the slots that nothing claimed is waiting for.
         start = max(0, self._free_slots() - self._claiming)
+        # The destinations that could start nothing more here: their rows stay in the store.
+        skip = self._lanes.saturated(asyncio.get_running_loop().time())
         self._claiming += limit
         self._issued += 1
         if self._running:
             self._beside.update(self._running, (self._issued,))
         self._running.add(self._issued)
         task = asyncio.create_task(
-            self._claim_into_lanes(limit, previous, ahead, self._issued, start)
+            self._claim_into_lanes(limit, previous, ahead, self._issued, start, skip)
         )
         self._claims.append(task)
 
@@ -443,6 +463,7 @@ class Dispatcher:
         ahead: float = 0.0,
         serial: int = 0,
         start: int | None = None,
+        skip: Sequence[str] = (),
     ) -> None:
         """One claim; its rows join the lanes after those of every claim issued before it
         (two claims at once can each take some of one schedule's ticks, and the earlier
@@ -452,7 +473,7 @@ class Dispatcher:
         claimed: Claimed | None = None
         try:
             try:
-                claimed = await self.claim(limit, ahead, start)
+                claimed = await self.claim(limit, ahead, start, skip)
             except Exception as exc:
                 self._claim_failed(exc)
             if previous is not None:
@@ -543,7 +564,7 @@ class Dispatcher:
             return
         metrics.IN_FLIGHT.dec()
         self._finishes += 1
-        self._lanes.finished(delivery)
+        self._lanes.finished(delivery, asyncio.get_running_loop().time())
         self._start_ready()
         self._pacing.freed(len(self._in_flight) + self._lanes.waiting)
         self._moved_on()

@@ -1,4 +1,5 @@
-"""Lanes: claimed deliveries waiting to start, one lane per schedule.
+"""Lanes: claimed deliveries waiting to start, one lane per schedule, shared fairly
+between the destinations they go to.
 
 Invariants:
 - a schedule has at most one delivery in flight; its others wait in its lane in tick order
@@ -9,6 +10,14 @@ Invariants:
   `reserve` a start is given is kept for first attempts: the others start only while more
   than that much room is left (of the window, and of the `most` a start is allowed), so a
   tick coming due finds a slot rather than waiting for a replayed delivery to finish;
+- destinations take turns (round robin over those with a lane ready, each lane's
+  destination being its head's): a destination is entitled to an equal share of the
+  window among the destinations with work here, and takes more only while none under its
+  share has a lane ready; one that has not shown it answers within `slow_after` seconds
+  (no attempt of it finished yet, the last one took longer, or one in flight has run
+  longer) never holds more than the window less `spare_slots`, so that a receiver that
+  holds its requests leaves room for the others, which start at once (work-conserving:
+  alone and answering, a destination may use the whole window);
 - at most `limit` deliveries are in flight, and up to `spare` more unstarted ones being
   marked started (`start`);
 - nothing starts once its lease is too short to finish: a delivery whose lease ends within
@@ -30,7 +39,15 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from app.domain.destinations import destination_of
 from app.domain.occurrence import Delivery
+
+# An attempt that has not been answered within this many seconds marks its destination
+# slow: it is then kept to its share of the window, less the spare slots.
+SLOW_AFTER = 1.0
+# How many destinations' last answer times are remembered (the oldest is forgotten first):
+# a destination forgotten is unproven again, which costs it the spare slots only.
+REMEMBERED_DESTINATIONS = 4096
 
 
 def tick_order(delivery: Delivery) -> tuple[datetime, uuid.UUID]:
@@ -42,10 +59,32 @@ class _Waiting:
     delivery: Delivery
     deadline: float  # loop time at which its lease ends
     unstarted: bool = False  # its attempt waits for its start mark
+    destination: str = ""
 
     @property
     def order(self) -> tuple[datetime, uuid.UUID]:
         return tick_order(self.delivery)
+
+
+@dataclass(slots=True)
+class _Destination:
+    """One destination's part of the lanes: its deliveries in flight, and its lanes ready
+    to start (by the head's kind: a first attempt, or another attempt)."""
+
+    name: str
+    busy: int = 0
+    ready: deque[uuid.UUID] = field(default_factory=deque)
+    ready_again: deque[uuid.UUID] = field(default_factory=deque)
+    # The loop time each delivery in flight started, in the order they started: the first
+    # is the oldest still unanswered.
+    started: dict[uuid.UUID, float] = field(default_factory=dict)
+
+    def queue(self, first: bool) -> deque[uuid.UUID]:
+        return self.ready if first else self.ready_again
+
+    @property
+    def idle(self) -> bool:
+        return not self.busy and not self.ready and not self.ready_again
 
 
 @dataclass(slots=True)
@@ -60,14 +99,28 @@ class Started:
 
 
 class Lanes:
-    def __init__(self, limit: int, min_lease: float) -> None:
+    def __init__(
+        self,
+        limit: int,
+        min_lease: float,
+        *,
+        spare_slots: int = 0,
+        slow_after: float = SLOW_AFTER,
+    ) -> None:
         self._limit = limit
         self._min_lease = min_lease
+        # What a destination not known to answer quickly leaves free of the window.
+        self._spare_slots = min(spare_slots, limit - 1) if limit > 1 else 0
+        self._slow_after = slow_after
         self._lanes: dict[uuid.UUID, list[_Waiting]] = {}  # non-empty lanes only
-        # Lanes with a head that may start: a first attempt, or another attempt.
-        self._ready: deque[uuid.UUID] = deque()
-        self._ready_again: deque[uuid.UUID] = deque()
-        self._busy: set[uuid.UUID] = set()  # schedules with a delivery in flight
+        # Destinations with work here (a lane ready, or a delivery in flight).
+        self._destinations: dict[str, _Destination] = {}
+        # Destinations with a lane ready, in turn: of first attempts, and of the others.
+        self._turns: dict[bool, deque[str]] = {True: deque(), False: deque()}
+        self._ready: dict[uuid.UUID, tuple[str, bool]] = {}  # lane: destination, kind
+        self._busy: dict[uuid.UUID, str] = {}  # schedule in flight: its destination
+        # How long each destination's latest finished attempt took (seconds).
+        self._answered_in: dict[str, float] = {}
         self._waiting = 0
         self._soonest = float("inf")  # no waiting lease ends before this
 
@@ -89,7 +142,12 @@ class Lanes:
         `unstarted`: the occurrences whose attempt waits for its start mark."""
         for delivery in deliveries:
             sid = delivery.schedule_id
-            waiting = _Waiting(delivery, deadline, delivery.occurrence_id in unstarted)
+            waiting = _Waiting(
+                delivery,
+                deadline,
+                delivery.occurrence_id in unstarted,
+                destination_of(delivery.target),
+            )
             lane = self._lanes.get(sid)
             if lane is None:
                 lane = self._lanes[sid] = []
@@ -104,47 +162,67 @@ class Lanes:
     def start(
         self, now: float, most: int | None = None, *, reserve: int = 0, spare: int = 0
     ) -> Started:
-        """Take the heads of ready lanes while the in-flight window has room, `most` at
-        most when given; heads that are not first attempts only while more than `reserve`
-        of that room is left. Up to `spare` more unstarted heads may leave beyond the
-        window: their start marks are made while the window's deliveries finish (their
-        caller holds each back from its sink until a slot of the window is free)."""
+        """Take the heads of ready lanes, destinations in turn as their shares allow, while
+        the in-flight window has room, `most` at most when given; heads that are not first
+        attempts only while more than `reserve` of that room is left. Up to `spare` more
+        unstarted heads may leave beyond the window: their start marks are made while the
+        window's deliveries finish (their caller holds each back from its sink until a slot
+        of the window is free)."""
         started = Started()
         cap = self._limit + spare if most is None else len(self._busy) + most
         limit = min(self._limit, cap)
-        again_limit = limit - reserve
-        while len(self._busy) < min(self._limit + spare, cap):
-            if self._ready:
-                ready, window = self._ready, limit
-            elif self._ready_again and len(self._busy) < again_limit + spare:
-                ready, window = self._ready_again, again_limit
-            else:
-                break
-            sid = ready[0]
-            lane = self._lanes[sid]
-            head = lane[0]
-            if len(self._busy) >= window and not head.unstarted:
-                break  # beyond the window, only a start mark may be made ahead
-            ready.popleft()
-            if head.deadline - now < self._min_lease:
-                started.hand_back.extend(self._drop(sid))
-                continue
-            lane.pop(0)
-            self._waiting -= 1
-            if not lane:
-                del self._lanes[sid]
-            self._busy.add(sid)
-            started.launch.append(head.delivery)
-            if head.unstarted:
-                started.unstarted.add(head.delivery.occurrence_id)
+        ceiling = min(self._limit + spare, cap)
+        for first, window in ((True, limit), (False, limit - reserve)):
+            while len(self._busy) < ceiling:
+                if not first and len(self._busy) >= window + spare:
+                    break
+                destination = self._next(first, now)
+                if destination is None:
+                    break
+                ready = destination.queue(first)
+                sid = ready[0]
+                lane = self._lanes[sid]
+                head = lane[0]
+                if len(self._busy) >= window and not head.unstarted:
+                    return started  # beyond the window, only a start mark may be made ahead
+                self._unready(sid)
+                if head.deadline - now < self._min_lease:
+                    started.hand_back.extend(self._drop(sid))
+                    continue
+                lane.pop(0)
+                self._waiting -= 1
+                if not lane:
+                    del self._lanes[sid]
+                self._launch(sid, head, now)
+                started.launch.append(head.delivery)
+                if head.unstarted:
+                    started.unstarted.add(head.delivery.occurrence_id)
         return started
 
-    def finished(self, delivery: Delivery) -> None:
-        """The schedule's delivery in flight is done: its lane's next may start."""
+    def finished(self, delivery: Delivery, now: float | None = None) -> None:
+        """The schedule's delivery in flight is done (at loop time `now`, which times its
+        destination's answer when given): its lane's next may start."""
         sid = delivery.schedule_id
-        self._busy.discard(sid)
+        name = self._busy.pop(sid, None)
+        if name is not None:
+            destination = self._destinations[name]
+            destination.busy -= 1
+            began = destination.started.pop(delivery.occurrence_id, None)
+            if now is not None and began is not None:
+                self._answered(name, now - began)
+            self._forget_if_idle(destination)
         if sid in self._lanes:
             self._make_ready(sid)
+
+    def saturated(self, now: float) -> list[str]:
+        """The destinations that may start nothing more here: each not known to answer
+        quickly, at or over its share. A claim passes over their rows, which would only
+        wait in these lanes while another replica may have room for them."""
+        return [
+            d.name
+            for d in self._destinations.values()
+            if d.busy and not self._answering(d, now) and d.busy >= self._entitled(d, now)
+        ]
 
     def expiring(self, now: float) -> list[Delivery]:
         """Remove and return every waiting lane that holds a delivery whose lease is too
@@ -162,12 +240,80 @@ class Lanes:
     def take_all(self) -> list[Delivery]:
         """Remove and return every waiting delivery (the loop is stopping)."""
         out = [w.delivery for lane in self._lanes.values() for w in lane]
+        for sid in list(self._ready):
+            self._unready(sid)
         self._lanes.clear()
-        self._ready.clear()
-        self._ready_again.clear()
         self._waiting = 0
         self._soonest = float("inf")
         return out
+
+    # -- shares ------------------------------------------------------------------------
+
+    def _next(self, first: bool, now: float) -> _Destination | None:
+        """The next destination in turn with a lane of this kind ready that may start one:
+        first any under its share; when none is, one that may take more (`_may_borrow`)."""
+        turns = self._turns[first]
+        for _ in range(len(turns)):
+            destination = self._destinations[turns[0]]
+            turns.rotate(-1)
+            if destination.busy < self._entitled(destination, now):
+                return destination
+        for _ in range(len(turns)):
+            destination = self._destinations[turns[0]]
+            turns.rotate(-1)
+            if self._may_borrow(destination, now):
+                return destination
+        return None
+
+    def _entitled(self, destination: _Destination, now: float) -> int:
+        """An equal share of the window among the destinations with work here; one not
+        known to answer quickly leaves the spare slots free even alone (at least one)."""
+        share = -(-self._limit // len(self._destinations))
+        if self._spare_slots and not self._answering(destination, now):
+            share = min(share, self._limit - self._spare_slots)
+        return share
+
+    def _may_borrow(self, destination: _Destination, now: float) -> bool:
+        """Beyond its share (and beyond the window, an unstarted head within the start's
+        spare): a destination that answers quickly may take any free slot; another only
+        while the spare slots stay free. Its deliveries beyond the window wait for a send
+        permit, so this also bounds the permits it may hold."""
+        if not self._spare_slots or self._answering(destination, now):
+            return True
+        return len(self._busy) < self._limit - self._spare_slots
+
+    def _answering(self, destination: _Destination, now: float) -> bool:
+        """Whether the destination is known to answer within `slow_after`: its latest
+        attempt did, and none of it in flight has run longer."""
+        answered_in = self._answered_in.get(destination.name)
+        if answered_in is None or answered_in >= self._slow_after:
+            return False
+        oldest = next(iter(destination.started.values()), None)
+        return oldest is None or now - oldest < self._slow_after
+
+    def _answered(self, name: str, seconds: float) -> None:
+        self._answered_in.pop(name, None)
+        self._answered_in[name] = seconds
+        if len(self._answered_in) > REMEMBERED_DESTINATIONS:
+            del self._answered_in[next(iter(self._answered_in))]
+
+    # -- bookkeeping -------------------------------------------------------------------
+
+    def _launch(self, sid: uuid.UUID, head: _Waiting, now: float) -> None:
+        destination = self._destination(head.destination)
+        destination.busy += 1
+        destination.started[head.delivery.occurrence_id] = now
+        self._busy[sid] = head.destination
+
+    def _destination(self, name: str) -> _Destination:
+        destination = self._destinations.get(name)
+        if destination is None:
+            destination = self._destinations[name] = _Destination(name)
+        return destination
+
+    def _forget_if_idle(self, destination: _Destination) -> None:
+        if destination.idle:
+            del self._destinations[destination.name]
 
     def _expires(self, lane: list[_Waiting], now: float) -> bool:
         return any(w.deadline - now < self._min_lease for w in lane)
@@ -175,13 +321,34 @@ class Lanes:
     def _drop(self, sid: uuid.UUID) -> list[Delivery]:
         lane = self._lanes.pop(sid)
         self._waiting -= len(lane)
-        for ready in (self._ready, self._ready_again):
-            if sid in ready:
-                ready.remove(sid)
+        self._unready(sid)
         return [w.delivery for w in lane]
 
     def _make_ready(self, sid: uuid.UUID) -> None:
         """The lane may start its head: ahead of other attempts when it is a first one (by
-        its head now; one that an earlier tick joins later keeps its place)."""
-        first = self._lanes[sid][0].delivery.first
-        (self._ready if first else self._ready_again).append(sid)
+        its head now; one that an earlier tick joins later keeps its place), in its head's
+        destination's turn."""
+        head = self._lanes[sid][0]
+        first = head.delivery.first
+        destination = self._destination(head.destination)
+        ready = destination.queue(first)
+        if not ready:
+            self._turns[first].append(destination.name)
+        ready.append(sid)
+        self._ready[sid] = (destination.name, first)
+
+    def _unready(self, sid: uuid.UUID) -> None:
+        """The lane leaves its destination's ready lanes (if it was there)."""
+        where = self._ready.pop(sid, None)
+        if where is None:
+            return
+        name, first = where
+        destination = self._destinations[name]
+        ready = destination.queue(first)
+        if ready and ready[0] == sid:
+            ready.popleft()
+        else:
+            ready.remove(sid)
+        if not ready:
+            self._turns[first].remove(name)
+        self._forget_if_idle(destination)

@@ -17,6 +17,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+
+from alembic import command
 
 from app.domain.filters import DeadLetterFilter, ScheduleAfter, ScheduleFilter
 from app.domain.flow import FlowKey, FlowLimits
@@ -44,7 +48,7 @@ from app.domain.trigger import (
 from app.store.dialects import dialect_of, transaction_now
 from app.store.engine.database import Connection, Database
 from app.store.engine.ddl import schema_ddl
-from app.store.engine.migrations import is_at_head, upgrade_to_head
+from app.store.engine.migrations import alembic_config, is_at_head, upgrade_to_head
 from app.store.engine.wakeups import Wakeups
 from app.store.loop.claims import Claimed
 from app.store.loop.queue import DeliveryQueue
@@ -105,6 +109,10 @@ __all__ = [
     "start_ahead",
     "unhold",
     "upgrade_to_head",
+    "migrate_to",
+    "update_schedule",
+    "read_destinations",
+    "forget_destinations",
     "write_retry_text",
 ]
 
@@ -145,6 +153,7 @@ def draft(
     pause_after_failures: int | None = None,
     name: str | None = None,
     traceparent: str | None = None,
+    target: Target | None = None,
 ) -> ScheduleDraft:
     """A schedule about to be stored, as the service builds one. Its first occurrence is
     the trigger's first instant from now, or `fire_at` (a tick already past, as a
@@ -158,7 +167,7 @@ def draft(
         name=name,
         event_type="conformance.test",
         payload={"n": 1} if payload is None else payload,
-        target=_TARGET,
+        target=target or _TARGET,
         trigger=resolved,
         max_attempts=max_attempts,
         labels={},
@@ -190,6 +199,44 @@ async def find_by_idempotency_key(
         return await ScheduleStore().find_by_idempotency_key(conn, key, principal)
 
     return await database.run(work)
+
+
+async def read_destinations(database: Database) -> dict[uuid.UUID, str | None]:
+    """Each schedule's stored destination (`schedules.destination`)."""
+
+    async def work(conn: Connection) -> dict[uuid.UUID, str | None]:
+        rows = await conn.execute(sa.select(schedules.c.id, schedules.c.destination))
+        return {row.id: row.destination for row in rows}
+
+    return await database.run(work)
+
+
+async def forget_destinations(database: Database) -> None:
+    """Clear every stored destination, as rows written before the column have none."""
+
+    async def work(conn: Connection) -> None:
+        await conn.execute(sa.update(schedules).values(destination=None))
+
+    await database.run(work)
+
+
+async def migrate_to(database: Database, revision: str) -> None:
+    """Move the schema to `revision` (up or down), as `alembic upgrade|downgrade` would."""
+
+    def move(connection: sa.Connection) -> None:
+        config = alembic_config()
+        config.attributes["connection"] = connection
+        config.attributes["schema"] = database.schema
+        current = MigrationContext.configure(connection).get_current_revision()
+        scripts = ScriptDirectory.from_config(config)
+        ahead = current is not None and revision in {
+            script.revision for script in scripts.iterate_revisions(current, "base")
+        }
+        (command.downgrade if ahead else command.upgrade)(config, revision)
+
+    async with database.connect() as conn:
+        await conn.run_sync(move)
+        await conn.commit()
 
 
 async def read_idempotency_column(database: Database, schedule_id: uuid.UUID) -> str | None:
@@ -246,6 +293,7 @@ async def claimed(
     owner: str = OWNER,
     start: int | None = None,
     ahead: float = 0.0,
+    skip: Sequence[str] = (),
 ) -> Claimed:
     """A claim as the loop sees it: what it leased, whether it stopped at its limit with
     more due (`more`), and how soon more may be claimed (`due_in`); with `start`, the
@@ -258,6 +306,7 @@ async def claimed(
         backoff=lambda _attempt: 1.0,
         start=start,
         ahead=ahead,
+        skip=skip,
     )
 
 
@@ -380,6 +429,15 @@ async def unhold(database: Database, schedule_id: uuid.UUID) -> None:
             conn, schedule_id, now, status=ScheduleStatus.PENDING, paused_at=None
         )
         await LifecycleStore().unhold(conn, schedule_id, now)
+
+    await database.run(work)
+
+
+async def update_schedule(database: Database, schedule_id: uuid.UUID, **changes: Any) -> None:
+    """A change of the schedule's fields, as a PATCH writes it (its occurrences as they are)."""
+
+    async def work(conn: Connection) -> None:
+        await ScheduleStore().update(conn, schedule_id, await transaction_now(conn), **changes)
 
     await database.run(work)
 

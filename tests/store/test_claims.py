@@ -8,9 +8,11 @@ import uuid
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
+from app.domain.destinations import destination_of
 from app.domain.ids import occurrence_id
 from app.domain.occurrence import Delivery, OccurrenceStatus, Settlement
 from app.domain.schedule import ScheduleStatus
+from app.domain.target import WebhookTarget
 from tests.store import ports
 from tests.store.ports import Database
 
@@ -320,3 +322,37 @@ async def test_a_retry_policy_stored_below_the_floor_still_runs_at_the_floor(
     (delivery,) = await ports.claim(database, limit=10)
     assert delivery.retry is not None
     assert (delivery.retry.base_delay_seconds, delivery.retry.max_delay_seconds) == (0.1, 0.1)
+
+
+async def test_a_claim_passes_over_the_rows_of_the_destinations_it_is_told_to_skip(
+    database: Database,
+) -> None:
+    slow = WebhookTarget(type="webhook", url="http://127.0.0.1:9/slow")
+    other = WebhookTarget(type="webhook", url="http://127.0.0.1:10/other")
+    now = datetime.now(UTC)
+    held = [ports.draft(ports.once(now - timedelta(seconds=10 - k)), target=slow) for k in range(3)]
+    # A flow key without limits is claimed as unkeyed rows are, and passed over alike.
+    keyed = ports.draft(ports.once(now - timedelta(seconds=5)), target=slow, flow_key="no-limits")
+    fine = ports.draft(ports.once(now - timedelta(seconds=1)), target=other)
+    await ports.insert_schedules(database, [*held, keyed, fine])
+
+    passed = await ports.claimed(database, limit=10, skip=[destination_of(slow)])
+
+    assert [d.schedule_id for d in passed.deliveries] == [fine.id]
+    rest = await ports.claimed(database, limit=10, skip=[destination_of(other)])
+    assert {d.schedule_id for d in rest.deliveries} == {s.id for s in [*held, keyed]}
+
+
+async def test_a_changed_target_moves_the_schedule_to_its_new_destination(
+    database: Database,
+) -> None:
+    before = WebhookTarget(type="webhook", url="http://127.0.0.1:9/before")
+    after = WebhookTarget(type="webhook", url="http://127.0.0.1:10/after")
+    schedule = ports.draft(ports.immediate(), target=before)
+    await ports.insert_schedules(database, [schedule])
+
+    await ports.update_schedule(database, schedule.id, target=after)
+
+    assert await ports.read_destinations(database) == {schedule.id: destination_of(after)}
+    passed = await ports.claimed(database, limit=1, skip=[destination_of(before)])
+    assert [d.schedule_id for d in passed.deliveries] == [schedule.id]

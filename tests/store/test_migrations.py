@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
+from app.domain.schedule import ScheduleStatus
+from app.domain.target import RabbitMQTarget, WebhookTarget
 from tests.store import ports
 from tests.store.catalog import differences, read_catalog
 from tests.store.ports import Database
@@ -61,3 +63,32 @@ async def test_the_ddl_builds_what_the_migrations_build(
         await ports.insert_schedules(from_ddl, [schedule])
         (delivery,) = await ports.claim(from_ddl, limit=1)
         assert delivery.schedule_id == schedule.id
+
+
+async def test_live_schedules_from_before_destinations_are_given_theirs(
+    empty_store: Callable[[], str],
+) -> None:
+    async with opened(empty_store()) as database:
+        await ports.upgrade_to_head(database)
+        webhook = ports.draft(
+            ports.immediate(),
+            target=WebhookTarget(type="webhook", url="HTTP://Receiver.Example:8080/hooks?x=1"),
+        )
+        exchange = ports.draft(
+            ports.immediate(),
+            target=RabbitMQTarget(type="rabbitmq", exchange="billing", routing_key="paid"),
+        )
+        ended = ports.draft(ports.immediate())
+        await ports.insert_schedules(database, [webhook, exchange, ended])
+        await ports.cancel(database, ended.id)
+        await ports.update_schedule(database, ended.id, status=ScheduleStatus.CANCELLED)
+        await ports.forget_destinations(database)
+
+        await ports.migrate_to(database, "0018_lease_until")
+        await ports.upgrade_to_head(database)
+
+        assert await ports.read_destinations(database) == {
+            webhook.id: "http://receiver.example:8080",
+            exchange.id: "amqp:billing",
+            ended.id: None,  # it never delivers again
+        }

@@ -144,11 +144,13 @@ class Dialect(ABC):
         ids: Sequence[Any] | None = None,
         keys: Sequence[str] | None = None,
         start: int | None = None,
+        skip: Sequence[str] = (),
     ) -> Sequence[Any]:
         """Lease up to `limit` due occurrences, and occurrences due within `ahead` seconds
         that no lease holds (`lost_until` is each one's due instant), of the kind `rows`
         says (`ClaimRows`; `chosen`: those of `ids` still claimable; `free`: those of the
-        flow keys `keys`); each row with
+        flow keys `keys`), but none of a schedule whose destination is in `skip` (its
+        failure callbacks aside); each row with
         CLAIM_COLUMNS, LOST_COLUMNS and RULE_COLUMNS. `start`: when the claim finds more
         than that many rows, none of its attempts starts (each is leased as one claimed
         ahead is, `lease_ahead`, and waits for its start mark); None: every row due now

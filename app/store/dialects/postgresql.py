@@ -94,9 +94,12 @@ _LISTS: dict[ClaimRows, sa.BindParameter[Any]] = {
     ClaimRows.CHOSEN: sa.bindparam("ids", expanding=True, type_=sa.Uuid()),
     ClaimRows.FREE: sa.bindparam("keys", expanding=True, type_=sa.String()),
 }
+_SKIP = sa.bindparam("skip", type_=postgresql.ARRAY(sa.String()))
 _CLAIMS = {
     rows: query("claim", "postgresql", rows=rows)
-    .bindparams(sa.bindparam("token", type_=sa.Uuid()), *([_LISTS[rows]] if rows in _LISTS else []))
+    .bindparams(
+        sa.bindparam("token", type_=sa.Uuid()), _SKIP, *([_LISTS[rows]] if rows in _LISTS else [])
+    )
     .columns(**CLAIM_COLUMNS, **LOST_COLUMNS, **RULE_COLUMNS)
     for rows in ClaimRows
 }
@@ -471,8 +474,10 @@ class PostgreSQL(OnConflictInserts, Dialect):
         ids: Sequence[Any] | None = None,
         keys: Sequence[str] | None = None,
         start: int | None = None,
+        skip: Sequence[str] = (),
     ) -> Sequence[Row[Any]]:
         params = {
+            "skip": list(skip),
             "limit": limit,
             "lease": lease,
             "token": token,

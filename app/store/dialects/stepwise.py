@@ -52,6 +52,7 @@ _PARAMETERS: dict[str, sa.BindParameter[Any]] = {
     "lease_until": sa.bindparam("lease_until", type_=UTCDateTime()),
     "ids": sa.bindparam("ids", expanding=True, type_=UUID),
     "keys": sa.bindparam("keys", expanding=True, type_=sa.String()),
+    "skip": sa.bindparam("skip", expanding=True, type_=sa.String()),
     "token": sa.bindparam("token", type_=UUID),
     "unstarted": sa.bindparam("unstarted", type_=sa.Boolean()),
     "fired": sa.bindparam("fired", expanding=True, type_=UUID),
@@ -110,11 +111,17 @@ class Stepwise(Dialect):
         ids: Sequence[Any] | None = None,
         keys: Sequence[str] | None = None,
         start: int | None = None,
+        skip: Sequence[str] = (),
     ) -> Sequence[Any]:
         due_step, lease_step, rows_step = self._claim_steps[rows]
         now = await self.transaction_now(conn)
         until = now + timedelta(seconds=ahead)
-        params: dict[str, Any] = {"now": now, "ahead_until": until, "limit": limit}
+        params: dict[str, Any] = {
+            "now": now,
+            "ahead_until": until,
+            "limit": limit,
+            "skip": list(skip),
+        }
         if rows is ClaimRows.CHOSEN:
             params["ids"] = list(ids or ())
         if rows is ClaimRows.FREE:

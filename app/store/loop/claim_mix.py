@@ -116,8 +116,9 @@ class ClaimMix:
         owner: str,
         ahead: float,
         start: int | None = None,
+        skip: Sequence[str] = (),
     ) -> Leased:
-        """Lease up to `limit` rows, first attempts first (`ahead`, `start`: as
+        """Lease up to `limit` rows, first attempts first (`ahead`, `start`, `skip`: as
         `ClaimStore.claim`; each statement may start what the ones before it left)."""
         dialect = dialect_of(conn)
         starts = _Starts(start)
@@ -132,6 +133,7 @@ class ClaimMix:
                 ahead=ahead,
                 rows=rows,
                 start=starts.left,
+                skip=skip,
             )
             starts.took(found)
             return list(found)
@@ -150,7 +152,7 @@ class ClaimMix:
             else:  # a look only: whether any is due
                 self._again.found(int(await _any_due(conn, dialect, UNKEYED_AGAIN)), 0, limit)
         keyed = await self._claim_keyed(
-            conn, limit - len(claimed), lease, token, owner, ahead, starts.left
+            conn, limit - len(claimed), lease, token, owner, ahead, starts.left, skip
         )
         claimed += keyed.rows
         more = more or keyed.demand > len(keyed.rows) > 0
@@ -165,13 +167,21 @@ class ClaimMix:
         owner: str,
         ahead: float,
         start: int | None,
+        skip: Sequence[str],
     ) -> KeyedClaim:
         """Keyed rows into the room the unkeyed ones left; with none left, a look (one
         index probe) every LOOK_EVERY claims at whether any may start."""
         if not self._keyed.looks(room):
             return KeyedClaim([])
         keyed = await self._flow.claim(
-            conn, room=room, lease=lease, token=token, owner=owner, ahead=ahead, start=start
+            conn,
+            room=room,
+            lease=lease,
+            token=token,
+            owner=owner,
+            ahead=ahead,
+            start=start,
+            skip=skip,
         )
         self._keyed.demand = keyed.demand
         return keyed

@@ -182,6 +182,7 @@ class ClaimStore:
         backoff: Callable[[int], float] = lambda attempt: 1.0,
         ahead: float = 0.0,
         start: int | None = None,
+        skip: Sequence[str] = (),
     ) -> Claimed:
         """Lease due occurrences and materialize the next tick of each recurring schedule.
 
@@ -194,6 +195,9 @@ class ClaimStore:
         A claim that finds more due rows than that starts none of them: they are listed in
         `unstarted`, charged only once marked started, so that a replica that dies with
         them waiting behind its deliveries in flight costs them no attempt.
+
+        `skip` names destinations the loop has no room for (`Lanes.saturated`): their rows
+        stay in the store for a replica that has, rather than wait in this one's lanes.
 
         The next tick is written in this same transaction, so a recurring schedule always
         has its future occurrence however long the current one keeps retrying.
@@ -208,7 +212,14 @@ class ClaimStore:
 
         # First attempts first; retries, replays and keyed rows in the room they leave.
         leased = await self._mix.lease(
-            conn, limit=limit, lease=lease, token=token, owner=owner, ahead=ahead, start=start
+            conn,
+            limit=limit,
+            lease=lease,
+            token=token,
+            owner=owner,
+            ahead=ahead,
+            start=start,
+            skip=skip,
         )
         claimed, more, keyed = leased.rows, leased.more, leased.keyed
         if not claimed:

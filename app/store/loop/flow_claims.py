@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import uuid
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -133,11 +134,13 @@ class FlowClaims:
         owner: str,
         ahead: float = 0.0,
         start: int | None = None,
+        skip: Sequence[str] = (),
     ) -> KeyedClaim:
         """Lease up to `room` due keyed occurrences, oldest due first, as their keys allow.
-        The rows of keys without limits are claimed as unkeyed rows are, `ahead` included;
-        a key with limits starts nothing before its instant. `start`: as `Dialect.claim`'s,
-        shared by its two statements."""
+        The rows of keys without limits are claimed as unkeyed rows are, `ahead` and the
+        destinations to `skip` included; a key with limits starts nothing before its
+        instant (its limits are the key's, wherever it delivers). `start`: as
+        `Dialect.claim`'s, shared by its two statements."""
         dialect = dialect_of(conn)
         due = await dialect.due_keys(conn, ahead)
         if not due:
@@ -205,6 +208,7 @@ class FlowClaims:
                 ahead=ahead,
                 rows=ClaimRows.FREE,
                 keys=free,
+                skip=skip,
                 # What the chosen rows started is no longer free to start.
                 start=None if start is None else start - sum(not r.lease_ahead for r in rows),
             )

@@ -34,10 +34,11 @@ class Queue(Protocol):
         backoff: Callable[[int], float],
         ahead: float = 0.0,
         start: int | None = None,
+        skip: Sequence[str] = (),
     ) -> Claimed:
         """Lease up to `limit` due occurrences, and with `ahead` > 0 those due within that
         many seconds that no lease holds (`Claimed.not_before`); with more than `start`
-        due, none starts (`Claimed.unstarted`)."""
+        due, none starts (`Claimed.unstarted`); none of the destinations in `skip`."""
         ...
 
     async def start_ahead(self, deliveries: Sequence[Delivery]) -> set[uuid.UUID]:
@@ -87,10 +88,11 @@ class DeliveryQueue:
         backoff: Callable[[int], float],
         ahead: float = 0.0,
         start: int | None = None,
+        skip: Sequence[str] = (),
     ) -> Claimed:
         """Lease up to `limit` due occurrences, and with `ahead` > 0 those due within that
         many seconds that no lease holds (`Claimed.not_before`); with more than `start`
-        due, none starts (`Claimed.unstarted`). When there are none, the same transaction
+        due, none starts (`Claimed.unstarted`); none of the destinations in `skip`. When there are none, the same transaction
         reads how soon the next one is due, for the idle sleep."""
 
         async def work(conn: Connection) -> Claimed:
@@ -102,6 +104,7 @@ class DeliveryQueue:
                 backoff=backoff,
                 ahead=ahead,
                 start=start,
+                skip=skip,
             )
             if found.deliveries:
                 return found

@@ -14,6 +14,7 @@ from sqlalchemy.engine import Row
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.domain.destinations import destination_of
 from app.domain.claim_plan import pending_occurrence
 from app.domain.errors import ConflictError
 from app.domain.filters import FAILING_WINDOW, ScheduleAfter, ScheduleFilter, ScheduleSort
@@ -67,6 +68,7 @@ STORE_ONLY_COLUMNS = frozenset({"idempotency_key", "paused_at", "traceparent"})
 # - columns copied from a field, for filtering (column: the field, what is copied);
 COPIED_COLUMNS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "target_type": ("target", lambda target: target.type),
+    "destination": ("target", destination_of),
 }
 # - the rules, kept as their flat columns (`RULE_FIELDS`) and the tick count;
 RULES_COLUMNS = frozenset({*RULE_FIELDS, "tick_count"})

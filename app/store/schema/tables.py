@@ -14,6 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Field, SQLModel
 
+from app.domain.destinations import MAX_DESTINATION
 from app.store.schema.types import DOUBLE, LONG_TEXT, PAYLOAD, UUID, JSONType, UTCDateTime
 
 NAMING_CONVENTION = {
@@ -175,6 +176,12 @@ class ScheduleRow(SQLModel, table=True):
     payload: Any = Field(sa_column=sa.Column(PAYLOAD, nullable=True))
     target: dict[str, Any] = Field(sa_column=sa.Column(JSONType, nullable=False))
     target_type: str = Field(sa_column=sa.Column(sa.String(20), nullable=False))
+    # Where its target delivers (`app.domain.destinations`): a claim passes over the rows of
+    # a destination the replica has no room for. NULL (never so since it was added): none
+    # is passed over.
+    destination: str | None = Field(
+        default=None, sa_column=sa.Column(sa.String(MAX_DESTINATION), nullable=True)
+    )
     trigger: dict[str, Any] = Field(sa_column=sa.Column(JSONType, nullable=False))
     max_attempts: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
     jitter_seconds: float = Field(

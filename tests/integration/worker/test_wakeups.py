@@ -5,7 +5,7 @@ because it sleeps until the next due instant it knows of and writes announce ear
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 
@@ -40,10 +40,17 @@ class _CountedQueue(DeliveryQueue):
         backoff: Callable[[int], float],
         ahead: float = 0.0,
         start: int | None = None,
+        skip: Sequence[str] = (),
     ) -> Claimed:
         try:
             return await super().claim(
-                limit=limit, lease=lease, owner=owner, backoff=backoff, ahead=ahead, start=start
+                limit=limit,
+                lease=lease,
+                owner=owner,
+                backoff=backoff,
+                ahead=ahead,
+                start=start,
+                skip=skip,
             )
         finally:
             self.answered += 1

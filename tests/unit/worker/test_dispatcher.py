@@ -58,6 +58,7 @@ class FakeQueue:
     unstarted_claims: int = 0  # claims that found more than could start at once
     stopped: set[uuid.UUID] = field(default_factory=set)  # paused or cancelled since
     marked: list[list[Delivery]] = field(default_factory=list)  # each start mark's
+    skipped: list[list[str]] = field(default_factory=list)  # each claim's destinations to skip
 
     async def claim(
         self,
@@ -68,8 +69,10 @@ class FakeQueue:
         backoff: Callable[[int], float],
         ahead: float = 0.0,  # what is scripted is due: nothing to hold
         start: int | None = None,
+        skip: Sequence[str] = (),
     ) -> Claimed:
         self.claims += 1
+        self.skipped.append(list(skip))
         self.claimed_at.append(time.monotonic())
         if self.fail_claims:
             self.fail_claims -= 1

@@ -6,6 +6,7 @@ import dataclasses
 import uuid
 from datetime import UTC, datetime, timedelta
 
+from app.domain.destinations import destination_of
 from app.domain.occurrence import Delivery
 from app.domain.target import WebhookTarget
 from app.worker.lanes import Lanes
@@ -362,3 +363,109 @@ def test_a_started_head_waits_for_the_window_even_with_a_spare() -> None:
 
     assert len(lanes.start(0.0, spare=5).launch) == 1
     assert lanes.in_flight == 1
+
+
+# -- destinations --------------------------------------------------------------------------
+
+SLOW_TARGET = WebhookTarget(type="webhook", url="http://127.0.0.1:7/tarpit")
+FAST_TARGET = WebhookTarget(type="webhook", url="http://127.0.0.1:8/fast")
+
+
+def to(target: WebhookTarget, count: int, *, first: bool = True) -> list[Delivery]:
+    """First attempts (or others) to `target`, each of its own schedule."""
+    return [
+        factories.make_delivery(
+            schedule_id=uuid.uuid4(), occurrence_id=uuid.uuid4(), target=target, first=first
+        )
+        for _ in range(count)
+    ]
+
+
+def answered(lanes: Lanes, deliveries: list[Delivery], now: float) -> None:
+    for done in deliveries:
+        lanes.finished(done, now)
+
+
+def test_a_destination_not_known_to_answer_leaves_the_spare_slots_free_for_others() -> None:
+    lanes = Lanes(limit=8, min_lease=MIN_LEASE, spare_slots=2)
+    lanes.admit(to(SLOW_TARGET, 20), LONG)
+
+    held = lanes.start(0.0).launch
+    assert len(held) == 6, "two slots stay free of a destination that has not answered"
+    assert lanes.start(0.0).launch == []
+
+    stream = to(FAST_TARGET, 1)
+    lanes.admit(stream, LONG)
+    assert lanes.start(0.5).launch == stream, "another destination starts at once"
+
+
+def test_alone_a_destination_that_answers_quickly_may_use_every_slot() -> None:
+    lanes = Lanes(limit=8, min_lease=MIN_LEASE, spare_slots=2)
+    lanes.admit(to(FAST_TARGET, 20), LONG)
+
+    first = lanes.start(0.0).launch
+    assert len(first) == 6
+    answered(lanes, first[:1], 0.01)
+
+    assert len(lanes.start(0.01).launch) == 3, "answered quickly: the whole window"
+    assert lanes.in_flight == 8
+
+
+def test_a_destination_whose_attempt_runs_past_slow_after_gives_up_the_spare_slots() -> None:
+    lanes = Lanes(limit=8, min_lease=MIN_LEASE, spare_slots=2, slow_after=1.0)
+    lanes.admit(to(FAST_TARGET, 20), LONG)
+    first = lanes.start(0.0).launch
+    answered(lanes, first[:2], 0.01)
+    assert len(lanes.start(0.01).launch) == 4
+    assert lanes.saturated(0.01) == [], "it answers: nothing to pass over"
+
+    # Nothing of it answered for over a second: it is slow now, and over its share.
+    answered(lanes, first[2:3], 1.5)
+    assert lanes.start(1.5).launch == []
+    assert lanes.saturated(1.5) == [destination_of(FAST_TARGET)]
+
+
+def test_destinations_take_turns_at_the_free_slots() -> None:
+    lanes = Lanes(limit=4, min_lease=MIN_LEASE)
+    slow, fast = to(SLOW_TARGET, 10), to(FAST_TARGET, 10)
+    lanes.admit(slow, LONG)
+    lanes.admit(fast, LONG)
+
+    launched = lanes.start(0.0).launch
+
+    assert launched == [slow[0], fast[0], slow[1], fast[1]], "in turn, each in its own order"
+
+
+def test_over_its_share_a_destination_waits_while_one_under_its_share_has_work() -> None:
+    lanes = Lanes(limit=8, min_lease=MIN_LEASE, spare_slots=2)
+    lanes.admit(to(SLOW_TARGET, 20), LONG)
+    assert len(lanes.start(0.0).launch) == 6
+    stream = to(FAST_TARGET, 3)
+    lanes.admit(stream, LONG)
+
+    launched = lanes.start(0.1).launch
+
+    # The tarpit holds 6, over its share of 4: the two free slots go to the stream.
+    assert launched == stream[:2]
+    assert lanes.saturated(0.1) == [destination_of(SLOW_TARGET)]
+
+
+def test_first_attempts_of_any_destination_start_before_retries_of_another() -> None:
+    lanes = Lanes(limit=2, min_lease=MIN_LEASE)
+    retries = to(SLOW_TARGET, 2, first=False)
+    firsts = to(FAST_TARGET, 2)
+    lanes.admit(retries, LONG)
+    lanes.admit(firsts, LONG)
+
+    assert lanes.start(0.0).launch == firsts
+
+
+def test_a_destination_with_nothing_here_is_forgotten_but_its_answers_are_kept() -> None:
+    lanes = Lanes(limit=8, min_lease=MIN_LEASE, spare_slots=2)
+    first = to(FAST_TARGET, 1)
+    lanes.admit(first, LONG)
+    answered(lanes, lanes.start(0.0).launch, 0.01)
+    assert lanes.saturated(0.01) == []
+
+    lanes.admit(to(FAST_TARGET, 20), LONG)
+    assert len(lanes.start(0.02).launch) == 8, "known to answer: the whole window at once"

@@ -10,6 +10,8 @@
 -- A failure callback (origin `callback`) is no firing of its schedule, is not held by its
 -- pause (an auto-pause's own dead letter is reported), and delivers its `body` to the
 -- schedule's `on_failure` target.
+-- `:skip` names destinations (`schedules.destination`) this replica has no room for: their
+-- rows stay for a replica that has (a failure callback goes to another destination).
 -- A schedule's `last_fired_at` is the instant its attempt is sent (`leased_at`), not the
 -- claim's: a claim ahead would otherwise show it fired before its tick.
 -- Each row also carries its schedule's misfire rules and tick count, which the planner of
@@ -36,7 +38,8 @@ WITH due AS (
       AND (o.lease_token IS NULL OR o.available_at <= now())
       AND NOT EXISTS (
           SELECT 1 FROM schedules AS s
-          WHERE s.id = o.schedule_id AND s.status = 'paused' AND o.origin <> 'callback'
+          WHERE s.id = o.schedule_id AND o.origin <> 'callback'
+            AND (s.status = 'paused' OR s.destination = ANY(:skip))
       )
     ORDER BY o.available_at
     LIMIT :limit

@@ -10,6 +10,8 @@
 -- (its replica died or stalled).
 -- A failure callback (origin `callback`) is no firing of its schedule (the fire count
 -- leaves it out), and is not held by its pause: an auto-pause's own dead letter is reported.
+-- `:skip` names destinations (`schedules.destination`) this replica has no room for: their
+-- rows stay for a replica that has (a failure callback goes to another destination).
 SELECT o.occurrence_id, o.schedule_id, o.origin, o.first_attempt_at IS NULL AS first_claim,
        o.lease_token AS lost_token, o.lease_owner AS lost_owner,
        o.leased_at AS lost_at, o.available_at AS lost_until,
@@ -21,7 +23,8 @@ WHERE o.status = 'pending' AND o.flow_key IS NULL
   AND (o.lease_token IS NULL OR o.available_at <= :now)
   AND NOT EXISTS (
       SELECT 1 FROM schedules AS s
-      WHERE s.id = o.schedule_id AND s.status = 'paused' AND o.origin <> 'callback'
+      WHERE s.id = o.schedule_id AND o.origin <> 'callback'
+        AND (s.status = 'paused' OR s.destination IN :skip)
   )
 ORDER BY o.available_at
 LIMIT :limit;
