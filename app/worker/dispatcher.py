@@ -168,6 +168,7 @@ class Dispatcher:
         self._in_flight: dict[asyncio.Task[None], Delivery] = {}
         self._claims: list[asyncio.Task[None]] = []  # in the order they were issued
         self._claiming = 0  # rows asked for by claims still running
+        self._parked = 0  # waiting on saturated destinations, as of the last cycle
         # What `at_rest` reads: claims issued so far; how many had been issued when
         # something in hand last moved on (started, finished, settled, handed back); the
         # latest claim that found nothing due, and ran alone (beside another claim, it may
@@ -397,9 +398,11 @@ class Dispatcher:
                     self._hand_backs.short_leases(self._lanes.expiring(loop.time()))
                     ahead = self._ahead()
                     batch = self._pacing.batch(ahead)
-                    room = self._pacing.room(
-                        batch, len(self._in_flight) + self._lanes.waiting + self._claiming
-                    )
+                    # Destinations that may start nothing more here: the claims pass over
+                    # their rows, and what of them waits here leaves the claims room.
+                    saturated = self._lanes.saturated(loop.time())
+                    self._parked = self._lanes.parked(saturated)
+                    room = self._pacing.room(batch, self._in_hand() + self._claiming)
                     # After a claim that found nothing, a second claim beside the next one
                     # would only contend with it for what it finds.
                     alone = self._nothing_found
@@ -408,7 +411,7 @@ class Dispatcher:
                         continue
                     self.cycles += 1
                     metrics.LOOP_CYCLES.inc()
-                    self._issue_claim(min(batch, room), ahead)
+                    self._issue_claim(min(batch, room), ahead, saturated)
                     await self._alarm.sleep(self._pacing.next_pause)
         finally:
             self._wakeups.unsubscribe(self.wake_in)
@@ -436,12 +439,10 @@ class Dispatcher:
                 claim.cancel()
             await asyncio.wait(claims)
 
-    def _issue_claim(self, limit: int, ahead: float) -> None:
+    def _issue_claim(self, limit: int, ahead: float, skip: Sequence[str] = ()) -> None:
         previous = self._claims[-1] if self._claims else None
         # What the claim may start at once: the slots that nothing claimed is waiting for.
         start = max(0, self._free_slots() - self._claiming)
-        # The destinations that could start nothing more here: their rows stay in the store.
-        skip = self._lanes.saturated(asyncio.get_running_loop().time())
         self._claiming += limit
         self._issued += 1
         if self._running:
@@ -451,6 +452,13 @@ class Dispatcher:
             self._claim_into_lanes(limit, previous, ahead, self._issued, start, skip)
         )
         self._claims.append(task)
+
+    def _in_hand(self) -> int:
+        """What counts against the claims' window: deliveries in flight and waiting in the
+        lanes, but for those parked on a destination that may start nothing more here, as
+        of the last cycle (`Lanes.parked`): the claims pass over that destination's rows,
+        so a backlog of it never keeps this replica from claiming what others are due."""
+        return max(0, len(self._in_flight) + self._lanes.waiting - self._parked)
 
     def _free_slots(self) -> int:
         """In-flight slots that no delivery in hand is waiting for."""
@@ -566,5 +574,5 @@ class Dispatcher:
         self._finishes += 1
         self._lanes.finished(delivery, asyncio.get_running_loop().time())
         self._start_ready()
-        self._pacing.freed(len(self._in_flight) + self._lanes.waiting)
+        self._pacing.freed(self._in_hand())
         self._moved_on()

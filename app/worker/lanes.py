@@ -73,6 +73,7 @@ class _Destination:
 
     name: str
     busy: int = 0
+    waiting: int = 0  # its deliveries in the lanes, ready or behind another
     ready: deque[uuid.UUID] = field(default_factory=deque)
     ready_again: deque[uuid.UUID] = field(default_factory=deque)
     # The loop time each delivery in flight started, in the order they started: the first
@@ -84,7 +85,7 @@ class _Destination:
 
     @property
     def idle(self) -> bool:
-        return not self.busy and not self.ready and not self.ready_again
+        return not self.busy and not self.waiting
 
 
 @dataclass(slots=True)
@@ -148,6 +149,7 @@ class Lanes:
                 delivery.occurrence_id in unstarted,
                 destination_of(delivery.target),
             )
+            self._destination(waiting.destination).waiting += 1
             lane = self._lanes.get(sid)
             if lane is None:
                 lane = self._lanes[sid] = []
@@ -194,6 +196,7 @@ class Lanes:
                 if not lane:
                     del self._lanes[sid]
                 self._launch(sid, head, now)
+                self._destinations[head.destination].waiting -= 1
                 started.launch.append(head.delivery)
                 if head.unstarted:
                     started.unstarted.add(head.delivery.occurrence_id)
@@ -224,6 +227,12 @@ class Lanes:
             if d.busy and not self._answering(d, now) and d.busy >= self._entitled(d, now)
         ]
 
+    def parked(self, saturated: Collection[str]) -> int:
+        """How many waiting deliveries go to the `saturated` destinations: they start only
+        as those destinations' own deliveries finish, so they leave the claims room for
+        the others (which the claims then pass over them to take)."""
+        return sum(self._destinations[name].waiting for name in saturated)
+
     def expiring(self, now: float) -> list[Delivery]:
         """Remove and return every waiting lane that holds a delivery whose lease is too
         short to start; cheap when none is (one comparison)."""
@@ -242,6 +251,9 @@ class Lanes:
         out = [w.delivery for lane in self._lanes.values() for w in lane]
         for sid in list(self._ready):
             self._unready(sid)
+        for destination in list(self._destinations.values()):
+            destination.waiting = 0
+            self._forget_if_idle(destination)
         self._lanes.clear()
         self._waiting = 0
         self._soonest = float("inf")
@@ -322,6 +334,10 @@ class Lanes:
         lane = self._lanes.pop(sid)
         self._waiting -= len(lane)
         self._unready(sid)
+        for waiting in lane:
+            destination = self._destinations[waiting.destination]
+            destination.waiting -= 1
+            self._forget_if_idle(destination)
         return [w.delivery for w in lane]
 
     def _make_ready(self, sid: uuid.UUID) -> None:
