@@ -21,7 +21,6 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
 from alembic import command
-
 from app.domain.filters import DeadLetterFilter, ScheduleAfter, ScheduleFilter
 from app.domain.flow import FlowKey, FlowLimits
 from app.domain.ids import uuid7
@@ -77,19 +76,23 @@ __all__ = [
     "every_page",
     "find_by_idempotency_key",
     "flow_keys",
+    "forget_destinations",
     "hold",
     "holding_pruning_lock",
     "immediate",
     "insert_schedules",
     "interval",
     "is_at_head",
+    "migrate_to",
     "move_clock",
     "move_clock_past",
+    "move_to_key",
     "once",
     "prune",
     "put_flow_key",
     "queue",
     "read_attempt_log",
+    "read_destinations",
     "read_flow_key",
     "read_idempotency_column",
     "read_lease",
@@ -108,11 +111,9 @@ __all__ = [
     "skip_due_ticks",
     "start_ahead",
     "unhold",
-    "upgrade_to_head",
-    "migrate_to",
     "update_schedule",
-    "read_destinations",
-    "forget_destinations",
+    "upgrade_to_head",
+    "visited_keys",
     "write_retry_text",
 ]
 
@@ -811,6 +812,25 @@ async def put_flow_key(
         return await FlowKeyStore().put(conn, key, limits, if_match, await transaction_now(conn))
 
     return await database.run(work)
+
+
+async def visited_keys(database: Database) -> list[str]:
+    """The flow keys the keyed claim looks at now: those with rows due that no key holds."""
+
+    async def work(conn: Connection) -> list[str]:
+        return [row.flow_key for row in await dialect_of(conn).due_keys(conn, 0.0)]
+
+    return await database.run(work)
+
+
+async def move_to_key(database: Database, schedule_id: uuid.UUID, key: str | None) -> None:
+    """What a PATCH of the schedule's flow key writes: the key, and its rows moved to it."""
+
+    async def work(conn: Connection) -> None:
+        await ScheduleStore().update(conn, schedule_id, await transaction_now(conn), flow_key=key)
+        await LifecycleStore().move_to_key(conn, schedule_id, key)
+
+    await database.run(work)
 
 
 async def read_flow_key(database: Database, key: str) -> FlowKey:

@@ -465,3 +465,73 @@ async def test_a_keyed_claim_starts_no_more_than_its_free_slots_across_its_state
     assert len(claimed.deliveries) == 4
     started = [d for d in claimed.deliveries if d.occurrence_id not in claimed.unstarted]
     assert len(started) <= 3
+
+
+async def test_a_paused_key_is_visited_once_then_its_rows_wait_out_of_the_claims_view(
+    database: Database,
+) -> None:
+    await ports.put_flow_key(database, "held", FlowLimits(paused=True))
+    await _keyed(database, "held", 3)
+    await _keyed(database, "open", 1)
+    assert await ports.visited_keys(database) == ["held", "open"]
+
+    assert {d.flow_key for d in await ports.claim(database, limit=10)} == {"open"}
+
+    assert await ports.visited_keys(database) == [], "a paused key is still visited"
+    key = await ports.read_flow_key(database, "held")
+    assert key.waiting == 3, "what a paused key holds still waits on it"
+    # A row that arrives while the key is paused is held by the claim that finds it.
+    await _keyed(database, "held", 1)
+    assert await ports.visited_keys(database) == ["held"]
+    assert await ports.claim(database, limit=10) == []
+    assert await ports.visited_keys(database) == []
+
+    await ports.put_flow_key(database, "held", FlowLimits(parallelism=10))
+
+    assert await ports.visited_keys(database) == ["held"]
+    assert len(await ports.claim(database, limit=10)) == 4, "the resume gives back all four"
+
+
+async def test_a_removed_key_gives_back_what_its_pause_held(database: Database) -> None:
+    await ports.put_flow_key(database, "held", FlowLimits(paused=True))
+    await _keyed(database, "held", 2)
+    assert await ports.claim(database, limit=10) == []
+    assert await ports.visited_keys(database) == []
+
+    assert await ports.delete_flow_key(database, "held")
+
+    assert len(await ports.claim(database, limit=10)) == 2
+
+
+async def test_a_schedule_moved_off_a_paused_key_starts_on_its_new_one(
+    database: Database,
+) -> None:
+    await ports.put_flow_key(database, "held", FlowLimits(paused=True))
+    moved, _ = await _keyed(database, "held", 2)
+    assert await ports.claim(database, limit=10) == []
+
+    await ports.move_to_key(database, moved, "open")
+
+    (taken,) = await ports.claim(database, limit=10)
+    assert (taken.schedule_id, taken.flow_key) == (moved, "open")
+    assert await ports.visited_keys(database) == []
+
+
+async def test_a_backed_off_key_is_out_of_view_until_its_back_off_ends(
+    database: Database,
+) -> None:
+    await _keyed(database, "acme", 3)
+    first, *_ = await ports.claim(database, limit=1)
+    asked = Settlement(
+        first, OccurrenceStatus.PENDING, error="HTTP 429", retry_in=30.0, key_backoff=30.0
+    )
+    await ports.settle(database, [asked])
+    held = await ports.claimed(database, limit=10)
+    assert held.deliveries == []
+    assert await ports.visited_keys(database) == []
+    # Out of view, the key still tells the loop when it may start again.
+    assert (await ports.claimed(database, limit=10)).due_in is not None
+
+    ports.move_clock(database, timedelta(seconds=31))
+
+    assert len(await ports.claim(database, limit=10)) == 3

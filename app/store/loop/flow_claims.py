@@ -12,8 +12,13 @@ Invariants:
   in the same transaction as the leases;
 - a fifo key starts only its head (its earliest pending occurrence by fire instant, then
   id), and only when nothing of the key is in flight: a retrying head holds the key;
-- a key that is paused, backing off or out of tokens costs the claim one index probe, never
-  a read of the rows waiting on it;
+- a key that is paused or backing off costs a claim nothing once one claim has found it so:
+  that claim shelves its waiting rows (`shelve_keys`, under the key's lock, so that a resume
+  committed meanwhile is never undone), which leaves them out of the index the claim walks
+  until the key may start again; a resume, a removal or the back-off's end unshelves them
+  (`unshelve_keys`; the claim does it for a back-off that ran out);
+- a key out of tokens or at its parallelism costs the claim one index probe, never a read
+  of the rows waiting on it;
 - rows of a key with limits are leased only when due, never ahead: a lease waiting for its
   instant would hold a slot and a token before its time (a key without limits is claimed
   ahead as unkeyed rows are).
@@ -36,7 +41,15 @@ from app.domain.flow import Bucket, FlowLimits, Ordering, allowance, full_bucket
 from app.store.dialects import dialect_of
 from app.store.dialects.claim_rows import DUE_KEY_COLUMNS
 from app.store.loop.sql import ClaimRows, typed, union_all
-from app.store.records.flow_keys import in_flight, named, stored_limits
+from app.store.records.flow_keys import (
+    in_flight,
+    named,
+    next_unshelve_in,
+    shelve_keys,
+    stored_limits,
+    unshelve_keys,
+    unshelving_keys,
+)
 from app.store.schema.types import UUID, UTCDateTime
 
 # A key's row as the keyed claim reads it under its lock (named SQL `lock_keys`).
@@ -51,6 +64,11 @@ def _lock_keys(dialect: str) -> sa.TextualSelect:
     is not among them (named SQL `lock_keys`)."""
     return named("lock_keys", dialect).columns(**_KEY_COLUMNS)
 
+
+# At most this many keys have their rows shelved by one claim: the rest are shelved by the
+# claims after it, so that a claim that finds 10^4 keys paused at once costs a few statements of a
+# bounded size (a list parameter of each key), not one statement of them all.
+MAX_SHELVES = 500
 
 # The candidates of each key: a fifo key's head, or the due rows of any other key.
 _HEAD, _DUE_ROWS = "flow_head", "flow_due_rows"
@@ -142,12 +160,16 @@ class FlowClaims:
         instant (its limits are the key's, wherever it delivers). `start`: as
         `Dialect.claim`'s, shared by its two statements."""
         dialect = dialect_of(conn)
+        unshelving = await unshelving_keys(conn, dialect.clock.host_now())
+        if unshelving:
+            await unshelve_keys(conn, unshelving)
         due = await dialect.due_keys(conn, ahead)
         if not due:
-            return KeyedClaim([])
+            return KeyedClaim([], held_back_in=await self._next_unshelve(conn))
         now: datetime = due[0].now
         held_back: Counter[str] = Counter()
         held_back_in: float | None = None
+        shelving: list[str] = []  # due keys paused or backing off: their rows to shelve
         free: list[str] = []  # keys with no limits: no lock, no count
         bounded: list[str] = []  # keys that may start something once locked
         for row in due:
@@ -157,6 +179,7 @@ class FlowClaims:
             if backing_off is not None:
                 held_back["backoff"] += 1
                 held_back_in = _sooner(held_back_in, backing_off)
+                shelving.append(row.flow_key)
                 continue
             limits = _limits(row)
             if limits is None or not limits.limited:
@@ -168,11 +191,15 @@ class FlowClaims:
             most, bucket = allowance(limits, _bucket(row, limits, now), in_flight=0, now=now)
             if most == 0:
                 held_back["paused" if limits.paused else "rate"] += 1
-                held_back_in = _sooner(
-                    held_back_in, None if limits.paused else bucket.next_token_in(limits)
-                )
+                if limits.paused:
+                    shelving.append(row.flow_key)
+                else:
+                    held_back_in = _sooner(held_back_in, bucket.next_token_in(limits))
                 continue
             bounded.append(row.flow_key)
+        await self._shelve(conn, shelving, now)
+        if shelving:
+            held_back_in = _sooner(held_back_in, await self._next_unshelve(conn))
         if room <= 0:  # a look only: whether any due key may start something
             return KeyedClaim([], len(free) + len(bounded), held_back_in, held_back)
         picks, buckets, wait = await self._bounded(conn, bounded, room, now, held_back)
@@ -215,6 +242,23 @@ class FlowClaims:
             rows += taken
             demand += len(taken) + (1 if len(taken) >= left else 0)
         return KeyedClaim(rows, demand, held_back_in, held_back)
+
+    async def _shelve(self, conn: AsyncConnection, keys: list[str], now: datetime) -> None:
+        """Shelve the rows of the keys that are still paused or backing off under their
+        locks (a key another claim holds is left to it)."""
+        keys = keys[:MAX_SHELVES]
+        if not keys:
+            return
+        locked = (await conn.execute(_lock_keys(dialect_of(conn).name), {"keys": keys})).all()
+        shelved = [
+            row.flow_key for row in locked if row.paused or _backing_off(row, now) is not None
+        ]
+        if shelved:
+            await shelve_keys(conn, shelved)
+
+    async def _next_unshelve(self, conn: AsyncConnection) -> float | None:
+        """Seconds until a key shelving rows for a back-off may start again."""
+        return await next_unshelve_in(conn, dialect_of(conn).clock.host_now())
 
     async def _bounded(
         self,

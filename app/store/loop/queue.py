@@ -92,8 +92,9 @@ class DeliveryQueue:
     ) -> Claimed:
         """Lease up to `limit` due occurrences, and with `ahead` > 0 those due within that
         many seconds that no lease holds (`Claimed.not_before`); with more than `start`
-        due, none starts (`Claimed.unstarted`); none of the destinations in `skip`. When there are none, the same transaction
-        reads how soon the next one is due, for the idle sleep."""
+        due, none starts (`Claimed.unstarted`); none of the destinations in `skip`. When
+        there are none, the same transaction reads how soon the next one is due, for the
+        idle sleep."""
 
         async def work(conn: Connection) -> Claimed:
             found = await self._claims.claim(

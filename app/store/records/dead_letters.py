@@ -167,6 +167,7 @@ class DeadLetterStore:
                     available_at=sa.case((paused, sa.null()), else_=sa.literal(now, UTCDateTime())),
                     dead_lettered_at=None,
                     lease_token=None,
+                    shelved=False,  # its key's claim holds it again if it must
                     updated_at=now,
                 )
             )

@@ -24,7 +24,7 @@ from app.domain.occurrence import Delivery, OccurrenceStatus, Settlement
 from app.domain.schedule import check_version
 from app.store.dialects import dialect_of
 from app.store.dialects.toolkit import by_lease_token
-from app.store.loop.sql import query, typed
+from app.store.loop.sql import queries, query, typed
 from app.store.schema.tables import flow_keys, occurrences, schedules
 from app.store.schema.types import UUID, UTCDateTime
 
@@ -64,6 +64,49 @@ def named(name: str, dialect: str) -> sa.TextClause:
 def in_flight(dialect: str) -> sa.TextualSelect:
     """Per flow key of `keys`, its attempts in flight at `now` (named SQL `in_flight`)."""
     return named("in_flight", dialect).columns(flow_key=sa.String(), in_flight=sa.Integer())
+
+
+@functools.cache
+def _statements(name: str, dialect: str) -> tuple[sa.TextClause, ...]:
+    return tuple(typed(statement, *_PARAMETERS) for statement in queries(name, dialect))
+
+
+async def shelve_keys(conn: AsyncConnection, keys: Sequence[str]) -> None:
+    """Shelve the pending rows that no lease holds of keys that are paused or backing off,
+    locked by the caller: they leave the keyed claim's index until the key may start again
+    (named SQL `shelve_keys`)."""
+    for statement in _statements("shelve_keys", dialect_of(conn).name):
+        await conn.execute(statement, {"keys": list(keys)})
+
+
+async def unshelve_keys(conn: AsyncConnection, keys: Sequence[str]) -> None:
+    """Unshelve the rows of keys that may start again (resumed, their back-off over, or
+    gone): they are claimable again, each at its own instant (named SQL `unshelve_keys`)."""
+    for statement in _statements("unshelve_keys", dialect_of(conn).name):
+        await conn.execute(statement, {"keys": list(keys)})
+
+
+@functools.cache
+def _unshelving(dialect: str) -> sa.TextualSelect:
+    return named("unshelving_keys", dialect).columns(flow_key=sa.String())
+
+
+async def unshelving_keys(conn: AsyncConnection, now: datetime) -> list[str]:
+    """The keys shelving rows that may start again at `now`, locked (a key another claim
+    holds is left to it; named SQL `unshelving_keys`)."""
+    return list((await conn.execute(_unshelving(dialect_of(conn).name), {"now": now})).scalars())
+
+
+@functools.cache
+def _next_unshelve(dialect: str) -> sa.TextualSelect:
+    return named("next_unshelve", dialect).columns(until=UTCDateTime())
+
+
+async def next_unshelve_in(conn: AsyncConnection, now: datetime) -> float | None:
+    """Seconds until the soonest back-off of a key shelving rows ends (None: none will;
+    named SQL `next_unshelve`)."""
+    until = (await conn.execute(_next_unshelve(dialect_of(conn).name), {"now": now})).scalar()
+    return None if until is None else (until - now).total_seconds()
 
 
 # Per key: occurrences due and not started.
@@ -211,6 +254,9 @@ class FlowKeyStore:
             "updated_at": now,
         }
         await conn.execute(flow_keys.update().where(_f.key == key).values(**values))
+        backing_off = row.backoff_until is not None and row.backoff_until > now
+        if not limits.paused and not backing_off:
+            await unshelve_keys(conn, [key])  # what a pause shelved starts as limits allow
         return await self.get(conn, key, now), created
 
     async def clear_backoff(self, conn: AsyncConnection, key: str, now: datetime) -> FlowKey:
@@ -223,6 +269,9 @@ class FlowKeyStore:
             .values(backoff_until=None)
         )
         await conn.execute(flow_keys.delete().where(_f.key == key, _f.limits_set.is_(False)))
+        paused = (await conn.execute(sa.select(_f.paused).where(_f.key == key))).scalar()
+        if not paused:
+            await unshelve_keys(conn, [key])
         return await self.get(conn, key, now)
 
     async def delete(
@@ -240,10 +289,12 @@ class FlowKeyStore:
                 check_version(0, if_match, "the flow key has no limits")
             if row is not None:
                 await conn.execute(flow_keys.delete().where(_f.key == key))
+                await unshelve_keys(conn, [key])
             return False
         if if_match is not None:
             check_version(row.version, if_match, f"the flow key is at version {row.version}")
         await conn.execute(flow_keys.delete().where(_f.key == key))
+        await unshelve_keys(conn, [key])  # no limits, no pause: nothing shelves its rows
         return True
 
     async def page(

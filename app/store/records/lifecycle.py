@@ -167,7 +167,8 @@ class LifecycleStore:
     ) -> None:
         """Give the schedule's occurrences that may still be attempted (pending ones, and
         dead letters a replay may send again) the schedule's new flow key; its failure
-        callbacks go to another destination, and have none."""
+        callbacks go to another destination, and have none. Each is open to the new key's
+        claim, which holds it again if that key is paused or backing off."""
         await conn.execute(
             occurrences.update()
             .where(
@@ -177,7 +178,7 @@ class LifecycleStore:
                 ),
                 occurrences.c.origin != Origin.CALLBACK,
             )
-            .values(flow_key=flow_key)
+            .values(flow_key=flow_key, shelved=False)
         )
 
     async def drop_unfired_cadence(self, conn: AsyncConnection, schedule_id: uuid.UUID) -> None:

@@ -14,8 +14,8 @@ from sqlalchemy.engine import Row
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.domain.destinations import destination_of
 from app.domain.claim_plan import pending_occurrence
+from app.domain.destinations import destination_of
 from app.domain.errors import ConflictError
 from app.domain.filters import FAILING_WINDOW, ScheduleAfter, ScheduleFilter, ScheduleSort
 from app.domain.occurrence import OccurrenceStatus, Origin

@@ -73,6 +73,12 @@ ENDED = _in("status", ENDED_STATUSES)
 UNKEYED_FRESH = "status = 'pending' AND flow_key IS NULL AND first_attempt_at IS NULL"
 UNKEYED_AGAIN = "status = 'pending' AND flow_key IS NULL AND first_attempt_at IS NOT NULL"
 KEYED = "status = 'pending' AND flow_key IS NOT NULL"
+# Of those, the rows no paused or backing-off key has shelved (`occurrences.shelved`): the
+# keys the keyed claim visits, so that however many keys hold work back, it never sees them.
+KEYED_OPEN = KEYED + " AND NOT shelved"
+# Keys with rows shelved although the key may start again (resumed, or its back-off
+# over): the claim unshelves them. A paused key is none of them, however many are.
+UNSHELVING = "shelving AND NOT paused"
 CLAIM_SETS = (UNKEYED_FRESH, UNKEYED_AGAIN, KEYED)
 # The rows of a flow key whose lease may still hold, whatever their status: a pause or a
 # cancel does not end an attempt in flight. The count of a key's attempts in flight repeats
@@ -276,8 +282,9 @@ class OccurrenceRow(SQLModel, table=True):
         ),
         # The claim of unkeyed rows attempted before (MySQL: the claim index).
         *_partial("ix_occurrences_claim_again", "available_at", where=UNKEYED_AGAIN, mysql=None),
-        # The keyed claim: each key's due rows in due order (MySQL: the claim index).
-        *_partial("ix_occurrences_flow", "flow_key", "available_at", where=KEYED, mysql=None),
+        # The keyed claim: each key's due rows in due order, but for those its key shelved
+        # (MySQL: the claim index).
+        *_partial("ix_occurrences_flow", "flow_key", "available_at", where=KEYED_OPEN, mysql=None),
         # A fifo key's head: its earliest pending row in due order (fire instant, then id).
         *_partial(
             "ix_occurrences_flow_order",
@@ -354,6 +361,12 @@ class OccurrenceRow(SQLModel, table=True):
     lease_ahead: bool = Field(
         default=False, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.false())
     )
+    # Shelved by its flow key, paused or backing off (`flow_keys.shelving`): out of the
+    # keyed claim's index until the key may start again. Its instant (`available_at`) stays,
+    # and it still waits on the key (the key's `waiting` figure).
+    shelved: bool = Field(
+        default=False, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.false())
+    )
     last_error: str | None = Field(default=None, sa_column=sa.Column(sa.Text))
     skip_reason: str | None = Field(default=None, sa_column=sa.Column(sa.String(20)))
     # How many ticks a skipped entry stands for: 1, or the rest of a long gap.
@@ -388,6 +401,13 @@ class FlowKeyRow(SQLModel, table=True):
         sa.CheckConstraint("parallelism IS NULL OR parallelism >= 1", name="parallelism"),
         sa.CheckConstraint(_in("ordering", ORDERINGS), name="ordering"),
         sa.CheckConstraint("version >= 1", name="version"),
+        # The keys whose shelved rows the claim unshelves, by when their back-off ends.
+        *_partial(
+            "ix_flow_keys_unshelving",
+            "backoff_until",
+            where=UNSHELVING,
+            mysql=("shelving", "paused", "backoff_until"),
+        ),
         MYSQL_TABLE,
     )
 
@@ -416,6 +436,11 @@ class FlowKeyRow(SQLModel, table=True):
     refilled_at: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
     # A destination's Retry-After: nothing of the key starts before it.
     backoff_until: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
+    # Some of its pending rows are shelved (`occurrences.shelved`): it was paused or backing
+    # off when a claim found them due.
+    shelving: bool = Field(
+        default=False, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.false())
+    )
     created_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
     updated_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
 

@@ -89,6 +89,12 @@ NAMES: dict[str, tuple[str, ...]] = {
     "still_held": SHARED,
     "give_back_tokens": ("mysql", REST),
     "end_cancelled_leases": SHARED,
+    # Keys paused or backing off hold their waiting rows out of the keyed claim's index;
+    # the keys that may start again, the soonest a back-off of one ends, and the give-back.
+    "shelve_keys": ("mysql", REST),
+    "unshelving_keys": DIALECTS,
+    "next_unshelve": SHARED,
+    "unshelve_keys": ("mysql", REST),
     # Retention of ended schedules: those nothing has changed since the cutoff.
     "ended_schedules": DIALECTS,
 }

@@ -2,14 +2,15 @@
 -- bucket and back-off as last committed (a plain read takes no locks). The GROUP BY is a
 -- loose index scan of the claim index `(status, flow_key, available_at)`: one probe per key
 -- that has pending rows, however many rows wait on it. A paused schedule's rows have no
--- `available_at`, so a key with only those is not due.
+-- `available_at`, so a key with only those is not due; nor is one whose rows its key holds
+-- (`shelved`, paused or backing off).
 SELECT d.flow_key, d.first_at, CAST(:now AS DATETIME(6)) AS now,
        f.rate, f.period_seconds, f.burst, f.parallelism, f.ordering, f.paused,
        f.tokens, f.refilled_at, f.backoff_until
 FROM (
     SELECT o.flow_key, MIN(o.available_at) AS first_at
     FROM occurrences AS o
-    WHERE o.status = 'pending' AND o.flow_key IS NOT NULL
+    WHERE o.status = 'pending' AND o.flow_key IS NOT NULL AND NOT o.shelved
     GROUP BY o.flow_key
 ) AS d
 LEFT JOIN flow_keys AS f ON f.`key` = d.flow_key

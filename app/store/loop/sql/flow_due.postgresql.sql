@@ -3,14 +3,16 @@
 -- may start something of, and reads them again under that lock).
 -- A loose index scan: one probe of `ix_occurrences_flow` per key that has pending rows,
 -- however many rows wait on it, then the key's earliest `available_at` (its first entry).
--- A paused schedule's rows have no `available_at`, so a key with only those is not due.
+-- A paused schedule's rows have no `available_at`, so a key with only those is not due;
+-- rows a paused or backing-off key holds (`shelved`) are not in the index at all.
 WITH RECURSIVE keyed(flow_key) AS (
     SELECT min(o.flow_key) FROM occurrences AS o
-    WHERE o.status = 'pending' AND o.flow_key IS NOT NULL
+    WHERE o.status = 'pending' AND o.flow_key IS NOT NULL AND NOT o.shelved
     UNION ALL
     SELECT (
         SELECT min(o.flow_key) FROM occurrences AS o
-        WHERE o.status = 'pending' AND o.flow_key IS NOT NULL AND o.flow_key > k.flow_key
+        WHERE o.status = 'pending' AND o.flow_key IS NOT NULL AND NOT o.shelved
+          AND o.flow_key > k.flow_key
     )
     FROM keyed AS k
     WHERE k.flow_key IS NOT NULL
@@ -18,7 +20,8 @@ WITH RECURSIVE keyed(flow_key) AS (
 due AS (
     SELECT k.flow_key, (
         SELECT min(o.available_at) FROM occurrences AS o
-        WHERE o.status = 'pending' AND o.flow_key IS NOT NULL AND o.flow_key = k.flow_key
+        WHERE o.status = 'pending' AND o.flow_key IS NOT NULL AND NOT o.shelved
+          AND o.flow_key = k.flow_key
     ) AS first_at
     FROM keyed AS k
     WHERE k.flow_key IS NOT NULL

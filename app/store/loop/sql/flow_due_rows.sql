@@ -9,6 +9,7 @@ FROM (
     WHERE occurrences.status = 'pending'
       AND occurrences.flow_key IS NOT NULL
       AND occurrences.flow_key = :key
+      AND NOT occurrences.shelved
       AND occurrences.available_at IS NOT NULL
       AND NOT EXISTS (
           SELECT 1 FROM schedules
