@@ -102,8 +102,8 @@ IN_FLIGHT = Gauge("chronoq_deliveries_in_flight", "Deliveries running now")
 FLOW_HELD = Counter(
     "chronoq_flow_keys_held_total",
     "Due flow keys a claim of this replica held back, by reason: paused, backoff (a "
-    "destination's Retry-After), rate, parallelism, order (a fifo key's head retrying or in "
-    "flight)",
+    "destination's Retry-After; both counted as a claim shelves the key's rows), rate, "
+    "parallelism, order (a fifo key's head retrying or in flight)",
     ["reason"],
 )
 # Deprecated: chronoq_occurrences_dead_lettered_total without labels; removed in the next release.
