@@ -2,7 +2,9 @@
 webhook's origin or `amqp:<exchange>`, `app.domain.destinations`), so that a claim can
 pass over the rows of a destination its replica has no room for.
 
-Live schedules (pending or paused) are given theirs here, in batches by id; ended ones
+Live schedules (pending or paused) are given theirs here: in one statement on PostgreSQL
+and MySQL/MariaDB (so `chronoq migrate --sql` prints it too), which computes what
+`webhook_destination` does; on SQLite by that function, in batches by id. Ended schedules
 never deliver again and keep NULL, which no claim passes over.
 
 Revision ID: 0019_destinations
@@ -25,6 +27,40 @@ down_revision: str | None = "0018_lease_until"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
+LIVE = "status IN ('pending', 'paused')"
+# The origin of a webhook's URL (`webhook_destination`): its scheme and `://`, then what
+# follows up to the path, the query or the fragment, from after the last `@`, in lower case.
+_POSTGRESQL = rf"""
+UPDATE schedules SET destination = CASE
+    WHEN target_type = 'rabbitmq'
+        THEN left('amqp:' || coalesce(target->>'exchange', ''), {MAX_DESTINATION})
+    WHEN position('://' in target->>'url') = 0
+        THEN left(lower(target->>'url'), {MAX_DESTINATION})
+    ELSE left(lower(
+        split_part(target->>'url', '://', 1) || '://' || regexp_replace(
+            substring(substr(target->>'url', position('://' in target->>'url') + 3)
+                      from '^[^/?#]*'),
+            '^.*@', '')
+    ), {MAX_DESTINATION})
+END
+WHERE {LIVE}
+"""
+_URL = "JSON_UNQUOTE(JSON_EXTRACT(target, '$.url'))"
+_MYSQL = f"""
+UPDATE schedules SET destination = CASE
+    WHEN target_type = 'rabbitmq'
+        THEN LEFT(CONCAT('amqp:', COALESCE(JSON_UNQUOTE(JSON_EXTRACT(target, '$.exchange')),
+                                           '')), {MAX_DESTINATION})
+    WHEN LOCATE('://', {_URL}) = 0
+        THEN LEFT(LOWER({_URL}), {MAX_DESTINATION})
+    ELSE LEFT(LOWER(CONCAT(
+        SUBSTRING_INDEX({_URL}, '://', 1), '://',
+        SUBSTRING_INDEX(
+            REGEXP_SUBSTR(SUBSTRING({_URL}, LOCATE('://', {_URL}) + 3), '^[^/?#]*'), '@', -1)
+    )), {MAX_DESTINATION})
+END
+WHERE {LIVE}
+"""
 BATCH = 2000
 _schedules = sa.table(
     "schedules",
@@ -45,10 +81,7 @@ def _destination(stored: Any) -> str | None:
     return webhook_destination(url) if isinstance(url, str) else None
 
 
-def upgrade() -> None:
-    # A nullable column with no default: no server rewrites the table to add it.
-    with op.batch_alter_table("schedules") as batch:
-        batch.add_column(sa.Column("destination", sa.String(MAX_DESTINATION), nullable=True))
+def _by_batches() -> None:
     bind = op.get_bind()
     live = _schedules.c.status.in_(("pending", "paused"))
     after = None
@@ -72,6 +105,19 @@ def upgrade() -> None:
                 named,
             )
         after = rows[-1].id
+
+
+def upgrade() -> None:
+    # A nullable column with no default: no server rewrites the table to add it.
+    with op.batch_alter_table("schedules") as batch:
+        batch.add_column(sa.Column("destination", sa.String(MAX_DESTINATION), nullable=True))
+    dialect = op.get_context().dialect.name
+    if dialect == "postgresql":
+        op.execute(_POSTGRESQL)
+    elif dialect in ("mysql", "mariadb"):
+        op.execute(_MYSQL)
+    else:
+        _by_batches()
 
 
 def downgrade() -> None:

@@ -11,34 +11,35 @@ without reading their targets.
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+import re
 
 from app.domain.target import RabbitMQTarget, Target
 
 # The longest name: a scheme, a host name of at most 253 bytes, a port; or an exchange of
 # at most 255 bytes behind its prefix.
 MAX_DESTINATION = 300
-_DEFAULT_PORTS = {"http": 80, "https": 443}
+# A URL's authority: what follows `scheme://` up to the path, the query or the fragment.
+_AUTHORITY = re.compile(r"[^/?#]*")
 
 
 def destination_of(target: Target) -> str:
-    """The destination `target` delivers to: `http://host:port` for a webhook (lower case,
-    the port always given), `amqp:<exchange>` for a RabbitMQ publish."""
+    """The destination `target` delivers to: a webhook's origin (`webhook_destination`),
+    `amqp:<exchange>` for a RabbitMQ publish."""
     if isinstance(target, RabbitMQTarget):
         return f"amqp:{target.exchange}"[:MAX_DESTINATION]
     return webhook_destination(target.url)
 
 
 def webhook_destination(url: str) -> str:
-    """The origin of a webhook URL as a destination; a URL that does not split (never one
-    the API accepted) is its own destination, cut to the column's length."""
-    try:
-        parts = urlsplit(url)
-        scheme = parts.scheme.lower()
-        host = (parts.hostname or "").lower()
-        port = parts.port or _DEFAULT_PORTS.get(scheme, 0)
-    except ValueError:
-        return url[:MAX_DESTINATION]
-    if ":" in host:  # an IPv6 literal keeps its brackets
-        host = f"[{host}]"
-    return f"{scheme}://{host}:{port}"[:MAX_DESTINATION]
+    """A webhook URL's origin as written, in lower case: its scheme, `://` and its host
+    and port, without credentials (`http://10.0.0.7:8080`), cut to the column's length. A
+    port left out is not filled in: `http://h` and `http://h:80` are two names of one
+    receiver, which share nothing but a name. The migration that gave stored schedules theirs
+    computes the same in SQL (alembic/versions/0019_destinations.py); a URL without `://`
+    (never one the API accepted) is its own destination."""
+    scheme, separator, rest = url.partition("://")
+    if not separator:
+        return url.lower()[:MAX_DESTINATION]
+    authority = _AUTHORITY.match(rest)
+    host = authority.group(0).rpartition("@")[2] if authority else ""
+    return f"{scheme}://{host}".lower()[:MAX_DESTINATION]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
+from app.domain.destinations import destination_of
 from app.domain.schedule import ScheduleStatus
 from app.domain.target import RabbitMQTarget, WebhookTarget
 from tests.store import ports
@@ -70,16 +71,21 @@ async def test_live_schedules_from_before_destinations_are_given_theirs(
 ) -> None:
     async with opened(empty_store()) as database:
         await ports.upgrade_to_head(database)
-        webhook = ports.draft(
-            ports.immediate(),
-            target=WebhookTarget(type="webhook", url="HTTP://Receiver.Example:8080/hooks?x=1"),
-        )
+        webhooks = [
+            ports.draft(ports.immediate(), target=WebhookTarget(type="webhook", url=url))
+            for url in (
+                "HTTP://Receiver.Example:8080/hooks?x=1",
+                "http://127.0.0.1:9",
+                "https://receiver.example?q=/a@b",
+                "http://[::1]:9000/x#frag",
+            )
+        ]
         exchange = ports.draft(
             ports.immediate(),
             target=RabbitMQTarget(type="rabbitmq", exchange="billing", routing_key="paid"),
         )
         ended = ports.draft(ports.immediate())
-        await ports.insert_schedules(database, [webhook, exchange, ended])
+        await ports.insert_schedules(database, [*webhooks, exchange, ended])
         await ports.cancel(database, ended.id)
         await ports.update_schedule(database, ended.id, status=ScheduleStatus.CANCELLED)
         await ports.forget_destinations(database)
@@ -87,8 +93,10 @@ async def test_live_schedules_from_before_destinations_are_given_theirs(
         await ports.migrate_to(database, "0018_lease_until")
         await ports.upgrade_to_head(database)
 
+        # What the migration computed is what the service computes for a target.
         assert await ports.read_destinations(database) == {
-            webhook.id: "http://receiver.example:8080",
+            **{w.id: destination_of(w.target) for w in webhooks},
             exchange.id: "amqp:billing",
             ended.id: None,  # it never delivers again
         }
+        assert destination_of(webhooks[0].target) == "http://receiver.example:8080"
