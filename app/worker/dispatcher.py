@@ -169,6 +169,7 @@ class Dispatcher:
         self._claims: list[asyncio.Task[None]] = []  # in the order they were issued
         self._claiming = 0  # rows asked for by claims still running
         self._parked = 0  # waiting on saturated destinations, as of the last cycle
+        self._skipping: frozenset[str] = frozenset()  # what the latest claim passed over
         # What `at_rest` reads: claims issued so far; how many had been issued when
         # something in hand last moved on (started, finished, settled, handed back); the
         # latest claim that found nothing due, and ran alone (beside another claim, it may
@@ -444,6 +445,7 @@ class Dispatcher:
         # What the claim may start at once: the slots that nothing claimed is waiting for.
         start = max(0, self._free_slots() - self._claiming)
         self._claiming += limit
+        self._skipping = frozenset(skip)
         self._issued += 1
         if self._running:
             self._beside.update(self._running, (self._issued,))
@@ -572,7 +574,12 @@ class Dispatcher:
             return
         metrics.IN_FLIGHT.dec()
         self._finishes += 1
-        self._lanes.finished(delivery, asyncio.get_running_loop().time())
+        destination = self._lanes.finished(delivery, asyncio.get_running_loop().time())
+        if destination in self._skipping:
+            # A slot of a destination the claims passed over is free: claim its rows again
+            # now, not at the next poll (the claim that passed over them found nothing).
+            self._skipping = frozenset()
+            self._alarm.wake_in(0.0)
         self._start_ready()
         self._pacing.freed(self._in_hand())
         self._moved_on()

@@ -202,9 +202,10 @@ class Lanes:
                     started.unstarted.add(head.delivery.occurrence_id)
         return started
 
-    def finished(self, delivery: Delivery, now: float | None = None) -> None:
+    def finished(self, delivery: Delivery, now: float | None = None) -> str | None:
         """The schedule's delivery in flight is done (at loop time `now`, which times its
-        destination's answer when given): its lane's next may start."""
+        destination's answer when given): its lane's next may start. Returns its
+        destination (None: it was not in flight here)."""
         sid = delivery.schedule_id
         name = self._busy.pop(sid, None)
         if name is not None:
@@ -216,6 +217,7 @@ class Lanes:
             self._forget_if_idle(destination)
         if sid in self._lanes:
             self._make_ready(sid)
+        return name
 
     def saturated(self, now: float) -> list[str]:
         """The destinations that may start nothing more here: each not known to answer

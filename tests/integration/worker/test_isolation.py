@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
@@ -24,16 +25,20 @@ BACKLOG = 80
 
 
 class Tarpit:
-    """A receiver that holds every request until it is let go."""
+    """A receiver that holds every request until it is let go, or `hold` seconds."""
 
-    def __init__(self) -> None:
+    def __init__(self, hold: float | None = None) -> None:
         self.held = 0
         self.answered = 0
         self.let_go = asyncio.Event()
+        self._hold_for = hold
 
     async def _hold(self, request: web.Request) -> web.Response:
         self.held += 1
-        await self.let_go.wait()
+        if self._hold_for is None:
+            await self.let_go.wait()
+        else:
+            await asyncio.sleep(self._hold_for)
         self.answered += 1
         return web.Response(status=200)
 
@@ -101,3 +106,26 @@ async def test_a_receiver_that_holds_its_requests_leaves_room_for_another(
             await eventually(
                 lambda: tarpit.answered == BACKLOG, within=30, what="the tarpit's rest"
             )
+
+
+async def test_a_slot_freed_at_a_destination_the_claims_passed_over_claims_it_again_at_once(
+    harness: Harness,
+) -> None:
+    # Two slots; a receiver that takes 1.1 s never gets both. While it holds its share the
+    # claims pass over its rows as they fall due, and find nothing else: the loop would
+    # sleep the whole poll interval, 20 s, were a freed slot not to wake it.
+    settings = harness.settings.model_copy(
+        update={"concurrency": 2, "dispatch_timeout": 5.0, "lease": 30.0, "poll_interval": 20.0}
+    )
+    tarpit = Tarpit(hold=1.1)
+    async with tarpit.serving() as url, open_sinks(settings) as sinks:
+        dispatcher = Dispatcher(harness.database, sinks, settings, rng=random.Random(1))
+        async with dispatcher.started():
+            started = time.monotonic()
+            for n in range(4):
+                await _one_shots(harness, url, 1, in_seconds=0.1 * n)
+
+            await eventually(lambda: tarpit.answered == 4, within=15, what="all four answered")
+
+            # One at a time, 1.1 s each: about 4.5 s; a poll in between would be over 20.
+            assert time.monotonic() - started < 12
