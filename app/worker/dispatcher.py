@@ -561,6 +561,7 @@ class Dispatcher:
         # The settlement joins the batcher as the task's last step: a finished task's
         # attempt is always there to settle, whether or not its callback has run.
         async with self._send_permits:  # at most `concurrency` sent at once
+            self._lanes.sending(delivery, asyncio.get_running_loop().time())
             done = await self.attempt(delivery)
         if isinstance(done, Unsent):
             # Not the target's failure: handed back uncharged, due again a little later.

@@ -76,8 +76,9 @@ class _Destination:
     waiting: int = 0  # its deliveries in the lanes, ready or behind another
     ready: deque[uuid.UUID] = field(default_factory=deque)
     ready_again: deque[uuid.UUID] = field(default_factory=deque)
-    # The loop time each delivery in flight started, in the order they started: the first
-    # is the oldest still unanswered.
+    # The loop time each delivery in flight was sent (`Lanes.sending`), in that order: the
+    # first is the oldest still unanswered. One launched and waiting for a send permit or
+    # its start mark is not in it: that wait is this replica's, not the destination's.
     started: dict[uuid.UUID, float] = field(default_factory=dict)
 
     def queue(self, first: bool) -> deque[uuid.UUID]:
@@ -195,12 +196,19 @@ class Lanes:
                 self._waiting -= 1
                 if not lane:
                     del self._lanes[sid]
-                self._launch(sid, head, now)
+                self._launch(sid, head)
                 self._destinations[head.destination].waiting -= 1
                 started.launch.append(head.delivery)
                 if head.unstarted:
                     started.unstarted.add(head.delivery.occurrence_id)
         return started
+
+    def sending(self, delivery: Delivery, now: float) -> None:
+        """The delivery in flight is being sent, at loop time `now`: from here on its
+        destination is timed by it (`finished`)."""
+        name = self._busy.get(delivery.schedule_id)
+        if name is not None:
+            self._destinations[name].started[delivery.occurrence_id] = now
 
     def finished(self, delivery: Delivery, now: float | None = None) -> str | None:
         """The schedule's delivery in flight is done (at loop time `now`, which times its
@@ -313,10 +321,9 @@ class Lanes:
 
     # -- bookkeeping -------------------------------------------------------------------
 
-    def _launch(self, sid: uuid.UUID, head: _Waiting, now: float) -> None:
+    def _launch(self, sid: uuid.UUID, head: _Waiting) -> None:
         destination = self._destination(head.destination)
         destination.busy += 1
-        destination.started[head.delivery.occurrence_id] = now
         self._busy[sid] = head.destination
 
     def _destination(self, name: str) -> _Destination:

@@ -381,6 +381,14 @@ def to(target: WebhookTarget, count: int, *, first: bool = True) -> list[Deliver
     ]
 
 
+def send(lanes: Lanes, now: float) -> list[Delivery]:
+    """Start what may start and send it at once, as the loop does with a free permit."""
+    launched = lanes.start(now).launch
+    for delivery in launched:
+        lanes.sending(delivery, now)
+    return launched
+
+
 def answered(lanes: Lanes, deliveries: list[Delivery], now: float) -> None:
     for done in deliveries:
         lanes.finished(done, now)
@@ -390,38 +398,38 @@ def test_a_destination_not_known_to_answer_leaves_the_spare_slots_free_for_other
     lanes = Lanes(limit=8, min_lease=MIN_LEASE, spare_slots=2)
     lanes.admit(to(SLOW_TARGET, 20), LONG)
 
-    held = lanes.start(0.0).launch
+    held = send(lanes, 0.0)
     assert len(held) == 6, "two slots stay free of a destination that has not answered"
-    assert lanes.start(0.0).launch == []
+    assert send(lanes, 0.0) == []
 
     stream = to(FAST_TARGET, 1)
     lanes.admit(stream, LONG)
-    assert lanes.start(0.5).launch == stream, "another destination starts at once"
+    assert send(lanes, 0.5) == stream, "another destination starts at once"
 
 
 def test_alone_a_destination_that_answers_quickly_may_use_every_slot() -> None:
     lanes = Lanes(limit=8, min_lease=MIN_LEASE, spare_slots=2)
     lanes.admit(to(FAST_TARGET, 20), LONG)
 
-    first = lanes.start(0.0).launch
+    first = send(lanes, 0.0)
     assert len(first) == 6
     answered(lanes, first[:1], 0.01)
 
-    assert len(lanes.start(0.01).launch) == 3, "answered quickly: the whole window"
+    assert len(send(lanes, 0.01)) == 3, "answered quickly: the whole window"
     assert lanes.in_flight == 8
 
 
 def test_a_destination_whose_attempt_runs_past_slow_after_gives_up_the_spare_slots() -> None:
     lanes = Lanes(limit=8, min_lease=MIN_LEASE, spare_slots=2, slow_after=1.0)
     lanes.admit(to(FAST_TARGET, 20), LONG)
-    first = lanes.start(0.0).launch
+    first = send(lanes, 0.0)
     answered(lanes, first[:2], 0.01)
-    assert len(lanes.start(0.01).launch) == 4
+    assert len(send(lanes, 0.01)) == 4
     assert lanes.saturated(0.01) == [], "it answers: nothing to pass over"
 
     # Nothing of it answered for over a second: it is slow now, and over its share.
     answered(lanes, first[2:3], 1.5)
-    assert lanes.start(1.5).launch == []
+    assert send(lanes, 1.5) == []
     assert lanes.saturated(1.5) == [destination_of(FAST_TARGET)]
 
 
@@ -431,7 +439,7 @@ def test_destinations_take_turns_at_the_free_slots() -> None:
     lanes.admit(slow, LONG)
     lanes.admit(fast, LONG)
 
-    launched = lanes.start(0.0).launch
+    launched = send(lanes, 0.0)
 
     assert launched == [slow[0], fast[0], slow[1], fast[1]], "in turn, each in its own order"
 
@@ -439,11 +447,11 @@ def test_destinations_take_turns_at_the_free_slots() -> None:
 def test_over_its_share_a_destination_waits_while_one_under_its_share_has_work() -> None:
     lanes = Lanes(limit=8, min_lease=MIN_LEASE, spare_slots=2)
     lanes.admit(to(SLOW_TARGET, 20), LONG)
-    assert len(lanes.start(0.0).launch) == 6
+    assert len(send(lanes, 0.0)) == 6
     stream = to(FAST_TARGET, 3)
     lanes.admit(stream, LONG)
 
-    launched = lanes.start(0.1).launch
+    launched = send(lanes, 0.1)
 
     # The tarpit holds 6, over its share of 4: the two free slots go to the stream.
     assert launched == stream[:2]
@@ -457,15 +465,28 @@ def test_first_attempts_of_any_destination_start_before_retries_of_another() -> 
     lanes.admit(retries, LONG)
     lanes.admit(firsts, LONG)
 
-    assert lanes.start(0.0).launch == firsts
+    assert send(lanes, 0.0) == firsts
 
 
 def test_a_destination_with_nothing_here_is_forgotten_but_its_answers_are_kept() -> None:
     lanes = Lanes(limit=8, min_lease=MIN_LEASE, spare_slots=2)
     first = to(FAST_TARGET, 1)
     lanes.admit(first, LONG)
-    answered(lanes, lanes.start(0.0).launch, 0.01)
+    answered(lanes, send(lanes, 0.0), 0.01)
     assert lanes.saturated(0.01) == []
 
     lanes.admit(to(FAST_TARGET, 20), LONG)
-    assert len(lanes.start(0.02).launch) == 8, "known to answer: the whole window at once"
+    assert len(send(lanes, 0.02)) == 8, "known to answer: the whole window at once"
+
+
+def test_a_wait_for_a_send_permit_is_not_charged_to_the_destination() -> None:
+    lanes = Lanes(limit=8, min_lease=MIN_LEASE, spare_slots=2)
+    lanes.admit(to(FAST_TARGET, 20), LONG)
+    answered(lanes, send(lanes, 0.0), 0.01)
+    # Launched, but waiting for a permit (or a start mark) on this replica for seconds.
+    waiting = lanes.start(0.01).launch
+    assert len(waiting) == 8
+
+    assert lanes.saturated(5.0) == [], "this replica's own wait made its destination slow"
+    lanes.sending(waiting[0], 5.0)
+    assert lanes.saturated(5.5) == []
