@@ -31,7 +31,7 @@ import uuid
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -64,6 +64,12 @@ def _lock_keys(dialect: str) -> sa.TextualSelect:
     is not among them (named SQL `lock_keys`)."""
     return named("lock_keys", dialect).columns(**_KEY_COLUMNS)
 
+
+# How often (seconds) a replica's claims look for keys whose back-off ended with rows
+# shelved (and when the next one ends): a look is two statements, which every claim made
+# alone would add to each keyed claim. A resume or a cleared back-off unshelves at once;
+# the end of a back-off is noticed within this, or at the instant this replica knows of.
+UNSHELVE_EVERY = timedelta(seconds=1)
 
 # At most this many keys have their rows shelved by one claim: the rest are shelved by the
 # claims after it, so that a claim that finds 10^4 keys paused at once costs a few statements of a
@@ -140,7 +146,12 @@ def _candidates(parts: tuple[str, ...], dialect: str) -> sa.TextualSelect:
 
 
 class FlowClaims:
-    """The keyed part of a claim; runs inside the claim's transaction."""
+    """The keyed part of a claim; runs inside the claim's transaction. One per replica: it
+    keeps when its claims next look for shelved keys that may start again."""
+
+    def __init__(self) -> None:
+        self._look_at: datetime | None = None  # None: at the next claim
+        self._unshelve_at: datetime | None = None  # the soonest known back-off end
 
     async def claim(
         self,
@@ -160,12 +171,10 @@ class FlowClaims:
         instant (its limits are the key's, wherever it delivers). `start`: as
         `Dialect.claim`'s, shared by its two statements."""
         dialect = dialect_of(conn)
-        unshelving = await unshelving_keys(conn, dialect.clock.host_now())
-        if unshelving:
-            await unshelve_keys(conn, unshelving)
+        await self._unshelve(conn)
         due = await dialect.due_keys(conn, ahead)
         if not due:
-            return KeyedClaim([], held_back_in=await self._next_unshelve(conn))
+            return KeyedClaim([], held_back_in=self._unshelve_in(dialect.clock.host_now()))
         now: datetime = due[0].now
         held_back: Counter[str] = Counter()
         held_back_in: float | None = None
@@ -197,9 +206,9 @@ class FlowClaims:
                     held_back_in = _sooner(held_back_in, bucket.next_token_in(limits))
                 continue
             bounded.append(row.flow_key)
-        await self._shelve(conn, shelving, now)
-        if shelving:
-            held_back_in = _sooner(held_back_in, await self._next_unshelve(conn))
+        if await self._shelve(conn, shelving, now):
+            self._look_at = None  # when what this claim shelved may start again
+        held_back_in = _sooner(held_back_in, self._unshelve_in(dialect.clock.host_now()))
         if room <= 0:  # a look only: whether any due key may start something
             return KeyedClaim([], len(free) + len(bounded), held_back_in, held_back)
         picks, buckets, wait = await self._bounded(conn, bounded, room, now, held_back)
@@ -243,7 +252,7 @@ class FlowClaims:
             demand += len(taken) + (1 if len(taken) >= left else 0)
         return KeyedClaim(rows, demand, held_back_in, held_back)
 
-    async def _shelve(self, conn: AsyncConnection, keys: list[str], now: datetime) -> None:
+    async def _shelve(self, conn: AsyncConnection, keys: list[str], now: datetime) -> bool:
         """Shelve the rows of the keys that are still paused or backing off under their
         locks (a key another claim holds is left to it)."""
         keys = keys[:MAX_SHELVES]
@@ -255,10 +264,29 @@ class FlowClaims:
         ]
         if shelved:
             await shelve_keys(conn, shelved)
+        return bool(shelved)
 
-    async def _next_unshelve(self, conn: AsyncConnection) -> float | None:
-        """Seconds until a key shelving rows for a back-off may start again."""
-        return await next_unshelve_in(conn, dialect_of(conn).clock.host_now())
+    async def _unshelve(self, conn: AsyncConnection) -> None:
+        """Unshelve the rows of keys whose back-off ended (every UNSHELVE_EVERY, or at the
+        soonest end this replica knows of), and learn when the next one ends."""
+        now = dialect_of(conn).clock.host_now()
+        if self._look_at is not None and now < self._look_at:
+            return
+        unshelving = await unshelving_keys(conn, now)
+        if unshelving:
+            await unshelve_keys(conn, unshelving)
+        soonest = await next_unshelve_in(conn, now)
+        self._unshelve_at = None if soonest is None else now + timedelta(seconds=soonest)
+        self._look_at = now + UNSHELVE_EVERY
+        if self._unshelve_at is not None:
+            self._look_at = min(self._look_at, self._unshelve_at)
+
+    def _unshelve_in(self, now: datetime) -> float | None:
+        """Seconds until the soonest back-off this replica knows of ends (the loop's
+        sleep; None: none)."""
+        if self._unshelve_at is None:
+            return None
+        return max(0.0, (self._unshelve_at - now).total_seconds())
 
     async def _bounded(
         self,
