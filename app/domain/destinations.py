@@ -12,6 +12,7 @@ without reading their targets.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from app.domain.target import RabbitMQTarget, Target
 
@@ -30,6 +31,9 @@ def destination_of(target: Target) -> str:
     return webhook_destination(target.url)
 
 
+# Every delivery's destination is asked for as it joins a replica's lanes: a burst names
+# a few receivers thousands of times.
+@lru_cache(maxsize=4096)
 def webhook_destination(url: str) -> str:
     """A webhook URL's origin as written, in lower case: its scheme, `://` and its host
     and port, without credentials (`http://10.0.0.7:8080`), cut to the column's length. A
