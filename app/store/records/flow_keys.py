@@ -24,7 +24,7 @@ from app.domain.occurrence import Delivery, OccurrenceStatus, Settlement
 from app.domain.schedule import check_version
 from app.store.dialects import dialect_of
 from app.store.dialects.toolkit import by_lease_token
-from app.store.loop.sql import queries, query, typed
+from app.store.loop.sql import query, typed
 from app.store.schema.tables import flow_keys, occurrences, schedules
 from app.store.schema.types import UUID, UTCDateTime
 
@@ -66,24 +66,27 @@ def in_flight(dialect: str) -> sa.TextualSelect:
     return named("in_flight", dialect).columns(flow_key=sa.String(), in_flight=sa.Integer())
 
 
-@functools.cache
-def _statements(name: str, dialect: str) -> tuple[sa.TextClause, ...]:
-    return tuple(typed(statement, *_PARAMETERS) for statement in queries(name, dialect))
-
-
 async def shelve_keys(conn: AsyncConnection, keys: Sequence[str]) -> None:
     """Shelve the pending rows that no lease holds of keys that are paused or backing off,
     locked by the caller: they leave the keyed claim's index until the key may start again
-    (named SQL `shelve_keys`)."""
-    for statement in _statements("shelve_keys", dialect_of(conn).name):
-        await conn.execute(statement, {"keys": list(keys)})
+    (named SQL `shelve_keys`), and each key is marked as shelving some."""
+    await conn.execute(named("shelve_keys", dialect_of(conn).name), {"keys": list(keys)})
+    await _mark_shelving(conn, keys, shelving=True)
 
 
 async def unshelve_keys(conn: AsyncConnection, keys: Sequence[str]) -> None:
     """Unshelve the rows of keys that may start again (resumed, their back-off over, or
     gone): they are claimable again, each at its own instant (named SQL `unshelve_keys`)."""
-    for statement in _statements("unshelve_keys", dialect_of(conn).name):
-        await conn.execute(statement, {"keys": list(keys)})
+    await conn.execute(named("unshelve_keys", dialect_of(conn).name), {"keys": list(keys)})
+    await _mark_shelving(conn, keys, shelving=False)
+
+
+async def _mark_shelving(conn: AsyncConnection, keys: Sequence[str], *, shelving: bool) -> None:
+    await conn.execute(
+        flow_keys.update()
+        .where(_f.key.in_(list(keys)), _f.shelving.is_not(shelving))
+        .values(shelving=shelving)
+    )
 
 
 @functools.cache

@@ -91,10 +91,10 @@ NAMES: dict[str, tuple[str, ...]] = {
     "end_cancelled_leases": SHARED,
     # Keys paused or backing off hold their waiting rows out of the keyed claim's index;
     # the keys that may start again, the soonest a back-off of one ends, and the give-back.
-    "shelve_keys": ("mysql", REST),
+    "shelve_keys": SHARED,
     "unshelving_keys": DIALECTS,
     "next_unshelve": SHARED,
-    "unshelve_keys": ("mysql", REST),
+    "unshelve_keys": SHARED,
     # Retention of ended schedules: those nothing has changed since the cutoff.
     "ended_schedules": DIALECTS,
 }

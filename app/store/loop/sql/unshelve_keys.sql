@@ -3,7 +3,4 @@
 UPDATE occurrences SET shelved = false
 WHERE occurrences.flow_key IN :keys
   AND occurrences.status = 'pending'
-  AND occurrences.shelved;
-
-UPDATE flow_keys SET shelving = false
-WHERE flow_keys."key" IN :keys AND flow_keys.shelving
+  AND occurrences.shelved
