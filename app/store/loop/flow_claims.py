@@ -254,10 +254,10 @@ class FlowClaims:
 
     async def _shelve(self, conn: AsyncConnection, keys: list[str], now: datetime) -> bool:
         """Shelve the rows of the keys that are still paused or backing off under their
-        locks (a key another claim holds is left to it)."""
+        locks (a key another claim holds is left to it); whether any was."""
         keys = keys[:MAX_SHELVES]
         if not keys:
-            return
+            return False
         locked = (await conn.execute(_lock_keys(dialect_of(conn).name), {"keys": keys})).all()
         shelved = [
             row.flow_key for row in locked if row.paused or _backing_off(row, now) is not None
