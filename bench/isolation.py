@@ -17,6 +17,9 @@ max) and how many of it arrived within `--window` (60 s) of its last due instant
 - *held*: the stream beside `--held-keys` (10,000) flow keys, each PUT with
   `{"paused": true}` and each holding back one due one-shot: held work the claim must not
   pay for.
+- *future*: the stream beside `--future-keys` (100,000) flow keys without limits, each
+  with one one-shot due an hour later: work due later, which the claim must not pay for
+  either (not run unless asked for: `--scenarios slow,held,future`).
 
 The three run one after another in each run (alone first), so that their figures are
 minutes apart at most. Nothing of the disturbance is checked for delivery: the stream's
@@ -41,7 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import run as bench
 
-SCENARIOS = ("alone", "slow", "held")
+SCENARIOS = ("alone", "slow", "held", "future")
+FUTURE_LEAD = 3600.0  # seconds: the future keys' one-shots are due this far ahead
 STREAM_OFFSET = 0.5  # the stream's first due instant, after the disturbance's
 HELD_KEY_PUTS = 16  # PUT /v1/flow-keys in flight at once
 
@@ -52,7 +56,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--scenarios",
         default="slow,held",
-        help="comma-separated subset of slow,held (alone always runs, as the reference)",
+        help="comma-separated subset of slow,held,future (alone always runs, as the reference)",
     )
     parser.add_argument("--replicas", type=int, default=2)
     parser.add_argument("--stream-count", type=int, default=300)
@@ -60,6 +64,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--slow-count", type=int, default=400)
     parser.add_argument("--hold", type=float, default=20.0)
     parser.add_argument("--held-keys", type=int, default=10_000)
+    parser.add_argument("--future-keys", type=int, default=100_000)
     parser.add_argument(
         "--lead", type=float, default=3.0, help="seconds from now to the due instant"
     )
@@ -141,6 +146,14 @@ class Run:
                 due = time.time() + 1.0  # held back: due at once, never started
                 items = [
                     one_shot(slow.base + "/sink", due, n, name, key) for n, key in enumerate(keys)
+                ]
+                await bench.create_batches(self.http, base, items)
+                disturbance = len(items)
+            if name == "future":
+                later = time.time() + FUTURE_LEAD
+                items = [
+                    one_shot(slow.base + "/sink", later, n, name, f"future-{n:07d}")
+                    for n in range(args.future_keys)
                 ]
                 await bench.create_batches(self.http, base, items)
                 disturbance = len(items)
