@@ -3,7 +3,9 @@ leave the keyed claim's index (`occurrences.shelved`), so that however many keys
 back the claim never visits them; `flow_keys.shelving` marks a key with rows shelved, and an
 index of those that may start again lets the claim unshelve theirs when a back-off ends.
 
-`ix_occurrences_flow` (PostgreSQL and SQLite) now leaves shelved rows out. No row is shelved
+`ix_occurrences_flow` (PostgreSQL and SQLite) now leaves shelved rows out, and
+`ix_occurrences_flow_open` lists the rows no key shelved in due order, from which the keyed
+claim finds the keys with work due (however many have only future rows). No row is shelved
 at this revision: the claim shelves them as it finds them.
 
 Revision ID: 0020_shelved_rows
@@ -55,6 +57,13 @@ def upgrade() -> None:
     op.drop_index("ix_occurrences_flow", table_name="occurrences")
     _flow_index(KEYED_OPEN)
     op.create_index(
+        "ix_occurrences_flow_open",
+        "occurrences",
+        ["available_at", "flow_key"],
+        postgresql_where=sa.text(KEYED_OPEN),
+        sqlite_where=sa.text(KEYED_OPEN),
+    )
+    op.create_index(
         "ix_flow_keys_unshelving",
         "flow_keys",
         ["backoff_until"],
@@ -66,6 +75,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_index("ix_flow_keys_unshelving", table_name="flow_keys")
     if op.get_context().dialect.name not in ("mysql", "mariadb"):
+        op.drop_index("ix_occurrences_flow_open", table_name="occurrences")
         op.drop_index("ix_occurrences_flow", table_name="occurrences")
         _flow_index(KEYED)
     with op.batch_alter_table("flow_keys") as batch:

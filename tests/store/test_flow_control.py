@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from app.domain.errors import PreconditionFailedError
 from app.domain.flow import FlowLimits, Ordering
 from app.domain.occurrence import Delivery, OccurrenceStatus, Settlement
+from app.store.dialects.claim_rows import DUE_WINDOW
 from tests.store import ports
 from tests.store.ports import Database
 
@@ -535,3 +536,18 @@ async def test_a_backed_off_key_is_out_of_view_until_its_back_off_ends(
     ports.move_clock(database, timedelta(seconds=31))
 
     assert len(await ports.claim(database, limit=10)) == 3
+
+
+async def test_keys_with_work_due_are_found_beyond_a_window_full_of_one_keys_rows(
+    database: Database,
+) -> None:
+    # More rows of one key are due than the window of due rows the claim reads first: it
+    # then walks every key, and finds the one due after them all.
+    await ports.put_flow_key(database, "busy", FlowLimits(parallelism=1))
+    await _keyed(database, "busy", DUE_WINDOW + 1, since=DUE_WINDOW + 100)
+    await _keyed(database, "other", 1, since=1.0)
+
+    assert await ports.visited_keys(database) == ["busy", "other"]
+
+    taken = await ports.claim(database, limit=10)
+    assert Counter(d.flow_key for d in taken) == {"busy": 1, "other": 1}

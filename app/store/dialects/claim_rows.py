@@ -64,6 +64,12 @@ LOST_COLUMNS: dict[str, Any] = {
 _LOST = tuple(LOST_COLUMNS)
 
 # What `Dialect.due_keys` returns of each key.
+# How many due keyed rows the keyed claim reads to find the keys with work due (named SQL
+# `flow_due_window`): with fewer due, it has them all at the cost of the rows it read, and
+# keys with only future rows cost nothing; with that many, some may be beyond, and it walks
+# every key with pending rows instead (`flow_due`).
+DUE_WINDOW = 2000
+
 DUE_KEY_COLUMNS: dict[str, Any] = {
     "flow_key": sa.String(),
     "first_at": UTCDateTime(),

@@ -33,6 +33,7 @@ from app.store.dialects.base import Dialect
 from app.store.dialects.claim_rows import (
     CLAIM_COLUMNS,
     DUE_KEY_COLUMNS,
+    DUE_WINDOW,
     LOST_COLUMNS,
     RULE_COLUMNS,
     earliest_later,
@@ -123,6 +124,9 @@ _FINISH = {
 }
 # The due flow keys, read on the server's clock (named SQL `flow_due`).
 _DUE_KEYS = query("flow_due", "postgresql").columns(**DUE_KEY_COLUMNS)
+_DUE_WINDOW = query("flow_due_window", "postgresql").columns(
+    **DUE_KEY_COLUMNS, scanned=sa.Integer()
+)
 # The attempt log's rows of a settle, from arrays (named SQL `record_attempts`).
 _RECORD_ATTEMPTS = query("record_attempts", "postgresql")
 # The start marks (named SQL `start_mark`): every pair asked, in one statement.
@@ -492,6 +496,9 @@ class PostgreSQL(OnConflictInserts, Dialect):
         return (await conn.execute(_CLAIMS[rows], params)).all()
 
     async def due_keys(self, conn: AsyncConnection, ahead: float = 0.0) -> Sequence[Any]:
+        rows = (await conn.execute(_DUE_WINDOW, {"ahead": ahead, "window": DUE_WINDOW})).all()
+        if not rows or rows[0].scanned < DUE_WINDOW:
+            return rows
         return (await conn.execute(_DUE_KEYS, {"ahead": ahead})).all()
 
     async def prune(self, conn: AsyncConnection, *, cutoff: datetime, limit: int) -> int:

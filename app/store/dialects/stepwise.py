@@ -36,12 +36,13 @@ from app.store.dialects.base import Dialect
 from app.store.dialects.claim_rows import (
     CLAIM_COLUMNS,
     DUE_KEY_COLUMNS,
+    DUE_WINDOW,
     LOST_COLUMNS,
     RULE_COLUMNS,
     with_lost,
 )
 from app.store.dialects.toolkit import by_lease_token
-from app.store.loop.sql import ClaimRows, Finished, listed, queries, query, typed
+from app.store.loop.sql import ClaimRows, Finished, dialects_of, listed, queries, query, typed
 from app.store.schema.tables import attempts, schedule_events
 from app.store.schema.types import UUID, UTCDateTime
 
@@ -310,9 +311,26 @@ class Stepwise(Dialect):
             .columns(**DUE_KEY_COLUMNS)
         )
 
+    @cached_property
+    def _due_window(self) -> sa.TextualSelect | None:
+        if self.name not in dialects_of("flow_due_window"):
+            return None
+        return (
+            query("flow_due_window", self.name)
+            .bindparams(
+                sa.bindparam("now", type_=UTCDateTime()), sa.bindparam("until", type_=UTCDateTime())
+            )
+            .columns(**DUE_KEY_COLUMNS, scanned=sa.Integer())
+        )
+
     async def due_keys(self, conn: AsyncConnection, ahead: float = 0.0) -> Sequence[Any]:
         now = await self.transaction_now(conn)
         params = {"now": now, "until": now + timedelta(seconds=ahead)}
+        if self._due_window is not None:
+            window = {**params, "window": DUE_WINDOW}
+            rows = (await conn.execute(self._due_window, window)).all()
+            if not rows or rows[0].scanned < DUE_WINDOW:
+                return rows
         return (await conn.execute(self._due_keys, params)).all()
 
 

@@ -294,6 +294,16 @@ class OccurrenceRow(SQLModel, table=True):
             where=KEYED,
             mysql=("status", "flow_key", "fire_at", "occurrence_id"),
         ),
+        # The keyed claim's due rows in due order, but for those keys shelved: the keys with
+        # work due, from those rows (`flow_due_window`), however many keys have only future
+        # rows (MySQL: none; it walks the keys).
+        *_partial(
+            "ix_occurrences_flow_open",
+            "available_at",
+            "flow_key",
+            where=KEYED_OPEN,
+            mysql=None,
+        ),
         # The earliest keyed row not due yet, for the loop's idle sleep.
         *_partial(
             "ix_occurrences_flow_due",

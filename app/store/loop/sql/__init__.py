@@ -44,6 +44,9 @@ NAMES: dict[str, tuple[str, ...]] = {
     "unplannable_dead": SHARED,
     "unplannable_retry": SHARED,
     "flow_due": DIALECTS,
+    # The due keys from the due rows, a window of them (MySQL, with no partial index to
+    # leave shelved and unkeyed rows out of, always walks the keys).
+    "flow_due_window": ("postgresql", "sqlite"),
     "start_mark": DIALECTS,
     "release": SHARED,
     "record_attempts": ("postgresql",),
