@@ -29,13 +29,10 @@ KEYED_OPEN = KEYED + " AND NOT shelved"
 UNSHELVING = "shelving AND NOT paused"
 
 
-def _flow_index(where: str) -> None:
+def _partial(name: str, table: str, columns: list[str], where: str) -> None:
+    """An index of the rows `where` selects (PostgreSQL and SQLite)."""
     op.create_index(
-        "ix_occurrences_flow",
-        "occurrences",
-        ["flow_key", "available_at"],
-        postgresql_where=sa.text(where),
-        sqlite_where=sa.text(where),
+        name, table, columns, postgresql_where=sa.text(where), sqlite_where=sa.text(where)
     )
 
 
@@ -55,21 +52,9 @@ def upgrade() -> None:
         )
         return
     op.drop_index("ix_occurrences_flow", table_name="occurrences")
-    _flow_index(KEYED_OPEN)
-    op.create_index(
-        "ix_occurrences_flow_open",
-        "occurrences",
-        ["available_at", "flow_key"],
-        postgresql_where=sa.text(KEYED_OPEN),
-        sqlite_where=sa.text(KEYED_OPEN),
-    )
-    op.create_index(
-        "ix_flow_keys_unshelving",
-        "flow_keys",
-        ["backoff_until"],
-        postgresql_where=sa.text(UNSHELVING),
-        sqlite_where=sa.text(UNSHELVING),
-    )
+    _partial("ix_occurrences_flow", "occurrences", ["flow_key", "available_at"], KEYED_OPEN)
+    _partial("ix_occurrences_flow_open", "occurrences", ["available_at", "flow_key"], KEYED_OPEN)
+    _partial("ix_flow_keys_unshelving", "flow_keys", ["backoff_until"], UNSHELVING)
 
 
 def downgrade() -> None:
@@ -77,7 +62,7 @@ def downgrade() -> None:
     if op.get_context().dialect.name not in ("mysql", "mariadb"):
         op.drop_index("ix_occurrences_flow_open", table_name="occurrences")
         op.drop_index("ix_occurrences_flow", table_name="occurrences")
-        _flow_index(KEYED)
+        _partial("ix_occurrences_flow", "occurrences", ["flow_key", "available_at"], KEYED)
     with op.batch_alter_table("flow_keys") as batch:
         batch.drop_column("shelving")
     with op.batch_alter_table("occurrences") as batch:

@@ -90,7 +90,7 @@ MARK_AHEAD_SHARE = 1.0
 # The share of the in-flight window that a destination not known to answer quickly leaves
 # free for the others (`Lanes`), so that a receiver that holds its requests never takes
 # every slot: measured beside 400 one-shots to a receiver that held each 20 s, a stream to
-# another receiver went from p99 19 s late to (docs/benchmarks.md, "Isolation").
+# another receiver went from p99 19 s late to 5 ms (docs/benchmarks.md, "Isolation").
 DESTINATION_SPARE_SHARE = 0.125
 
 

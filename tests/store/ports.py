@@ -50,6 +50,7 @@ from app.store.engine.ddl import schema_ddl
 from app.store.engine.migrations import alembic_config, is_at_head, upgrade_to_head
 from app.store.engine.wakeups import Wakeups
 from app.store.loop.claims import Claimed
+from app.store.loop.flow_claims import keys_with_work_due
 from app.store.loop.queue import DeliveryQueue
 from app.store.records import retention
 from app.store.records.dead_letters import DeadLetterStore
@@ -818,7 +819,7 @@ async def visited_keys(database: Database) -> list[str]:
     """The flow keys the keyed claim looks at now: those with rows due that no key holds."""
 
     async def work(conn: Connection) -> list[str]:
-        return [row.flow_key for row in await dialect_of(conn).due_keys(conn, 0.0)]
+        return [row.flow_key for row in await keys_with_work_due(conn, 0.0)]
 
     return await database.run(work)
 

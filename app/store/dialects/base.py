@@ -164,7 +164,16 @@ class Dialect(ABC):
         earliest due first, each with
         DUE_KEY_COLUMNS: its earliest `available_at`, the transaction's instant and the
         key's stored limits, bucket and back-off (NULL: the key has no row), read without
-        a lock (named SQL `flow_due`)."""
+        a lock (named SQL `flow_due`): a walk of every key with pending rows no key shelved."""
+
+    @abstractmethod
+    async def due_window(
+        self, conn: AsyncConnection, ahead: float, window: int
+    ) -> Sequence[Any] | None:
+        """As `due_keys`, but from up to `window` due rows no key shelved, read in due
+        order, each row also with `scanned` (how many rows were read: with `window` read,
+        keys may lie beyond them); None where the dialect has no index to read them from
+        (named SQL `flow_due_window`)."""
 
     @abstractmethod
     async def mark_started(

@@ -33,7 +33,6 @@ from app.store.dialects.base import Dialect
 from app.store.dialects.claim_rows import (
     CLAIM_COLUMNS,
     DUE_KEY_COLUMNS,
-    DUE_WINDOW,
     LOST_COLUMNS,
     RULE_COLUMNS,
     earliest_later,
@@ -496,10 +495,12 @@ class PostgreSQL(OnConflictInserts, Dialect):
         return (await conn.execute(_CLAIMS[rows], params)).all()
 
     async def due_keys(self, conn: AsyncConnection, ahead: float = 0.0) -> Sequence[Any]:
-        rows = (await conn.execute(_DUE_WINDOW, {"ahead": ahead, "window": DUE_WINDOW})).all()
-        if not rows or rows[0].scanned < DUE_WINDOW:
-            return rows
         return (await conn.execute(_DUE_KEYS, {"ahead": ahead})).all()
+
+    async def due_window(
+        self, conn: AsyncConnection, ahead: float, window: int
+    ) -> Sequence[Any] | None:
+        return (await conn.execute(_DUE_WINDOW, {"ahead": ahead, "window": window})).all()
 
     async def prune(self, conn: AsyncConnection, *, cutoff: datetime, limit: int) -> int:
         result = await conn.execute(_PRUNE, {"cutoff": cutoff, "limit": limit})

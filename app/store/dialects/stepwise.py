@@ -36,7 +36,6 @@ from app.store.dialects.base import Dialect
 from app.store.dialects.claim_rows import (
     CLAIM_COLUMNS,
     DUE_KEY_COLUMNS,
-    DUE_WINDOW,
     LOST_COLUMNS,
     RULE_COLUMNS,
     with_lost,
@@ -326,12 +325,16 @@ class Stepwise(Dialect):
     async def due_keys(self, conn: AsyncConnection, ahead: float = 0.0) -> Sequence[Any]:
         now = await self.transaction_now(conn)
         params = {"now": now, "until": now + timedelta(seconds=ahead)}
-        if self._due_window is not None:
-            window = {**params, "window": DUE_WINDOW}
-            rows = (await conn.execute(self._due_window, window)).all()
-            if not rows or rows[0].scanned < DUE_WINDOW:
-                return rows
         return (await conn.execute(self._due_keys, params)).all()
+
+    async def due_window(
+        self, conn: AsyncConnection, ahead: float, window: int
+    ) -> Sequence[Any] | None:
+        if self._due_window is None:
+            return None
+        now = await self.transaction_now(conn)
+        params = {"now": now, "until": now + timedelta(seconds=ahead), "window": window}
+        return (await conn.execute(self._due_window, params)).all()
 
 
 async def _count_fires(

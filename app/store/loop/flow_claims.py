@@ -39,7 +39,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.flow import Bucket, FlowLimits, Ordering, allowance, full_bucket
 from app.store.dialects import dialect_of
-from app.store.dialects.claim_rows import DUE_KEY_COLUMNS
+from app.store.dialects.claim_rows import DUE_KEY_COLUMNS, DUE_WINDOW
 from app.store.loop.sql import ClaimRows, typed, union_all
 from app.store.records.flow_keys import (
     in_flight,
@@ -123,6 +123,17 @@ def _sooner(a: float | None, b: float | None) -> float | None:
     return a if b is None else min(a, b)
 
 
+async def keys_with_work_due(conn: AsyncConnection, ahead: float) -> Sequence[Any]:
+    """The keys with work due, from the due rows when fewer than DUE_WINDOW are due (so that
+    keys with only future rows cost nothing), else from a walk of every key (named SQL
+    `flow_due_window`, `flow_due`)."""
+    dialect = dialect_of(conn)
+    rows = await dialect.due_window(conn, ahead, DUE_WINDOW)
+    if rows is not None and (not rows or rows[0].scanned < DUE_WINDOW):
+        return rows
+    return await dialect.due_keys(conn, ahead)
+
+
 def _backing_off(row: Any, now: datetime) -> float | None:
     until = row.backoff_until
     return (until - now).total_seconds() if until is not None and until > now else None
@@ -172,7 +183,7 @@ class FlowClaims:
         `Dialect.claim`'s, shared by its two statements."""
         dialect = dialect_of(conn)
         await self._unshelve(conn)
-        due = await dialect.due_keys(conn, ahead)
+        due = await keys_with_work_due(conn, ahead)
         if not due:
             return KeyedClaim([], held_back_in=self._unshelve_in(dialect.clock.host_now()))
         now: datetime = due[0].now
