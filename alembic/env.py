@@ -94,7 +94,10 @@ async def _run_online() -> None:
     schema = _schema() if _dialect(url).backend.schemas else None
     database = Database(url, schema=schema)
     try:
-        async with database.engine.connect() as connection:
+        async with (
+            database.engine.connect() as connection,
+            database.dialect.migrating(connection, schema, session=not database.pooled),
+        ):
             await connection.run_sync(_configure)
             await connection.commit()
     finally:

@@ -19,12 +19,13 @@ from app.api import (
     occurrences,
     problems,
     schedules,
+    tenants,
     triggers,
 )
 from app.api.access_log import AccessLogMiddleware, AccessPrincipal
 from app.api.auth import ApiKeyMiddleware, KeyRing
 from app.api.body_limits import BodyLimitMiddleware
-from app.api.deps import State
+from app.api.deps import State, in_tenant
 from app.api.hosts import AllowedHostsMiddleware, use_relative_redirects
 from app.api.query import declared_query_only
 from app.process import startup
@@ -38,6 +39,7 @@ from app.service.dead_letters import DeadLetterService
 from app.service.flow_keys import FlowKeyService
 from app.service.occurrences import OccurrenceService
 from app.service.schedules import ScheduleService
+from app.service.tenants import TenantService
 from app.settings import Settings, load_settings
 from app.sinks import open_sinks
 from app.store.engine.migrations import upgrade_to_head
@@ -118,6 +120,7 @@ def create_app(
                 dead_letters=DeadLetterService(database, hub),
                 occurrences=OccurrenceService(database),
                 flow_keys=FlowKeyService(database),
+                tenants=TenantService(database),
                 readiness=ReplicaReadiness(database, broker=broker, worker=worker),
                 keys=KeyRing(api_keys),
             )
@@ -157,12 +160,17 @@ def create_app(
     # Redirects never repeat the Host a request came with.
     use_relative_redirects(app.router)
     app.include_router(health.router)
-    # Every route of these three reaches the database, so any of them can find it unreachable.
-    app.include_router(schedules.router, responses=problems.responses(503))
-    app.include_router(dead_letters.router, responses=problems.responses(503))
-    app.include_router(occurrences.router, responses=problems.responses(503))
-    app.include_router(flow_keys.router, responses=problems.responses(503))
-    app.include_router(triggers.router)
+    # Every route of these reaches the database, so any of them can find it unreachable; and
+    # each acts in the tenant the request names (a 404 when it does not exist).
+    for router in (
+        schedules.router,
+        dead_letters.router,
+        occurrences.router,
+        flow_keys.router,
+        tenants.router,
+    ):
+        app.include_router(router, responses=problems.responses(503), dependencies=[in_tenant])
+    app.include_router(triggers.router, dependencies=[in_tenant])
     docs.install(app)
     app.include_router(console.default_router())
     app.mount("/ui/static", console.static_files(), name="console-static")

@@ -31,6 +31,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.hosts import PROXY_REMEDY, check_origin, console_refusal
 from app.api.problem_details import MEDIA_TYPE, problem_type
+from app.domain.tenants import TENANT_HEADER, TENANT_PATTERN
 from app.settings.api_keys import ApiKey
 
 # One WWW-Authenticate header per scheme: browsers read only the first challenge of a
@@ -293,9 +294,24 @@ _FORBIDDEN = {
 }
 
 
+_TENANT_PARAMETER = {
+    "name": TENANT_HEADER,
+    "in": "header",
+    "required": False,
+    "description": "The tenant to act in (default: `default`); one that does not exist is a 404",
+    "schema": {"type": "string", "pattern": f"^{TENANT_PATTERN.pattern}$"},
+}
+_NOT_FOUND = {
+    "description": "Not found: the resource, or the tenant `Chronoq-Tenant` names, does not "
+    "exist (another tenant's resource is one that does not exist)",
+    "content": _PROBLEM,
+}
+
+
 def document(openapi: dict[str, Any]) -> dict[str, Any]:
     """Declare the key schemes, and on every operation that is not open that it needs a
-    key (401) and, for a change, a key that is not read-only (403)."""
+    key (401) and, for a change, a key that is not read-only (403); that it acts in the
+    tenant `Chronoq-Tenant` names, which is a 404 when it does not exist."""
     components = openapi.setdefault("components", {})
     components["securitySchemes"] = copy.deepcopy(SECURITY_SCHEMES)
     for path, operations in openapi.get("paths", {}).items():
@@ -305,6 +321,8 @@ def document(openapi: dict[str, Any]) -> dict[str, Any]:
             operation["security"] = [{"bearer": []}, {"basic": []}]
             declared = operation.setdefault("responses", {})
             declared.setdefault("401", copy.deepcopy(_UNAUTHORIZED))
+            declared.setdefault("404", copy.deepcopy(_NOT_FOUND))
+            operation.setdefault("parameters", []).append(copy.deepcopy(_TENANT_PARAMETER))
             if method.upper() not in READ_METHODS:
                 declared.setdefault("403", copy.deepcopy(_FORBIDDEN))
     return openapi

@@ -8,8 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Query, Response, status
 
 from app.api import examples, pages
-from app.api.auth import PrincipalDep
-from app.api.deps import CursorQuery, DeadLettersDep, LimitQuery, OccurrenceIdPath
+from app.api.deps import CallerDep, CursorQuery, DeadLettersDep, LimitQuery, OccurrenceIdPath
 from app.api.filters import EventTypeQuery
 from app.api.problems import responses
 from app.api.schemas import DeadLetterOut, Page, ReplayAccepted, Replayed, ReplayRequest
@@ -22,6 +21,7 @@ router = APIRouter(prefix="/v1/dead-letters", tags=["dead-letters"])
 @router.get("", responses=responses(422))
 async def list_dead_letters(
     service: DeadLettersDep,
+    caller: CallerDep,
     schedule_id: Annotated[
         uuid.UUID | None, Query(description="Only the dead letters of this schedule")
     ] = None,
@@ -29,7 +29,7 @@ async def list_dead_letters(
     limit: LimitQuery = 50,
     cursor: CursorQuery = None,
 ) -> Page[DeadLetterOut]:
-    where = DeadLetterFilter(schedule_id=schedule_id, event_type=event_type)
+    where = DeadLetterFilter(tenant=caller.tenant, schedule_id=schedule_id, event_type=event_type)
     return await pages.dead_letters(service, where, limit, cursor)
 
 
@@ -37,21 +37,21 @@ async def list_dead_letters(
 async def replay_dead_letters(
     body: Annotated[ReplayRequest, Body(openapi_examples=examples.REPLAY)],
     service: DeadLettersDep,
-    principal: PrincipalDep,
+    caller: CallerDep,
 ) -> Replayed:
     done = await service.replay_many(
         body.occurrence_ids,
         DeadLetterFilter(schedule_id=body.schedule_id, event_type=body.event_type),
-        actor=principal,
+        caller=caller,
     )
     return Replayed(replayed=done.count, occurrence_ids=done.occurrence_ids)
 
 
 @router.get("/{occurrence_id}", responses=responses(404, 422))
 async def get_dead_letter(
-    occurrence_id: OccurrenceIdPath, service: DeadLettersDep
+    occurrence_id: OccurrenceIdPath, service: DeadLettersDep, caller: CallerDep
 ) -> DeadLetterOut:
-    return DeadLetterOut.of_dead_letter(await service.get(occurrence_id))
+    return DeadLetterOut.of_dead_letter(await service.get(occurrence_id, caller=caller))
 
 
 @router.post(
@@ -60,9 +60,9 @@ async def get_dead_letter(
     responses=responses(404, 409, 422),
 )
 async def replay_dead_letter(
-    occurrence_id: OccurrenceIdPath, service: DeadLettersDep, principal: PrincipalDep
+    occurrence_id: OccurrenceIdPath, service: DeadLettersDep, caller: CallerDep
 ) -> ReplayAccepted:
-    await service.replay(occurrence_id, actor=principal)
+    await service.replay(occurrence_id, caller=caller)
     return ReplayAccepted(occurrence_id=occurrence_id, status=OccurrenceStatus.PENDING)
 
 
@@ -72,7 +72,7 @@ async def replay_dead_letter(
     responses=responses(404, 409, 422),
 )
 async def discard_dead_letter(
-    occurrence_id: OccurrenceIdPath, service: DeadLettersDep, principal: PrincipalDep
+    occurrence_id: OccurrenceIdPath, service: DeadLettersDep, caller: CallerDep
 ) -> Response:
-    await service.discard(occurrence_id, actor=principal)
+    await service.discard(occurrence_id, caller=caller)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

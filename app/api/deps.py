@@ -10,10 +10,18 @@ from fastapi import Depends, Path, Query, Request
 from app.api.auth import KeyRing
 from app.api.pagination import MAX_CURSOR_LENGTH
 from app.api.readiness import Readiness
+from app.domain.tenants import (
+    DEFAULT_TENANT,
+    TENANT_HEADER,
+    Caller,
+    check_tenant,
+    missing_tenant,
+)
 from app.service.dead_letters import DeadLetterService
 from app.service.flow_keys import FlowKeyService
 from app.service.occurrences import OccurrenceService
 from app.service.schedules import ScheduleService
+from app.service.tenants import TenantService
 from app.settings import Settings
 from app.telemetry import tracing
 
@@ -24,6 +32,7 @@ class State(TypedDict):
     dead_letters: DeadLetterService
     occurrences: OccurrenceService
     flow_keys: FlowKeyService
+    tenants: TenantService
     readiness: Readiness
     keys: KeyRing  # read by the API key middleware; empty: the API is open
 
@@ -49,6 +58,24 @@ def _flow_keys(request: Request) -> FlowKeyService:
     return _state(request)["flow_keys"]
 
 
+def _tenants(request: Request) -> TenantService:
+    return _state(request)["tenants"]
+
+
+async def _caller(request: Request) -> Caller:
+    """Who asks (the API key's name) and in which tenant: the one `Chronoq-Tenant` names,
+    or `default`. A tenant that does not exist is a 404 naming it, as a missing resource
+    is; one outside the grammar a 422 naming the header."""
+    principal: str | None = request.state._state.get("principal")
+    named = request.headers.get(TENANT_HEADER)
+    if named is None or named == DEFAULT_TENANT:
+        return Caller(DEFAULT_TENANT, principal)
+    check_tenant(named, parameter=TENANT_HEADER)
+    if not await _tenants(request).exists(named):
+        raise missing_tenant(named)
+    return Caller(named, principal)
+
+
 def _readiness(request: Request) -> Readiness:
     return _state(request)["readiness"]
 
@@ -67,6 +94,11 @@ SchedulesDep = Annotated[ScheduleService, Depends(_schedules)]
 DeadLettersDep = Annotated[DeadLetterService, Depends(_dead_letters)]
 OccurrencesDep = Annotated[OccurrenceService, Depends(_occurrences)]
 FlowKeysDep = Annotated[FlowKeyService, Depends(_flow_keys)]
+TenantsDep = Annotated[TenantService, Depends(_tenants)]
+# Every router's routes act in the caller's tenant (`in_tenant`, on each router): resolved
+# once per request, as FastAPI caches a dependency.
+CallerDep = Annotated[Caller, Depends(_caller)]
+in_tenant = Depends(_caller)
 ReadinessDep = Annotated[Readiness, Depends(_readiness)]
 SettingsDep = Annotated[Settings, Depends(_settings)]
 TraceparentDep = Annotated[str | None, Depends(_traceparent)]

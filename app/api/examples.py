@@ -86,6 +86,9 @@ FLOW_KEY = {
     ),
     "fifo": Example(summary="One at a time, in order", value={"ordering": "fifo"}),
 }
+TENANT = {
+    "team": Example(summary="A team's tenant", value={"display_name": "Billing team"}),
+}
 PREVIEW = {
     "cron": Example(
         summary="The next five weekday mornings", value={"trigger": _WEEKDAYS, "count": 5}

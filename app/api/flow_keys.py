@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Path, Response, status
 
 from app.api import examples, pages
-from app.api.deps import CursorQuery, FlowKeysDep, LimitQuery
+from app.api.deps import CallerDep, CursorQuery, FlowKeysDep, LimitQuery
 from app.api.flow_key_schemas import FlowKeyIn, FlowKeyOut
 from app.api.problems import responses
 from app.api.schemas import Page
@@ -38,16 +38,18 @@ def _one(response: Response, found: FlowKey) -> FlowKeyOut:
 
 @router.get("", responses=responses(422))
 async def list_flow_keys(
-    service: FlowKeysDep, limit: LimitQuery = 50, cursor: CursorQuery = None
+    service: FlowKeysDep, caller: CallerDep, limit: LimitQuery = 50, cursor: CursorQuery = None
 ) -> Page[FlowKeyOut]:
     """Keys in name order: those with limits and those only schedules name."""
-    return await pages.flow_keys(service, limit, cursor)
+    return await pages.flow_keys(service, caller, limit, cursor)
 
 
 @router.get("/{key}", responses=responses(422))
-async def get_flow_key(key: KeyPath, service: FlowKeysDep, response: Response) -> FlowKeyOut:
+async def get_flow_key(
+    key: KeyPath, service: FlowKeysDep, caller: CallerDep, response: Response
+) -> FlowKeyOut:
     """Any key: one never put answers with no limits, and its live figures."""
-    return _one(response, await service.get(key))
+    return _one(response, await service.get(key, tenant=caller.tenant))
 
 
 @router.put("/{key}", responses={201: {"model": FlowKeyOut}, **responses(412, 422)})
@@ -55,11 +57,12 @@ async def put_flow_key(
     key: KeyPath,
     body: Annotated[FlowKeyIn, Body(openapi_examples=examples.FLOW_KEY)],
     service: FlowKeysDep,
+    caller: CallerDep,
     response: Response,
     if_match: IfMatch = None,
 ) -> FlowKeyOut:
     """Create or replace the key's limits: 201 when it had none."""
-    found, created = await service.put(key, body.limits(), versions(if_match))
+    found, created = await service.put(key, body.limits(), versions(if_match), tenant=caller.tenant)
     if created:
         response.status_code = status.HTTP_201_CREATED
     return _one(response, found)
@@ -67,15 +70,17 @@ async def put_flow_key(
 
 @router.post("/{key}/clear-backoff", responses=responses(422))
 async def clear_flow_key_backoff(
-    key: KeyPath, service: FlowKeysDep, response: Response
+    key: KeyPath, service: FlowKeysDep, caller: CallerDep, response: Response
 ) -> FlowKeyOut:
     """End the back-off a destination asked for (`backoff_until`, from a 429 or 503 with
     Retry-After): what waits on the key starts as its limits allow. The limits and their
     version stay; a key with no back-off is answered as it is."""
-    return _one(response, await service.clear_backoff(key))
+    return _one(response, await service.clear_backoff(key, tenant=caller.tenant))
 
 
 @router.delete("/{key}", status_code=status.HTTP_204_NO_CONTENT, responses=responses(404, 412, 422))
-async def delete_flow_key(key: KeyPath, service: FlowKeysDep, if_match: IfMatch = None) -> None:
+async def delete_flow_key(
+    key: KeyPath, service: FlowKeysDep, caller: CallerDep, if_match: IfMatch = None
+) -> None:
     """Remove the key's limits and back-off: its schedules keep the name and run unlimited."""
-    await service.delete(key, versions(if_match))
+    await service.delete(key, versions(if_match), tenant=caller.tenant)

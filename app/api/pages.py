@@ -19,14 +19,17 @@ from app.api.schemas import (
     ScheduleEventOut,
     ScheduleOut,
 )
+from app.api.tenant_schemas import TenantOut
 from app.domain.filters import DeadLetterFilter, ScheduleAfter, ScheduleFilter
 from app.domain.ids import format_instant
 from app.domain.occurrence import DeadLetter, OccurrenceStatus
 from app.domain.schedule import Schedule
+from app.domain.tenants import Caller
 from app.service.dead_letters import DeadLetterService
 from app.service.flow_keys import FlowKeyService
 from app.service.occurrences import OccurrenceService
 from app.service.schedules import ScheduleService
+from app.service.tenants import TenantService
 
 R = TypeVar("R")
 T = TypeVar("T")
@@ -59,13 +62,18 @@ async def schedules(
 
 async def occurrences(
     service: ScheduleService,
+    caller: Caller,
     schedule_id: uuid.UUID,
     limit: int,
     cursor: str | None,
     status: OccurrenceStatus | None = None,
 ) -> Page[OccurrenceOut]:
     found = await service.history(
-        schedule_id, limit=limit + 1, after=pagination.decode_instant_id(cursor), status=status
+        schedule_id,
+        limit=limit + 1,
+        after=pagination.decode_instant_id(cursor),
+        status=status,
+        caller=caller,
     )
     return _page(
         found, limit, OccurrenceOut.of, lambda o: (format_instant(o.fire_at), str(o.occurrence_id))
@@ -73,18 +81,31 @@ async def occurrences(
 
 
 async def events(
-    service: ScheduleService, schedule_id: uuid.UUID, limit: int, cursor: str | None
+    service: ScheduleService,
+    caller: Caller,
+    schedule_id: uuid.UUID,
+    limit: int,
+    cursor: str | None,
 ) -> Page[ScheduleEventOut]:
-    found = await service.events(schedule_id, limit=limit + 1, after=pagination.decode_id(cursor))
+    found = await service.events(
+        schedule_id, limit=limit + 1, after=pagination.decode_id(cursor), caller=caller
+    )
     return _page(found, limit, ScheduleEventOut.of, lambda e: (str(e.id),))
 
 
 async def attempts(
-    service: OccurrenceService, occurrence_id: uuid.UUID, limit: int, cursor: str | None
+    service: OccurrenceService,
+    caller: Caller,
+    occurrence_id: uuid.UUID,
+    limit: int,
+    cursor: str | None,
 ) -> Page[AttemptOut]:
     """Oldest first: a replay's attempts follow those of the occurrence's earlier life."""
     found = await service.attempts(
-        occurrence_id, limit=limit + 1, after=pagination.decode_instant_id(cursor)
+        occurrence_id,
+        limit=limit + 1,
+        after=pagination.decode_instant_id(cursor),
+        tenant=caller.tenant,
     )
     return _page(found, limit, AttemptOut.of, lambda a: (format_instant(a.started_at), str(a.id)))
 
@@ -104,7 +125,18 @@ async def dead_letters(
     return _page(found, limit, DeadLetterOut.of_dead_letter, _dead_letter_key)
 
 
-async def flow_keys(service: FlowKeyService, limit: int, cursor: str | None) -> Page[FlowKeyOut]:
-    """Keys in name order: those with limits and those only schedules name."""
-    found = await service.list(after=pagination.decode_key(cursor), limit=limit + 1)
+async def flow_keys(
+    service: FlowKeyService, caller: Caller, limit: int, cursor: str | None
+) -> Page[FlowKeyOut]:
+    """The caller's tenant's keys in name order: those with limits and those only schedules
+    name."""
+    found = await service.list(
+        after=pagination.decode_key(cursor), limit=limit + 1, tenant=caller.tenant
+    )
     return _page(found, limit, FlowKeyOut.of, lambda k: (k.key,))
+
+
+async def tenants(service: TenantService, limit: int, cursor: str | None) -> Page[TenantOut]:
+    """Tenants in id order."""
+    found = await service.list(after=pagination.decode_tenant(cursor), limit=limit + 1)
+    return _page(found, limit, TenantOut.of, lambda t: (t.id,))

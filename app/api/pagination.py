@@ -16,6 +16,7 @@ from app.domain.errors import InvalidInputError
 from app.domain.filters import ScheduleAfter, ScheduleSort
 from app.domain.flow import KEY_PATTERN
 from app.domain.ids import format_instant
+from app.domain.tenants import TENANT_PATTERN
 
 # An issued cursor is under 100 characters (an instant and a UUID); this leaves room and
 # keeps the decoder away from anything large or deeply nested.
@@ -50,6 +51,16 @@ def decode_key(cursor: str | None) -> str | None:
         return None
     (value,) = _decode(cursor, 1)
     if not KEY_PATTERN.fullmatch(value):
+        raise _refused()
+    return value
+
+
+def decode_tenant(cursor: str | None) -> str | None:
+    """A tenant's id: only one in the tenants' grammar was issued."""
+    if cursor is None:
+        return None
+    (value,) = _decode(cursor, 1)
+    if not TENANT_PATTERN.fullmatch(value):
         raise _refused()
     return value
 

@@ -190,6 +190,10 @@ def _reached_a_sibling(request: Request) -> bool:
 def install(app: FastAPI) -> None:
     @app.exception_handler(ChronoqError)
     async def _chronoq(request: Request, exc: ChronoqError) -> JSONResponse:
+        if _reached_a_sibling(request):
+            # Refused by a dependency of the sibling (a tenant that does not exist) before
+            # its parameters were read: the path's resource does not take the method.
+            return _method_not_allowed(request)
         status, slug, title = next(
             (value for cls, value in _TABLE.items() if isinstance(exc, cls)),
             (400, "bad-request", "Bad request"),

@@ -7,8 +7,8 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Header, Query, Response, status
 
 from app.api import examples, pages
-from app.api.auth import PrincipalDep
 from app.api.deps import (
+    CallerDep,
     CursorQuery,
     LimitQuery,
     ScheduleIdPath,
@@ -90,13 +90,11 @@ async def create_schedule(
     spec: Annotated[ScheduleSpec, Body(openapi_examples=examples.CREATE)],
     service: SchedulesDep,
     response: Response,
-    principal: PrincipalDep,
+    caller: CallerDep,
     traceparent: TraceparentDep,
     idempotency_key: IdempotencyKey = None,
 ) -> ScheduleOut:
-    created = await service.create(
-        spec, idempotency_key, created_by=principal, traceparent=traceparent
-    )
+    created = await service.create(spec, idempotency_key, caller=caller, traceparent=traceparent)
     response.headers["Location"] = f"/v1/schedules/{created.schedule.id}"
     if not created.created:
         response.status_code = status.HTTP_200_OK
@@ -112,10 +110,10 @@ async def create_schedule(
 async def create_schedules(
     body: Annotated[BatchCreate, Body(openapi_examples=examples.BATCH)],
     service: SchedulesDep,
-    principal: PrincipalDep,
+    caller: CallerDep,
     traceparent: TraceparentDep,
 ) -> Response:
-    created = await service.create_many(body.items, created_by=principal, traceparent=traceparent)
+    created = await service.create_many(body.items, caller=caller, traceparent=traceparent)
     # Written at once: the answer FastAPI would write for BatchCreated, unvalidated.
     return Response(
         batch_created_json(created),
@@ -127,6 +125,7 @@ async def create_schedules(
 @router.get("", responses=responses(422))
 async def list_schedules(
     service: SchedulesDep,
+    caller: CallerDep,
     status_: Annotated[
         ScheduleStatus | None, Query(alias="status", description="Only schedules in this status")
     ] = None,
@@ -150,6 +149,7 @@ async def list_schedules(
     `sort=next_fire_at&due_before=<instant>` (with `status=pending` to leave out paused
     schedules, whose occurrences are held)."""
     where = ScheduleFilter(
+        tenant=caller.tenant,
         status=status_,
         event_type=event_type,
         target_type=target_type,
@@ -165,9 +165,9 @@ async def list_schedules(
 
 @router.get("/{schedule_id}", responses=responses(404, 422))
 async def get_schedule(
-    schedule_id: ScheduleIdPath, service: SchedulesDep, response: Response
+    schedule_id: ScheduleIdPath, service: SchedulesDep, caller: CallerDep, response: Response
 ) -> ScheduleOut:
-    return _one(response, await service.get(schedule_id))
+    return _one(response, await service.get(schedule_id, caller=caller))
 
 
 @router.patch("/{schedule_id}", responses=responses(404, 409, 412, 413, 422))
@@ -176,10 +176,10 @@ async def patch_schedule(
     patch: Annotated[SchedulePatch, Body(openapi_examples=examples.PATCH)],
     service: SchedulesDep,
     response: Response,
-    principal: PrincipalDep,
+    caller: CallerDep,
     if_match: IfMatch = None,
 ) -> ScheduleOut:
-    changed = await service.patch(schedule_id, patch, versions(if_match), actor=principal)
+    changed = await service.patch(schedule_id, patch, versions(if_match), caller=caller)
     return _one(response, changed)
 
 
@@ -188,10 +188,10 @@ async def cancel_schedule(
     schedule_id: ScheduleIdPath,
     service: SchedulesDep,
     response: Response,
-    principal: PrincipalDep,
+    caller: CallerDep,
     if_match: IfMatch = None,
 ) -> ScheduleOut:
-    return _one(response, await service.cancel(schedule_id, versions(if_match), actor=principal))
+    return _one(response, await service.cancel(schedule_id, versions(if_match), caller=caller))
 
 
 @router.post("/{schedule_id}/pause", responses=responses(404, 409, 412, 422))
@@ -199,10 +199,10 @@ async def pause_schedule(
     schedule_id: ScheduleIdPath,
     service: SchedulesDep,
     response: Response,
-    principal: PrincipalDep,
+    caller: CallerDep,
     if_match: IfMatch = None,
 ) -> ScheduleOut:
-    return _one(response, await service.pause(schedule_id, versions(if_match), actor=principal))
+    return _one(response, await service.pause(schedule_id, versions(if_match), caller=caller))
 
 
 @router.post("/{schedule_id}/resume", responses=responses(404, 409, 412, 422))
@@ -210,10 +210,10 @@ async def resume_schedule(
     schedule_id: ScheduleIdPath,
     service: SchedulesDep,
     response: Response,
-    principal: PrincipalDep,
+    caller: CallerDep,
     if_match: IfMatch = None,
 ) -> ScheduleOut:
-    return _one(response, await service.resume(schedule_id, versions(if_match), actor=principal))
+    return _one(response, await service.resume(schedule_id, versions(if_match), caller=caller))
 
 
 @router.post(
@@ -224,10 +224,10 @@ async def resume_schedule(
 async def trigger_schedule(
     schedule_id: ScheduleIdPath,
     service: SchedulesDep,
-    principal: PrincipalDep,
+    caller: CallerDep,
     if_match: IfMatch = None,
 ) -> OccurrenceOut:
-    fired = await service.trigger(schedule_id, versions(if_match), actor=principal)
+    fired = await service.trigger(schedule_id, versions(if_match), caller=caller)
     return OccurrenceOut.of(fired)
 
 
@@ -236,14 +236,14 @@ async def backfill_schedule(
     schedule_id: ScheduleIdPath,
     body: Annotated[BackfillRequest, Body(openapi_examples=examples.BACKFILL)],
     service: SchedulesDep,
-    principal: PrincipalDep,
+    caller: CallerDep,
     if_match: IfMatch = None,
 ) -> BackfillResult:
     """One occurrence per tick of the trigger in [from, to] (at most 1000 ticks, none in
     the future), each with its usual occurrence id: ticks that already have one are left
     alone (a skipped one becomes due), so calling it twice creates nothing new."""
     done = await service.backfill(
-        schedule_id, body.from_, body.to, versions(if_match), actor=principal
+        schedule_id, body.from_, body.to, versions(if_match), caller=caller
     )
     return BackfillResult.of(done.ticks, done.created)
 
@@ -252,6 +252,7 @@ async def backfill_schedule(
 async def list_occurrences(
     schedule_id: ScheduleIdPath,
     service: SchedulesDep,
+    caller: CallerDep,
     status_: Annotated[
         OccurrenceStatus | None,
         Query(alias="status", description="Only occurrences in this status"),
@@ -259,15 +260,16 @@ async def list_occurrences(
     limit: LimitQuery = 50,
     cursor: CursorQuery = None,
 ) -> Page[OccurrenceOut]:
-    return await pages.occurrences(service, schedule_id, limit, cursor, status_)
+    return await pages.occurrences(service, caller, schedule_id, limit, cursor, status_)
 
 
 @router.get("/{schedule_id}/events", responses=responses(404, 422))
 async def list_events(
     schedule_id: ScheduleIdPath,
     service: SchedulesDep,
+    caller: CallerDep,
     limit: LimitQuery = 50,
     cursor: CursorQuery = None,
 ) -> Page[ScheduleEventOut]:
     """The schedule's audit events, oldest first: who changed it, to which version."""
-    return await pages.events(service, schedule_id, limit, cursor)
+    return await pages.events(service, caller, schedule_id, limit, cursor)

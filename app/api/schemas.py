@@ -43,6 +43,7 @@ from app.domain.schedule import (
 )
 from app.domain.secrets import redacted_headers, redacted_secret, redacted_url
 from app.domain.target import JsonScalar, Target, WebhookTarget
+from app.domain.tenants import DEFAULT_TENANT
 from app.domain.trigger import Trigger
 
 T = TypeVar("T")
@@ -120,6 +121,12 @@ class ScheduleOut(BaseModel):
     """A schedule: its definition, where it stands, and what it has fired."""
 
     id: uuid.UUID = Field(description="The schedule's id")
+    # A default: a client reads the answers of a service from before tenants too.
+    tenant: str = Field(
+        default=DEFAULT_TENANT,
+        description="The tenant it belongs to, with its occurrences and dead letters",
+        examples=["default"],
+    )
     name: str | None = Field(description="Its name; null: none")
     event_type: str = Field(description="What its occurrences are about")
     payload: Any = Field(description="The JSON value each occurrence delivers")

@@ -30,6 +30,7 @@ from app.api.schemas import (
     ScheduleEventOut,
     ScheduleOut,
 )
+from app.api.tenant_schemas import TenantIn, TenantOut
 from app.client.calls import Call
 from app.client.clients import AsyncClient, Client
 from app.client.errors import (
@@ -80,6 +81,8 @@ __all__ = [
     "ScheduleOut",
     "SchedulePatch",
     "ScheduleSpec",
+    "TenantIn",
+    "TenantOut",
     "UnauthorizedError",
     "UnavailableError",
     "UnexpectedAnswerError",

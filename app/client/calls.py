@@ -35,6 +35,7 @@ from app.api.schemas import (
     ScheduleEventOut,
     ScheduleOut,
 )
+from app.api.tenant_schemas import TenantIn, TenantOut
 from app.domain.schedule import SchedulePatch, ScheduleSpec
 
 T = TypeVar("T")
@@ -123,6 +124,7 @@ def _params(**values: Any) -> tuple[tuple[str, str], ...]:
 _SCHEDULE = _reader(ScheduleOut)
 _OCCURRENCE = _reader(OccurrenceOut)
 _FLOW_KEY = _reader(FlowKeyOut)
+_TENANT = _reader(TenantOut)
 
 # -- the service ------------------------------------------------------------------------
 
@@ -356,6 +358,33 @@ def clear_flow_key_backoff(key: str) -> Call[FlowKeyOut]:
 def delete_flow_key(key: str, *, if_match: Version = None) -> Call[None]:
     """Remove a key's limits and back-off (DELETE /v1/flow-keys/{key})."""
     path = f"/v1/flow-keys/{_segment(key)}"
+    return Call("DELETE", path, _nothing, headers=_if_match(if_match))
+
+
+# -- tenants ----------------------------------------------------------------------------
+
+
+def list_tenants(*, limit: int | None = None, cursor: str | None = None) -> Call[Page[TenantOut]]:
+    """A page of the tenants, by id (GET /v1/tenants)."""
+    params = _params(limit=limit, cursor=cursor)
+    return Call("GET", "/v1/tenants", _reader(Page[TenantOut]), params=params)
+
+
+def get_tenant(tenant: str) -> Call[TenantOut]:
+    """One tenant (GET /v1/tenants/{tenant})."""
+    return Call("GET", f"/v1/tenants/{_segment(tenant)}", _TENANT)
+
+
+def put_tenant(tenant: str, body: TenantIn | Body, *, if_match: Version = None) -> Call[TenantOut]:
+    """Create or replace a tenant, whole (PUT /v1/tenants/{tenant})."""
+    path = f"/v1/tenants/{_segment(tenant)}"
+    return Call("PUT", path, _TENANT, body=_json(body), headers=_if_match(if_match))
+
+
+def delete_tenant(tenant: str, *, if_match: Version = None) -> Call[None]:
+    """Remove a tenant with its ended schedules and flow keys (DELETE /v1/tenants/{tenant});
+    refused while it has live schedules."""
+    path = f"/v1/tenants/{_segment(tenant)}"
     return Call("DELETE", path, _nothing, headers=_if_match(if_match))
 
 

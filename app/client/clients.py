@@ -32,6 +32,7 @@ from app.client.errors import (
     unexpected_answer,
 )
 from app.domain.secrets import scrub_credentials
+from app.domain.tenants import TENANT_HEADER
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -62,9 +63,11 @@ class _Settings:
         retries: int = DEFAULT_RETRIES,
         headers: dict[str, str] | None = None,
         trust_env: bool = True,
+        tenant: str | None = None,
     ) -> None:
         """`trust_env`: whether httpx reads proxies and certificates from the environment
-        (HTTP_PROXY, SSL_CERT_FILE, ...), as it does by default."""
+        (HTTP_PROXY, SSL_CERT_FILE, ...), as it does by default. `tenant`: the tenant every
+        call acts in (sent as `Chronoq-Tenant`; None: the key's own, or `default`)."""
         if api_key is not None and api_key_file is not None:
             raise ValueError("give api_key or api_key_file, not both")
         if api_key_file is not None:
@@ -82,6 +85,8 @@ class _Settings:
         self.headers = {"User-Agent": _user_agent(), "Accept": "application/json"}
         if api_key:
             self.headers["Authorization"] = f"Bearer {api_key}"
+        if tenant is not None:
+            self.headers[TENANT_HEADER] = tenant
         self.headers.update(headers or {})
 
     def request(self, call: Call[Any]) -> dict[str, Any]:
@@ -261,6 +266,10 @@ class Client:
     put_flow_key = _sync(calls.put_flow_key)
     clear_flow_key_backoff = _sync(calls.clear_flow_key_backoff)
     delete_flow_key = _sync(calls.delete_flow_key)
+    list_tenants = _sync(calls.list_tenants)
+    get_tenant = _sync(calls.get_tenant)
+    put_tenant = _sync(calls.put_tenant)
+    delete_tenant = _sync(calls.delete_tenant)
     preview_trigger = _sync(calls.preview_trigger)
 
     # every item of a list, following its cursors
@@ -270,6 +279,7 @@ class Client:
     iter_attempts = _sync_pages(calls.list_attempts)
     iter_dead_letters = _sync_pages(calls.list_dead_letters)
     iter_flow_keys = _sync_pages(calls.list_flow_keys)
+    iter_tenants = _sync_pages(calls.list_tenants)
 
 
 class AsyncClient:
@@ -347,6 +357,10 @@ class AsyncClient:
     put_flow_key = _async(calls.put_flow_key)
     clear_flow_key_backoff = _async(calls.clear_flow_key_backoff)
     delete_flow_key = _async(calls.delete_flow_key)
+    list_tenants = _async(calls.list_tenants)
+    get_tenant = _async(calls.get_tenant)
+    put_tenant = _async(calls.put_tenant)
+    delete_tenant = _async(calls.delete_tenant)
     preview_trigger = _async(calls.preview_trigger)
 
     # every item of a list, following its cursors
@@ -356,3 +370,4 @@ class AsyncClient:
     iter_attempts = _async_pages(calls.list_attempts)
     iter_dead_letters = _async_pages(calls.list_dead_letters)
     iter_flow_keys = _async_pages(calls.list_flow_keys)
+    iter_tenants = _async_pages(calls.list_tenants)

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from app.domain.schedule import ScheduleStatus
+from app.domain.tenants import DEFAULT_TENANT
 
 # A schedule is failing while its latest occurrences are dead-lettered in a row
 # (`consecutive_failures` > 0), or while a dead letter of it from this long ago or later is
@@ -30,6 +31,8 @@ class ScheduleSort(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class ScheduleFilter:
+    # The tenant whose schedules are listed: a list never reaches beyond one.
+    tenant: str = DEFAULT_TENANT
     status: ScheduleStatus | None = None
     event_type: str | None = None
     target_type: str | None = None
@@ -57,5 +60,7 @@ class ScheduleAfter:
 
 @dataclass(frozen=True, slots=True)
 class DeadLetterFilter:
+    # The tenant whose dead letters are listed or replayed: never beyond one.
+    tenant: str = DEFAULT_TENANT
     schedule_id: uuid.UUID | None = None
     event_type: str | None = None

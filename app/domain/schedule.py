@@ -24,6 +24,7 @@ from app.domain.limits import (
 from app.domain.misfire import DEFAULT_GRACE_SECONDS, DEFAULT_MAX_CATCHUP, MisfirePolicy, Rules
 from app.domain.retry import RetrySpec
 from app.domain.target import Target
+from app.domain.tenants import DEFAULT_TENANT
 from app.domain.trigger import Trigger
 
 # A pause through the API or the CLI is "manual"; one the loop makes after
@@ -133,6 +134,8 @@ class ScheduleDefinition:
     id: uuid.UUID
     name: str | None
     event_type: str
+    # The tenant it belongs to (`app.domain.tenants`), with all it holds.
+    tenant: str = DEFAULT_TENANT
     payload: Any
     target: Target
     trigger: Trigger

@@ -2,7 +2,9 @@
 
 Replays and discards are audit events of the schedules they touch: one event per schedule
 and call, however many of its dead letters the call replays (the occurrences themselves
-show which ones). `actor` is who asks, as in `app.service.schedules`.
+show which ones). `caller` is who asks and in which tenant, as in `app.service.schedules`: a
+dead letter of another tenant is one that does not exist, and a filter reaches the caller's
+tenant only.
 
 A replay by filter has no upper bound: it goes in transactions of `REPLAY_BATCH` dead
 letters each, so that no statement outgrows a database's limit on bound parameters and no
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
 
@@ -21,6 +23,7 @@ from app.domain.errors import ConflictError, InvalidInputError, NotFoundError
 from app.domain.filters import DeadLetterFilter
 from app.domain.occurrence import DeadLetter, OccurrenceStatus
 from app.domain.schedule import EventKind
+from app.domain.tenants import Caller
 from app.store.dialects import announce, transaction_now
 from app.store.engine.database import Connection, Database
 from app.store.engine.wakeups import Wakeups
@@ -65,10 +68,10 @@ class DeadLetterService:
         )
 
     async def _require(
-        self, conn: Connection, occurrence_id: uuid.UUID, *, for_update: bool = False
+        self, conn: Connection, occurrence_id: uuid.UUID, tenant: str, *, for_update: bool = False
     ) -> DeadLetter:
         found = await self._dead_letters.get_with_definition(
-            conn, occurrence_id, for_update=for_update
+            conn, occurrence_id, tenant, for_update=for_update
         )
         if found is None:
             raise NotFoundError(f"occurrence {occurrence_id} does not exist")
@@ -77,20 +80,21 @@ class DeadLetterService:
             raise ConflictError(f"occurrence {occurrence_id} is {status}, not dead-lettered")
         return found
 
-    async def get(self, occurrence_id: uuid.UUID) -> DeadLetter:
+    async def get(self, occurrence_id: uuid.UUID, *, caller: Caller) -> DeadLetter:
         async def work(conn: Connection) -> DeadLetter:
-            found = await self._dead_letters.get_with_definition(conn, occurrence_id)
+            found = await self._dead_letters.get_with_definition(conn, occurrence_id, caller.tenant)
             if found is None or found.occurrence.status is not OccurrenceStatus.DEAD_LETTERED:
                 raise NotFoundError(f"no dead letter with occurrence id {occurrence_id}")
             return found
 
         return await self._db.run(work)
 
-    async def replay(self, occurrence_id: uuid.UUID, actor: str | None = None) -> uuid.UUID:
+    async def replay(self, occurrence_id: uuid.UUID, *, caller: Caller) -> uuid.UUID:
         """Attempts reset, due now, same occurrence id."""
+        actor = caller.actor
 
         async def work(conn: Connection) -> uuid.UUID:
-            await self._require(conn, occurrence_id, for_update=True)
+            await self._require(conn, occurrence_id, caller.tenant, for_update=True)
             now = await transaction_now(conn)
             await self._dead_letters.replay(conn, now, [occurrence_id])
             await self._events.record_for_occurrences(
@@ -105,10 +109,14 @@ class DeadLetterService:
         self,
         ids: Sequence[uuid.UUID] | None,
         where: DeadLetterFilter,
-        actor: str | None = None,
+        *,
+        caller: Caller,
     ) -> ReplayedDeadLetters:
-        """Replay by ids, or every dead letter matching the filters; an empty request is refused
-        so that a typo cannot replay everything."""
+        """Replay by ids, or every dead letter matching the filters, of the caller's tenant
+        only (whatever tenant `where` names); an empty request is refused so that a typo
+        cannot replay everything."""
+        actor = caller.actor
+        where = replace(where, tenant=caller.tenant)
         if ids is not None and len(ids) > MAX_REPLAY_IDS:
             raise InvalidInputError(
                 f"at most {MAX_REPLAY_IDS} occurrence ids per request", pointer="#/occurrence_ids"
@@ -179,9 +187,11 @@ class DeadLetterService:
         """Those of `ids` (replayed) that wait for their paused schedule's resume."""
         return await self._db.run(lambda conn: self._dead_letters.held(conn, ids[:MAX_REPLAY_IDS]))
 
-    async def discard(self, occurrence_id: uuid.UUID, actor: str | None = None) -> None:
+    async def discard(self, occurrence_id: uuid.UUID, *, caller: Caller) -> None:
+        actor = caller.actor
+
         async def work(conn: Connection) -> None:
-            await self._require(conn, occurrence_id, for_update=True)
+            await self._require(conn, occurrence_id, caller.tenant, for_update=True)
             now = await transaction_now(conn)
             await self._dead_letters.discard(conn, occurrence_id, now)
             await self._events.record_for_occurrences(

@@ -20,9 +20,11 @@ class OccurrenceService:
         self._db = database
         self._attempts = AttemptStore()
 
-    async def get(self, occurrence_id: uuid.UUID) -> Occurrence:
+    async def get(self, occurrence_id: uuid.UUID, *, tenant: str) -> Occurrence:
+        """The occurrence of a schedule of `tenant`: another tenant's is not found."""
+
         async def work(conn: Connection) -> Occurrence:
-            found = await self._attempts.get_occurrence(conn, occurrence_id)
+            found = await self._attempts.get_occurrence(conn, occurrence_id, tenant)
             if found is None:
                 raise _missing(occurrence_id)
             return found
@@ -35,11 +37,12 @@ class OccurrenceService:
         *,
         limit: int,
         after: tuple[datetime, uuid.UUID] | None = None,
+        tenant: str,
     ) -> list[Attempt]:
         """Oldest first; an occurrence that does not exist (or was pruned) is not found."""
 
         async def work(conn: Connection) -> list[Attempt]:
-            if await self._attempts.get_occurrence(conn, occurrence_id) is None:
+            if await self._attempts.get_occurrence(conn, occurrence_id, tenant) is None:
                 raise _missing(occurrence_id)
             return await self._attempts.list_attempts(conn, occurrence_id, limit=limit, after=after)
 

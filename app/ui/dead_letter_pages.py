@@ -62,6 +62,7 @@ class DeadLetterPages:
         try:
             page = await dead_letter_routes.list_dead_letters(
                 service,
+                viewer.caller,
                 schedule_id=uuid_value(filter_value(query, "schedule_id"), "schedule_id"),
                 event_type=filter_value(query, "event_type"),
                 limit=PAGE_SIZE,
@@ -113,12 +114,12 @@ class DeadLetterPages:
         held: list[uuid.UUID] = []
         try:
             if action == "replay":
-                replayed = await service.replay_many(ids, _NO_FILTER, actor=viewer.name)
+                replayed = await service.replay_many(ids, _NO_FILTER, caller=viewer.caller)
                 held = await service.held(replayed.occurrence_ids)
                 done = replayed.count
             else:
                 for id_ in ids:
-                    await service.discard(id_, actor=viewer.name)
+                    await service.discard(id_, caller=viewer.caller)
                 done = len(ids)
         except ChronoqError as exc:
             return await frame.refuse(request, viewer, status_of(exc), exc.detail)

@@ -129,7 +129,7 @@ class FlowKeyPages:
         next_url: str | None = None
         try:
             page = await flow_key_routes.list_flow_keys(
-                service, limit=PAGE_SIZE, cursor=filter_value(query, "cursor")
+                service, viewer.caller, limit=PAGE_SIZE, cursor=filter_value(query, "cursor")
             )
             items = page.items
             if page.next_cursor is not None:
@@ -171,7 +171,7 @@ class FlowKeyPages:
                 request, viewer, 404, f"{key!r} is not a flow key: a flow key is {KEY_ALPHABET}"
             )
         try:
-            found = FlowKeyOut.of(await service.get(key))
+            found = FlowKeyOut.of(await service.get(key, tenant=viewer.tenant))
         except ChronoqError as exc:
             return await frame.refuse(request, viewer, status_of(exc), exc.detail)
         return await frame.render(
@@ -205,12 +205,15 @@ class FlowKeyPages:
             return fields
         try:
             check_key(key)
-            found = await service.get(key)
+            found = await service.get(key, tenant=viewer.tenant)
             limits = found.limits if found.version is not None else None
             limits = limits or FlowLimits()
             if limits.paused != paused:
                 await service.put(
-                    key, replace(limits, paused=paused), frozenset({found.version or 0})
+                    key,
+                    replace(limits, paused=paused),
+                    frozenset({found.version or 0}),
+                    tenant=viewer.tenant,
                 )
         except PreconditionFailedError:
             return await self.flow_key(
@@ -230,7 +233,7 @@ class FlowKeyPages:
             return fields
         try:
             check_key(key)
-            await service.clear_backoff(key)
+            await service.clear_backoff(key, tenant=viewer.tenant)
         except ChronoqError as exc:
             return await frame.refuse(request, viewer, status_of(exc), exc.detail)
         return back(request, f"/ui/flow-keys/{key}?done=cleared")
@@ -271,7 +274,7 @@ class FlowKeyPages:
                 invalid=field,
             )
         try:
-            await service.put(key, limits, frozenset({int(versions[0])}))
+            await service.put(key, limits, frozenset({int(versions[0])}), tenant=viewer.tenant)
         except PreconditionFailedError:
             return await self.flow_key(request, viewer, service, key, status=409, error=_STALE)
         except ChronoqError as exc:

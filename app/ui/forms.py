@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from fastapi import Request
 
 from app.api.auth import KeyRing, presented_key
+from app.domain.tenants import DEFAULT_TENANT, Caller
 
 # A page left open over a working day still posts; older tokens are refused.
 TOKEN_LIFETIME_SECONDS = 12 * 3600
@@ -36,6 +37,12 @@ class Viewer:
     name: str | None
     key: str | None
     can_write: bool
+    # The tenant the console shows and acts in.
+    tenant: str = DEFAULT_TENANT
+
+    @property
+    def caller(self) -> Caller:
+        return Caller(self.tenant, self.name)
 
     @classmethod
     def of(cls, request: Request, ring: KeyRing) -> Viewer:

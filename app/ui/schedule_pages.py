@@ -29,6 +29,7 @@ from app.domain.errors import (
 from app.domain.filters import ScheduleSort
 from app.domain.limits import MAX_LABEL_FILTERS
 from app.domain.schedule import ScheduleStatus
+from app.domain.tenants import Caller
 from app.domain.trigger import fire_times, is_recurring
 from app.ui import schedule_edit
 from app.ui.forms import Viewer
@@ -55,7 +56,7 @@ _DONE = {
 
 
 async def _attempts(
-    service: OccurrencesDep, occurrence: OccurrenceOut
+    service: OccurrencesDep, caller: Caller, occurrence: OccurrenceOut
 ) -> tuple[list[AttemptOut], bool]:
     """An occurrence's attempts, oldest first (at most ATTEMPTS_SHOWN), and whether there
     are more; none read for one that was never attempted."""
@@ -64,7 +65,7 @@ async def _attempts(
         return [], False
     try:
         page = await occurrence_routes.list_attempts(
-            occurrence.occurrence_id, service, limit=ATTEMPTS_SHOWN, cursor=None
+            occurrence.occurrence_id, service, caller, limit=ATTEMPTS_SHOWN, cursor=None
         )
     except NotFoundError:  # pruned since the list was read
         return [], False
@@ -159,6 +160,7 @@ class SchedulePages:
             sort = _sort(shown["sort"], due=due_before is not None)
             page = await schedule_routes.list_schedules(
                 service,
+                viewer.caller,
                 status_=ScheduleStatus(status) if status else None,
                 event_type=filter_value(query, "event_type"),
                 target_type=target_type,
@@ -217,23 +219,29 @@ class SchedulePages:
         except ValueError:
             return await frame.refuse(request, viewer, 404, f"no schedule {schedule_id!r}")
         try:
-            schedule = ScheduleOut.of(await service.get(id_))
+            schedule = ScheduleOut.of(await service.get(id_, caller=viewer.caller))
             occurrences = await schedule_routes.list_occurrences(
                 id_,
                 service,
+                viewer.caller,
                 status_=None,
                 limit=OCCURRENCES_PAGE,
                 cursor=filter_value(query, "cursor"),
             )
             events = await schedule_routes.list_events(
-                id_, service, limit=PAGE_SIZE, cursor=filter_value(query, "events_cursor")
+                id_,
+                service,
+                viewer.caller,
+                limit=PAGE_SIZE,
+                cursor=filter_value(query, "events_cursor"),
             )
         except NotFoundError as exc:
             return await frame.refuse(request, viewer, 404, exc.detail)
         except InvalidInputError as exc:
             return await frame.refuse(request, viewer, 422, exc.detail)
         attempts = {
-            o.occurrence_id: await _attempts(occurrence_service, o) for o in occurrences.items
+            o.occurrence_id: await _attempts(occurrence_service, viewer.caller, o)
+            for o in occurrences.items
         }
         links = {"cursor": query.get("cursor", ""), "events_cursor": query.get("events_cursor", "")}
         next_url = events_url = None
@@ -302,14 +310,14 @@ class SchedulePages:
             )
 
         try:
-            current = ScheduleOut.of(await service.get(schedule_id))
+            current = ScheduleOut.of(await service.get(schedule_id, caller=viewer.caller))
             if current.version != version:
                 raise PreconditionFailedError("stale form")
             changes = schedule_edit.changes_of(form, current)
             if not changes:
                 return back(request, f"/ui/schedules/{schedule_id}?done=unchanged")
             patch = schedule_edit.checked(changes)
-            await service.patch(schedule_id, patch, frozenset({version}), actor=viewer.name)
+            await service.patch(schedule_id, patch, frozenset({version}), caller=viewer.caller)
         except PreconditionFailedError:
             return await again(409, schedule_edit.STALE)
         except InvalidInputError as exc:
@@ -338,7 +346,7 @@ class SchedulePages:
         call, done = calls[action]
         try:
             # The audit event names the key that pressed the button.
-            await call(schedule_id, actor=viewer.name)
+            await call(schedule_id, caller=viewer.caller)
         except ChronoqError as exc:
             return await self._frame.refuse(request, viewer, status_of(exc), exc.detail)
         return back(request, f"/ui/schedules/{schedule_id}?done={done}")

@@ -38,6 +38,8 @@ SAMPLE: dict[str, Any] = {
     "schedule_id": ID,
     "occurrence_id": ID,
     "key": "customer-42",
+    "tenant": "customer-42",
+    "body": {},
     "spec": {},
     "specs": [{}],
     "changes": {},
@@ -103,6 +105,7 @@ _LISTED = {
     "AttemptOut",
     "DeadLetterOut",
     "FlowKeyOut",
+    "TenantOut",
 }
 
 

@@ -87,6 +87,7 @@ SEMANTIC_RULES = {
     "list_events": _OPAQUE_CURSOR,
     "list_dead_letters": _OPAQUE_CURSOR,
     "list_flow_keys": _OPAQUE_CURSOR,
+    "list_tenants": _OPAQUE_CURSOR,
 }
 # 412: an If-Match that is well-formed but names another version than the schedule's (a
 # generated one almost always does) is refused by design, like a 409 conflict.

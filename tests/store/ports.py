@@ -12,7 +12,7 @@ import random
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -35,6 +35,13 @@ from app.domain.occurrence import (
 )
 from app.domain.schedule import Schedule, ScheduleDraft, ScheduleStatus
 from app.domain.target import Target, WebhookTarget
+from app.domain.tenants import (
+    DEFAULT_TENANT,
+    key_name,
+    key_prefix,
+    stored_key,
+    stored_key_or_none,
+)
 from app.domain.trigger import (
     CronTrigger,
     ImmediateTrigger,
@@ -193,12 +200,12 @@ async def insert_schedules(database: Database, drafts: Sequence[ScheduleDraft]) 
 
 
 async def find_by_idempotency_key(
-    database: Database, key: str, principal: str | None
+    database: Database, key: str, principal: str | None, tenant: str = DEFAULT_TENANT
 ) -> Schedule | None:
     """The schedule the API key named `principal` created with this Idempotency-Key."""
 
     async def work(conn: Connection) -> Schedule | None:
-        return await ScheduleStore().find_by_idempotency_key(conn, key, principal)
+        return await ScheduleStore().find_by_idempotency_key(conn, tenant, key, principal)
 
     return await database.run(work)
 
@@ -236,7 +243,10 @@ async def migrate_to(database: Database, revision: str) -> None:
         }
         (command.downgrade if ahead else command.upgrade)(config, revision)
 
-    async with database.connect() as conn:
+    async with (
+        database.connect() as conn,
+        database.dialect.migrating(conn, database.schema, session=not database.pooled),
+    ):
         await conn.run_sync(move)
         await conn.commit()
 
@@ -799,6 +809,12 @@ async def read_sql_clock(database: Database, expression: str) -> Any:
 
 
 # -- flow keys ----------------------------------------------------------------------------
+# By name, in `tenant` (default: `default`): the store names a key by its tenant and name
+# (`app.domain.tenants.stored_key`); what these answer names it as its tenant does.
+
+
+def _named(found: FlowKey) -> FlowKey:
+    return replace(found, key=key_name(found.key))
 
 
 async def put_flow_key(
@@ -806,20 +822,23 @@ async def put_flow_key(
     key: str,
     limits: FlowLimits,
     if_match: frozenset[int] | None = None,
+    tenant: str = DEFAULT_TENANT,
 ) -> tuple[FlowKey, bool]:
     """Create or replace a key's limits: the key as it then stands, and whether it is new."""
 
     async def work(conn: Connection) -> tuple[FlowKey, bool]:
-        return await FlowKeyStore().put(conn, key, limits, if_match, await transaction_now(conn))
+        now = await transaction_now(conn)
+        return await FlowKeyStore().put(conn, stored_key(tenant, key), limits, if_match, now)
 
-    return await database.run(work)
+    found, created = await database.run(work)
+    return _named(found), created
 
 
 async def visited_keys(database: Database) -> list[str]:
     """The flow keys the keyed claim looks at now: those with rows due that no key holds."""
 
     async def work(conn: Connection) -> list[str]:
-        return [row.flow_key for row in await keys_with_work_due(conn, 0.0)]
+        return [key_name(row.flow_key) for row in await keys_with_work_due(conn, 0.0)]
 
     return await database.run(work)
 
@@ -829,42 +848,52 @@ async def move_to_key(database: Database, schedule_id: uuid.UUID, key: str | Non
 
     async def work(conn: Connection) -> None:
         await ScheduleStore().update(conn, schedule_id, await transaction_now(conn), flow_key=key)
-        await LifecycleStore().move_to_key(conn, schedule_id, key)
+        stored = stored_key_or_none(DEFAULT_TENANT, key)
+        await LifecycleStore().move_to_key(conn, schedule_id, stored)
 
     await database.run(work)
 
 
-async def read_flow_key(database: Database, key: str) -> FlowKey:
+async def read_flow_key(database: Database, key: str, tenant: str = DEFAULT_TENANT) -> FlowKey:
     async def work(conn: Connection) -> FlowKey:
-        return await FlowKeyStore().get(conn, key, await transaction_now(conn))
+        return await FlowKeyStore().get(conn, stored_key(tenant, key), await transaction_now(conn))
 
-    return await database.run(work)
+    return _named(await database.run(work))
 
 
 async def clear_flow_key_backoff(database: Database, key: str) -> FlowKey:
     """End a destination's back-off of the key: the key as it then stands."""
 
     async def work(conn: Connection) -> FlowKey:
-        return await FlowKeyStore().clear_backoff(conn, key, await transaction_now(conn))
+        stored = stored_key(DEFAULT_TENANT, key)
+        return await FlowKeyStore().clear_backoff(conn, stored, await transaction_now(conn))
 
-    return await database.run(work)
+    return _named(await database.run(work))
 
 
 async def delete_flow_key(
     database: Database, key: str, if_match: frozenset[int] | None = None
 ) -> bool:
     async def work(conn: Connection) -> bool:
-        return await FlowKeyStore().delete(conn, key, if_match)
+        return await FlowKeyStore().delete(conn, stored_key(DEFAULT_TENANT, key), if_match)
 
     return await database.run(work)
 
 
 async def flow_keys(
-    database: Database, *, after: str | None = None, limit: int = 100
+    database: Database,
+    *,
+    after: str | None = None,
+    limit: int = 100,
+    tenant: str = DEFAULT_TENANT,
 ) -> list[FlowKey]:
     async def work(conn: Connection) -> list[FlowKey]:
         return await FlowKeyStore().page(
-            conn, after=after, limit=limit, now=await transaction_now(conn)
+            conn,
+            prefix=key_prefix(tenant),
+            after=None if after is None else stored_key(tenant, after),
+            limit=limit,
+            now=await transaction_now(conn),
         )
 
-    return await database.run(work)
+    return [_named(found) for found in await database.run(work)]

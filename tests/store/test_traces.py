@@ -54,7 +54,7 @@ async def test_a_flow_keyed_claim_hands_it_over(database: Database) -> None:
 
     (delivery,) = await ports.claim(database, limit=1)
 
-    assert (delivery.flow_key, delivery.traceparent) == ("acme", STORED)
+    assert (delivery.flow_key, delivery.traceparent) == ("default/acme", STORED)
 
 
 async def test_an_attempt_records_the_trace_id_it_was_sent_with(database: Database) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -29,6 +30,7 @@ from app.domain import errors
 from app.domain.filters import DeadLetterFilter, ScheduleFilter, ScheduleSort
 from app.domain.flow import FlowLimits, Ordering
 from app.domain.schedule import CLI_ACTOR, SchedulePatch
+from app.domain.tenants import DEFAULT_TENANT, Caller
 from app.service.dead_letters import DeadLetterService
 from app.service.flow_keys import FlowKeyService
 from app.service.occurrences import OccurrenceService
@@ -83,7 +85,8 @@ class Operator(Protocol):
 
 
 class DatabaseOperator:
-    """The services on the database, as the API's routes call them, acting as "cli"."""
+    """The services on the database, as the API's routes call them, acting as "cli" in
+    `tenant`."""
 
     def __init__(
         self,
@@ -92,8 +95,10 @@ class DatabaseOperator:
         dead_letters_: DeadLetterService,
         occurrences_: OccurrenceService,
         flow_keys_: FlowKeyService,
+        tenant: str = DEFAULT_TENANT,
     ) -> None:
         self.where = where
+        self._caller = Caller(tenant, CLI_ACTOR)
         self._schedules = schedules
         self._dead_letters = dead_letters_
         self._occurrences = occurrences_
@@ -102,85 +107,93 @@ class DatabaseOperator:
     async def list_schedules(
         self, where: ScheduleFilter, limit: int, cursor: str | None
     ) -> Page[ScheduleOut]:
-        return await pages.schedules(self._schedules, where, limit, cursor)
+        return await pages.schedules(
+            self._schedules, replace(where, tenant=self._caller.tenant), limit, cursor
+        )
 
     async def get_schedule(self, schedule_id: uuid.UUID) -> ScheduleOut:
-        return ScheduleOut.of(await self._schedules.get(schedule_id))
+        return ScheduleOut.of(await self._schedules.get(schedule_id, caller=self._caller))
 
     async def occurrences(
         self, schedule_id: uuid.UUID, limit: int, cursor: str | None
     ) -> Page[OccurrenceOut]:
-        return await pages.occurrences(self._schedules, schedule_id, limit, cursor)
+        return await pages.occurrences(self._schedules, self._caller, schedule_id, limit, cursor)
 
     async def events(
         self, schedule_id: uuid.UUID, limit: int, cursor: str | None
     ) -> Page[ScheduleEventOut]:
-        return await pages.events(self._schedules, schedule_id, limit, cursor)
+        return await pages.events(self._schedules, self._caller, schedule_id, limit, cursor)
 
     async def attempts(
         self, occurrence_id: uuid.UUID, limit: int, cursor: str | None
     ) -> Page[AttemptOut]:
-        return await pages.attempts(self._occurrences, occurrence_id, limit, cursor)
+        return await pages.attempts(self._occurrences, self._caller, occurrence_id, limit, cursor)
 
     async def pause(self, schedule_id: uuid.UUID) -> ScheduleOut:
-        return ScheduleOut.of(await self._schedules.pause(schedule_id, actor=CLI_ACTOR))
+        return ScheduleOut.of(await self._schedules.pause(schedule_id, caller=self._caller))
 
     async def resume(self, schedule_id: uuid.UUID) -> ScheduleOut:
-        return ScheduleOut.of(await self._schedules.resume(schedule_id, actor=CLI_ACTOR))
+        return ScheduleOut.of(await self._schedules.resume(schedule_id, caller=self._caller))
 
     async def cancel(self, schedule_id: uuid.UUID) -> ScheduleOut:
-        return ScheduleOut.of(await self._schedules.cancel(schedule_id, actor=CLI_ACTOR))
+        return ScheduleOut.of(await self._schedules.cancel(schedule_id, caller=self._caller))
 
     async def trigger(self, schedule_id: uuid.UUID) -> OccurrenceOut:
-        return OccurrenceOut.of(await self._schedules.trigger(schedule_id, actor=CLI_ACTOR))
+        return OccurrenceOut.of(await self._schedules.trigger(schedule_id, caller=self._caller))
 
     async def patch(
         self, schedule_id: uuid.UUID, changes: dict[str, Any], if_match: Versions
     ) -> ScheduleOut:
         patch = SchedulePatch.model_validate(changes)
-        changed = await self._schedules.patch(schedule_id, patch, if_match, actor=CLI_ACTOR)
+        changed = await self._schedules.patch(schedule_id, patch, if_match, caller=self._caller)
         return ScheduleOut.of(changed)
 
     async def backfill(
         self, schedule_id: uuid.UUID, start: datetime, end: datetime
     ) -> BackfillResult:
-        done = await self._schedules.backfill(schedule_id, start, end, actor=CLI_ACTOR)
+        done = await self._schedules.backfill(schedule_id, start, end, caller=self._caller)
         return BackfillResult.of(done.ticks, done.created)
 
     async def dead_letters(
         self, where: DeadLetterFilter, limit: int, cursor: str | None
     ) -> Page[DeadLetterOut]:
-        return await pages.dead_letters(self._dead_letters, where, limit, cursor)
+        return await pages.dead_letters(
+            self._dead_letters, replace(where, tenant=self._caller.tenant), limit, cursor
+        )
 
     async def dead_letter(self, occurrence_id: uuid.UUID) -> DeadLetterOut:
-        return DeadLetterOut.of_dead_letter(await self._dead_letters.get(occurrence_id))
+        return DeadLetterOut.of_dead_letter(
+            await self._dead_letters.get(occurrence_id, caller=self._caller)
+        )
 
     async def replay(self, occurrence_id: uuid.UUID) -> None:
-        await self._dead_letters.replay(occurrence_id, actor=CLI_ACTOR)
+        await self._dead_letters.replay(occurrence_id, caller=self._caller)
 
     async def replay_many(
         self, ids: Sequence[uuid.UUID] | None, where: DeadLetterFilter
     ) -> Replayed:
-        done = await self._dead_letters.replay_many(ids, where, actor=CLI_ACTOR)
+        done = await self._dead_letters.replay_many(ids, where, caller=self._caller)
         return Replayed(replayed=done.count, occurrence_ids=done.occurrence_ids)
 
     async def discard(self, occurrence_id: uuid.UUID) -> None:
-        await self._dead_letters.discard(occurrence_id, actor=CLI_ACTOR)
+        await self._dead_letters.discard(occurrence_id, caller=self._caller)
 
     async def flow_keys(self, limit: int, cursor: str | None) -> Page[FlowKeyOut]:
-        return await pages.flow_keys(self._flow_keys, limit, cursor)
+        return await pages.flow_keys(self._flow_keys, self._caller, limit, cursor)
 
     async def flow_key(self, key: str) -> FlowKeyOut:
-        return FlowKeyOut.of(await self._flow_keys.get(key))
+        return FlowKeyOut.of(await self._flow_keys.get(key, tenant=self._caller.tenant))
 
     async def put_flow_key(
         self, key: str, limits: FlowLimits, if_match: Versions
     ) -> tuple[FlowKeyOut, bool]:
-        found, created = await self._flow_keys.put(key, limits, if_match)
+        found, created = await self._flow_keys.put(
+            key, limits, if_match, tenant=self._caller.tenant
+        )
         return FlowKeyOut.of(found), created
 
     async def clear_flow_key_backoff(self, key: str) -> FlowKeyOut:
-        return FlowKeyOut.of(await self._flow_keys.clear_backoff(key))
+        return FlowKeyOut.of(await self._flow_keys.clear_backoff(key, tenant=self._caller.tenant))
 
 
 # -- over HTTP ------------------------------------------------------------------------------

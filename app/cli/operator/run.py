@@ -33,6 +33,7 @@ from app.client import (
     UnreachableError,
 )
 from app.domain.errors import ChronoqError, InvalidInputError, NotFoundError
+from app.domain.tenants import DEFAULT_TENANT, TENANT_ALPHABET, TENANT_PATTERN
 from app.process.databases import open_database
 from app.service.dead_letters import DeadLetterService
 from app.service.flow_keys import FlowKeyService
@@ -150,9 +151,24 @@ def _service_url(args: argparse.Namespace) -> str | None:
     return url
 
 
+def tenant_arg(value: str) -> str:
+    if not TENANT_PATTERN.fullmatch(value):
+        raise argparse.ArgumentTypeError(f"a tenant id is {TENANT_ALPHABET}, not {value!r}")
+    return value
+
+
+def _tenant(args: argparse.Namespace) -> str | None:
+    """The tenant a command acts in: --tenant, else CHRONOQ_TENANT (None: the service's
+    default for the key)."""
+    named: str | None = args.tenant or os.environ.get("CHRONOQ_TENANT") or None
+    if named is not None and not TENANT_PATTERN.fullmatch(named):
+        raise UsageError(f"CHRONOQ_TENANT: a tenant id is {TENANT_ALPHABET}, not {named!r}")
+    return named
+
+
 @asynccontextmanager
-async def _over_http(url: str, key: str | None) -> AsyncIterator[Operator]:
-    async with AsyncClient(url, api_key=key) as client:
+async def _over_http(url: str, key: str | None, tenant: str | None) -> AsyncIterator[Operator]:
+    async with AsyncClient(url, api_key=key, tenant=tenant) as client:
         yield HttpOperator(_shown_url(url), client)
 
 
@@ -177,6 +193,7 @@ async def _on_the_database(args: argparse.Namespace) -> AsyncIterator[Operator]:
             DeadLetterService(database),
             OccurrenceService(database),
             FlowKeyService(database),
+            tenant=_tenant(args) or DEFAULT_TENANT,
         )
     except OSError as exc:  # refused, unknown host, timed out: raised by the driver as is
         raise _unreachable(where, describe_failure(exc, settings.database_url)) from None
@@ -202,7 +219,7 @@ async def _run(args: argparse.Namespace, work: Work) -> Output:
         async with _on_the_database(args) as operator:
             return await _named(operator, work)
     key = _api_key(args)
-    async with _over_http(url, key) as operator:
+    async with _over_http(url, key, _tenant(args)) as operator:
         try:
             return await _named(operator, work)
         except UnauthorizedError as refused:
@@ -305,6 +322,13 @@ def common_options() -> Parser:
         "--api-key-file",
         metavar="FILE",
         help="read the API key for --url from FILE (default: CHRONOQ_API_KEY)",
+    )
+    common.add_argument(
+        "--tenant",
+        metavar="ID",
+        type=tenant_arg,
+        default=None,
+        help="the tenant to act in (default: CHRONOQ_TENANT, or default)",
     )
     common.add_argument(
         "--conn",

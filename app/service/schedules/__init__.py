@@ -9,8 +9,8 @@ and the operator CLI call, and each of its parts keeps one promise in a module o
 - `on_demand`: trigger (an extra occurrence now) and backfill (past ticks);
 - `steps`: what they share inside a transaction (find, lock at a version, record an event).
 
-`actor` is who asks: the API key's name, "cli" from the operator CLI, or None when no keys
-are set."""
+`caller` is who asks and in which tenant (`app.domain.tenants.Caller`): a use case reaches
+the caller's tenant only, and another tenant's schedule is one that does not exist."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from datetime import datetime
 from app.domain.filters import ScheduleAfter, ScheduleFilter
 from app.domain.occurrence import Occurrence, OccurrenceStatus
 from app.domain.schedule import Schedule, ScheduleEvent, SchedulePatch, ScheduleSpec
+from app.domain.tenants import Caller
 from app.service.addresses import HostResolver
 from app.service.schedules.changes import ScheduleChanges
 from app.service.schedules.checks import BodyChecks
@@ -64,26 +65,28 @@ class ScheduleService:
         self,
         spec: ScheduleSpec,
         idempotency_key: str | None = None,
-        created_by: str | None = None,
+        *,
+        caller: Caller,
         traceparent: str | None = None,
     ) -> Created:
         """One schedule and its first occurrence; a repeated key with the same body
         returns the original (see `ScheduleCreation.create`)."""
-        return await self._creation.create(spec, idempotency_key, created_by, traceparent)
+        return await self._creation.create(spec, idempotency_key, caller, traceparent)
 
     async def create_many(
         self,
         specs: Sequence[ScheduleSpec],
-        created_by: str | None = None,
+        *,
+        caller: Caller,
         traceparent: str | None = None,
     ) -> list[Schedule]:
         """All or nothing, in one transaction; each schedule stores `traceparent`."""
-        return await self._creation.create_many(specs, created_by, traceparent)
+        return await self._creation.create_many(specs, caller, traceparent)
 
     # -- reads -----------------------------------------------------------------------
 
-    async def get(self, schedule_id: uuid.UUID) -> Schedule:
-        return await self._reads.get(schedule_id)
+    async def get(self, schedule_id: uuid.UUID, *, caller: Caller) -> Schedule:
+        return await self._reads.get(schedule_id, caller.tenant)
 
     async def list_schedules(
         self, where: ScheduleFilter, *, limit: int, after: ScheduleAfter | None
@@ -97,14 +100,17 @@ class ScheduleService:
         limit: int,
         after: tuple[datetime, uuid.UUID] | None,
         status: OccurrenceStatus | None = None,
+        caller: Caller,
     ) -> list[Occurrence]:
-        return await self._reads.history(schedule_id, limit=limit, after=after, status=status)
+        return await self._reads.history(
+            schedule_id, caller.tenant, limit=limit, after=after, status=status
+        )
 
     async def events(
-        self, schedule_id: uuid.UUID, *, limit: int, after: uuid.UUID | None
+        self, schedule_id: uuid.UUID, *, limit: int, after: uuid.UUID | None, caller: Caller
     ) -> list[ScheduleEvent]:
         """The schedule's audit events, oldest first."""
-        return await self._reads.events(schedule_id, limit=limit, after=after)
+        return await self._reads.events(schedule_id, caller.tenant, limit=limit, after=after)
 
     # -- changes ---------------------------------------------------------------------
 
@@ -113,41 +119,46 @@ class ScheduleService:
         schedule_id: uuid.UUID,
         patch: SchedulePatch,
         if_match: frozenset[int] | None = None,
-        actor: str | None = None,
+        *,
+        caller: Caller,
     ) -> Schedule:
-        return await self._changes.patch(schedule_id, patch, if_match, actor)
+        return await self._changes.patch(schedule_id, patch, if_match, caller)
 
     async def pause(
         self,
         schedule_id: uuid.UUID,
         if_match: frozenset[int] | None = None,
-        actor: str | None = None,
+        *,
+        caller: Caller,
     ) -> Schedule:
-        return await self._lifecycle.pause(schedule_id, if_match, actor)
+        return await self._lifecycle.pause(schedule_id, if_match, caller)
 
     async def resume(
         self,
         schedule_id: uuid.UUID,
         if_match: frozenset[int] | None = None,
-        actor: str | None = None,
+        *,
+        caller: Caller,
     ) -> Schedule:
-        return await self._lifecycle.resume(schedule_id, if_match, actor)
+        return await self._lifecycle.resume(schedule_id, if_match, caller)
 
     async def cancel(
         self,
         schedule_id: uuid.UUID,
         if_match: frozenset[int] | None = None,
-        actor: str | None = None,
+        *,
+        caller: Caller,
     ) -> Schedule:
-        return await self._lifecycle.cancel(schedule_id, if_match, actor)
+        return await self._lifecycle.cancel(schedule_id, if_match, caller)
 
     async def trigger(
         self,
         schedule_id: uuid.UUID,
         if_match: frozenset[int] | None = None,
-        actor: str | None = None,
+        *,
+        caller: Caller,
     ) -> Occurrence:
-        return await self._on_demand.trigger(schedule_id, if_match, actor)
+        return await self._on_demand.trigger(schedule_id, if_match, caller)
 
     async def backfill(
         self,
@@ -155,6 +166,7 @@ class ScheduleService:
         start: datetime,
         end: datetime,
         if_match: frozenset[int] | None = None,
-        actor: str | None = None,
+        *,
+        caller: Caller,
     ) -> Backfill:
-        return await self._on_demand.backfill(schedule_id, start, end, if_match, actor)
+        return await self._on_demand.backfill(schedule_id, start, end, if_match, caller)

@@ -19,6 +19,7 @@ from app.domain.schedule import (
     ScheduleStatus,
     check_patch,
 )
+from app.domain.tenants import Caller, stored_key_or_none
 from app.domain.trigger import Trigger, check_cadence, first_fire_or_refuse, is_recurring, resolve
 from app.service.schedules.checks import BodyChecks, kept_secrets, targets_of
 from app.service.schedules.steps import ScheduleSteps
@@ -54,8 +55,8 @@ class ScheduleChanges:
         self,
         schedule_id: uuid.UUID,
         patch: SchedulePatch,
-        if_match: frozenset[int] | None = None,
-        actor: str | None = None,
+        if_match: frozenset[int] | None,
+        caller: Caller,
     ) -> Schedule:
         changes = patch.model_dump(exclude_unset=True)
         if "payload" in changes:
@@ -71,7 +72,7 @@ class ScheduleChanges:
         recompute = bool(RECOMPUTE & changes.keys())
 
         async def work(conn: Connection) -> Schedule:
-            current = await self._steps.locked(conn, schedule_id, if_match)
+            current = await self._steps.locked(conn, schedule_id, caller.tenant, if_match)
             check_patch(current.status, changes_trigger=bool(SHAPE & changes.keys()))
             now = await transaction_now(conn)
             values: dict[str, object] = {
@@ -93,15 +94,19 @@ class ScheduleChanges:
                 await self._steps.occurrences.cancel_callbacks(conn, schedule_id, now)
             if "flow_key" in values and values["flow_key"] != current.flow_key:
                 # What has not fired for good moves to the new key, in flight or not.
-                await self._steps.occurrences.move_to_key(conn, schedule_id, patch.flow_key)
+                await self._steps.occurrences.move_to_key(
+                    conn, schedule_id, stored_key_or_none(current.tenant, patch.flow_key)
+                )
             # What the PATCH changed; a PATCH that changes nothing still makes a version.
             changed = sorted(
                 field for field, value in values.items() if value != _stored_value(current, field)
             )
-            await self._steps.record(conn, current, EventKind.UPDATED, now, actor, fields=changed)
+            await self._steps.record(
+                conn, current, EventKind.UPDATED, now, caller.actor, fields=changed
+            )
             if recompute and current.status is ScheduleStatus.PENDING:
-                await completion.finish_recurring(conn, [schedule_id], now, actor)
-            return await self._steps.require(conn, schedule_id)
+                await completion.finish_recurring(conn, [schedule_id], now, caller.actor)
+            return await self._steps.require(conn, schedule_id, caller.tenant)
 
         return await self._db.run(work)
 
@@ -127,7 +132,7 @@ class ScheduleChanges:
             now,
             Origin.SCHEDULE,
             delay=self._steps.jitter(jitter),
-            flow_key=flow_key,
+            flow_key=stored_key_or_none(current.tenant, flow_key),
         )
         if paused:  # held: resume gives it back its instant
             row["held_until"], row["available_at"] = row["available_at"], None

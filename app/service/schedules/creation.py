@@ -15,6 +15,7 @@ from app.domain.errors import ConflictError, InvalidInputError
 from app.domain.ids import uuid7
 from app.domain.limits import MAX_BATCH
 from app.domain.schedule import EventKind, Schedule, ScheduleDraft, ScheduleSpec, rules_of
+from app.domain.tenants import Caller
 from app.domain.trigger import Trigger, check_cadence, first_fire_or_refuse, resolve
 from app.service.schedules.checks import BodyChecks, no_redacted_secrets
 from app.service.schedules.steps import ScheduleSteps
@@ -23,6 +24,7 @@ from app.store.dialects import announce, transaction_now
 from app.store.engine.database import Connection, Database
 from app.store.engine.wakeups import Wakeups
 from app.store.records.events import NewEvent
+from app.store.records.tenants import TenantStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,20 +71,22 @@ class ScheduleCreation:
         self._checks = checks
         self._wakeups = wakeups
         self._rng = rng
+        self._tenants = TenantStore()
 
     def _draft(
         self,
         spec: ScheduleSpec,
         now: datetime,
         plan: tuple[Trigger, datetime],
+        caller: Caller,
         key: str | None = None,
         request_hash: str | None = None,
-        created_by: str | None = None,
         traceparent: str | None = None,
     ) -> ScheduleDraft:
         trigger, first = plan
         return ScheduleDraft(
             id=uuid7(now, self._rng.getrandbits(74)),
+            tenant=caller.tenant,
             name=spec.name,
             event_type=spec.event_type,
             payload=spec.payload,
@@ -100,7 +104,7 @@ class ScheduleCreation:
             first_delay=self._steps.jitter(spec.jitter_seconds),
             idempotency_key=key,
             request_hash=request_hash,
-            created_by=created_by,
+            created_by=caller.actor,
             traceparent=traceparent,
         )
 
@@ -124,10 +128,10 @@ class ScheduleCreation:
         return now, plans
 
     async def _check_names(
-        self, conn: Connection, specs: Sequence[ScheduleSpec], batch: bool
+        self, conn: Connection, tenant: str, specs: Sequence[ScheduleSpec], batch: bool
     ) -> None:
         names = [spec.name for spec in specs if spec.name is not None]
-        taken = set(await self._steps.schedules.name_taken(conn, names))
+        taken = set(await self._steps.schedules.name_taken(conn, tenant, names))
         seen: set[str] = set()
         for index, spec in enumerate(specs):
             pointer = f"#/items/{index}/name" if batch else "#/name"
@@ -146,15 +150,17 @@ class ScheduleCreation:
     async def create(
         self,
         spec: ScheduleSpec,
-        idempotency_key: str | None = None,
-        created_by: str | None = None,
+        idempotency_key: str | None,
+        caller: Caller,
         traceparent: str | None = None,
     ) -> Created:
-        """Store a schedule and its first occurrence. The same idempotency key with the same
-        body returns the original; with another body it is a conflict. `created_by` is the
-        name of the API key that asked (None: the API is open), and idempotency keys are its
-        own: another API key's use of the same one is another schedule. `traceparent` (a
-        valid W3C one, or None) is stored with it and sent on each of its deliveries."""
+        """Store a schedule and its first occurrence in the caller's tenant. The same
+        idempotency key with the same body returns the original; with another body it is a
+        conflict. The caller's actor is the name of the API key that asked (None: the API
+        is open), and idempotency keys are its own: another API key's use of the same one
+        is another schedule. `traceparent` (a valid W3C one, or None) is stored with it and
+        sent on each of its deliveries."""
+        created_by = caller.actor
         self._checks.payload(spec.payload, "#/payload")
         self._checks.retry(spec.retry, "#/retry")
         self._checks.targets(spec, "#")
@@ -166,7 +172,7 @@ class ScheduleCreation:
             if idempotency_key is None:
                 return None
             existing = await self._steps.schedules.find_by_idempotency_key(
-                conn, idempotency_key, created_by
+                conn, caller.tenant, idempotency_key, created_by
             )
             if existing is None:
                 return None
@@ -177,20 +183,15 @@ class ScheduleCreation:
             return Created(existing, created=False)
 
         async def work(conn: Connection) -> Created:
+            await self._tenants.hold(conn, caller.tenant)
             if (earlier := await replay_key(conn)) is not None:
                 return earlier
-            await self._check_names(conn, [spec], batch=False)
+            await self._check_names(conn, caller.tenant, [spec], batch=False)
             now = await transaction_now(conn)
             # One walk of a calendar (a batch's thousand are made before its transaction).
             plan = _planned(spec.trigger, now, "#")
             draft = self._draft(
-                spec,
-                now,
-                plan,
-                idempotency_key,
-                request_hash,
-                created_by=created_by,
-                traceparent=traceparent,
+                spec, now, plan, caller, idempotency_key, request_hash, traceparent=traceparent
             )
             (stored,) = await self._steps.schedules.insert(conn, [draft], now)
             await self._steps.events.record(conn, _created([draft], created_by), now)
@@ -211,10 +212,11 @@ class ScheduleCreation:
     async def create_many(
         self,
         specs: Sequence[ScheduleSpec],
-        created_by: str | None = None,
+        caller: Caller,
         traceparent: str | None = None,
     ) -> list[Schedule]:
-        """All or nothing, in one transaction; each schedule stores `traceparent`."""
+        """All or nothing, in one transaction, in the caller's tenant; each schedule stores
+        `traceparent`."""
         if len(specs) > MAX_BATCH:
             raise InvalidInputError(f"a batch holds at most {MAX_BATCH} items", pointer="#/items")
         for index, spec in enumerate(specs):
@@ -229,16 +231,17 @@ class ScheduleCreation:
         )
 
         async def work(conn: Connection) -> list[Schedule]:
-            await self._check_names(conn, specs, batch=True)
+            await self._tenants.hold(conn, caller.tenant)
+            await self._check_names(conn, caller.tenant, specs, batch=True)
             # Stamped as created at the reading its plans count from (a delay, an
             # interval's start).
             now = planned_at
             drafts = [
-                self._draft(spec, now, plan, created_by=created_by, traceparent=traceparent)
+                self._draft(spec, now, plan, caller, traceparent=traceparent)
                 for spec, plan in zip(specs, plans, strict=True)
             ]
             stored = await self._steps.schedules.insert(conn, drafts, now)
-            await self._steps.events.record(conn, _created(drafts, created_by), now)
+            await self._steps.events.record(conn, _created(drafts, caller.actor), now)
             await announce(conn, self._wakeups, min(map(_due, drafts), default=None))
             return stored
 

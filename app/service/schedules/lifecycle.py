@@ -16,6 +16,7 @@ from app.domain.schedule import (
     check_pause,
     check_resume,
 )
+from app.domain.tenants import Caller, stored_key_or_none
 from app.domain.trigger import is_recurring, next_fire_after
 from app.service.schedules.steps import ScheduleSteps
 from app.store.dialects import announce, transaction_now
@@ -35,37 +36,37 @@ class ScheduleLifecycle:
     async def pause(
         self,
         schedule_id: uuid.UUID,
-        if_match: frozenset[int] | None = None,
-        actor: str | None = None,
+        if_match: frozenset[int] | None,
+        caller: Caller,
     ) -> Schedule:
         """Nothing fires while paused; the schedule's ticks in the pause are recorded as
         skipped (reason `paused`) when it resumes."""
 
         async def work(conn: Connection) -> Schedule:
-            current = await self._steps.locked(conn, schedule_id, if_match)
+            current = await self._steps.locked(conn, schedule_id, caller.tenant, if_match)
             check_pause(current.status)
             if current.status is ScheduleStatus.PAUSED:
                 return current
             now = await transaction_now(conn)
             recurring = is_recurring(current.trigger)
             await lifecycle.pause(conn, schedule_id, now, recurring=recurring, reason=MANUAL_PAUSE)
-            await self._steps.record(conn, current, EventKind.PAUSED, now, actor)
-            return await self._steps.require(conn, schedule_id)
+            await self._steps.record(conn, current, EventKind.PAUSED, now, caller.actor)
+            return await self._steps.require(conn, schedule_id, caller.tenant)
 
         return await self._db.run(work)
 
     async def resume(
         self,
         schedule_id: uuid.UUID,
-        if_match: frozenset[int] | None = None,
-        actor: str | None = None,
+        if_match: frozenset[int] | None,
+        caller: Caller,
     ) -> Schedule:
         """Pause is not a misfire: the ticks that fell inside the pause are recorded as
         skipped and the schedule realigns to its next strictly future tick."""
         steps = self._steps
 
         async def work(conn: Connection) -> Schedule:
-            current = await steps.locked(conn, schedule_id, if_match)
+            current = await steps.locked(conn, schedule_id, caller.tenant, if_match)
             check_resume(current.status)
             if current.status is ScheduleStatus.PENDING:
                 return current
@@ -82,7 +83,7 @@ class ScheduleLifecycle:
                 pause_reason=None,
                 consecutive_failures=0,
             )
-            await steps.record(conn, current, EventKind.RESUMED, now, actor)
+            await steps.record(conn, current, EventKind.RESUMED, now, caller.actor)
             await steps.occurrences.unhold(conn, schedule_id, now)
             await announce(conn, self._wakeups, now)
             trigger = current.trigger
@@ -100,35 +101,35 @@ class ScheduleLifecycle:
                         now,
                         Origin.SCHEDULE,
                         delay=steps.jitter(current.jitter_seconds),
-                        flow_key=current.flow_key,
+                        flow_key=stored_key_or_none(current.tenant, current.flow_key),
                     )
                     await steps.occurrences.insert(conn, [row])
                     await announce(conn, self._wakeups, row["available_at"])
-                await completion.finish_recurring(conn, [schedule_id], now, actor)
+                await completion.finish_recurring(conn, [schedule_id], now, caller.actor)
             else:
-                await completion.finish_one_shots(conn, [schedule_id], now, actor)
-            return await steps.require(conn, schedule_id)
+                await completion.finish_one_shots(conn, [schedule_id], now, caller.actor)
+            return await steps.require(conn, schedule_id, caller.tenant)
 
         return await self._db.run(work)
 
     async def cancel(
         self,
         schedule_id: uuid.UUID,
-        if_match: frozenset[int] | None = None,
-        actor: str | None = None,
+        if_match: frozenset[int] | None,
+        caller: Caller,
     ) -> Schedule:
         """Idempotent; a terminal schedule stays as it is."""
 
         async def work(conn: Connection) -> Schedule:
-            current = await self._steps.locked(conn, schedule_id, if_match)
+            current = await self._steps.locked(conn, schedule_id, caller.tenant, if_match)
             if current.status in TERMINAL:
                 return current
             now = await transaction_now(conn)
             await self._steps.schedules.update(
                 conn, schedule_id, now, status=ScheduleStatus.CANCELLED, pause_reason=None
             )
-            await self._steps.record(conn, current, EventKind.CANCELLED, now, actor)
+            await self._steps.record(conn, current, EventKind.CANCELLED, now, caller.actor)
             await self._steps.occurrences.cancel_pending(conn, schedule_id, now)
-            return await self._steps.require(conn, schedule_id)
+            return await self._steps.require(conn, schedule_id, caller.tenant)
 
         return await self._db.run(work)

@@ -12,6 +12,7 @@ from app.domain.errors import ConflictError, InvalidInputError
 from app.domain.ids import format_instant, occurrence_id
 from app.domain.occurrence import Occurrence, OccurrenceStatus, Origin
 from app.domain.schedule import EventKind, ScheduleStatus, check_trigger, check_version
+from app.domain.tenants import Caller, stored_key_or_none
 from app.domain.trigger import is_recurring, ticks_between
 from app.service.schedules.steps import ScheduleSteps
 from app.store.dialects import announce, transaction_now
@@ -39,21 +40,27 @@ class OnDemand:
     async def trigger(
         self,
         schedule_id: uuid.UUID,
-        if_match: frozenset[int] | None = None,
-        actor: str | None = None,
+        if_match: frozenset[int] | None,
+        caller: Caller,
     ) -> Occurrence:
         """An extra occurrence due now; the regular cadence is left alone."""
         steps = self._steps
 
         async def work(conn: Connection) -> Occurrence:
-            current = await steps.require(conn, schedule_id, for_update=True)
+            current = await steps.require(conn, schedule_id, caller.tenant, for_update=True)
             check_version(current.version, if_match)
             check_trigger(current.status)
             now = await transaction_now(conn)
-            row = new_occurrence(schedule_id, now, now, Origin.TRIGGER, flow_key=current.flow_key)
+            row = new_occurrence(
+                schedule_id,
+                now,
+                now,
+                Origin.TRIGGER,
+                flow_key=stored_key_or_none(current.tenant, current.flow_key),
+            )
             await steps.occurrences.insert(conn, [row])
             await steps.schedules.bump_version(conn, schedule_id, now)
-            await steps.record(conn, current, EventKind.TRIGGERED, now, actor)
+            await steps.record(conn, current, EventKind.TRIGGERED, now, caller.actor)
             await announce(conn, self._wakeups, now)
             return Occurrence(
                 occurrence_id=row["occurrence_id"],
@@ -77,8 +84,8 @@ class OnDemand:
         schedule_id: uuid.UUID,
         start: datetime,
         end: datetime,
-        if_match: frozenset[int] | None = None,
-        actor: str | None = None,
+        if_match: frozenset[int] | None,
+        caller: Caller,
     ) -> Backfill:
         """One occurrence per tick of the trigger in [start, end], each with its usual id:
         a second call creates nothing new. Only past ticks: the future is the cadence's."""
@@ -87,7 +94,7 @@ class OnDemand:
         steps = self._steps
 
         async def work(conn: Connection) -> Backfill:
-            current = await steps.locked(conn, schedule_id, if_match)
+            current = await steps.locked(conn, schedule_id, caller.tenant, if_match)
             if current.status is ScheduleStatus.CANCELLED:
                 raise ConflictError("a cancelled schedule cannot be backfilled")
             if not is_recurring(current.trigger):
@@ -115,11 +122,11 @@ class OnDemand:
                 ticks,
                 now,
                 held=current.status is ScheduleStatus.PAUSED,
-                flow_key=current.flow_key,
+                flow_key=stored_key_or_none(current.tenant, current.flow_key),
             )
             if made:  # a backfill that creates nothing changes nothing
                 await steps.schedules.bump_version(conn, schedule_id, now)
-                await steps.record(conn, current, EventKind.BACKFILLED, now, actor)
+                await steps.record(conn, current, EventKind.BACKFILLED, now, caller.actor)
                 if current.status is not ScheduleStatus.PAUSED:
                     await announce(conn, self._wakeups, now)
             return Backfill(

@@ -18,9 +18,9 @@ class ScheduleReads:
         self._db = database
         self._steps = steps
 
-    async def get(self, schedule_id: uuid.UUID) -> Schedule:
+    async def get(self, schedule_id: uuid.UUID, tenant: str) -> Schedule:
         async def work(conn: Connection) -> Schedule:
-            return await self._steps.require(conn, schedule_id)
+            return await self._steps.require(conn, schedule_id, tenant)
 
         return await self._db.run(work)
 
@@ -34,13 +34,14 @@ class ScheduleReads:
     async def history(
         self,
         schedule_id: uuid.UUID,
+        tenant: str,
         *,
         limit: int,
         after: tuple[datetime, uuid.UUID] | None,
         status: OccurrenceStatus | None = None,
     ) -> list[Occurrence]:
         async def work(conn: Connection) -> list[Occurrence]:
-            await self._steps.require(conn, schedule_id)
+            await self._steps.require(conn, schedule_id, tenant)
             return await self._steps.occurrences.history(
                 conn, schedule_id, limit=limit, after=after, status=status
             )
@@ -48,12 +49,12 @@ class ScheduleReads:
         return await self._db.run(work)
 
     async def events(
-        self, schedule_id: uuid.UUID, *, limit: int, after: uuid.UUID | None
+        self, schedule_id: uuid.UUID, tenant: str, *, limit: int, after: uuid.UUID | None
     ) -> list[ScheduleEvent]:
         """The schedule's audit events, oldest first."""
 
         async def work(conn: Connection) -> list[ScheduleEvent]:
-            await self._steps.require(conn, schedule_id)
+            await self._steps.require(conn, schedule_id, tenant)
             return await self._steps.events.history(conn, schedule_id, limit=limit, after=after)
 
         return await self._db.run(work)

@@ -32,20 +32,26 @@ class ScheduleSteps:
         return self._rng.uniform(0, seconds) if seconds else 0.0
 
     async def require(
-        self, conn: Connection, schedule_id: uuid.UUID, *, for_update: bool = False
+        self, conn: Connection, schedule_id: uuid.UUID, tenant: str, *, for_update: bool = False
     ) -> Schedule:
+        """The schedule of `tenant`: another tenant's is not found, as a missing one is."""
         schedule = await self.schedules.get(conn, schedule_id, for_update=for_update)
-        if schedule is None:
+        if schedule is None or schedule.tenant != tenant:
             raise NotFoundError(f"schedule {schedule_id} does not exist")
         return schedule
 
     async def locked(
-        self, conn: Connection, schedule_id: uuid.UUID, if_match: frozenset[int] | None
+        self,
+        conn: Connection,
+        schedule_id: uuid.UUID,
+        tenant: str,
+        if_match: frozenset[int] | None,
     ) -> Schedule:
-        """The schedule, locked for a change, at one of the versions `if_match` names."""
+        """The schedule of `tenant`, locked for a change, at one of the versions
+        `if_match` names."""
         # Occurrences first, then the schedule: the same order as the claim.
         await self.occurrences.lock_pending(conn, schedule_id)
-        current = await self.require(conn, schedule_id, for_update=True)
+        current = await self.require(conn, schedule_id, tenant, for_update=True)
         check_version(current.version, if_match)
         return current
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -134,10 +134,24 @@ class SQLite(OnConflictInserts, RowInserts, PolledWakeups, Stepwise):
         result = await conn.execute(_PRUNE, {"cutoff": cutoff, "limit": limit})
         return int(result.rowcount)
 
-    def migrating(
+    @asynccontextmanager
+    async def migrating(
         self, conn: AsyncConnection, schema: str | None, *, session: bool = True
-    ) -> AbstractAsyncContextManager[None]:
-        return nullcontext()  # one replica: nothing to take turns with
+    ) -> AsyncIterator[None]:
+        """One replica: nothing to take turns with. A migration that alters a table rebuilds
+        it (copy, drop, rename), and dropping `schedules` with foreign keys on would delete
+        every occurrence through the cascade: they are off for the migrations' session. The
+        pragma holds only outside a transaction, so it goes to the driver's connection
+        before the first statement begins one, and back on after the last has ended."""
+        driver = (await conn.get_raw_connection()).driver_connection
+        assert driver is not None, "a pooled connection has its driver's"
+        await driver.execute("PRAGMA foreign_keys=OFF")
+        try:
+            yield
+        finally:
+            if conn.in_transaction():
+                await conn.rollback()
+            await driver.execute("PRAGMA foreign_keys=ON")
 
     @asynccontextmanager
     async def exclusive(self, conn: AsyncConnection, purpose: str) -> AsyncIterator[bool]:

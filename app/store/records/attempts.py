@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.occurrence import Attempt, AttemptOutcome, Occurrence
 from app.store.schema.rows import OCCURRENCE_COLUMNS, to_occurrence
-from app.store.schema.tables import attempts, occurrences
+from app.store.schema.tables import attempts, occurrences, schedules
 
 
 def _attempt(row: Row[Any]) -> Attempt:
@@ -37,11 +37,14 @@ def _attempt(row: Row[Any]) -> Attempt:
 
 class AttemptStore:
     async def get_occurrence(
-        self, conn: AsyncConnection, occurrence_id: uuid.UUID
+        self, conn: AsyncConnection, occurrence_id: uuid.UUID, tenant: str
     ) -> Occurrence | None:
+        """The occurrence `occurrence_id` of a schedule of `tenant` (None: none such)."""
         row = (
             await conn.execute(
-                sa.select(*OCCURRENCE_COLUMNS).where(occurrences.c.occurrence_id == occurrence_id)
+                sa.select(*OCCURRENCE_COLUMNS)
+                .join(schedules, schedules.c.id == occurrences.c.schedule_id)
+                .where(occurrences.c.occurrence_id == occurrence_id, schedules.c.tenant == tenant)
             )
         ).one_or_none()
         return None if row is None else to_occurrence(row)

@@ -58,6 +58,14 @@ class DeadLetterStore:
 
     @staticmethod
     def _filtered(statement: Any, where: DeadLetterFilter) -> Any:
+        # Of the filter's tenant only, whatever else it names (an alias: the statement may
+        # join `schedules` already, and must not correlate this with it).
+        owner = schedules.alias("owner")
+        statement = statement.where(
+            sa.exists().where(
+                owner.c.id == occurrences.c.schedule_id, owner.c.tenant == where.tenant
+            )
+        )
         if where.schedule_id is not None:
             statement = statement.where(occurrences.c.schedule_id == where.schedule_id)
         if where.event_type is not None:
@@ -92,9 +100,12 @@ class DeadLetterStore:
         return [self._to_dead_letter(row) for row in await conn.execute(statement)]
 
     async def get_with_definition(
-        self, conn: AsyncConnection, id_: uuid.UUID, *, for_update: bool = False
+        self, conn: AsyncConnection, id_: uuid.UUID, tenant: str, *, for_update: bool = False
     ) -> DeadLetter | None:
-        statement = self._dead_letters().where(occurrences.c.occurrence_id == id_)
+        """The occurrence `id_` of a schedule of `tenant` (None: none such)."""
+        statement = self._dead_letters().where(
+            occurrences.c.occurrence_id == id_, schedules.c.tenant == tenant
+        )
         if for_update:
             statement = statement.with_for_update(of=occurrences)
         row = (await conn.execute(statement)).first()

@@ -25,7 +25,7 @@ from app.domain.schedule import check_version
 from app.store.dialects import dialect_of
 from app.store.dialects.toolkit import by_lease_token
 from app.store.loop.sql import query, typed
-from app.store.schema.tables import flow_keys, occurrences, schedules
+from app.store.schema.tables import flow_keys, occurrences, schedules, starts_with
 from app.store.schema.types import UUID, UTCDateTime
 
 _o = occurrences.c
@@ -301,14 +301,21 @@ class FlowKeyStore:
         return True
 
     async def page(
-        self, conn: AsyncConnection, *, after: str | None, limit: int, now: datetime
+        self,
+        conn: AsyncConnection,
+        *,
+        prefix: str,
+        after: str | None,
+        limit: int,
+        now: datetime,
     ) -> list[FlowKey]:
-        """Keys in name order after `after`: those with a row and those only schedules
-        name (each schedule's key is in its own index)."""
+        """Keys that start with `prefix` (a tenant's), in name order after `after`: those
+        with a row and those only schedules name (each schedule's key is in its own
+        index)."""
         named = sa.select(schedules.c.flow_key.label("key")).where(
-            schedules.c.flow_key.is_not(None)
+            schedules.c.flow_key.is_not(None), *starts_with(schedules.c.flow_key, prefix)
         )
-        stored = sa.select(_f.key.label("key"))
+        stored = sa.select(_f.key.label("key")).where(*starts_with(_f.key, prefix))
         if after is not None:
             named = named.where(schedules.c.flow_key > after)
             stored = stored.where(_f.key > after)

@@ -29,10 +29,11 @@ from app.domain.schedule import (
     flat_rules,
 )
 from app.domain.spelling import spellings
+from app.domain.tenants import key_name_or_none, stored_key, stored_key_or_none
 from app.store.dialects import dialect_of, transaction_now
 from app.store.schema import codec
 from app.store.schema.rows import pending_row, rules_of_row
-from app.store.schema.tables import occurrences, schedules
+from app.store.schema.tables import occurrences, schedules, starts_with
 from app.store.schema.types import UTCDateTime
 
 # Between an API key's name and the client's key in a scoped idempotency key: no name holds
@@ -82,6 +83,8 @@ _READ: dict[str, Callable[[Any], Any]] = {
     "attempts": lambda value: value or 0,  # NULL: no occurrence attempted yet
     "retry": codec.retry,
     "on_failure": codec.optional_target,
+    # A flow key is stored by its tenant and name (`app.domain.tenants.stored_key`).
+    "flow_key": key_name_or_none,
 }
 _WRITE: dict[str, Callable[[Any], Any]] = {
     "target": codec.dump,
@@ -152,11 +155,14 @@ def _to_schedule(row: Row[Any]) -> Schedule:
 
 
 def _written(changes: dict[str, Any]) -> dict[str, Any]:
-    """Column values for domain values by field name (any subset of a row)."""
+    """Column values for domain values by field name (any subset of a row); a flow key is
+    named in the row's own tenant."""
     values = {name: _WRITE.get(name, _as_is)(value) for name, value in changes.items()}
     for column, (name, copy) in COPIED_COLUMNS.items():
         if name in changes:
             values[column] = copy(changes[name])
+    if changes.get("flow_key") is not None:
+        values["flow_key"] = schedules.c.tenant + sa.literal(stored_key("", changes["flow_key"]))
     return values
 
 
@@ -179,6 +185,7 @@ def _to_row(
         values[name] = value if write is None else write(value)
     for column, (name, copy) in COPIED_COLUMNS.items():
         values[column] = copy(getattr(schedule, name))
+    values["flow_key"] = stored_key_or_none(schedule.tenant, schedule.flow_key)
     values.update(flat_rules(schedule.rules))
     values["tick_count"] = schedule.rules.fired
     return values
@@ -189,16 +196,6 @@ def _idempotency_key(draft: ScheduleDraft) -> str | None:
     if draft.idempotency_key is None:
         return None
     return idempotency_column(draft.idempotency_key, draft.created_by)
-
-
-def _starts_with(column: Any, prefix: str) -> tuple[Any, ...]:
-    """`column` starts with `prefix`, character for character: LIKE (escaped, so a `%` or a
-    `_` is that character) lets an index serve where one can, and the equal substring keeps
-    case apart on SQLite too, whose LIKE ignores it."""
-    return (
-        column.startswith(prefix, autoescape=True),
-        sa.func.substr(column, 1, len(prefix)) == prefix,
-    )
 
 
 def _failing(now: datetime) -> sa.Select[Any]:
@@ -218,7 +215,7 @@ def listing(
 ) -> sa.Select[Any]:
     """The statement of a list of schedules (no limit yet); `now` is the database clock's
     reading, needed by the failing filter only."""
-    chosen = sa.select(*_columns(), *_derived())
+    chosen = sa.select(*_columns(), *_derived()).where(schedules.c.tenant == where.tenant)
     if where.status is not None:
         chosen = chosen.where(schedules.c.status == where.status)
     if where.event_type is not None:
@@ -233,7 +230,7 @@ def listing(
         chosen = chosen.where(
             sa.or_(
                 *(
-                    sa.and_(*_starts_with(schedules.c.name, prefix))
+                    sa.and_(*starts_with(schedules.c.name, prefix))
                     for prefix in spellings(where.name_prefix)
                 )
             )
@@ -312,7 +309,11 @@ class ScheduleStore:
         # next_occurrence_id.
         firsts = [
             pending_occurrence(
-                d.id, d.first_fire_at, Origin.SCHEDULE, delay=d.first_delay, flow_key=d.flow_key
+                d.id,
+                d.first_fire_at,
+                Origin.SCHEDULE,
+                delay=d.first_delay,
+                flow_key=stored_key_or_none(d.tenant, d.flow_key),
             )
             for d in drafts
         ]
@@ -347,26 +348,34 @@ class ScheduleStore:
         return None if row is None else _to_schedule(row)
 
     async def find_by_idempotency_key(
-        self, conn: AsyncConnection, key: str, principal: str | None
+        self, conn: AsyncConnection, tenant: str, key: str, principal: str | None
     ) -> Schedule | None:
-        """The schedule created with this Idempotency-Key by the API key named `principal`
-        (None: with no API keys set)."""
+        """The schedule of `tenant` created with this Idempotency-Key by the API key named
+        `principal` (None: with no API keys set)."""
         column = idempotency_column(key, principal)
         row = (
             await conn.execute(
-                sa.select(*_columns(), *_derived()).where(schedules.c.idempotency_key == column)
+                sa.select(*_columns(), *_derived()).where(
+                    schedules.c.tenant == tenant, schedules.c.idempotency_key == column
+                )
             )
         ).first()
         return None if row is None else _to_schedule(row)
 
-    async def name_taken(self, conn: AsyncConnection, names: Sequence[str]) -> list[str]:
-        """Those of `names` a schedule has, in either canonical spelling (one stored
-        before names were kept in NFC may be spelt otherwise)."""
+    async def name_taken(
+        self, conn: AsyncConnection, tenant: str, names: Sequence[str]
+    ) -> list[str]:
+        """Those of `names` a schedule of `tenant` has, in either canonical spelling (one
+        stored before names were kept in NFC may be spelt otherwise)."""
         if not names:
             return []
         spelt = {name: spellings(name) for name in names}
         every = sorted({s for forms in spelt.values() for s in forms})
-        rows = await conn.execute(sa.select(schedules.c.name).where(schedules.c.name.in_(every)))
+        rows = await conn.execute(
+            sa.select(schedules.c.name).where(
+                schedules.c.tenant == tenant, schedules.c.name.in_(every)
+            )
+        )
         stored = {row.name for row in rows}
         return [name for name, forms in spelt.items() if stored.intersection(forms)]
 

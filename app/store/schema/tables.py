@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from sqlmodel import Field, SQLModel
 
 from app.domain.destinations import MAX_DESTINATION
+from app.domain.tenants import DEFAULT_TENANT, MAX_DISPLAY_NAME, MAX_TENANT, STORED_KEY_LENGTH
 from app.store.schema.types import DOUBLE, LONG_TEXT, PAYLOAD, UUID, JSONType, UTCDateTime
 
 NAMING_CONVENTION = {
@@ -96,8 +97,20 @@ def by_key(status: sa.ColumnElement[str]) -> sa.ColumnElement[str]:
     return sa.func.coalesce(status, "")
 
 
+def starts_with(column: Any, prefix: str) -> tuple[Any, ...]:
+    """`column` starts with `prefix`, character for character: LIKE (escaped, so a `%` or a
+    `_` is that character) lets an index serve where one can, and the equal substring keeps
+    case apart on SQLite too, whose LIKE ignores it."""
+    return (
+        column.startswith(prefix, autoescape=True),
+        sa.func.substr(column, 1, len(prefix)) == prefix,
+    )
+
+
 ORDERINGS = ("none", "fifo")
-FLOW_KEY_LENGTH = 128
+# A flow key column holds the key as the store names it, its tenant's id first
+# (`app.domain.tenants.stored_key`).
+FLOW_KEY_LENGTH = STORED_KEY_LENGTH
 
 _PARTIAL_DIALECTS = ("postgresql", "sqlite")
 _MYSQL_DIALECTS = ("mysql", "mariadb")
@@ -172,11 +185,24 @@ class ScheduleRow(SQLModel, table=True):
         *_partial(
             "ix_schedules_flow_key", "flow_key", where="flow_key IS NOT NULL", mysql=("flow_key",)
         ),
+        # Names and Idempotency-Keys are unique per tenant; a tenant's list, newest first.
+        sa.UniqueConstraint("tenant", "name", name=sa.sql.elements.conv("schedules_name_key")),
+        sa.UniqueConstraint(
+            "tenant",
+            "idempotency_key",
+            name=sa.sql.elements.conv("schedules_idempotency_key_key"),
+        ),
+        sa.Index("ix_schedules_tenant_id", "tenant", "id"),
         MYSQL_TABLE,
     )
 
     id: uuid.UUID = Field(sa_column=sa.Column(UUID, primary_key=True))
-    name: str | None = Field(default=None, sa_column=sa.Column(sa.String(200), unique=True))
+    # The tenant it belongs to (`app.domain.tenants`), and all it holds with it.
+    tenant: str = Field(
+        default=DEFAULT_TENANT,
+        sa_column=sa.Column(sa.String(MAX_TENANT), nullable=False, server_default=DEFAULT_TENANT),
+    )
+    name: str | None = Field(default=None, sa_column=sa.Column(sa.String(200)))
     event_type: str = Field(sa_column=sa.Column(sa.String(200), nullable=False))
     # Plain JSON, not JSONB: the stored text is the payload as given, sent byte for byte.
     payload: Any = Field(sa_column=sa.Column(PAYLOAD, nullable=True))
@@ -219,9 +245,7 @@ class ScheduleRow(SQLModel, table=True):
     # Set while paused: the ticks between it and the resume are recorded as skipped.
     paused_at: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
     last_fired_at: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
-    idempotency_key: str | None = Field(
-        default=None, sa_column=sa.Column(sa.String(255), unique=True)
-    )
+    idempotency_key: str | None = Field(default=None, sa_column=sa.Column(sa.String(255)))
     request_hash: str | None = Field(default=None, sa_column=sa.Column(sa.String(64)))
     created_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
     updated_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
@@ -455,6 +479,24 @@ class FlowKeyRow(SQLModel, table=True):
     updated_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
 
 
+class TenantRow(SQLModel, table=True):
+    """A tenant (DESIGN section 14). The row of `default` is made by the migration that
+    brought tenants, and no request deletes it."""
+
+    __tablename__ = "tenants"
+    __table_args__ = (sa.CheckConstraint("version >= 1", name="version"), MYSQL_TABLE)
+
+    id: str = Field(sa_column=sa.Column(sa.String(MAX_TENANT), primary_key=True))
+    display_name: str | None = Field(
+        default=None, sa_column=sa.Column(sa.String(MAX_DISPLAY_NAME), nullable=True)
+    )
+    version: int = Field(
+        default=1, sa_column=sa.Column(sa.Integer, nullable=False, server_default="1")
+    )
+    created_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
+    updated_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
+
+
 class AttemptRow(SQLModel, table=True):
     """One attempt of one occurrence, written in the transaction that settles it (or, for an
     attempt whose replica died before settling it, by the claim that takes it again). A
@@ -521,6 +563,7 @@ occurrences: sa.Table = OccurrenceRow.__table__  # type: ignore[attr-defined]
 attempts: sa.Table = AttemptRow.__table__  # type: ignore[attr-defined]
 schedule_events: sa.Table = ScheduleEventRow.__table__  # type: ignore[attr-defined]
 flow_keys: sa.Table = FlowKeyRow.__table__  # type: ignore[attr-defined]
+tenants: sa.Table = TenantRow.__table__  # type: ignore[attr-defined]
 
 
 def in_claim_set(where: str) -> sa.ColumnElement[bool]:

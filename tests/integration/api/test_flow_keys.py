@@ -9,6 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from app.domain.tenants import key_name_or_none
 from app.store.schema.tables import occurrences
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
@@ -22,7 +23,8 @@ async def pending_keys(harness: Harness, schedule_id: str) -> list[str | None]:
                 occurrences.c.status == "pending",
             )
         )
-        return [row.flow_key for row in rows]
+        # Stored by tenant and name (`app.domain.tenants.stored_key`): the name.
+        return [key_name_or_none(row.flow_key) for row in rows]
 
 
 async def test_a_schedule_names_its_flow_key_and_its_occurrences_carry_it(

@@ -104,6 +104,7 @@ async def test_every_request_body_example_succeeds_as_it_is(harness: Harness) ->
         "backfill_schedule",
         "replay_dead_letters",
         "put_flow_key",
+        "put_tenant",
         "preview_trigger",
     } <= set(tried)
 
@@ -111,22 +112,23 @@ async def test_every_request_body_example_succeeds_as_it_is(harness: Harness) ->
 @SQLITE
 async def test_operations_called_with_their_example_parameters_succeed(harness: Harness) -> None:
     """Operations without a body whose path parameters all carry examples (a flow key's
-    name), called with them: read, then removed after the body examples put it."""
+    name, a tenant's id), called with them: read and removed, each after the example of the
+    path's PUT put it."""
     document = await _document(harness)
-    put = document["paths"]["/v1/flow-keys/{key}"]["put"]
-    limits = next(iter(put["requestBody"]["content"]["application/json"]["examples"].values()))
     called = []
     for method, path, operation in _operations(document):
         parameters = [p for p in operation.get("parameters", []) if p["in"] == "path"]
         if "requestBody" in operation or not parameters or not all(map(_has_example, parameters)):
             continue
         url = await _path(harness, document, path, operation)
-        if method == "delete":  # there is something to remove
-            await harness.client.put(url, json=limits["value"])
+        put = document["paths"][path].get("put")
+        if put is not None:  # there is something to read and to remove
+            examples = put["requestBody"]["content"]["application/json"]["examples"]
+            await harness.client.put(url, json=next(iter(examples.values()))["value"])
         response = await harness.client.request(method, url)
         assert 200 <= response.status_code < 300, (method, path, response.text)
         called.append(operation["operationId"])
-    assert {"get_flow_key", "delete_flow_key"} <= set(called)
+    assert {"get_flow_key", "delete_flow_key", "get_tenant", "delete_tenant"} <= set(called)
 
 
 def _webhook_urls(node: Any) -> list[str]:

@@ -34,6 +34,7 @@ CHRONOQ_TABLES = {
     ("attempts",),
     ("schedule_events",),
     ("flow_keys",),
+    ("tenants",),
     ("alembic_version",),
 }
 

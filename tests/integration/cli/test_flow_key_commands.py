@@ -15,6 +15,7 @@ from app.cli.operator.flow_keys import set_paused
 from app.cli.operator.run import MAX_LIMIT
 from app.domain.errors import PreconditionFailedError
 from app.domain.flow import FlowKey, FlowLimits, Ordering
+from app.domain.tenants import DEFAULT_TENANT, stored_key
 from app.service.dead_letters import DeadLetterService
 from app.service.flow_keys import FlowKeyService
 from app.service.occurrences import OccurrenceService
@@ -316,7 +317,8 @@ async def test_list_all_pages_through_every_key(harness: Harness, database_url: 
     async def put_all(conn: AsyncConnection) -> None:  # one transaction: a commit costs
         now = await transaction_now(conn)
         for key in keys:
-            await FlowKeyStore().put(conn, key, FlowLimits(parallelism=1), None, now)
+            stored = stored_key(DEFAULT_TENANT, key)
+            await FlowKeyStore().put(conn, stored, FlowLimits(parallelism=1), None, now)
 
     await harness.database.run(put_all)
 
@@ -422,9 +424,9 @@ class ChangedAfterRead(FlowKeyService):
         super().__init__(harness.database)
         self._limits = limits
 
-    async def get(self, key: str) -> FlowKey:
-        found = await super().get(key)
-        await super().put(key, self._limits)
+    async def get(self, key: str, *, tenant: str) -> FlowKey:
+        found = await super().get(key, tenant=tenant)
+        await super().put(key, self._limits, tenant=tenant)
         return found
 
 
@@ -438,7 +440,9 @@ async def test_a_change_between_the_read_and_the_put_is_not_overwritten(
 ) -> None:
     service = FlowKeyService(harness.database)
     if put_before:
-        await service.put("customer-42", FlowLimits(parallelism=2, paused=not paused))
+        await service.put(
+            "customer-42", FlowLimits(parallelism=2, paused=not paused), tenant=DEFAULT_TENANT
+        )
     theirs = FlowLimits(rate=7, ordering=Ordering.FIFO, paused=not paused)
 
     with pytest.raises(PreconditionFailedError) as raised:
@@ -462,7 +466,7 @@ async def test_a_pause_with_no_change_in_between_succeeds_under_if_match(
     harness: Harness,
 ) -> None:
     service = FlowKeyService(harness.database)
-    await service.put("customer-42", FlowLimits(rate=5))
+    await service.put("customer-42", FlowLimits(rate=5), tenant=DEFAULT_TENANT)
 
     found, changed = await set_paused(on(harness, service), "customer-42", True)
 

@@ -1,0 +1,125 @@
+"""Tenants as stored: put, read, listed, removed, and held for the length of a transaction
+that creates schedules in one (a removal waits for it, and a create waits for a removal)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Row
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.domain.errors import ConflictError
+from app.domain.schedule import ScheduleStatus, check_version
+from app.domain.tenants import DEFAULT_TENANT, Tenant, key_prefix, missing_tenant
+from app.store.dialects import dialect_of
+from app.store.schema.tables import flow_keys, schedules, starts_with, tenants
+
+_LIVE = (ScheduleStatus.PENDING, ScheduleStatus.PAUSED)
+
+
+def _tenant(row: Row[Any]) -> Tenant:
+    return Tenant(
+        id=row.id,
+        display_name=row.display_name,
+        version=row.version,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+class TenantStore:
+    """Statements on `tenants`; every method runs inside the caller's transaction."""
+
+    async def hold(self, conn: AsyncConnection, tenant: str) -> None:
+        """`tenant` exists, and goes on existing until the transaction ends (a shared lock
+        on its row: a removal waits for the transaction, which then stores nothing in a
+        tenant that is gone). `default` always exists."""
+        if tenant == DEFAULT_TENANT:
+            return
+        held = await conn.execute(
+            sa.select(tenants.c.id).where(tenants.c.id == tenant).with_for_update(read=True)
+        )
+        if held.first() is None:
+            raise missing_tenant(tenant)
+
+    async def exists(self, conn: AsyncConnection, tenant: str) -> bool:
+        if tenant == DEFAULT_TENANT:
+            return True
+        found = await conn.execute(sa.select(tenants.c.id).where(tenants.c.id == tenant))
+        return found.first() is not None
+
+    async def get(self, conn: AsyncConnection, tenant: str) -> Tenant | None:
+        row = (await conn.execute(sa.select(tenants).where(tenants.c.id == tenant))).first()
+        return None if row is None else _tenant(row)
+
+    async def put(
+        self,
+        conn: AsyncConnection,
+        tenant: str,
+        display_name: str | None,
+        if_match: frozenset[int] | None,
+        now: datetime,
+    ) -> tuple[Tenant, bool]:
+        """Create or replace `tenant`; True when it is new. `if_match` names the versions
+        the client expects (a tenant that does not exist is at none)."""
+        fresh = {"id": tenant, "version": 1, "created_at": now, "updated_at": now}
+        created = bool(await dialect_of(conn).insert_new(conn, tenants, [fresh], "id"))
+        row = (
+            await conn.execute(sa.select(tenants).where(tenants.c.id == tenant).with_for_update())
+        ).one()
+        if if_match is not None:
+            current = 0 if created else row.version
+            check_version(current, if_match, f"the tenant is at version {current}")
+        await conn.execute(
+            tenants.update()
+            .where(tenants.c.id == tenant)
+            .values(
+                display_name=display_name,
+                version=1 if created else row.version + 1,
+                updated_at=now,
+            )
+        )
+        found = await self.get(conn, tenant)
+        assert found is not None
+        return found, created
+
+    async def page(self, conn: AsyncConnection, *, after: str | None, limit: int) -> list[Tenant]:
+        """Tenants in id order, after `after`."""
+        statement = sa.select(tenants).order_by(tenants.c.id).limit(limit)
+        if after is not None:
+            statement = statement.where(tenants.c.id > after)
+        return [_tenant(row) for row in await conn.execute(statement)]
+
+    async def delete(
+        self, conn: AsyncConnection, tenant: str, if_match: frozenset[int] | None
+    ) -> None:
+        """Remove `tenant` with everything it holds: refused for `default` and while any
+        of its schedules is live (pending or paused), whose deliveries would be lost.
+        Its ended schedules go (with their occurrences, attempts and events), and its flow
+        keys' rows."""
+        if tenant == DEFAULT_TENANT:
+            raise ConflictError("the default tenant cannot be deleted")
+        row = (
+            await conn.execute(
+                sa.select(tenants.c.version).where(tenants.c.id == tenant).with_for_update()
+            )
+        ).first()
+        if row is None:
+            raise missing_tenant(tenant)
+        check_version(row.version, if_match, f"the tenant is at version {row.version}")
+        live = await conn.execute(
+            sa.select(sa.func.count())
+            .select_from(schedules)
+            .where(schedules.c.tenant == tenant, schedules.c.status.in_(_LIVE))
+        )
+        count = int(live.scalar_one())
+        if count:
+            raise ConflictError(
+                f"tenant {tenant} has {count} pending or paused schedules; cancel them first"
+            )
+        await conn.execute(schedules.delete().where(schedules.c.tenant == tenant))
+        keys = starts_with(flow_keys.c.key, key_prefix(tenant))
+        await conn.execute(flow_keys.delete().where(*keys))
+        await conn.execute(tenants.delete().where(tenants.c.id == tenant))
