@@ -28,10 +28,11 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
+from app.domain.tenants import DEFAULT_TENANT
 from app.settings import Settings
 from app.store.engine.database import Database
 from app.store.engine.migrations import upgrade_to_head
-from app.store.schema.tables import metadata
+from app.store.schema.tables import metadata, tenants
 from tests.receiver import Receiver
 
 REQUIRE_SERVICES = os.environ.get("CHRONOQ_REQUIRE_SERVICES") == "1"
@@ -331,7 +332,11 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # milliseconds where PostgreSQL's TRUNCATE, which replaces each table's files, takes a tenth
 # of a second or more (once per server case); and MySQL refuses TRUNCATE on a table a
 # foreign key references.
-_EMPTY_TABLES = [table.delete() for table in reversed(metadata.sorted_tables)]
+# The default tenant stays: every installation has it (migration 0021 makes it).
+_EMPTY_TABLES = [
+    table.delete().where(table.c.id != DEFAULT_TENANT) if table is tenants else table.delete()
+    for table in reversed(metadata.sorted_tables)
+]
 
 
 async def delete_every_row(database: Database) -> None:

@@ -313,3 +313,28 @@ async def test_a_401_names_the_setting_and_the_option_that_give_the_key(
     assert stale.returncode == 1
     assert f"refused the API key of --api-key-file {key_file} (401" in one_line(stale.stderr)
     assert "0123456789abcdef-stale" not in stale.stderr
+
+
+async def test_tenant_picks_the_tenant_every_command_acts_in(service: Service) -> None:
+    with client(service) as api:
+        api.put_tenant("acme", {"display_name": "Acme"})
+        ours = str(api.create_schedule(spec("http://127.0.0.1:9/h", name="ours")).id)
+    with Client(service.base_url, api_key=WRITER, trust_env=False, tenant="acme") as acme:
+        theirs = str(acme.create_schedule(spec("http://127.0.0.1:9/h", name="theirs")).id)
+
+    listed = await as_json(service, "list", "--tenant", "acme")
+    assert [s["id"] for s in listed] == [theirs]
+    assert [s["id"] for s in await as_json(service, "list")] == [ours]
+    missing = await cli(service, "pause", ours, "--tenant", "acme")
+    assert missing.returncode == 1
+    assert one_line(missing.stderr) == f"chronoq: schedule {ours} does not exist"
+    paused = await as_json(service, "pause", theirs, "--tenant", "acme")
+    assert paused["status"] == "paused"
+    await ok(service, "flow-key", "set", "shared", "--rate", "5", "--tenant", "acme")
+    assert await as_json(service, "flow-key", "list", "--all") == []
+    unknown = await cli(service, "list", "--tenant", "nobody")
+    assert unknown.returncode == 1
+    assert "tenant nobody does not exist" in one_line(unknown.stderr)
+    bad = await cli(service, "list", "--tenant", "Not A Tenant")
+    assert bad.returncode == 2
+    assert "argument --tenant" in one_line(bad.stderr)

@@ -64,7 +64,9 @@ from app.store.records.dead_letters import DeadLetterStore
 from app.store.records.flow_keys import FlowKeyStore
 from app.store.records.lifecycle import LifecycleStore
 from app.store.records.schedules import ScheduleStore
+from app.store.records.tenants import TenantStore
 from app.store.schema.tables import attempts, occurrences, schedule_events, schedules
+from app.store.schema.tables import flow_keys as flow_keys_table
 
 __all__ = [
     "Database",
@@ -163,6 +165,8 @@ def draft(
     name: str | None = None,
     traceparent: str | None = None,
     target: Target | None = None,
+    tenant: str = DEFAULT_TENANT,
+    idempotency_key: str | None = None,
 ) -> ScheduleDraft:
     """A schedule about to be stored, as the service builds one. Its first occurrence is
     the trigger's first instant from now, or `fire_at` (a tick already past, as a
@@ -173,6 +177,7 @@ def draft(
     assert first is not None, "the trigger has nothing to fire"
     return ScheduleDraft(
         id=uuid7(now, _RNG.getrandbits(74)),
+        tenant=tenant,
         name=name,
         event_type="conformance.test",
         payload={"n": 1} if payload is None else payload,
@@ -187,6 +192,7 @@ def draft(
         on_failure=on_failure,
         pause_after_failures=pause_after_failures,
         traceparent=traceparent,
+        idempotency_key=idempotency_key,
     )
 
 
@@ -206,6 +212,51 @@ async def find_by_idempotency_key(
 
     async def work(conn: Connection) -> Schedule | None:
         return await ScheduleStore().find_by_idempotency_key(conn, tenant, key, principal)
+
+    return await database.run(work)
+
+
+async def put_tenant(database: Database, tenant: str) -> None:
+    async def work(conn: Connection) -> None:
+        await TenantStore().put(conn, tenant, None, None, await transaction_now(conn))
+
+    await database.run(work)
+
+
+async def delete_tenant(database: Database, tenant: str) -> None:
+    await database.run(lambda conn: TenantStore().delete(conn, tenant, None))
+
+
+async def names_taken(database: Database, tenant: str, names: Sequence[str]) -> list[str]:
+    return await database.run(lambda conn: ScheduleStore().name_taken(conn, tenant, names))
+
+
+async def stored_flow_keys(database: Database) -> dict[str, list[str | None]]:
+    """Each table's flow key column as stored, sorted (NULL first)."""
+
+    async def work(conn: Connection) -> dict[str, list[str | None]]:
+        read = {
+            "schedules": schedules.c.flow_key,
+            "occurrences": occurrences.c.flow_key,
+            "flow_keys": flow_keys_table.c.key,
+        }
+        return {
+            name: sorted(
+                (await conn.execute(sa.select(column))).scalars(),
+                key=lambda key: (key is not None, key or ""),
+            )
+            for name, column in read.items()
+        }
+
+    return await database.run(work)
+
+
+async def read_tenants(database: Database) -> dict[uuid.UUID, str]:
+    """Each schedule's tenant."""
+
+    async def work(conn: Connection) -> dict[uuid.UUID, str]:
+        rows = await conn.execute(sa.select(schedules.c.id, schedules.c.tenant))
+        return {row.id: row.tenant for row in rows}
 
     return await database.run(work)
 

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from app.domain.destinations import destination_of
+from app.domain.flow import FlowLimits
 from app.domain.schedule import ScheduleStatus
 from app.domain.target import RabbitMQTarget, WebhookTarget
 from tests.store import ports
@@ -100,3 +101,37 @@ async def test_live_schedules_from_before_destinations_are_given_theirs(
             ended.id: None,  # it never delivers again
         }
         assert destination_of(webhooks[0].target) == "http://receiver.example:8080"
+
+
+async def test_what_was_stored_before_tenants_is_the_default_tenants_and_nothing_is_lost(
+    empty_store: Callable[[], str],
+) -> None:
+    async with opened(empty_store()) as database:
+        await ports.upgrade_to_head(database)
+        keyed = [ports.draft(ports.immediate(), flow_key="acme") for _ in range(3)]
+        plain = ports.draft(ports.interval(60), name="nightly")
+        await ports.insert_schedules(database, [*keyed, plain])
+        await ports.put_flow_key(database, "acme", FlowLimits(parallelism=2))
+        await ports.put_flow_key(database, "only-limits", FlowLimits(rate=5))
+        counts = {t: await ports.count_rows(database, t) for t in ("schedules", "occurrences")}
+
+        await ports.migrate_to(database, "0020_shelved_rows")
+        assert await ports.stored_flow_keys(database) == {
+            "schedules": [None] + ["acme"] * 3,
+            "occurrences": [None] + ["acme"] * 3,
+            "flow_keys": ["acme", "only-limits"],
+        }
+        await ports.upgrade_to_head(database)
+
+        # Every row is there (rebuilding `schedules` on SQLite cascades nothing away), in
+        # the default tenant, and every key is the default tenant's.
+        assert {t: await ports.count_rows(database, t) for t in counts} == counts
+        assert set((await ports.read_tenants(database)).values()) == {"default"}
+        assert await ports.stored_flow_keys(database) == {
+            "schedules": [None] + ["default/acme"] * 3,
+            "occurrences": [None] + ["default/acme"] * 3,
+            "flow_keys": ["default/acme", "default/only-limits"],
+        }
+        acme = await ports.read_flow_key(database, "acme")
+        assert (acme.limits, acme.waiting) == (FlowLimits(parallelism=2), 3)
+        assert await ports.names_taken(database, "default", ["nightly"]) == ["nightly"]

@@ -7,14 +7,16 @@ service finds it migrated and `chronoq migrate` later upgrades it like any other
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.schema import CreateIndex, CreateTable, ExecutableDDLElement
 
+from app.domain.tenants import DEFAULT_TENANT
 from app.store import dialects
 from app.store.engine.migrations import head_revisions
-from app.store.schema.tables import metadata, table_indexes
+from app.store.schema.tables import metadata, table_indexes, tenants
 
 DIALECTS = dialects.NAMES
 
@@ -60,6 +62,10 @@ def schema_ddl(dialect_name: str, schema: str | None = None) -> str:
         statements.append(render(CreateTable(table)))
         for index in table_indexes(table, dialect.name):
             statements.append(render(CreateIndex(index)))
+    # The tenant every installation has, as the migration that brought tenants makes it.
+    now = datetime.now(UTC).replace(microsecond=0)
+    made = {"id": DEFAULT_TENANT, "version": 1, "created_at": now, "updated_at": now}
+    statements.append(render(tenants.insert().values(**made), literal=True))
     # Stamped at head: the service counts the database as migrated, and a later
     # `chronoq migrate` applies only the revisions added after this one.
     version = _version_table(None)

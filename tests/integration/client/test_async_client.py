@@ -20,6 +20,7 @@ from app.client import (
     PreconditionFailedError,
     ScheduleOut,
     SchedulePatch,
+    TenantIn,
     ValidationError,
 )
 from tests.integration.conftest import Harness
@@ -239,3 +240,24 @@ async def test_backfill_and_preview_answer_their_models(
     assert filled.created == 3
     assert all(tick.created for tick in filled.ticks)
     assert (await chronoq.health()).status == "ok"
+
+
+async def test_a_client_acts_in_the_tenant_it_names(harness: Harness) -> None:
+    async with (
+        AsyncClient("http://localhost", transport=harness.transport) as operator,
+        AsyncClient("http://localhost", transport=harness.transport, tenant="acme") as acme,
+    ):
+        made = await operator.put_tenant("acme", TenantIn(display_name="Acme"))
+        assert (made.id, made.display_name, made.version) == ("acme", "Acme", 1)
+        theirs = await acme.create_schedule(spec(harness, name="nightly"))
+        ours = await operator.create_schedule(spec(harness, name="nightly"))
+        assert (theirs.tenant, ours.tenant) == ("acme", "default")
+
+        assert [s.id for s in (await acme.list_schedules()).items] == [theirs.id]
+        with pytest.raises(NotFoundError):
+            await acme.get_schedule(ours.id)
+        with pytest.raises(NotFoundError):
+            await operator.pause_schedule(theirs.id)
+        assert [t.id async for t in operator.iter_tenants()] == ["acme", "default"]
+        with pytest.raises(ConflictError):  # acme's schedule is live
+            await operator.delete_tenant("acme")

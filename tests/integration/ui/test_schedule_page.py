@@ -228,3 +228,26 @@ async def test_a_schedule_that_paused_itself_says_so(harness: Harness) -> None:
     assert 'id="pause-reason">paused itself after 2 dead letters in a row<' in html
     assert "(pauses itself at 2)" in html
     assert f'action="/ui/schedules/{created["id"]}/resume"' in html
+
+
+async def test_another_tenants_schedule_is_missing_from_the_console(harness: Harness) -> None:
+    # The console acts in the default tenant: a schedule of another is not there, on its
+    # page, in the list or by its buttons, as one that does not exist is not.
+    await harness.client.put("/v1/tenants/acme", json={})
+    theirs = await harness.client.post(
+        "/v1/schedules", json=spec(harness, name="acme-report"), headers={"Chronoq-Tenant": "acme"}
+    )
+    assert theirs.status_code == 201, theirs.text
+    ours = await harness.create(**spec(harness))
+    page = f"/ui/schedules/{theirs.json()['id']}"
+
+    assert (await harness.client.get(page)).status_code == 404
+    listing = (await harness.client.get("/ui/schedules")).text
+    assert ours["id"] in listing
+    assert theirs.json()["id"] not in listing
+    assert "acme-report" not in listing
+    token = token_of((await harness.client.get(f"/ui/schedules/{ours['id']}")).text)
+    response = await post_form(harness, f"{page}/pause", {"token": token})
+    assert response.status_code == 404
+    mine = await harness.client.get(theirs.headers["Location"], headers={"Chronoq-Tenant": "acme"})
+    assert mine.json()["status"] == "pending"

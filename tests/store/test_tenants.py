@@ -1,0 +1,120 @@
+"""Tenants in the store (DESIGN section 14): names, Idempotency-Keys and flow keys are each
+tenant's own, and a tenant goes only once nothing of it is live."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from app.domain.errors import ConflictError
+from app.domain.flow import FlowLimits
+from app.domain.schedule import ScheduleStatus
+from app.domain.tenants import key_name
+from tests.store import ports
+from tests.store.ports import Database
+
+
+async def test_names_and_idempotency_keys_are_unique_per_tenant(database: Database) -> None:
+    await ports.put_tenant(database, "acme")
+    ours = ports.draft(ports.immediate(), name="nightly", idempotency_key="k-1")
+    theirs = ports.draft(ports.immediate(), name="nightly", idempotency_key="k-1", tenant="acme")
+    await ports.insert_schedules(database, [ours])
+    await ports.insert_schedules(database, [theirs])  # the same name and key, another tenant
+
+    assert await ports.names_taken(database, "default", ["nightly"]) == ["nightly"]
+    assert await ports.names_taken(database, "acme", ["nightly", "other"]) == ["nightly"]
+    assert await ports.names_taken(database, "zeta", ["nightly"]) == []
+    found = await ports.find_by_idempotency_key(database, "k-1", None, tenant="acme")
+    assert found is not None
+    assert (found.id, found.tenant) == (theirs.id, "acme")
+    found = await ports.find_by_idempotency_key(database, "k-1", None)
+    assert found is not None
+    assert (found.id, found.tenant) == (ours.id, "default")
+    with pytest.raises(ConflictError):  # twice in one tenant
+        await ports.insert_schedules(
+            database, [ports.draft(ports.immediate(), name="nightly", tenant="acme")]
+        )
+
+
+async def test_one_key_name_in_two_tenants_is_two_keys(database: Database) -> None:
+    await ports.put_tenant(database, "acme")
+    await ports.put_flow_key(database, "shared", FlowLimits(paused=True))
+    await ports.put_flow_key(database, "shared", FlowLimits(parallelism=1), tenant="acme")
+    due = datetime.now(UTC) - timedelta(seconds=5)
+    ours = [ports.draft(ports.once(due), flow_key="shared") for _ in range(2)]
+    theirs = [ports.draft(ports.once(due), flow_key="shared", tenant="acme") for _ in range(2)]
+    await ports.insert_schedules(database, [*ours, *theirs])
+
+    # The default tenant's pause holds its own rows only; acme's key lets one through.
+    taken = await ports.claim(database, limit=10)
+    assert [d.schedule_id for d in taken] in ([s.id] for s in theirs)
+    assert [d.flow_key for d in taken] == ["acme/shared"]
+    assert await ports.claim(database, limit=10) == []
+
+    mine = await ports.read_flow_key(database, "shared")
+    acme = await ports.read_flow_key(database, "shared", tenant="acme")
+    assert (mine.key, mine.limits, mine.waiting, mine.in_flight) == (
+        "shared",
+        FlowLimits(paused=True),
+        2,
+        0,
+    )
+    assert (acme.key, acme.limits, acme.waiting, acme.in_flight) == (
+        "shared",
+        FlowLimits(parallelism=1),
+        1,
+        1,
+    )
+
+
+async def test_a_tenants_list_of_keys_holds_its_own_only(database: Database) -> None:
+    await ports.put_tenant(database, "acme")
+    await ports.put_tenant(database, "acme-eu")  # a tenant whose id starts like another's
+    await ports.put_flow_key(database, "a", FlowLimits(rate=1))
+    await ports.put_flow_key(database, "b", FlowLimits(rate=1), tenant="acme")
+    await ports.put_flow_key(database, "c", FlowLimits(rate=1), tenant="acme-eu")
+    await ports.insert_schedules(
+        database,
+        [
+            ports.draft(ports.interval(60), flow_key="named-only", tenant="acme"),
+            ports.draft(ports.interval(60), flow_key="elsewhere", tenant="acme-eu"),
+        ],
+    )
+
+    assert [k.key for k in await ports.flow_keys(database)] == ["a"]
+    assert [k.key for k in await ports.flow_keys(database, tenant="acme")] == ["b", "named-only"]
+    assert [k.key for k in await ports.flow_keys(database, tenant="acme", after="b")] == [
+        "named-only"
+    ]
+    assert [k.key for k in await ports.flow_keys(database, tenant="acme-eu")] == [
+        "c",
+        "elsewhere",
+    ]
+    assert [k.key for k in await ports.flow_keys(database, tenant="nobody")] == []
+
+
+async def test_a_tenant_goes_with_what_it_holds_once_nothing_of_it_is_live(
+    database: Database,
+) -> None:
+    await ports.put_tenant(database, "acme")
+    live = ports.draft(ports.interval(60), flow_key="k", tenant="acme")
+    ended = ports.draft(ports.immediate(), tenant="acme")
+    kept = ports.draft(ports.immediate(), flow_key="k")  # the default tenant's own key k
+    await ports.insert_schedules(database, [live, ended, kept])
+    await ports.put_flow_key(database, "k", FlowLimits(rate=3), tenant="acme")
+    await ports.put_flow_key(database, "k", FlowLimits(rate=4))
+    await ports.update_schedule(database, ended.id, status=ScheduleStatus.COMPLETED)
+
+    with pytest.raises(ConflictError, match="1 pending or paused"):
+        await ports.delete_tenant(database, "acme")
+    with pytest.raises(ConflictError, match="default tenant"):
+        await ports.delete_tenant(database, "default")
+
+    await ports.update_schedule(database, live.id, status=ScheduleStatus.CANCELLED)
+    await ports.delete_tenant(database, "acme")
+
+    assert set(await ports.read_tenants(database)) == {kept.id}
+    stored = await ports.stored_flow_keys(database)
+    assert stored["flow_keys"] == ["default/k"]
+    assert {key_name(k) for k in stored["occurrences"] if k is not None} == {"k"}
