@@ -39,6 +39,7 @@ from app.service.dead_letters import DeadLetterService
 from app.service.flow_keys import FlowKeyService
 from app.service.occurrences import OccurrenceService
 from app.service.schedules import ScheduleService
+from app.service.tenant_keys import TenantKeyService
 from app.service.tenants import TenantService
 from app.settings import Settings, load_settings
 from app.sinks import open_sinks
@@ -121,6 +122,7 @@ def create_app(
                 occurrences=OccurrenceService(database),
                 flow_keys=FlowKeyService(database),
                 tenants=TenantService(database),
+                tenant_keys=TenantKeyService(database),
                 readiness=ReplicaReadiness(database, broker=broker, worker=worker),
                 keys=KeyRing(api_keys),
             )

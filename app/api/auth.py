@@ -24,13 +24,15 @@ import html
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from fastapi import Depends, Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.hosts import PROXY_REMEDY, check_origin, console_refusal
 from app.api.problem_details import MEDIA_TYPE, problem_type
+from app.domain.errors import StoreUnavailableError
+from app.domain.tenant_keys import KeyRole, TenantKey, actor_of
 from app.domain.tenants import TENANT_HEADER, TENANT_PATTERN
 from app.settings.api_keys import ApiKey
 
@@ -68,6 +70,30 @@ class _Entry:
     name: str
     digest: bytes
     read_only: bool
+    # A tenant key's tenant (None: an operator key, which acts in any tenant).
+    tenant: str | None = None
+
+
+class TenantKeys(Protocol):
+    async def find(self, secret: str) -> TenantKey | None: ...
+
+
+# How long a client waits before asking again when the database could not check its key.
+RETRY_SECONDS = 2
+
+
+async def _tenant_key(state: dict[str, Any], secret: str) -> _Entry | None:
+    """The tenant key `secret` is, as an entry of the ring: named by its tenant and name."""
+    keys: TenantKeys | None = state.get("tenant_keys")
+    found = None if keys is None else await keys.find(secret)
+    if found is None:
+        return None
+    return _Entry(
+        actor_of(found.tenant, found.name),
+        b"",
+        read_only=found.role is KeyRole.READ,
+        tenant=found.tenant,
+    )
 
 
 class KeyRing:
@@ -205,6 +231,21 @@ class ApiKeyMiddleware:
         if ring and not is_open(path):
             presented = presented_credentials(scope.get("headers", []))
             entry = ring.find(presented.key) if presented is not None else None
+            if entry is None and presented is not None:
+                # Not an operator key: perhaps a tenant's, which acts in its tenant only.
+                try:
+                    entry = await _tenant_key(state, presented.key)
+                except StoreUnavailableError:
+                    await self._refuse(
+                        scope,
+                        send,
+                        503,
+                        "unavailable",
+                        "Service unavailable",
+                        f"the database cannot be reached; retry in {RETRY_SECONDS} seconds",
+                        [(b"retry-after", str(RETRY_SECONDS).encode())],
+                    )
+                    return
             if entry is None:
                 detail = (
                     "this route needs an API key: Authorization: Bearer <key>"
@@ -232,6 +273,9 @@ class ApiKeyMiddleware:
                 )
                 return
             principal = entry.name
+            state["read_only"] = entry.read_only
+            if entry.tenant is not None:
+                state["key_tenant"] = entry.tenant
             replayable = presented is not None and presented.basic
         method = scope.get("method", "GET")
         if scope["type"] == "http" and replayable and method not in READ_METHODS:

@@ -10,6 +10,7 @@ from fastapi import Depends, Path, Query, Request
 from app.api.auth import KeyRing
 from app.api.pagination import MAX_CURSOR_LENGTH
 from app.api.readiness import Readiness
+from app.domain.errors import ForbiddenError
 from app.domain.tenants import (
     DEFAULT_TENANT,
     TENANT_HEADER,
@@ -21,6 +22,7 @@ from app.service.dead_letters import DeadLetterService
 from app.service.flow_keys import FlowKeyService
 from app.service.occurrences import OccurrenceService
 from app.service.schedules import ScheduleService
+from app.service.tenant_keys import TenantKeyService
 from app.service.tenants import TenantService
 from app.settings import Settings
 from app.telemetry import tracing
@@ -33,6 +35,7 @@ class State(TypedDict):
     occurrences: OccurrenceService
     flow_keys: FlowKeyService
     tenants: TenantService
+    tenant_keys: TenantKeyService  # read by the API key middleware too
     readiness: Readiness
     keys: KeyRing  # read by the API key middleware; empty: the API is open
 
@@ -62,12 +65,22 @@ def _tenants(request: Request) -> TenantService:
     return _state(request)["tenants"]
 
 
+def _tenant_keys(request: Request) -> TenantKeyService:
+    return _state(request)["tenant_keys"]
+
+
 async def _caller(request: Request) -> Caller:
-    """Who asks (the API key's name) and in which tenant: the one `Chronoq-Tenant` names,
-    or `default`. A tenant that does not exist is a 404 naming it, as a missing resource
-    is; one outside the grammar a 422 naming the header."""
+    """Who asks (the API key's name) and in which tenant: a tenant key's own, else the one
+    `Chronoq-Tenant` names, or `default`. A tenant that does not exist is a 404 naming it,
+    as a missing resource is; one outside the grammar a 422 naming the header; another
+    than a tenant key's own a 403."""
     principal: str | None = request.state._state.get("principal")
     named = request.headers.get(TENANT_HEADER)
+    own: str | None = request.state._state.get("key_tenant")
+    if own is not None:  # a tenant key: its own tenant, and no other
+        if named is not None and named != own:
+            raise ForbiddenError(f"this key acts in tenant {own} only")
+        return Caller(own, principal, own=True)
     if named is None or named == DEFAULT_TENANT:
         return Caller(DEFAULT_TENANT, principal)
     check_tenant(named, parameter=TENANT_HEADER)
@@ -95,6 +108,7 @@ DeadLettersDep = Annotated[DeadLetterService, Depends(_dead_letters)]
 OccurrencesDep = Annotated[OccurrenceService, Depends(_occurrences)]
 FlowKeysDep = Annotated[FlowKeyService, Depends(_flow_keys)]
 TenantsDep = Annotated[TenantService, Depends(_tenants)]
+TenantKeysDep = Annotated[TenantKeyService, Depends(_tenant_keys)]
 # Every router's routes act in the caller's tenant (`in_tenant`, on each router): resolved
 # once per request, as FastAPI caches a dependency.
 CallerDep = Annotated[Caller, Depends(_caller)]

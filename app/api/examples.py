@@ -89,6 +89,15 @@ FLOW_KEY = {
 TENANT = {
     "team": Example(summary="A team's tenant", value={"display_name": "Billing team"}),
 }
+TENANT_KEY = {
+    "write": Example(
+        summary="A key for a team's deploys", value={"name": "deploy-bot", "role": "write"}
+    ),
+    "read": Example(
+        summary="A read-only key that expires",
+        value={"name": "dashboard", "role": "read", "expires_at": "2030-01-01T00:00:00Z"},
+    ),
+}
 PREVIEW = {
     "cron": Example(
         summary="The next five weekday mornings", value={"trigger": _WEEKDAYS, "count": 5}

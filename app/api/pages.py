@@ -19,7 +19,7 @@ from app.api.schemas import (
     ScheduleEventOut,
     ScheduleOut,
 )
-from app.api.tenant_schemas import TenantOut
+from app.api.tenant_schemas import TenantKeyOut, TenantOut
 from app.domain.filters import DeadLetterFilter, ScheduleAfter, ScheduleFilter
 from app.domain.ids import format_instant
 from app.domain.occurrence import DeadLetter, OccurrenceStatus
@@ -29,6 +29,7 @@ from app.service.dead_letters import DeadLetterService
 from app.service.flow_keys import FlowKeyService
 from app.service.occurrences import OccurrenceService
 from app.service.schedules import ScheduleService
+from app.service.tenant_keys import TenantKeyService
 from app.service.tenants import TenantService
 
 R = TypeVar("R")
@@ -140,3 +141,11 @@ async def tenants(service: TenantService, limit: int, cursor: str | None) -> Pag
     """Tenants in id order."""
     found = await service.list(after=pagination.decode_tenant(cursor), limit=limit + 1)
     return _page(found, limit, TenantOut.of, lambda t: (t.id,))
+
+
+async def tenant_keys(
+    service: TenantKeyService, tenant: str, limit: int, cursor: str | None
+) -> Page[TenantKeyOut]:
+    """A tenant's keys, oldest first."""
+    found = await service.list(tenant, after=pagination.decode_id(cursor), limit=limit + 1)
+    return _page(found, limit, TenantKeyOut.of, lambda k: (str(k.id),))

@@ -21,6 +21,7 @@ from app.api.problem_details import MEDIA_TYPE, Problem, field_errors, problem_r
 from app.domain.errors import (
     ChronoqError,
     ConflictError,
+    ForbiddenError,
     InvalidInputError,
     NotFoundError,
     PayloadTooLargeError,
@@ -40,6 +41,7 @@ RETRY_AFTER_SECONDS = 2
 _TABLE: dict[type[ChronoqError], tuple[int, str, str]] = {
     NotFoundError: (404, "not-found", "Not found"),
     ConflictError: (409, "conflict", "Conflict"),
+    ForbiddenError: (403, "forbidden", "Forbidden"),
     InvalidInputError: (422, "invalid-input", "Invalid input"),
     PayloadTooLargeError: (413, "payload-too-large", "Payload too large"),
     PreconditionFailedError: (412, "precondition-failed", "Precondition failed"),

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from app.domain.limits import MAX_SHORT_STRING_BYTES, InputModel, one_line
+from app.domain.limits import MAX_SHORT_STRING_BYTES, InputModel, Instant, one_line
+from app.domain.tenant_keys import KEY_NAME_ALPHABET, KeyRole, TenantKey
 from app.domain.tenants import MAX_DISPLAY_NAME, Tenant
 
 _DISPLAY_NAME = "Free text, on one line: how people name the tenant; null: none"
@@ -48,3 +50,70 @@ class TenantOut(BaseModel):
             created_at=tenant.created_at,
             updated_at=tenant.updated_at,
         )
+
+
+class TenantKeyIn(InputModel):
+    """A tenant key to make."""
+
+    name: str = Field(
+        min_length=1,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description=f"The key's name ({KEY_NAME_ALPHABET}), unique in its tenant; audit "
+        "events name the key as tenant/name",
+        examples=["deploy-bot"],
+    )
+    role: Literal["write", "read"] = Field(
+        description="write: every operation of the tenant; read: only reads",
+        examples=["write"],
+    )
+    expires_at: Instant | None = Field(
+        default=None,
+        description="When the key stops working (in the future); null: never",
+        examples=["2027-06-01T00:00:00Z"],
+    )
+
+
+class TenantKeyOut(BaseModel):
+    """A tenant key, without its secret."""
+
+    id: uuid.UUID = Field(description="The key's id, to revoke it by")
+    tenant: str = Field(description="The tenant it acts in", examples=["billing"])
+    name: str = Field(description="Its name", examples=["deploy-bot"])
+    role: KeyRole = Field(description="write or read", examples=["write"])
+    prefix: str = Field(
+        description="The key's first characters, to tell it apart", examples=["cq_3Fa9k2Lx"]
+    )
+    created_at: datetime = Field(description="When it was made")
+    expires_at: datetime | None = Field(description="When it stops working; null: never")
+    revoked_at: datetime | None = Field(description="When it was revoked; null: it is not")
+    last_used_at: datetime | None = Field(
+        description="When a request last presented it (to the minute); null: never"
+    )
+
+    @classmethod
+    def of(cls, key: TenantKey) -> TenantKeyOut:
+        return cls(
+            id=key.id,
+            tenant=key.tenant,
+            name=key.name,
+            role=key.role,
+            prefix=key.prefix,
+            created_at=key.created_at,
+            expires_at=key.expires_at,
+            revoked_at=key.revoked_at,
+            last_used_at=key.last_used_at,
+        )
+
+
+class MadeKey(TenantKeyOut):
+    """A tenant key just made, with the key itself: shown in this answer only."""
+
+    key: str = Field(
+        description="The key, for Authorization: Bearer <key>: store it now, no answer "
+        "shows it again"
+    )
+
+    @classmethod
+    def made(cls, key: TenantKey, secret: str) -> MadeKey:
+        return cls(**TenantKeyOut.of(key).model_dump(), key=secret)

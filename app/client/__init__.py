@@ -30,7 +30,7 @@ from app.api.schemas import (
     ScheduleEventOut,
     ScheduleOut,
 )
-from app.api.tenant_schemas import TenantIn, TenantOut
+from app.api.tenant_schemas import MadeKey, TenantIn, TenantKeyIn, TenantKeyOut, TenantOut
 from app.client.calls import Call
 from app.client.clients import AsyncClient, Client
 from app.client.errors import (
@@ -67,6 +67,7 @@ __all__ = [
     "FlowKeyOut",
     "ForbiddenError",
     "Health",
+    "MadeKey",
     "NotFoundError",
     "OccurrenceOut",
     "Page",
@@ -82,6 +83,8 @@ __all__ = [
     "SchedulePatch",
     "ScheduleSpec",
     "TenantIn",
+    "TenantKeyIn",
+    "TenantKeyOut",
     "TenantOut",
     "UnauthorizedError",
     "UnavailableError",

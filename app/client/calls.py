@@ -35,7 +35,7 @@ from app.api.schemas import (
     ScheduleEventOut,
     ScheduleOut,
 )
-from app.api.tenant_schemas import TenantIn, TenantOut
+from app.api.tenant_schemas import MadeKey, TenantIn, TenantKeyIn, TenantKeyOut, TenantOut
 from app.domain.schedule import SchedulePatch, ScheduleSpec
 
 T = TypeVar("T")
@@ -386,6 +386,28 @@ def delete_tenant(tenant: str, *, if_match: Version = None) -> Call[None]:
     refused while it has live schedules."""
     path = f"/v1/tenants/{_segment(tenant)}"
     return Call("DELETE", path, _nothing, headers=_if_match(if_match))
+
+
+def create_tenant_key(tenant: str, body: TenantKeyIn | Body) -> Call[MadeKey]:
+    """Make a key that acts in the tenant only (POST /v1/tenants/{tenant}/keys): the answer's
+    `key` is shown this once."""
+    path = f"/v1/tenants/{_segment(tenant)}/keys"
+    return Call("POST", path, _reader(MadeKey), body=_json(body))
+
+
+def list_tenant_keys(
+    tenant: str, *, limit: int | None = None, cursor: str | None = None
+) -> Call[Page[TenantKeyOut]]:
+    """A page of a tenant's keys, oldest first, never their secret."""
+    params = _params(limit=limit, cursor=cursor)
+    path = f"/v1/tenants/{_segment(tenant)}/keys"
+    return Call("GET", path, _reader(Page[TenantKeyOut]), params=params)
+
+
+def revoke_tenant_key(tenant: str, key_id: Id) -> Call[None]:
+    """Revoke a tenant's key (DELETE /v1/tenants/{tenant}/keys/{key_id})."""
+    path = f"/v1/tenants/{_segment(tenant)}/keys/{_segment(key_id)}"
+    return Call("DELETE", path, _nothing)
 
 
 # -- triggers ---------------------------------------------------------------------------

@@ -270,6 +270,9 @@ class Client:
     get_tenant = _sync(calls.get_tenant)
     put_tenant = _sync(calls.put_tenant)
     delete_tenant = _sync(calls.delete_tenant)
+    create_tenant_key = _sync(calls.create_tenant_key)
+    list_tenant_keys = _sync(calls.list_tenant_keys)
+    revoke_tenant_key = _sync(calls.revoke_tenant_key)
     preview_trigger = _sync(calls.preview_trigger)
 
     # every item of a list, following its cursors
@@ -361,6 +364,9 @@ class AsyncClient:
     get_tenant = _async(calls.get_tenant)
     put_tenant = _async(calls.put_tenant)
     delete_tenant = _async(calls.delete_tenant)
+    create_tenant_key = _async(calls.create_tenant_key)
+    list_tenant_keys = _async(calls.list_tenant_keys)
+    revoke_tenant_key = _async(calls.revoke_tenant_key)
     preview_trigger = _async(calls.preview_trigger)
 
     # every item of a list, following its cursors

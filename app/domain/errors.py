@@ -27,6 +27,10 @@ class ConflictError(ChronoqError):
     """The request conflicts with the current state of the resource."""
 
 
+class ForbiddenError(ChronoqError):
+    """The key that asks may not do this (a tenant key reaching beyond its tenant)."""
+
+
 class InvalidInputError(ChronoqError):
     """The request is not valid."""
 

@@ -74,6 +74,8 @@ class Caller:
 
     tenant: str = DEFAULT_TENANT
     actor: str | None = None
+    # True for a tenant's own key, which acts in that tenant only and manages no tenant.
+    own: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from fastapi import Request
 
@@ -37,24 +38,36 @@ class Viewer:
     name: str | None
     key: str | None
     can_write: bool
-    # The tenant the console shows and acts in.
+    # The tenant the console shows and acts in, and whether it is the key's own (a
+    # tenant's key, which reaches no other).
     tenant: str = DEFAULT_TENANT
+    own: bool = False
 
     @property
     def caller(self) -> Caller:
-        return Caller(self.tenant, self.name)
+        return Caller(self.tenant, self.name, own=self.own)
 
     @classmethod
     def of(cls, request: Request, ring: KeyRing) -> Viewer:
+        """The viewer the key middleware let through: its key's name and role, and a
+        tenant key's tenant (an operator key shows the default tenant)."""
         if not ring:
             return cls(name=None, key=None, can_write=True)
         key = presented_key(request.headers.raw)
-        entry = ring.find(key) if key is not None else None
-        if key is None or entry is None:
+        found: dict[str, Any] = request.state._state
+        name: str | None = found.get("principal")
+        if key is None or name is None:
             # The key middleware lets no such request through; were one to arrive, it
             # could read at most.
             return cls(name=None, key=None, can_write=False)
-        return cls(name=entry.name, key=key, can_write=not entry.read_only)
+        own: str | None = found.get("key_tenant")
+        return cls(
+            name=name,
+            key=key,
+            can_write=not found.get("read_only", True),
+            tenant=own or DEFAULT_TENANT,
+            own=own is not None,
+        )
 
 
 class FormGuard:

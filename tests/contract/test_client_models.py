@@ -39,6 +39,7 @@ SAMPLE: dict[str, Any] = {
     "occurrence_id": ID,
     "key": "customer-42",
     "tenant": "customer-42",
+    "key_id": ID,
     "body": {},
     "spec": {},
     "specs": [{}],
@@ -106,6 +107,7 @@ _LISTED = {
     "DeadLetterOut",
     "FlowKeyOut",
     "TenantOut",
+    "TenantKeyOut",
 }
 
 

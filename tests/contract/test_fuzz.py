@@ -88,6 +88,8 @@ SEMANTIC_RULES = {
     "list_dead_letters": _OPAQUE_CURSOR,
     "list_flow_keys": _OPAQUE_CURSOR,
     "list_tenants": _OPAQUE_CURSOR,
+    "list_tenant_keys": _OPAQUE_CURSOR,
+    "create_tenant_key": "an expires_at in the past, and an instant's bound across an offset",
 }
 # 412: an If-Match that is well-formed but names another version than the schedule's (a
 # generated one almost always does) is refused by design, like a 409 conflict.

@@ -14,6 +14,7 @@ from app.domain.errors import ConflictError
 from app.domain.schedule import ScheduleStatus, check_version
 from app.domain.tenants import DEFAULT_TENANT, Tenant, key_prefix, missing_tenant
 from app.store.dialects import dialect_of
+from app.store.records.tenant_keys import TenantKeyStore
 from app.store.schema.tables import flow_keys, schedules, starts_with, tenants
 
 _LIVE = (ScheduleStatus.PENDING, ScheduleStatus.PAUSED)
@@ -97,8 +98,8 @@ class TenantStore:
     ) -> None:
         """Remove `tenant` with everything it holds: refused for `default` and while any
         of its schedules is live (pending or paused), whose deliveries would be lost.
-        Its ended schedules go (with their occurrences, attempts and events), and its flow
-        keys' rows."""
+        Its ended schedules go (with their occurrences, attempts and events), its flow
+        keys' rows and its keys."""
         if tenant == DEFAULT_TENANT:
             raise ConflictError("the default tenant cannot be deleted")
         row = (
@@ -122,4 +123,5 @@ class TenantStore:
         await conn.execute(schedules.delete().where(schedules.c.tenant == tenant))
         keys = starts_with(flow_keys.c.key, key_prefix(tenant))
         await conn.execute(flow_keys.delete().where(*keys))
+        await TenantKeyStore().forget_tenant(conn, tenant)
         await conn.execute(tenants.delete().where(tenants.c.id == tenant))

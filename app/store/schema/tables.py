@@ -107,6 +107,8 @@ def starts_with(column: Any, prefix: str) -> tuple[Any, ...]:
     )
 
 
+# Who acted: an API key's name (64), "cli" or "system", or a tenant key's tenant and name.
+ACTOR_LENGTH = MAX_TENANT + 1 + 64
 ORDERINGS = ("none", "fifo")
 # A flow key column holds the key as the store names it, its tenant's id first
 # (`app.domain.tenants.stored_key`).
@@ -254,7 +256,7 @@ class ScheduleRow(SQLModel, table=True):
         default=1, sa_column=sa.Column(sa.Integer, nullable=False, server_default="1")
     )
     # The API key's name (or "cli") that created it; NULL when no keys are set.
-    created_by: str | None = Field(default=None, sa_column=sa.Column(sa.String(64)))
+    created_by: str | None = Field(default=None, sa_column=sa.Column(sa.String(ACTOR_LENGTH)))
     # NULL: never pause by itself; else pause after this many dead letters in a row.
     pause_after_failures: int | None = Field(default=None, sa_column=sa.Column(sa.Integer))
     # Set while paused: "manual" (API, CLI) or "failures" (auto-pause).
@@ -497,6 +499,32 @@ class TenantRow(SQLModel, table=True):
     updated_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
 
 
+class TenantKeyRow(SQLModel, table=True):
+    """A tenant key (`app.domain.tenant_keys`): its SHA-256, never the key itself."""
+
+    __tablename__ = "tenant_keys"
+    __table_args__ = (
+        sa.CheckConstraint("role IN ('write', 'read')", name="role"),
+        # A request's key finds its row by digest; a tenant's keys have distinct names.
+        sa.UniqueConstraint("digest", name=sa.sql.elements.conv("tenant_keys_digest_key")),
+        sa.UniqueConstraint(
+            "tenant", "name", name=sa.sql.elements.conv("tenant_keys_tenant_name_key")
+        ),
+        MYSQL_TABLE,
+    )
+
+    id: uuid.UUID = Field(sa_column=sa.Column(UUID, primary_key=True))
+    tenant: str = Field(sa_column=sa.Column(sa.String(MAX_TENANT), nullable=False))
+    name: str = Field(sa_column=sa.Column(sa.String(64), nullable=False))
+    role: str = Field(sa_column=sa.Column(sa.String(10), nullable=False))
+    digest: str = Field(sa_column=sa.Column(sa.String(64), nullable=False))
+    prefix: str = Field(sa_column=sa.Column(sa.String(16), nullable=False))
+    created_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
+    expires_at: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
+    revoked_at: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
+    last_used_at: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
+
+
 class AttemptRow(SQLModel, table=True):
     """One attempt of one occurrence, written in the transaction that settles it (or, for an
     attempt whose replica died before settling it, by the claim that takes it again). A
@@ -553,7 +581,7 @@ class ScheduleEventRow(SQLModel, table=True):
     # The schedule's version once the change is made.
     version: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
     # The API key's name, "cli", "system", or NULL when no keys are set.
-    actor: str | None = Field(default=None, sa_column=sa.Column(sa.String(64)))
+    actor: str | None = Field(default=None, sa_column=sa.Column(sa.String(ACTOR_LENGTH)))
     # For `updated`: the names of the fields that changed.
     fields: list[str] | None = Field(default=None, sa_column=sa.Column(JSONType))
 
@@ -564,6 +592,7 @@ attempts: sa.Table = AttemptRow.__table__  # type: ignore[attr-defined]
 schedule_events: sa.Table = ScheduleEventRow.__table__  # type: ignore[attr-defined]
 flow_keys: sa.Table = FlowKeyRow.__table__  # type: ignore[attr-defined]
 tenants: sa.Table = TenantRow.__table__  # type: ignore[attr-defined]
+tenant_keys: sa.Table = TenantKeyRow.__table__  # type: ignore[attr-defined]
 
 
 def in_claim_set(where: str) -> sa.ColumnElement[bool]:

@@ -4,12 +4,14 @@ out" sends from /docs is accepted, not a 422."""
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from app.cli.command import build_parser
+from tests.integration.api.test_auth import KEYS, WRITER
 from tests.integration.conftest import Harness
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -18,6 +20,15 @@ ROOT = Path(__file__).resolve().parents[3]
 SQLITE = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 
 _METHOD_ORDER = {"put": 0, "post": 1, "patch": 2, "get": 3, "delete": 4}
+
+
+@pytest.fixture
+async def harness(make_harness: Callable[..., Any]) -> AsyncIterator[Harness]:
+    """A service with operator keys, as a deployment has them (a tenant key is made only
+    then), and each request with the write key."""
+    async with make_harness(api_keys=KEYS) as keyed:
+        keyed.client.headers["Authorization"] = f"Bearer {WRITER}"
+        yield keyed
 
 
 async def _document(harness: Harness) -> dict[str, Any]:
