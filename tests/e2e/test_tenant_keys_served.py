@@ -46,7 +46,7 @@ async def test_a_revocation_holds_on_every_replica_within_five_seconds(
         )
         assert revoked.status_code == 204, revoked.text
         at = time.monotonic()
-        refused_after = {}
+        refused_after: dict[str, float] = {}
         while len(refused_after) < 2 and time.monotonic() - at < 10:
             for replica in (first, second):
                 if replica.base_url in refused_after:
