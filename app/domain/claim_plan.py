@@ -20,6 +20,7 @@ from app.domain.misfire import Rules, SkipReason
 from app.domain.occurrence import Delivery, Origin
 from app.domain.retry import RetrySpec
 from app.domain.target import Target
+from app.domain.tenants import DEFAULT_TENANT
 from app.domain.trigger import Trigger, is_recurring
 
 
@@ -111,6 +112,8 @@ class ClaimedRow:
     retry: RetrySpec | None = None
     # Its schedule's stored W3C traceparent (None: none), which its delivery sends.
     traceparent: str | None = None
+    # Its schedule's tenant, which its delivery names.
+    tenant: str = DEFAULT_TENANT
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,6 +323,7 @@ def _plan_row(
         retry=row.retry,
         first=row.first_claim,
         traceparent=row.traceparent,
+        tenant=row.tenant,
     )
     return plan
 

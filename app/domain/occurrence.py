@@ -11,6 +11,7 @@ from typing import Any
 
 from app.domain.retry import MAX_RETRY_DELAY_SECONDS, RetryPolicy, RetrySpec
 from app.domain.target import Target
+from app.domain.tenants import DEFAULT_TENANT
 
 
 class OccurrenceStatus(StrEnum):
@@ -95,6 +96,8 @@ class Delivery:
     retry: RetrySpec | None = None
     # Its first attempt ever (not a retry, a replay or a lost lease's): it starts first.
     first: bool = False
+    # Its schedule's tenant: webhooks name it (X-Chronoq-Tenant), AMQP messages too.
+    tenant: str = DEFAULT_TENANT
     # The W3C traceparent its sinks send (None: none): its schedule's, stored at create,
     # or with tracing on the attempt's own span (docs/tracing.md).
     traceparent: str | None = None

@@ -244,6 +244,7 @@ class RabbitMQSink:
                 "x-schedule-id": str(delivery.schedule_id),
                 "x-scheduled-for": format_instant(delivery.fire_at),
                 "x-attempt": delivery.attempt,
+                "x-chronoq-tenant": delivery.tenant,
             }
         )
         if delivery.traceparent is not None:

@@ -172,6 +172,7 @@ class WebhookSink:
                 "X-Occurrence-Id": occurrence,
                 "X-Schedule-Id": str(delivery.schedule_id),
                 "X-Event-Type": delivery.event_type,
+                "X-Chronoq-Tenant": delivery.tenant,
                 "X-Scheduled-For": format_instant(delivery.fire_at),
                 "X-Attempt": str(delivery.attempt),
                 "Idempotency-Key": occurrence,

@@ -40,6 +40,8 @@ CLAIM_COLUMNS: dict[str, Any] = {
     "callback_body": sa.Text(),
     # The W3C traceparent of the create request (NULL: none; docs/tracing.md).
     "traceparent": sa.String(),
+    # Its schedule's tenant, which its delivery names (X-Chronoq-Tenant).
+    "tenant": sa.String(),
 }
 
 # A schedule's misfire rules and tick count, which every claim returns with each row.

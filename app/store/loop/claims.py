@@ -112,6 +112,7 @@ def _claimed_row(row: Row[Any]) -> ClaimedRow:
         flow_key=row.flow_key,
         retry=codec.retry(row.retry),
         traceparent=row.traceparent,
+        tenant=row.tenant,
     )
 
 

@@ -18,6 +18,7 @@ async def test_immediate_schedule_is_delivered_once_with_contract_headers(harnes
     assert request.headers["Idempotency-Key"] == created["next_occurrence_id"]
     assert request.headers["X-Schedule-Id"] == created["id"]
     assert request.headers["X-Event-Type"] == "invoice.due"
+    assert request.headers["X-Chronoq-Tenant"] == "default"
     assert request.headers["X-Attempt"] == "1"
     assert request.headers["X-Scheduled-For"].endswith("Z")
     snapshot = await harness.get(f"/v1/schedules/{created['id']}")

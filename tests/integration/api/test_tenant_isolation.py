@@ -229,3 +229,20 @@ async def test_a_tenant_header_naming_no_tenant_is_refused_and_stores_nothing(
             assert problem["errors"][0]["parameter"] == "Chronoq-Tenant"
     assert (await harness.get("/v1/schedules"))["items"] == []
     assert (await harness.get("/v1/flow-keys"))["items"] == []
+
+
+async def test_a_delivery_names_its_schedules_tenant(harness: Harness) -> None:
+    await harness.client.put("/v1/tenants/acme", json={})
+    body = {
+        "event_type": "e",
+        "target": harness.webhook("/tenanted"),
+        "trigger": {"type": "immediate"},
+    }
+    theirs = await harness.client.post("/v1/schedules", json=body, headers=ACME)
+    ours = await harness.client.post("/v1/schedules", json=body)
+    assert await harness.step() == 2
+    named = {
+        r.headers["X-Schedule-Id"]: r.headers["X-Chronoq-Tenant"]
+        for r in harness.receiver.on("/tenanted")
+    }
+    assert named == {theirs.json()["id"]: "acme", ours.json()["id"]: "default"}

@@ -58,7 +58,8 @@ async def test_an_occurrence_is_published_with_the_contract_properties_and_heade
     assert headers["x-schedule-id"] == created["id"]
     assert headers["x-scheduled-for"] == created["next_fire_at"]
     assert headers["x-attempt"] == 1
-    assert headers["tenant"] == "acme"
+    assert headers["x-chronoq-tenant"] == "default"  # its schedule's tenant
+    assert headers["tenant"] == "acme"  # a header of the target's own
     assert headers["priority"] == 3
     assert await amqp_harness.schedule_status(created["id"]) == "completed"
 

@@ -157,6 +157,7 @@ def test_every_delivery_carries_the_contract_headers() -> None:
         "X-Occurrence-Id": "6f1d2c3b-4a59-5e8f-9d0c-1b2a3c4d5e6f",
         "X-Schedule-Id": "01900000-0000-7000-8000-000000000001",
         "X-Event-Type": "invoice.due",
+        "X-Chronoq-Tenant": "default",
         "X-Scheduled-For": "2024-03-05T10:30:00.000000Z",
         "X-Attempt": "3",
         "Idempotency-Key": "6f1d2c3b-4a59-5e8f-9d0c-1b2a3c4d5e6f",

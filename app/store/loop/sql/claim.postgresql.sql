@@ -80,7 +80,7 @@ SELECT c.occurrence_id, c.schedule_id, c.fire_at, c.attempts, c.origin, c.flow_k
        s.event_type, s.max_attempts, s.jitter_seconds,
        s.payload::text AS body, s.target::text AS target, s.trigger::text AS trigger,
        s.retry::text AS retry, s.on_failure::text AS on_failure, c.body AS callback_body,
-       s.traceparent,
+       s.traceparent, s.tenant,
        s.misfire_policy, s.misfire_grace_seconds, s.max_catchup, s.max_occurrences,
        s.tick_count
 FROM claimed AS c
