@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from chronoq.client import Client
@@ -338,3 +339,49 @@ async def test_tenant_picks_the_tenant_every_command_acts_in(service: Service) -
     bad = await cli(service, "list", "--tenant", "Not A Tenant")
     assert bad.returncode == 2
     assert "argument --tenant" in one_line(bad.stderr)
+
+
+async def test_tenants_and_their_keys_are_managed_over_http(service: Service) -> None:
+    created = await ok(service, "tenant", "set", "acme", "--display-name", "Acme")
+    assert created.startswith("created tenant acme (version 1)")
+    replaced = await as_json(service, "tenant", "set", "acme", "--display-name", "Acme Inc")
+    assert (replaced["display_name"], replaced["version"]) == ("Acme Inc", 2)
+    assert [t["id"] for t in await as_json(service, "tenant", "list", "--all")] == [
+        "acme",
+        "default",
+    ]
+    assert (await as_json(service, "tenant", "show", "acme"))["display_name"] == "Acme Inc"
+
+    made = await as_json(service, "tenant", "key", "create", "acme", "ci", "--role", "read")
+    secret = made["key"]
+    shown = await ok(service, "tenant", "key", "create", "acme", "deploy")
+    assert "Store it now: it is shown this once." in shown
+    with Client(service.base_url, api_key=secret, trust_env=False) as reader:
+        assert reader.list_schedules().items == []
+    listed = await ok(service, "tenant", "key", "list", "acme")
+    assert "ci" in listed and made["prefix"] in listed
+    assert secret not in listed
+    revoked = await ok(service, "tenant", "key", "revoke", "acme", made["id"])
+    assert revoked.startswith(f"revoked key {made['id']} of tenant acme")
+
+    def refused() -> bool:
+        answer = httpx.get(
+            f"{service.base_url}/v1/schedules",
+            headers={"Authorization": f"Bearer {secret}"},
+            trust_env=False,
+        )
+        return answer.status_code == 401
+
+    deadline = time.monotonic() + 10
+    while not refused():
+        assert time.monotonic() < deadline, "the revoked key still works"
+        await asyncio.sleep(0.1)
+
+    bad = await cli(service, "tenant", "key", "create", "acme", "has space")
+    assert bad.returncode == 2
+    assert "argument NAME" in one_line(bad.stderr)
+    deleted = await ok(service, "tenant", "delete", "acme")
+    assert deleted.startswith("deleted tenant acme")
+    gone = await cli(service, "tenant", "show", "acme")
+    assert gone.returncode == 1
+    assert one_line(gone.stderr) == "chronoq: tenant acme does not exist"

@@ -24,17 +24,22 @@ from app.api.schemas import (
     ScheduleEventOut,
     ScheduleOut,
 )
+from app.api.tenant_schemas import MadeKey, TenantIn, TenantKeyOut, TenantOut
 from app.client import AsyncClient, ProblemError
 from app.client import errors as problems
 from app.domain import errors
 from app.domain.filters import DeadLetterFilter, ScheduleFilter, ScheduleSort
 from app.domain.flow import FlowLimits, Ordering
+from app.domain.ids import format_instant
 from app.domain.schedule import CLI_ACTOR, SchedulePatch
+from app.domain.tenant_keys import KeyRole
 from app.domain.tenants import DEFAULT_TENANT, Caller
 from app.service.dead_letters import DeadLetterService
 from app.service.flow_keys import FlowKeyService
 from app.service.occurrences import OccurrenceService
 from app.service.schedules import ScheduleService
+from app.service.tenant_keys import TenantKeyService
+from app.service.tenants import TenantService
 
 Versions = frozenset[int] | None  # If-Match: the versions a change may apply to
 
@@ -82,6 +87,17 @@ class Operator(Protocol):
         self, key: str, limits: FlowLimits, if_match: Versions
     ) -> tuple[FlowKeyOut, bool]: ...
     async def clear_flow_key_backoff(self, key: str) -> FlowKeyOut: ...
+    async def tenants(self, limit: int, cursor: str | None) -> Page[TenantOut]: ...
+    async def tenant(self, tenant: str) -> TenantOut: ...
+    async def put_tenant(self, tenant: str, display_name: str | None) -> tuple[TenantOut, bool]: ...
+    async def delete_tenant(self, tenant: str) -> None: ...
+    async def tenant_keys(
+        self, tenant: str, limit: int, cursor: str | None
+    ) -> Page[TenantKeyOut]: ...
+    async def make_tenant_key(
+        self, tenant: str, name: str, role: KeyRole, expires_at: datetime | None
+    ) -> MadeKey: ...
+    async def revoke_tenant_key(self, tenant: str, key_id: uuid.UUID) -> None: ...
 
 
 class DatabaseOperator:
@@ -96,9 +112,13 @@ class DatabaseOperator:
         occurrences_: OccurrenceService,
         flow_keys_: FlowKeyService,
         tenant: str = DEFAULT_TENANT,
+        tenants_: TenantService | None = None,
+        tenant_keys_: TenantKeyService | None = None,
     ) -> None:
         self.where = where
         self._caller = Caller(tenant, CLI_ACTOR)
+        self._tenants = tenants_
+        self._tenant_keys = tenant_keys_
         self._schedules = schedules
         self._dead_letters = dead_letters_
         self._occurrences = occurrences_
@@ -194,6 +214,39 @@ class DatabaseOperator:
 
     async def clear_flow_key_backoff(self, key: str) -> FlowKeyOut:
         return FlowKeyOut.of(await self._flow_keys.clear_backoff(key, tenant=self._caller.tenant))
+
+    def _tenant_service(self) -> TenantService:
+        assert self._tenants is not None, "built without the tenants' service"
+        return self._tenants
+
+    def _key_service(self) -> TenantKeyService:
+        assert self._tenant_keys is not None, "built without the tenant keys' service"
+        return self._tenant_keys
+
+    async def tenants(self, limit: int, cursor: str | None) -> Page[TenantOut]:
+        return await pages.tenants(self._tenant_service(), limit, cursor)
+
+    async def tenant(self, tenant: str) -> TenantOut:
+        return TenantOut.of(await self._tenant_service().get(tenant))
+
+    async def put_tenant(self, tenant: str, display_name: str | None) -> tuple[TenantOut, bool]:
+        found, created = await self._tenant_service().put(tenant, display_name)
+        return TenantOut.of(found), created
+
+    async def delete_tenant(self, tenant: str) -> None:
+        await self._tenant_service().delete(tenant)
+
+    async def tenant_keys(self, tenant: str, limit: int, cursor: str | None) -> Page[TenantKeyOut]:
+        return await pages.tenant_keys(self._key_service(), tenant, limit, cursor)
+
+    async def make_tenant_key(
+        self, tenant: str, name: str, role: KeyRole, expires_at: datetime | None
+    ) -> MadeKey:
+        made, secret = await self._key_service().make(tenant, name, role, expires_at)
+        return MadeKey.made(made, secret)
+
+    async def revoke_tenant_key(self, tenant: str, key_id: uuid.UUID) -> None:
+        await self._key_service().revoke(tenant, key_id)
 
 
 # -- over HTTP ------------------------------------------------------------------------------
@@ -356,3 +409,30 @@ class HttpOperator:
 
     async def clear_flow_key_backoff(self, key: str) -> FlowKeyOut:
         return await self._client.clear_flow_key_backoff(key)
+
+    async def tenants(self, limit: int, cursor: str | None) -> Page[TenantOut]:
+        return await self._client.list_tenants(limit=limit, cursor=cursor)
+
+    async def tenant(self, tenant: str) -> TenantOut:
+        return await self._client.get_tenant(tenant)
+
+    async def put_tenant(self, tenant: str, display_name: str | None) -> tuple[TenantOut, bool]:
+        found = await self._client.put_tenant(tenant, TenantIn(display_name=display_name))
+        return found, found.version == 1
+
+    async def delete_tenant(self, tenant: str) -> None:
+        await self._client.delete_tenant(tenant)
+
+    async def tenant_keys(self, tenant: str, limit: int, cursor: str | None) -> Page[TenantKeyOut]:
+        return await self._client.list_tenant_keys(tenant, limit=limit, cursor=cursor)
+
+    async def make_tenant_key(
+        self, tenant: str, name: str, role: KeyRole, expires_at: datetime | None
+    ) -> MadeKey:
+        body: dict[str, Any] = {"name": name, "role": role.value}
+        if expires_at is not None:
+            body["expires_at"] = format_instant(expires_at)
+        return await self._client.create_tenant_key(tenant, body)
+
+    async def revoke_tenant_key(self, tenant: str, key_id: uuid.UUID) -> None:
+        await self._client.revoke_tenant_key(tenant, key_id)

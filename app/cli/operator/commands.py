@@ -259,7 +259,9 @@ def _register(
     from app.cli.operator.changes import add_change_commands
     from app.cli.operator.dead_letters import add_dead_letter_commands
     from app.cli.operator.flow_keys import add_flow_key_commands
+    from app.cli.operator.tenants import add_tenant_commands
 
     add_change_commands(commands, common)
     add_dead_letter_commands(commands, common)
     add_flow_key_commands(commands, common)
+    add_tenant_commands(commands, common)

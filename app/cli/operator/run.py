@@ -39,6 +39,8 @@ from app.service.dead_letters import DeadLetterService
 from app.service.flow_keys import FlowKeyService
 from app.service.occurrences import OccurrenceService
 from app.service.schedules import ScheduleService
+from app.service.tenant_keys import TenantKeyService
+from app.service.tenants import TenantService
 from app.settings import load_settings
 from app.settings.errors import UsageError
 from app.store.engine.database import describe_failure, missing_database, redact_url
@@ -194,6 +196,8 @@ async def _on_the_database(args: argparse.Namespace) -> AsyncIterator[Operator]:
             OccurrenceService(database),
             FlowKeyService(database),
             tenant=_tenant(args) or DEFAULT_TENANT,
+            tenants_=TenantService(database),
+            tenant_keys_=TenantKeyService(database),
         )
     except OSError as exc:  # refused, unknown host, timed out: raised by the driver as is
         raise _unreachable(where, describe_failure(exc, settings.database_url)) from None
