@@ -218,3 +218,8 @@ async def test_a_tenant_key_logs_in_to_the_console_and_sees_its_tenant_only(
     assert other.status_code == 404
     mine = await keyed.client.get(f"/ui/schedules/{theirs.json()['id']}", headers=login)
     assert mine.status_code == 200
+    # The installation's figures are not its to see; an operator's page shows them.
+    assert 'id="live"' not in page.text
+    assert 'id="live"' not in (await keyed.client.get("/ui/live", headers=login)).text
+    operator = await keyed.client.get("/ui/schedules", headers=basic(WRITER))
+    assert 'id="live"' in operator.text
