@@ -35,6 +35,7 @@ CHRONOQ_TABLES = {
     ("schedule_events",),
     ("flow_keys",),
     ("tenants",),
+    ("tenant_keys",),
     ("alembic_version",),
 }
 

@@ -157,19 +157,21 @@ async def test_a_settle_that_backs_a_key_off_does_not_deadlock_with_a_claim_of_t
     other_db = Database(harness.settings.database_url)
     try:
         async with other_db.engine.connect() as claim, other_db.engine.connect() as observer:
-            # A claim, half way: it holds the key (its first lock) and goes on to lease a
-            # row of the recurring schedule, which writes the schedule's fire count.
+            # A claim, half way: it holds the key (its first lock; stored by tenant and
+            # name) and goes on to lease a row of the recurring schedule, which writes the
+            # schedule's fire count.
             await claim.execute(sa.text(_LOCK_TIMEOUT[dialect]))
             locked = await claim.execute(
                 sa.text(
-                    "SELECT `key` FROM flow_keys WHERE `key` = 'flapping' FOR UPDATE SKIP LOCKED"
+                    "SELECT `key` FROM flow_keys WHERE `key` = 'default/flapping' "
+                    "FOR UPDATE SKIP LOCKED"
                 )
                 if dialect == "mysql"
                 else sa.text(
-                    "SELECT key FROM flow_keys WHERE key = 'flapping' FOR UPDATE SKIP LOCKED"
+                    "SELECT key FROM flow_keys WHERE key = 'default/flapping' FOR UPDATE SKIP LOCKED"
                 )
             )
-            assert locked.scalars().all() == ["flapping"]
+            assert locked.scalars().all() == ["default/flapping"]
             queue = DeliveryQueue(harness.database, harness.wakeups)
             settle = asyncio.create_task(queue.settle(settlements))
             await _until_waiting(observer, dialect)
