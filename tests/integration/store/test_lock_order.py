@@ -168,7 +168,8 @@ async def test_a_settle_that_backs_a_key_off_does_not_deadlock_with_a_claim_of_t
                 )
                 if dialect == "mysql"
                 else sa.text(
-                    "SELECT key FROM flow_keys WHERE key = 'default/flapping' FOR UPDATE SKIP LOCKED"
+                    "SELECT key FROM flow_keys WHERE key = 'default/flapping' "
+                    "FOR UPDATE SKIP LOCKED"
                 )
             )
             assert locked.scalars().all() == ["default/flapping"]
