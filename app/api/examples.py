@@ -88,6 +88,13 @@ FLOW_KEY = {
 }
 TENANT = {
     "team": Example(summary="A team's tenant", value={"display_name": "Billing team"}),
+    "quotas": Example(
+        summary="A customer's tenant with create quotas",
+        value={
+            "display_name": "Acme Inc",
+            "quotas": {"max_schedules": 10000, "max_creates_per_minute": 600},
+        },
+    ),
 }
 TENANT_KEY = {
     "write": Example(

@@ -69,6 +69,15 @@ class Problem(BaseModel):
         description=f"The first {MAX_ERRORS} offending fields or parameters; `detail` says "
         "how many there were in all when there were more",
     )
+    quota: str | None = Field(
+        default=None,
+        description="quota-exceeded: the tenant's quota refused (max_schedules, "
+        "max_creates_per_minute)",
+    )
+    limit: int | None = Field(default=None, description="quota-exceeded: the quota's value")
+    used: int | None = Field(
+        default=None, description="quota-exceeded: how much of it is used (before this request)"
+    )
 
 
 def problem_type(slug: str) -> str:
@@ -84,9 +93,11 @@ def problem_response(
     errors: list[dict[str, Any]] | None = None,
     errors_in_all: int | None = None,
     headers: dict[str, str] | None = None,
+    members: dict[str, Any] | None = None,
 ) -> JSONResponse:
     """A problem answer, bounded: its first MAX_ERRORS `errors` (of `errors_in_all`, by
-    default as many as are given), each text cut to an excerpt."""
+    default as many as are given), each text cut to an excerpt; `members` are the problem
+    type's own (a quota's name, limit and use)."""
     listed = None
     if errors is not None:
         total = max(len(errors), errors_in_all or 0)
@@ -102,6 +113,7 @@ def problem_response(
     }
     if listed is not None:
         body["errors"] = listed
+    body.update(members or {})
     return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE, headers=headers)
 
 

@@ -26,6 +26,7 @@ from app.domain.errors import (
     NotFoundError,
     PayloadTooLargeError,
     PreconditionFailedError,
+    QuotaExceededError,
     SchemaNotMigratedError,
     StoreUnavailableError,
 )
@@ -66,8 +67,9 @@ _DESCRIPTIONS = {
     413: "Payload too large",
     415: "The body is not application/json",
     422: "Invalid input; `errors` names each offending field or parameter",
-    429: "This client already has CHRONOQ_MAX_BODIES_PER_CLIENT request bodies arriving; "
-    "retry after `Retry-After` seconds",
+    429: "This client already has CHRONOQ_MAX_BODIES_PER_CLIENT request bodies arriving; or "
+    "(a create) a tenant's quota refuses it (`quota`, `limit`, `used`); retry after "
+    "`Retry-After` seconds where it says",
     503: "The database cannot be reached, or is not migrated to this version (`chronoq "
     "migrate`); retry after `Retry-After` seconds",
 }
@@ -196,6 +198,16 @@ def install(app: FastAPI) -> None:
             # Refused by a dependency of the sibling (a tenant that does not exist) before
             # its parameters were read: the path's resource does not take the method.
             return _method_not_allowed(request)
+        if isinstance(exc, QuotaExceededError):
+            after = {} if exc.retry_after is None else {"Retry-After": str(exc.retry_after)}
+            return problem_response(
+                429,
+                "Quota exceeded",
+                exc.detail,
+                slug="quota-exceeded",
+                headers=after,
+                members={"quota": exc.quota, "limit": exc.limit, "used": exc.used},
+            )
         status, slug, title = next(
             (value for cls, value in _TABLE.items() if isinstance(exc, cls)),
             (400, "bad-request", "Bad request"),

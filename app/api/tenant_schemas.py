@@ -10,9 +10,41 @@ from pydantic import BaseModel, Field
 
 from app.domain.limits import MAX_SHORT_STRING_BYTES, InputModel, Instant, one_line
 from app.domain.tenant_keys import KEY_NAME_ALPHABET, KeyRole, TenantKey
-from app.domain.tenants import MAX_DISPLAY_NAME, Tenant
+from app.domain.tenants import MAX_DISPLAY_NAME, MAX_QUOTA, Quotas, Tenant
 
 _DISPLAY_NAME = "Free text, on one line: how people name the tenant; null: none"
+
+
+_MAX_SCHEDULES = (
+    "At most this many pending or paused schedules; a create past it is a 429 "
+    "quota-exceeded problem. null: no limit"
+)
+_MAX_CREATES = (
+    "At most this many schedule creates a minute (a batch counts its items), as a bucket "
+    "refilled over the minute; past it a 429 quota-exceeded problem with Retry-After. null: "
+    "no limit"
+)
+
+
+class QuotasIn(InputModel):
+    """A tenant's quotas, whole: one left out is no limit."""
+
+    max_schedules: int | None = Field(
+        default=None, ge=1, le=MAX_QUOTA, description=_MAX_SCHEDULES, examples=[10000]
+    )
+    max_creates_per_minute: int | None = Field(
+        default=None, ge=1, le=MAX_QUOTA, description=_MAX_CREATES, examples=[600]
+    )
+
+    def quotas(self) -> Quotas:
+        return Quotas(self.max_schedules, self.max_creates_per_minute)
+
+
+class QuotasOut(BaseModel):
+    """A tenant's quotas (null: no limit)."""
+
+    max_schedules: int | None = Field(description=_MAX_SCHEDULES, examples=[10000])
+    max_creates_per_minute: int | None = Field(description=_MAX_CREATES, examples=[600])
 
 
 class TenantIn(InputModel):
@@ -23,6 +55,9 @@ class TenantIn(InputModel):
         Field(max_length=MAX_DISPLAY_NAME, description=_DISPLAY_NAME, examples=["Billing team"]),
         one_line(max_bytes=MAX_SHORT_STRING_BYTES),
     ] = None
+    quotas: QuotasIn | None = Field(
+        default=None, description="Its create quotas; null or left out: none"
+    )
 
 
 class TenantOut(BaseModel):
@@ -36,6 +71,7 @@ class TenantOut(BaseModel):
     version: int = Field(
         description="Grows with every PUT; the tenant's ETag, for If-Match", examples=[1]
     )
+    quotas: QuotasOut = Field(description="Its create quotas")
     created_at: datetime = Field(description="When it was made", examples=["2026-12-06T09:00:00Z"])
     updated_at: datetime = Field(
         description="When it last changed", examples=["2026-12-06T09:00:00Z"]
@@ -47,6 +83,10 @@ class TenantOut(BaseModel):
             id=tenant.id,
             display_name=tenant.display_name,
             version=tenant.version,
+            quotas=QuotasOut(
+                max_schedules=tenant.quotas.max_schedules,
+                max_creates_per_minute=tenant.quotas.max_creates_per_minute,
+            ),
             created_at=tenant.created_at,
             updated_at=tenant.updated_at,
         )

@@ -76,7 +76,8 @@ async def put_tenant(
 ) -> TenantOut:
     """Create (201) or replace (200) the tenant."""
     _operator(caller)
-    found, created = await service.put(tenant, body.display_name, versions(if_match))
+    quotas = None if body.quotas is None else body.quotas.quotas()
+    found, created = await service.put(tenant, body.display_name, versions(if_match), quotas)
     if created:
         response.status_code = status.HTTP_201_CREATED
     return _one(response, found)

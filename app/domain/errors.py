@@ -31,6 +31,19 @@ class ForbiddenError(ChronoqError):
     """The key that asks may not do this (a tenant key reaching beyond its tenant)."""
 
 
+class QuotaExceededError(ChronoqError):
+    """A tenant's quota refuses the request: nothing of it was stored."""
+
+    def __init__(
+        self, detail: str, *, quota: str, limit: int, used: int, retry_after: int | None = None
+    ) -> None:
+        super().__init__(detail)
+        self.quota = quota
+        self.limit = limit
+        self.used = used
+        self.retry_after = retry_after
+
+
 class InvalidInputError(ChronoqError):
     """The request is not valid."""
 

@@ -10,6 +10,7 @@ never needs to know about tenants to keep them apart.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -78,6 +79,25 @@ class Caller:
     own: bool = False
 
 
+# The largest value a quota takes: a bound that keeps its arithmetic exact and its column an
+# integer on every database.
+MAX_QUOTA = 1_000_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Quotas:
+    """A tenant's create quotas (None: unlimited). `max_schedules` bounds its live (pending
+    or paused) schedules; `max_creates_per_minute` its creates, a batch counting its items,
+    as a token bucket of that many tokens refilled over a minute."""
+
+    max_schedules: int | None = None
+    max_creates_per_minute: int | None = None
+
+    @property
+    def any(self) -> bool:
+        return self.max_schedules is not None or self.max_creates_per_minute is not None
+
+
 @dataclass(frozen=True, slots=True)
 class Tenant:
     """A tenant as stored."""
@@ -87,6 +107,21 @@ class Tenant:
     version: int
     created_at: datetime
     updated_at: datetime
+    quotas: Quotas = Quotas()
+
+
+def refilled(tokens: float | None, elapsed: float, per_minute: int) -> float:
+    """A create bucket's tokens `elapsed` seconds after it held `tokens` (None: full)."""
+    if tokens is None:
+        return float(per_minute)
+    return min(float(per_minute), tokens + max(0.0, elapsed) * per_minute / 60.0)
+
+
+def wait_for(tokens: float, needed: int, per_minute: int) -> int:
+    """Whole seconds until a bucket holding `tokens` holds `needed` (at most a minute's
+    worth: a batch larger than the quota is refused whatever the wait)."""
+    missing = min(float(needed), float(per_minute)) - tokens
+    return max(1, math.ceil(missing * 60.0 / per_minute))
 
 
 def missing_tenant(tenant: str) -> NotFoundError:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.domain.tenants import Tenant, missing_tenant
+from app.domain.tenants import Quotas, Tenant, missing_tenant
 from app.store.dialects import transaction_now
 from app.store.engine.database import Connection, Database
 from app.store.records.tenants import TenantStore
@@ -23,13 +23,18 @@ class TenantService:
         return found
 
     async def put(
-        self, tenant: str, display_name: str | None, if_match: frozenset[int] | None = None
+        self,
+        tenant: str,
+        display_name: str | None,
+        if_match: frozenset[int] | None = None,
+        quotas: Quotas | None = None,
     ) -> tuple[Tenant, bool]:
-        """Create or replace the tenant; True when it is new."""
+        """Create or replace the tenant, whole (quotas left out: none); True when new."""
 
         async def work(conn: Connection) -> tuple[Tenant, bool]:
             now = await transaction_now(conn)
-            return await self._tenants.put(conn, tenant, display_name, if_match, now)
+            wanted = quotas or Quotas()
+            return await self._tenants.put(conn, tenant, display_name, if_match, now, wanted)
 
         return await self._db.run(work)
 

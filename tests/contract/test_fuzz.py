@@ -81,6 +81,7 @@ SEMANTIC_RULES = {
         "instant's bound across an offset"
     ),
     "put_flow_key": "integers written with a fraction (rate 5.0), as above",
+    "put_tenant": "integers written with a fraction (max_schedules 5.0), as above",
     "list_schedules": _OPAQUE_CURSOR,
     "list_occurrences": _OPAQUE_CURSOR,
     "list_attempts": _OPAQUE_CURSOR,

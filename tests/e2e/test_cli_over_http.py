@@ -351,6 +351,12 @@ async def test_tenants_and_their_keys_are_managed_over_http(service: Service) ->
         "default",
     ]
     assert (await as_json(service, "tenant", "show", "acme"))["display_name"] == "Acme Inc"
+    limited = await ok(service, "tenant", "set", "acme", "--max-schedules", "5")
+    assert "max schedules           5" in limited
+    assert "max creates per minute  no limit" in limited
+    bad = await cli(service, "tenant", "set", "acme", "--max-schedules", "0")
+    assert bad.returncode == 2
+    assert "argument --max-schedules" in one_line(bad.stderr)
 
     made = await as_json(service, "tenant", "key", "create", "acme", "ci", "--role", "read")
     secret = made["key"]

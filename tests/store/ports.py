@@ -37,6 +37,7 @@ from app.domain.schedule import Schedule, ScheduleDraft, ScheduleStatus
 from app.domain.target import Target, WebhookTarget
 from app.domain.tenants import (
     DEFAULT_TENANT,
+    Quotas,
     key_name,
     key_prefix,
     stored_key,
@@ -216,9 +217,20 @@ async def find_by_idempotency_key(
     return await database.run(work)
 
 
-async def put_tenant(database: Database, tenant: str) -> None:
+async def put_tenant(database: Database, tenant: str, quotas: Quotas | None = None) -> None:
     async def work(conn: Connection) -> None:
-        await TenantStore().put(conn, tenant, None, None, await transaction_now(conn))
+        now = await transaction_now(conn)
+        await TenantStore().put(conn, tenant, None, None, now, quotas or Quotas())
+
+    await database.run(work)
+
+
+async def admit(database: Database, tenant: str, creates: int) -> None:
+    """What a create of `creates` schedules in `tenant` asks of its quotas, in a transaction
+    of its own (charged when it commits)."""
+
+    async def work(conn: Connection) -> None:
+        await TenantStore().admit(conn, tenant, creates, await transaction_now(conn))
 
     await database.run(work)
 

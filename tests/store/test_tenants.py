@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app.domain.errors import ConflictError
+from app.domain.errors import ConflictError, QuotaExceededError
 from app.domain.flow import FlowLimits
 from app.domain.schedule import ScheduleStatus
-from app.domain.tenants import key_name
+from app.domain.tenants import Quotas, key_name, refilled, wait_for
 from tests.store import ports
 from tests.store.ports import Database
 
@@ -118,3 +118,53 @@ async def test_a_tenant_goes_with_what_it_holds_once_nothing_of_it_is_live(
     stored = await ports.stored_flow_keys(database)
     assert stored["flow_keys"] == ["default/k"]
     assert {key_name(k) for k in stored["occurrences"] if k is not None} == {"k"}
+
+
+async def test_max_schedules_counts_the_live_schedules_of_its_tenant_only(
+    database: Database,
+) -> None:
+    await ports.put_tenant(database, "acme", Quotas(max_schedules=2))
+    live = [ports.draft(ports.interval(60), tenant="acme") for _ in range(2)]
+    await ports.insert_schedules(database, [*live, ports.draft(ports.interval(60))])
+
+    with pytest.raises(QuotaExceededError) as refused:
+        await ports.admit(database, "acme", 1)
+    assert (refused.value.quota, refused.value.limit, refused.value.used) == (
+        "max_schedules",
+        2,
+        2,
+    )
+    assert refused.value.retry_after is None
+    await ports.admit(database, "default", 50)  # another tenant's quota is not its
+    await ports.update_schedule(database, live[0].id, status=ScheduleStatus.COMPLETED)
+    await ports.admit(database, "acme", 1)
+    with pytest.raises(QuotaExceededError):  # a batch is counted whole
+        await ports.admit(database, "acme", 2)
+
+
+async def test_max_creates_per_minute_is_a_bucket_a_batch_draws_whole(
+    database: Database,
+) -> None:
+    await ports.put_tenant(database, "acme", Quotas(max_creates_per_minute=3))
+    await ports.admit(database, "acme", 2)
+    with pytest.raises(QuotaExceededError) as refused:
+        await ports.admit(database, "acme", 2)
+    assert (refused.value.quota, refused.value.limit) == ("max_creates_per_minute", 3)
+    assert refused.value.used in (1, 2)  # a second's refill may have come in between
+    assert refused.value.retry_after is not None
+    assert 1 <= refused.value.retry_after <= 20  # one token, a third of a minute at most
+    await ports.admit(database, "acme", 1)  # what is left is still there
+    with pytest.raises(QuotaExceededError) as larger:
+        await ports.admit(database, "acme", 4)  # more than the quota holds at all
+    assert larger.value.retry_after is not None
+    assert larger.value.retry_after <= 60
+
+
+def test_a_bucket_refills_at_its_rate_up_to_its_size() -> None:
+    assert refilled(None, 0, 60) == 60
+    assert refilled(0.0, 30, 60) == 30
+    assert refilled(10.0, 3600, 60) == 60
+    assert refilled(5.0, -3, 60) == 5  # a clock that went back adds nothing
+    assert wait_for(0.0, 1, 60) == 1
+    assert wait_for(0.5, 3, 6) == 25
+    assert wait_for(0.0, 1_000, 10) == 60

@@ -24,7 +24,7 @@ from app.api.schemas import (
     ScheduleEventOut,
     ScheduleOut,
 )
-from app.api.tenant_schemas import MadeKey, TenantIn, TenantKeyOut, TenantOut
+from app.api.tenant_schemas import MadeKey, QuotasIn, TenantIn, TenantKeyOut, TenantOut
 from app.client import AsyncClient, ProblemError
 from app.client import errors as problems
 from app.domain import errors
@@ -33,7 +33,7 @@ from app.domain.flow import FlowLimits, Ordering
 from app.domain.ids import format_instant
 from app.domain.schedule import CLI_ACTOR, SchedulePatch
 from app.domain.tenant_keys import KeyRole
-from app.domain.tenants import DEFAULT_TENANT, Caller
+from app.domain.tenants import DEFAULT_TENANT, Caller, Quotas
 from app.service.dead_letters import DeadLetterService
 from app.service.flow_keys import FlowKeyService
 from app.service.occurrences import OccurrenceService
@@ -89,7 +89,9 @@ class Operator(Protocol):
     async def clear_flow_key_backoff(self, key: str) -> FlowKeyOut: ...
     async def tenants(self, limit: int, cursor: str | None) -> Page[TenantOut]: ...
     async def tenant(self, tenant: str) -> TenantOut: ...
-    async def put_tenant(self, tenant: str, display_name: str | None) -> tuple[TenantOut, bool]: ...
+    async def put_tenant(
+        self, tenant: str, display_name: str | None, quotas: Quotas
+    ) -> tuple[TenantOut, bool]: ...
     async def delete_tenant(self, tenant: str) -> None: ...
     async def tenant_keys(
         self, tenant: str, limit: int, cursor: str | None
@@ -229,8 +231,10 @@ class DatabaseOperator:
     async def tenant(self, tenant: str) -> TenantOut:
         return TenantOut.of(await self._tenant_service().get(tenant))
 
-    async def put_tenant(self, tenant: str, display_name: str | None) -> tuple[TenantOut, bool]:
-        found, created = await self._tenant_service().put(tenant, display_name)
+    async def put_tenant(
+        self, tenant: str, display_name: str | None, quotas: Quotas
+    ) -> tuple[TenantOut, bool]:
+        found, created = await self._tenant_service().put(tenant, display_name, None, quotas)
         return TenantOut.of(found), created
 
     async def delete_tenant(self, tenant: str) -> None:
@@ -416,8 +420,16 @@ class HttpOperator:
     async def tenant(self, tenant: str) -> TenantOut:
         return await self._client.get_tenant(tenant)
 
-    async def put_tenant(self, tenant: str, display_name: str | None) -> tuple[TenantOut, bool]:
-        found = await self._client.put_tenant(tenant, TenantIn(display_name=display_name))
+    async def put_tenant(
+        self, tenant: str, display_name: str | None, quotas: Quotas
+    ) -> tuple[TenantOut, bool]:
+        wanted = QuotasIn(
+            max_schedules=quotas.max_schedules,
+            max_creates_per_minute=quotas.max_creates_per_minute,
+        )
+        found = await self._client.put_tenant(
+            tenant, TenantIn(display_name=display_name, quotas=wanted)
+        )
         return found, found.version == 1
 
     async def delete_tenant(self, tenant: str) -> None:

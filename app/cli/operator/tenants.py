@@ -20,7 +20,7 @@ from app.cli.operator import text as render
 from app.cli.operator.backends import Operator
 from app.cli.operator.run import Output, Parser, add_limit, collect, execute, tenant_arg
 from app.domain.tenant_keys import KEY_NAME_ALPHABET, KEY_NAME_PATTERN, KeyRole
-from app.domain.tenants import MAX_DISPLAY_NAME, TENANT_ALPHABET
+from app.domain.tenants import MAX_DISPLAY_NAME, MAX_QUOTA, TENANT_ALPHABET, Quotas
 
 _OPTIONS = {"#/display_name": "--display-name", "#/name": "NAME", "#/expires_at": "--expires-at"}
 
@@ -39,6 +39,16 @@ def _display_name(text: str) -> str:
     return text
 
 
+def _quota(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 1 <= value <= MAX_QUOTA:
+        raise argparse.ArgumentTypeError(f"a quota is 1 to {MAX_QUOTA:,}")
+    return value
+
+
 def _instant(text: str) -> datetime:
     try:
         value = datetime.fromisoformat(text)
@@ -53,12 +63,18 @@ def _tenant_row(found: TenantOut) -> list[str]:
     return [found.id, found.display_name or "-", str(found.version), render.when(found.created_at)]
 
 
+def _limit(value: int | None) -> str:
+    return "no limit" if value is None else str(value)
+
+
 def _describe(found: TenantOut) -> str:
     return render.fields(
         [
             ("tenant", found.id),
             ("display name", found.display_name or "-"),
             ("version", str(found.version)),
+            ("max schedules", _limit(found.quotas.max_schedules)),
+            ("max creates per minute", _limit(found.quotas.max_creates_per_minute)),
             ("created at", render.when(found.created_at)),
             ("updated at", render.when(found.updated_at)),
         ]
@@ -100,7 +116,8 @@ def _show(args: argparse.Namespace) -> int:
 
 def _set(args: argparse.Namespace) -> int:
     async def work(operator: Operator) -> Output:
-        found, created = await operator.put_tenant(args.tenant_id, args.display_name)
+        quotas = Quotas(args.max_schedules, args.max_creates_per_minute)
+        found, created = await operator.put_tenant(args.tenant_id, args.display_name, quotas)
         verb = "created" if created else "replaced"
         headline = f"{verb} tenant {found.id} (version {found.version})"
         return Output(found.model_dump(mode="json"), f"{headline}\n\n{_describe(found)}")
@@ -190,6 +207,16 @@ def add_tenant_commands(
     put = sub.add_parser("set", parents=[common], help="create or replace a tenant, like PUT")
     _add_tenant(put)
     put.add_argument("--display-name", type=_display_name, default=None, metavar="TEXT")
+    put.add_argument(
+        "--max-schedules", type=_quota, default=None, metavar="N", help="live schedules"
+    )
+    put.add_argument(
+        "--max-creates-per-minute",
+        type=_quota,
+        default=None,
+        metavar="N",
+        help="creates a minute (a batch counts its items)",
+    )
     put.set_defaults(run=_set)
     delete = sub.add_parser(
         "delete",

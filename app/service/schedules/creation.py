@@ -183,11 +183,11 @@ class ScheduleCreation:
             return Created(existing, created=False)
 
         async def work(conn: Connection) -> Created:
-            await self._tenants.hold(conn, caller.tenant)
             if (earlier := await replay_key(conn)) is not None:
-                return earlier
-            await self._check_names(conn, caller.tenant, [spec], batch=False)
+                return earlier  # a replay makes nothing: no quota is charged
             now = await transaction_now(conn)
+            await self._tenants.admit(conn, caller.tenant, 1, now)
+            await self._check_names(conn, caller.tenant, [spec], batch=False)
             # One walk of a calendar (a batch's thousand are made before its transaction).
             plan = _planned(spec.trigger, now, "#")
             draft = self._draft(
@@ -231,7 +231,7 @@ class ScheduleCreation:
         )
 
         async def work(conn: Connection) -> list[Schedule]:
-            await self._tenants.hold(conn, caller.tenant)
+            await self._tenants.admit(conn, caller.tenant, len(specs), await transaction_now(conn))
             await self._check_names(conn, caller.tenant, specs, batch=True)
             # Stamped as created at the reading its plans count from (a delay, an
             # interval's start).

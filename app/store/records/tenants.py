@@ -10,9 +10,17 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.domain.errors import ConflictError
+from app.domain.errors import ConflictError, QuotaExceededError
 from app.domain.schedule import ScheduleStatus, check_version
-from app.domain.tenants import DEFAULT_TENANT, Tenant, key_prefix, missing_tenant
+from app.domain.tenants import (
+    DEFAULT_TENANT,
+    Quotas,
+    Tenant,
+    key_prefix,
+    missing_tenant,
+    refilled,
+    wait_for,
+)
 from app.store.dialects import dialect_of
 from app.store.records.tenant_keys import TenantKeyStore
 from app.store.schema.tables import flow_keys, schedules, starts_with, tenants
@@ -27,7 +35,11 @@ def _tenant(row: Row[Any]) -> Tenant:
         version=row.version,
         created_at=row.created_at,
         updated_at=row.updated_at,
+        quotas=Quotas(row.max_schedules, row.max_creates_per_minute),
     )
+
+
+_t = tenants.c
 
 
 class TenantStore:
@@ -44,6 +56,69 @@ class TenantStore:
         )
         if held.first() is None:
             raise missing_tenant(tenant)
+
+    async def admit(self, conn: AsyncConnection, tenant: str, creates: int, now: datetime) -> None:
+        """`creates` schedules may be made in `tenant` now (its quotas allow them), and it
+        goes on existing until the transaction ends; the creates are charged to its bucket.
+        A tenant without quotas is only held (`hold`); one with quotas is locked for the
+        transaction, so that creates in it count and charge one after the other."""
+        read = sa.select(_t.max_schedules, _t.max_creates_per_minute).where(_t.id == tenant)
+        row = (await conn.execute(read)).first()
+        if row is None:
+            raise missing_tenant(tenant)
+        if row.max_schedules is None and row.max_creates_per_minute is None:
+            await self.hold(conn, tenant)
+            return
+        locked = (
+            await conn.execute(sa.select(tenants).where(_t.id == tenant).with_for_update())
+        ).first()
+        if locked is None:
+            raise missing_tenant(tenant)
+        if locked.max_schedules is not None:
+            await self._check_live(conn, tenant, locked.max_schedules, creates)
+        per_minute = locked.max_creates_per_minute
+        if per_minute is not None:
+            elapsed = (
+                0.0
+                if locked.create_refilled_at is None
+                else (now - locked.create_refilled_at).total_seconds()
+            )
+            tokens = refilled(locked.create_tokens, elapsed, per_minute)
+            if tokens < creates:
+                raise QuotaExceededError(
+                    f"tenant {tenant} may make {per_minute} schedules a minute; "
+                    f"{creates} asked, {int(tokens)} left now",
+                    quota="max_creates_per_minute",
+                    limit=per_minute,
+                    used=per_minute - int(tokens),
+                    retry_after=wait_for(tokens, creates, per_minute),
+                )
+            await conn.execute(
+                tenants.update()
+                .where(_t.id == tenant)
+                .values(create_tokens=tokens - creates, create_refilled_at=now)
+            )
+
+    async def _check_live(
+        self, conn: AsyncConnection, tenant: str, most: int, creates: int
+    ) -> None:
+        """Refuse `creates` more schedules past `most` live ones: the live ones are counted
+        up to the quota only (`ix_schedules_live`), however many there are."""
+        live = (
+            sa.select(sa.literal(1))
+            .where(schedules.c.tenant == tenant, schedules.c.status.in_(_LIVE))
+            .limit(most + 1)
+            .subquery()
+        )
+        used = int((await conn.execute(sa.select(sa.func.count()).select_from(live))).scalar_one())
+        if used + creates > most:
+            raise QuotaExceededError(
+                f"tenant {tenant} may have {most} pending or paused schedules; it has {used}, "
+                f"and {creates} more were asked",
+                quota="max_schedules",
+                limit=most,
+                used=used,
+            )
 
     async def exists(self, conn: AsyncConnection, tenant: str) -> bool:
         if tenant == DEFAULT_TENANT:
@@ -62,6 +137,7 @@ class TenantStore:
         display_name: str | None,
         if_match: frozenset[int] | None,
         now: datetime,
+        quotas: Quotas,
     ) -> tuple[Tenant, bool]:
         """Create or replace `tenant`; True when it is new. `if_match` names the versions
         the client expects (a tenant that does not exist is at none)."""
@@ -78,6 +154,14 @@ class TenantStore:
             .where(tenants.c.id == tenant)
             .values(
                 display_name=display_name,
+                max_schedules=quotas.max_schedules,
+                max_creates_per_minute=quotas.max_creates_per_minute,
+                # A new or changed rate starts full: a quota is no debt.
+                create_tokens=(
+                    row.create_tokens
+                    if quotas.max_creates_per_minute == row.max_creates_per_minute
+                    else None
+                ),
                 version=1 if created else row.version + 1,
                 updated_at=now,
             )

@@ -68,6 +68,7 @@ def _in(column: str, values: tuple[str, ...]) -> str:
 # The pruning statement repeats this text, so that both dialects prove the index usable.
 PRUNABLE = _in("status", PRUNABLE_STATUSES)
 ENDED = _in("status", ENDED_STATUSES)
+LIVE = _in("status", ("pending", "paused"))
 # The pending rows each claim index holds (`CLAIM_SETS`): of no flow key never attempted
 # (first attempts), of no flow key attempted before (retries, replays, leases lost), and of
 # a flow key. The claims repeat these texts, so each proves its index usable.
@@ -195,6 +196,8 @@ class ScheduleRow(SQLModel, table=True):
             name=sa.sql.elements.conv("schedules_idempotency_key_key"),
         ),
         sa.Index("ix_schedules_tenant_id", "tenant", "id"),
+        # A tenant's live schedules, counted against its `max_schedules` up to the quota.
+        *_partial("ix_schedules_live", "tenant", where=LIVE, mysql=("tenant", "status")),
         MYSQL_TABLE,
     )
 
@@ -486,7 +489,15 @@ class TenantRow(SQLModel, table=True):
     brought tenants, and no request deletes it."""
 
     __tablename__ = "tenants"
-    __table_args__ = (sa.CheckConstraint("version >= 1", name="version"), MYSQL_TABLE)
+    __table_args__ = (
+        sa.CheckConstraint("version >= 1", name="version"),
+        sa.CheckConstraint("max_schedules IS NULL OR max_schedules >= 1", name="max_schedules"),
+        sa.CheckConstraint(
+            "max_creates_per_minute IS NULL OR max_creates_per_minute >= 1",
+            name="max_creates_per_minute",
+        ),
+        MYSQL_TABLE,
+    )
 
     id: str = Field(sa_column=sa.Column(sa.String(MAX_TENANT), primary_key=True))
     display_name: str | None = Field(
@@ -495,6 +506,12 @@ class TenantRow(SQLModel, table=True):
     version: int = Field(
         default=1, sa_column=sa.Column(sa.Integer, nullable=False, server_default="1")
     )
+    # Create quotas (NULL: unlimited), and the creates bucket: `create_tokens` as of
+    # `create_refilled_at` (NULL: full).
+    max_schedules: int | None = Field(default=None, sa_column=sa.Column(sa.Integer))
+    max_creates_per_minute: int | None = Field(default=None, sa_column=sa.Column(sa.Integer))
+    create_tokens: float | None = Field(default=None, sa_column=sa.Column(DOUBLE))
+    create_refilled_at: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
     created_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
     updated_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
 

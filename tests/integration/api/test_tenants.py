@@ -17,6 +17,7 @@ async def test_a_tenant_is_created_replaced_under_if_match_listed_and_read(
         "id": "acme",
         "display_name": "Acme",
         "version": 1,
+        "quotas": {"max_schedules": None, "max_creates_per_minute": None},
         "created_at": None,
         "updated_at": None,
     }
@@ -102,3 +103,74 @@ async def test_a_bad_tenant_is_refused_naming_the_field_and_nothing_is_stored(
     assert response.status_code == 422, response.text
     assert field in {error["field"] for error in response.json()["errors"]}
     assert [t["id"] for t in (await harness.get("/v1/tenants"))["items"]] == ["default"]
+
+
+async def test_a_create_past_a_quota_is_a_429_naming_it_and_stores_nothing(
+    harness: Harness,
+) -> None:
+    quotas = {"max_schedules": 3, "max_creates_per_minute": 1000}
+    made = await harness.client.put("/v1/tenants/acme", json={"quotas": quotas})
+    assert made.json()["quotas"] == quotas
+    acme = {"Chronoq-Tenant": "acme"}
+    item = {"event_type": "e", "target": harness.webhook(), "trigger": {"type": "immediate"}}
+    first = await harness.client.post(
+        "/v1/schedules", json=item, headers=acme | {"Idempotency-Key": "k-1"}
+    )
+    assert first.status_code == 201, first.text
+    batch = await harness.client.post(
+        "/v1/schedules/batch", json={"items": [item] * 3}, headers=acme
+    )
+    assert batch.status_code == 429, batch.text
+    problem = batch.json()
+    assert problem["type"] == "urn:chronoq:problem:quota-exceeded"
+    assert (problem["quota"], problem["limit"], problem["used"]) == ("max_schedules", 3, 1)
+    assert "Retry-After" not in batch.headers
+    assert len((await harness.client.get("/v1/schedules", headers=acme)).json()["items"]) == 1
+    # A replay of a create makes nothing, and is charged nothing.
+    replay = await harness.client.post(
+        "/v1/schedules", json=item, headers=acme | {"Idempotency-Key": "k-1"}
+    )
+    assert replay.status_code == 200, replay.text
+    ok = await harness.client.post("/v1/schedules/batch", json={"items": [item] * 2}, headers=acme)
+    assert ok.status_code == 201, ok.text
+    # The default tenant's own creates are not the tenant's to limit.
+    assert (await harness.client.post("/v1/schedules", json=item)).status_code == 201
+
+
+async def test_creates_past_the_rate_are_a_429_with_retry_after(harness: Harness) -> None:
+    await harness.client.put("/v1/tenants/acme", json={"quotas": {"max_creates_per_minute": 2}})
+    acme = {"Chronoq-Tenant": "acme"}
+    item = {"event_type": "e", "target": harness.webhook(), "trigger": {"type": "immediate"}}
+    made = await harness.client.post(
+        "/v1/schedules/batch", json={"items": [item] * 2}, headers=acme
+    )
+    assert made.status_code == 201, made.text
+    refused = await harness.client.post("/v1/schedules", json=item, headers=acme)
+    assert refused.status_code == 429, refused.text
+    assert refused.json()["quota"] == "max_creates_per_minute"
+    assert 1 <= int(refused.headers["Retry-After"]) <= 30
+    # Lifting the quota lets the next create through at once.
+    await harness.client.put("/v1/tenants/acme", json={})
+    assert (await harness.client.post("/v1/schedules", json=item, headers=acme)).status_code == 201
+
+
+@pytest.mark.parametrize(
+    "quotas",
+    [
+        {"max_schedules": 0},
+        {"max_schedules": -1},
+        {"max_schedules": 10**10},
+        {"max_schedules": 1.5},
+        {"max_schedules": "5"},
+        {"max_creates_per_minute": 0},
+        {"max_deliveries_per_second": 5},
+    ],
+)
+async def test_a_bad_quota_is_refused_naming_it(
+    harness: Harness, quotas: dict[str, object]
+) -> None:
+    response = await harness.client.put("/v1/tenants/acme", json={"quotas": quotas})
+    assert response.status_code == 422, response.text
+    (name,) = quotas
+    assert {e["field"] for e in response.json()["errors"]} == {f"quotas.{name}"}
+    assert (await harness.client.get("/v1/tenants/acme")).status_code == 404
