@@ -28,6 +28,7 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 DEFAULT = "default"
+NOT_DEFAULT = f"tenant <> '{DEFAULT}'"
 OLD_KEY, NEW_KEY = 128, 192
 # Each flow key column, by table.
 KEY_COLUMNS = (("schedules", "flow_key", True), ("occurrences", "flow_key", True))
@@ -93,8 +94,19 @@ def upgrade() -> None:
         batch.create_unique_constraint(
             op.f("schedules_idempotency_key_key"), ["tenant", "idempotency_key"]
         )
-        batch.create_index("ix_schedules_tenant_id", ["tenant", "id"])
 
+    # Another tenant's list, newest first: the default tenant's rows are none of it (MySQL,
+    # without partial indexes: every row).
+    if _mysql():
+        op.create_index("ix_schedules_tenant_id", "schedules", ["tenant", "id"])
+    else:
+        op.create_index(
+            "ix_schedules_tenant_id",
+            "schedules",
+            ["tenant", "id"],
+            postgresql_where=sa.text(NOT_DEFAULT),
+            sqlite_where=sa.text(NOT_DEFAULT),
+        )
     for table, column, nullable in _key_columns():
         _widen(table, column, nullable, OLD_KEY, NEW_KEY)
         where = f" WHERE {column} IS NOT NULL" if nullable else ""
@@ -120,8 +132,8 @@ def downgrade() -> None:
         where = f" WHERE {column} IS NOT NULL" if nullable else ""
         op.execute(f"UPDATE {table} SET {quoted} = substr({quoted}, {start}){where}")
         _widen(table, column, nullable, NEW_KEY, OLD_KEY)
+    op.drop_index("ix_schedules_tenant_id", table_name="schedules")
     with op.batch_alter_table("schedules") as batch:
-        batch.drop_index("ix_schedules_tenant_id")
         batch.drop_constraint(op.f("schedules_idempotency_key_key"), type_="unique")
         batch.drop_constraint(op.f("schedules_name_key"), type_="unique")
         batch.create_unique_constraint(op.f("schedules_name_key"), ["name"])

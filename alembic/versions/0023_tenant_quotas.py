@@ -1,6 +1,6 @@
 """Tenant quotas: `max_schedules` and `max_creates_per_minute` on `tenants` with the creates
-bucket, and `ix_schedules_live`, a tenant's live schedules, which a create counts up to the
-quota.
+bucket, and `ix_schedules_live`, a tenant's live schedules (but the default tenant's), which
+a create counts up to the quota.
 
 Revision ID: 0023_tenant_quotas
 Revises: 0022_tenant_keys
@@ -19,7 +19,7 @@ down_revision: str | None = "0022_tenant_keys"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-LIVE = "status IN ('pending', 'paused')"
+LIVE = "status IN ('pending', 'paused') AND tenant <> 'default'"
 
 
 def upgrade() -> None:

@@ -33,7 +33,7 @@ from app.domain.tenants import key_name_or_none, stored_key, stored_key_or_none
 from app.store.dialects import dialect_of, transaction_now
 from app.store.schema import codec
 from app.store.schema.rows import pending_row, rules_of_row
-from app.store.schema.tables import occurrences, schedules, starts_with
+from app.store.schema.tables import occurrences, of_tenant, schedules, starts_with
 from app.store.schema.types import UTCDateTime
 
 # Between an API key's name and the client's key in a scoped idempotency key: no name holds
@@ -215,7 +215,7 @@ def listing(
 ) -> sa.Select[Any]:
     """The statement of a list of schedules (no limit yet); `now` is the database clock's
     reading, needed by the failing filter only."""
-    chosen = sa.select(*_columns(), *_derived()).where(schedules.c.tenant == where.tenant)
+    chosen = sa.select(*_columns(), *_derived()).where(*of_tenant(where.tenant))
     if where.status is not None:
         chosen = chosen.where(schedules.c.status == where.status)
     if where.event_type is not None:

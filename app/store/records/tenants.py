@@ -23,7 +23,7 @@ from app.domain.tenants import (
 )
 from app.store.dialects import dialect_of
 from app.store.records.tenant_keys import TenantKeyStore
-from app.store.schema.tables import flow_keys, schedules, starts_with, tenants
+from app.store.schema.tables import flow_keys, of_tenant, schedules, starts_with, tenants
 
 _LIVE = (ScheduleStatus.PENDING, ScheduleStatus.PAUSED)
 
@@ -106,7 +106,7 @@ class TenantStore:
         up to the quota only (`ix_schedules_live`), however many there are."""
         live = (
             sa.select(sa.literal(1))
-            .where(schedules.c.tenant == tenant, schedules.c.status.in_(_LIVE))
+            .where(*of_tenant(tenant), schedules.c.status.in_(_LIVE))
             .limit(most + 1)
             .subquery()
         )

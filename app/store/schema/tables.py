@@ -69,6 +69,11 @@ def _in(column: str, values: tuple[str, ...]) -> str:
 PRUNABLE = _in("status", PRUNABLE_STATUSES)
 ENDED = _in("status", ENDED_STATUSES)
 LIVE = _in("status", ("pending", "paused"))
+# The rows of every tenant but `default`, which the tenant indexes hold: a single-team
+# installation (every row the default tenant's) keeps none of them up to date, and a list or
+# a count in the default tenant reads the schedules themselves. A statement in another
+# tenant repeats this text, so that it proves the index usable whatever tenant it binds.
+NOT_DEFAULT = f"tenant <> '{DEFAULT_TENANT}'"
 # The pending rows each claim index holds (`CLAIM_SETS`): of no flow key never attempted
 # (first attempts), of no flow key attempted before (retries, replays, leases lost), and of
 # a flow key. The claims repeat these texts, so each proves its index usable.
@@ -188,16 +193,25 @@ class ScheduleRow(SQLModel, table=True):
         *_partial(
             "ix_schedules_flow_key", "flow_key", where="flow_key IS NOT NULL", mysql=("flow_key",)
         ),
-        # Names and Idempotency-Keys are unique per tenant; a tenant's list, newest first.
+        # Names and Idempotency-Keys are unique per tenant.
         sa.UniqueConstraint("tenant", "name", name=sa.sql.elements.conv("schedules_name_key")),
         sa.UniqueConstraint(
             "tenant",
             "idempotency_key",
             name=sa.sql.elements.conv("schedules_idempotency_key_key"),
         ),
-        sa.Index("ix_schedules_tenant_id", "tenant", "id"),
-        # A tenant's live schedules, counted against its `max_schedules` up to the quota.
-        *_partial("ix_schedules_live", "tenant", where=LIVE, mysql=("tenant", "status")),
+        # Another tenant's list, newest first (MySQL: every tenant's).
+        *_partial(
+            "ix_schedules_tenant_id", "tenant", "id", where=NOT_DEFAULT, mysql=("tenant", "id")
+        ),
+        # Another tenant's live schedules, counted against its `max_schedules` up to the
+        # quota (MySQL: every tenant's).
+        *_partial(
+            "ix_schedules_live",
+            "tenant",
+            where=f"{LIVE} AND {NOT_DEFAULT}",
+            mysql=("tenant", "status"),
+        ),
         MYSQL_TABLE,
     )
 
@@ -610,6 +624,14 @@ schedule_events: sa.Table = ScheduleEventRow.__table__  # type: ignore[attr-defi
 flow_keys: sa.Table = FlowKeyRow.__table__  # type: ignore[attr-defined]
 tenants: sa.Table = TenantRow.__table__  # type: ignore[attr-defined]
 tenant_keys: sa.Table = TenantKeyRow.__table__  # type: ignore[attr-defined]
+
+
+def of_tenant(tenant: str) -> tuple[sa.ColumnElement[bool], ...]:
+    """The schedules of `tenant`, as conditions that let another tenant's statement use the
+    tenant indexes (`NOT_DEFAULT`, repeated as text whatever tenant is bound)."""
+    if tenant == DEFAULT_TENANT:
+        return (schedules.c.tenant == tenant,)
+    return (schedules.c.tenant == tenant, sa.text(NOT_DEFAULT).self_group())  # type: ignore[return-value]
 
 
 def in_claim_set(where: str) -> sa.ColumnElement[bool]:

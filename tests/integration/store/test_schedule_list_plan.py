@@ -85,3 +85,42 @@ async def test_the_failing_filter_reads_its_indexes_not_every_schedule(
     assert "ix_schedules_failing" in plan, plan
     assert "ix_occurrences_dead_letters" in plan, plan
     assert "Seq Scan on schedules" not in plan, plan
+
+
+async def test_another_tenants_list_reads_its_index_whatever_tenant_is_bound(
+    harness: Harness,
+) -> None:
+    # Thousands of the default tenant's schedules and a few of another's: the other's list,
+    # planned once for any tenant (a generic plan, as a prepared statement gets), reads the
+    # tenant index, which holds no default row, not the fleet.
+    created = await harness.create(trigger={"type": "interval", "every_seconds": 60})
+    now = datetime.now(UTC)
+
+    async def work(conn: Any) -> tuple[str, int]:
+        await _fill(conn, uuid.UUID(created["id"]), now)
+        await conn.execute(
+            schedules.update()
+            .where(schedules.c.name.in_([f"fleet-{k}" for k in range(5)]))
+            .values(tenant="acme")
+        )
+        await conn.execute(sa.text("ANALYZE schedules"))
+        statement = listing(ScheduleFilter(tenant="acme"), None, now).limit(51)
+        compiled = statement.compile(dialect=conn.dialect)
+        values = [compiled.params[name] for name in compiled.positiontup or ()]
+        literals = ", ".join(f"'{v}'" if isinstance(v, str) else str(v) for v in values)
+        await conn.execute(sa.text("SET plan_cache_mode = force_generic_plan"))
+        await conn.exec_driver_sql(f"PREPARE tenant_list AS {compiled}")
+        plan = "\n".join(
+            str(r[0])
+            for r in await conn.exec_driver_sql(f"EXPLAIN EXECUTE tenant_list({literals})")
+        )
+        await conn.exec_driver_sql("DEALLOCATE tenant_list")
+        await conn.execute(sa.text("RESET plan_cache_mode"))
+        found = len((await conn.execute(statement)).all())
+        return plan, found
+
+    plan, found = await harness.database.run(work)
+
+    assert found == 5
+    assert "ix_schedules_tenant_id" in plan, plan
+    assert "Seq Scan on schedules" not in plan, plan
