@@ -63,6 +63,21 @@ def _widen(table: str, column: str, nullable: bool, old: int, new: int) -> None:
         )
 
 
+def _partial_unique(name: str, column: str) -> None:
+    if _mysql():
+        op.create_index(name, "schedules", ["tenant", column], unique=True)
+        return
+    where = sa.text(f"{column} IS NOT NULL")
+    op.create_index(
+        name,
+        "schedules",
+        ["tenant", column],
+        unique=True,
+        postgresql_where=where,
+        sqlite_where=where,
+    )
+
+
 def _key_columns() -> tuple[tuple[str, str, bool], ...]:
     return (*KEY_COLUMNS, KEY_TABLE)
 
@@ -90,10 +105,10 @@ def upgrade() -> None:
         batch.add_column(sa.Column("tenant", sa.String(63), server_default=DEFAULT, nullable=False))
         batch.drop_constraint(op.f("schedules_name_key"), type_="unique")
         batch.drop_constraint(op.f("schedules_idempotency_key_key"), type_="unique")
-        batch.create_unique_constraint(op.f("schedules_name_key"), ["tenant", "name"])
-        batch.create_unique_constraint(
-            op.f("schedules_idempotency_key_key"), ["tenant", "idempotency_key"]
-        )
+    # Names and Idempotency-Keys unique per tenant, indexing only the schedules that have
+    # one (MySQL: every row; its unique indexes let NULLs repeat).
+    for column in ("name", "idempotency_key"):
+        _partial_unique(f"ix_schedules_{column}", column)
 
     # Another tenant's list, newest first: the default tenant's rows are none of it (MySQL,
     # without partial indexes: every row).
@@ -133,9 +148,9 @@ def downgrade() -> None:
         op.execute(f"UPDATE {table} SET {quoted} = substr({quoted}, {start}){where}")
         _widen(table, column, nullable, NEW_KEY, OLD_KEY)
     op.drop_index("ix_schedules_tenant_id", table_name="schedules")
+    op.drop_index("ix_schedules_idempotency_key", table_name="schedules")
+    op.drop_index("ix_schedules_name", table_name="schedules")
     with op.batch_alter_table("schedules") as batch:
-        batch.drop_constraint(op.f("schedules_idempotency_key_key"), type_="unique")
-        batch.drop_constraint(op.f("schedules_name_key"), type_="unique")
         batch.create_unique_constraint(op.f("schedules_name_key"), ["name"])
         batch.create_unique_constraint(op.f("schedules_idempotency_key_key"), ["idempotency_key"])
         batch.drop_column("tenant")

@@ -60,15 +60,24 @@ class TenantStore:
     async def admit(self, conn: AsyncConnection, tenant: str, creates: int, now: datetime) -> None:
         """`creates` schedules may be made in `tenant` now (its quotas allow them), and it
         goes on existing until the transaction ends; the creates are charged to its bucket.
-        A tenant without quotas is only held (`hold`); one with quotas is locked for the
-        transaction, so that creates in it count and charge one after the other."""
+        A tenant without quotas is only held (a shared lock; none for `default`, which is
+        never removed); one with quotas is locked for the transaction, so that creates in
+        it count and charge one after the other."""
         read = sa.select(_t.max_schedules, _t.max_creates_per_minute).where(_t.id == tenant)
         row = (await conn.execute(read)).first()
         if row is None:
+            if tenant == DEFAULT_TENANT:
+                return  # it always exists; a row made by no migration has no quotas
             raise missing_tenant(tenant)
         if row.max_schedules is None and row.max_creates_per_minute is None:
-            await self.hold(conn, tenant)
-            return
+            if tenant == DEFAULT_TENANT:
+                return  # never removed: nothing to hold
+            shared = (await conn.execute(read.with_for_update(read=True))).first()
+            if shared is None:
+                raise missing_tenant(tenant)
+            if shared.max_schedules is None and shared.max_creates_per_minute is None:
+                return
+            # Quotas were put meanwhile: they count this create, under the row's lock.
         locked = (
             await conn.execute(sa.select(tenants).where(_t.id == tenant).with_for_update())
         ).first()

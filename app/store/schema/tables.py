@@ -124,7 +124,13 @@ _PARTIAL_DIALECTS = ("postgresql", "sqlite")
 _MYSQL_DIALECTS = ("mysql", "mariadb")
 
 
-def _partial(name: str, *columns: str, where: str, mysql: tuple[str, ...] | None) -> list[sa.Index]:
+def _partial(
+    name: str,
+    *columns: str,
+    where: str,
+    mysql: tuple[str, ...] | None,
+    unique: bool = False,
+) -> list[sa.Index]:
     """An index over `columns` of the rows `where` selects: partial on PostgreSQL and
     SQLite, so its size follows the rows that matter, not the history kept. MySQL has no
     partial indexes; there the index is over `mysql`, which leads or ends with the columns
@@ -134,13 +140,14 @@ def _partial(name: str, *columns: str, where: str, mysql: tuple[str, ...] | None
     partial = sa.Index(
         name,
         *columns,
+        unique=unique,
         postgresql_where=sa.text(where),
         sqlite_where=sa.text(where),
         info={"dialects": _PARTIAL_DIALECTS},
     )
     if mysql is None:
         return [partial]
-    return [partial, sa.Index(name, *mysql, info={"dialects": _MYSQL_DIALECTS})]
+    return [partial, sa.Index(name, *mysql, unique=unique, info={"dialects": _MYSQL_DIALECTS})]
 
 
 def table_indexes(table: sa.Table, dialect: str) -> list[sa.Index]:
@@ -193,12 +200,24 @@ class ScheduleRow(SQLModel, table=True):
         *_partial(
             "ix_schedules_flow_key", "flow_key", where="flow_key IS NOT NULL", mysql=("flow_key",)
         ),
-        # Names and Idempotency-Keys are unique per tenant.
-        sa.UniqueConstraint("tenant", "name", name=sa.sql.elements.conv("schedules_name_key")),
-        sa.UniqueConstraint(
+        # Names and Idempotency-Keys are unique per tenant: indexes of the schedules that
+        # have one (most have neither, and cost neither index anything; MySQL: every row,
+        # where NULLs never collide).
+        *_partial(
+            "ix_schedules_name",
+            "tenant",
+            "name",
+            where="name IS NOT NULL",
+            mysql=("tenant", "name"),
+            unique=True,
+        ),
+        *_partial(
+            "ix_schedules_idempotency_key",
             "tenant",
             "idempotency_key",
-            name=sa.sql.elements.conv("schedules_idempotency_key_key"),
+            where="idempotency_key IS NOT NULL",
+            mysql=("tenant", "idempotency_key"),
+            unique=True,
         ),
         # Another tenant's list, newest first (MySQL: every tenant's).
         *_partial(

@@ -81,7 +81,8 @@ def test_the_ddl_creates_every_table_and_index_and_stamps_the_head(dialect: str)
     for table in metadata.sorted_tables:
         assert f"CREATE TABLE {table.name} (" in ddl
         for index in table.indexes:
-            assert f"CREATE INDEX {index.name} ON {table.name} " in ddl
+            create = "CREATE UNIQUE INDEX" if index.unique else "CREATE INDEX"
+            assert f"{create} {index.name} ON {table.name} " in ddl
     assert (
         "CREATE INDEX ix_occurrences_claim ON occurrences (available_at) "
         "WHERE status = 'pending' AND flow_key IS NULL AND first_attempt_at IS NULL;" in ddl
