@@ -332,10 +332,24 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # milliseconds where PostgreSQL's TRUNCATE, which replaces each table's files, takes a tenth
 # of a second or more (once per server case); and MySQL refuses TRUNCATE on a table a
 # foreign key references.
-# The default tenant stays: every installation has it (migration 0021 makes it).
+# The default tenant stays, as migrated: every installation has it (migration 0021 makes
+# it), and a PUT of it (which grows its version) is undone.
 _EMPTY_TABLES = [
     table.delete().where(table.c.id != DEFAULT_TENANT) if table is tenants else table.delete()
     for table in reversed(metadata.sorted_tables)
+] + [
+    tenants.update()
+    .where(tenants.c.id == DEFAULT_TENANT, tenants.c.version != 1)
+    .values(
+        version=1,
+        display_name=None,
+        weight=1,
+        max_schedules=None,
+        max_creates_per_minute=None,
+        create_tokens=None,
+        create_refilled_at=None,
+        retention_seconds=None,
+    )
 ]
 
 

@@ -95,6 +95,18 @@ TENANT = {
             "quotas": {"max_schedules": 10000, "max_creates_per_minute": 600},
         },
     ),
+    "dispatch": Example(
+        summary="A customer's tenant with three times the share and delivery quotas",
+        value={
+            "display_name": "Globex",
+            "weight": 3,
+            "quotas": {"max_deliveries_per_second": 200, "max_in_flight": 50},
+            "retention_seconds": 604800,
+        },
+    ),
+    "paused": Example(
+        summary="A tenant whose deliveries wait", value={"display_name": "Initech", "paused": True}
+    ),
 }
 TENANT_KEY = {
     "write": Example(

@@ -3,14 +3,27 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import asdict
 from datetime import datetime
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
+from app.domain.flow import MAX_PARALLELISM, MAX_RATE
 from app.domain.limits import MAX_SHORT_STRING_BYTES, InputModel, Instant, one_line
 from app.domain.tenant_keys import KEY_NAME_ALPHABET, KeyRole, TenantKey
-from app.domain.tenants import MAX_DISPLAY_NAME, MAX_QUOTA, Quotas, Tenant
+from app.domain.tenants import (
+    DEFAULT_WEIGHT,
+    MAX_DISPLAY_NAME,
+    MAX_QUOTA,
+    MAX_RETENTION_SECONDS,
+    MAX_WEIGHT,
+    MIN_WEIGHT,
+    Quotas,
+    Tenant,
+    TenantSpec,
+    Usage,
+)
 
 _DISPLAY_NAME = "Free text, on one line: how people name the tenant; null: none"
 
@@ -26,6 +39,28 @@ _MAX_CREATES = (
 )
 
 
+_MAX_DELIVERIES = (
+    "At most this many attempts started a second over the whole tenant, fleet-wide (a token "
+    "bucket a second deep); what it holds back waits, uncharged. null: no limit"
+)
+_MAX_IN_FLIGHT = (
+    "At most this many attempts of the tenant in flight at once, fleet-wide; what it holds "
+    "back waits, uncharged. null: no limit"
+)
+_WEIGHT = (
+    f"{MIN_WEIGHT}-{MAX_WEIGHT}: its share of the starts when more is due than the fleet can "
+    "start (a tenant alone gets them all)"
+)
+_PAUSED = (
+    "true: none of its occurrences starts (they wait; nothing is skipped or dead-lettered); "
+    "false releases them"
+)
+_RETENTION = (
+    "Seconds its ended schedules are kept, overriding CHRONOQ_SCHEDULE_RETENTION; 0 keeps "
+    "them forever. null: that setting"
+)
+
+
 class QuotasIn(InputModel):
     """A tenant's quotas, whole: one left out is no limit."""
 
@@ -35,9 +70,20 @@ class QuotasIn(InputModel):
     max_creates_per_minute: int | None = Field(
         default=None, ge=1, le=MAX_QUOTA, description=_MAX_CREATES, examples=[600]
     )
+    max_deliveries_per_second: int | None = Field(
+        default=None, ge=1, le=MAX_RATE, description=_MAX_DELIVERIES, examples=[200]
+    )
+    max_in_flight: int | None = Field(
+        default=None, ge=1, le=MAX_PARALLELISM, description=_MAX_IN_FLIGHT, examples=[50]
+    )
 
     def quotas(self) -> Quotas:
-        return Quotas(self.max_schedules, self.max_creates_per_minute)
+        return Quotas(
+            self.max_schedules,
+            self.max_creates_per_minute,
+            self.max_deliveries_per_second,
+            self.max_in_flight,
+        )
 
 
 class QuotasOut(BaseModel):
@@ -45,6 +91,23 @@ class QuotasOut(BaseModel):
 
     max_schedules: int | None = Field(description=_MAX_SCHEDULES, examples=[10000])
     max_creates_per_minute: int | None = Field(description=_MAX_CREATES, examples=[600])
+    max_deliveries_per_second: int | None = Field(description=_MAX_DELIVERIES, examples=[200])
+    max_in_flight: int | None = Field(description=_MAX_IN_FLIGHT, examples=[50])
+
+
+class UsageOut(BaseModel):
+    """What the tenant holds now; each count stops at 100000 (at least that many)."""
+
+    schedules: int = Field(description="Its pending or paused schedules", examples=[1200])
+    pending_occurrences: int = Field(
+        description="Its occurrences not ended (due, later, in flight or held)", examples=[1210]
+    )
+    in_flight: int = Field(description="Its attempts in flight now", examples=[4])
+    waiting: int = Field(
+        description="Its occurrences due and not started (held back, or not yet claimed)",
+        examples=[0],
+    )
+    dead_letters: int = Field(description="Its dead-lettered occurrences", examples=[3])
 
 
 class TenantIn(InputModel):
@@ -55,9 +118,23 @@ class TenantIn(InputModel):
         Field(max_length=MAX_DISPLAY_NAME, description=_DISPLAY_NAME, examples=["Billing team"]),
         one_line(max_bytes=MAX_SHORT_STRING_BYTES),
     ] = None
-    quotas: QuotasIn | None = Field(
-        default=None, description="Its create quotas; null or left out: none"
+    weight: int = Field(
+        default=DEFAULT_WEIGHT, ge=MIN_WEIGHT, le=MAX_WEIGHT, description=_WEIGHT, examples=[1]
     )
+    paused: bool = Field(default=False, description=_PAUSED, examples=[False])
+    quotas: QuotasIn | None = Field(default=None, description="Its quotas; null or left out: none")
+    retention_seconds: int | None = Field(
+        default=None, ge=0, le=MAX_RETENTION_SECONDS, description=_RETENTION, examples=[604800]
+    )
+
+    def spec(self) -> TenantSpec:
+        return TenantSpec(
+            display_name=self.display_name,
+            weight=self.weight,
+            paused=self.paused,
+            quotas=Quotas() if self.quotas is None else self.quotas.quotas(),
+            retention_seconds=self.retention_seconds,
+        )
 
 
 class TenantOut(BaseModel):
@@ -71,7 +148,11 @@ class TenantOut(BaseModel):
     version: int = Field(
         description="Grows with every PUT; the tenant's ETag, for If-Match", examples=[1]
     )
-    quotas: QuotasOut = Field(description="Its create quotas")
+    weight: int = Field(description=_WEIGHT, examples=[1])
+    paused: bool = Field(description=_PAUSED, examples=[False])
+    quotas: QuotasOut = Field(description="Its quotas")
+    retention_seconds: int | None = Field(description=_RETENTION, examples=[604800])
+    usage: UsageOut = Field(description="What it holds now")
     created_at: datetime = Field(description="When it was made", examples=["2026-12-06T09:00:00Z"])
     updated_at: datetime = Field(
         description="When it last changed", examples=["2026-12-06T09:00:00Z"]
@@ -83,10 +164,16 @@ class TenantOut(BaseModel):
             id=tenant.id,
             display_name=tenant.display_name,
             version=tenant.version,
+            weight=tenant.weight,
+            paused=tenant.paused,
             quotas=QuotasOut(
                 max_schedules=tenant.quotas.max_schedules,
                 max_creates_per_minute=tenant.quotas.max_creates_per_minute,
+                max_deliveries_per_second=tenant.quotas.max_deliveries_per_second,
+                max_in_flight=tenant.quotas.max_in_flight,
             ),
+            retention_seconds=tenant.retention_seconds,
+            usage=UsageOut(**asdict(tenant.usage or Usage())),
             created_at=tenant.created_at,
             updated_at=tenant.updated_at,
         )

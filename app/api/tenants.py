@@ -76,8 +76,7 @@ async def put_tenant(
 ) -> TenantOut:
     """Create (201) or replace (200) the tenant."""
     _operator(caller)
-    quotas = None if body.quotas is None else body.quotas.quotas()
-    found, created = await service.put(tenant, body.display_name, versions(if_match), quotas)
+    found, created = await service.put(tenant, body.spec(), versions(if_match))
     if created:
         response.status_code = status.HTTP_201_CREATED
     return _one(response, found)

@@ -11,7 +11,7 @@ from typing import Any
 
 from app.domain.retry import MAX_RETRY_DELAY_SECONDS, RetryPolicy, RetrySpec
 from app.domain.target import Target
-from app.domain.tenants import DEFAULT_TENANT
+from app.domain.tenants import DEFAULT_TENANT, is_own_key
 
 
 class OccurrenceStatus(StrEnum):
@@ -210,9 +210,13 @@ BACK_PRESSURE_STATUSES = frozenset({429, 503})
 
 def key_backoff(delivery: Delivery, outcome: Retryable, policy: RetryPolicy) -> float | None:
     """How long the delivery's flow key waits after this answer (None: it does not): the
-    Retry-After as the delivery's retry `policy` honours it (`RetryPolicy.honoured`)."""
+    Retry-After as the delivery's retry `policy` honours it (`RetryPolicy.honoured`); never
+    a tenant's own key (`app.domain.tenants.own_key`)."""
     if (
         delivery.flow_key is None
+        # A tenant's own key holds all its deliveries of no key of their own, to any
+        # destination: one receiver's answer holds back its key's only.
+        or is_own_key(delivery.flow_key)
         or outcome.retry_after is None
         or outcome.status_code not in BACK_PRESSURE_STATUSES
     ):

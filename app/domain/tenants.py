@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from app.domain.errors import InvalidInputError, NotFoundError
-from app.domain.flow import KEY_PATTERN
+from app.domain.flow import KEY_PATTERN, FlowLimits
 
 DEFAULT_TENANT = "default"
 # The request header naming the tenant an operator key acts in (absent: `default`).
@@ -48,17 +48,38 @@ def stored_key(tenant: str, key: str) -> str:
     return f"{tenant}{_SEPARATOR}{key}"
 
 
+def own_key(tenant: str) -> str:
+    """The tenant's own flow key, which its rows of no flow key are stored under (but the
+    default tenant's): its delivery quotas and pause are this key's limits, and every claim
+    sees the tenant's work by key. No key a request names is it (a name is never empty)."""
+    return f"{tenant}{_SEPARATOR}"
+
+
 def stored_key_or_none(tenant: str, key: str | None) -> str | None:
-    return None if key is None else stored_key(tenant, key)
+    """A schedule's flow key as stored: its own, or its tenant's (`own_key`); None only for
+    a schedule of the default tenant with none."""
+    if key is not None:
+        return stored_key(tenant, key)
+    return None if tenant == DEFAULT_TENANT else own_key(tenant)
 
 
 def key_name(stored: str) -> str:
-    """A stored flow key's name within its tenant."""
+    """A stored flow key's name within its tenant ("" for the tenant's own key)."""
     return stored.partition(_SEPARATOR)[2]
 
 
 def key_name_or_none(stored: str | None) -> str | None:
-    return None if stored is None else key_name(stored)
+    """The name a request sees: None for no key and for the tenant's own key."""
+    return None if stored is None else key_name(stored) or None
+
+
+def tenant_of_key(stored: str) -> str:
+    """The tenant a stored flow key belongs to."""
+    return stored.partition(_SEPARATOR)[0]
+
+
+def is_own_key(stored: str) -> bool:
+    return stored.endswith(_SEPARATOR)
 
 
 def key_prefix(tenant: str) -> str:
@@ -84,23 +105,83 @@ class Caller:
 MAX_QUOTA = 1_000_000_000
 
 
+# A tenant's weight: its share of the starts when more is due than the fleet can start.
+MIN_WEIGHT, MAX_WEIGHT, DEFAULT_WEIGHT = 1, 100, 1
+# The longest retention a tenant may set (ten years), in seconds.
+MAX_RETENTION_SECONDS = 10 * 365 * 86400
+
+
 @dataclass(frozen=True, slots=True)
 class Quotas:
-    """A tenant's create quotas (None: unlimited). `max_schedules` bounds its live (pending
-    or paused) schedules; `max_creates_per_minute` its creates, a batch counting its items,
-    as a token bucket of that many tokens refilled over a minute."""
+    """A tenant's quotas (None: unlimited). Create quotas: `max_schedules` bounds its live
+    (pending or paused) schedules; `max_creates_per_minute` its creates, a batch counting its
+    items, as a token bucket of that many tokens refilled over a minute. Delivery quotas,
+    fleet-wide: `max_deliveries_per_second` attempts started a second (a bucket as deep as
+    a second's worth), `max_in_flight` attempts in flight at once; what they hold back
+    waits, uncharged."""
 
     max_schedules: int | None = None
     max_creates_per_minute: int | None = None
+    max_deliveries_per_second: int | None = None
+    max_in_flight: int | None = None
 
-    @property
-    def any(self) -> bool:
-        return self.max_schedules is not None or self.max_creates_per_minute is not None
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """What a tenant holds now: live schedules, pending occurrences, attempts in flight,
+    occurrences due and not started (waiting), and dead letters."""
+
+    schedules: int = 0
+    pending_occurrences: int = 0
+    in_flight: int = 0
+    waiting: int = 0
+    dead_letters: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TenantSpec:
+    """A tenant as a PUT gives it, whole."""
+
+    display_name: str | None = None
+    weight: int = DEFAULT_WEIGHT
+    paused: bool = False
+    quotas: Quotas = Quotas()
+    # Overrides CHRONOQ_SCHEDULE_RETENTION for its ended schedules (None: that setting).
+    retention_seconds: int | None = None
+
+    def check(self, tenant: str) -> TenantSpec:
+        """The spec itself, or an error naming the field the tenant cannot take: the default
+        tenant's rows are claimed as a single-team installation's are, with nothing to hold
+        them back, so it takes no pause and no delivery quota (a tenant made for the work
+        that needs them does)."""
+        if tenant != DEFAULT_TENANT:
+            return self
+        for pointer, value in (
+            ("#/paused", self.paused or None),
+            ("#/quotas/max_deliveries_per_second", self.quotas.max_deliveries_per_second),
+            ("#/quotas/max_in_flight", self.quotas.max_in_flight),
+        ):
+            if value is not None:
+                raise InvalidInputError(
+                    "the default tenant is never paused and has no delivery quotas: "
+                    "put the work that needs them in a tenant of its own",
+                    pointer=pointer,
+                )
+        return self
+
+    def delivery_limits(self) -> FlowLimits | None:
+        """The limits of the tenant's own key (`own_key`), which hold back its deliveries,
+        every key's of the tenant included; None: nothing holds them back."""
+        rate = self.quotas.max_deliveries_per_second
+        most = self.quotas.max_in_flight
+        if rate is None and most is None and not self.paused:
+            return None
+        return FlowLimits(rate=rate, burst=rate, parallelism=most, paused=self.paused)
 
 
 @dataclass(frozen=True, slots=True)
 class Tenant:
-    """A tenant as stored."""
+    """A tenant as stored, with its usage when read for an answer."""
 
     id: str
     display_name: str | None
@@ -108,6 +189,10 @@ class Tenant:
     created_at: datetime
     updated_at: datetime
     quotas: Quotas = Quotas()
+    weight: int = DEFAULT_WEIGHT
+    paused: bool = False
+    retention_seconds: int | None = None
+    usage: Usage | None = None
 
 
 def refilled(tokens: float | None, elapsed: float, per_minute: int) -> float:

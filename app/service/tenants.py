@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from app.domain.tenants import Quotas, Tenant, missing_tenant
+from dataclasses import replace
+
+from app.domain.tenants import Tenant, TenantSpec, missing_tenant
 from app.store.dialects import transaction_now
 from app.store.engine.database import Connection, Database
 from app.store.records.tenants import TenantStore
@@ -17,29 +19,37 @@ class TenantService:
         return await self._db.run(lambda conn: self._tenants.exists(conn, tenant))
 
     async def get(self, tenant: str) -> Tenant:
-        found = await self._db.run(lambda conn: self._tenants.get(conn, tenant))
+        """The tenant with its usage."""
+
+        async def work(conn: Connection) -> Tenant | None:
+            return await self._tenants.get(conn, tenant, await transaction_now(conn))
+
+        found = await self._db.run(work)
         if found is None:
             raise missing_tenant(tenant)
         return found
 
     async def put(
-        self,
-        tenant: str,
-        display_name: str | None,
-        if_match: frozenset[int] | None = None,
-        quotas: Quotas | None = None,
+        self, tenant: str, spec: TenantSpec, if_match: frozenset[int] | None = None
     ) -> tuple[Tenant, bool]:
-        """Create or replace the tenant, whole (quotas left out: none); True when new."""
+        """Create or replace the tenant, whole; True when new. The answer has its usage."""
 
         async def work(conn: Connection) -> tuple[Tenant, bool]:
             now = await transaction_now(conn)
-            wanted = quotas or Quotas()
-            return await self._tenants.put(conn, tenant, display_name, if_match, now, wanted)
+            found, created = await self._tenants.put(conn, tenant, spec, if_match, now)
+            usage = await self._tenants.usage(conn, tenant, now)
+            return replace(found, usage=usage), created
 
         return await self._db.run(work)
 
     async def list(self, *, after: str | None, limit: int) -> list[Tenant]:
-        return await self._db.run(lambda conn: self._tenants.page(conn, after=after, limit=limit))
+        """Tenants in id order, each with its usage."""
+
+        async def work(conn: Connection) -> list[Tenant]:
+            now = await transaction_now(conn)
+            return await self._tenants.page(conn, after=after, limit=limit, now=now)
+
+        return await self._db.run(work)
 
     async def delete(self, tenant: str, if_match: frozenset[int] | None = None) -> None:
         """Remove the tenant and all it holds; refused while it has live schedules."""

@@ -38,6 +38,7 @@ from app.domain.target import Target, WebhookTarget
 from app.domain.tenants import (
     DEFAULT_TENANT,
     Quotas,
+    TenantSpec,
     key_name,
     key_prefix,
     stored_key,
@@ -220,7 +221,7 @@ async def find_by_idempotency_key(
 async def put_tenant(database: Database, tenant: str, quotas: Quotas | None = None) -> None:
     async def work(conn: Connection) -> None:
         now = await transaction_now(conn)
-        await TenantStore().put(conn, tenant, None, None, now, quotas or Quotas())
+        await TenantStore().put(conn, tenant, TenantSpec(quotas=quotas or Quotas()), None, now)
 
     await database.run(work)
 

@@ -33,7 +33,7 @@ from app.domain.flow import FlowLimits, Ordering
 from app.domain.ids import format_instant
 from app.domain.schedule import CLI_ACTOR, SchedulePatch
 from app.domain.tenant_keys import KeyRole
-from app.domain.tenants import DEFAULT_TENANT, Caller, Quotas
+from app.domain.tenants import DEFAULT_TENANT, Caller, TenantSpec
 from app.service.dead_letters import DeadLetterService
 from app.service.flow_keys import FlowKeyService
 from app.service.occurrences import OccurrenceService
@@ -90,7 +90,7 @@ class Operator(Protocol):
     async def tenants(self, limit: int, cursor: str | None) -> Page[TenantOut]: ...
     async def tenant(self, tenant: str) -> TenantOut: ...
     async def put_tenant(
-        self, tenant: str, display_name: str | None, quotas: Quotas
+        self, tenant: str, spec: TenantSpec, if_match: Versions = None
     ) -> tuple[TenantOut, bool]: ...
     async def delete_tenant(self, tenant: str) -> None: ...
     async def tenant_keys(
@@ -232,9 +232,9 @@ class DatabaseOperator:
         return TenantOut.of(await self._tenant_service().get(tenant))
 
     async def put_tenant(
-        self, tenant: str, display_name: str | None, quotas: Quotas
+        self, tenant: str, spec: TenantSpec, if_match: Versions = None
     ) -> tuple[TenantOut, bool]:
-        found, created = await self._tenant_service().put(tenant, display_name, None, quotas)
+        found, created = await self._tenant_service().put(tenant, spec, if_match)
         return TenantOut.of(found), created
 
     async def delete_tenant(self, tenant: str) -> None:
@@ -421,15 +421,23 @@ class HttpOperator:
         return await self._client.get_tenant(tenant)
 
     async def put_tenant(
-        self, tenant: str, display_name: str | None, quotas: Quotas
+        self, tenant: str, spec: TenantSpec, if_match: Versions = None
     ) -> tuple[TenantOut, bool]:
+        quotas = spec.quotas
         wanted = QuotasIn(
             max_schedules=quotas.max_schedules,
             max_creates_per_minute=quotas.max_creates_per_minute,
+            max_deliveries_per_second=quotas.max_deliveries_per_second,
+            max_in_flight=quotas.max_in_flight,
         )
-        found = await self._client.put_tenant(
-            tenant, TenantIn(display_name=display_name, quotas=wanted)
+        body = TenantIn(
+            display_name=spec.display_name,
+            weight=spec.weight,
+            paused=spec.paused,
+            quotas=wanted,
+            retention_seconds=spec.retention_seconds,
         )
+        found = await self._client.put_tenant(tenant, body, if_match=_versions(if_match))
         return found, found.version == 1
 
     async def delete_tenant(self, tenant: str) -> None:

@@ -20,7 +20,7 @@ from app.cli.operator import text as render
 from app.cli.operator.backends import Operator
 from app.cli.operator.run import Output, Parser, add_limit, collect, execute, tenant_arg
 from app.domain.tenant_keys import KEY_NAME_ALPHABET, KEY_NAME_PATTERN, KeyRole
-from app.domain.tenants import MAX_DISPLAY_NAME, MAX_QUOTA, TENANT_ALPHABET, Quotas
+from app.domain.tenants import MAX_DISPLAY_NAME, MAX_QUOTA, TENANT_ALPHABET, Quotas, TenantSpec
 
 _OPTIONS = {"#/display_name": "--display-name", "#/name": "NAME", "#/expires_at": "--expires-at"}
 
@@ -117,7 +117,8 @@ def _show(args: argparse.Namespace) -> int:
 def _set(args: argparse.Namespace) -> int:
     async def work(operator: Operator) -> Output:
         quotas = Quotas(args.max_schedules, args.max_creates_per_minute)
-        found, created = await operator.put_tenant(args.tenant_id, args.display_name, quotas)
+        spec = TenantSpec(display_name=args.display_name, quotas=quotas)
+        found, created = await operator.put_tenant(args.tenant_id, spec)
         verb = "created" if created else "replaced"
         headline = f"{verb} tenant {found.id} (version {found.version})"
         return Output(found.model_dump(mode="json"), f"{headline}\n\n{_describe(found)}")

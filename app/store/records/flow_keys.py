@@ -312,10 +312,15 @@ class FlowKeyStore:
         """Keys that start with `prefix` (a tenant's), in name order after `after`: those
         with a row and those only schedules name (each schedule's key is in its own
         index)."""
+        # Not the tenant's own key (`own_key`, the prefix itself): no request names it.
         named = sa.select(schedules.c.flow_key.label("key")).where(
-            schedules.c.flow_key.is_not(None), *starts_with(schedules.c.flow_key, prefix)
+            schedules.c.flow_key.is_not(None),
+            *starts_with(schedules.c.flow_key, prefix),
+            schedules.c.flow_key != prefix,
         )
-        stored = sa.select(_f.key.label("key")).where(*starts_with(_f.key, prefix))
+        stored = sa.select(_f.key.label("key")).where(
+            *starts_with(_f.key, prefix), _f.key != prefix
+        )
         if after is not None:
             named = named.where(schedules.c.flow_key > after)
             stored = stored.where(_f.key > after)

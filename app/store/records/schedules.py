@@ -29,7 +29,7 @@ from app.domain.schedule import (
     flat_rules,
 )
 from app.domain.spelling import spellings
-from app.domain.tenants import key_name_or_none, stored_key, stored_key_or_none
+from app.domain.tenants import DEFAULT_TENANT, key_name_or_none, stored_key, stored_key_or_none
 from app.store.dialects import dialect_of, transaction_now
 from app.store.schema import codec
 from app.store.schema.rows import pending_row, rules_of_row
@@ -161,8 +161,16 @@ def _written(changes: dict[str, Any]) -> dict[str, Any]:
     for column, (name, copy) in COPIED_COLUMNS.items():
         if name in changes:
             values[column] = copy(changes[name])
-    if changes.get("flow_key") is not None:
-        values["flow_key"] = schedules.c.tenant + sa.literal(stored_key("", changes["flow_key"]))
+    if "flow_key" in changes:
+        # Named in the row's tenant; none is the tenant's own key (but the default's).
+        name = changes["flow_key"]
+        values["flow_key"] = sa.case(
+            (
+                sa.and_(sa.literal(name is None), schedules.c.tenant == DEFAULT_TENANT),
+                sa.null(),
+            ),
+            else_=schedules.c.tenant + sa.literal(stored_key("", name or "")),
+        )
     return values
 
 

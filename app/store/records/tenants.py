@@ -3,6 +3,7 @@ that creates schedules in one (a removal waits for it, and a create waits for a 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -11,32 +12,64 @@ from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.errors import ConflictError, QuotaExceededError
+from app.domain.occurrence import OccurrenceStatus
 from app.domain.schedule import ScheduleStatus, check_version
 from app.domain.tenants import (
     DEFAULT_TENANT,
     Quotas,
     Tenant,
+    TenantSpec,
+    Usage,
     key_prefix,
     missing_tenant,
+    own_key,
     refilled,
     wait_for,
 )
 from app.store.dialects import dialect_of
+from app.store.records.flow_keys import FlowKeyStore
 from app.store.records.tenant_keys import TenantKeyStore
-from app.store.schema.tables import flow_keys, of_tenant, schedules, starts_with, tenants
+from app.store.schema.tables import (
+    flow_keys,
+    occurrences,
+    of_tenant,
+    schedules,
+    starts_with,
+    tenants,
+)
 
 _LIVE = (ScheduleStatus.PENDING, ScheduleStatus.PAUSED)
 
 
-def _tenant(row: Row[Any]) -> Tenant:
+# Usage counts stop here: a count at the cap is at least that many (each is a bounded read,
+# however much a tenant holds).
+USAGE_CAP = 100_000
+
+
+def _tenant(row: Row[Any], usage: Usage | None = None) -> Tenant:
     return Tenant(
         id=row.id,
         display_name=row.display_name,
         version=row.version,
         created_at=row.created_at,
         updated_at=row.updated_at,
-        quotas=Quotas(row.max_schedules, row.max_creates_per_minute),
+        quotas=Quotas(
+            row.max_schedules,
+            row.max_creates_per_minute,
+            row.max_deliveries_per_second,
+            row.max_in_flight,
+        ),
+        weight=row.weight,
+        paused=bool(row.paused),
+        retention_seconds=row.retention_seconds,
+        usage=usage,
     )
+
+
+def _capped(statement: sa.Select[Any]) -> sa.Select[Any]:
+    """How many rows `statement` finds, up to USAGE_CAP."""
+    found = statement.limit(USAGE_CAP).subquery()
+    return sa.select(sa.func.count()).select_from(found)
 
 
 _t = tenants.c
@@ -135,21 +168,28 @@ class TenantStore:
         found = await conn.execute(sa.select(tenants.c.id).where(tenants.c.id == tenant))
         return found.first() is not None
 
-    async def get(self, conn: AsyncConnection, tenant: str) -> Tenant | None:
+    async def get(
+        self, conn: AsyncConnection, tenant: str, now: datetime | None = None
+    ) -> Tenant | None:
+        """The tenant; with its usage as of `now` when given."""
         row = (await conn.execute(sa.select(tenants).where(tenants.c.id == tenant))).first()
-        return None if row is None else _tenant(row)
+        if row is None:
+            return None
+        return _tenant(row, None if now is None else await self.usage(conn, tenant, now))
 
     async def put(
         self,
         conn: AsyncConnection,
         tenant: str,
-        display_name: str | None,
+        spec: TenantSpec,
         if_match: frozenset[int] | None,
         now: datetime,
-        quotas: Quotas,
     ) -> tuple[Tenant, bool]:
         """Create or replace `tenant`; True when it is new. `if_match` names the versions
-        the client expects (a tenant that does not exist is at none)."""
+        the client expects (a tenant that does not exist is at none). Its delivery quotas
+        and pause go to its own flow key's row in the same transaction: a pause holds its
+        deliveries from this commit on, a resume releases them."""
+        spec.check(tenant)
         fresh = {"id": tenant, "version": 1, "created_at": now, "updated_at": now}
         created = bool(await dialect_of(conn).insert_new(conn, tenants, [fresh], "id"))
         row = (
@@ -158,13 +198,19 @@ class TenantStore:
         if if_match is not None:
             current = 0 if created else row.version
             check_version(current, if_match, f"the tenant is at version {current}")
+        quotas = spec.quotas
         await conn.execute(
             tenants.update()
             .where(tenants.c.id == tenant)
             .values(
-                display_name=display_name,
+                display_name=spec.display_name,
+                weight=spec.weight,
+                paused=spec.paused,
                 max_schedules=quotas.max_schedules,
                 max_creates_per_minute=quotas.max_creates_per_minute,
+                max_deliveries_per_second=quotas.max_deliveries_per_second,
+                max_in_flight=quotas.max_in_flight,
+                retention_seconds=spec.retention_seconds,
                 # A new or changed rate starts full: a quota is no debt.
                 create_tokens=(
                     row.create_tokens
@@ -175,16 +221,64 @@ class TenantStore:
                 updated_at=now,
             )
         )
+        if tenant != DEFAULT_TENANT:
+            limits = spec.delivery_limits()
+            keys = FlowKeyStore()
+            if limits is None:
+                await keys.delete(conn, own_key(tenant), None)
+            else:
+                await keys.put(conn, own_key(tenant), limits, None, now)
         found = await self.get(conn, tenant)
         assert found is not None
         return found, created
 
-    async def page(self, conn: AsyncConnection, *, after: str | None, limit: int) -> list[Tenant]:
-        """Tenants in id order, after `after`."""
+    async def usage(self, conn: AsyncConnection, tenant: str, now: datetime) -> Usage:
+        """What the tenant holds now, each count up to USAGE_CAP."""
+        live = sa.select(sa.literal(1)).where(*of_tenant(tenant), schedules.c.status.in_(_LIVE))
+        ids = sa.select(schedules.c.id).where(*of_tenant(tenant)).scalar_subquery()
+        _o = occurrences.c
+        pending = sa.select(_o.available_at, _o.lease_token, _o.lease_until).where(
+            _o.schedule_id.in_(ids), _o.status == OccurrenceStatus.PENDING
+        )
+        rows = pending.limit(USAGE_CAP).subquery()
+        leased = sa.and_(rows.c.lease_token.is_not(None), rows.c.lease_until > now)
+        due = sa.and_(rows.c.lease_token.is_(None), rows.c.available_at <= now)
+        figures = (
+            await conn.execute(
+                sa.select(
+                    sa.func.count(),
+                    sa.func.coalesce(sa.func.sum(sa.case((leased, 1), else_=0)), 0),
+                    sa.func.coalesce(sa.func.sum(sa.case((due, 1), else_=0)), 0),
+                ).select_from(rows)
+            )
+        ).one()
+        dead = sa.select(sa.literal(1)).where(
+            _o.schedule_id.in_(ids), _o.status == OccurrenceStatus.DEAD_LETTERED
+        )
+        return Usage(
+            schedules=int((await conn.execute(_capped(live))).scalar_one()),
+            pending_occurrences=int(figures[0]),
+            in_flight=int(figures[1]),
+            waiting=int(figures[2]),
+            dead_letters=int((await conn.execute(_capped(dead))).scalar_one()),
+        )
+
+    async def page(
+        self, conn: AsyncConnection, *, after: str | None, limit: int, now: datetime
+    ) -> list[Tenant]:
+        """Tenants in id order, after `after`, each with its usage as of `now`."""
         statement = sa.select(tenants).order_by(tenants.c.id).limit(limit)
         if after is not None:
             statement = statement.where(tenants.c.id > after)
-        return [_tenant(row) for row in await conn.execute(statement)]
+        rows = (await conn.execute(statement)).all()
+        return [_tenant(row, await self.usage(conn, row.id, now)) for row in rows]
+
+    async def weights(self, conn: AsyncConnection, ids: Sequence[str]) -> dict[str, int]:
+        """The weights of the tenants among `ids` that exist."""
+        found = await conn.execute(
+            sa.select(tenants.c.id, tenants.c.weight).where(tenants.c.id.in_(list(ids)))
+        )
+        return {row.id: row.weight for row in found}
 
     async def delete(
         self, conn: AsyncConnection, tenant: str, if_match: frozenset[int] | None

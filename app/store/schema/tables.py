@@ -15,7 +15,15 @@ import sqlalchemy as sa
 from sqlmodel import Field, SQLModel
 
 from app.domain.destinations import MAX_DESTINATION
-from app.domain.tenants import DEFAULT_TENANT, MAX_DISPLAY_NAME, MAX_TENANT, STORED_KEY_LENGTH
+from app.domain.tenants import (
+    DEFAULT_TENANT,
+    DEFAULT_WEIGHT,
+    MAX_DISPLAY_NAME,
+    MAX_TENANT,
+    MAX_WEIGHT,
+    MIN_WEIGHT,
+    STORED_KEY_LENGTH,
+)
 from app.store.schema.types import DOUBLE, LONG_TEXT, PAYLOAD, UUID, JSONType, UTCDateTime
 
 NAMING_CONVENTION = {
@@ -529,6 +537,15 @@ class TenantRow(SQLModel, table=True):
             "max_creates_per_minute IS NULL OR max_creates_per_minute >= 1",
             name="max_creates_per_minute",
         ),
+        sa.CheckConstraint(f"weight >= {MIN_WEIGHT} AND weight <= {MAX_WEIGHT}", name="weight"),
+        sa.CheckConstraint(
+            "max_deliveries_per_second IS NULL OR max_deliveries_per_second >= 1",
+            name="max_deliveries_per_second",
+        ),
+        sa.CheckConstraint("max_in_flight IS NULL OR max_in_flight >= 1", name="max_in_flight"),
+        sa.CheckConstraint(
+            "retention_seconds IS NULL OR retention_seconds >= 0", name="retention_seconds"
+        ),
         MYSQL_TABLE,
     )
 
@@ -545,6 +562,19 @@ class TenantRow(SQLModel, table=True):
     max_creates_per_minute: int | None = Field(default=None, sa_column=sa.Column(sa.Integer))
     create_tokens: float | None = Field(default=None, sa_column=sa.Column(DOUBLE))
     create_refilled_at: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
+    # Its share of the starts when the fleet is saturated, and what holds its deliveries
+    # back; the claim reads the latter from its own flow key's row (`own_key`), which a PUT
+    # writes in the same transaction.
+    weight: int = Field(
+        default=DEFAULT_WEIGHT,
+        sa_column=sa.Column(sa.Integer, nullable=False, server_default=str(DEFAULT_WEIGHT)),
+    )
+    paused: bool = Field(
+        default=False, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.false())
+    )
+    max_deliveries_per_second: int | None = Field(default=None, sa_column=sa.Column(sa.Integer))
+    max_in_flight: int | None = Field(default=None, sa_column=sa.Column(sa.Integer))
+    retention_seconds: int | None = Field(default=None, sa_column=sa.Column(sa.BigInteger))
     created_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
     updated_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
 

@@ -17,7 +17,22 @@ async def test_a_tenant_is_created_replaced_under_if_match_listed_and_read(
         "id": "acme",
         "display_name": "Acme",
         "version": 1,
-        "quotas": {"max_schedules": None, "max_creates_per_minute": None},
+        "weight": 1,
+        "paused": False,
+        "quotas": {
+            "max_schedules": None,
+            "max_creates_per_minute": None,
+            "max_deliveries_per_second": None,
+            "max_in_flight": None,
+        },
+        "retention_seconds": None,
+        "usage": {
+            "schedules": 0,
+            "pending_occurrences": 0,
+            "in_flight": 0,
+            "waiting": 0,
+            "dead_letters": 0,
+        },
         "created_at": None,
         "updated_at": None,
     }
@@ -93,7 +108,28 @@ async def test_a_tenant_is_removed_once_none_of_its_schedules_is_live(harness: H
         ("/v1/tenants/acme", {"display_name": "tab\there"}, "display_name"),
         ("/v1/tenants/acme", {"display_name": "x" * 201}, "display_name"),
         ("/v1/tenants/acme", {"display_name": 7}, "display_name"),
-        ("/v1/tenants/acme", {"weight": 3}, "weight"),
+        ("/v1/tenants/acme", {"weight": 0}, "weight"),
+        ("/v1/tenants/acme", {"weight": 101}, "weight"),
+        ("/v1/tenants/acme", {"weight": 2.5}, "weight"),
+        ("/v1/tenants/acme", {"weight": "3"}, "weight"),
+        ("/v1/tenants/acme", {"paused": "yes"}, "paused"),
+        ("/v1/tenants/acme", {"paused": None}, "paused"),
+        ("/v1/tenants/acme", {"retention_seconds": -1}, "retention_seconds"),
+        ("/v1/tenants/acme", {"retention_seconds": 10**12}, "retention_seconds"),
+        ("/v1/tenants/acme", {"quotas": {"max_in_flight": 0}}, "quotas.max_in_flight"),
+        ("/v1/tenants/acme", {"quotas": {"max_in_flight": 10**6}}, "quotas.max_in_flight"),
+        (
+            "/v1/tenants/acme",
+            {"quotas": {"max_deliveries_per_second": -5}},
+            "quotas.max_deliveries_per_second",
+        ),
+        (
+            "/v1/tenants/acme",
+            {"quotas": {"max_deliveries_per_second": 10**30}},
+            "quotas.max_deliveries_per_second",
+        ),
+        ("/v1/tenants/acme", {"quotas": {"max_schedules": -1}}, "quotas.max_schedules"),
+        ("/v1/tenants/acme", {"quotas": {"surprise": 1}}, "quotas.surprise"),
     ],
 )
 async def test_a_bad_tenant_is_refused_naming_the_field_and_nothing_is_stored(
@@ -105,12 +141,44 @@ async def test_a_bad_tenant_is_refused_naming_the_field_and_nothing_is_stored(
     assert [t["id"] for t in (await harness.get("/v1/tenants"))["items"]] == ["default"]
 
 
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"paused": True}, "paused"),
+        ({"quotas": {"max_in_flight": 5}}, "quotas.max_in_flight"),
+        ({"quotas": {"max_deliveries_per_second": 5}}, "quotas.max_deliveries_per_second"),
+    ],
+)
+async def test_the_default_tenant_takes_no_pause_and_no_delivery_quota(
+    harness: Harness, body: dict[str, object], field: str
+) -> None:
+    response = await harness.client.put("/v1/tenants/default", json=body)
+    assert response.status_code == 422, response.text
+    assert field in {error["field"] for error in response.json()["errors"]}
+    default = await harness.get("/v1/tenants/default")
+    assert (default["version"], default["paused"], default["quotas"]["max_in_flight"]) == (
+        1,
+        False,
+        None,
+    )
+    # Its weight, create quotas and retention it takes.
+    put = await harness.client.put(
+        "/v1/tenants/default",
+        json={"weight": 4, "retention_seconds": 60, "quotas": {"max_schedules": 10}},
+    )
+    assert put.status_code == 200, put.text
+    assert (put.json()["weight"], put.json()["retention_seconds"]) == (4, 60)
+
+
 async def test_a_create_past_a_quota_is_a_429_naming_it_and_stores_nothing(
     harness: Harness,
 ) -> None:
     quotas = {"max_schedules": 3, "max_creates_per_minute": 1000}
     made = await harness.client.put("/v1/tenants/acme", json={"quotas": quotas})
-    assert made.json()["quotas"] == quotas
+    assert made.json()["quotas"] == quotas | {
+        "max_deliveries_per_second": None,
+        "max_in_flight": None,
+    }
     acme = {"Chronoq-Tenant": "acme"}
     item = {"event_type": "e", "target": harness.webhook(), "trigger": {"type": "immediate"}}
     first = await harness.client.post(
@@ -163,7 +231,10 @@ async def test_creates_past_the_rate_are_a_429_with_retry_after(harness: Harness
         {"max_schedules": 1.5},
         {"max_schedules": "5"},
         {"max_creates_per_minute": 0},
-        {"max_deliveries_per_second": 5},
+        {"max_deliveries_per_second": 0},
+        {"max_deliveries_per_second": 10**400},
+        {"max_in_flight": True},
+        {"max_in_flight": 100001},
     ],
 )
 async def test_a_bad_quota_is_refused_naming_it(
