@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from app.cli.operator.backends import HttpOperator
 from chronoq.client import Client
 from tests.e2e.processes import Service, Services, free_port
 from tests.integration.cli import commands
@@ -352,8 +353,8 @@ async def test_tenants_and_their_keys_are_managed_over_http(service: Service) ->
     ]
     assert (await as_json(service, "tenant", "show", "acme"))["display_name"] == "Acme Inc"
     limited = await ok(service, "tenant", "set", "acme", "--max-schedules", "5")
-    assert "max schedules           5" in limited
-    assert "max creates per minute  no limit" in limited
+    assert "max schedules              5" in limited
+    assert "max creates per minute     no limit" in limited
     bad = await cli(service, "tenant", "set", "acme", "--max-schedules", "0")
     assert bad.returncode == 2
     assert "argument --max-schedules" in one_line(bad.stderr)
@@ -392,3 +393,189 @@ async def test_tenants_and_their_keys_are_managed_over_http(service: Service) ->
     gone = await cli(service, "tenant", "show", "acme")
     assert gone.returncode == 1
     assert one_line(gone.stderr) == "chronoq: tenant acme does not exist"
+
+
+def fields(text: str) -> dict[str, str]:
+    """A field list's values by name (`render.fields`: name, two spaces or more, value)."""
+    return dict(re.split(r"\s{2,}", line, maxsplit=1) for line in text.splitlines() if line)
+
+
+async def test_a_tenant_set_takes_every_field_and_show_and_list_say_them(
+    service: Service,
+) -> None:
+    made = await ok(
+        service,
+        "tenant",
+        "set",
+        "acme",
+        "--display-name",
+        "Acme",
+        "--weight",
+        "7",
+        "--paused",
+        "--max-schedules",
+        "100",
+        "--max-creates-per-minute",
+        "60",
+        "--max-deliveries-per-second",
+        "20",
+        "--max-in-flight",
+        "4",
+        "--retention-seconds",
+        "86400",
+    )
+    assert made.startswith("created tenant acme (version 1)\n\n")
+    with Client(service.base_url, api_key=WRITER, trust_env=False, tenant="acme") as acme:
+        acme.create_schedule(spec("http://127.0.0.1:9/h", name="one"))
+
+    shown = fields(await ok(service, "tenant", "show", "acme"))
+    assert shown["weight"] == "7"
+    assert shown["paused"].startswith("yes")
+    assert shown["max schedules"] == "100"
+    assert shown["max creates per minute"] == "60"
+    assert shown["max deliveries per second"] == "20"
+    assert shown["max in flight"] == "4"
+    assert shown["retention"] == "86400 seconds"
+    assert (shown["schedules"], shown["pending occurrences"]) == ("1", "1")
+    assert (shown["in flight"], shown["dead letters"]) == ("0", "0")
+    assert "waiting" in shown
+    document = await as_json(service, "tenant", "show", "acme")
+    assert (document["weight"], document["paused"], document["retention_seconds"]) == (
+        7,
+        True,
+        86400,
+    )
+    assert document["quotas"] == {
+        "max_schedules": 100,
+        "max_creates_per_minute": 60,
+        "max_deliveries_per_second": 20,
+        "max_in_flight": 4,
+    }
+    assert document["usage"]["schedules"] == 1
+    listed = (await ok(service, "tenant", "list")).splitlines()
+    titles = ["TENANT", "DISPLAY NAME", "WEIGHT", "PAUSED", "VERSION", "CREATED"]
+    assert re.split(r"\s{2,}", listed[0]) == titles
+    assert re.split(r"\s{2,}", listed[1])[:5] == ["acme", "Acme", "7", "yes", "1"]
+    assert re.split(r"\s{2,}", listed[2])[:5] == ["default", "-", "1", "no", "1"]
+
+    # A set is whole: what it leaves out goes back to its default, the pause included.
+    replaced = await as_json(service, "tenant", "set", "acme", "--retention-seconds", "0")
+    assert (replaced["version"], replaced["weight"], replaced["paused"]) == (2, 1, False)
+    assert set(replaced["quotas"].values()) == {None}
+    assert replaced["retention_seconds"] == 0
+    assert fields(await ok(service, "tenant", "show", "acme"))["retention"] == "forever (0)"
+
+
+@pytest.mark.parametrize(
+    ("args", "option", "message"),
+    [
+        (["--weight", "0"], "--weight", "a weight is 1 to 100, not 0"),
+        (["--weight", "101"], "--weight", "a weight is 1 to 100, not 101"),
+        (["--max-in-flight", "0"], "--max-in-flight", "1 to 100,000"),
+        (["--max-deliveries-per-second", "x"], "--max-deliveries-per-second", "not a whole"),
+        (["--retention-seconds", "-1"], "--retention-seconds", "0 keeps forever"),
+    ],
+)
+async def test_a_tenant_set_refuses_a_bad_value_naming_its_option(
+    service: Service, args: list[str], option: str, message: str
+) -> None:
+    refused = await cli(service, "tenant", "set", "acme", *args)
+
+    assert refused.returncode == 2
+    line = one_line(refused.stderr)
+    assert f"argument {option}: " in line
+    assert message in line
+    gone = await cli(service, "tenant", "show", "acme")
+    assert one_line(gone.stderr) == "chronoq: tenant acme does not exist"
+
+
+async def test_the_default_tenant_refuses_a_pause_and_delivery_quotas_naming_them(
+    service: Service,
+) -> None:
+    for option in ("--paused", "--max-in-flight 3", "--max-deliveries-per-second 3"):
+        refused = await cli(service, "tenant", "set", "default", *option.split())
+        assert refused.returncode == 2, option
+        line = one_line(refused.stderr)
+        assert line.startswith(f"chronoq: argument {option.split()[0]}: "), line
+        assert "the default tenant is never paused and has no delivery quotas" in line
+
+    paused = await cli(service, "tenant", "pause", "default")
+    assert paused.returncode == 2
+    assert one_line(paused.stderr).startswith(
+        "chronoq: tenant default was not paused (field paused): the default tenant is never paused"
+    )
+    resumed = await ok(service, "tenant", "resume", "default")
+    assert resumed.startswith("tenant default is not paused (version 1); nothing changed")
+    assert (await as_json(service, "tenant", "show", "default"))["version"] == 1
+
+
+async def test_a_paused_tenant_holds_its_deliveries_until_it_is_resumed(
+    service: Service,
+) -> None:
+    await ok(service, "tenant", "set", "acme", "--weight", "3", "--max-in-flight", "2")
+    paused = await ok(service, "tenant", "pause", "acme")
+    assert paused.startswith(
+        "paused tenant acme (version 2): none of its deliveries starts (they wait, nothing "
+        "is skipped) until `chronoq tenant resume acme`\n\n"
+    )
+    again = await as_json(service, "tenant", "pause", "acme")
+    assert (again["version"], again["paused"]) == (2, True)
+    assert (await ok(service, "tenant", "pause", "acme")).startswith(
+        "tenant acme is already paused (version 2); nothing changed"
+    )
+
+    async with Receiver() as receiver:
+        with Client(service.base_url, api_key=WRITER, trust_env=False, tenant="acme") as acme:
+            acme.create_schedule(spec(receiver.url("/held"), trigger={"type": "immediate"}))
+        deadline = time.monotonic() + 30
+        while (await as_json(service, "tenant", "show", "acme"))["usage"]["waiting"] < 1:
+            assert time.monotonic() < deadline, "the occurrence never waited"
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(1)  # twenty polls of the service: nothing of the tenant starts
+        assert receiver.on("/held") == []
+
+        resumed = await as_json(service, "tenant", "resume", "acme")
+        # Only `paused` changed: the rest of the tenant is as it was.
+        assert (resumed["version"], resumed["paused"], resumed["weight"]) == (3, False, 3)
+        assert resumed["quotas"]["max_in_flight"] == 2
+        await receiver.wait_for(1, "/held", timeout=30)
+    assert (await ok(service, "tenant", "resume", "acme")).startswith(
+        "tenant acme is not paused (version 3); nothing changed"
+    )
+
+
+async def test_a_tenant_pause_refuses_a_change_made_after_its_read(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await ok(service, "tenant", "set", "acme", "--display-name", "Acme")
+    read = HttpOperator.tenant
+
+    async def read_then_changed(self: HttpOperator, tenant: str) -> Any:
+        found = await read(self, tenant)
+        # Another operator's change lands between the command's read and its put.
+        async with httpx.AsyncClient(trust_env=False) as other:
+            answer = await other.put(
+                f"{service.base_url}/v1/tenants/{tenant}",
+                json={"display_name": "Theirs", "weight": 9},
+                headers={"Authorization": f"Bearer {WRITER}"},
+            )
+        assert answer.status_code == 200, answer.text
+        return found
+
+    monkeypatch.setattr(HttpOperator, "tenant", read_then_changed)
+    refused = await cli(service, "tenant", "pause", "acme")
+    monkeypatch.undo()
+
+    assert refused.returncode == 1
+    assert one_line(refused.stderr) == (
+        "chronoq: tenant acme changed after it was read (the tenant is at version 2; If-Match "
+        'named "1"): it was not paused; run the command again'
+    )
+    # The other operator's change stands, and nothing was paused.
+    after = await as_json(service, "tenant", "show", "acme")
+    assert (after["version"], after["display_name"], after["weight"], after["paused"]) == (
+        2,
+        "Theirs",
+        9,
+        False,
+    )

@@ -1,28 +1,62 @@
-"""`chronoq tenant list|show|set|delete` and `chronoq tenant key create|list|revoke`: tenants
-and their keys from the operator CLI, through the same services as /v1/tenants (DESIGN.md
-section 14).
+"""`chronoq tenant list|show|set|pause|resume|delete` and `chronoq tenant key
+create|list|revoke`: tenants and their keys from the operator CLI, through the same services
+as /v1/tenants (DESIGN.md section 14).
 
 Same conventions as the other operator commands (app/cli/operator/commands.py). The tenant is
 the command's argument (these manage tenants rather than act in one, so `--tenant` is not
-theirs). `key create` prints the key itself once: it is stored as its digest, and nothing
-shows it again.
+theirs). `set` replaces the tenant whole, like a PUT: an option left out goes to its default
+(no limit, weight 1, not paused). `pause` and `resume` read the tenant and put it back whole
+with `paused` as asked, under If-Match of the version read: a change made in between is
+refused, never overwritten. `key create` prints the key itself once: it is stored as its
+digest, and nothing shows it again.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import datetime
+from typing import TypeVar
 
 from app.api.schemas import Page
 from app.api.tenant_schemas import MadeKey, TenantKeyOut, TenantOut
 from app.cli.operator import text as render
-from app.cli.operator.backends import Operator
+from app.cli.operator.backends import Operator, Versions, domain_error
 from app.cli.operator.run import Output, Parser, add_limit, collect, execute, tenant_arg
+from app.client import errors as problems
+from app.domain.errors import InvalidInputError, PreconditionFailedError
+from app.domain.flow import MAX_PARALLELISM, MAX_RATE
 from app.domain.tenant_keys import KEY_NAME_ALPHABET, KEY_NAME_PATTERN, KeyRole
-from app.domain.tenants import MAX_DISPLAY_NAME, MAX_QUOTA, TENANT_ALPHABET, Quotas, TenantSpec
+from app.domain.tenants import (
+    DEFAULT_WEIGHT,
+    MAX_DISPLAY_NAME,
+    MAX_QUOTA,
+    MAX_RETENTION_SECONDS,
+    MAX_WEIGHT,
+    MIN_WEIGHT,
+    TENANT_ALPHABET,
+    Quotas,
+    TenantSpec,
+)
+from app.store.records.tenants import USAGE_CAP
 
-_OPTIONS = {"#/display_name": "--display-name", "#/name": "NAME", "#/expires_at": "--expires-at"}
+T = TypeVar("T")
+
+# Where a refusal points at a field of the body, the option that gave it.
+_OPTIONS = {
+    "#/display_name": "--display-name",
+    "#/weight": "--weight",
+    "#/paused": "--paused",
+    "#/quotas/max_schedules": "--max-schedules",
+    "#/quotas/max_creates_per_minute": "--max-creates-per-minute",
+    "#/quotas/max_deliveries_per_second": "--max-deliveries-per-second",
+    "#/quotas/max_in_flight": "--max-in-flight",
+    "#/retention_seconds": "--retention-seconds",
+    "#/name": "NAME",
+    "#/expires_at": "--expires-at",
+}
 
 
 def _key_name(text: str) -> str:
@@ -39,14 +73,34 @@ def _display_name(text: str) -> str:
     return text
 
 
-def _quota(text: str) -> int:
+def _whole(text: str, lowest: int, highest: int, what: str) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if not 1 <= value <= MAX_QUOTA:
-        raise argparse.ArgumentTypeError(f"a quota is 1 to {MAX_QUOTA:,}")
+    if not lowest <= value <= highest:
+        raise argparse.ArgumentTypeError(f"{what} is {lowest} to {highest:,}, not {value}")
     return value
+
+
+def _quota(text: str) -> int:
+    return _whole(text, 1, MAX_QUOTA, "a quota")
+
+
+def _deliveries_per_second(text: str) -> int:
+    return _whole(text, 1, MAX_RATE, "a delivery rate")
+
+
+def _in_flight(text: str) -> int:
+    return _whole(text, 1, MAX_PARALLELISM, "an in-flight quota")
+
+
+def _weight(text: str) -> int:
+    return _whole(text, MIN_WEIGHT, MAX_WEIGHT, "a weight")
+
+
+def _retention(text: str) -> int:
+    return _whole(text, 0, MAX_RETENTION_SECONDS, "a retention (seconds; 0 keeps forever)")
 
 
 def _instant(text: str) -> datetime:
@@ -59,25 +113,86 @@ def _instant(text: str) -> datetime:
     return value
 
 
+def _yes(value: bool) -> str:
+    return "yes" if value else "no"
+
+
 def _tenant_row(found: TenantOut) -> list[str]:
-    return [found.id, found.display_name or "-", str(found.version), render.when(found.created_at)]
+    return [
+        found.id,
+        found.display_name or "-",
+        str(found.weight),
+        _yes(found.paused),
+        str(found.version),
+        render.when(found.created_at),
+    ]
 
 
 def _limit(value: int | None) -> str:
     return "no limit" if value is None else str(value)
 
 
+def _retention_text(seconds: int | None) -> str:
+    if seconds is None:
+        return "the service's (CHRONOQ_SCHEDULE_RETENTION)"
+    if seconds == 0:
+        return "forever (0)"
+    return f"{seconds} seconds"
+
+
+def _count(value: int) -> str:
+    """A usage figure: the counts stop at USAGE_CAP (at least that many)."""
+    return f"{value} or more" if value >= USAGE_CAP else str(value)
+
+
 def _describe(found: TenantOut) -> str:
+    quotas, usage = found.quotas, found.usage
+    paused = (
+        f"yes: its deliveries wait until `chronoq tenant resume {found.id}`"
+        if found.paused
+        else "no"
+    )
     return render.fields(
         [
             ("tenant", found.id),
             ("display name", found.display_name or "-"),
             ("version", str(found.version)),
-            ("max schedules", _limit(found.quotas.max_schedules)),
-            ("max creates per minute", _limit(found.quotas.max_creates_per_minute)),
+            ("weight", str(found.weight)),
+            ("paused", paused),
+            ("max schedules", _limit(quotas.max_schedules)),
+            ("max creates per minute", _limit(quotas.max_creates_per_minute)),
+            ("max deliveries per second", _limit(quotas.max_deliveries_per_second)),
+            ("max in flight", _limit(quotas.max_in_flight)),
+            ("retention", _retention_text(found.retention_seconds)),
+            ("schedules", _count(usage.schedules)),
+            ("pending occurrences", _count(usage.pending_occurrences)),
+            ("in flight", _count(usage.in_flight)),
+            ("waiting", _count(usage.waiting)),
+            ("dead letters", _count(usage.dead_letters)),
             ("created at", render.when(found.created_at)),
             ("updated at", render.when(found.updated_at)),
         ]
+    )
+
+
+def _one(found: TenantOut, headline: str) -> Output:
+    return Output(found.model_dump(mode="json"), f"{headline}\n\n{_describe(found)}")
+
+
+def spec_of(found: TenantOut) -> TenantSpec:
+    """The tenant as a PUT would give it back, whole."""
+    quotas = found.quotas
+    return TenantSpec(
+        display_name=found.display_name,
+        weight=found.weight,
+        paused=found.paused,
+        quotas=Quotas(
+            quotas.max_schedules,
+            quotas.max_creates_per_minute,
+            quotas.max_deliveries_per_second,
+            quotas.max_in_flight,
+        ),
+        retention_seconds=found.retention_seconds,
     )
 
 
@@ -97,7 +212,8 @@ def _list(args: argparse.Namespace) -> int:
     async def work(operator: Operator) -> Output:
         found, more = await collect(args, operator.tenants)
         text = render.table(
-            ("TENANT", "DISPLAY NAME", "VERSION", "CREATED"), [_tenant_row(t) for t in found]
+            ("TENANT", "DISPLAY NAME", "WEIGHT", "PAUSED", "VERSION", "CREATED"),
+            [_tenant_row(t) for t in found],
         )
         if more:
             text += f"\n\n(the first {len(found)} tenants; more exist: raise --limit or --all)"
@@ -116,14 +232,88 @@ def _show(args: argparse.Namespace) -> int:
 
 def _set(args: argparse.Namespace) -> int:
     async def work(operator: Operator) -> Output:
-        quotas = Quotas(args.max_schedules, args.max_creates_per_minute)
-        spec = TenantSpec(display_name=args.display_name, quotas=quotas)
+        quotas = Quotas(
+            args.max_schedules,
+            args.max_creates_per_minute,
+            args.max_deliveries_per_second,
+            args.max_in_flight,
+        )
+        spec = TenantSpec(
+            display_name=args.display_name,
+            weight=args.weight,
+            paused=args.paused,
+            quotas=quotas,
+            retention_seconds=args.retention_seconds,
+        )
         found, created = await operator.put_tenant(args.tenant_id, spec)
         verb = "created" if created else "replaced"
-        headline = f"{verb} tenant {found.id} (version {found.version})"
-        return Output(found.model_dump(mode="json"), f"{headline}\n\n{_describe(found)}")
+        return _one(found, f"{verb} tenant {found.id} (version {found.version})")
 
     return execute(args, work, _OPTIONS)
+
+
+async def _refusal_as_domain(call: Awaitable[T]) -> T:
+    """`call`, with the service's refusal of a body or of its If-Match raised as the domain's
+    error, as the database backend raises it."""
+    try:
+        return await call
+    except (problems.PreconditionFailedError, problems.ValidationError) as problem:
+        raise domain_error(problem) from None
+
+
+async def set_paused(operator: Operator, tenant: str, paused: bool) -> tuple[TenantOut, bool]:
+    """Read the tenant, then put it back whole with `paused` as asked, under If-Match of the
+    version read. The tenant as it now is, and whether it was changed (not when it already
+    was as asked). A change made between the read and the put is a PreconditionFailedError,
+    and nothing is changed; a tenant that takes no pause (`default`) is an
+    InvalidInputError naming `paused`."""
+    before = await operator.tenant(tenant)
+    if before.paused == paused:
+        return before, False
+    wanted = dataclasses.replace(spec_of(before), paused=paused)
+    expected: Versions = frozenset({before.version})
+    try:
+        after, _ = await _refusal_as_domain(operator.put_tenant(tenant, wanted, expected))
+    except PreconditionFailedError as exc:
+        verb = "paused" if paused else "resumed"
+        raise PreconditionFailedError(
+            f"tenant {tenant} changed after it was read ({exc.detail}): it was not {verb}; "
+            "run the command again"
+        ) from None
+    except InvalidInputError as exc:
+        verb = "paused" if paused else "resumed"
+        field = (exc.pointer or "").removeprefix("#/").replace("/", ".")
+        named = f" (field {field})" if field else ""
+        raise InvalidInputError(f"tenant {tenant} was not {verb}{named}: {exc.detail}") from None
+    return after, True
+
+
+def _pause_command(paused: bool) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        async def work(operator: Operator) -> Output:
+            found, changed = await set_paused(operator, args.tenant_id, paused)
+            if not changed:
+                state = "already paused" if paused else "not paused"
+                return _one(
+                    found,
+                    f"tenant {found.id} is {state} (version {found.version}); nothing changed",
+                )
+            if paused:
+                headline = (
+                    f"paused tenant {found.id} (version {found.version}): none of its "
+                    "deliveries starts (they wait, nothing is skipped) until "
+                    f"`chronoq tenant resume {found.id}`"
+                )
+            else:
+                headline = (
+                    f"resumed tenant {found.id} (version {found.version}): its waiting "
+                    "deliveries start as its quotas allow"
+                )
+            return _one(found, headline)
+
+        return execute(args, work)
+
+    return run
 
 
 def _delete(args: argparse.Namespace) -> int:
@@ -190,9 +380,9 @@ def _add_tenant(parser: argparse.ArgumentParser) -> None:
 def add_tenant_commands(
     commands: argparse._SubParsersAction[argparse.ArgumentParser], common: Parser
 ) -> None:
-    """Register tenant list|show|set|delete and tenant key create|list|revoke."""
+    """Register tenant list|show|set|pause|resume|delete and tenant key create|list|revoke."""
     group = commands.add_parser("tenant", help="tenants and their keys")
-    names = ["list", "show", "set", "delete", "key"]
+    names = ["list", "show", "set", "pause", "resume", "delete", "key"]
     sub = group.add_subparsers(
         dest="tenant_command",
         metavar="{" + ",".join(names) + "}",
@@ -205,20 +395,28 @@ def add_tenant_commands(
     show = sub.add_parser("show", parents=[common], help="one tenant")
     _add_tenant(show)
     show.set_defaults(run=_show)
-    put = sub.add_parser("set", parents=[common], help="create or replace a tenant, like PUT")
+    put = sub.add_parser(
+        "set",
+        parents=[common],
+        help="create or replace a tenant whole, like PUT: an option left out goes to its "
+        "default (no limit, weight 1, not paused)",
+    )
     _add_tenant(put)
-    put.add_argument("--display-name", type=_display_name, default=None, metavar="TEXT")
-    put.add_argument(
-        "--max-schedules", type=_quota, default=None, metavar="N", help="live schedules"
-    )
-    put.add_argument(
-        "--max-creates-per-minute",
-        type=_quota,
-        default=None,
-        metavar="N",
-        help="creates a minute (a batch counts its items)",
-    )
+    _add_spec_options(put)
     put.set_defaults(run=_set)
+    changes: list[tuple[str, bool, str]] = [
+        (
+            "pause",
+            True,
+            "hold every delivery of a tenant (they wait, nothing is skipped) until it is "
+            "resumed; the rest of the tenant stays as it is",
+        ),
+        ("resume", False, "release a paused tenant's deliveries; the rest stays as it is"),
+    ]
+    for name, paused, help_text in changes:
+        parser = sub.add_parser(name, parents=[common], help=help_text)
+        _add_tenant(parser)
+        parser.set_defaults(run=_pause_command(paused))
     delete = sub.add_parser(
         "delete",
         parents=[common],
@@ -253,3 +451,59 @@ def add_tenant_commands(
     _add_tenant(revoke)
     revoke.add_argument("key_id", type=uuid.UUID, metavar="ID")
     revoke.set_defaults(run=_key_revoke)
+
+
+def _add_spec_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--display-name", type=_display_name, default=None, metavar="TEXT")
+    parser.add_argument(
+        "--weight",
+        type=_weight,
+        default=DEFAULT_WEIGHT,
+        metavar="N",
+        help=f"{MIN_WEIGHT} to {MAX_WEIGHT}: its share of the deliveries started when more is "
+        f"due than the fleet can start (default {DEFAULT_WEIGHT})",
+    )
+    parser.add_argument(
+        "--paused",
+        action="store_true",
+        help="hold every delivery of the tenant (they wait, nothing is skipped); a set "
+        "without it resumes the tenant, as a set replaces it whole (to flip only this, "
+        "use `tenant pause` or `tenant resume`)",
+    )
+    parser.add_argument(
+        "--max-schedules",
+        type=_quota,
+        default=None,
+        metavar="N",
+        help="live (pending or paused) schedules (default: no limit)",
+    )
+    parser.add_argument(
+        "--max-creates-per-minute",
+        type=_quota,
+        default=None,
+        metavar="N",
+        help="creates a minute, a batch counting its items (default: no limit)",
+    )
+    parser.add_argument(
+        "--max-deliveries-per-second",
+        type=_deliveries_per_second,
+        default=None,
+        metavar="N",
+        help=f"attempts started a second, fleet-wide (1 to {MAX_RATE:,}; default: no limit)",
+    )
+    parser.add_argument(
+        "--max-in-flight",
+        type=_in_flight,
+        default=None,
+        metavar="N",
+        help=f"attempts in flight at once, fleet-wide (1 to {MAX_PARALLELISM:,}; default: "
+        "no limit)",
+    )
+    parser.add_argument(
+        "--retention-seconds",
+        type=_retention,
+        default=None,
+        metavar="N",
+        help="how long its ended schedules are kept, overriding "
+        "CHRONOQ_SCHEDULE_RETENTION; 0 keeps them forever (default: that setting)",
+    )

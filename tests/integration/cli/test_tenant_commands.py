@@ -1,0 +1,257 @@
+"""`chronoq tenant set|show|list|pause|resume` on the database (break-glass): every field of a
+tenant set and shown, agreeing with /v1/tenants on the same data; a pause that holds the
+tenant's deliveries until it is resumed, under If-Match of the version read. In-process
+(commands.in_process). The same commands over HTTP: tests/e2e/test_cli_over_http.py."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from app.cli.operator.backends import DatabaseOperator
+from app.cli.operator.tenants import set_paused
+from app.domain.errors import InvalidInputError, PreconditionFailedError
+from app.domain.tenants import Tenant, TenantSpec
+from app.service.dead_letters import DeadLetterService
+from app.service.flow_keys import FlowKeyService
+from app.service.occurrences import OccurrenceService
+from app.service.schedules import ScheduleService
+from app.service.tenants import TenantService
+from tests.integration.cli.test_operator_commands import (
+    UNREACHABLE,
+    as_json,
+    chronoq,
+    ok,
+    one_line,
+)
+from tests.integration.conftest import Harness
+
+EVERY_OPTION = [
+    "--display-name",
+    "Acme",
+    "--weight",
+    "7",
+    "--paused",
+    "--max-schedules",
+    "100",
+    "--max-creates-per-minute",
+    "60",
+    "--max-deliveries-per-second",
+    "20",
+    "--max-in-flight",
+    "4",
+    "--retention-seconds",
+    "86400",
+]
+
+
+def fields(text: str) -> dict[str, str]:
+    """A field list's values by name (name, two spaces or more, value)."""
+    return dict(re.split(r"\s{2,}", line, maxsplit=1) for line in text.splitlines() if line)
+
+
+async def create_in(harness: Harness, tenant: str) -> None:
+    body = {
+        "event_type": "test.event",
+        "target": harness.webhook(),
+        "trigger": {"type": "immediate"},
+    }
+    response = await harness.client.post(
+        "/v1/schedules", json=body, headers={"Chronoq-Tenant": tenant}
+    )
+    assert response.status_code == 201, response.text
+
+
+async def test_set_takes_every_field_and_show_and_list_say_them(
+    harness: Harness, database_url: str
+) -> None:
+    made = await ok("tenant", "set", "acme", *EVERY_OPTION, database_url=database_url)
+    assert made.startswith("created tenant acme (version 1)\n\n")
+    await create_in(harness, "acme")
+
+    stored = await harness.get("/v1/tenants/acme")
+    assert (stored["weight"], stored["paused"], stored["retention_seconds"]) == (7, True, 86400)
+    assert stored["quotas"] == {
+        "max_schedules": 100,
+        "max_creates_per_minute": 60,
+        "max_deliveries_per_second": 20,
+        "max_in_flight": 4,
+    }
+    shown = fields(await ok("tenant", "show", "acme", database_url=database_url))
+    assert shown["weight"] == "7"
+    assert shown["paused"] == "yes: its deliveries wait until `chronoq tenant resume acme`"
+    assert shown["max schedules"] == "100"
+    assert shown["max creates per minute"] == "60"
+    assert shown["max deliveries per second"] == "20"
+    assert shown["max in flight"] == "4"
+    assert shown["retention"] == "86400 seconds"
+    assert (shown["schedules"], shown["pending occurrences"], shown["waiting"]) == ("1", "1", "1")
+    assert (shown["in flight"], shown["dead letters"]) == ("0", "0")
+    # --format json is the API's answer.
+    assert await as_json("tenant", "show", "acme", database_url=database_url) == (
+        await harness.get("/v1/tenants/acme")
+    )
+    listed = (await ok("tenant", "list", database_url=database_url)).splitlines()
+    assert re.split(r"\s{2,}", listed[0]) == [
+        "TENANT",
+        "DISPLAY NAME",
+        "WEIGHT",
+        "PAUSED",
+        "VERSION",
+        "CREATED",
+    ]
+    assert re.split(r"\s{2,}", listed[1])[:5] == ["acme", "Acme", "7", "yes", "1"]
+    assert re.split(r"\s{2,}", listed[2])[:5] == ["default", "-", "1", "no", "1"]
+
+    # A set is whole: what it leaves out goes to its default, the pause included.
+    replaced = await ok("tenant", "set", "acme", database_url=database_url)
+    assert replaced.startswith("replaced tenant acme (version 2)\n\n")
+    shown = fields(replaced.split("\n\n")[1])
+    assert (shown["weight"], shown["paused"], shown["max in flight"]) == ("1", "no", "no limit")
+    assert shown["retention"] == "the service's (CHRONOQ_SCHEDULE_RETENTION)"
+
+
+async def test_a_paused_tenant_delivers_nothing_until_it_is_resumed(
+    harness: Harness, database_url: str
+) -> None:
+    await ok(
+        "tenant", "set", "acme", "--weight", "3", "--max-in-flight", "2", database_url=database_url
+    )
+    paused = await ok("tenant", "pause", "acme", database_url=database_url)
+    assert paused.startswith(
+        "paused tenant acme (version 2): none of its deliveries starts (they wait, nothing is "
+        "skipped) until `chronoq tenant resume acme`\n\n"
+    )
+    again = await ok("tenant", "pause", "acme", database_url=database_url)
+    assert again.startswith("tenant acme is already paused (version 2); nothing changed")
+
+    await create_in(harness, "acme")
+    assert await harness.step() == 0
+    assert harness.receiver.requests == []
+    shown = fields(await ok("tenant", "show", "acme", database_url=database_url))
+    assert (shown["paused"][:3], shown["waiting"]) == ("yes", "1")
+
+    resumed = await as_json("tenant", "resume", "acme", database_url=database_url)
+    # Only `paused` changed: the rest of the tenant is as it was.
+    assert (resumed["version"], resumed["paused"], resumed["weight"]) == (3, False, 3)
+    assert resumed["quotas"]["max_in_flight"] == 2
+    assert await harness.step() == 1
+    assert len(harness.receiver.requests) == 1
+    again = await ok("tenant", "resume", "acme", database_url=database_url)
+    assert again.startswith("tenant acme is not paused (version 3); nothing changed")
+
+
+async def test_the_default_tenant_is_never_paused_and_resuming_it_changes_nothing(
+    harness: Harness, database_url: str
+) -> None:
+    refused = await chronoq("tenant", "pause", "default", database_url=database_url)
+    assert refused.returncode == 2
+    assert one_line(refused.stderr).startswith(
+        "chronoq: tenant default was not paused (field paused): the default tenant is never "
+        "paused and has no delivery quotas"
+    )
+    for option in ("--paused", "--max-in-flight", "--max-deliveries-per-second"):
+        value = [] if option == "--paused" else ["3"]
+        refused = await chronoq(
+            "tenant", "set", "default", option, *value, database_url=database_url
+        )
+        assert refused.returncode == 2, option
+        assert one_line(refused.stderr).startswith(f"chronoq: argument {option}: the default")
+
+    resumed = await ok("tenant", "resume", "default", database_url=database_url)
+    assert resumed.startswith("tenant default is not paused (version 1); nothing changed")
+    assert (await harness.get("/v1/tenants/default"))["version"] == 1
+    missing = await chronoq("tenant", "pause", "nobody", database_url=database_url)
+    assert missing.returncode == 1
+    assert one_line(missing.stderr).startswith("chronoq: tenant nobody does not exist in ")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--weight", "0"], "argument --weight: a weight is 1 to 100, not 0"),
+        (["--weight", "many"], "argument --weight: 'many' is not a whole number"),
+        (["--max-deliveries-per-second", "0"], "argument --max-deliveries-per-second: "),
+        (["--max-in-flight", "100001"], "argument --max-in-flight: an in-flight quota is 1 to"),
+        (["--retention-seconds", "-5"], "argument --retention-seconds: a retention"),
+        (["--paused", "yes"], "unrecognized arguments: yes"),
+    ],
+)
+async def test_a_bad_value_is_a_usage_error_found_before_the_database_is_opened(
+    args: list[str], message: str
+) -> None:
+    # The database is unreachable: the value is refused first, with exit 2.
+    refused = await chronoq("tenant", "set", "acme", *args, database_url=UNREACHABLE)
+
+    assert refused.returncode == 2
+    assert message in one_line(refused.stderr)
+
+
+def on(harness: Harness, tenants: TenantService) -> DatabaseOperator:
+    """The commands' operator on the harness's database, with `tenants` as its service."""
+    database = harness.database
+    return DatabaseOperator(
+        "the database",
+        ScheduleService(database, harness.settings),
+        DeadLetterService(database),
+        OccurrenceService(database),
+        FlowKeyService(database),
+        tenants_=tenants,
+    )
+
+
+class ChangedAfterRead(TenantService):
+    """The service, with another operator's put landing just after each read."""
+
+    def __init__(self, harness: Harness, theirs: TenantSpec) -> None:
+        super().__init__(harness.database)
+        self._theirs = theirs
+
+    async def get(self, tenant: str) -> Tenant:
+        found = await super().get(tenant)
+        await super().put(tenant, self._theirs)
+        return found
+
+
+@pytest.mark.parametrize("paused", [True, False], ids=["pause", "resume"])
+async def test_a_change_between_the_read_and_the_put_is_not_overwritten(
+    harness: Harness, database_url: str, paused: bool
+) -> None:
+    service = TenantService(harness.database)
+    await service.put("acme", TenantSpec(display_name="Acme", paused=not paused))
+    theirs = TenantSpec(display_name="Theirs", weight=9, paused=not paused)
+
+    with pytest.raises(PreconditionFailedError) as raised:
+        await set_paused(on(harness, ChangedAfterRead(harness, theirs)), "acme", paused)
+
+    verb = "paused" if paused else "resumed"
+    assert raised.value.detail == (
+        'tenant acme changed after it was read (the tenant is at version 2; If-Match named "1"'
+        f"): it was not {verb}; run the command again"
+    )
+    # The other operator's tenant stands, and the CLI shows it so.
+    shown = await as_json("tenant", "show", "acme", database_url=database_url)
+    assert (shown["version"], shown["display_name"], shown["weight"], shown["paused"]) == (
+        2,
+        "Theirs",
+        9,
+        not paused,
+    )
+
+
+async def test_a_pause_with_no_change_in_between_puts_the_tenant_back_whole(
+    harness: Harness,
+) -> None:
+    service = TenantService(harness.database)
+    kept = TenantSpec(display_name="Acme", weight=4, retention_seconds=60)
+    await service.put("acme", kept)
+
+    found, changed = await set_paused(on(harness, service), "acme", True)
+
+    assert changed
+    assert (found.version, found.paused, found.weight) == (2, True, 4)
+    assert (found.display_name, found.retention_seconds) == ("Acme", 60)
+    with pytest.raises(InvalidInputError) as raised:
+        await set_paused(on(harness, service), "default", True)
+    assert "(field paused)" in raised.value.detail
