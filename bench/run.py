@@ -521,14 +521,18 @@ def schedule_item(hook: str, at: str, n: int, workload: str) -> dict[str, Any]:
 
 
 async def create_batches(
-    http: aiohttp.ClientSession, base: str, items: list[dict[str, Any]]
+    http: aiohttp.ClientSession,
+    base: str,
+    items: list[dict[str, Any]],
+    headers: dict[str, str] | None = None,
 ) -> list[str]:
     """POST /v1/schedules/batch, BATCH items at a time, one after the other; next occurrence
-    ids in order."""
+    ids in order. `headers`: each request's (a tenant's, say)."""
     ids: list[str] = []
     for start in range(0, len(items), BATCH):
         body = {"items": items[start : start + BATCH]}
-        async with http.post(base + "/v1/schedules/batch", json=body) as response:
+        post = http.post(base + "/v1/schedules/batch", json=body, headers=headers)
+        async with post as response:
             text = await response.text()
             if response.status != 201:
                 raise RuntimeError(f"batch create answered {response.status}: {text[:500]}")

@@ -39,6 +39,7 @@ from app.domain.tenants import (
     DEFAULT_TENANT,
     Quotas,
     TenantSpec,
+    Usage,
     key_name,
     key_prefix,
     stored_key,
@@ -218,12 +219,23 @@ async def find_by_idempotency_key(
     return await database.run(work)
 
 
-async def put_tenant(database: Database, tenant: str, quotas: Quotas | None = None) -> None:
+async def put_tenant(
+    database: Database, tenant: str, quotas: Quotas | None = None, **fields: Any
+) -> None:
+    """Put `tenant` whole: its `quotas` and the other fields of `TenantSpec` given."""
+    spec = TenantSpec(quotas=quotas or Quotas(), **fields)
+
     async def work(conn: Connection) -> None:
-        now = await transaction_now(conn)
-        await TenantStore().put(conn, tenant, TenantSpec(quotas=quotas or Quotas()), None, now)
+        await TenantStore().put(conn, tenant, spec, None, await transaction_now(conn))
 
     await database.run(work)
+
+
+async def tenant_usage(database: Database, tenant: str) -> Usage:
+    async def work(conn: Connection) -> Usage:
+        return await TenantStore().usage(conn, tenant, await transaction_now(conn))
+
+    return await database.run(work)
 
 
 async def admit(database: Database, tenant: str, creates: int) -> None:

@@ -13,6 +13,7 @@ Invariants:
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.domain.tenants import DEFAULT_TENANT, DEFAULT_WEIGHT
 from app.store.dialects import dialect_of
 from app.store.dialects.base import Dialect
 from app.store.loop.flow_claims import FlowClaims, KeyedClaim
@@ -43,9 +45,12 @@ class _Share:
 
     demand: int = 0  # how many the last claim of the kind could have taken
     unseen: int = 0  # claims in a row that did not look at the kind
+    # The part of each claim its tenants' weights give the kind (keyed rows: the other
+    # tenants', against the default tenant's unkeyed rows), when more than a third.
+    weighted: float = 0.0
 
     def kept(self, limit: int) -> int:
-        return min(limit // 3, self.demand)
+        return min(max(limit // 3, math.ceil(limit * self.weighted)), self.demand)
 
     def found(self, count: int, room: int, limit: int) -> None:
         """The kind's claim took `count` of the `room` it had: all of it, or a look that
@@ -152,15 +157,21 @@ class ClaimMix:
             else:  # a look only: whether any is due
                 self._again.found(int(await _any_due(conn, dialect, UNKEYED_AGAIN)), 0, limit)
         keyed = await self._claim_keyed(
-            conn, limit - len(claimed), lease, token, owner, ahead, starts.left, skip
+            conn, limit, limit - len(claimed), lease, token, owner, ahead, starts.left, skip
         )
         claimed += keyed.rows
         more = more or keyed.demand > len(keyed.rows) > 0
         return Leased(claimed, more, keyed)
 
+    @property
+    def weights(self) -> dict[str, int]:
+        """The tenants' weights as last read (a tenant not named: DEFAULT_WEIGHT)."""
+        return self._flow.weights
+
     async def _claim_keyed(
         self,
         conn: AsyncConnection,
+        limit: int,
         room: int,
         lease: float,
         token: uuid.UUID,
@@ -183,5 +194,12 @@ class ClaimMix:
             start=start,
             skip=skip,
         )
-        self._keyed.demand = keyed.demand
+        # More than it took (or a look that found any): it keeps its whole share.
+        self._keyed.demand = limit if keyed.demand > len(keyed.rows) else keyed.demand
+        others = sum(w for t, w in keyed.tenants.items() if t != DEFAULT_TENANT)
+        if others:
+            mine = self._flow.weights.get(DEFAULT_TENANT, DEFAULT_WEIGHT)
+            self._keyed.weighted = others / (others + mine)
+        else:
+            self._keyed.weighted = 0.0
         return keyed

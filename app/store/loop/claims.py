@@ -31,6 +31,7 @@ from app.domain.claim_plan import (
     cadence_schedules,
     plan_claim,
 )
+from app.domain.fair_share import interleave
 from app.domain.occurrence import AttemptOutcome, Delivery, Origin
 from app.domain.schedule import AutoPause
 from app.domain.target import Target
@@ -137,6 +138,10 @@ def _readable(read: Callable[[Any], _T], stored: Any) -> _T | Unreadable:
         return read(stored)
     except Exception as exc:  # an unreadable definition fails its row in the plan
         return Unreadable(exc)
+
+
+def _tenant_of(delivery: Delivery) -> str:
+    return delivery.tenant
 
 
 def _error(failed: Unplannable) -> str:
@@ -271,8 +276,11 @@ class ClaimStore:
         await finish_one_shots(conn, plan.finished_one_shots, now)
         if plan.done_recurring:
             await finish_recurring(conn, plan.done_recurring, now)
+        # Each tenant's deliveries at its weight's pace (each tenant's in fire order), so
+        # that the lanes start them so too: no tenant's backlog queues ahead of another's.
+        deliveries = interleave(plan.deliveries, _tenant_of, self._mix.weights)
         return Claimed(
-            plan.deliveries,
+            deliveries,
             keyed.held_back_in,
             not_before,
             more,

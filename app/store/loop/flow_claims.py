@@ -37,7 +37,15 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.domain.fair_share import interleave, take_shares
 from app.domain.flow import Bucket, FlowLimits, Ordering, allowance, full_bucket
+from app.domain.tenants import (
+    DEFAULT_TENANT,
+    DEFAULT_WEIGHT,
+    is_own_key,
+    own_key,
+    tenant_of_key,
+)
 from app.store.dialects import dialect_of
 from app.store.dialects.claim_rows import DUE_KEY_COLUMNS, DUE_WINDOW
 from app.store.loop.sql import ClaimRows, typed, union_all
@@ -50,6 +58,7 @@ from app.store.records.flow_keys import (
     unshelve_keys,
     unshelving_keys,
 )
+from app.store.schema.tables import flow_keys, occurrences, starts_with, tenants
 from app.store.schema.types import UUID, UTCDateTime
 
 # A key's row as the keyed claim reads it under its lock (named SQL `lock_keys`).
@@ -97,6 +106,8 @@ class KeyedClaim:
     # Due keys it held back, by why: paused, backoff, rate, parallelism, order (a fifo head
     # retrying or in flight).
     held_back: Counter[str] = field(default_factory=Counter)
+    # The tenants with keyed work it could start, each with its weight (fair dispatch).
+    tenants: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +115,56 @@ class _Pick:
     key: str
     most: int
     fifo: bool
+    tenant: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Gate:
+    """A tenant's own key's row (`own_key`) as a claim read it: the limits that hold back
+    every delivery of the tenant, each of its keys' included (its pause, its delivery
+    quotas)."""
+
+    limits: FlowLimits
+    row: Any
+
+
+# How often a replica reads the tenants' weights again: a weight put counts within this.
+WEIGHTS_EVERY = timedelta(seconds=2)
+
+
+def _tenant_of_row(row: Any) -> str:
+    return tenant_of_key(row.flow_key)
+
+
+def _least(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    return a if b is None else min(a, b)
+
+
+async def tenants_in_flight(
+    conn: AsyncConnection, tenant_ids: Sequence[str], now: datetime
+) -> Counter[str]:
+    """Per tenant of `tenant_ids`, its attempts in flight at `now`: the live leases of its
+    keys (its own key's among them), read from the index of keyed leases (FLOW_LEASED),
+    which holds what is in flight and no more."""
+    if not tenant_ids:
+        return Counter()
+    o = occurrences.c
+    statement = (
+        sa.select(o.flow_key, sa.func.count().label("in_flight"))
+        .where(
+            o.flow_key.is_not(None),
+            o.lease_token.is_not(None),
+            o.lease_until > now,
+            sa.or_(*(sa.and_(*starts_with(o.flow_key, own_key(t))) for t in tenant_ids)),
+        )
+        .group_by(o.flow_key)
+    )
+    counts: Counter[str] = Counter()
+    for row in await conn.execute(statement):
+        counts[tenant_of_key(row.flow_key)] += row.in_flight
+    return counts
 
 
 def _limits(row: Any) -> FlowLimits | None:
@@ -156,13 +217,42 @@ def _candidates(parts: tuple[str, ...], dialect: str) -> sa.TextualSelect:
     )
 
 
+def _started(rows: Sequence[Any], buckets: dict[str, Any]) -> Counter[str]:
+    """What the leased `rows` spend from each bucket: a key's, its rows; a tenant's (under
+    its own key), every row of the tenant."""
+    by_key = Counter(row.flow_key for row in rows)
+    by_tenant = Counter(tenant_of_key(row.flow_key) for row in rows)
+    return Counter(
+        {key: by_tenant[tenant_of_key(key)] if is_own_key(key) else by_key[key] for key in buckets}
+    )
+
+
+_f = flow_keys.c
+# The gates' rows (`_Gate`), read with no lock, as the keyed claim reads a due key's.
+_GATE_ROWS = sa.select(
+    _f.key.label("flow_key"),
+    _f.rate,
+    _f.period_seconds,
+    _f.burst,
+    _f.parallelism,
+    _f.ordering,
+    _f.paused,
+    _f.tokens,
+    _f.refilled_at,
+    _f.backoff_until,
+).where(_f.key.in_(sa.bindparam("keys", expanding=True)))
+
+
 class FlowClaims:
     """The keyed part of a claim; runs inside the claim's transaction. One per replica: it
-    keeps when its claims next look for shelved keys that may start again."""
+    keeps when its claims next look for shelved keys that may start again, and the tenants'
+    weights as last read."""
 
     def __init__(self) -> None:
         self._look_at: datetime | None = None  # None: at the next claim
         self._unshelve_at: datetime | None = None  # the soonest known back-off end
+        self._weights: dict[str, int] = {}  # of the tenants whose weight is not the default
+        self._weights_at: datetime | None = None  # when they are read again (None: now)
 
     async def claim(
         self,
@@ -176,77 +266,116 @@ class FlowClaims:
         start: int | None = None,
         skip: Sequence[str] = (),
     ) -> KeyedClaim:
-        """Lease up to `room` due keyed occurrences, oldest due first, as their keys allow.
-        The rows of keys without limits are claimed as unkeyed rows are, `ahead` and the
-        destinations to `skip` included; a key with limits starts nothing before its
-        instant (its limits are the key's, wherever it delivers). `start`: as
-        `Dialect.claim`'s, shared by its two statements."""
+        """Lease up to `room` due keyed occurrences, oldest due first, as their keys and
+        their tenants allow. The rows of keys without limits are claimed as unkeyed rows
+        are, `ahead` and the destinations to `skip` included; a key with limits starts
+        nothing before its instant (its limits are the key's, wherever it delivers). `start`:
+        as `Dialect.claim`'s, shared by its two statements.
+
+        Tenants: a tenant's pause and delivery quotas (its own key's row, `own_key`) bound
+        all its keys together; when keys of more than one tenant may start, the room is
+        shared by the tenants' weights (`app.domain.fair_share`), what one cannot use going
+        to the others."""
         dialect = dialect_of(conn)
         await self._unshelve(conn)
         due = await keys_with_work_due(conn, ahead)
         if not due:
             return KeyedClaim([], held_back_in=self._unshelve_in(dialect.clock.host_now()))
         now: datetime = due[0].now
+        weights = await self._weights_of(conn)
+        gates = await self._gates(conn, due)
         held_back: Counter[str] = Counter()
         held_back_in: float | None = None
         shelving: list[str] = []  # due keys paused or backing off: their rows to shelve
         free: list[str] = []  # keys with no limits: no lock, no count
         bounded: list[str] = []  # keys that may start something once locked
-        for row in due:
+        with_rows: set[str] = set()  # of those, the keys with a row of their own to lock
+        # Each tenant's keys in turn, so that one tenant's many keys never fill the room.
+        for row in interleave(due, _tenant_of_row, weights):
             if len(free) + len(bounded) >= max(room, 1):
                 break  # each key starts one at least: the oldest `room` keys fill the room
+            key = row.flow_key
             backing_off = _backing_off(row, now)
             if backing_off is not None:
                 held_back["backoff"] += 1
                 held_back_in = _sooner(held_back_in, backing_off)
-                shelving.append(row.flow_key)
+                shelving.append(key)
                 continue
+            gate = gates.get(tenant_of_key(key))
+            if gate is not None and not is_own_key(key):
+                # The tenant's pause or its quotas hold every key of it (from the unlocked
+                # read; its own key's row, locked with the keys, decides).
+                most, bucket = allowance(
+                    gate.limits, _bucket(gate.row, gate.limits, now), in_flight=0, now=now
+                )
+                if most == 0:
+                    held_back["paused" if gate.limits.paused else "rate"] += 1
+                    if not gate.limits.paused:
+                        held_back_in = _sooner(held_back_in, bucket.next_token_in(gate.limits))
+                    continue
             limits = _limits(row)
-            if limits is None or not limits.limited:
-                free.append(row.flow_key)
+            keyed = limits is not None and limits.limited
+            if not keyed and gate is None:
+                free.append(key)
                 continue
             if row.first_at > now:
                 continue  # due only within `ahead`: a key with limits waits for the instant
-            # From the unlocked read: a paused key or an empty bucket needs no lock to wait.
-            most, bucket = allowance(limits, _bucket(row, limits, now), in_flight=0, now=now)
-            if most == 0:
-                held_back["paused" if limits.paused else "rate"] += 1
-                if limits.paused:
-                    shelving.append(row.flow_key)
-                else:
-                    held_back_in = _sooner(held_back_in, bucket.next_token_in(limits))
-                continue
-            bounded.append(row.flow_key)
+            if keyed:
+                assert limits is not None
+                # From the unlocked read: a paused key or an empty bucket needs no lock.
+                most, bucket = allowance(limits, _bucket(row, limits, now), in_flight=0, now=now)
+                if most == 0:
+                    held_back["paused" if limits.paused else "rate"] += 1
+                    if limits.paused:
+                        shelving.append(key)
+                    else:
+                        held_back_in = _sooner(held_back_in, bucket.next_token_in(limits))
+                    continue
+            if row.period_seconds is not None:
+                with_rows.add(key)
+            bounded.append(key)
         if await self._shelve(conn, shelving, now):
             self._look_at = None  # when what this claim shelved may start again
         held_back_in = _sooner(held_back_in, self._unshelve_in(dialect.clock.host_now()))
+        due_tenants = {tenant_of_key(key) for key in [*free, *bounded]}
+        tenant_weights = {t: weights.get(t, DEFAULT_WEIGHT) for t in due_tenants}
         if room <= 0:  # a look only: whether any due key may start something
-            return KeyedClaim([], len(free) + len(bounded), held_back_in, held_back)
-        picks, buckets, wait = await self._bounded(conn, bounded, room, now, held_back)
+            return KeyedClaim([], len(free) + len(bounded), held_back_in, held_back, tenant_weights)
+        picks, buckets, budgets, wait = await self._bounded(
+            conn, bounded, with_rows, room, now, held_back, gates
+        )
         held_back_in = _sooner(held_back_in, wait)
+        if free and len(due_tenants) > 1:
+            # Keys of more than one tenant may start: every key's rows are chosen first and
+            # shared by the tenants' weights (no claim ahead of a key's instant then).
+            picks += [_Pick(key, room + 1, False, tenant_of_key(key)) for key in free]
+            free = []
         rows: list[Any] = []
         demand = 0
         if picks:
             chosen = await self._choose(conn, picks, now, held_back)
-            demand = len(chosen)
-            oldest = sorted(chosen, key=lambda r: r.available_at)[:room]
-            if oldest:
+            chosen.sort(key=lambda r: r.available_at)
+            caps = {t: most for t, most in budgets.items() if most is not None}
+            taken = take_shares(chosen, _tenant_of_row, weights, room, caps)
+            demand = len(taken) + (1 if len(chosen) > len(taken) else 0)
+            if taken:
                 rows = list(
                     await dialect.claim(
                         conn,
-                        limit=len(oldest),
+                        limit=len(taken),
                         lease=lease,
                         token=token,
                         owner=owner,
                         rows=ClaimRows.CHOSEN,
-                        ids=[row.occurrence_id for row in oldest],
+                        ids=[row.occurrence_id for row in taken],
                         start=start,
+                        skip=skip,
                     )
                 )
-                await self._spend(conn, buckets, Counter(row.flow_key for row in rows))
+                await self._spend(conn, buckets, _started(rows, buckets))
         left = room - len(rows)
         if free and left > 0:
-            taken = await dialect.claim(
+            unchosen = await dialect.claim(
                 conn,
                 limit=left,
                 lease=lease,
@@ -259,9 +388,42 @@ class FlowClaims:
                 # What the chosen rows started is no longer free to start.
                 start=None if start is None else start - sum(not r.lease_ahead for r in rows),
             )
-            rows += taken
-            demand += len(taken) + (1 if len(taken) >= left else 0)
-        return KeyedClaim(rows, demand, held_back_in, held_back)
+            rows += unchosen
+            demand += len(unchosen) + (1 if len(unchosen) >= left else 0)
+        return KeyedClaim(rows, demand, held_back_in, held_back, tenant_weights)
+
+    @property
+    def weights(self) -> dict[str, int]:
+        """The tenants' weights as last read (a tenant not named: DEFAULT_WEIGHT)."""
+        return self._weights
+
+    async def _weights_of(self, conn: AsyncConnection) -> dict[str, int]:
+        """The tenants' weights but the default one, read again every WEIGHTS_EVERY."""
+        now = dialect_of(conn).clock.host_now()
+        if self._weights_at is None or now >= self._weights_at:
+            found = await conn.execute(
+                sa.select(tenants.c.id, tenants.c.weight).where(tenants.c.weight != DEFAULT_WEIGHT)
+            )
+            self._weights = {row.id: row.weight for row in found}
+            self._weights_at = now + WEIGHTS_EVERY
+        return self._weights
+
+    async def _gates(self, conn: AsyncConnection, due: Sequence[Any]) -> dict[str, _Gate]:
+        """The gates (`_Gate`) of the tenants of `due` keys that have one: their own keys'
+        rows, from `due` where the own key is due itself, else read (no lock)."""
+        rows = {row.flow_key: row for row in due}
+        wanted = {own_key(t) for t in {_tenant_of_row(row) for row in due} if t != DEFAULT_TENANT}
+        missing = sorted(key for key in wanted if key not in rows)
+        if missing:
+            found = await conn.execute(_GATE_ROWS, {"keys": missing})
+            rows.update({row.flow_key: row for row in found})
+        gates: dict[str, _Gate] = {}
+        for key in wanted:
+            row = rows.get(key)
+            limits = None if row is None else _limits(row)
+            if limits is not None and limits.limited:
+                gates[tenant_of_key(key)] = _Gate(limits, row)
+        return gates
 
     async def _shelve(self, conn: AsyncConnection, keys: list[str], now: datetime) -> bool:
         """Shelve the rows of the keys that are still paused or backing off under their
@@ -303,53 +465,111 @@ class FlowClaims:
         self,
         conn: AsyncConnection,
         keys: list[str],
+        with_rows: set[str],
         room: int,
         now: datetime,
         held_back: Counter[str],
-    ) -> tuple[list[_Pick], dict[str, tuple[FlowLimits, Bucket]], float | None]:
-        """Lock the keys with limits, count what of them is in flight and allow each what
-        its limits give; also the buckets to spend from, and how soon a key out of tokens
-        has one again."""
+        gates: dict[str, _Gate],
+    ) -> tuple[
+        list[_Pick],
+        dict[str, tuple[FlowLimits, Bucket]],
+        dict[str, int | None],
+        float | None,
+    ]:
+        """Lock the keys with limits and the gates of their tenants, count what of them is
+        in flight and allow each key what its limits and its tenant's give: the picks, the
+        buckets to spend from (a gate's under its own key), what each gated tenant may start
+        in all (None: no bound), and how soon a key or tenant out of tokens has one again.
+        A key or gate another claim holds starts nothing here."""
         if not keys:
-            return [], {}, None
+            return [], {}, {}, None
         dialect = dialect_of(conn).name
-        locked = (await conn.execute(_lock_keys(dialect), {"keys": keys})).all()
-        limited = {row.flow_key: _limits(row) for row in locked}
+        tenant_of = {key: tenant_of_key(key) for key in keys}
+        gated = sorted({t for t in tenant_of.values() if t in gates})
+        lock = sorted(with_rows | {own_key(t) for t in gated})
+        locked = {
+            row.flow_key: row
+            for row in (await conn.execute(_lock_keys(dialect), {"keys": lock})).all()
+        }
+        limited = {
+            key: _limits(locked[key]) for key in keys if key in locked and not is_own_key(key)
+        }
         counted = [key for key, limits in limited.items() if limits and limits.most_in_flight]
         flying: dict[str, int] = {}
         if counted:
             counts = await conn.execute(in_flight(dialect), {"keys": counted, "now": now})
             flying = {row.flow_key: row.in_flight for row in counts}
-        picks: list[_Pick] = []
         buckets: dict[str, tuple[FlowLimits, Bucket]] = {}
         wait: float | None = None
-        for row in locked:
-            limits = limited[row.flow_key]
-            if limits is None or _backing_off(row, now) is not None:
-                continue  # the limits went, or a back-off came, since the unlocked read
-            most, bucket = allowance(
-                limits,
-                _bucket(row, limits, now),
-                in_flight=flying.get(row.flow_key, 0),
-                now=now,
+        budgets: dict[str, int | None] = {}
+        gate_limits = {t: _limits(locked[own_key(t)]) for t in gated if own_key(t) in locked}
+        tenant_flying = await tenants_in_flight(
+            conn, [t for t, limits in gate_limits.items() if limits and limits.most_in_flight], now
+        )
+        for t in gated:
+            limits = gate_limits.get(t)
+            if own_key(t) not in locked:
+                budgets[t] = 0  # another claim holds the tenant: its keys wait for it
+                continue
+            if limits is None or not limits.limited:
+                budgets[t] = None  # its quotas went since the unlocked read
+                continue
+            gate_row = locked[own_key(t)]
+            allowed, bucket = allowance(
+                limits, _bucket(gate_row, limits, now), in_flight=tenant_flying[t], now=now
             )
+            budgets[t] = allowed
             if limits.capacity is not None:
-                buckets[row.flow_key] = (limits, bucket)
-            if most == 0:
+                buckets[own_key(t)] = (limits, bucket)
+            if allowed == 0:
                 if limits.paused:
                     held_back["paused"] += 1
                 elif limits.capacity is not None and bucket.next_token_in(limits):
                     held_back["rate"] += 1
                     wait = _sooner(wait, bucket.next_token_in(limits))
                 else:
-                    fifo = limits.ordering is Ordering.FIFO
-                    held_back["order" if fifo else "parallelism"] += 1
+                    held_back["parallelism"] += 1
+        picks: list[_Pick] = []
+        for key in keys:
+            tenant = tenant_of[key]
+            budget = budgets.get(tenant)
+            if budget == 0:
                 continue
-            fifo = limits.ordering is Ordering.FIFO
+            most: int | None = None
+            fifo = False
+            if key in with_rows and not is_own_key(key):
+                key_row = locked.get(key)
+                if key_row is None or _backing_off(key_row, now) is not None:
+                    continue  # another claim holds the key, or a back-off came meanwhile
+                limits = limited[key]
+                if limits is not None and limits.limited:
+                    most, bucket = allowance(
+                        limits,
+                        _bucket(key_row, limits, now),
+                        in_flight=flying.get(key, 0),
+                        now=now,
+                    )
+                    if limits.capacity is not None:
+                        buckets[key] = (limits, bucket)
+                    fifo = limits.ordering is Ordering.FIFO
+                    if most == 0:
+                        if limits.paused:
+                            held_back["paused"] += 1
+                        elif limits.capacity is not None and bucket.next_token_in(limits):
+                            held_back["rate"] += 1
+                            wait = _sooner(wait, bucket.next_token_in(limits))
+                        else:
+                            held_back["order" if fifo else "parallelism"] += 1
+                        continue
+                elif tenant not in gates:
+                    continue  # the limits went since the unlocked read: next claim, free
+            elif key in with_rows and tenant not in gates:
+                continue  # an own key whose tenant's quotas went: next claim, free
+            most = _least(most, budget)
             picks.append(
-                _Pick(row.flow_key, room + 1 if most is None else min(most, room + 1), fifo)
+                _Pick(key, room + 1 if most is None else min(most, room + 1), fifo, tenant)
             )
-        return picks, buckets, wait
+        return picks, buckets, budgets, wait
 
     async def _choose(
         self, conn: AsyncConnection, picks: list[_Pick], now: datetime, held_back: Counter[str]

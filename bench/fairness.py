@@ -1,0 +1,300 @@
+"""Fair dispatch between tenants: how late one tenant's paced stream is beside another
+tenant's burst, and how two saturating tenants of weights 3 and 1 share the starts.
+
+    .venv/bin/python bench/fairness.py                       # both scenarios, 3 runs
+    .venv/bin/python bench/fairness.py --scenarios burst --runs 1 --burst-count 5000
+
+Every measurement gets a fresh PostgreSQL database and `--replicas` (2) `chronoq serve`
+processes on it with default settings, webhooks to bench/receiver.py processes (one per
+tenant, each answering at once).
+
+- *alone*: tenant `stream`'s `--stream-count` (300) one-shots due `--gap` (20 ms) apart,
+  nothing else (the same run's reference).
+- *burst*: the same stream, its first due instant 0.5 s after tenant `burst`'s
+  `--burst-count` (20,000) one-shots, all due at that one instant. What is measured is the
+  stream's lateness (first arrival minus `X-Scheduled-For`: p50, p99, max), and when the
+  burst drained.
+- *weights*: tenants `heavy` (weight 3) and `light` (weight 1), `--weights-count` (6,000)
+  one-shots each, all due at one instant. What is measured is the ratio of heavy's arrivals
+  to light's while both had work waiting (up to heavy's last arrival), which fair dispatch
+  makes 3.
+
+Each tenant is made over the API first (`PUT /v1/tenants/<id>`); the schedules are created
+with `Chronoq-Tenant`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import run as bench
+
+SCENARIOS = ("alone", "burst", "weights")
+STREAM_OFFSET = 0.5  # the stream's first due instant, after the burst's
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--scenarios",
+        default="burst,weights",
+        help="comma-separated subset of burst,weights (alone runs with burst, as its reference)",
+    )
+    parser.add_argument("--replicas", type=int, default=2)
+    parser.add_argument("--stream-count", type=int, default=300)
+    parser.add_argument("--gap", type=float, default=0.02)
+    parser.add_argument("--burst-count", type=int, default=20_000)
+    parser.add_argument("--weights-count", type=int, default=6_000)
+    parser.add_argument(
+        "--lead", type=float, default=3.0, help="seconds from now to the due instant"
+    )
+    parser.add_argument("--window", type=float, default=120.0)
+    parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for the service")
+    parser.add_argument(
+        "--pg-admin-url",
+        default=os.environ.get("CHRONOQ_BENCH_PG_URL", bench.DEFAULT_PG_ADMIN_URL),
+    )
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    wanted = [name for name in args.scenarios.split(",") if name]
+    unknown = set(wanted) - set(SCENARIOS[1:])
+    if unknown:
+        parser.error(f"unknown scenario(s): {', '.join(sorted(unknown))}")
+    names = [name for name in SCENARIOS[1:] if name in wanted]
+    args.scenario_list = (["alone"] if "burst" in names else []) + names
+    if args.replicas < 1 or args.stream_count < 1 or args.runs < 1:
+        parser.error("--replicas, --stream-count and --runs must be at least 1")
+    return args
+
+
+def one_shot(url: str, at: float, n: int, scenario: str) -> dict[str, Any]:
+    return bench.schedule_item(url, bench.rfc3339(at), n, scenario)
+
+
+def tenant(name: str) -> dict[str, str]:
+    return {"Chronoq-Tenant": name}
+
+
+async def put_tenant(http: aiohttp.ClientSession, base: str, name: str, weight: int) -> None:
+    async with http.put(f"{base}/v1/tenants/{name}", json={"weight": weight}) as answer:
+        if answer.status not in (200, 201):
+            raise RuntimeError(f"PUT /v1/tenants/{name}: {answer.status} {await answer.text()}")
+
+
+def share(heavy: list[float], light: list[float]) -> dict[str, Any]:
+    """Arrivals of each up to the instant the first of them drained."""
+    until = min(max(heavy), max(light))
+    h = sum(1 for at in heavy if at <= until)
+    lt = sum(1 for at in light if at <= until)
+    return {"heavy_before": h, "light_before": lt, "ratio": h / lt if lt else float("inf")}
+
+
+class Run:
+    def __init__(
+        self, args: argparse.Namespace, http: aiohttp.ClientSession, log_dir: Path
+    ) -> None:
+        self.args = args
+        self.http = http
+        self.log_dir = log_dir
+        self.procs = bench.Processes()
+        self.databases = bench.Databases(args.pg_admin_url)
+
+    async def scenario(self, name: str, run: int) -> dict[str, Any]:
+        args = self.args
+        database_url, handle = await self.databases.fresh("postgresql")
+        first_receiver = bench.ReceiverClient(self.procs, self.http)
+        second_receiver = bench.ReceiverClient(self.procs, self.http)
+        services: list[bench.Service] = []
+        try:
+            await first_receiver.start()
+            await second_receiver.start()
+            extra = dict(item.split("=", 1) for item in args.env)
+            for replica in range(args.replicas):
+                services.append(
+                    await bench.start_service(
+                        self.procs,
+                        self.http,
+                        database_url,
+                        self.log_dir,
+                        f"{name}-run{run}-replica{replica}",
+                        extra,
+                    )
+                )
+            base = services[0].base
+            if name == "weights":
+                return await self.weights(base, first_receiver, second_receiver, run)
+            return await self.burst(name, base, first_receiver, second_receiver, run)
+        finally:
+            for service in services:
+                await self.procs.stop(service.proc)
+            await first_receiver.stop()
+            await second_receiver.stop()
+            await self.databases.drop(handle)
+
+    async def burst(
+        self,
+        name: str,
+        base: str,
+        stream_receiver: bench.ReceiverClient,
+        burst_receiver: bench.ReceiverClient,
+        run: int,
+    ) -> dict[str, Any]:
+        args = self.args
+        await put_tenant(self.http, base, "stream", 1)
+        await put_tenant(self.http, base, "burst", 1)
+        due = time.time() + args.lead
+        burst_ids: set[str] = set()
+        if name == "burst":
+            items = [
+                one_shot(burst_receiver.base + "/hook", due, n, name)
+                for n in range(args.burst_count)
+            ]
+            burst_ids = set(await bench.create_batches(self.http, base, items, tenant("burst")))
+        created = time.time()
+        first = max(due, created + 1.0) + STREAM_OFFSET
+        stream = [
+            one_shot(stream_receiver.base + "/hook", first + n * args.gap, n, "stream")
+            for n in range(args.stream_count)
+        ]
+        expected = set(await bench.create_batches(self.http, base, stream, tenant("stream")))
+        last = first + (args.stream_count - 1) * args.gap
+        complete = await bench.wait_for_arrivals(stream_receiver, len(expected), last + args.window)
+        result = bench.analyse(await stream_receiver.records(), expected)
+        drained_s = None
+        if burst_ids:
+            await bench.wait_for_arrivals(burst_receiver, len(burst_ids), time.time() + args.window)
+            burst = bench.analyse(await burst_receiver.records(), burst_ids)
+            drained_s = burst["last_arrival"] - due
+            result["burst_received"] = burst["received"]
+        result.update(
+            scenario=name,
+            run=run,
+            complete=complete,
+            burst_drained_s=drained_s,
+            created_before_due_s=first - created,
+        )
+        if result["duplicates"]:
+            raise RuntimeError(f"{name}: the stream arrived twice: {result}")
+        return result
+
+    async def weights(
+        self,
+        base: str,
+        heavy_receiver: bench.ReceiverClient,
+        light_receiver: bench.ReceiverClient,
+        run: int,
+    ) -> dict[str, Any]:
+        args = self.args
+        await put_tenant(self.http, base, "heavy", 3)
+        await put_tenant(self.http, base, "light", 1)
+        due = time.time() + args.lead + args.weights_count / 2000
+        ids: dict[str, set[str]] = {}
+        for name, receiver in (("heavy", heavy_receiver), ("light", light_receiver)):
+            items = [
+                one_shot(receiver.base + "/hook", due, n, name) for n in range(args.weights_count)
+            ]
+            ids[name] = set(await bench.create_batches(self.http, base, items, tenant(name)))
+        if time.time() > due:
+            raise RuntimeError("the creates ended after the due instant: raise --lead")
+        for name, receiver in (("heavy", heavy_receiver), ("light", light_receiver)):
+            await bench.wait_for_arrivals(receiver, len(ids[name]), time.time() + args.window)
+        arrivals = {}
+        for name, receiver in (("heavy", heavy_receiver), ("light", light_receiver)):
+            found = bench.analyse(await receiver.records(), ids[name])
+            if found["duplicates"] or found["lost"]:
+                raise RuntimeError(f"weights: {name}: {found}")
+            arrivals[name] = [at for _, at, _, _ in await receiver.records()]
+        result = share(arrivals["heavy"], arrivals["light"])
+        result.update(
+            scenario="weights",
+            run=run,
+            heavy_drained_s=max(arrivals["heavy"]) - due,
+            light_drained_s=max(arrivals["light"]) - due,
+        )
+        return result
+
+    async def close(self) -> None:
+        self.procs.kill_all()
+        await self.databases.drop_all()
+
+
+def table(results: list[dict[str, Any]], names: list[str]) -> list[str]:
+    lines = []
+    streams = [n for n in names if n != "weights"]
+    if streams:
+        lines += [
+            "| the stream beside | lateness p50 (ms) | p99 (ms) | max (ms) | burst drained (s) |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for name in streams:
+            runs = [r for r in results if r["scenario"] == name]
+
+            def each(key: str, runs: list[dict[str, Any]] = runs) -> str:
+                values = [r[key] for r in runs if r.get(key) is not None]
+                if not values:
+                    return "-"
+                inner = ", ".join(bench.fmt(v, 1) for v in values)
+                return f"{bench.fmt(bench.median(values), 1)} ({inner})"
+
+            label = "nothing" if name == "alone" else "another tenant's burst"
+            lines.append(
+                f"| {label} | {each('lag_p50_ms')} | {each('lag_p99_ms')} | {each('lag_max_ms')} "
+                f"| {each('burst_drained_s')} |"
+            )
+    weights = [r for r in results if r["scenario"] == "weights"]
+    if weights:
+        ratios = ", ".join(bench.fmt(r["ratio"], 2) for r in weights)
+        ratio = bench.fmt(bench.median([r["ratio"] for r in weights]), 2)
+        heavy = bench.fmt(bench.median([r["heavy_drained_s"] for r in weights]), 1)
+        light = bench.fmt(bench.median([r["light_drained_s"] for r in weights]), 1)
+        lines += [
+            "",
+            "| weights 3:1 | heavy:light starts while both waited | heavy drained (s) "
+            "| light drained (s) |",
+            "| --- | --- | --- | --- |",
+            f"| median of {len(weights)} | {ratio} ({ratios}) | {heavy} | {light} |",
+        ]
+    return lines
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    log_dir = Path(tempfile.mkdtemp(prefix="chronoq_fairness_logs_"))
+    bench.log(f"service logs in {log_dir}")
+    results: list[dict[str, Any]] = []
+    timeout = aiohttp.ClientTimeout(total=120)
+    async with aiohttp.ClientSession(timeout=timeout) as http:
+        runner = Run(args, http, log_dir)
+        try:
+            for run in range(1, args.runs + 1):
+                for name in args.scenario_list:
+                    result = await runner.scenario(name, run)
+                    results.append(result)
+                    bench.log(f"run {run} {name}: {json.dumps(result, default=str)[:400]}")
+        finally:
+            await runner.close()
+    print("\n".join(table(results, args.scenario_list)))
+    if args.json is not None:
+        document = {"args": {k: str(v) for k, v in vars(args).items()}, "results": results}
+        args.json.write_text(json.dumps(document, indent=1))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return asyncio.run(main_async(parse_args(argv)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
