@@ -154,6 +154,7 @@ class Dispatcher:
             settings.concurrency,
             min_lease(settings),
             spare_slots=max(1, int(settings.concurrency * DESTINATION_SPARE_SHARE)),
+            weight_of=queue.weight_of,
         )
         self._first_attempt_reserve = int(settings.concurrency * FIRST_ATTEMPT_RESERVE)
         self._settler = SettleBatcher(

@@ -11,9 +11,11 @@ Invariants:
   than that much room is left (of the window, and of the `most` a start is allowed), so a
   tick coming due finds a slot rather than waiting for a replayed delivery to finish;
 - destinations take turns (round robin over those with a lane ready, each lane's
-  destination being its head's): a destination is entitled to an equal share of the
-  window among the destinations with work here, and takes more only while none under its
-  share has a lane ready; one that has not shown it answers within `slow_after` seconds
+  destination being its head's): a destination is entitled to a share of the window among
+  the destinations with work here, in proportion to its weight (its latest delivery's
+  tenant's, so that tenants of weights 3 and 1 delivering to destinations of their own
+  start 3:1 here too; all 1: equal shares), and takes more only while none under its share
+  has a lane ready; one that has not shown it answers within `slow_after` seconds
   (no attempt of it finished yet, the last one took longer, or one in flight has run
   longer) never holds more than the window less `spare_slots`, so that a receiver that
   holds its requests leaves room for the others, which start at once (work-conserving:
@@ -35,7 +37,7 @@ from __future__ import annotations
 import bisect
 import uuid
 from collections import deque
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -74,6 +76,7 @@ class _Destination:
     name: str
     busy: int = 0
     waiting: int = 0  # its deliveries in the lanes, ready or behind another
+    weight: int = 1  # its latest delivery's tenant's weight
     ready: deque[uuid.UUID] = field(default_factory=deque)
     ready_again: deque[uuid.UUID] = field(default_factory=deque)
     # The loop time each delivery in flight was sent (`Lanes.sending`), in that order: the
@@ -108,8 +111,11 @@ class Lanes:
         *,
         spare_slots: int = 0,
         slow_after: float = SLOW_AFTER,
+        weight_of: Callable[[str], int] = lambda _tenant: 1,
     ) -> None:
         self._limit = limit
+        self._weight_of = weight_of  # a tenant's weight (fair dispatch)
+        self._weights = 0  # the weights of the destinations with work here, summed
         self._min_lease = min_lease
         # What a destination not known to answer quickly leaves free of the window.
         self._spare_slots = min(spare_slots, limit - 1) if limit > 1 else 0
@@ -150,7 +156,12 @@ class Lanes:
                 delivery.occurrence_id in unstarted,
                 destination_of(delivery.target),
             )
-            self._destination(waiting.destination).waiting += 1
+            destination = self._destination(waiting.destination)
+            destination.waiting += 1
+            weight = self._weight_of(delivery.tenant)
+            if weight != destination.weight:
+                self._weights += weight - destination.weight
+                destination.weight = weight
             lane = self._lanes.get(sid)
             if lane is None:
                 lane = self._lanes[sid] = []
@@ -288,9 +299,9 @@ class Lanes:
         return None
 
     def _entitled(self, destination: _Destination, now: float) -> int:
-        """An equal share of the window among the destinations with work here; one not
-        known to answer quickly leaves the spare slots free even alone (at least one)."""
-        share = -(-self._limit // len(self._destinations))
+        """Its weight's share of the window among the destinations with work here; one
+        not known to answer quickly leaves the spare slots free even alone (at least one)."""
+        share = -(-self._limit * destination.weight // max(1, self._weights))
         if self._spare_slots and not self._answering(destination, now):
             share = min(share, self._limit - self._spare_slots)
         return share
@@ -330,11 +341,13 @@ class Lanes:
         destination = self._destinations.get(name)
         if destination is None:
             destination = self._destinations[name] = _Destination(name)
+            self._weights += destination.weight
         return destination
 
     def _forget_if_idle(self, destination: _Destination) -> None:
         if destination.idle:
             del self._destinations[destination.name]
+            self._weights -= destination.weight
 
     def _expires(self, lane: list[_Waiting], now: float) -> bool:
         return any(w.deadline - now < self._min_lease for w in lane)

@@ -178,6 +178,11 @@ class ClaimStore:
         self._rng = rng or random.Random()  # jitter draws
         self._mix = ClaimMix()
 
+    @property
+    def weights(self) -> dict[str, int]:
+        """The tenants' weights as the claims last read them (a tenant not named: 1)."""
+        return self._mix.weights
+
     async def claim(
         self,
         conn: AsyncConnection,

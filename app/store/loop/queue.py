@@ -17,6 +17,7 @@ from app.domain.schedule import AutoPause
 from app.store.dialects import announce, next_due_in, transaction_now
 from app.store.engine.database import Connection, Database
 from app.store.engine.wakeups import Wakeups
+from app.domain.tenants import DEFAULT_WEIGHT
 from app.store.loop.claims import Claimed, ClaimStore
 from app.store.loop.releases import ReleaseStore
 from app.store.loop.settlements import SettlementStore
@@ -57,6 +58,10 @@ class Queue(Protocol):
 
     def listening(self) -> AbstractAsyncContextManager[None]: ...
 
+    def weight_of(self, tenant: str) -> int:
+        """The tenant's weight as the claims last read it (fair dispatch)."""
+        ...
+
 
 class DeliveryQueue:
     """The store behind the delivery loop."""
@@ -78,6 +83,9 @@ class DeliveryQueue:
         self._claims = claims or ClaimStore()
         self._settlements = SettlementStore()
         self._releases = ReleaseStore()
+
+    def weight_of(self, tenant: str) -> int:
+        return self._claims.weights.get(tenant, DEFAULT_WEIGHT)
 
     async def claim(
         self,

@@ -107,6 +107,9 @@ class FakeQueue:
     async def listening(self) -> AsyncIterator[None]:
         yield
 
+    def weight_of(self, tenant: str) -> int:
+        return 1
+
 
 @dataclass
 class FakeSink:

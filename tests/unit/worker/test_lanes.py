@@ -458,6 +458,24 @@ def test_over_its_share_a_destination_waits_while_one_under_its_share_has_work()
     assert lanes.saturated(0.1) == [destination_of(SLOW_TARGET)]
 
 
+def test_destinations_of_tenants_weighted_3_and_1_hold_the_slots_3_to_1() -> None:
+    weights = {"heavy": 3}
+    lanes = Lanes(limit=8, min_lease=MIN_LEASE, weight_of=lambda t: weights.get(t, 1))
+    heavy = [dataclasses.replace(d, tenant="heavy") for d in to(FAST_TARGET, 20)]
+    light = [dataclasses.replace(d, tenant="light") for d in to(SLOW_TARGET, 20)]
+    lanes.admit(heavy, LONG)
+    lanes.admit(light, LONG)
+    launched = send(lanes, 0.0)
+    assert len(launched) == 8
+    assert sum(d.tenant == "heavy" for d in launched) == 6
+
+    # A slot each destination frees goes back to it while it is within its share.
+    for done in (launched[0], next(d for d in launched if d.tenant == "light")):
+        answered(lanes, [done], 0.01)
+        (again,) = send(lanes, 0.01)
+        assert again.tenant == done.tenant
+
+
 def test_first_attempts_of_any_destination_start_before_retries_of_another() -> None:
     lanes = Lanes(limit=2, min_lease=MIN_LEASE)
     retries = to(SLOW_TARGET, 2, first=False)
