@@ -45,6 +45,7 @@ import run as bench
 
 SCENARIOS = ("alone", "burst", "weights", "weights-apart")
 STREAM_OFFSET = 0.5  # the stream's first due instant, after the burst's
+NO_WEIGHTS = False  # --no-weights: make every tenant of weight 1 (a service before them)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -70,6 +71,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--pg-admin-url",
         default=os.environ.get("CHRONOQ_BENCH_PG_URL", bench.DEFAULT_PG_ADMIN_URL),
     )
+    parser.add_argument(
+        "--no-weights",
+        action="store_true",
+        help="put no weight (for a service before weights): the weights scenarios then "
+        "measure how it shares without them",
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     wanted = [name for name in args.scenarios.split(",") if name]
@@ -92,7 +99,10 @@ def tenant(name: str) -> dict[str, str]:
 
 
 async def put_tenant(http: aiohttp.ClientSession, base: str, name: str, weight: int) -> None:
-    async with http.put(f"{base}/v1/tenants/{name}", json={"weight": weight}) as answer:
+    """Make the tenant; its weight only when not 1 (a service that has no weights yet takes
+    the tenant, and the run then measures what it does without them: `--no-weights`)."""
+    body = {"weight": weight} if weight != 1 and not NO_WEIGHTS else {}
+    async with http.put(f"{base}/v1/tenants/{name}", json=body) as answer:
         if answer.status not in (200, 201):
             raise RuntimeError(f"PUT /v1/tenants/{name}: {answer.status} {await answer.text()}")
 
@@ -311,7 +321,10 @@ async def main_async(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return asyncio.run(main_async(parse_args(argv)))
+    global NO_WEIGHTS
+    args = parse_args(argv)
+    NO_WEIGHTS = args.no_weights
+    return asyncio.run(main_async(args))
 
 
 if __name__ == "__main__":

@@ -12,15 +12,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
 from datetime import timedelta
+from functools import partial
 
 from app.domain.errors import StoreUnavailableError
 from app.settings import Settings
 from app.store.dialects import transaction_now
 from app.store.engine.database import Connection, Database
-from app.store.records.retention import prune, prune_schedules
+from app.store.records.retention import prune, prune_schedules, tenant_retentions
 from app.telemetry import metrics
 
 log = logging.getLogger(__name__)
@@ -62,13 +63,23 @@ class Pruner:
             return 0  # a retention reaching before year 1: nothing is that old
         return await prune(conn, older_than=cutoff, limit=self._settings.retention_batch)
 
-    async def _prune_schedules(self, conn: Connection) -> int:
+    async def _prune_schedules(
+        self, conn: Connection, seconds: float, kept: Sequence[str], only: str | None
+    ) -> int:
+        """A batch of ended schedules older than `seconds`: of `only` (a tenant with a
+        retention of its own), or of every tenant but those `kept`."""
         now = await transaction_now(conn)
         try:
-            cutoff = now - timedelta(seconds=self._settings.schedule_retention)
+            cutoff = now - timedelta(seconds=seconds)
         except OverflowError:
             return 0
-        return await prune_schedules(conn, older_than=cutoff, limit=self.schedule_batch)
+        return await prune_schedules(
+            conn,
+            older_than=cutoff,
+            limit=self.schedule_batch,
+            kept=kept,
+            only=None if only is None else [only],
+        )
 
     @property
     def schedule_batch(self) -> int:
@@ -77,12 +88,29 @@ class Pruner:
     async def run_once(self) -> int:
         """One round: batches of finished occurrences, then (unless schedule retention is
         off) of ended schedules, each until one comes back short or the loop is stopping;
+        the schedules of each tenant with a retention of its own in a pass of their own;
         returns how many occurrences and schedules it deleted."""
         total = schedules = 0
         try:
             total = await self._batches(self._prune_batch, self._settings.retention_batch, False)
-            if self._settings.schedule_retention > 0 and not self._stopping.is_set():
-                schedules = await self._batches(self._prune_schedules, self.schedule_batch, True)
+            # A tenant's `retention_seconds` overrides the setting for its schedules (0:
+            # kept forever).
+            own = await self._db.run(tenant_retentions)
+            passes: list[tuple[float, str | None]] = [(self._settings.schedule_retention, None)]
+            passes += sorted((seconds, tenant) for tenant, seconds in own.items())
+            for seconds, only in passes:
+                if seconds <= 0 or self._stopping.is_set():
+                    continue
+                schedules += await self._batches(
+                    partial(
+                        self._prune_schedules,
+                        seconds=seconds,
+                        kept=list(own) if only is None else [],
+                        only=only,
+                    ),
+                    self.schedule_batch,
+                    True,
+                )
         finally:
             self.rounds += 1
             if total:

@@ -672,9 +672,18 @@ async def prune(database: Database, *, older_than: datetime, limit: int) -> int:
     )
 
 
-async def prune_schedules(database: Database, *, older_than: datetime, limit: int) -> int:
+async def prune_schedules(
+    database: Database,
+    *,
+    older_than: datetime,
+    limit: int,
+    kept: Sequence[str] = (),
+    only: Sequence[str] | None = None,
+) -> int:
     return await database.run(
-        lambda conn: retention.prune_schedules(conn, older_than=older_than, limit=limit)
+        lambda conn: retention.prune_schedules(
+            conn, older_than=older_than, limit=limit, kept=kept, only=only
+        )
     )
 
 

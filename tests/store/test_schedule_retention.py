@@ -154,3 +154,31 @@ async def test_nothing_goes_while_another_replica_holds_the_pruning_lock(
         assert await ports.prune_schedules(database, older_than=FAR_FUTURE, limit=100) == 3
     finally:
         await other.close()
+
+
+async def test_a_tenant_with_a_retention_of_its_own_is_pruned_in_its_own_pass(
+    database: Database,
+) -> None:
+    for tenant in ("keep", "short"):
+        await ports.put_tenant(database, tenant)
+    drafts = {
+        tenant: ports.draft(ports.immediate(), tenant=tenant)
+        for tenant in ("default", "keep", "short")
+    }
+    await ports.insert_schedules(database, list(drafts.values()))
+    await ports.settle(
+        database,
+        [Settlement(d, OccurrenceStatus.DELIVERED) for d in await ports.claim(database, limit=10)],
+    )
+    own = ["keep", "short"]
+
+    # The setting's pass leaves the tenants that have their own.
+    assert await ports.prune_schedules(database, older_than=FAR_FUTURE, limit=10, kept=own) == 1
+    assert not await ports.schedule_exists(database, drafts["default"].id)
+    assert await ports.schedule_exists(database, drafts["short"].id)
+    # A tenant's own pass deletes its schedules only.
+    assert (
+        await ports.prune_schedules(database, older_than=FAR_FUTURE, limit=10, only=["short"]) == 1
+    )
+    assert not await ports.schedule_exists(database, drafts["short"].id)
+    assert await ports.schedule_exists(database, drafts["keep"].id)

@@ -153,3 +153,18 @@ async def test_the_default_tenants_burst_shares_with_a_tenants_work(database: Da
     # waiting, and from then on it has its weight's share (1 against the default's 1).
     assert shares[0] == 0
     assert shares[-2:] == [10, 10], shares
+
+
+async def test_between_tenants_what_is_due_within_ahead_is_claimed_ahead_too(
+    database: Database,
+) -> None:
+    await ports.put_tenant(database, "burst")
+    await ports.put_tenant(database, "stream")
+    await _due(database, "burst", 50)
+    soon = ports.draft(ports.once(datetime.now(UTC) + timedelta(seconds=2)), tenant="stream")
+    await ports.insert_schedules(database, [soon])
+    claimed = await ports.claimed(database, limit=20, ahead=5.0)
+    (ahead,) = [d for d in claimed.deliveries if d.tenant == "stream"]
+    assert ahead.schedule_id == soon.id
+    assert claimed.not_before[ahead.occurrence_id] > datetime.now(UTC), "held to its instant"
+    assert _by_tenant(claimed.deliveries) == {"burst": 19, "stream": 1}

@@ -116,6 +116,9 @@ class _Pick:
     most: int
     fifo: bool
     tenant: str
+    # Its rows may be leased ahead of their instant, as unkeyed rows are (no limits hold
+    # the key or its tenant back).
+    ahead: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,18 +206,17 @@ def _backing_off(row: Any, now: datetime) -> float | None:
 @functools.lru_cache(maxsize=256)
 def _candidates(parts: tuple[str, ...], dialect: str) -> sa.TextualSelect:
     """Per key, the rows it may start, in one statement: the named SQL of each of `parts`
-    (`flow_head` or `flow_due_rows`) joined UNION ALL, the i-th taking its key and room as
-    `key_<i>` and `most_<i>`. Each is a probe of one key's index range, however many of the
-    key's rows wait."""
-    statement = union_all(parts, dialect, numbered=("key", "most"))
+    (`flow_head` or `flow_due_rows`) joined UNION ALL, the i-th taking its key, room and
+    instant as `key_<i>`, `most_<i>` and `now_<i>`. Each is a probe of one key's index
+    range, however many of the key's rows wait."""
+    statement = union_all(parts, dialect, numbered=("key", "most", "now"))
     numbered = [
         sa.bindparam(f"{name}_{n}", type_=type_)
-        for n in range(len(parts))
-        for name, type_ in (("key", sa.String()), ("most", sa.Integer()))
+        for n, part in enumerate(parts)
+        for name, type_ in (("key", sa.String()), ("most", sa.Integer()), ("now", UTCDateTime()))
+        if part == _DUE_ROWS or name == "key"
     ]
-    return typed(statement, sa.bindparam("now", type_=UTCDateTime()), *numbered).columns(
-        **_CANDIDATE_COLUMNS
-    )
+    return typed(statement, *numbered).columns(**_CANDIDATE_COLUMNS)
 
 
 def _started(rows: Sequence[Any], buckets: dict[str, Any]) -> Counter[str]:
@@ -347,13 +349,13 @@ class FlowClaims:
         held_back_in = _sooner(held_back_in, wait)
         if free and len(due_tenants) > 1:
             # Keys of more than one tenant may start: every key's rows are chosen first and
-            # shared by the tenants' weights (no claim ahead of a key's instant then).
-            picks += [_Pick(key, room + 1, False, tenant_of_key(key)) for key in free]
+            # shared by the tenants' weights (a free key's rows ahead of their instant too).
+            picks += [_Pick(key, room + 1, False, tenant_of_key(key), ahead=True) for key in free]
             free = []
         rows: list[Any] = []
         demand = 0
         if picks:
-            chosen = await self._choose(conn, picks, now, held_back)
+            chosen = await self._choose(conn, picks, now, held_back, ahead)
             chosen.sort(key=lambda r: r.available_at)
             caps = {t: most for t, most in budgets.items() if most is not None}
             taken = take_shares(chosen, _tenant_of_row, weights, room, caps)
@@ -368,6 +370,8 @@ class FlowClaims:
                         owner=owner,
                         rows=ClaimRows.CHOSEN,
                         ids=[row.occurrence_id for row in taken],
+                        # Only the free keys' rows are chosen ahead of their instant.
+                        ahead=ahead,
                         start=start,
                         skip=skip,
                     )
@@ -572,20 +576,33 @@ class FlowClaims:
         return picks, buckets, budgets, wait
 
     async def _choose(
-        self, conn: AsyncConnection, picks: list[_Pick], now: datetime, held_back: Counter[str]
+        self,
+        conn: AsyncConnection,
+        picks: list[_Pick],
+        now: datetime,
+        held_back: Counter[str],
+        ahead: float = 0.0,
     ) -> list[Any]:
-        """The rows each pick may start: a fifo head only when it is due."""
+        """The rows each pick may start: a fifo head only when it is due; a key without
+        limits of its own or its tenant's (`_Pick.ahead`) what is due within `ahead` too."""
         statement = _candidates(
             tuple(_HEAD if pick.fifo else _DUE_ROWS for pick in picks), dialect_of(conn).name
         )
-        params: dict[str, Any] = {"now": now}
+        later = now + timedelta(seconds=ahead)
+        params: dict[str, Any] = {}
         for n, pick in enumerate(picks):
             params[f"key_{n}"] = pick.key
             # A fifo key's head is one row: its part takes no room.
             if not pick.fifo:
                 params[f"most_{n}"] = pick.most
+                params[f"now_{n}"] = later if pick.ahead else now
         rows = (await conn.execute(statement, params)).all()
-        chosen = [row for row in rows if row.available_at <= now]
+        ahead_keys = {pick.key for pick in picks if pick.ahead}
+        chosen = [
+            row
+            for row in rows
+            if row.available_at <= (later if row.flow_key in ahead_keys else now)
+        ]
         if len(chosen) < len(rows):
             held_back["order"] += len(rows) - len(chosen)
         return chosen

@@ -14,10 +14,10 @@ from typing import Protocol
 
 from app.domain.occurrence import Delivery, Settlement, Unsent
 from app.domain.schedule import AutoPause
+from app.domain.tenants import DEFAULT_WEIGHT
 from app.store.dialects import announce, next_due_in, transaction_now
 from app.store.engine.database import Connection, Database
 from app.store.engine.wakeups import Wakeups
-from app.domain.tenants import DEFAULT_WEIGHT
 from app.store.loop.claims import Claimed, ClaimStore
 from app.store.loop.releases import ReleaseStore
 from app.store.loop.settlements import SettlementStore

@@ -29,6 +29,7 @@ single process and a single writer, so it needs neither.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from datetime import datetime
 
 import sqlalchemy as sa
@@ -36,7 +37,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.store.dialects import dialect_of
 from app.store.loop.sql import query
-from app.store.schema.tables import occurrences, schedules
+from app.store.schema.tables import occurrences, schedules, tenants
 from app.store.schema.types import UUID, UTCDateTime
 
 
@@ -48,6 +49,9 @@ def _ended(dialect: str) -> sa.TextualSelect:
         .bindparams(
             sa.bindparam("cutoff", type_=UTCDateTime()),
             sa.bindparam("limit", type_=sa.Integer()),
+            sa.bindparam("every", type_=sa.Boolean()),
+            sa.bindparam("kept", expanding=True, type_=sa.String()),
+            sa.bindparam("only", expanding=True, type_=sa.String()),
         )
         .columns(id=UUID)
     )
@@ -65,10 +69,18 @@ async def prune(conn: AsyncConnection, *, older_than: datetime, limit: int) -> i
         return await dialect.prune(conn, cutoff=older_than, limit=limit)
 
 
-async def prune_schedules(conn: AsyncConnection, *, older_than: datetime, limit: int) -> int:
+async def prune_schedules(
+    conn: AsyncConnection,
+    *,
+    older_than: datetime,
+    limit: int,
+    kept: Sequence[str] = (),
+    only: Sequence[str] | None = None,
+) -> int:
     """Delete at most `limit` ended schedules, with everything they hold, that nothing has
-    changed since `older_than`; returns how many. Deletes nothing while another replica
-    holds the pruning lock."""
+    changed since `older_than`; returns how many. Of every tenant but those `kept` (which
+    have a retention of their own), or of the tenants of `only`. Deletes nothing while
+    another replica holds the pruning lock."""
     if limit < 1:
         return 0
     dialect = dialect_of(conn)
@@ -76,9 +88,14 @@ async def prune_schedules(conn: AsyncConnection, *, older_than: datetime, limit:
         if not held:
             return 0
         statement = _ended(dialect.name)
-        ids = list(
-            (await conn.execute(statement, {"cutoff": older_than, "limit": limit})).scalars()
-        )
+        params = {
+            "cutoff": older_than,
+            "limit": limit,
+            "every": only is None,
+            "kept": list(kept),
+            "only": list(only or ()),
+        }
+        ids = list((await conn.execute(statement, params)).scalars())
         if not ids:
             return 0
         # Their occurrences locked and read again as they are now: a replay that changed
@@ -89,9 +106,20 @@ async def prune_schedules(conn: AsyncConnection, *, older_than: datetime, limit:
             .where(occurrences.c.schedule_id.in_(ids))
             .with_for_update()
         )
-        kept = {row[0] for row in rows if row[1] == "pending" or row[2] >= older_than}
-        doomed = [id_ for id_ in ids if id_ not in kept]
+        stays = {row[0] for row in rows if row[1] == "pending" or row[2] >= older_than}
+        doomed = [id_ for id_ in ids if id_ not in stays]
         if not doomed:
             return 0
         result = await conn.execute(schedules.delete().where(schedules.c.id.in_(doomed)))
         return int(result.rowcount)
+
+
+async def tenant_retentions(conn: AsyncConnection) -> dict[str, int]:
+    """The tenants that keep their ended schedules for a retention of their own (seconds;
+    0: forever), `tenants.retention_seconds`."""
+    found = await conn.execute(
+        sa.select(tenants.c.id, tenants.c.retention_seconds).where(
+            tenants.c.retention_seconds.is_not(None)
+        )
+    )
+    return {row.id: int(row.retention_seconds) for row in found}
