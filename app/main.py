@@ -90,7 +90,8 @@ def create_app(
             stack.push_async_callback(database.close)
             metrics.POOLS.watch("api", database)
             stack.callback(metrics.POOLS.forget, "api")
-            metrics.STORE.watch(partial(backlog, database))
+            metrics.tenant_label(config.metrics_tenant_label)
+            metrics.STORE.watch(partial(backlog, database, by_tenant=config.metrics_tenant_label))
             stack.callback(metrics.STORE.forget)
             if config.auto_migrate:
                 await upgrade_to_head(database)

@@ -29,6 +29,7 @@ async def delivery_loop(config: Settings, sinks: Sinks, hub: Wakeups) -> AsyncIt
         # connection, and skip the per-checkout ping.
         database = open_database(config, "worker")
         stack.push_async_callback(database.close)
+        metrics.tenant_label(config.metrics_tenant_label)
         metrics.POOLS.watch("worker", database)
         stack.callback(metrics.POOLS.forget, "worker")
         starts = None

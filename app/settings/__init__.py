@@ -107,6 +107,9 @@ class Settings(BaseSettings):
     # metrics /metrics includes; the API process then runs no loop of its own.
     delivery_sockets: str | None = None
     auto_migrate: bool = True
+    # A `tenant` label on the series of deliveries, dead letters, what waits and what is
+    # held back (a series per tenant: off by default).
+    metrics_tenant_label: bool = False
     # How long `chronoq serve` waits for the database to answer before it gives up (0: one
     # try), saying each failed try on one line.
     database_wait: float = Field(default=30.0, ge=0, le=3600)

@@ -69,17 +69,66 @@ DELIVERIES = Counter(
     " reason label (it counts attempts)",
     ["outcome", "target_type"],
 )
-DELIVERED = Counter(
-    "chronoq_occurrences_delivered_total",
-    "Occurrences delivered (by the attempt that delivered each), by target type",
-    ["target_type"],
-)
-DEAD_LETTERED = Counter(
-    "chronoq_occurrences_dead_lettered_total",
-    "Occurrences dead-lettered by their last attempt (budget spent or a permanent failure),"
-    " by target type and the failure reason of that attempt",
-    ["target_type", "reason"],
-)
+
+
+def _delivered(tenant: bool) -> Counter:
+    return Counter(
+        "chronoq_occurrences_delivered_total",
+        "Occurrences delivered (by the attempt that delivered each), by target type"
+        + (" and tenant" if tenant else ""),
+        ["target_type", *(["tenant"] if tenant else [])],
+    )
+
+
+def _dead_lettered(tenant: bool) -> Counter:
+    return Counter(
+        "chronoq_occurrences_dead_lettered_total",
+        "Occurrences dead-lettered by their last attempt (budget spent or a permanent failure),"
+        " by target type and the failure reason of that attempt"
+        + (", and tenant" if tenant else ""),
+        ["target_type", "reason", *(["tenant"] if tenant else [])],
+    )
+
+
+def _flow_held(tenant: bool) -> Counter:
+    return Counter(
+        "chronoq_flow_keys_held_total",
+        "Due flow keys a claim of this replica held back, by reason: paused, backoff (a "
+        "destination's Retry-After; both counted as a claim shelves the key's rows), rate, "
+        "parallelism, order (a fifo key's head retrying or in flight)"
+        + ("; and tenant (a tenant's pause and delivery quotas count here too)" if tenant else ""),
+        ["reason", *(["tenant"] if tenant else [])],
+    )
+
+
+# Whether the series of deliveries, dead letters, what waits and what is held back carry a
+# `tenant` label (CHRONOQ_METRICS_TENANT_LABEL; off by default: a label per tenant is a
+# series per tenant). `tenant_label` sets it at start.
+TENANT_LABEL = False
+DELIVERED = _delivered(False)
+DEAD_LETTERED = _dead_lettered(False)
+FLOW_HELD = _flow_held(False)
+
+
+def tenant_label(enabled: bool) -> None:
+    """Give the tenant-labelled series their `tenant` label, or take it away (their counts
+    start again)."""
+    global TENANT_LABEL, DELIVERED, DEAD_LETTERED, FLOW_HELD
+    if enabled == TENANT_LABEL:
+        return
+    for collector in (DELIVERED, DEAD_LETTERED, FLOW_HELD):
+        REGISTRY.unregister(collector)
+    TENANT_LABEL = enabled
+    DELIVERED = _delivered(enabled)
+    DEAD_LETTERED = _dead_lettered(enabled)
+    FLOW_HELD = _flow_held(enabled)
+
+
+def with_tenant(tenant: str, *labels: str) -> tuple[str, ...]:
+    """`labels`, with the tenant's last when the series carry it."""
+    return (*labels, tenant) if TENANT_LABEL else labels
+
+
 AUTO_PAUSED = Counter(
     "chronoq_schedules_auto_paused_total",
     "Schedules this replica paused because they reached pause_after_failures dead letters in a row",
@@ -99,13 +148,6 @@ LATENESS = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600),
 )
 IN_FLIGHT = Gauge("chronoq_deliveries_in_flight", "Deliveries running now")
-FLOW_HELD = Counter(
-    "chronoq_flow_keys_held_total",
-    "Due flow keys a claim of this replica held back, by reason: paused, backoff (a "
-    "destination's Retry-After; both counted as a claim shelves the key's rows), rate, "
-    "parallelism, order (a fifo key's head retrying or in flight)",
-    ["reason"],
-)
 # Deprecated: chronoq_occurrences_dead_lettered_total without labels; removed in the next release.
 DEAD_LETTERS = Counter(
     "chronoq_dead_letters_total",
@@ -281,6 +323,16 @@ class _StoreCollector(Collector):
             "(installation-wide; no per-key label)",
             value=last.keyed_due,
         )
+        if last.waiting_by_tenant is not None:
+            waiting = GaugeMetricFamily(
+                "chronoq_tenant_waiting",
+                "Occurrences due now and not started, by tenant (with "
+                "CHRONOQ_METRICS_TENANT_LABEL)",
+                labels=["tenant"],
+            )
+            for tenant, count in sorted(last.waiting_by_tenant.items()):
+                waiting.add_metric([tenant], count)
+            yield waiting
         yield GaugeMetricFamily(
             "chronoq_dead_letters_outstanding",
             "Dead-lettered occurrences waiting to be replayed or discarded (installation-wide)",

@@ -304,8 +304,8 @@ class Dispatcher:
         )
         metrics.CLAIMED.inc(len(claimed.deliveries))
         auto_paused(claimed.auto_paused)
-        for reason, count in claimed.held_back.items():
-            metrics.FLOW_HELD.labels(reason).inc(count)
+        for (reason, tenant), count in claimed.held_back.items():
+            metrics.FLOW_HELD.labels(*metrics.with_tenant(tenant, reason)).inc(count)
         return claimed
 
     async def attempt(self, delivery: Delivery) -> Settlement | Unsent:

@@ -42,14 +42,15 @@ def observe(settlement: Settlement, seconds: float) -> None:
         "outcome": outcome,
     }
     if status is OccurrenceStatus.DELIVERED:
-        metrics.DELIVERED.labels(target_type).inc()
+        metrics.DELIVERED.labels(*metrics.with_tenant(delivery.tenant, target_type)).inc()
         metrics.LATENESS.labels(delivery.origin, target_type).observe(
             max(time.time() - delivery.fire_at.timestamp(), 0.0)
         )
         if log.isEnabledFor(logging.DEBUG):
             log.debug("delivered occurrence %s", delivery.occurrence_id, extra=fields)
     elif status is OccurrenceStatus.DEAD_LETTERED:
-        metrics.DEAD_LETTERED.labels(target_type, failure or FailureReason.OTHER).inc()
+        labels = metrics.with_tenant(delivery.tenant, target_type, failure or FailureReason.OTHER)
+        metrics.DEAD_LETTERED.labels(*labels).inc()
         metrics.DEAD_LETTERS.inc()
         why = reason(settlement.error)
         log.warning(

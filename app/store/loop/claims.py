@@ -161,8 +161,8 @@ class Claimed:
     due_in: float | None = None
     not_before: dict[uuid.UUID, datetime] = field(default_factory=dict)
     more: bool = False
-    # Due flow keys the claim held back, by why (`KeyedClaim.held_back`).
-    held_back: Mapping[str, int] = field(default_factory=dict)
+    # Due flow keys the claim held back, by why and tenant (`KeyedClaim.held_back`).
+    held_back: Mapping[tuple[str, str], int] = field(default_factory=dict)
     # Schedules the claim's own dead letters paused (`record_dead_letters`).
     auto_paused: Sequence[AutoPause] = ()
     # Deliveries due now whose attempt has not started: the claim found more than could

@@ -103,9 +103,9 @@ class KeyedClaim:
     rows: list[Any]
     demand: int = 0
     held_back_in: float | None = None
-    # Due keys it held back, by why: paused, backoff, rate, parallelism, order (a fifo head
-    # retrying or in flight).
-    held_back: Counter[str] = field(default_factory=Counter)
+    # Due keys it held back, by why (paused, backoff, rate, parallelism, order: a fifo head
+    # retrying or in flight) and tenant.
+    held_back: Counter[tuple[str, str]] = field(default_factory=Counter)
     # The tenants with keyed work it could start, each with its weight (fair dispatch).
     tenants: dict[str, int] = field(default_factory=dict)
 
@@ -286,7 +286,7 @@ class FlowClaims:
         now: datetime = due[0].now
         weights = await self._weights_of(conn)
         gates = await self._gates(conn, due)
-        held_back: Counter[str] = Counter()
+        held_back: Counter[tuple[str, str]] = Counter()
         held_back_in: float | None = None
         shelving: list[str] = []  # due keys paused or backing off: their rows to shelve
         free: list[str] = []  # keys with no limits: no lock, no count
@@ -299,7 +299,7 @@ class FlowClaims:
             key = row.flow_key
             backing_off = _backing_off(row, now)
             if backing_off is not None:
-                held_back["backoff"] += 1
+                held_back["backoff", tenant_of_key(key)] += 1
                 held_back_in = _sooner(held_back_in, backing_off)
                 shelving.append(key)
                 continue
@@ -311,7 +311,7 @@ class FlowClaims:
                     gate.limits, _bucket(gate.row, gate.limits, now), in_flight=0, now=now
                 )
                 if most == 0:
-                    held_back["paused" if gate.limits.paused else "rate"] += 1
+                    held_back["paused" if gate.limits.paused else "rate", tenant_of_key(key)] += 1
                     if not gate.limits.paused:
                         held_back_in = _sooner(held_back_in, bucket.next_token_in(gate.limits))
                     continue
@@ -327,7 +327,7 @@ class FlowClaims:
                 # From the unlocked read: a paused key or an empty bucket needs no lock.
                 most, bucket = allowance(limits, _bucket(row, limits, now), in_flight=0, now=now)
                 if most == 0:
-                    held_back["paused" if limits.paused else "rate"] += 1
+                    held_back["paused" if limits.paused else "rate", tenant_of_key(key)] += 1
                     if limits.paused:
                         shelving.append(key)
                     else:
@@ -472,7 +472,7 @@ class FlowClaims:
         with_rows: set[str],
         room: int,
         now: datetime,
-        held_back: Counter[str],
+        held_back: Counter[tuple[str, str]],
         gates: dict[str, _Gate],
     ) -> tuple[
         list[_Pick],
@@ -527,12 +527,12 @@ class FlowClaims:
                 buckets[own_key(t)] = (limits, bucket)
             if allowed == 0:
                 if limits.paused:
-                    held_back["paused"] += 1
+                    held_back["paused", t] += 1
                 elif limits.capacity is not None and bucket.next_token_in(limits):
-                    held_back["rate"] += 1
+                    held_back["rate", t] += 1
                     wait = _sooner(wait, bucket.next_token_in(limits))
                 else:
-                    held_back["parallelism"] += 1
+                    held_back["parallelism", t] += 1
         picks: list[_Pick] = []
         for key in keys:
             tenant = tenant_of[key]
@@ -558,12 +558,12 @@ class FlowClaims:
                     fifo = limits.ordering is Ordering.FIFO
                     if most == 0:
                         if limits.paused:
-                            held_back["paused"] += 1
+                            held_back["paused", tenant] += 1
                         elif limits.capacity is not None and bucket.next_token_in(limits):
-                            held_back["rate"] += 1
+                            held_back["rate", tenant] += 1
                             wait = _sooner(wait, bucket.next_token_in(limits))
                         else:
-                            held_back["order" if fifo else "parallelism"] += 1
+                            held_back["order" if fifo else "parallelism", tenant] += 1
                         continue
                 elif tenant not in gates:
                     continue  # the limits went since the unlocked read: next claim, free
@@ -580,7 +580,7 @@ class FlowClaims:
         conn: AsyncConnection,
         picks: list[_Pick],
         now: datetime,
-        held_back: Counter[str],
+        held_back: Counter[tuple[str, str]],
         ahead: float = 0.0,
     ) -> list[Any]:
         """The rows each pick may start: a fifo head only when it is due; a key without
@@ -603,8 +603,9 @@ class FlowClaims:
             for row in rows
             if row.available_at <= (later if row.flow_key in ahead_keys else now)
         ]
-        if len(chosen) < len(rows):
-            held_back["order"] += len(rows) - len(chosen)
+        for row in rows:
+            if row.available_at > (later if row.flow_key in ahead_keys else now):
+                held_back["order", tenant_of_key(row.flow_key)] += 1
         return chosen
 
     async def _spend(

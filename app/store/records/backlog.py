@@ -20,7 +20,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.occurrence import OccurrenceStatus
 from app.domain.schedule import ScheduleStatus
-from app.store.dialects import transaction_now
+from app.domain.tenants import DEFAULT_TENANT
+from app.store.dialects import dialect_of, transaction_now
 from app.store.engine.database import Database
 from app.store.schema.tables import CLAIM_SETS, KEYED, in_claim_set, occurrences, schedules
 from app.store.schema.types import UTCDateTime
@@ -71,9 +72,41 @@ class Backlog:
     schedules: dict[str, int]
     # Of `due`, those of a flow key: waiting for the key's limits (or about to start).
     keyed_due: int = 0
+    # `due` by tenant, when asked for (`read_backlog`'s `by_tenant`); None otherwise.
+    waiting_by_tenant: dict[str, int] | None = None
 
 
-async def read_backlog(conn: AsyncConnection) -> Backlog:
+# A flow key's tenant, in each dialect's words (the stored key is "tenant/name").
+_TENANT_OF_KEY = {
+    "postgresql": "split_part(flow_key, '/', 1)",
+    "sqlite": "substr(flow_key, 1, instr(flow_key, '/') - 1)",
+    "mysql": "SUBSTRING_INDEX(flow_key, '/', 1)",
+}
+
+
+async def _due_by_tenant(conn: AsyncConnection, now: datetime, unkeyed: int) -> dict[str, int]:
+    """Due rows by tenant: every other tenant's are keyed (`own_key`), grouped by the
+    tenant of their key; the default tenant's unkeyed ones are `unkeyed`."""
+    name = dialect_of(conn).name
+    tenant: sa.ColumnElement[str] = sa.literal_column(
+        _TENANT_OF_KEY["mysql" if name == "mariadb" else name]
+    )
+    statement = (
+        sa.select(tenant.label("tenant"), sa.func.count())
+        .where(
+            in_claim_set(KEYED),
+            occurrences.c.available_at <= sa.bindparam("now", type_=UTCDateTime()),
+        )
+        .group_by(tenant)
+    )
+    counts = {str(row[0]): int(row[1]) for row in await conn.execute(statement, {"now": now})}
+    counts[DEFAULT_TENANT] = counts.get(DEFAULT_TENANT, 0) + unkeyed
+    return counts
+
+
+async def read_backlog(conn: AsyncConnection, by_tenant: bool = False) -> Backlog:
+    """The backlog now; with `by_tenant`, what is due by tenant too (one more read, of the
+    due keyed rows)."""
     now: datetime = await transaction_now(conn)
     due, keyed, oldest = 0, 0, None
     for where, statement in DUE.items():
@@ -94,9 +127,10 @@ async def read_backlog(conn: AsyncConnection) -> Backlog:
         dead_letters=int(dead),
         schedules=by_status,
         keyed_due=keyed,
+        waiting_by_tenant=await _due_by_tenant(conn, now, due - keyed) if by_tenant else None,
     )
 
 
-async def backlog(database: Database) -> Backlog:
+async def backlog(database: Database, by_tenant: bool = False) -> Backlog:
     """The backlog, read in one short transaction of its own."""
-    return await database.run(read_backlog, attempts=1)
+    return await database.run(lambda conn: read_backlog(conn, by_tenant), attempts=1)

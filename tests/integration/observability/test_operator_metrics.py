@@ -367,3 +367,47 @@ async def test_a_read_that_hangs_does_not_hold_the_scrape(
     assert waited >= wait * 0.9, "the read did not hang: the lock did not hold it"
     assert _value(during, "chronoq_backlog_due") == _value(before, "chronoq_backlog_due") == 1
     assert _value(after, "chronoq_backlog_due") == 1
+
+
+@pytest.mark.usefixtures("uncached")
+async def test_with_the_tenant_label_series_are_by_tenant_and_without_it_they_are_not(
+    make_harness: Callable[..., Any],
+) -> None:
+    async with make_harness(metrics_tenant_label=True) as harness:
+        assert (await harness.client.put("/v1/tenants/acme", json={"paused": True})).status_code
+        acme = {"Chronoq-Tenant": "acme"}
+        item = {"event_type": "e", "target": harness.webhook(), "trigger": {"type": "immediate"}}
+        for _ in range(2):
+            created = await harness.client.post("/v1/schedules", json=item, headers=acme)
+            assert created.status_code == 201, created.text
+        await harness.create()
+        assert await harness.step() == 1  # the default tenant's; acme is paused
+        samples = await _samples(harness)
+        assert _value(samples, "chronoq_tenant_waiting", tenant="acme") == 2
+        assert _value(samples, "chronoq_tenant_waiting", tenant="default") == 0
+        delivered = _value(
+            samples,
+            "chronoq_occurrences_delivered_total",
+            target_type="webhook",
+            tenant="default",
+        )
+        assert delivered >= 1
+        assert _value(samples, "chronoq_flow_keys_held_total", reason="paused", tenant="acme") >= 1
+
+        await harness.client.put("/v1/tenants/acme", json={})
+        assert await harness.step() == 2
+        after = await _samples(harness)
+        assert (
+            _value(
+                after, "chronoq_occurrences_delivered_total", target_type="webhook", tenant="acme"
+            )
+            == 2
+        )
+        # A tenant with nothing waiting has no series.
+        assert ("chronoq_tenant_waiting", (("tenant", "acme"),)) not in after
+
+    async with make_harness() as harness:
+        plain = await _samples(harness)
+        names = {name for name, labels in plain if any(k == "tenant" for k, _ in labels)}
+        assert names == set(), f"tenant labels without the setting: {names}"
+        assert not any(name == "chronoq_tenant_waiting" for name, _ in plain)
