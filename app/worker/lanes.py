@@ -10,6 +10,8 @@ Invariants:
   `reserve` a start is given is kept for first attempts: the others start only while more
   than that much room is left (of the window, and of the `most` a start is allowed), so a
   tick coming due finds a slot rather than waiting for a replayed delivery to finish;
+- within a destination, ready lanes take turns by tenant (weighted fair queuing): one
+  tenant's backlog claimed first never stands in front of another tenant's due tick;
 - destinations take turns (round robin over those with a lane ready, each lane's
   destination being its head's): a destination is entitled to a share of the window among
   the destinations with work here, in proportion to its weight (its latest delivery's
@@ -35,6 +37,7 @@ No I/O and no clock of its own: callers pass the loop's time.
 from __future__ import annotations
 
 import bisect
+import heapq
 import uuid
 from collections import deque
 from collections.abc import Callable, Collection, Iterable
@@ -68,6 +71,48 @@ class _Waiting:
         return tick_order(self.delivery)
 
 
+class _Ready:
+    """A destination's ready lanes of one kind, in turn by tenant: weighted fair queuing
+    over the lanes' tenants (a lane of a tenant of weight w that becomes ready gets the
+    virtual time `max(now, the tenant's last) + 1/w`, `now` being the last one taken's), so
+    that one tenant's many ready lanes never stand all in front of another tenant's one;
+    lanes of one tenant keep the order they became ready in."""
+
+    __slots__ = ("_heap", "_last", "_live", "_now", "_seq")
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, uuid.UUID]] = []
+        self._live: dict[uuid.UUID, int] = {}  # each ready lane: its entry's number
+        self._last: dict[str, float] = {}  # each tenant's latest virtual time
+        self._now = 0.0
+        self._seq = 0
+
+    def __bool__(self) -> bool:
+        return bool(self._live)
+
+    def append(self, sid: uuid.UUID, tenant: str, weight: int) -> None:
+        at = max(self._now, self._last.get(tenant, 0.0)) + 1.0 / max(1, weight)
+        self._last[tenant] = at
+        self._seq += 1
+        heapq.heappush(self._heap, (at, self._seq, sid))
+        self._live[sid] = self._seq
+
+    def first(self) -> uuid.UUID:
+        """The lane whose turn it is (entries of lanes removed meanwhile are dropped)."""
+        heap = self._heap
+        while self._live.get(heap[0][2]) != heap[0][1]:
+            heapq.heappop(heap)
+        return heap[0][2]
+
+    def remove(self, sid: uuid.UUID) -> None:
+        if self.first() == sid:
+            self._now = heapq.heappop(self._heap)[0]
+        del self._live[sid]
+        if not self._live:  # nothing waits: the tenants start even again
+            self._heap.clear()
+            self._last.clear()
+
+
 @dataclass(slots=True)
 class _Destination:
     """One destination's part of the lanes: its deliveries in flight, and its lanes ready
@@ -77,14 +122,14 @@ class _Destination:
     busy: int = 0
     waiting: int = 0  # its deliveries in the lanes, ready or behind another
     weight: int = 1  # its latest delivery's tenant's weight
-    ready: deque[uuid.UUID] = field(default_factory=deque)
-    ready_again: deque[uuid.UUID] = field(default_factory=deque)
+    ready: _Ready = field(default_factory=_Ready)
+    ready_again: _Ready = field(default_factory=_Ready)
     # The loop time each delivery in flight was sent (`Lanes.sending`), in that order: the
     # first is the oldest still unanswered. One launched and waiting for a send permit or
     # its start mark is not in it: that wait is this replica's, not the destination's.
     started: dict[uuid.UUID, float] = field(default_factory=dict)
 
-    def queue(self, first: bool) -> deque[uuid.UUID]:
+    def queue(self, first: bool) -> _Ready:
         return self.ready if first else self.ready_again
 
     @property
@@ -194,7 +239,7 @@ class Lanes:
                 if destination is None:
                     break
                 ready = destination.queue(first)
-                sid = ready[0]
+                sid = ready.first()
                 lane = self._lanes[sid]
                 head = lane[0]
                 if len(self._busy) >= window and not head.unstarted:
@@ -372,7 +417,8 @@ class Lanes:
         ready = destination.queue(first)
         if not ready:
             self._turns[first].append(destination.name)
-        ready.append(sid)
+        tenant = head.delivery.tenant
+        ready.append(sid, tenant, self._weight_of(tenant))
         self._ready[sid] = (destination.name, first)
 
     def _unready(self, sid: uuid.UUID) -> None:
@@ -383,10 +429,7 @@ class Lanes:
         name, first = where
         destination = self._destinations[name]
         ready = destination.queue(first)
-        if ready and ready[0] == sid:
-            ready.popleft()
-        else:
-            ready.remove(sid)
+        ready.remove(sid)
         if not ready:
             self._turns[first].remove(name)
         self._forget_if_idle(destination)

@@ -923,7 +923,7 @@ async def visited_keys(database: Database) -> list[str]:
     """The flow keys the keyed claim looks at now: those with rows due that no key holds."""
 
     async def work(conn: Connection) -> list[str]:
-        return [key_name(row.flow_key) for row in await keys_with_work_due(conn, 0.0)]
+        return [key_name(row.flow_key) for row in (await keys_with_work_due(conn, 0.0))[0]]
 
     return await database.run(work)
 

@@ -131,6 +131,10 @@ class _Gate:
     row: Any
 
 
+# How long a replica's keyed claims walk the keys at once after a due window came back full
+# (then they read the window again: the backlog may have drained below it).
+WALK_FOR = timedelta(seconds=1)
+
 # How often a replica reads the tenants' weights again: a weight put counts within this.
 WEIGHTS_EVERY = timedelta(seconds=2)
 
@@ -187,15 +191,22 @@ def _sooner(a: float | None, b: float | None) -> float | None:
     return a if b is None else min(a, b)
 
 
-async def keys_with_work_due(conn: AsyncConnection, ahead: float) -> Sequence[Any]:
+async def keys_with_work_due(
+    conn: AsyncConnection, ahead: float, *, window: bool = True
+) -> tuple[Sequence[Any], bool]:
     """The keys with work due, from the due rows when fewer than DUE_WINDOW are due (so that
     keys with only future rows cost nothing), else from a walk of every key (named SQL
-    `flow_due_window`, `flow_due`)."""
+    `flow_due_window`, `flow_due`); with `window` False, from the walk at once. Also whether
+    the window was full (more than it holds is due)."""
     dialect = dialect_of(conn)
-    rows = await dialect.due_window(conn, ahead, DUE_WINDOW)
-    if rows is not None and (not rows or rows[0].scanned < DUE_WINDOW):
-        return rows
-    return await dialect.due_keys(conn, ahead)
+    if window:
+        rows = await dialect.due_window(conn, ahead, DUE_WINDOW)
+        if rows is not None and (not rows or rows[0].scanned < DUE_WINDOW):
+            return rows, False
+        full = rows is not None
+    else:
+        full = True
+    return await dialect.due_keys(conn, ahead), full
 
 
 def _backing_off(row: Any, now: datetime) -> float | None:
@@ -253,6 +264,7 @@ class FlowClaims:
     def __init__(self) -> None:
         self._look_at: datetime | None = None  # None: at the next claim
         self._unshelve_at: datetime | None = None  # the soonest known back-off end
+        self._walk_until: datetime | None = None  # no due window before (None: none)
         self._weights: dict[str, int] = {}  # of the tenants whose weight is not the default
         self._weights_at: datetime | None = None  # when they are read again (None: now)
 
@@ -280,7 +292,13 @@ class FlowClaims:
         to the others."""
         dialect = dialect_of(conn)
         await self._unshelve(conn)
-        due = await keys_with_work_due(conn, ahead)
+        # After a full window, the walk at once for a while: reading a window that will be
+        # full again (a backlog of DUE_WINDOW rows or more) would only add to the walk.
+        looked_at = dialect.clock.host_now()
+        window = self._walk_until is None or looked_at >= self._walk_until
+        due, full = await keys_with_work_due(conn, ahead, window=window)
+        if full and window:
+            self._walk_until = looked_at + WALK_FOR
         if not due:
             return KeyedClaim([], held_back_in=self._unshelve_in(dialect.clock.host_now()))
         now: datetime = due[0].now

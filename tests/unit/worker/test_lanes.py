@@ -476,6 +476,24 @@ def test_destinations_of_tenants_weighted_3_and_1_hold_the_slots_3_to_1() -> Non
         assert again.tenant == done.tenant
 
 
+def test_within_a_destination_a_tenants_backlog_never_stands_before_anothers_tick() -> None:
+    lanes = Lanes(limit=2, min_lease=MIN_LEASE)
+    burst = [dataclasses.replace(d, tenant="burst") for d in to(FAST_TARGET, 30)]
+    lanes.admit(burst, LONG)
+    running = send(lanes, 0.0)
+    tick = [dataclasses.replace(d, tenant="stream") for d in to(FAST_TARGET, 1)]
+    lanes.admit(tick, LONG)  # claimed after the whole burst, to the same destination
+
+    # Turn by turn with the burst (weights 1 and 1): the tick has one of the next two slots,
+    # not the 29th.
+    answered(lanes, running, 0.01)
+    sent = send(lanes, 0.01)
+    assert tick[0] in sent
+    answered(lanes, sent, 0.02)
+    order = [*running, *[d for d in sent if d.tenant == "burst"], *launch_order(lanes, 0.02)]
+    assert order == burst, "the burst goes on in its own order"
+
+
 def test_first_attempts_of_any_destination_start_before_retries_of_another() -> None:
     lanes = Lanes(limit=2, min_lease=MIN_LEASE)
     retries = to(SLOW_TARGET, 2, first=False)
