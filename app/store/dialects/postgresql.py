@@ -91,8 +91,8 @@ _XACT_LOCK = sa.text("SELECT pg_advisory_xact_lock(:key)")
 _IDENTITY = sa.text("SELECT current_database(), pg_postmaster_start_time()")
 # The list parameter each kind of claim takes, if any.
 _LISTS: dict[ClaimRows, sa.BindParameter[Any]] = {
-    ClaimRows.CHOSEN: sa.bindparam("ids", expanding=True, type_=sa.Uuid()),
-    ClaimRows.FREE: sa.bindparam("keys", expanding=True, type_=sa.String()),
+    ClaimRows.CHOSEN: sa.bindparam("ids", type_=postgresql.ARRAY(sa.Uuid())),
+    ClaimRows.FREE: sa.bindparam("keys", type_=postgresql.ARRAY(sa.String())),
 }
 _SKIP = sa.bindparam("skip", type_=postgresql.ARRAY(sa.String()))
 _CLAIMS = {

@@ -169,6 +169,14 @@ CLAIM_ROWS = {
     ClaimRows.CHOSEN: "o.occurrence_id IN :ids",
     ClaimRows.FREE: "o.flow_key IS NOT NULL AND o.flow_key IN :keys",
 }
+# PostgreSQL takes a list as one array parameter: one statement text, and one cached plan,
+# whatever the list's length (a list expanded in place is a new statement for each length).
+CLAIM_ROWS_OF: dict[str, dict[ClaimRows, str]] = {
+    "postgresql": {
+        ClaimRows.CHOSEN: "o.occurrence_id = ANY(:ids)",
+        ClaimRows.FREE: "o.flow_key IS NOT NULL AND o.flow_key = ANY(:keys)",
+    }
+}
 
 
 @cache
@@ -182,7 +190,9 @@ def queries(name: str, dialect: str, *, rows: ClaimRows | None = None) -> tuple[
     if rows is not None:
         if source.count(UNKEYED_ROWS) != 1:
             raise ValueError(f"{name}.{dialect}.sql must say {UNKEYED_ROWS!r} exactly once")
-        source = source.replace(UNKEYED_ROWS, CLAIM_ROWS[rows])
+        source = source.replace(
+            UNKEYED_ROWS, CLAIM_ROWS_OF.get(dialect, {}).get(rows, CLAIM_ROWS[rows])
+        )
     # Comments are for readers; dropping them keeps a ":name" in prose from becoming a parameter.
     lines = [line for line in source.splitlines() if not line.lstrip().startswith("--")]
     parts = [part.strip() for part in _END.split("\n".join(lines))]
