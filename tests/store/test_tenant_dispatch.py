@@ -168,3 +168,27 @@ async def test_between_tenants_what_is_due_within_ahead_is_claimed_ahead_too(
     assert ahead.schedule_id == soon.id
     assert claimed.not_before[ahead.occurrence_id] > datetime.now(UTC), "held to its instant"
     assert _by_tenant(claimed.deliveries) == {"burst": 19, "stream": 1}
+
+
+async def test_within_a_tenant_first_attempts_go_before_replays_due_earlier(
+    database: Database,
+) -> None:
+    await ports.put_tenant(database, "acme")
+    await ports.put_tenant(database, "zeta")
+    old = [
+        ports.draft(
+            ports.once(datetime.now(UTC) - timedelta(minutes=10)), max_attempts=1, tenant="acme"
+        )
+        for _ in range(3)
+    ]
+    await ports.insert_schedules(database, old)
+    failed = await ports.claim(database, limit=10)
+    await ports.settle(
+        database, [Settlement(d, OccurrenceStatus.DEAD_LETTERED, error="400") for d in failed]
+    )
+    assert len(await ports.replay(database, [d.occurrence_id for d in failed])) == 3
+    fresh = await _due(database, "acme", 3, since=5.0)
+    await _due(database, "zeta", 10)  # a second tenant: the claim shares between them
+    taken = await ports.claim(database, limit=6)
+    mine = [d for d in taken if d.tenant == "acme"]
+    assert {d.schedule_id for d in mine} == set(fresh), "the replays wait for room"

@@ -91,6 +91,7 @@ _CANDIDATE_COLUMNS: dict[str, Any] = {
     "occurrence_id": UUID,
     "flow_key": sa.String(),
     "available_at": UTCDateTime(),
+    "first_attempt_at": UTCDateTime(),
 }
 
 
@@ -374,7 +375,11 @@ class FlowClaims:
         demand = 0
         if picks:
             chosen = await self._choose(conn, picks, now, held_back, ahead)
-            chosen.sort(key=lambda r: r.available_at)
+            # Within a tenant, what is due first first, and of what is due now first
+            # attempts before retries and replays (of the rows each key's probe read).
+            chosen.sort(
+                key=lambda r: (r.available_at > now, r.first_attempt_at is not None, r.available_at)
+            )
             caps = {t: most for t, most in budgets.items() if most is not None}
             taken = take_shares(chosen, _tenant_of_row, weights, room, caps)
             demand = len(taken) + (1 if len(chosen) > len(taken) else 0)

@@ -2,9 +2,10 @@
 -- it may start something of, UNION ALL): up to :most due rows (by :now) of a key (:key)
 -- that is not fifo, in the order they fell due. A probe of the key's index range, however
 -- many of its rows wait. A paused schedule's rows are none of it.
-SELECT due.occurrence_id, due.flow_key, due.available_at
+SELECT due.occurrence_id, due.flow_key, due.available_at, due.first_attempt_at
 FROM (
-    SELECT occurrences.occurrence_id, occurrences.flow_key, occurrences.available_at
+    SELECT occurrences.occurrence_id, occurrences.flow_key, occurrences.available_at,
+           occurrences.first_attempt_at
     FROM occurrences
     WHERE occurrences.status = 'pending'
       AND occurrences.flow_key IS NOT NULL

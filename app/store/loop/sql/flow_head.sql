@@ -3,9 +3,10 @@
 -- occurrence by fire instant, then id, due or not (a head that is not due holds the key).
 -- A probe of the key's index range, however many of its rows wait. A paused schedule's
 -- rows are none of it.
-SELECT head.occurrence_id, head.flow_key, head.available_at
+SELECT head.occurrence_id, head.flow_key, head.available_at, head.first_attempt_at
 FROM (
-    SELECT occurrences.occurrence_id, occurrences.flow_key, occurrences.available_at
+    SELECT occurrences.occurrence_id, occurrences.flow_key, occurrences.available_at,
+           occurrences.first_attempt_at
     FROM occurrences
     WHERE occurrences.status = 'pending'
       AND occurrences.flow_key IS NOT NULL
