@@ -19,7 +19,7 @@ from app.api.schemas import (
     ScheduleEventOut,
     ScheduleOut,
 )
-from app.api.tenant_schemas import TenantKeyOut, TenantOut
+from app.api.tenant_schemas import TenantEventOut, TenantKeyOut, TenantOut
 from app.domain.filters import DeadLetterFilter, ScheduleAfter, ScheduleFilter
 from app.domain.ids import format_instant
 from app.domain.occurrence import DeadLetter, OccurrenceStatus
@@ -149,3 +149,11 @@ async def tenant_keys(
     """A tenant's keys, oldest first."""
     found = await service.list(tenant, after=pagination.decode_id(cursor), limit=limit + 1)
     return _page(found, limit, TenantKeyOut.of, lambda k: (str(k.id),))
+
+
+async def tenant_events(
+    service: TenantService, tenant: str, limit: int, cursor: str | None
+) -> Page[TenantEventOut]:
+    """A tenant's audit events, oldest first."""
+    found = await service.events(tenant, after=pagination.decode_id(cursor), limit=limit + 1)
+    return _page(found, limit, TenantEventOut.of, lambda e: (str(e.id),))

@@ -1,4 +1,4 @@
-"""Wire models of /v1/tenants: a tenant as put, and as read."""
+"""Wire models of /v1/tenants: a tenant as put, and as read; its keys; its audit events."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from app.domain.flow import MAX_PARALLELISM, MAX_RATE
 from app.domain.limits import MAX_SHORT_STRING_BYTES, InputModel, Instant, one_line
+from app.domain.tenant_events import TenantEvent, TenantEventKind
 from app.domain.tenant_keys import KEY_NAME_ALPHABET, KeyRole, TenantKey
 from app.domain.tenants import (
     DEFAULT_WEIGHT,
@@ -244,3 +245,59 @@ class MadeKey(TenantKeyOut):
     @classmethod
     def made(cls, key: TenantKey, secret: str) -> MadeKey:
         return cls(**TenantKeyOut.of(key).model_dump(), key=secret)
+
+
+class TenantEventOut(BaseModel):
+    """One change of a tenant or of its keys, in the tenant's audit trail (kept when the
+    tenant is removed)."""
+
+    id: uuid.UUID = Field(
+        description="The event's id: a UUIDv7, so the trail sorts oldest first by it",
+        examples=["01938f2e-7c3a-7d1e-8a4b-3c2d1e0f9a8b"],
+    )
+    tenant: str = Field(description="The tenant it is about", examples=["billing"])
+    kind: TenantEventKind = Field(
+        description="What happened: created, updated (a PUT; `fields` names what changed), "
+        "paused and resumed (a PUT that flipped `paused`, after its updated), deleted, "
+        "key_created, key_revoked",
+        examples=["updated"],
+    )
+    at: datetime = Field(description="When", examples=["2026-12-07T10:00:00Z"])
+    actor: str | None = Field(
+        description="Who: the operator API key's name, 'cli' (operator CLI on the database), "
+        "or null when no keys are set (a tenant's own key changes no tenant)",
+        examples=["deploy-bot"],
+    )
+    version: int | None = Field(
+        description="The tenant's version once the change was made; null for a key's "
+        "events and for deleted",
+        examples=[2],
+    )
+    fields: list[str] | None = Field(
+        description="For updated: the PUT's top-level fields whose value changed (empty "
+        "when none did); null for the other kinds",
+        examples=[["weight", "quotas"]],
+    )
+    key_id: uuid.UUID | None = Field(
+        description="For key_created and key_revoked: the key's id; null for the other kinds",
+        examples=["01938f2e-7b00-7f6a-9c1d-2e3f4a5b6c7d"],
+    )
+    key_name: str | None = Field(
+        description="For key_created and key_revoked: the key's name (kept when the key is "
+        "gone); null for the other kinds",
+        examples=["deploy-bot"],
+    )
+
+    @classmethod
+    def of(cls, e: TenantEvent) -> TenantEventOut:
+        return cls(
+            id=e.id,
+            tenant=e.tenant,
+            kind=e.kind,
+            at=e.at,
+            actor=e.actor,
+            version=e.version,
+            fields=e.fields,
+            key_id=e.key_id,
+            key_name=e.key_name,
+        )

@@ -1,7 +1,8 @@
-"""Routes under /v1/tenants: tenants put, read, listed and removed, and their keys made,
-listed and revoked (DESIGN section 14). These manage the installation rather than act in a
-tenant: the tenant is the path's, and only operator keys may use them, but for a tenant key
-reading its own tenant."""
+"""Routes under /v1/tenants: tenants put, read, listed and removed, their keys made,
+listed and revoked, and the audit events of both (DESIGN section 14). These manage the
+installation rather than act in a tenant: the tenant is the path's, and only operator keys
+may use them, but for a tenant key reading its own tenant and its events. Each change names
+the caller's key as its events' actor."""
 
 from __future__ import annotations
 
@@ -14,7 +15,14 @@ from app.api import examples, pages
 from app.api.deps import CallerDep, CursorQuery, LimitQuery, StateDep, TenantKeysDep, TenantsDep
 from app.api.problems import responses
 from app.api.schemas import Page
-from app.api.tenant_schemas import MadeKey, TenantIn, TenantKeyIn, TenantKeyOut, TenantOut
+from app.api.tenant_schemas import (
+    MadeKey,
+    TenantEventOut,
+    TenantIn,
+    TenantKeyIn,
+    TenantKeyOut,
+    TenantOut,
+)
 from app.api.versions import if_match_header, versions
 from app.domain.errors import ConflictError, ForbiddenError
 from app.domain.tenant_keys import KeyRole
@@ -41,6 +49,11 @@ def _operator(caller: Caller) -> None:
         raise ForbiddenError("a tenant's key manages no tenant: this needs an operator key")
 
 
+def _own_or_operator(caller: Caller, tenant: str) -> None:
+    if caller.own and caller.tenant != tenant:
+        raise ForbiddenError(f"this key acts in tenant {caller.tenant} only")
+
+
 def _one(response: Response, tenant: Tenant) -> TenantOut:
     response.headers["ETag"] = f'"{tenant.version}"'
     return TenantOut.of(tenant)
@@ -60,9 +73,23 @@ async def get_tenant(
     tenant: TenantPath, service: TenantsDep, caller: CallerDep, response: Response
 ) -> TenantOut:
     """A tenant; a tenant's key reads its own."""
-    if caller.own and caller.tenant != tenant:
-        raise ForbiddenError(f"this key acts in tenant {caller.tenant} only")
+    _own_or_operator(caller, tenant)
     return _one(response, await service.get(tenant))
+
+
+@router.get("/{tenant}/events", responses=responses(404, 422))
+async def list_tenant_events(
+    tenant: TenantPath,
+    service: TenantsDep,
+    caller: CallerDep,
+    limit: LimitQuery = 50,
+    cursor: CursorQuery = None,
+) -> Page[TenantEventOut]:
+    """The tenant's audit events, oldest first: each change of the tenant or of its keys,
+    who made it, and the tenant's version after it. A removed tenant's are kept, its
+    `deleted` last; a tenant's key reads its own tenant's."""
+    _own_or_operator(caller, tenant)
+    return await pages.tenant_events(service, tenant, limit, cursor)
 
 
 @router.put("/{tenant}", responses={201: {"model": TenantOut}, **responses(412, 422)})
@@ -76,7 +103,7 @@ async def put_tenant(
 ) -> TenantOut:
     """Create (201) or replace (200) the tenant."""
     _operator(caller)
-    found, created = await service.put(tenant, body.spec(), versions(if_match))
+    found, created = await service.put(tenant, body.spec(), versions(if_match), actor=caller.actor)
     if created:
         response.status_code = status.HTTP_201_CREATED
     return _one(response, found)
@@ -91,7 +118,7 @@ async def delete_tenant(
     """Remove the tenant with its ended schedules, its flow keys and its keys: refused
     (409) while any of its schedules is pending or paused, and for `default`."""
     _operator(caller)
-    await service.delete(tenant, versions(if_match))
+    await service.delete(tenant, versions(if_match), actor=caller.actor)
 
 
 @router.post(
@@ -113,7 +140,9 @@ async def create_tenant_key(
         raise ConflictError(
             "the API is open (no CHRONOQ_API_KEYS): it checks no key, a tenant's neither"
         )
-    made, secret = await service.make(tenant, body.name, KeyRole(body.role), body.expires_at)
+    made, secret = await service.make(
+        tenant, body.name, KeyRole(body.role), body.expires_at, actor=caller.actor
+    )
     return MadeKey.made(made, secret)
 
 
@@ -140,4 +169,4 @@ async def revoke_tenant_key(
 ) -> None:
     """Revoke the key: every replica refuses it within 5 seconds (a revoked one stays so)."""
     _operator(caller)
-    await service.revoke(tenant, key_id)
+    await service.revoke(tenant, key_id, actor=caller.actor)

@@ -30,7 +30,14 @@ from app.api.schemas import (
     ScheduleEventOut,
     ScheduleOut,
 )
-from app.api.tenant_schemas import MadeKey, TenantIn, TenantKeyIn, TenantKeyOut, TenantOut
+from app.api.tenant_schemas import (
+    MadeKey,
+    TenantEventOut,
+    TenantIn,
+    TenantKeyIn,
+    TenantKeyOut,
+    TenantOut,
+)
 from app.client.calls import Call
 from app.client.clients import AsyncClient, Client
 from app.client.errors import (
@@ -82,6 +89,7 @@ __all__ = [
     "ScheduleOut",
     "SchedulePatch",
     "ScheduleSpec",
+    "TenantEventOut",
     "TenantIn",
     "TenantKeyIn",
     "TenantKeyOut",

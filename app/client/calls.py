@@ -35,7 +35,14 @@ from app.api.schemas import (
     ScheduleEventOut,
     ScheduleOut,
 )
-from app.api.tenant_schemas import MadeKey, TenantIn, TenantKeyIn, TenantKeyOut, TenantOut
+from app.api.tenant_schemas import (
+    MadeKey,
+    TenantEventOut,
+    TenantIn,
+    TenantKeyIn,
+    TenantKeyOut,
+    TenantOut,
+)
 from app.domain.schedule import SchedulePatch, ScheduleSpec
 
 T = TypeVar("T")
@@ -408,6 +415,16 @@ def revoke_tenant_key(tenant: str, key_id: Id) -> Call[None]:
     """Revoke a tenant's key (DELETE /v1/tenants/{tenant}/keys/{key_id})."""
     path = f"/v1/tenants/{_segment(tenant)}/keys/{_segment(key_id)}"
     return Call("DELETE", path, _nothing)
+
+
+def list_tenant_events(
+    tenant: str, *, limit: int | None = None, cursor: str | None = None
+) -> Call[Page[TenantEventOut]]:
+    """A page of a tenant's audit events, oldest first: the changes of the tenant and of its
+    keys, a removed tenant's too (GET /v1/tenants/{tenant}/events)."""
+    params = _params(limit=limit, cursor=cursor)
+    path = f"/v1/tenants/{_segment(tenant)}/events"
+    return Call("GET", path, _reader(Page[TenantEventOut]), params=params)
 
 
 # -- triggers ---------------------------------------------------------------------------

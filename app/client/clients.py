@@ -273,6 +273,7 @@ class Client:
     create_tenant_key = _sync(calls.create_tenant_key)
     list_tenant_keys = _sync(calls.list_tenant_keys)
     revoke_tenant_key = _sync(calls.revoke_tenant_key)
+    list_tenant_events = _sync(calls.list_tenant_events)
     preview_trigger = _sync(calls.preview_trigger)
 
     # every item of a list, following its cursors
@@ -283,6 +284,7 @@ class Client:
     iter_dead_letters = _sync_pages(calls.list_dead_letters)
     iter_flow_keys = _sync_pages(calls.list_flow_keys)
     iter_tenants = _sync_pages(calls.list_tenants)
+    iter_tenant_events = _sync_pages(calls.list_tenant_events)
 
 
 class AsyncClient:
@@ -367,6 +369,7 @@ class AsyncClient:
     create_tenant_key = _async(calls.create_tenant_key)
     list_tenant_keys = _async(calls.list_tenant_keys)
     revoke_tenant_key = _async(calls.revoke_tenant_key)
+    list_tenant_events = _async(calls.list_tenant_events)
     preview_trigger = _async(calls.preview_trigger)
 
     # every item of a list, following its cursors
@@ -377,3 +380,4 @@ class AsyncClient:
     iter_dead_letters = _async_pages(calls.list_dead_letters)
     iter_flow_keys = _async_pages(calls.list_flow_keys)
     iter_tenants = _async_pages(calls.list_tenants)
+    iter_tenant_events = _async_pages(calls.list_tenant_events)

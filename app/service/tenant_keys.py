@@ -38,9 +38,16 @@ class TenantKeyService:
         self._found: dict[str, tuple[float, TenantKey | None]] = {}
 
     async def make(
-        self, tenant: str, name: str, role: KeyRole, expires_at: datetime | None
+        self,
+        tenant: str,
+        name: str,
+        role: KeyRole,
+        expires_at: datetime | None,
+        *,
+        actor: str | None,
     ) -> tuple[TenantKey, str]:
-        """A new key of `tenant`, and the key itself (shown this once, never stored)."""
+        """A new key of `tenant`, and the key itself (shown this once, never stored).
+        `actor` is who asks, as the tenant's `key_created` event names it."""
         check_key_name(name)
         secret = new_secret()
 
@@ -60,7 +67,7 @@ class TenantKeyService:
                 revoked_at=None,
                 last_used_at=None,
             )
-            await self._keys.insert(conn, key, digest_of(secret))
+            await self._keys.insert(conn, key, digest_of(secret), actor=actor)
             return key
 
         return await self._db.run(work), secret
@@ -72,12 +79,14 @@ class TenantKeyService:
 
         return await self._db.run(work)
 
-    async def revoke(self, tenant: str, id_: uuid.UUID) -> None:
-        """Every replica refuses the key within `CACHE_SECONDS` of this."""
+    async def revoke(self, tenant: str, id_: uuid.UUID, *, actor: str | None) -> None:
+        """Every replica refuses the key within `CACHE_SECONDS` of this. `actor` is who
+        asks, as the tenant's `key_revoked` event names it."""
 
         async def work(conn: Connection) -> bool:
             await self._tenants.hold(conn, tenant)
-            return await self._keys.revoke(conn, tenant, id_, await transaction_now(conn))
+            now = await transaction_now(conn)
+            return await self._keys.revoke(conn, tenant, id_, now, actor=actor)
 
         if not await self._db.run(work):
             raise NotFoundError(f"tenant {tenant} has no key {id_}")

@@ -1,12 +1,17 @@
-"""Tenant use cases: put, read, list, remove; and whether a tenant a request names exists."""
+"""Tenant use cases: put, read, list, remove, each change recorded as an audit event of
+the tenant naming who made it; the tenant's events read; and whether a tenant a request
+names exists."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import replace
 
+from app.domain.tenant_events import TenantEvent
 from app.domain.tenants import Tenant, TenantSpec, missing_tenant
 from app.store.dialects import transaction_now
 from app.store.engine.database import Connection, Database
+from app.store.records.tenant_events import TenantEventStore
 from app.store.records.tenants import TenantStore
 
 
@@ -14,6 +19,7 @@ class TenantService:
     def __init__(self, database: Database) -> None:
         self._db = database
         self._tenants = TenantStore()
+        self._events = TenantEventStore()
 
     async def exists(self, tenant: str) -> bool:
         return await self._db.run(lambda conn: self._tenants.exists(conn, tenant))
@@ -30,27 +36,61 @@ class TenantService:
         return found
 
     async def put(
-        self, tenant: str, spec: TenantSpec, if_match: frozenset[int] | None = None
+        self,
+        tenant: str,
+        spec: TenantSpec,
+        if_match: frozenset[int] | None = None,
+        *,
+        actor: str | None,
     ) -> tuple[Tenant, bool]:
-        """Create or replace the tenant, whole; True when new. The answer has its usage."""
+        """Create or replace the tenant, whole; True when new. The answer has its usage.
+        `actor` is who asks, as its events name it."""
 
         async def work(conn: Connection) -> tuple[Tenant, bool]:
             now = await transaction_now(conn)
-            found, created = await self._tenants.put(conn, tenant, spec, if_match, now)
+            found, created = await self._tenants.put(conn, tenant, spec, if_match, now, actor=actor)
             usage = await self._tenants.usage(conn, tenant, now)
             return replace(found, usage=usage), created
 
         return await self._db.run(work)
 
-    async def list(self, *, after: str | None, limit: int) -> list[Tenant]:
-        """Tenants in id order, each with its usage."""
+    async def events(
+        self, tenant: str, *, after: uuid.UUID | None, limit: int
+    ) -> list[TenantEvent]:
+        """The tenant's audit events, oldest first: a removed tenant's too. A tenant that
+        does not exist and has no events is missing."""
+
+        async def work(conn: Connection) -> list[TenantEvent]:
+            found = await self._events.history(conn, tenant, limit=limit, after=after)
+            # An empty page is a tenant's (one past its last event, or with none since
+            # events began) unless no such tenant is or ever was.
+            if (
+                not found
+                and not await self._tenants.exists(conn, tenant)
+                and not await self._events.any(conn, tenant)
+            ):
+                raise missing_tenant(tenant)
+            return found
+
+        return await self._db.run(work)
+
+    async def list(self, *, after: str | None, limit: int, usage: bool = True) -> list[Tenant]:
+        """Tenants in id order, each with its usage (`usage`; without it, one read)."""
 
         async def work(conn: Connection) -> list[Tenant]:
-            now = await transaction_now(conn)
+            now = await transaction_now(conn) if usage else None
             return await self._tenants.page(conn, after=after, limit=limit, now=now)
 
         return await self._db.run(work)
 
-    async def delete(self, tenant: str, if_match: frozenset[int] | None = None) -> None:
-        """Remove the tenant and all it holds; refused while it has live schedules."""
-        await self._db.run(lambda conn: self._tenants.delete(conn, tenant, if_match))
+    async def delete(
+        self, tenant: str, if_match: frozenset[int] | None = None, *, actor: str | None
+    ) -> None:
+        """Remove the tenant and all it holds but its events; refused while it has live
+        schedules."""
+
+        async def work(conn: Connection) -> None:
+            now = await transaction_now(conn)
+            await self._tenants.delete(conn, tenant, if_match, now, actor=actor)
+
+        await self._db.run(work)

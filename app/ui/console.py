@@ -1,31 +1,36 @@
 """Routes under /ui: the operator console's pages, and the forms they post (DESIGN 10).
 
 Every page reads through the services and the very functions that answer the API's lists,
-so a page has the API's filters, cursors and redactions, and its cost. Every change is a
-POST form answered by a redirect back (post, redirect, get), guarded by a token bound to the
-key that loaded the form and by an Origin/Referer check (`app.ui.forms`). Nothing here is in
-the OpenAPI document: the console is not part of the API.
+so a page has the API's filters, cursors and redactions, and its cost. Every page is in one
+tenant, the one its address names (`app.ui.tenancy`); a page asked for in a tenant its key
+cannot be in is the page that says why. Every change is a POST form answered by a redirect
+back (post, redirect, get), guarded by a token bound to the key that loaded the form and by
+an Origin/Referer check (`app.ui.forms`). Nothing here is in the OpenAPI document: the
+console is not part of the API.
 """
 
 from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from importlib.resources import files
-from typing import Annotated
+from typing import Any
 
-from fastapi import APIRouter, Depends, Request
-from fastapi.responses import HTMLResponse, Response
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
-from app.api.deps import DeadLettersDep, OccurrencesDep, SchedulesDep, StateDep
+from app.api.deps import DeadLettersDep, OccurrencesDep, SchedulesDep
 from app.ui.dead_letter_pages import DeadLetterPages
 from app.ui.flow_key_pages import FlowKeyPages, add_flow_key_routes
-from app.ui.forms import FormGuard, Viewer
+from app.ui.forms import FormGuard
 from app.ui.frame import PageFrame
 from app.ui.live import LiveNumbers
 from app.ui.schedule_pages import SCHEDULE_ACTIONS, SchedulePages
+from app.ui.tenancy import SECTIONS, TenantRefusedError, ViewerDep, switched
+from app.ui.tenant_pages import TenantPages, add_tenant_routes
 
 
 def static_files() -> StaticFiles:
@@ -42,13 +47,26 @@ class Console:
         self.schedules = SchedulePages(self.frame)
         self.dead_letters = DeadLetterPages(self.frame)
         self.flow_keys = FlowKeyPages(self.frame)
+        self.tenants = TenantPages(self.frame)
 
 
-def _viewer(request: Request, state: StateDep) -> Viewer:
-    return Viewer.of(request, state["keys"])
+def _route_class(frame: PageFrame) -> type[APIRoute]:
+    """The console's routes: a page asked for in a tenant its key cannot be in (raised as
+    its viewer is read, before the page runs) is answered with the page that says why."""
 
+    class ConsoleRoute(APIRoute):
+        def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+            handle = super().get_route_handler()
 
-ViewerDep = Annotated[Viewer, Depends(_viewer)]
+            async def guarded(request: Request) -> Response:
+                try:
+                    return await handle(request)
+                except TenantRefusedError as exc:
+                    return await frame.refuse(request, exc.viewer, exc.status, exc.detail)
+
+            return guarded
+
+    return ConsoleRoute
 
 
 @functools.cache
@@ -63,7 +81,7 @@ def router(console: Console | None = None) -> APIRouter:
     """The console's routes, none of them in the OpenAPI document."""
     pages = console or Console()
     schedule_pages, dead_letter_pages = pages.schedules, pages.dead_letters
-    routes = APIRouter(prefix="/ui", include_in_schema=False)
+    routes = APIRouter(prefix="/ui", include_in_schema=False, route_class=_route_class(pages.frame))
 
     @routes.get("", response_class=HTMLResponse)
     @routes.get("/schedules", response_class=HTMLResponse)
@@ -110,7 +128,17 @@ def router(console: Console | None = None) -> APIRouter:
     @routes.get("/live", response_class=HTMLResponse)
     async def live(request: Request, who: ViewerDep) -> HTMLResponse:
         """The header's numbers alone, for the pages' script to refresh them in place."""
-        return await pages.frame.render(request, who, "_live.html")
+        return await pages.frame.render(request, who, "_live.html", whole=False)
+
+    @routes.get("/switch")
+    async def switch(request: Request, who: ViewerDep) -> RedirectResponse:
+        """The header's switcher, a GET form: to the list it was on (`to`) in the tenant
+        typed (`other`) or else chosen (`choice`), which that page checks."""
+        query = request.query_params
+        tenant = query.get("other", "").strip() or query.get("choice", "").strip()
+        section = query.get("to", SECTIONS[0])
+        root = request.scope.get("root_path", "")
+        return RedirectResponse(root + switched(section, tenant), status_code=303)
 
     @routes.get("/dead-letters", response_class=HTMLResponse)
     async def dead_letters(
@@ -142,5 +170,6 @@ def router(console: Console | None = None) -> APIRouter:
     ) -> Response:
         return await dead_letter_pages.settle(request, who, service, "discard", occurrence_id)
 
-    add_flow_key_routes(routes, pages.flow_keys, _viewer)
+    add_flow_key_routes(routes, pages.flow_keys)
+    add_tenant_routes(routes, pages.tenants)
     return routes

@@ -130,9 +130,8 @@ class DeadLetterPages:
                 schedule_id = uuid.UUID(schedule_page)
             except ValueError:
                 return await frame.refuse(request, viewer, 422, "return_to is not a schedule id.")
-            return back(
-                request, f"/ui/schedules/{schedule_id}?done={'held' if held else 'replayed'}"
-            )
+            done_text = "held" if held else "replayed"
+            return back(request, viewer, f"/ui/schedules/{schedule_id}?done={done_text}")
         back_to = {
             key: value
             for key in ("schedule_id", "event_type")
@@ -142,4 +141,4 @@ class DeadLetterPages:
         answer = {**back_to, "done": verb, "n": done}
         if held:
             answer["held"] = len(held)
-        return back(request, "/ui/dead-letters?" + urlencode(answer))
+        return back(request, viewer, "/ui/dead-letters?" + urlencode(answer))

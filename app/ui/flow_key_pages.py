@@ -13,7 +13,6 @@ just read), so a press never undoes another change made meanwhile.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -21,7 +20,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
 from app.api import flow_keys as flow_key_routes
-from app.api.deps import FlowKeysDep, State, StateDep
+from app.api.deps import FlowKeysDep
 from app.api.flow_key_schemas import FlowKeyOut
 from app.domain.errors import ChronoqError, InvalidInputError, PreconditionFailedError
 from app.domain.flow import KEY_ALPHABET, FlowLimits, Ordering, check_key
@@ -29,6 +28,7 @@ from app.ui.display import period
 from app.ui.forms import Viewer
 from app.ui.frame import PageFrame, back, status_of
 from app.ui.query import filter_value, link
+from app.ui.tenancy import ViewerDep
 
 PAGE_SIZE = 50
 LIMIT_FIELDS = ("rate", "period_seconds", "burst", "parallelism", "ordering", "paused")
@@ -47,8 +47,6 @@ _STALE = (
     "Nothing was saved; make the change again."
 )
 _STALE_PRESS = "This key changed while the button was pressed. Nothing was saved; try again."
-
-ViewerOf = Callable[[Request, State], Viewer]
 
 
 def _seconds_text(value: float) -> str:
@@ -221,7 +219,9 @@ class FlowKeyPages:
             )
         except ChronoqError as exc:
             return await frame.refuse(request, viewer, status_of(exc), exc.detail)
-        return back(request, f"/ui/flow-keys/{key}?done={'paused' if paused else 'resumed'}")
+        return back(
+            request, viewer, f"/ui/flow-keys/{key}?done={'paused' if paused else 'resumed'}"
+        )
 
     async def clear_backoff(
         self, request: Request, viewer: Viewer, service: FlowKeysDep, key: str
@@ -236,7 +236,7 @@ class FlowKeyPages:
             await service.clear_backoff(key, tenant=viewer.tenant)
         except ChronoqError as exc:
             return await frame.refuse(request, viewer, status_of(exc), exc.detail)
-        return back(request, f"/ui/flow-keys/{key}?done=cleared")
+        return back(request, viewer, f"/ui/flow-keys/{key}?done=cleared")
 
     async def edit(
         self, request: Request, viewer: Viewer, service: FlowKeysDep, key: str
@@ -279,37 +279,36 @@ class FlowKeyPages:
             return await self.flow_key(request, viewer, service, key, status=409, error=_STALE)
         except ChronoqError as exc:
             return await frame.refuse(request, viewer, status_of(exc), exc.detail)
-        return back(request, f"/ui/flow-keys/{key}?done=saved")
+        return back(request, viewer, f"/ui/flow-keys/{key}?done=saved")
 
 
-def add_flow_key_routes(routes: APIRouter, pages: FlowKeyPages, viewer_of: ViewerOf) -> None:
-    """The flow key pages' routes on the console's `routes`; `viewer_of` is the console's
-    own reading of who is looking."""
+def add_flow_key_routes(routes: APIRouter, pages: FlowKeyPages) -> None:
+    """The flow key pages' routes on the console's `routes`."""
 
     @routes.get("/flow-keys", response_class=HTMLResponse)
-    async def flow_keys(request: Request, state: StateDep, service: FlowKeysDep) -> HTMLResponse:
-        return await pages.flow_keys(request, viewer_of(request, state), service)
+    async def flow_keys(request: Request, who: ViewerDep, service: FlowKeysDep) -> HTMLResponse:
+        return await pages.flow_keys(request, who, service)
 
     @routes.get("/flow-keys/{key}", response_class=HTMLResponse)
     async def flow_key(
-        request: Request, state: StateDep, service: FlowKeysDep, key: str
+        request: Request, who: ViewerDep, service: FlowKeysDep, key: str
     ) -> HTMLResponse:
-        return await pages.flow_key(request, viewer_of(request, state), service, key)
+        return await pages.flow_key(request, who, service, key)
 
     @routes.post("/flow-keys/{key}/pause")
-    async def pause(request: Request, state: StateDep, service: FlowKeysDep, key: str) -> Response:
-        return await pages.press(request, viewer_of(request, state), service, key, paused=True)
+    async def pause(request: Request, who: ViewerDep, service: FlowKeysDep, key: str) -> Response:
+        return await pages.press(request, who, service, key, paused=True)
 
     @routes.post("/flow-keys/{key}/resume")
-    async def resume(request: Request, state: StateDep, service: FlowKeysDep, key: str) -> Response:
-        return await pages.press(request, viewer_of(request, state), service, key, paused=False)
+    async def resume(request: Request, who: ViewerDep, service: FlowKeysDep, key: str) -> Response:
+        return await pages.press(request, who, service, key, paused=False)
 
     @routes.post("/flow-keys/{key}/clear-backoff")
     async def clear_backoff(
-        request: Request, state: StateDep, service: FlowKeysDep, key: str
+        request: Request, who: ViewerDep, service: FlowKeysDep, key: str
     ) -> Response:
-        return await pages.clear_backoff(request, viewer_of(request, state), service, key)
+        return await pages.clear_backoff(request, who, service, key)
 
     @routes.post("/flow-keys/{key}/limits")
-    async def edit(request: Request, state: StateDep, service: FlowKeysDep, key: str) -> Response:
-        return await pages.edit(request, viewer_of(request, state), service, key)
+    async def edit(request: Request, who: ViewerDep, service: FlowKeysDep, key: str) -> Response:
+        return await pages.edit(request, who, service, key)

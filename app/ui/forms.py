@@ -47,10 +47,24 @@ class Viewer:
     def caller(self) -> Caller:
         return Caller(self.tenant, self.name, own=self.own)
 
+    @property
+    def switches(self) -> bool:
+        """Whether it may switch tenants: an operator key, or anyone when no keys are set
+        (a tenant's key reaches no other tenant)."""
+        return not self.own
+
+    @property
+    def named_tenant(self) -> str | None:
+        """The tenant the console's addresses name (`tenant=`): an operator's when it is
+        not the default one; None for the default tenant and for a tenant's key, which
+        the key itself names."""
+        return None if self.own or self.tenant == DEFAULT_TENANT else self.tenant
+
     @classmethod
     def of(cls, request: Request, ring: KeyRing) -> Viewer:
         """The viewer the key middleware let through: its key's name and role, and a
-        tenant key's tenant (an operator key shows the default tenant)."""
+        tenant key's tenant (an operator key is in the default tenant, until the address
+        names another: `app.ui.tenancy.viewer_of`)."""
         if not ring:
             return cls(name=None, key=None, can_write=True)
         key = presented_key(request.headers.raw)

@@ -1,21 +1,29 @@
-"""What every console page shares: rendering with the console's headers, the live numbers
-and a form token; refusals; and the checks a posted form passes before it changes anything
-(post, redirect, get)."""
+"""What every console page shares: rendering with the console's headers, the live numbers,
+the tenant switcher and a form token; addresses that keep the page's tenant; refusals; and
+the checks a posted form passes before it changes anything (post, redirect, get)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qs
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 
+from app.api.deps import State
 from app.api.hosts import check_origin, console_refusal
-from app.domain.errors import ChronoqError, ConflictError, InvalidInputError, NotFoundError
+from app.domain.errors import (
+    ChronoqError,
+    ConflictError,
+    ForbiddenError,
+    InvalidInputError,
+    NotFoundError,
+)
 from app.ui.display import environment
 from app.ui.forms import FormGuard, Viewer
 from app.ui.live import LiveNumbers
+from app.ui.tenancy import TenantChoices, carried, section_of
 
 FORM_TYPE = "application/x-www-form-urlencoded"
 
@@ -36,6 +44,8 @@ def status_of(exc: ChronoqError) -> int:
     """The status of the page refusing a change the service refused."""
     if isinstance(exc, NotFoundError):
         return 404
+    if isinstance(exc, ForbiddenError):
+        return 403
     if isinstance(exc, ConflictError):
         return 409
     if isinstance(exc, InvalidInputError):
@@ -43,18 +53,26 @@ def status_of(exc: ChronoqError) -> int:
     return 400
 
 
-def back(request: Request, path: str) -> RedirectResponse:
-    """The redirect that answers a form: the browser gets `path` of this console."""
-    return RedirectResponse(request.scope.get("root_path", "") + path, status_code=303)
+def back(request: Request, viewer: Viewer, path: str) -> RedirectResponse:
+    """The redirect that answers a form: the browser gets `path` of this console, in the
+    viewer's tenant."""
+    url = carried(request.scope.get("root_path", "") + path, viewer)
+    return RedirectResponse(url, status_code=303)
 
 
 class PageFrame:
-    """The console's templates, form guard and live numbers, for one app."""
+    """The console's templates, form guard, live numbers and the switcher's tenants."""
 
-    def __init__(self, guard: FormGuard | None = None, live: LiveNumbers | None = None) -> None:
+    def __init__(
+        self,
+        guard: FormGuard | None = None,
+        live: LiveNumbers | None = None,
+        choices: TenantChoices | None = None,
+    ) -> None:
         self.templates = Jinja2Templates(env=environment())
         self.guard = guard or FormGuard()
         self.live = live or LiveNumbers()
+        self.choices = choices or TenantChoices()
 
     async def render(
         self,
@@ -62,14 +80,27 @@ class PageFrame:
         viewer: Viewer,
         template: str,
         status: int = 200,
+        *,
+        whole: bool = True,
         **context: Any,
     ) -> HTMLResponse:
+        """`template` with `context`; `whole` for a page with the header (its switcher
+        lists the tenants), not for a part of one."""
+        base = request.scope.get("root_path", "")
         context.setdefault("notice", None)
+        switcher = None
+        if whole and viewer.switches:
+            state = cast(State, request.state._state)
+            switcher = await self.choices.read(state["tenants"])
         context.update(
             viewer=viewer,
             token=self.guard.issue(viewer) if viewer.can_write else None,
             live=await self.live.read(),
-            base=request.scope.get("root_path", ""),
+            base=base,
+            # A console address in the viewer's tenant: `href("/ui/schedules?x=1")`.
+            href=lambda path: carried(base + path, viewer),
+            switcher=switcher,
+            section=section_of(request.url.path),
         )
         response = self.templates.TemplateResponse(request, template, context, status_code=status)
         response.headers.update(_HEADERS)

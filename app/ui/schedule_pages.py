@@ -315,7 +315,7 @@ class SchedulePages:
                 raise PreconditionFailedError("stale form")
             changes = schedule_edit.changes_of(form, current)
             if not changes:
-                return back(request, f"/ui/schedules/{schedule_id}?done=unchanged")
+                return back(request, viewer, f"/ui/schedules/{schedule_id}?done=unchanged")
             patch = schedule_edit.checked(changes)
             await service.patch(schedule_id, patch, frozenset({version}), caller=viewer.caller)
         except PreconditionFailedError:
@@ -324,7 +324,7 @@ class SchedulePages:
             return await again(422, exc.detail, form, schedule_edit.field_of(exc))
         except ChronoqError as exc:
             return await frame.refuse(request, viewer, status_of(exc), exc.detail)
-        return back(request, f"/ui/schedules/{schedule_id}?done=saved")
+        return back(request, viewer, f"/ui/schedules/{schedule_id}?done=saved")
 
     async def act(
         self,
@@ -349,4 +349,4 @@ class SchedulePages:
             await call(schedule_id, caller=viewer.caller)
         except ChronoqError as exc:
             return await self._frame.refuse(request, viewer, status_of(exc), exc.detail)
-        return back(request, f"/ui/schedules/{schedule_id}?done={done}")
+        return back(request, viewer, f"/ui/schedules/{schedule_id}?done={done}")

@@ -194,14 +194,16 @@ async def test_a_read_key_sees_no_buttons(
     await expect(page.locator("header .who")).to_contain_text("dash.board (read)")
     await expect(page.locator("#status")).to_have_text("pending")
     assert await page.locator("form[method='post']").count() == 0
-    assert await page.locator("button").count() == 0
+    # The header's tenant switcher only reads; the page itself has no button.
+    assert await page.locator("main button").count() == 0
 
     await page.goto(app.url("/ui/dead-letters"))
     await expect(page.locator("#dead-letters tbody tr")).to_have_count(1)
     assert await page.locator("form[method='post']").count() == 0
     assert await page.locator("input[type='checkbox']").count() == 0
-    # The only button is the filter form's, which reads.
-    assert await page.locator("button").all_inner_texts() == ["Filter"]
+    # The only buttons are the filter form's and the header's tenant switcher, which read.
+    assert await page.locator("main button").all_inner_texts() == ["Filter"]
+    assert await page.locator("header button").all_inner_texts() == ["Switch"]
 
 
 async def test_the_three_pages_at_1280_by_800(

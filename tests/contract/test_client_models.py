@@ -108,6 +108,7 @@ _LISTED = {
     "FlowKeyOut",
     "TenantOut",
     "TenantKeyOut",
+    "TenantEventOut",
 }
 
 

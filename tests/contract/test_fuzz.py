@@ -90,6 +90,7 @@ SEMANTIC_RULES = {
     "list_flow_keys": _OPAQUE_CURSOR,
     "list_tenants": _OPAQUE_CURSOR,
     "list_tenant_keys": _OPAQUE_CURSOR,
+    "list_tenant_events": _OPAQUE_CURSOR,
     "create_tenant_key": "an expires_at in the past, and an instant's bound across an offset",
 }
 # 412: an If-Match that is well-formed but names another version than the schedule's (a
@@ -100,8 +101,15 @@ CHECKS = {"enabled": True, "positive_data_acceptance": {"expected-statuses": ACC
 # DELETE on a schedule cancels it (DESIGN section 6): the cancelled schedule and its history
 # stay readable, which is what use_after_free takes for a deleted resource still served. A
 # flow key's DELETE drops its limits, and the key reads on with none (a key that schedules
-# name exists without a configuration: section 11).
-CANCELLED_STAYS_READABLE = ["get_schedule", "list_occurrences", "list_events", "get_flow_key"]
+# name exists without a configuration: section 11). A tenant's audit events outlive it, its
+# `deleted` last (docs/tenants.md).
+CANCELLED_STAYS_READABLE = [
+    "get_schedule",
+    "list_occurrences",
+    "list_events",
+    "get_flow_key",
+    "list_tenant_events",
+]
 
 
 def _operations() -> list[dict[str, Any]]:

@@ -9,6 +9,7 @@ import json
 import re
 import subprocess
 import time
+import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -393,6 +394,36 @@ async def test_tenants_and_their_keys_are_managed_over_http(service: Service) ->
     gone = await cli(service, "tenant", "show", "acme")
     assert gone.returncode == 1
     assert one_line(gone.stderr) == "chronoq: tenant acme does not exist"
+
+    # Each change is in the tenant's audit events, by the key's name, and they outlive it.
+    events = await as_json(service, "tenant", "events", "acme", "--all")
+    assert [(e["kind"], e["version"], e["actor"], e["key_name"]) for e in events] == [
+        ("created", 1, "deploy-bot", None),
+        ("updated", 2, "deploy-bot", None),
+        ("updated", 3, "deploy-bot", None),
+        ("key_created", None, "deploy-bot", "ci"),
+        ("key_created", None, "deploy-bot", "deploy"),
+        ("key_revoked", None, "deploy-bot", "ci"),
+        ("deleted", None, "deploy-bot", None),
+    ]
+    assert [e["fields"] for e in events[1:3]] == [["display_name"], ["display_name", "quotas"]]
+    with client(service, READER) as reader:  # an operator's read key reads them too
+        assert [e.id for e in reader.iter_tenant_events("acme")] == [
+            uuid.UUID(e["id"]) for e in events
+        ]
+    shown = (await ok(service, "tenant", "events", "acme", "--limit", "2")).splitlines()
+    assert re.split(r"\s{2,}", shown[0]) == ["AT", "KIND", "VERSION", "ACTOR", "FIELDS", "KEY"]
+    assert re.split(r"\s{2,}", shown[2])[1:] == [
+        "updated",
+        "2",
+        "deploy-bot",
+        "display_name",
+        "-",
+    ]
+    assert shown[-1] == "(the first 2 events, oldest first; more exist: raise --limit or --all)"
+    never = await cli(service, "tenant", "events", "nobody")
+    assert never.returncode == 1
+    assert one_line(never.stderr) == "chronoq: tenant nobody does not exist"
 
 
 def fields(text: str) -> dict[str, str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -35,9 +35,12 @@ from app.domain.occurrence import (
 )
 from app.domain.schedule import Schedule, ScheduleDraft, ScheduleStatus
 from app.domain.target import Target, WebhookTarget
+from app.domain.tenant_events import TenantEvent
+from app.domain.tenant_keys import KeyRole, TenantKey
 from app.domain.tenants import (
     DEFAULT_TENANT,
     Quotas,
+    Tenant,
     TenantSpec,
     Usage,
     key_name,
@@ -67,6 +70,8 @@ from app.store.records.dead_letters import DeadLetterStore
 from app.store.records.flow_keys import FlowKeyStore
 from app.store.records.lifecycle import LifecycleStore
 from app.store.records.schedules import ScheduleStore
+from app.store.records.tenant_events import TenantEventStore
+from app.store.records.tenant_keys import TenantKeyStore
 from app.store.records.tenants import TenantStore
 from app.store.schema.tables import attempts, occurrences, schedule_events, schedules
 from app.store.schema.tables import flow_keys as flow_keys_table
@@ -220,15 +225,90 @@ async def find_by_idempotency_key(
 
 
 async def put_tenant(
-    database: Database, tenant: str, quotas: Quotas | None = None, **fields: Any
+    database: Database,
+    tenant: str,
+    quotas: Quotas | None = None,
+    *,
+    actor: str | None = None,
+    if_match: frozenset[int] | None = None,
+    **fields: Any,
 ) -> None:
-    """Put `tenant` whole: its `quotas` and the other fields of `TenantSpec` given."""
+    """Put `tenant` whole, as `actor`: its `quotas` and the other fields of `TenantSpec`
+    given."""
     spec = TenantSpec(quotas=quotas or Quotas(), **fields)
 
     async def work(conn: Connection) -> None:
-        await TenantStore().put(conn, tenant, spec, None, await transaction_now(conn))
+        now = await transaction_now(conn)
+        await TenantStore().put(conn, tenant, spec, if_match, now, actor=actor)
 
     await database.run(work)
+
+
+class RolledBackError(Exception):
+    """Raised inside a transaction to roll it back."""
+
+
+async def put_tenant_rolled_back(database: Database, tenant: str, **fields: Any) -> None:
+    """Put `tenant` in a transaction that then fails, and is rolled back whole."""
+
+    async def work(conn: Connection) -> None:
+        now = await transaction_now(conn)
+        await TenantStore().put(conn, tenant, TenantSpec(**fields), None, now, actor="cli")
+        raise RolledBackError
+
+    with suppress(RolledBackError):
+        await database.run(work)
+
+
+async def make_tenant_key(
+    database: Database, tenant: str, name: str, *, actor: str | None
+) -> TenantKey:
+    """Store a new write key of `tenant` (its digest made up: no request presents it)."""
+
+    async def work(conn: Connection) -> TenantKey:
+        now = await transaction_now(conn)
+        key = TenantKey(
+            id=uuid7(now, _RNG.getrandbits(74)),
+            tenant=tenant,
+            name=name,
+            role=KeyRole.WRITE,
+            prefix="cq_conform",
+            created_at=now,
+            expires_at=None,
+            revoked_at=None,
+            last_used_at=None,
+        )
+        await TenantKeyStore().insert(conn, key, uuid.uuid4().hex * 2, actor=actor)
+        return key
+
+    return await database.run(work)
+
+
+async def revoke_tenant_key(
+    database: Database, tenant: str, key_id: uuid.UUID, *, actor: str | None
+) -> bool:
+    async def work(conn: Connection) -> bool:
+        now = await transaction_now(conn)
+        return await TenantKeyStore().revoke(conn, tenant, key_id, now, actor=actor)
+
+    return await database.run(work)
+
+
+async def tenant_events(
+    database: Database, tenant: str, *, after: uuid.UUID | None = None, limit: int = 100
+) -> list[TenantEvent]:
+    """The tenant's audit events, oldest first, after the event `after`."""
+    return await database.run(
+        lambda conn: TenantEventStore().history(conn, tenant, limit=limit, after=after)
+    )
+
+
+async def has_tenant_events(database: Database, tenant: str) -> bool:
+    return await database.run(lambda conn: TenantEventStore().any(conn, tenant))
+
+
+async def read_tenant(database: Database, tenant: str) -> Tenant | None:
+    return await database.run(lambda conn: TenantStore().get(conn, tenant))
 
 
 async def tenant_usage(database: Database, tenant: str) -> Usage:
@@ -248,8 +328,18 @@ async def admit(database: Database, tenant: str, creates: int) -> None:
     await database.run(work)
 
 
-async def delete_tenant(database: Database, tenant: str) -> None:
-    await database.run(lambda conn: TenantStore().delete(conn, tenant, None))
+async def delete_tenant(
+    database: Database,
+    tenant: str,
+    *,
+    actor: str | None = None,
+    if_match: frozenset[int] | None = None,
+) -> None:
+    async def work(conn: Connection) -> None:
+        now = await transaction_now(conn)
+        await TenantStore().delete(conn, tenant, if_match, now, actor=actor)
+
+    await database.run(work)
 
 
 async def names_taken(database: Database, tenant: str, names: Sequence[str]) -> list[str]:

@@ -135,3 +135,62 @@ async def test_what_was_stored_before_tenants_is_the_default_tenants_and_nothing
         acme = await ports.read_flow_key(database, "acme")
         assert (acme.limits, acme.waiting) == (FlowLimits(parallelism=2), 3)
         assert await ports.names_taken(database, "default", ["nightly"]) == ["nightly"]
+
+
+async def test_tenant_events_come_with_0025_and_go_with_its_downgrade(
+    empty_store: Callable[[], str],
+) -> None:
+    async with opened(empty_store()) as database:
+        await ports.upgrade_to_head(database)
+        migrated = await read_catalog(database)
+        assert ("tenant_events",) in migrated["tables"]
+        await ports.put_tenant(database, "acme", actor="ops")
+
+        await ports.migrate_to(database, "0024_tenant_dispatch")
+
+        before = await read_catalog(database)
+        assert ("tenant_events",) not in before["tables"]
+        assert not [index for index in before["indexes"] if index[0] == "tenant_events"]
+        assert (await ports.read_tenant(database, "acme")) is not None  # the tenant stays
+
+        await ports.upgrade_to_head(database)
+
+        assert not differences(await read_catalog(database), migrated)
+        # A tenant from before the table has no events until it changes.
+        assert await ports.tenant_events(database, "acme") == []
+        await ports.delete_tenant(database, "acme", actor="ops")
+        (deleted,) = await ports.tenant_events(database, "acme")
+        assert (deleted.kind, deleted.actor) == ("deleted", "ops")
+
+
+async def test_0024_stores_a_tenants_rows_of_no_key_under_its_own_and_its_downgrade_undoes_it(
+    empty_store: Callable[[], str],
+) -> None:
+    async with opened(empty_store()) as database:
+        await ports.upgrade_to_head(database)
+        await ports.put_tenant(database, "acme")
+        ours = ports.draft(ports.immediate())
+        theirs = ports.draft(ports.immediate(), tenant="acme")
+        keyed = ports.draft(ports.immediate(), tenant="acme", flow_key="k")
+        await ports.insert_schedules(database, [ours, theirs, keyed])
+        at_head = {
+            "schedules": [None, "acme/", "acme/k"],
+            "occurrences": [None, "acme/", "acme/k"],
+            "flow_keys": [],
+        }
+        assert await ports.stored_flow_keys(database) == at_head
+
+        await ports.migrate_to(database, "0023_tenant_quotas")
+        assert await ports.stored_flow_keys(database) == {
+            "schedules": [None, None, "acme/k"],
+            "occurrences": [None, None, "acme/k"],
+            "flow_keys": [],
+        }
+        await ports.upgrade_to_head(database)
+        assert await ports.stored_flow_keys(database) == at_head
+        # Claimed as before: each tenant's one, and the key's.
+        assert {d.schedule_id for d in await ports.claim(database, limit=10)} == {
+            ours.id,
+            theirs.id,
+            keyed.id,
+        }

@@ -1,5 +1,6 @@
 """Tenants in the store (DESIGN section 14): names, Idempotency-Keys and flow keys are each
-tenant's own, and a tenant goes only once nothing of it is live."""
+tenant's own, a tenant goes only once nothing of it is live, and each change of a tenant or
+of its keys is an audit event of its own transaction that outlives the tenant."""
 
 from __future__ import annotations
 
@@ -7,9 +8,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app.domain.errors import ConflictError, QuotaExceededError
+from app.domain.errors import (
+    ConflictError,
+    InvalidInputError,
+    PreconditionFailedError,
+    QuotaExceededError,
+)
 from app.domain.flow import FlowLimits
 from app.domain.schedule import ScheduleStatus
+from app.domain.tenant_events import TenantEvent
 from app.domain.tenants import Quotas, key_name, refilled, wait_for
 from tests.store import ports
 from tests.store.ports import Database
@@ -168,3 +175,104 @@ def test_a_bucket_refills_at_its_rate_up_to_its_size() -> None:
     assert wait_for(0.0, 1, 60) == 1
     assert wait_for(0.5, 3, 6) == 25
     assert wait_for(0.0, 1_000, 10) == 60
+
+
+def trail(events: list[TenantEvent]) -> list[tuple[str, int | None, str | None, list[str] | None]]:
+    return [(e.kind.value, e.version, e.actor, e.fields) for e in events]
+
+
+async def test_each_change_of_a_tenant_or_its_keys_is_an_event_naming_its_actor(
+    database: Database,
+) -> None:
+    before = await ports.database_now(database)
+    await ports.put_tenant(database, "acme", actor="deploy-bot")
+    await ports.put_tenant(database, "acme", actor="deploy-bot")  # changes nothing
+    await ports.put_tenant(database, "acme", Quotas(max_in_flight=5), actor="cli", weight=3)
+    await ports.put_tenant(database, "acme", Quotas(max_in_flight=5), weight=3, paused=True)
+    await ports.put_tenant(
+        database, "acme", Quotas(max_in_flight=5), actor="ops", weight=3, display_name="Acme"
+    )
+    key = await ports.make_tenant_key(database, "acme", "deploy-bot", actor="cli")
+    assert await ports.revoke_tenant_key(database, "acme", key.id, actor="ops")
+    # Revoked already: nothing changes, and nothing is recorded.
+    assert await ports.revoke_tenant_key(database, "acme", key.id, actor="ops")
+    await ports.put_tenant(database, "zeta", actor="ops", paused=True)  # made paused
+
+    events = await ports.tenant_events(database, "acme")
+    assert trail(events) == [
+        ("created", 1, "deploy-bot", None),
+        ("updated", 2, "deploy-bot", []),
+        ("updated", 3, "cli", ["weight", "quotas"]),
+        ("updated", 4, None, ["paused"]),
+        ("paused", 4, None, None),
+        ("updated", 5, "ops", ["display_name", "paused"]),
+        ("resumed", 5, "ops", None),
+        ("key_created", None, "cli", None),
+        ("key_revoked", None, "ops", None),
+    ]
+    assert [(e.key_id, e.key_name) for e in events[-2:]] == [(key.id, "deploy-bot")] * 2
+    assert {(e.key_id, e.key_name) for e in events[:-2]} == {(None, None)}
+    assert {e.tenant for e in events} == {"acme"}
+    assert [e.id for e in events] == sorted(e.id for e in events)
+    after = await ports.database_now(database)
+    assert all(before <= e.at <= after for e in events)
+    assert trail(await ports.tenant_events(database, "zeta")) == [
+        ("created", 1, "ops", None),
+        ("paused", 1, "ops", None),
+    ]
+    # Oldest first after a given event: the cursor the API pages with.
+    rest = await ports.tenant_events(database, "acme", after=events[6].id, limit=1)
+    assert [e.id for e in rest] == [events[7].id]
+
+
+async def test_a_refused_or_rolled_back_change_records_nothing(database: Database) -> None:
+    await ports.put_tenant(database, "acme", actor="ops")
+    key = await ports.make_tenant_key(database, "acme", "deploy-bot", actor="ops")
+    await ports.insert_schedules(database, [ports.draft(ports.interval(60), tenant="acme")])
+    recorded = await ports.tenant_events(database, "acme")
+    assert trail(recorded) == [("created", 1, "ops", None), ("key_created", None, "ops", None)]
+
+    with pytest.raises(ConflictError, match="1 pending or paused"):
+        await ports.delete_tenant(database, "acme", actor="ops")
+    with pytest.raises(PreconditionFailedError):
+        await ports.put_tenant(database, "acme", actor="ops", if_match=frozenset({7}), weight=2)
+    with pytest.raises(PreconditionFailedError):
+        await ports.delete_tenant(database, "acme", actor="ops", if_match=frozenset({7}))
+    with pytest.raises(ConflictError, match="has a key named"):
+        await ports.make_tenant_key(database, "acme", "deploy-bot", actor="ops")
+    assert not await ports.revoke_tenant_key(database, "zeta", key.id, actor="ops")
+    with pytest.raises(InvalidInputError):  # the default tenant takes no pause
+        await ports.put_tenant(database, "default", actor="ops", paused=True)
+    # A change whose transaction is rolled back takes its events with it.
+    await ports.put_tenant_rolled_back(database, "ghost", weight=2)
+    await ports.put_tenant_rolled_back(database, "acme", weight=2)
+
+    assert await ports.tenant_events(database, "acme") == recorded
+    assert await ports.tenant_events(database, "default") == []
+    assert not await ports.has_tenant_events(database, "ghost")
+    assert await ports.read_tenant(database, "ghost") is None
+    acme = await ports.read_tenant(database, "acme")
+    assert acme is not None
+    assert (acme.version, acme.weight) == (1, 1)
+
+
+async def test_a_tenants_events_outlive_it_and_its_trail_goes_on_when_it_is_made_again(
+    database: Database,
+) -> None:
+    await ports.put_tenant(database, "acme", actor="ops")
+    await ports.make_tenant_key(database, "acme", "deploy-bot", actor="ops")
+    assert not await ports.has_tenant_events(database, "acme-eu")
+
+    await ports.delete_tenant(database, "acme", actor="cli")
+
+    assert trail(await ports.tenant_events(database, "acme")) == [
+        ("created", 1, "ops", None),
+        ("key_created", None, "ops", None),
+        ("deleted", None, "cli", None),
+    ]
+    assert await ports.has_tenant_events(database, "acme")
+    await ports.put_tenant(database, "acme", actor="ops")
+    assert trail(await ports.tenant_events(database, "acme"))[2:] == [
+        ("deleted", None, "cli", None),
+        ("created", 1, "ops", None),
+    ]

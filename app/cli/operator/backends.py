@@ -24,7 +24,14 @@ from app.api.schemas import (
     ScheduleEventOut,
     ScheduleOut,
 )
-from app.api.tenant_schemas import MadeKey, QuotasIn, TenantIn, TenantKeyOut, TenantOut
+from app.api.tenant_schemas import (
+    MadeKey,
+    QuotasIn,
+    TenantEventOut,
+    TenantIn,
+    TenantKeyOut,
+    TenantOut,
+)
 from app.client import AsyncClient, ProblemError
 from app.client import errors as problems
 from app.domain import errors
@@ -100,6 +107,9 @@ class Operator(Protocol):
         self, tenant: str, name: str, role: KeyRole, expires_at: datetime | None
     ) -> MadeKey: ...
     async def revoke_tenant_key(self, tenant: str, key_id: uuid.UUID) -> None: ...
+    async def tenant_events(
+        self, tenant: str, limit: int, cursor: str | None
+    ) -> Page[TenantEventOut]: ...
 
 
 class DatabaseOperator:
@@ -234,11 +244,13 @@ class DatabaseOperator:
     async def put_tenant(
         self, tenant: str, spec: TenantSpec, if_match: Versions = None
     ) -> tuple[TenantOut, bool]:
-        found, created = await self._tenant_service().put(tenant, spec, if_match)
+        found, created = await self._tenant_service().put(
+            tenant, spec, if_match, actor=self._caller.actor
+        )
         return TenantOut.of(found), created
 
     async def delete_tenant(self, tenant: str) -> None:
-        await self._tenant_service().delete(tenant)
+        await self._tenant_service().delete(tenant, actor=self._caller.actor)
 
     async def tenant_keys(self, tenant: str, limit: int, cursor: str | None) -> Page[TenantKeyOut]:
         return await pages.tenant_keys(self._key_service(), tenant, limit, cursor)
@@ -246,11 +258,18 @@ class DatabaseOperator:
     async def make_tenant_key(
         self, tenant: str, name: str, role: KeyRole, expires_at: datetime | None
     ) -> MadeKey:
-        made, secret = await self._key_service().make(tenant, name, role, expires_at)
+        made, secret = await self._key_service().make(
+            tenant, name, role, expires_at, actor=self._caller.actor
+        )
         return MadeKey.made(made, secret)
 
     async def revoke_tenant_key(self, tenant: str, key_id: uuid.UUID) -> None:
-        await self._key_service().revoke(tenant, key_id)
+        await self._key_service().revoke(tenant, key_id, actor=self._caller.actor)
+
+    async def tenant_events(
+        self, tenant: str, limit: int, cursor: str | None
+    ) -> Page[TenantEventOut]:
+        return await pages.tenant_events(self._tenant_service(), tenant, limit, cursor)
 
 
 # -- over HTTP ------------------------------------------------------------------------------
@@ -456,3 +475,8 @@ class HttpOperator:
 
     async def revoke_tenant_key(self, tenant: str, key_id: uuid.UUID) -> None:
         await self._client.revoke_tenant_key(tenant, key_id)
+
+    async def tenant_events(
+        self, tenant: str, limit: int, cursor: str | None
+    ) -> Page[TenantEventOut]:
+        return await self._client.list_tenant_events(tenant, limit=limit, cursor=cursor)

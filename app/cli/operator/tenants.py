@@ -1,6 +1,6 @@
-"""`chronoq tenant list|show|set|pause|resume|delete` and `chronoq tenant key
-create|list|revoke`: tenants and their keys from the operator CLI, through the same services
-as /v1/tenants (DESIGN.md section 14).
+"""`chronoq tenant list|show|set|pause|resume|delete|events` and `chronoq tenant key
+create|list|revoke`: tenants, their keys and their audit events from the operator CLI,
+through the same services as /v1/tenants (DESIGN.md section 14).
 
 Same conventions as the other operator commands (app/cli/operator/commands.py). The tenant is
 the command's argument (these manage tenants rather than act in one, so `--tenant` is not
@@ -8,7 +8,9 @@ theirs). `set` replaces the tenant whole, like a PUT: an option left out goes to
 (no limit, weight 1, not paused). `pause` and `resume` read the tenant and put it back whole
 with `paused` as asked, under If-Match of the version read: a change made in between is
 refused, never overwritten. `key create` prints the key itself once: it is stored as its
-digest, and nothing shows it again.
+digest, and nothing shows it again. `events` reads a tenant's audit trail oldest first, a
+removed tenant's too; each change these commands make is in it, by the API key's name over
+HTTP and by "cli" on the database.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from datetime import datetime
 from typing import TypeVar
 
 from app.api.schemas import Page
-from app.api.tenant_schemas import MadeKey, TenantKeyOut, TenantOut
+from app.api.tenant_schemas import MadeKey, TenantEventOut, TenantKeyOut, TenantOut
 from app.cli.operator import text as render
 from app.cli.operator.backends import Operator, Versions, domain_error
 from app.cli.operator.run import Output, Parser, add_limit, collect, execute, tenant_arg
@@ -208,6 +210,17 @@ def _key_row(found: TenantKeyOut) -> list[str]:
     ]
 
 
+def _event_row(found: TenantEventOut) -> list[str]:
+    return [
+        render.when(found.at),
+        found.kind.value,
+        "-" if found.version is None else str(found.version),
+        found.actor or "-",
+        ", ".join(found.fields) if found.fields else "-",
+        found.key_name or "-",
+    ]
+
+
 def _list(args: argparse.Namespace) -> int:
     async def work(operator: Operator) -> Output:
         found, more = await collect(args, operator.tenants)
@@ -371,6 +384,29 @@ def _key_revoke(args: argparse.Namespace) -> int:
     return execute(args, work)
 
 
+def _events(args: argparse.Namespace) -> int:
+    async def work(operator: Operator) -> Output:
+        async def page(limit: int, cursor: str | None) -> Page[TenantEventOut]:
+            return await operator.tenant_events(args.tenant_id, limit, cursor)
+
+        found, more = await collect(args, page)
+        if not found:
+            text = f"no events of tenant {args.tenant_id}"
+        else:
+            text = render.table(
+                ("AT", "KIND", "VERSION", "ACTOR", "FIELDS", "KEY"),
+                [_event_row(e) for e in found],
+            )
+            if more:
+                text += (
+                    f"\n\n(the first {len(found)} events, oldest first; more exist: raise "
+                    "--limit or --all)"
+                )
+        return Output([e.model_dump(mode="json") for e in found], text)
+
+    return execute(args, work)
+
+
 def _add_tenant(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "tenant_id", type=tenant_arg, metavar="TENANT", help=f"the tenant's id ({TENANT_ALPHABET})"
@@ -380,9 +416,10 @@ def _add_tenant(parser: argparse.ArgumentParser) -> None:
 def add_tenant_commands(
     commands: argparse._SubParsersAction[argparse.ArgumentParser], common: Parser
 ) -> None:
-    """Register tenant list|show|set|pause|resume|delete and tenant key create|list|revoke."""
-    group = commands.add_parser("tenant", help="tenants and their keys")
-    names = ["list", "show", "set", "pause", "resume", "delete", "key"]
+    """Register tenant list|show|set|pause|resume|delete|events and tenant key
+    create|list|revoke."""
+    group = commands.add_parser("tenant", help="tenants, their keys and their audit events")
+    names = ["list", "show", "set", "pause", "resume", "delete", "events", "key"]
     sub = group.add_subparsers(
         dest="tenant_command",
         metavar="{" + ",".join(names) + "}",
@@ -425,6 +462,15 @@ def add_tenant_commands(
     )
     _add_tenant(delete)
     delete.set_defaults(run=_delete)
+    events = sub.add_parser(
+        "events",
+        parents=[common],
+        help="a tenant's audit events, oldest first: who changed it or its keys, and to "
+        "which version (a removed tenant's too)",
+    )
+    _add_tenant(events)
+    add_limit(events, 50, "events")
+    events.set_defaults(run=_events)
 
     key = sub.add_parser("key", help="a tenant's keys")
     key_sub = key.add_subparsers(

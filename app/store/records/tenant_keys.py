@@ -1,4 +1,9 @@
-"""Tenant keys as stored: made, listed, revoked, and found by the digest of a presented key."""
+"""Tenant keys as stored: made, listed, revoked, and found by the digest of a presented key.
+
+Invariant: a key made and a key revoked are each recorded as its tenant's event
+(`key_created`, `key_revoked`) in the transaction that makes the change; a revocation that
+changes nothing (the key was revoked already) records none.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +17,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.errors import ConflictError
+from app.domain.tenant_events import TenantEventKind
 from app.domain.tenant_keys import LAST_USED_EVERY_SECONDS, KeyRole, TenantKey
+from app.store.records.tenant_events import NewTenantEvent, TenantEventStore
 from app.store.schema.tables import tenant_keys
 
 _k = tenant_keys.c
@@ -35,7 +42,11 @@ def _key(row: Row[Any]) -> TenantKey:
 class TenantKeyStore:
     """Statements on `tenant_keys`; every method runs inside the caller's transaction."""
 
-    async def insert(self, conn: AsyncConnection, key: TenantKey, digest: str) -> None:
+    async def insert(
+        self, conn: AsyncConnection, key: TenantKey, digest: str, *, actor: str | None
+    ) -> None:
+        """Store `key` (made at its `created_at`, the transaction's instant), and its
+        `key_created` event by `actor`."""
         try:
             await conn.execute(
                 tenant_keys.insert().values(
@@ -53,6 +64,14 @@ class TenantKeyStore:
             raise ConflictError(
                 f"tenant {key.tenant} has a key named {key.name!r} already", pointer="#/name"
             ) from None
+        made = NewTenantEvent(
+            tenant=key.tenant,
+            kind=TenantEventKind.KEY_CREATED,
+            actor=actor,
+            key_id=key.id,
+            key_name=key.name,
+        )
+        await TenantEventStore().record(conn, [made], key.created_at)
 
     async def of_tenant(
         self, conn: AsyncConnection, tenant: str, *, after: uuid.UUID | None, limit: int
@@ -66,18 +85,35 @@ class TenantKeyStore:
         return [_key(row) for row in rows]
 
     async def revoke(
-        self, conn: AsyncConnection, tenant: str, id_: uuid.UUID, now: datetime
+        self,
+        conn: AsyncConnection,
+        tenant: str,
+        id_: uuid.UUID,
+        now: datetime,
+        *,
+        actor: str | None,
     ) -> bool:
-        """Revoke the tenant's key `id_` (one revoked already stays as it was); False when
-        the tenant has no such key."""
+        """Revoke the tenant's key `id_`, recording `key_revoked` by `actor` (one revoked
+        already stays as it was, and records nothing); False when the tenant has no such
+        key."""
         found = await conn.execute(
-            sa.select(_k.revoked_at).where(_k.tenant == tenant, _k.id == id_).with_for_update()
+            sa.select(_k.name, _k.revoked_at)
+            .where(_k.tenant == tenant, _k.id == id_)
+            .with_for_update()
         )
         row = found.first()
         if row is None:
             return False
         if row.revoked_at is None:
             await conn.execute(tenant_keys.update().where(_k.id == id_).values(revoked_at=now))
+            revoked = NewTenantEvent(
+                tenant=tenant,
+                kind=TenantEventKind.KEY_REVOKED,
+                actor=actor,
+                key_id=id_,
+                key_name=row.name,
+            )
+            await TenantEventStore().record(conn, [revoked], now)
         return True
 
     async def by_digest(self, conn: AsyncConnection, digest: str) -> TenantKey | None:

@@ -1,9 +1,12 @@
 """Tenants as stored: put, read, listed, removed, and held for the length of a transaction
-that creates schedules in one (a removal waits for it, and a create waits for a removal)."""
+that creates schedules in one (a removal waits for it, and a create waits for a removal).
+
+Invariant: a put and a removal write their audit events (`TenantEventStore`) in their own
+transaction, after every check that may refuse them: a refused change records nothing.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -14,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.domain.errors import ConflictError, QuotaExceededError
 from app.domain.occurrence import OccurrenceStatus
 from app.domain.schedule import ScheduleStatus, check_version
+from app.domain.tenant_events import TenantEventKind, put_changes
 from app.domain.tenants import (
     DEFAULT_TENANT,
     Quotas,
@@ -28,6 +32,7 @@ from app.domain.tenants import (
 )
 from app.store.dialects import dialect_of
 from app.store.records.flow_keys import FlowKeyStore
+from app.store.records.tenant_events import NewTenantEvent, TenantEventStore
 from app.store.records.tenant_keys import TenantKeyStore
 from app.store.schema.tables import (
     flow_keys,
@@ -184,11 +189,14 @@ class TenantStore:
         spec: TenantSpec,
         if_match: frozenset[int] | None,
         now: datetime,
+        *,
+        actor: str | None,
     ) -> tuple[Tenant, bool]:
         """Create or replace `tenant`; True when it is new. `if_match` names the versions
         the client expects (a tenant that does not exist is at none). Its delivery quotas
         and pause go to its own flow key's row in the same transaction: a pause holds its
-        deliveries from this commit on, a resume releases them."""
+        deliveries from this commit on, a resume releases them. Its events (`put_changes`)
+        are written at its new version, naming `actor`."""
         spec.check(tenant)
         fresh = {"id": tenant, "version": 1, "created_at": now, "updated_at": now}
         created = bool(await dialect_of(conn).insert_new(conn, tenants, [fresh], "id"))
@@ -230,6 +238,17 @@ class TenantStore:
                 await keys.put(conn, own_key(tenant), limits, None, now)
         found = await self.get(conn, tenant)
         assert found is not None
+        events = [
+            NewTenantEvent(
+                tenant=tenant,
+                kind=change.kind,
+                actor=actor,
+                version=found.version,
+                fields=change.fields,
+            )
+            for change in put_changes(None if created else _tenant(row), spec)
+        ]
+        await TenantEventStore().record(conn, events, now)
         return found, created
 
     async def usage(self, conn: AsyncConnection, tenant: str, now: datetime) -> Usage:
@@ -264,29 +283,31 @@ class TenantStore:
         )
 
     async def page(
-        self, conn: AsyncConnection, *, after: str | None, limit: int, now: datetime
+        self, conn: AsyncConnection, *, after: str | None, limit: int, now: datetime | None
     ) -> list[Tenant]:
-        """Tenants in id order, after `after`, each with its usage as of `now`."""
+        """Tenants in id order, after `after`, each with its usage as of `now` (None: none,
+        one statement for the page)."""
         statement = sa.select(tenants).order_by(tenants.c.id).limit(limit)
         if after is not None:
             statement = statement.where(tenants.c.id > after)
         rows = (await conn.execute(statement)).all()
+        if now is None:
+            return [_tenant(row) for row in rows]
         return [_tenant(row, await self.usage(conn, row.id, now)) for row in rows]
 
-    async def weights(self, conn: AsyncConnection, ids: Sequence[str]) -> dict[str, int]:
-        """The weights of the tenants among `ids` that exist."""
-        found = await conn.execute(
-            sa.select(tenants.c.id, tenants.c.weight).where(tenants.c.id.in_(list(ids)))
-        )
-        return {row.id: row.weight for row in found}
-
     async def delete(
-        self, conn: AsyncConnection, tenant: str, if_match: frozenset[int] | None
+        self,
+        conn: AsyncConnection,
+        tenant: str,
+        if_match: frozenset[int] | None,
+        now: datetime,
+        *,
+        actor: str | None,
     ) -> None:
         """Remove `tenant` with everything it holds: refused for `default` and while any
         of its schedules is live (pending or paused), whose deliveries would be lost.
         Its ended schedules go (with their occurrences, attempts and events), its flow
-        keys' rows and its keys."""
+        keys' rows and its keys; its own events stay, ending with `deleted` by `actor`."""
         if tenant == DEFAULT_TENANT:
             raise ConflictError("the default tenant cannot be deleted")
         row = (
@@ -312,3 +333,5 @@ class TenantStore:
         await conn.execute(flow_keys.delete().where(*keys))
         await TenantKeyStore().forget_tenant(conn, tenant)
         await conn.execute(tenants.delete().where(tenants.c.id == tenant))
+        deleted = NewTenantEvent(tenant=tenant, kind=TenantEventKind.DELETED, actor=actor)
+        await TenantEventStore().record(conn, [deleted], now)

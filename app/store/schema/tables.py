@@ -687,3 +687,56 @@ def in_claim_set(where: str) -> sa.ColumnElement[bool]:
     """The rows of one claim index (`CLAIM_SETS`), as a condition a statement repeats
     whole: literal text on PostgreSQL and SQLite, where it must imply the index's own."""
     return sa.text(where).self_group()  # type: ignore[return-value]
+
+
+TENANT_EVENT_KINDS = (
+    "created",
+    "updated",
+    "paused",
+    "resumed",
+    "deleted",
+    "key_created",
+    "key_revoked",
+)
+_TENANT_KEY_KINDS = "'key_created', 'key_revoked'"
+
+
+class TenantEventRow(SQLModel, table=True):
+    """One change of a tenant or of its keys (`app.domain.tenant_events`), written in the
+    transaction of the change. No foreign key holds it to `tenants`: a tenant's events
+    outlive it, so that its trail still ends with its `deleted` (a trail that went with
+    what it records would lose that last event), and a tenant made again under the same id
+    carries on the same trail."""
+
+    __tablename__ = "tenant_events"
+    __table_args__ = (
+        sa.CheckConstraint(_in("kind", TENANT_EVENT_KINDS), name="kind"),
+        sa.CheckConstraint("version IS NULL OR version >= 1", name="version"),
+        # A key's events name the key; the others name none.
+        sa.CheckConstraint(
+            f"(kind IN ({_TENANT_KEY_KINDS}) AND key_id IS NOT NULL AND key_name IS NOT NULL)"
+            f" OR (kind NOT IN ({_TENANT_KEY_KINDS}) AND key_id IS NULL AND key_name IS NULL)",
+            name="key",
+        ),
+        sa.Index("ix_tenant_events_tenant_id", "tenant", "id"),
+        MYSQL_TABLE,
+    )
+
+    # UUIDv7: a tenant's events read oldest first by id, which is also the cursor.
+    id: uuid.UUID = Field(sa_column=sa.Column(UUID, primary_key=True))
+    tenant: str = Field(sa_column=sa.Column(sa.String(MAX_TENANT), nullable=False))
+    kind: str = Field(sa_column=sa.Column(sa.String(32), nullable=False))
+    at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
+    # The operator API key's name, "cli", or NULL when no keys are set (as wide as any
+    # actor: a tenant key, "tenant/key-name", manages no tenant today).
+    actor: str | None = Field(default=None, sa_column=sa.Column(sa.String(ACTOR_LENGTH)))
+    # The tenant's version once the change is made; NULL for a key's events and `deleted`.
+    version: int | None = Field(default=None, sa_column=sa.Column(sa.Integer))
+    # For `updated`: the names of the PUT's fields that changed.
+    fields: list[str] | None = Field(default=None, sa_column=sa.Column(JSONType))
+    # For a key's events: the key, by id and by name (the name stays when the key is gone).
+    key_id: uuid.UUID | None = Field(default=None, sa_column=sa.Column(UUID))
+    key_name: str | None = Field(default=None, sa_column=sa.Column(sa.String(64)))
+
+
+tenant_events: sa.Table = TenantEventRow.__table__  # type: ignore[attr-defined]

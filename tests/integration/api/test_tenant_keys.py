@@ -103,6 +103,7 @@ async def test_a_tenant_key_acts_in_its_own_tenant_only(keyed: Harness) -> None:
         ("PUT", "/v1/tenants/new", {}),
         ("DELETE", "/v1/tenants/zeta", None),
         ("GET", "/v1/tenants/acme/keys", None),
+        ("GET", "/v1/tenants/zeta/events", None),
         ("POST", "/v1/tenants/acme/keys", {"name": "more", "role": "write"}),
     ):
         refused = await keyed.client.request(method, path, json=body, headers=acme)

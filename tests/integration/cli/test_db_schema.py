@@ -36,6 +36,7 @@ CHRONOQ_TABLES = {
     ("flow_keys",),
     ("tenants",),
     ("tenant_keys",),
+    ("tenant_events",),
     ("alembic_version",),
 }
 

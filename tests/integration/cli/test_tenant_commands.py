@@ -1,7 +1,8 @@
-"""`chronoq tenant set|show|list|pause|resume` on the database (break-glass): every field of a
-tenant set and shown, agreeing with /v1/tenants on the same data; a pause that holds the
-tenant's deliveries until it is resumed, under If-Match of the version read. In-process
-(commands.in_process). The same commands over HTTP: tests/e2e/test_cli_over_http.py."""
+"""`chronoq tenant set|show|list|pause|resume|events` on the database (break-glass): every
+field of a tenant set and shown, agreeing with /v1/tenants on the same data; a pause that
+holds the tenant's deliveries until it is resumed, under If-Match of the version read; each
+change in the tenant's audit events, by "cli". In-process (commands.in_process). The same
+commands over HTTP: tests/e2e/test_cli_over_http.py."""
 
 from __future__ import annotations
 
@@ -210,7 +211,7 @@ class ChangedAfterRead(TenantService):
 
     async def get(self, tenant: str) -> Tenant:
         found = await super().get(tenant)
-        await super().put(tenant, self._theirs)
+        await super().put(tenant, self._theirs, actor="theirs")
         return found
 
 
@@ -219,7 +220,7 @@ async def test_a_change_between_the_read_and_the_put_is_not_overwritten(
     harness: Harness, database_url: str, paused: bool
 ) -> None:
     service = TenantService(harness.database)
-    await service.put("acme", TenantSpec(display_name="Acme", paused=not paused))
+    await service.put("acme", TenantSpec(display_name="Acme", paused=not paused), actor="cli")
     theirs = TenantSpec(display_name="Theirs", weight=9, paused=not paused)
 
     with pytest.raises(PreconditionFailedError) as raised:
@@ -245,7 +246,7 @@ async def test_a_pause_with_no_change_in_between_puts_the_tenant_back_whole(
 ) -> None:
     service = TenantService(harness.database)
     kept = TenantSpec(display_name="Acme", weight=4, retention_seconds=60)
-    await service.put("acme", kept)
+    await service.put("acme", kept, actor="cli")
 
     found, changed = await set_paused(on(harness, service), "acme", True)
 
@@ -255,3 +256,39 @@ async def test_a_pause_with_no_change_in_between_puts_the_tenant_back_whole(
     with pytest.raises(InvalidInputError) as raised:
         await set_paused(on(harness, service), "default", True)
     assert "(field paused)" in raised.value.detail
+
+
+async def test_events_list_each_change_by_cli_and_outlive_the_tenant(
+    harness: Harness, database_url: str
+) -> None:
+    await ok("tenant", "set", "acme", "--weight", "2", database_url=database_url)
+    await ok("tenant", "pause", "acme", database_url=database_url)
+    made = await as_json("tenant", "key", "create", "acme", "deploy-bot", database_url=database_url)
+    await ok("tenant", "key", "revoke", "acme", made["id"], database_url=database_url)
+    await ok("tenant", "delete", "acme", database_url=database_url)
+
+    shown = (await ok("tenant", "events", "acme", database_url=database_url)).splitlines()
+    assert re.split(r"\s{2,}", shown[0]) == ["AT", "KIND", "VERSION", "ACTOR", "FIELDS", "KEY"]
+    assert [re.split(r"\s{2,}", line)[1:] for line in shown[1:]] == [
+        ["created", "1", "cli", "-", "-"],
+        ["updated", "2", "cli", "paused", "-"],
+        ["paused", "2", "cli", "-", "-"],
+        ["key_created", "-", "cli", "-", "deploy-bot"],
+        ["key_revoked", "-", "cli", "-", "deploy-bot"],
+        ["deleted", "-", "cli", "-", "-"],
+    ]
+    # --format json is the API's answer, page after page with --all.
+    every = await as_json("tenant", "events", "acme", "--all", database_url=database_url)
+    assert every == (await harness.get("/v1/tenants/acme/events"))["items"]
+    assert every[3]["key_id"] == made["id"]
+    first = await ok("tenant", "events", "acme", "--limit", "2", database_url=database_url)
+    assert len(first.split("\n\n")[0].splitlines()) == 3
+    assert first.endswith(
+        "(the first 2 events, oldest first; more exist: raise --limit or --all)\n"
+    )
+
+    none = await ok("tenant", "events", "default", database_url=database_url)
+    assert none == "no events of tenant default\n"
+    missing = await chronoq("tenant", "events", "nobody", database_url=database_url)
+    assert missing.returncode == 1
+    assert one_line(missing.stderr).startswith("chronoq: tenant nobody does not exist in ")

@@ -261,3 +261,10 @@ async def test_a_client_acts_in_the_tenant_it_names(harness: Harness) -> None:
         assert [t.id async for t in operator.iter_tenants()] == ["acme", "default"]
         with pytest.raises(ConflictError):  # acme's schedule is live
             await operator.delete_tenant("acme")
+        # The refused removal recorded nothing: the tenant's trail holds its creation only.
+        (created,) = [e async for e in operator.iter_tenant_events("acme")]
+        assert (created.kind, created.version, created.actor) == ("created", 1, None)
+        page = await operator.list_tenant_events("acme", limit=1)
+        assert ([e.id for e in page.items], page.next_cursor) == ([created.id], None)
+        with pytest.raises(NotFoundError):
+            await operator.list_tenant_events("nobody")
