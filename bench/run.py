@@ -699,16 +699,36 @@ async def run_workload(ctx: Context, workload: str, dialect: str, run: int) -> d
     return result
 
 
+async def _beside(ctx: Context, service: Service, hook: str, tenant: dict[str, str]) -> None:
+    """`--beside-future-keys` one-shots due an hour later, each on a flow key of its own:
+    work due later, which W1's claims must not pay for."""
+    count = ctx.args.beside_future_keys
+    later = rfc3339(time.time() + 3600)
+    items = [
+        schedule_item(hook, later, n, "future") | {"flow_key": f"future-{n:07d}"}
+        for n in range(count)
+    ]
+    await create_batches(ctx.http, service.base, items, tenant or None)
+
+
 async def _w1(
     ctx: Context, service: Service, hook: str, result: dict[str, Any]
 ) -> tuple[set[str], float, float]:
     count = ctx.args.w1_count
+    tenant: dict[str, str] = {}
+    if ctx.args.tenant:
+        async with ctx.http.put(f"{service.base}/v1/tenants/{ctx.args.tenant}", json={}) as made:
+            if made.status not in (200, 201):
+                raise RuntimeError(f"PUT /v1/tenants/{ctx.args.tenant}: {made.status}")
+        tenant = {"Chronoq-Tenant": ctx.args.tenant}
+    if ctx.args.beside_future_keys:
+        await _beside(ctx, service, hook, tenant)
     lead = ctx.args.lead if ctx.args.lead is not None else 2.0 + count / 1000
     due = round(time.time() + lead, 3)
     at = rfc3339(due)
     items = [schedule_item(hook, at, n, "W1") for n in range(count)]
     started = time.time()
-    ids = await create_batches(ctx.http, service.base, items)
+    ids = await create_batches(ctx.http, service.base, items, tenant or None)
     finished = time.time()
     result["create_per_s"] = count / (finished - started)
     result["created_before_due_s"] = due - finished
@@ -1368,6 +1388,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--w1-count", type=int, default=10_000, help="W1 schedules (10,000)")
     parser.add_argument(
+        "--tenant",
+        default=None,
+        help="W1: made in this tenant (PUT first; the default tenant when not given)",
+    )
+    parser.add_argument(
+        "--beside-future-keys",
+        type=int,
+        default=0,
+        help="W1: first this many one-shots due an hour later, each on a flow key of its own",
+    )
+    parser.add_argument(
         "--quick",
         action="store_true",
         help="smoke run: 1 run, 1,000 W1 schedules, short ceilings, docs untouched",
@@ -1421,7 +1452,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if not args.workloads:
         parser.error("--workloads names none of W1, W2")
     if args.docs is None:
-        args.docs = not args.quick and args.workloads == ["W1", "W2"]
+        args.docs = (
+            not args.quick
+            and args.workloads == ["W1", "W2"]
+            and args.tenant is None
+            and not args.beside_future_keys
+        )
     args.code_version = code_version()
     args.code_label = code_label()
     args.command = shlex.join(["bench/run.py", *(sys.argv[1:] if argv is None else argv)])
