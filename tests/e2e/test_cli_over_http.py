@@ -411,16 +411,16 @@ async def test_tenants_and_their_keys_are_managed_over_http(service: Service) ->
         assert [e.id for e in reader.iter_tenant_events("acme")] == [
             uuid.UUID(e["id"]) for e in events
         ]
-    shown = (await ok(service, "tenant", "events", "acme", "--limit", "2")).splitlines()
-    assert re.split(r"\s{2,}", shown[0]) == ["AT", "KIND", "VERSION", "ACTOR", "FIELDS", "KEY"]
-    assert re.split(r"\s{2,}", shown[2])[1:] == [
+    lines = (await ok(service, "tenant", "events", "acme", "--limit", "2")).splitlines()
+    assert re.split(r"\s{2,}", lines[0]) == ["AT", "KIND", "VERSION", "ACTOR", "FIELDS", "KEY"]
+    assert re.split(r"\s{2,}", lines[2])[1:] == [
         "updated",
         "2",
         "deploy-bot",
         "display_name",
         "-",
     ]
-    assert shown[-1] == "(the first 2 events, oldest first; more exist: raise --limit or --all)"
+    assert lines[-1] == "(the first 2 events, oldest first; more exist: raise --limit or --all)"
     never = await cli(service, "tenant", "events", "nobody")
     assert never.returncode == 1
     assert one_line(never.stderr) == "chronoq: tenant nobody does not exist"
