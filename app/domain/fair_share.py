@@ -23,17 +23,37 @@ from app.domain.tenants import DEFAULT_WEIGHT
 _T = TypeVar("_T")
 
 
-def shares(demand: Mapping[str, int], weights: Mapping[str, int], room: int) -> dict[str, int]:
+# The most a tenant's carried credit may reach either way (`shares`): a start or so.
+MAX_CREDIT = 1.0
+
+
+def shares(
+    demand: Mapping[str, int],
+    weights: Mapping[str, int],
+    room: int,
+    credit: dict[str, float] | None = None,
+) -> dict[str, int]:
     """How many of `room` starts each tenant of `demand` (what it could start) gets: its
     weight's share (`weights`, DEFAULT_WEIGHT for one not named), never more than its
-    demand, what it leaves going to the rest by their weights."""
+    demand, what it leaves going to the rest by their weights.
+
+    `credit` (kept by the caller from one claim to the next, and updated here) is what each
+    tenant was owed (positive) or given beyond its share (negative) by the rounding of the
+    claims before: the starts the floors leave go to the largest remainder plus credit, so
+    that claims of a start or two still follow the weights over a few claims (deficit round
+    robin). A tenant that got all it asked for, or asked for nothing, owes and is owed
+    nothing."""
     given = dict.fromkeys(demand, 0)
+    owed = credit if credit is not None else {}
     # In the order `demand` names them, which breaks ties between equal remainders.
     wanting = [tenant for tenant, want in demand.items() if want > 0]
     left = max(0, room)
+    entitled: dict[str, float] = {}
     while left > 0 and wanting:
         total = sum(weights.get(tenant, DEFAULT_WEIGHT) for tenant in wanting)
         exact = {tenant: left * weights.get(tenant, DEFAULT_WEIGHT) / total for tenant in wanting}
+        if not entitled:
+            entitled = dict(exact)
         round_ = {
             tenant: min(math.floor(exact[tenant]), demand[tenant] - given[tenant])
             for tenant in wanting
@@ -41,7 +61,9 @@ def shares(demand: Mapping[str, int], weights: Mapping[str, int], room: int) -> 
         # The starts the floors leave go by largest remainder.
         spare = left - sum(round_.values())
         by_remainder = sorted(
-            wanting, key=lambda tenant: exact[tenant] - math.floor(exact[tenant]), reverse=True
+            wanting,
+            key=lambda tenant: exact[tenant] - math.floor(exact[tenant]) + owed.get(tenant, 0.0),
+            reverse=True,
         )
         for tenant in by_remainder:
             if spare <= 0:
@@ -56,6 +78,16 @@ def shares(demand: Mapping[str, int], weights: Mapping[str, int], room: int) -> 
         wanting = [tenant for tenant in wanting if given[tenant] < demand[tenant]]
         if handed == 0:
             break
+    if credit is not None:
+        for tenant in list(credit):
+            if tenant not in demand:
+                del credit[tenant]
+        for tenant, want in demand.items():
+            if want <= given[tenant] or tenant not in entitled:
+                credit.pop(tenant, None)
+            else:
+                carried = credit.get(tenant, 0.0) + entitled[tenant] - given[tenant]
+                credit[tenant] = max(-MAX_CREDIT, min(MAX_CREDIT, carried))
     return given
 
 
@@ -65,9 +97,11 @@ def take_shares(
     weights: Mapping[str, int],
     room: int,
     caps: Mapping[str, int] | None = None,
+    credit: dict[str, float] | None = None,
 ) -> list[_T]:
     """Of `rows` (each tenant's in the order to take them), the first of each tenant up
-    to its share of `room` (`shares`); a tenant's `caps` bound what it may take at all."""
+    to its share of `room` (`shares`, with `credit`); a tenant's `caps` bound what it may
+    take at all."""
     grouped: dict[str, list[_T]] = {}
     for row in rows:
         grouped.setdefault(tenant_of(row), []).append(row)
@@ -76,7 +110,7 @@ def take_shares(
         tenant: min(len(found), bounded.get(tenant, len(found)))
         for tenant, found in grouped.items()
     }
-    given = shares(demand, weights, room)
+    given = shares(demand, weights, room, credit)
     return [row for tenant, found in grouped.items() for row in found[: given[tenant]]]
 
 

@@ -51,3 +51,23 @@ def test_interleave_paces_each_tenant_by_its_weight_in_its_own_order() -> None:
     ]  # fmt: skip
     alone = [("a", 2), ("a", 1)]
     assert interleave(alone, lambda r: r[0], {}) == alone
+
+
+@pytest.mark.parametrize("room", [1, 2, 3, 5])
+def test_claims_of_a_start_or_two_follow_the_weights_over_a_few_claims(room: int) -> None:
+    credit: dict[str, float] = {}
+    total = {"heavy": 0, "light": 0}
+    for _ in range(40):
+        # Light named first: without the credit it would win every tie.
+        given = shares({"light": 100, "heavy": 100}, {"heavy": 3}, room, credit)
+        for tenant, count in given.items():
+            total[tenant] += count
+        assert all(abs(c) <= 1.0 for c in credit.values())
+    assert total["heavy"] + total["light"] == 40 * room
+    assert 2.7 <= total["heavy"] / total["light"] <= 3.3, total
+
+
+def test_a_tenant_that_got_what_it_asked_for_carries_no_credit() -> None:
+    credit = {"gone": 0.8}
+    shares({"a": 1, "b": 100}, {}, 10, credit)
+    assert set(credit) <= {"b"}, "a got its one; gone asked for nothing"

@@ -267,6 +267,9 @@ class FlowClaims:
         self._unshelve_at: datetime | None = None  # the soonest known back-off end
         self._walk_until: datetime | None = None  # no due window before (None: none)
         self._weights: dict[str, int] = {}  # of the tenants whose weight is not the default
+        # What each tenant was owed or given beyond its share by the rounding of the claims
+        # before (`app.domain.fair_share.shares`).
+        self._credit: dict[str, float] = {}
         self._weights_at: datetime | None = None  # when they are read again (None: now)
 
     async def claim(
@@ -381,7 +384,7 @@ class FlowClaims:
                 key=lambda r: (r.available_at > now, r.first_attempt_at is not None, r.available_at)
             )
             caps = {t: most for t, most in budgets.items() if most is not None}
-            taken = take_shares(chosen, _tenant_of_row, weights, room, caps)
+            taken = take_shares(chosen, _tenant_of_row, weights, room, caps, self._credit)
             demand = len(taken) + (1 if len(chosen) > len(taken) else 0)
             if taken:
                 rows = list(
