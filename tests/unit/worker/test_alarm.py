@@ -114,3 +114,28 @@ async def test_a_sleep_begun_while_stopping_returns_at_once() -> None:
         elapsed = await timed(alarm, LONG_SLEEP)
 
     assert elapsed < WAIT
+
+
+async def test_a_wake_up_asked_for_between_sleeps_ends_the_next_one() -> None:
+    # A claim that ends while the loop waits for room asks for a wake-up with no sleep
+    # running: the next sleep, however long, ends by then.
+    alarm = Alarm(asyncio.Event())
+    await timed(alarm, 0.01)  # a sleep that ended: its end is in the past now
+    alarm.wake_in(0.0)
+
+    assert await timed(alarm, LONG_SLEEP) < WAIT
+    # Kept once: the sleep after it runs its own length again.
+    task = await sleeping(alarm, LONG_SLEEP)
+    await asyncio.sleep(0.05)
+    assert not task.done()
+    alarm.wake_in(0.0)
+    assert await task < WAIT
+
+
+async def test_a_later_wake_up_between_sleeps_leaves_a_shorter_sleep_alone() -> None:
+    alarm = Alarm(asyncio.Event())
+    alarm.wake_in(LONG_SLEEP)
+
+    elapsed = await timed(alarm, 0.1)
+
+    assert 0.05 <= elapsed < WAIT
