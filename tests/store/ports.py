@@ -58,6 +58,7 @@ from app.domain.trigger import (
     resolve,
 )
 from app.store.dialects import dialect_of, transaction_now
+from app.store.dialects.claim_rows import NEVER_FAR
 from app.store.engine.database import Connection, Database
 from app.store.engine.ddl import schema_ddl
 from app.store.engine.migrations import alembic_config, is_at_head, upgrade_to_head
@@ -73,7 +74,13 @@ from app.store.records.schedules import ScheduleStore
 from app.store.records.tenant_events import TenantEventStore
 from app.store.records.tenant_keys import TenantKeyStore
 from app.store.records.tenants import TenantStore
-from app.store.schema.tables import attempts, occurrences, schedule_events, schedules
+from app.store.schema.tables import (
+    attempts,
+    flow_key_sleeps,
+    occurrences,
+    schedule_events,
+    schedules,
+)
 from app.store.schema.tables import flow_keys as flow_keys_table
 
 __all__ = [
@@ -1014,6 +1021,27 @@ async def visited_keys(database: Database) -> list[str]:
 
     async def work(conn: Connection) -> list[str]:
         return [key_name(row.flow_key) for row in (await keys_with_work_due(conn, 0.0))[0]]
+
+    return await database.run(work)
+
+
+async def walked_keys(database: Database) -> list[str]:
+    """The flow keys a walk of the keys visits (named SQL `flow_due`): every key with rows
+    awake, whenever they are due."""
+
+    async def work(conn: Connection) -> list[str]:
+        rows = await dialect_of(conn).due_keys(conn, NEVER_FAR / 2)
+        return sorted(key_name(row.flow_key) for row in rows)
+
+    return await database.run(work)
+
+
+async def sleeping_keys(database: Database) -> dict[str, datetime]:
+    """The keys asleep (`flow_key_sleeps`), each with the instant its rows wake by."""
+
+    async def work(conn: Connection) -> dict[str, datetime]:
+        found = await conn.execute(sa.select(flow_key_sleeps.c.key, flow_key_sleeps.c.next_at))
+        return {key_name(row.key): row.next_at for row in found}
 
     return await database.run(work)
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
 
 from app.domain.destinations import destination_of
 from app.domain.flow import FlowLimits
 from app.domain.schedule import ScheduleStatus
 from app.domain.target import RabbitMQTarget, WebhookTarget
+from app.store.dialects.claim_rows import DUE_WINDOW
 from tests.store import ports
 from tests.store.catalog import differences, read_catalog
 from tests.store.ports import Database
@@ -194,3 +196,32 @@ async def test_0024_stores_a_tenants_rows_of_no_key_under_its_own_and_its_downgr
             theirs.id,
             keyed.id,
         }
+
+
+async def test_0026_brings_sleeping_keys_and_its_downgrade_wakes_what_slept(
+    empty_store: Callable[[], str],
+) -> None:
+    async with opened(empty_store()) as database:
+        await ports.upgrade_to_head(database)
+        migrated = await read_catalog(database)
+        assert ("flow_key_sleeps",) in migrated["tables"]
+        await ports.put_flow_key(database, "busy", FlowLimits(parallelism=1))
+        now = datetime.now(UTC)
+        busy = [
+            ports.draft(ports.once(now - timedelta(seconds=DUE_WINDOW + 10 - k)), flow_key="busy")
+            for k in range(DUE_WINDOW + 1)
+        ]
+        later = ports.draft(ports.once(now + timedelta(hours=2)), flow_key="later")
+        await ports.insert_schedules(database, [*busy, later])
+        await ports.claim(database, limit=10)
+        assert list(await ports.sleeping_keys(database)) == ["later"]
+
+        await ports.migrate_to(database, "0025_tenant_events")
+
+        before = await read_catalog(database)
+        assert ("flow_key_sleeps",) not in before["tables"]
+        assert "later" in await ports.walked_keys(database), "what slept is awake again"
+
+        await ports.upgrade_to_head(database)
+
+        assert not differences(await read_catalog(database), migrated)

@@ -29,6 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.domain.occurrence import Delivery
 from app.settings.backends import Backend
+from app.store.dialects.claim_rows import NEVER_FAR
 from app.store.engine.clock import DatabaseClock
 from app.store.engine.wakeups import Wakeups
 from app.store.loop.sql import ClaimRows, Finished
@@ -159,12 +160,21 @@ class Dialect(ABC):
         `last_fired_at`), in the claim itself (named SQL `claim`)."""
 
     @abstractmethod
-    async def due_keys(self, conn: AsyncConnection, ahead: float = 0.0) -> Sequence[Any]:
-        """The flow keys that have occurrences due (or due within `ahead` seconds), the
+    async def due_keys(
+        self, conn: AsyncConnection, ahead: float = 0.0, far: float = NEVER_FAR
+    ) -> Sequence[Any]:
+        """The flow keys that have occurrences due (or due within `ahead` seconds), and those
+        whose earliest is more than `far` seconds off (which the claim puts to sleep), the
         earliest due first, each with
         DUE_KEY_COLUMNS: its earliest `available_at`, the transaction's instant and the
         key's stored limits, bucket and back-off (NULL: the key has no row), read without
         a lock (named SQL `flow_due`): a walk of every key with pending rows no key shelved."""
+
+    @abstractmethod
+    async def key_heads(self, conn: AsyncConnection, after: str, page: int) -> Sequence[Any]:
+        """Up to `page` flow keys after `after` in key order, each with KEY_HEAD_COLUMNS:
+        its earliest pending row no key shelved and the transaction's instant (named SQL
+        `key_heads`)."""
 
     @abstractmethod
     async def due_window(

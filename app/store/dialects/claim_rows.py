@@ -71,6 +71,15 @@ _LOST = tuple(LOST_COLUMNS)
 # keys with only future rows cost nothing; with that many, some may be beyond, and it walks
 # every key with pending rows instead (`flow_due`).
 DUE_WINDOW = 2000
+# What `Dialect.key_heads` returns of each key.
+KEY_HEAD_COLUMNS: dict[str, Any] = {
+    "flow_key": sa.String(),
+    "first_at": UTCDateTime(),
+    "now": UTCDateTime(),
+}
+# A `far` (seconds) that no row's instant is beyond: `Dialect.due_keys` then gives only
+# the keys with work due.
+NEVER_FAR = 1000 * 365 * 86400.0
 
 DUE_KEY_COLUMNS: dict[str, Any] = {
     "flow_key": sa.String(),

@@ -33,7 +33,9 @@ from app.store.dialects.base import Dialect
 from app.store.dialects.claim_rows import (
     CLAIM_COLUMNS,
     DUE_KEY_COLUMNS,
+    KEY_HEAD_COLUMNS,
     LOST_COLUMNS,
+    NEVER_FAR,
     RULE_COLUMNS,
     earliest_later,
 )
@@ -123,6 +125,7 @@ _FINISH = {
 }
 # The due flow keys, read on the server's clock (named SQL `flow_due`).
 _DUE_KEYS = query("flow_due", "postgresql").columns(**DUE_KEY_COLUMNS)
+_KEY_HEADS = query("key_heads", "postgresql").columns(**KEY_HEAD_COLUMNS)
 _DUE_WINDOW = query("flow_due_window", "postgresql").columns(
     **DUE_KEY_COLUMNS, scanned=sa.Integer()
 )
@@ -494,8 +497,13 @@ class PostgreSQL(OnConflictInserts, Dialect):
             params["keys"] = list(keys or ())
         return (await conn.execute(_CLAIMS[rows], params)).all()
 
-    async def due_keys(self, conn: AsyncConnection, ahead: float = 0.0) -> Sequence[Any]:
-        return (await conn.execute(_DUE_KEYS, {"ahead": ahead})).all()
+    async def due_keys(
+        self, conn: AsyncConnection, ahead: float = 0.0, far: float = NEVER_FAR
+    ) -> Sequence[Any]:
+        return (await conn.execute(_DUE_KEYS, {"ahead": ahead, "far": far})).all()
+
+    async def key_heads(self, conn: AsyncConnection, after: str, page: int) -> Sequence[Any]:
+        return (await conn.execute(_KEY_HEADS, {"after": after, "page": page})).all()
 
     async def due_window(
         self, conn: AsyncConnection, ahead: float, window: int

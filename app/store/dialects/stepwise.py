@@ -36,7 +36,9 @@ from app.store.dialects.base import Dialect
 from app.store.dialects.claim_rows import (
     CLAIM_COLUMNS,
     DUE_KEY_COLUMNS,
+    KEY_HEAD_COLUMNS,
     LOST_COLUMNS,
+    NEVER_FAR,
     RULE_COLUMNS,
     with_lost,
 )
@@ -305,9 +307,19 @@ class Stepwise(Dialect):
         return (
             query("flow_due", self.name)
             .bindparams(
-                sa.bindparam("now", type_=UTCDateTime()), sa.bindparam("until", type_=UTCDateTime())
+                sa.bindparam("now", type_=UTCDateTime()),
+                sa.bindparam("until", type_=UTCDateTime()),
+                sa.bindparam("far_at", type_=UTCDateTime()),
             )
             .columns(**DUE_KEY_COLUMNS)
+        )
+
+    @cached_property
+    def _key_heads(self) -> sa.TextualSelect:
+        return (
+            query("key_heads", self.name)
+            .bindparams(sa.bindparam("now", type_=UTCDateTime()))
+            .columns(**KEY_HEAD_COLUMNS)
         )
 
     @cached_property
@@ -322,10 +334,21 @@ class Stepwise(Dialect):
             .columns(**DUE_KEY_COLUMNS, scanned=sa.Integer())
         )
 
-    async def due_keys(self, conn: AsyncConnection, ahead: float = 0.0) -> Sequence[Any]:
+    async def due_keys(
+        self, conn: AsyncConnection, ahead: float = 0.0, far: float = NEVER_FAR
+    ) -> Sequence[Any]:
         now = await self.transaction_now(conn)
-        params = {"now": now, "until": now + timedelta(seconds=ahead)}
+        params = {
+            "now": now,
+            "until": now + timedelta(seconds=ahead),
+            "far_at": now + timedelta(seconds=far),
+        }
         return (await conn.execute(self._due_keys, params)).all()
+
+    async def key_heads(self, conn: AsyncConnection, after: str, page: int) -> Sequence[Any]:
+        now = await self.transaction_now(conn)
+        params = {"now": now, "after": after, "page": page}
+        return (await conn.execute(self._key_heads, params)).all()
 
     async def due_window(
         self, conn: AsyncConnection, ahead: float, window: int

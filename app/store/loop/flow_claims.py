@@ -32,7 +32,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -47,7 +47,14 @@ from app.domain.tenants import (
     tenant_of_key,
 )
 from app.store.dialects import dialect_of
-from app.store.dialects.claim_rows import DUE_KEY_COLUMNS, DUE_WINDOW
+from app.store.dialects.claim_rows import DUE_KEY_COLUMNS, DUE_WINDOW, NEVER_FAR
+from app.store.loop.sleeps import (
+    SLEEP_AFTER,
+    next_wake_in,
+    sleep_keys,
+    sleep_page,
+    wake_keys,
+)
 from app.store.loop.sql import ClaimRows, typed, union_all
 from app.store.records.flow_keys import (
     in_flight,
@@ -192,22 +199,42 @@ def _sooner(a: float | None, b: float | None) -> float | None:
     return a if b is None else min(a, b)
 
 
+class DueKeys(NamedTuple):
+    """What `keys_with_work_due` found: the keys with work due (`DUE_KEY_COLUMNS`), whether
+    the due window was full, and the keys a walk found with nothing due for a while (to put
+    to sleep, `app.store.loop.sleeps`)."""
+
+    rows: Sequence[Any]
+    full: bool
+    far: Sequence[Any] = ()
+
+
 async def keys_with_work_due(
-    conn: AsyncConnection, ahead: float, *, window: bool = True
-) -> tuple[Sequence[Any], bool]:
+    conn: AsyncConnection, ahead: float, *, window: bool = True, far: float = NEVER_FAR
+) -> DueKeys:
     """The keys with work due, from the due rows when fewer than DUE_WINDOW are due (so that
-    keys with only future rows cost nothing), else from a walk of every key (named SQL
+    keys with only future rows cost nothing), else from a walk of every key awake (named SQL
     `flow_due_window`, `flow_due`); with `window` False, from the walk at once. Also whether
-    the window was full (more than it holds is due)."""
+    the window was full (more than it holds is due), and of a walk, the keys whose earliest
+    row is more than `far` seconds off."""
     dialect = dialect_of(conn)
     if window:
         rows = await dialect.due_window(conn, ahead, DUE_WINDOW)
         if rows is not None and (not rows or rows[0].scanned < DUE_WINDOW):
-            return rows, False
+            return DueKeys(rows, False)
         full = rows is not None
     else:
         full = True
-    return await dialect.due_keys(conn, ahead), full
+    walked = await dialect.due_keys(conn, ahead, far)
+    if not walked:
+        return DueKeys(walked, full)
+    # Each row carries the walk's instant: a key's earliest beyond `ahead` is one of the far.
+    until = walked[0].now + timedelta(seconds=ahead)
+    return DueKeys(
+        [row for row in walked if row.first_at <= until],
+        full,
+        [row for row in walked if row.first_at > until],
+    )
 
 
 def _backing_off(row: Any, now: datetime) -> float | None:
@@ -264,8 +291,9 @@ class FlowClaims:
 
     def __init__(self) -> None:
         self._look_at: datetime | None = None  # None: at the next claim
-        self._unshelve_at: datetime | None = None  # the soonest known back-off end
+        self._unshelve_at: datetime | None = None  # the soonest known back-off end or wake
         self._walk_until: datetime | None = None  # no due window before (None: none)
+        self._page_after = ""  # the key after which its looks read the next page
         self._weights: dict[str, int] = {}  # of the tenants whose weight is not the default
         # What each tenant was owed or given beyond its share by the rounding of the claims
         # before (`app.domain.fair_share.shares`).
@@ -300,9 +328,14 @@ class FlowClaims:
         # full again (a backlog of DUE_WINDOW rows or more) would only add to the walk.
         looked_at = dialect.clock.host_now()
         window = self._walk_until is None or looked_at >= self._walk_until
-        due, full = await keys_with_work_due(conn, ahead, window=window)
+        due, full, far = await keys_with_work_due(
+            conn, ahead, window=window, far=SLEEP_AFTER.total_seconds()
+        )
         if full and window:
             self._walk_until = looked_at + WALK_FOR
+        if far:  # out of the walks until their rows near
+            await sleep_keys(conn, [(row.flow_key, row.first_at) for row in far])
+            self._look_at = None  # when the soonest of them wakes
         if not due:
             return KeyedClaim([], held_back_in=self._unshelve_in(dialect.clock.host_now()))
         now: datetime = due[0].now
@@ -470,15 +503,18 @@ class FlowClaims:
         return bool(shelved)
 
     async def _unshelve(self, conn: AsyncConnection) -> None:
-        """Unshelve the rows of keys whose back-off ended (every UNSHELVE_EVERY, or at the
-        soonest end this replica knows of), and learn when the next one ends."""
+        """Unshelve the rows of keys whose back-off ended and wake the rows of sleeping keys
+        that near their instant (every UNSHELVE_EVERY, or at the soonest of either this
+        replica knows of), and learn when the next of either is."""
         now = dialect_of(conn).clock.host_now()
         if self._look_at is not None and now < self._look_at:
             return
         unshelving = await unshelving_keys(conn, now)
         if unshelving:
             await unshelve_keys(conn, unshelving)
-        soonest = await next_unshelve_in(conn, now)
+        await wake_keys(conn, now)
+        self._page_after = await sleep_page(conn, self._page_after)
+        soonest = _sooner(await next_unshelve_in(conn, now), await next_wake_in(conn, now))
         self._unshelve_at = None if soonest is None else now + timedelta(seconds=soonest)
         self._look_at = now + UNSHELVE_EVERY
         if self._unshelve_at is not None:

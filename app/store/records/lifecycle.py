@@ -136,6 +136,7 @@ class LifecycleStore:
                     skipped_count=0,
                     available_at=None if held else occurrences.c.fire_at,
                     flow_key=flow_key,
+                    shelved=False,  # its key's claim holds it again if it must
                     updated_at=now,
                 )
             )

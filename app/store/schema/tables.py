@@ -94,6 +94,9 @@ KEYED_OPEN = KEYED + " AND NOT shelved"
 # Keys with rows shelved although the key may start again (resumed, or its back-off
 # over): the claim unshelves them. A paused key is none of them, however many are.
 UNSHELVING = "shelving AND NOT paused"
+# The keyed rows put to sleep (`flow_key_sleeps`): shelved although their key may start,
+# because nothing of the key is due for a while; woken by key and instant.
+KEYED_ASLEEP = KEYED + " AND shelved"
 CLAIM_SETS = (UNKEYED_FRESH, UNKEYED_AGAIN, KEYED)
 # The rows of a flow key whose lease may still hold, whatever their status: a pause or a
 # cancel does not end an attempt in flight. The count of a key's attempts in flight repeats
@@ -364,6 +367,11 @@ class OccurrenceRow(SQLModel, table=True):
             where=KEYED,
             mysql=("status", "flow_key", "fire_at", "occurrence_id"),
         ),
+        # A sleeping key's rows (`flow_key_sleeps`), woken in due order (MySQL: the claim
+        # index).
+        *_partial(
+            "ix_occurrences_asleep", "flow_key", "available_at", where=KEYED_ASLEEP, mysql=None
+        ),
         # The keyed claim's due rows in due order, but for those keys shelved: the keys with
         # work due, from those rows (`flow_due_window`), however many keys have only future
         # rows (MySQL: none; it walks the keys).
@@ -525,6 +533,20 @@ class FlowKeyRow(SQLModel, table=True):
     updated_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
 
 
+class FlowKeySleepRow(SQLModel, table=True):
+    """A key asleep: the claim found nothing of it due for a while (`SLEEP_AFTER`) and
+    shelved its rows, so that walks of the keys no longer visit it. `next_at` is at or
+    before the instant of each row it shelved; the claim wakes the key's rows due within
+    `WAKE_BEFORE` of it (`app.store.loop.sleeps`). A row that a key receives later is awake
+    until a claim finds it far off too."""
+
+    __tablename__ = "flow_key_sleeps"
+    __table_args__ = (sa.Index("ix_flow_key_sleeps_next_at", "next_at"), MYSQL_TABLE)
+
+    key: str = Field(sa_column=sa.Column(sa.String(FLOW_KEY_LENGTH), primary_key=True))
+    next_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
+
+
 class TenantRow(SQLModel, table=True):
     """A tenant (DESIGN section 14). The row of `default` is made by the migration that
     brought tenants, and no request deletes it."""
@@ -671,6 +693,7 @@ occurrences: sa.Table = OccurrenceRow.__table__  # type: ignore[attr-defined]
 attempts: sa.Table = AttemptRow.__table__  # type: ignore[attr-defined]
 schedule_events: sa.Table = ScheduleEventRow.__table__  # type: ignore[attr-defined]
 flow_keys: sa.Table = FlowKeyRow.__table__  # type: ignore[attr-defined]
+flow_key_sleeps: sa.Table = FlowKeySleepRow.__table__  # type: ignore[attr-defined]
 tenants: sa.Table = TenantRow.__table__  # type: ignore[attr-defined]
 tenant_keys: sa.Table = TenantKeyRow.__table__  # type: ignore[attr-defined]
 

@@ -47,6 +47,8 @@ NAMES: dict[str, tuple[str, ...]] = {
     # The due keys from the due rows, a window of them (MySQL, with no partial index to
     # leave shelved and unkeyed rows out of, always walks the keys).
     "flow_due_window": ("postgresql", "sqlite"),
+    # A page of keys with their earliest awake row, for the looks that put keys to sleep.
+    "key_heads": DIALECTS,
     "start_mark": DIALECTS,
     "release": SHARED,
     "record_attempts": ("postgresql",),

@@ -1,4 +1,5 @@
--- The flow keys with occurrences due by :until, the earliest first, each with its stored limits,
+-- The flow keys with occurrences due by :until, and those whose earliest is after :far_at
+-- (for the claim to put to sleep), the earliest first, each with its stored limits,
 -- bucket and back-off as last committed (a plain read takes no locks). The GROUP BY is a
 -- loose index scan of the claim index `(status, flow_key, available_at)`: one probe per key
 -- that has pending rows, however many rows wait on it. A paused schedule's rows have no
@@ -14,5 +15,5 @@ FROM (
     GROUP BY o.flow_key
 ) AS d
 LEFT JOIN flow_keys AS f ON f.`key` = d.flow_key
-WHERE d.first_at <= :until
+WHERE d.first_at <= :until OR d.first_at > :far_at
 ORDER BY d.first_at

@@ -1,4 +1,5 @@
--- The flow keys with occurrences due (or due within :ahead seconds), the earliest first, each with its stored limits,
+-- The flow keys with occurrences due (or due within :ahead seconds), and those whose earliest
+-- is more than :far seconds off (for the claim to put to sleep), the earliest first, each with its stored limits,
 -- bucket and back-off as last committed (no lock: the keyed claim locks only the keys it
 -- may start something of, and reads them again under that lock).
 -- A loose index scan: one probe of `ix_occurrences_flow` per key that has pending rows,
@@ -32,4 +33,5 @@ SELECT d.flow_key, d.first_at, now() AS now,
 FROM due AS d
 LEFT JOIN flow_keys AS f ON f.key = d.flow_key
 WHERE d.first_at <= now() + make_interval(secs => :ahead)
+   OR d.first_at > now() + make_interval(secs => :far)
 ORDER BY d.first_at

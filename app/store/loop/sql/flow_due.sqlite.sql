@@ -1,4 +1,5 @@
--- The flow keys with occurrences due by :until, the earliest first, each with its stored limits,
+-- The flow keys with occurrences due by :until, and those whose earliest is after :far_at
+-- (for the claim to put to sleep), the earliest first, each with its stored limits,
 -- bucket and back-off. A loose index scan: one probe of `ix_occurrences_flow` per key that
 -- has pending rows, however many rows wait on it, then the key's earliest `available_at`.
 -- A paused schedule's rows have no `available_at`, so a key with only those is not due;
@@ -29,5 +30,5 @@ SELECT d.flow_key, d.first_at, :now AS now,
        f.tokens, f.refilled_at, f.backoff_until
 FROM due AS d
 LEFT JOIN flow_keys AS f ON f."key" = d.flow_key
-WHERE d.first_at <= :until
+WHERE d.first_at <= :until OR d.first_at > :far_at
 ORDER BY d.first_at
