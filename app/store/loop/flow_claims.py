@@ -52,7 +52,7 @@ from app.store.loop.sleeps import (
     SLEEP_AFTER,
     next_wake_in,
     sleep_keys,
-    sleep_page,
+    sleep_pages,
     wake_keys,
 )
 from app.store.loop.sql import ClaimRows, typed, union_all
@@ -334,7 +334,8 @@ class FlowClaims:
         if full and window:
             self._walk_until = looked_at + WALK_FOR
         if far:  # out of the walks until their rows near
-            await sleep_keys(conn, [(row.flow_key, row.first_at) for row in far])
+            far_at = far[0].now + SLEEP_AFTER
+            await sleep_keys(conn, [(row.flow_key, row.first_at) for row in far], far_at)
             self._look_at = None  # when the soonest of them wakes
         if not due:
             return KeyedClaim([], held_back_in=self._unshelve_in(dialect.clock.host_now()))
@@ -513,7 +514,7 @@ class FlowClaims:
         if unshelving:
             await unshelve_keys(conn, unshelving)
         await wake_keys(conn, now)
-        self._page_after = await sleep_page(conn, self._page_after)
+        self._page_after = await sleep_pages(conn, self._page_after)
         soonest = _sooner(await next_unshelve_in(conn, now), await next_wake_in(conn, now))
         self._unshelve_at = None if soonest is None else now + timedelta(seconds=soonest)
         self._look_at = now + UNSHELVE_EVERY
