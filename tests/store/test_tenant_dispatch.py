@@ -61,6 +61,34 @@ async def test_a_paused_tenant_holds_every_delivery_uncharged_until_resumed(
     assert {d.attempt for d in released} == {1}
 
 
+async def test_a_paused_tenants_keys_are_visited_once_then_wait_out_of_the_claims_view(
+    database: Database,
+) -> None:
+    await ports.put_tenant(database, "acme", paused=True)
+    held = [
+        *await _due(database, "acme", 2),
+        *await _due(database, "acme", 1, key="orders"),
+        *await _due(database, "acme", 1, key="billing"),
+    ]
+    await ports.put_flow_key(database, "billing", FlowLimits(paused=True), tenant="acme")
+    assert len(await ports.visited_keys(database)) == 3
+
+    assert await ports.claim(database, limit=10) == []
+
+    assert await ports.visited_keys(database) == [], "a paused tenant's keys are still visited"
+    await ports.put_tenant(database, "acme", paused=True)  # a put that leaves it paused
+    assert await ports.visited_keys(database) == []
+
+    await ports.put_tenant(database, "acme")
+
+    released = await ports.claim(database, limit=10)
+    # The key paused itself holds its row still, once a claim has found it so.
+    assert sorted(d.schedule_id for d in released) == sorted(held[:3])
+    assert await ports.visited_keys(database) == []
+    await ports.put_flow_key(database, "billing", FlowLimits(), tenant="acme")
+    assert [d.schedule_id for d in await ports.claim(database, limit=10)] == [held[3]]
+
+
 async def test_a_tenants_in_flight_quota_bounds_all_its_keys_across_claimers(
     database: Database, store_url: str
 ) -> None:

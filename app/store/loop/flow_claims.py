@@ -60,6 +60,7 @@ from app.store.records.flow_keys import (
     in_flight,
     named,
     next_unshelve_in,
+    shelve_for_tenant,
     shelve_keys,
     stored_limits,
     unshelve_keys,
@@ -345,6 +346,7 @@ class FlowClaims:
         held_back: Counter[tuple[str, str]] = Counter()
         held_back_in: float | None = None
         shelving: list[str] = []  # due keys paused or backing off: their rows to shelve
+        held_by_tenant: list[str] = []  # due keys whose tenant is paused: the same
         free: list[str] = []  # keys with no limits: no lock, no count
         bounded: list[str] = []  # keys that may start something once locked
         with_rows: set[str] = set()  # of those, the keys with a row of their own to lock
@@ -368,7 +370,9 @@ class FlowClaims:
                 )
                 if most == 0:
                     held_back["paused" if gate.limits.paused else "rate", tenant_of_key(key)] += 1
-                    if not gate.limits.paused:
+                    if gate.limits.paused:
+                        held_by_tenant.append(key)
+                    else:
                         held_back_in = _sooner(held_back_in, bucket.next_token_in(gate.limits))
                     continue
             limits = _limits(row)
@@ -394,6 +398,7 @@ class FlowClaims:
             bounded.append(key)
         if await self._shelve(conn, shelving, now):
             self._look_at = None  # when what this claim shelved may start again
+        await self._shelve_for_tenants(conn, held_by_tenant)
         held_back_in = _sooner(held_back_in, self._unshelve_in(dialect.clock.host_now()))
         due_tenants = {tenant_of_key(key) for key in [*free, *bounded]}
         tenant_weights = {t: weights.get(t, DEFAULT_WEIGHT) for t in due_tenants}
@@ -502,6 +507,21 @@ class FlowClaims:
         if shelved:
             await shelve_keys(conn, shelved)
         return bool(shelved)
+
+    async def _shelve_for_tenants(self, conn: AsyncConnection, keys: list[str]) -> None:
+        """Shelve the rows of due keys whose tenant is paused, under the lock of the
+        tenant's own key (a tenant another claim holds is left to it): its resume, which
+        takes that lock, unshelves them all, so that 10^4 keys of paused tenants cost a
+        claim nothing once one claim has found them so."""
+        keys = keys[:MAX_SHELVES]
+        if not keys:
+            return
+        gates = sorted({own_key(tenant_of_key(key)) for key in keys})
+        locked = (await conn.execute(_lock_keys(dialect_of(conn).name), {"keys": gates})).all()
+        paused = {tenant_of_key(row.flow_key) for row in locked if row.paused}
+        held = [key for key in keys if tenant_of_key(key) in paused]
+        if held:
+            await shelve_for_tenant(conn, held)
 
     async def _unshelve(self, conn: AsyncConnection) -> None:
         """Unshelve the rows of keys whose back-off ended and wake the rows of sleeping keys

@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.domain.flow import FlowKey, FlowLimits, Ordering
 from app.domain.occurrence import Delivery, OccurrenceStatus, Settlement
 from app.domain.schedule import check_version
+from app.domain.tenants import own_key
 from app.store.dialects import dialect_of
 from app.store.dialects.toolkit import by_lease_token
 from app.store.loop.sql import query, typed
@@ -74,11 +75,33 @@ async def shelve_keys(conn: AsyncConnection, keys: Sequence[str]) -> None:
     await _mark_shelving(conn, keys, shelving=True)
 
 
+async def shelve_for_tenant(conn: AsyncConnection, keys: Sequence[str]) -> None:
+    """Shelve the pending rows that no lease holds of keys whose tenant is paused, its own
+    key locked by the caller (named SQL `shelve_keys`). The keys are not marked: the
+    tenant's resume unshelves them (`unshelve_tenant`), not the end of a key's own hold."""
+    await conn.execute(named("shelve_keys", dialect_of(conn).name), {"keys": list(keys)})
+
+
 async def unshelve_keys(conn: AsyncConnection, keys: Sequence[str]) -> None:
     """Unshelve the rows of keys that may start again (resumed, their back-off over, or
     gone): they are claimable again, each at its own instant (named SQL `unshelve_keys`)."""
     await conn.execute(named("unshelve_keys", dialect_of(conn).name), {"keys": list(keys)})
     await _mark_shelving(conn, keys, shelving=False)
+
+
+async def unshelve_tenant(conn: AsyncConnection, tenant: str) -> None:
+    """Unshelve the rows of every key of `tenant` (its own key's and its named keys'): what
+    its pause held starts as each key allows, and a key paused itself holds its rows again
+    at the claim that finds them due."""
+    await conn.execute(
+        occurrences.update()
+        .where(
+            *starts_with(_o.flow_key, own_key(tenant)),
+            _o.status == _PENDING,
+            _o.shelved.is_(True),
+        )
+        .values(shelved=False)
+    )
 
 
 async def _mark_shelving(conn: AsyncConnection, keys: Sequence[str], *, shelving: bool) -> None:

@@ -31,7 +31,7 @@ from app.domain.tenants import (
     wait_for,
 )
 from app.store.dialects import dialect_of
-from app.store.records.flow_keys import FlowKeyStore
+from app.store.records.flow_keys import FlowKeyStore, unshelve_tenant
 from app.store.records.tenant_events import NewTenantEvent, TenantEventStore
 from app.store.records.tenant_keys import TenantKeyStore
 from app.store.schema.tables import (
@@ -236,6 +236,8 @@ class TenantStore:
                 await keys.delete(conn, own_key(tenant), None)
             else:
                 await keys.put(conn, own_key(tenant), limits, None, now)
+            if row.paused and not spec.paused:
+                await unshelve_tenant(conn, tenant)  # what its pause held on its named keys
         found = await self.get(conn, tenant)
         assert found is not None
         events = [
