@@ -34,6 +34,7 @@ CHRONOQ_TABLES = {
     ("attempts",),
     ("schedule_events",),
     ("flow_keys",),
+    ("flow_key_sleeps",),
     ("tenants",),
     ("tenant_keys",),
     ("tenant_events",),
