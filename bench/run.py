@@ -181,6 +181,27 @@ def _die_with_parent() -> None:
         pass
 
 
+@functools.cache
+def app_tree() -> Path:
+    """The tree whose `app` this interpreter imports (its virtual environment's install,
+    read from outside any tree): services run there, since on PostgreSQL the delivery
+    process is `python -m app.process.delivery`, which imports from its working directory
+    first. Run with another tree's interpreter, the benchmark measures that tree's code,
+    whole."""
+    found = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import app, pathlib; print(pathlib.Path(app.__file__).parent.parent)",
+        ],
+        cwd="/",
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return Path(found.stdout.strip()) if found.returncode == 0 and found.stdout.strip() else ROOT
+
+
 def chronoq_command() -> list[str]:
     script = Path(sys.executable).with_name("chronoq")
     if script.exists():
@@ -207,7 +228,7 @@ class Processes:
 
     def spawn(self, args: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
         kwargs.setdefault("stdin", subprocess.DEVNULL)
-        kwargs.setdefault("cwd", ROOT)
+        kwargs.setdefault("cwd", app_tree())
         proc: subprocess.Popen[bytes] = subprocess.Popen(
             args, preexec_fn=_die_with_parent, start_new_session=True, **kwargs
         )
@@ -964,19 +985,21 @@ def print_results(
 def code_digest() -> str:
     """A digest of the service's source as it is on disk (app/, alembic/), commit-agnostic."""
     digest = hashlib.sha1(usedforsecurity=False)
+    tree = app_tree()
     for base in ("app", "alembic"):
-        for path in sorted((ROOT / base).rglob("*")):
+        for path in sorted((tree / base).rglob("*")):
             if path.is_file() and "__pycache__" not in path.parts:
-                digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+                digest.update(str(path.relative_to(tree)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:10]
 
 
 def git_state() -> tuple[str, bool] | None:
-    """The short commit of HEAD and whether app/ or alembic/ differ from it; None without git."""
+    """The short commit of the tree under test (`app_tree`) and whether its app/ or alembic/
+    differ from it; None without git."""
 
     def git(*args: str) -> str:
         return subprocess.run(
-            ["git", *args], cwd=ROOT, capture_output=True, text=True, check=True
+            ["git", *args], cwd=app_tree(), capture_output=True, text=True, check=True
         ).stdout
 
     try:
