@@ -86,6 +86,7 @@ from app.store.schema.tables import flow_keys as flow_keys_table
 __all__ = [
     "Database",
     "OccurrenceRow",
+    "backfill",
     "build_from_ddl",
     "cancel",
     "claim",
@@ -667,6 +668,26 @@ async def skip_due_ticks(database: Database, schedule_id: uuid.UUID) -> int:
     async def work(conn: Connection) -> int:
         now = await transaction_now(conn)
         return await LifecycleStore().skip_due_cadence(conn, schedule_id, now, "paused")
+
+    return await database.run(work)
+
+
+async def backfill(
+    database: Database,
+    schedule_id: uuid.UUID,
+    ticks: Sequence[datetime],
+    *,
+    flow_key: str | None = None,
+) -> list[uuid.UUID]:
+    """What a backfill of the schedule's `ticks` writes (its flow key named as a request
+    names it, in the default tenant): the ids it made due, new or revived from skipped."""
+
+    async def work(conn: Connection) -> list[uuid.UUID]:
+        now = await transaction_now(conn)
+        key = None if flow_key is None else stored_key(DEFAULT_TENANT, flow_key)
+        return await LifecycleStore().backfill(
+            conn, schedule_id, ticks, now, held=False, flow_key=key
+        )
 
     return await database.run(work)
 

@@ -553,3 +553,20 @@ async def test_keys_with_work_due_are_found_beyond_a_window_full_of_one_keys_row
 
     taken = await ports.claim(database, limit=10)
     assert Counter(key_name_or_none(d.flow_key) for d in taken) == {"busy": 1, "other": 1}
+
+
+async def test_a_tick_skipped_while_its_key_held_it_starts_once_a_backfill_revives_it(
+    database: Database,
+) -> None:
+    await ports.put_flow_key(database, "held", FlowLimits(paused=True))
+    schedule = ports.draft(ports.interval(60), flow_key="held")  # its first tick is due now
+    await ports.insert_schedules(database, [schedule])
+    assert await ports.claim(database, limit=10) == []  # the paused key shelves it
+    assert await ports.skip_due_ticks(database, schedule.id) == 1
+    await ports.put_flow_key(database, "held", FlowLimits())
+    (row,) = await ports.read_occurrence_rows(database, schedule.id)
+
+    revived = await ports.backfill(database, schedule.id, [row.fire_at], flow_key="held")
+
+    assert revived == [row.occurrence_id]
+    assert [d.occurrence_id for d in await ports.claim(database, limit=10)] == revived

@@ -4,6 +4,7 @@ moved, paused or joined them meanwhile."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -197,3 +198,73 @@ async def test_a_claim_that_never_walks_the_keys_puts_those_with_work_only_later
 
     assert sorted(await ports.sleeping_keys(database)) == ["later-0", "later-1", "later-2"]
     assert await ports.walked_keys(database) == ["soon"]
+
+
+async def test_rows_made_while_claims_sleep_and_wake_their_keys_are_all_claimed(
+    database: Database, store_url: str
+) -> None:
+    # Claimers with pools of their own (as replicas) put keys to sleep and wake them while
+    # rows keep arriving on those keys, far off and soon, and the clock moves through the
+    # wake windows: once it is past every instant, every row is claimed, none left asleep.
+    keys = [f"k{n}" for n in range(12)]
+    made = {await _later_on(database, key, FAR) for key in keys}
+    await ports.claim(database, limit=10)
+    assert sorted(await ports.sleeping_keys(database)) == sorted(keys)
+    claimers = [Database(store_url) for _ in range(3)]
+    try:
+
+        async def write(round_: int) -> None:
+            for n, key in enumerate(keys):
+                if n % 3 == round_ % 3:
+                    made.add(await _later_on(database, key, FAR + timedelta(minutes=round_)))
+                    made.add(await _later_on(database, key, WAKE_BEFORE * 2))
+
+        taken: set[uuid.UUID] = set()
+        for round_ in range(8):
+            _, *rounds = await asyncio.gather(
+                write(round_),
+                *(ports.claim(c, limit=50, owner=f"replica-{n}") for n, c in enumerate(claimers)),
+            )
+            taken |= {d.schedule_id for batch in rounds if batch for d in batch}
+            ports.move_clock(database, timedelta(seconds=20))
+
+        ports.move_clock(database, FAR + timedelta(hours=1))
+        for _ in range(5):
+            taken |= {d.schedule_id for d in await ports.claim(database, limit=500)}
+
+        assert made - taken == set(), f"{len(made - taken)} of {len(made)} never claimed"
+    finally:
+        for claimer in claimers:
+            await claimer.close()
+
+
+async def test_a_sleeping_keys_rows_wake_each_before_its_own_instant(database: Database) -> None:
+    await _walking(database)
+    first = await _later_on(database, "acme", FAR)
+    second = await _later_on(database, "acme", 2 * FAR)
+    await ports.claim(database, limit=10)
+    asleep_at = (await ports.sleeping_keys(database))["acme"]
+
+    ports.move_clock(database, FAR + timedelta(seconds=1))
+    assert _others(await ports.claim(database, limit=10)) == [(first, "acme")]
+    # The other sleeps on, its key's sleep row moved on to it.
+    assert (await ports.sleeping_keys(database))["acme"] - asleep_at >= FAR - timedelta(seconds=5)
+
+    ports.move_clock(database, FAR)
+    assert (second, "acme") in _others(await ports.claim(database, limit=10))
+    assert await ports.sleeping_keys(database) == {}
+
+
+async def test_a_far_row_that_joins_a_sleeping_key_before_its_first_wakes_at_its_own_instant(
+    database: Database,
+) -> None:
+    await _walking(database)
+    await _later_on(database, "acme", FAR)
+    await ports.claim(database, limit=10)
+    sooner = await _later_on(database, "acme", FAR / 2)
+    await ports.claim(database, limit=10)  # it sleeps too, and the key's sleep row with it
+    assert "acme" not in await ports.walked_keys(database)
+
+    ports.move_clock(database, FAR / 2 + timedelta(seconds=1))
+
+    assert _others(await ports.claim(database, limit=10)) == [(sooner, "acme")]
