@@ -40,14 +40,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.domain.fair_share import interleave, take_shares
 from app.domain.flow import Bucket, FlowLimits, Ordering, allowance, full_bucket
 from app.domain.tenants import (
-    DEFAULT_TENANT,
     DEFAULT_WEIGHT,
     is_own_key,
     own_key,
     tenant_of_key,
 )
 from app.store.dialects import dialect_of
-from app.store.dialects.claim_rows import DUE_KEY_COLUMNS, DUE_WINDOW, NEVER_FAR
+from app.store.dialects.claim_rows import DUE_WINDOW, NEVER_FAR
 from app.store.loop.sleeps import (
     SLEEP_AFTER,
     next_wake_in,
@@ -56,31 +55,24 @@ from app.store.loop.sleeps import (
     wake_keys,
 )
 from app.store.loop.sql import ClaimRows, typed, union_all
+from app.store.loop.tenant_gates import (
+    Gate,
+    read_gates,
+    shelve_for_paused_tenants,
+    tenants_in_flight,
+)
 from app.store.records.flow_keys import (
     in_flight,
+    lock_keys,
     named,
     next_unshelve_in,
-    shelve_for_tenant,
+    row_limits,
     shelve_keys,
-    stored_limits,
     unshelve_keys,
     unshelving_keys,
 )
-from app.store.schema.tables import flow_keys, occurrences, starts_with, tenants
+from app.store.schema.tables import tenants
 from app.store.schema.types import UUID, UTCDateTime
-
-# A key's row as the keyed claim reads it under its lock (named SQL `lock_keys`).
-_KEY_COLUMNS: dict[str, Any] = {
-    name: type_ for name, type_ in DUE_KEY_COLUMNS.items() if name not in ("first_at", "now")
-}
-
-
-@functools.cache
-def _lock_keys(dialect: str) -> sa.TextualSelect:
-    """The rows of the keys that may start something, locked; a key another claim holds
-    is not among them (named SQL `lock_keys`)."""
-    return named("lock_keys", dialect).columns(**_KEY_COLUMNS)
-
 
 # How often (seconds) a replica's claims look for keys whose back-off ended with rows
 # shelved (and when the next one ends): a look is two statements, which every claim made
@@ -130,16 +122,6 @@ class _Pick:
     ahead: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class _Gate:
-    """A tenant's own key's row (`own_key`) as a claim read it: the limits that hold back
-    every delivery of the tenant, each of its keys' included (its pause, its delivery
-    quotas)."""
-
-    limits: FlowLimits
-    row: Any
-
-
 # How long a replica's keyed claims walk the keys at once after a due window came back full
 # (then they read the window again: the backlog may have drained below it).
 WALK_FOR = timedelta(seconds=1)
@@ -156,36 +138,6 @@ def _least(a: int | None, b: int | None) -> int | None:
     if a is None:
         return b
     return a if b is None else min(a, b)
-
-
-async def tenants_in_flight(
-    conn: AsyncConnection, tenant_ids: Sequence[str], now: datetime
-) -> Counter[str]:
-    """Per tenant of `tenant_ids`, its attempts in flight at `now`: the live leases of its
-    keys (its own key's among them), read from the index of keyed leases (FLOW_LEASED),
-    which holds what is in flight and no more."""
-    if not tenant_ids:
-        return Counter()
-    o = occurrences.c
-    statement = (
-        sa.select(o.flow_key, sa.func.count().label("in_flight"))
-        .where(
-            o.flow_key.is_not(None),
-            o.lease_token.is_not(None),
-            o.lease_until > now,
-            sa.or_(*(sa.and_(*starts_with(o.flow_key, own_key(t))) for t in tenant_ids)),
-        )
-        .group_by(o.flow_key)
-    )
-    counts: Counter[str] = Counter()
-    for row in await conn.execute(statement):
-        counts[tenant_of_key(row.flow_key)] += row.in_flight
-    return counts
-
-
-def _limits(row: Any) -> FlowLimits | None:
-    """A key's stored limits (None: the key has no row)."""
-    return None if row.period_seconds is None else stored_limits(row)
 
 
 def _bucket(row: Any, limits: FlowLimits, now: datetime) -> Bucket:
@@ -269,22 +221,6 @@ def _started(rows: Sequence[Any], buckets: dict[str, Any]) -> Counter[str]:
     )
 
 
-_f = flow_keys.c
-# The gates' rows (`_Gate`), read with no lock, as the keyed claim reads a due key's.
-_GATE_ROWS = sa.select(
-    _f.key.label("flow_key"),
-    _f.rate,
-    _f.period_seconds,
-    _f.burst,
-    _f.parallelism,
-    _f.ordering,
-    _f.paused,
-    _f.tokens,
-    _f.refilled_at,
-    _f.backoff_until,
-).where(_f.key.in_(sa.bindparam("keys", expanding=True)))
-
-
 class FlowClaims:
     """The keyed part of a claim; runs inside the claim's transaction. One per replica: it
     keeps when its claims next look for shelved keys that may start again, and the tenants'
@@ -342,7 +278,7 @@ class FlowClaims:
             return KeyedClaim([], held_back_in=self._unshelve_in(dialect.clock.host_now()))
         now: datetime = due[0].now
         weights = await self._weights_of(conn)
-        gates = await self._gates(conn, due)
+        gates = await read_gates(conn, due)
         held_back: Counter[tuple[str, str]] = Counter()
         held_back_in: float | None = None
         shelving: list[str] = []  # due keys paused or backing off: their rows to shelve
@@ -375,7 +311,7 @@ class FlowClaims:
                     else:
                         held_back_in = _sooner(held_back_in, bucket.next_token_in(gate.limits))
                     continue
-            limits = _limits(row)
+            limits = row_limits(row)
             keyed = limits is not None and limits.limited
             if not keyed and gate is None:
                 free.append(key)
@@ -398,7 +334,7 @@ class FlowClaims:
             bounded.append(key)
         if await self._shelve(conn, shelving, now):
             self._look_at = None  # when what this claim shelved may start again
-        await self._shelve_for_tenants(conn, held_by_tenant)
+        await shelve_for_paused_tenants(conn, held_by_tenant[:MAX_SHELVES])
         held_back_in = _sooner(held_back_in, self._unshelve_in(dialect.clock.host_now()))
         due_tenants = {tenant_of_key(key) for key in [*free, *bounded]}
         tenant_weights = {t: weights.get(t, DEFAULT_WEIGHT) for t in due_tenants}
@@ -477,51 +413,19 @@ class FlowClaims:
             self._weights_at = now + WEIGHTS_EVERY
         return self._weights
 
-    async def _gates(self, conn: AsyncConnection, due: Sequence[Any]) -> dict[str, _Gate]:
-        """The gates (`_Gate`) of the tenants of `due` keys that have one: their own keys'
-        rows, from `due` where the own key is due itself, else read (no lock)."""
-        rows = {row.flow_key: row for row in due}
-        wanted = {own_key(t) for t in {_tenant_of_row(row) for row in due} if t != DEFAULT_TENANT}
-        missing = sorted(key for key in wanted if key not in rows)
-        if missing:
-            found = await conn.execute(_GATE_ROWS, {"keys": missing})
-            rows.update({row.flow_key: row for row in found})
-        gates: dict[str, _Gate] = {}
-        for key in wanted:
-            row = rows.get(key)
-            limits = None if row is None else _limits(row)
-            if limits is not None and limits.limited:
-                gates[tenant_of_key(key)] = _Gate(limits, row)
-        return gates
-
     async def _shelve(self, conn: AsyncConnection, keys: list[str], now: datetime) -> bool:
         """Shelve the rows of the keys that are still paused or backing off under their
         locks (a key another claim holds is left to it); whether any was."""
         keys = keys[:MAX_SHELVES]
         if not keys:
             return False
-        locked = (await conn.execute(_lock_keys(dialect_of(conn).name), {"keys": keys})).all()
+        locked = (await conn.execute(lock_keys(dialect_of(conn).name), {"keys": keys})).all()
         shelved = [
             row.flow_key for row in locked if row.paused or _backing_off(row, now) is not None
         ]
         if shelved:
             await shelve_keys(conn, shelved)
         return bool(shelved)
-
-    async def _shelve_for_tenants(self, conn: AsyncConnection, keys: list[str]) -> None:
-        """Shelve the rows of due keys whose tenant is paused, under the lock of the
-        tenant's own key (a tenant another claim holds is left to it): its resume, which
-        takes that lock, unshelves them all, so that 10^4 keys of paused tenants cost a
-        claim nothing once one claim has found them so."""
-        keys = keys[:MAX_SHELVES]
-        if not keys:
-            return
-        gates = sorted({own_key(tenant_of_key(key)) for key in keys})
-        locked = (await conn.execute(_lock_keys(dialect_of(conn).name), {"keys": gates})).all()
-        paused = {tenant_of_key(row.flow_key) for row in locked if row.paused}
-        held = [key for key in keys if tenant_of_key(key) in paused]
-        if held:
-            await shelve_for_tenant(conn, held)
 
     async def _unshelve(self, conn: AsyncConnection) -> None:
         """Unshelve the rows of keys whose back-off ended and wake the rows of sleeping keys
@@ -556,7 +460,7 @@ class FlowClaims:
         room: int,
         now: datetime,
         held_back: Counter[tuple[str, str]],
-        gates: dict[str, _Gate],
+        gates: dict[str, Gate],
     ) -> tuple[
         list[_Pick],
         dict[str, tuple[FlowLimits, Bucket]],
@@ -576,10 +480,10 @@ class FlowClaims:
         lock = sorted(with_rows | {own_key(t) for t in gated})
         locked = {
             row.flow_key: row
-            for row in (await conn.execute(_lock_keys(dialect), {"keys": lock})).all()
+            for row in (await conn.execute(lock_keys(dialect), {"keys": lock})).all()
         }
         limited = {
-            key: _limits(locked[key]) for key in keys if key in locked and not is_own_key(key)
+            key: row_limits(locked[key]) for key in keys if key in locked and not is_own_key(key)
         }
         counted = [key for key, limits in limited.items() if limits and limits.most_in_flight]
         flying: dict[str, int] = {}
@@ -589,7 +493,7 @@ class FlowClaims:
         buckets: dict[str, tuple[FlowLimits, Bucket]] = {}
         wait: float | None = None
         budgets: dict[str, int | None] = {}
-        gate_limits = {t: _limits(locked[own_key(t)]) for t in gated if own_key(t) in locked}
+        gate_limits = {t: row_limits(locked[own_key(t)]) for t in gated if own_key(t) in locked}
         tenant_flying = await tenants_in_flight(
             conn, [t for t, limits in gate_limits.items() if limits and limits.most_in_flight], now
         )

@@ -24,6 +24,7 @@ from app.domain.occurrence import Delivery, OccurrenceStatus, Settlement
 from app.domain.schedule import check_version
 from app.domain.tenants import own_key
 from app.store.dialects import dialect_of
+from app.store.dialects.claim_rows import DUE_KEY_COLUMNS
 from app.store.dialects.toolkit import by_lease_token
 from app.store.loop.sql import query, typed
 from app.store.schema.tables import flow_keys, occurrences, schedules, starts_with
@@ -115,6 +116,25 @@ async def _mark_shelving(conn: AsyncConnection, keys: Sequence[str], *, shelving
 @functools.cache
 def _unshelving(dialect: str) -> sa.TextualSelect:
     return named("unshelving_keys", dialect).columns(flow_key=sa.String())
+
+
+# A key's row as the keyed claim reads it under its lock (named SQL `lock_keys`).
+_KEY_COLUMNS: dict[str, Any] = {
+    name: type_ for name, type_ in DUE_KEY_COLUMNS.items() if name not in ("first_at", "now")
+}
+
+
+@functools.cache
+def lock_keys(dialect: str) -> sa.TextualSelect:
+    """The rows of the keys that may start something, locked; a key another claim holds
+    is not among them (named SQL `lock_keys`)."""
+    return named("lock_keys", dialect).columns(**_KEY_COLUMNS)
+
+
+def row_limits(row: Any) -> FlowLimits | None:
+    """A key's stored limits, from a row that has a key's columns (None: the key has no
+    row)."""
+    return None if row.period_seconds is None else stored_limits(row)
 
 
 async def unshelving_keys(conn: AsyncConnection, now: datetime) -> list[str]:
