@@ -159,6 +159,13 @@ def tenant_arg(value: str) -> str:
     return value
 
 
+def add_tenant_id(parser: argparse.ArgumentParser) -> None:
+    """The TENANT argument of a command that manages a tenant (rather than acts in one)."""
+    parser.add_argument(
+        "tenant_id", type=tenant_arg, metavar="TENANT", help=f"the tenant's id ({TENANT_ALPHABET})"
+    )
+
+
 def _tenant(args: argparse.Namespace) -> str | None:
     """The tenant a command acts in: --tenant, else CHRONOQ_TENANT (None: the service's
     default for the key)."""

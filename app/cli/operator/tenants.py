@@ -1,14 +1,13 @@
-"""`chronoq tenant list|show|set|pause|resume|delete|events` and `chronoq tenant key
-create|list|revoke`: tenants, their keys and their audit events from the operator CLI,
-through the same services as /v1/tenants (DESIGN.md section 14).
+"""`chronoq tenant list|show|set|pause|resume|delete|events`: tenants and their audit events
+from the operator CLI, through the same services as /v1/tenants (DESIGN.md section 14); the
+tenant's keys (`chronoq tenant key ...`) are app/cli/operator/tenant_keys.py.
 
 Same conventions as the other operator commands (app/cli/operator/commands.py). The tenant is
 the command's argument (these manage tenants rather than act in one, so `--tenant` is not
 theirs). `set` replaces the tenant whole, like a PUT: an option left out goes to its default
 (no limit, weight 1, not paused). `pause` and `resume` read the tenant and put it back whole
 with `paused` as asked, under If-Match of the version read: a change made in between is
-refused, never overwritten. `key create` prints the key itself once: it is stored as its
-digest, and nothing shows it again. `events` reads a tenant's audit trail oldest first, a
+refused, never overwritten. `events` reads a tenant's audit trail oldest first, a
 removed tenant's too; each change these commands make is in it, by the API key's name over
 HTTP and by "cli" on the database.
 """
@@ -17,20 +16,18 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import uuid
 from collections.abc import Awaitable, Callable
-from datetime import datetime
 from typing import TypeVar
 
 from app.api.schemas import Page
-from app.api.tenant_schemas import MadeKey, TenantEventOut, TenantKeyOut, TenantOut
+from app.api.tenant_schemas import TenantEventOut, TenantOut
 from app.cli.operator import text as render
 from app.cli.operator.backends import Operator, Versions, domain_error
-from app.cli.operator.run import Output, Parser, add_limit, collect, execute, tenant_arg
+from app.cli.operator.run import Output, Parser, add_limit, add_tenant_id, collect, execute
+from app.cli.operator.tenant_keys import add_tenant_key_commands
 from app.client import errors as problems
 from app.domain.errors import InvalidInputError, PreconditionFailedError
 from app.domain.flow import MAX_PARALLELISM, MAX_RATE
-from app.domain.tenant_keys import KEY_NAME_ALPHABET, KEY_NAME_PATTERN, KeyRole
 from app.domain.tenants import (
     DEFAULT_WEIGHT,
     MAX_DISPLAY_NAME,
@@ -38,7 +35,6 @@ from app.domain.tenants import (
     MAX_RETENTION_SECONDS,
     MAX_WEIGHT,
     MIN_WEIGHT,
-    TENANT_ALPHABET,
     Quotas,
     TenantSpec,
 )
@@ -56,15 +52,7 @@ _OPTIONS = {
     "#/quotas/max_deliveries_per_second": "--max-deliveries-per-second",
     "#/quotas/max_in_flight": "--max-in-flight",
     "#/retention_seconds": "--retention-seconds",
-    "#/name": "NAME",
-    "#/expires_at": "--expires-at",
 }
-
-
-def _key_name(text: str) -> str:
-    if not KEY_NAME_PATTERN.fullmatch(text):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a key name ({KEY_NAME_ALPHABET})")
-    return text
 
 
 def _display_name(text: str) -> str:
@@ -103,16 +91,6 @@ def _weight(text: str) -> int:
 
 def _retention(text: str) -> int:
     return _whole(text, 0, MAX_RETENTION_SECONDS, "a retention (seconds; 0 keeps forever)")
-
-
-def _instant(text: str) -> datetime:
-    try:
-        value = datetime.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an RFC 3339 instant") from None
-    if value.tzinfo is None:
-        raise argparse.ArgumentTypeError(f"{text!r} names no offset (add Z or +HH:MM)")
-    return value
 
 
 def _yes(value: bool) -> str:
@@ -196,18 +174,6 @@ def spec_of(found: TenantOut) -> TenantSpec:
         ),
         retention_seconds=found.retention_seconds,
     )
-
-
-def _key_row(found: TenantKeyOut) -> list[str]:
-    return [
-        str(found.id),
-        found.name,
-        found.role.value,
-        found.prefix,
-        render.when(found.expires_at),
-        render.when(found.revoked_at),
-        render.when(found.last_used_at),
-    ]
 
 
 def _event_row(found: TenantEventOut) -> list[str]:
@@ -340,50 +306,6 @@ def _delete(args: argparse.Namespace) -> int:
     return execute(args, work)
 
 
-def _key_create(args: argparse.Namespace) -> int:
-    async def work(operator: Operator) -> Output:
-        made: MadeKey = await operator.make_tenant_key(
-            args.tenant_id, args.name, KeyRole(args.role), args.expires_at
-        )
-        text = (
-            f"made {made.role.value} key {made.name} of tenant {made.tenant} (id {made.id})\n\n"
-            f"{made.key}\n\n"
-            "Store it now: it is shown this once."
-        )
-        return Output(made.model_dump(mode="json"), text)
-
-    return execute(args, work, _OPTIONS)
-
-
-def _key_list(args: argparse.Namespace) -> int:
-    async def work(operator: Operator) -> Output:
-        async def page(limit: int, cursor: str | None) -> Page[TenantKeyOut]:
-            return await operator.tenant_keys(args.tenant_id, limit, cursor)
-
-        found, more = await collect(args, page)
-        text = render.table(
-            ("ID", "NAME", "ROLE", "PREFIX", "EXPIRES", "REVOKED", "LAST USED"),
-            [_key_row(k) for k in found],
-        )
-        if more:
-            text += f"\n\n(the first {len(found)} keys; more exist: raise --limit or --all)"
-        return Output([k.model_dump(mode="json") for k in found], text)
-
-    return execute(args, work)
-
-
-def _key_revoke(args: argparse.Namespace) -> int:
-    async def work(operator: Operator) -> Output:
-        await operator.revoke_tenant_key(args.tenant_id, args.key_id)
-        return Output(
-            {"revoked": str(args.key_id)},
-            f"revoked key {args.key_id} of tenant {args.tenant_id}: every replica refuses it "
-            "within 5 seconds",
-        )
-
-    return execute(args, work)
-
-
 def _events(args: argparse.Namespace) -> int:
     async def work(operator: Operator) -> Output:
         async def page(limit: int, cursor: str | None) -> Page[TenantEventOut]:
@@ -407,12 +329,6 @@ def _events(args: argparse.Namespace) -> int:
     return execute(args, work)
 
 
-def _add_tenant(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "tenant_id", type=tenant_arg, metavar="TENANT", help=f"the tenant's id ({TENANT_ALPHABET})"
-    )
-
-
 def add_tenant_commands(
     commands: argparse._SubParsersAction[argparse.ArgumentParser], common: Parser
 ) -> None:
@@ -430,7 +346,7 @@ def add_tenant_commands(
     add_limit(listing, 50, "tenants")
     listing.set_defaults(run=_list)
     show = sub.add_parser("show", parents=[common], help="one tenant")
-    _add_tenant(show)
+    add_tenant_id(show)
     show.set_defaults(run=_show)
     put = sub.add_parser(
         "set",
@@ -438,7 +354,7 @@ def add_tenant_commands(
         help="create or replace a tenant whole, like PUT: an option left out goes to its "
         "default (no limit, weight 1, not paused)",
     )
-    _add_tenant(put)
+    add_tenant_id(put)
     _add_spec_options(put)
     put.set_defaults(run=_set)
     changes: list[tuple[str, bool, str]] = [
@@ -452,7 +368,7 @@ def add_tenant_commands(
     ]
     for name, paused, help_text in changes:
         parser = sub.add_parser(name, parents=[common], help=help_text)
-        _add_tenant(parser)
+        add_tenant_id(parser)
         parser.set_defaults(run=_pause_command(paused))
     delete = sub.add_parser(
         "delete",
@@ -460,7 +376,7 @@ def add_tenant_commands(
         help="remove a tenant with its ended schedules, flow keys and keys (refused while "
         "one of its schedules is pending or paused)",
     )
-    _add_tenant(delete)
+    add_tenant_id(delete)
     delete.set_defaults(run=_delete)
     events = sub.add_parser(
         "events",
@@ -468,35 +384,10 @@ def add_tenant_commands(
         help="a tenant's audit events, oldest first: who changed it or its keys, and to "
         "which version (a removed tenant's too)",
     )
-    _add_tenant(events)
+    add_tenant_id(events)
     add_limit(events, 50, "events")
     events.set_defaults(run=_events)
-
-    key = sub.add_parser("key", help="a tenant's keys")
-    key_sub = key.add_subparsers(
-        dest="tenant_key_command",
-        metavar="{create,list,revoke}",
-        required=True,
-        parser_class=Parser,
-    )
-    create = key_sub.add_parser(
-        "create", parents=[common], help="make a key that acts in the tenant only (shown once)"
-    )
-    _add_tenant(create)
-    create.add_argument("name", type=_key_name, metavar="NAME", help=KEY_NAME_ALPHABET)
-    create.add_argument("--role", choices=["write", "read"], default="write")
-    create.add_argument(
-        "--expires-at", type=_instant, default=None, metavar="INSTANT", help="RFC 3339"
-    )
-    create.set_defaults(run=_key_create)
-    keys = key_sub.add_parser("list", parents=[common], help="the tenant's keys, never secrets")
-    _add_tenant(keys)
-    add_limit(keys, 50, "keys")
-    keys.set_defaults(run=_key_list)
-    revoke = key_sub.add_parser("revoke", parents=[common], help="revoke a key by its id")
-    _add_tenant(revoke)
-    revoke.add_argument("key_id", type=uuid.UUID, metavar="ID")
-    revoke.set_defaults(run=_key_revoke)
+    add_tenant_key_commands(sub, common)
 
 
 def _add_spec_options(parser: argparse.ArgumentParser) -> None:
