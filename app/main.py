@@ -14,6 +14,7 @@ from app.api import (
     auth,
     dead_letters,
     docs,
+    endpoints,
     flow_keys,
     health,
     occurrences,
@@ -36,6 +37,7 @@ from app.process.readiness import InProcessLoop, ReplicaReadiness
 from app.process.runtime import tune_garbage_collector
 from app.service.addresses import HostResolver
 from app.service.dead_letters import DeadLetterService
+from app.service.endpoints import EndpointService
 from app.service.flow_keys import FlowKeyService
 from app.service.occurrences import OccurrenceService
 from app.service.schedules import ScheduleService
@@ -124,6 +126,7 @@ def create_app(
                 flow_keys=FlowKeyService(database),
                 tenants=TenantService(database),
                 tenant_keys=TenantKeyService(database),
+                endpoints=EndpointService(database, config, resolver),
                 readiness=ReplicaReadiness(database, broker=broker, worker=worker),
                 keys=KeyRing(api_keys),
             )
@@ -171,6 +174,7 @@ def create_app(
         occurrences.router,
         flow_keys.router,
         tenants.router,
+        endpoints.router,
     ):
         app.include_router(router, responses=problems.responses(503), dependencies=[in_tenant])
     app.include_router(triggers.router, dependencies=[in_tenant])

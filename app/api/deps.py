@@ -19,6 +19,7 @@ from app.domain.tenants import (
     missing_tenant,
 )
 from app.service.dead_letters import DeadLetterService
+from app.service.endpoints import EndpointService
 from app.service.flow_keys import FlowKeyService
 from app.service.occurrences import OccurrenceService
 from app.service.schedules import ScheduleService
@@ -36,6 +37,7 @@ class State(TypedDict):
     flow_keys: FlowKeyService
     tenants: TenantService
     tenant_keys: TenantKeyService  # read by the API key middleware too
+    endpoints: EndpointService
     readiness: Readiness
     keys: KeyRing  # read by the API key middleware; empty: the API is open
 
@@ -67,6 +69,10 @@ def _tenants(request: Request) -> TenantService:
 
 def _tenant_keys(request: Request) -> TenantKeyService:
     return _state(request)["tenant_keys"]
+
+
+def _endpoints(request: Request) -> EndpointService:
+    return _state(request)["endpoints"]
 
 
 async def _caller(request: Request) -> Caller:
@@ -109,6 +115,7 @@ OccurrencesDep = Annotated[OccurrenceService, Depends(_occurrences)]
 FlowKeysDep = Annotated[FlowKeyService, Depends(_flow_keys)]
 TenantsDep = Annotated[TenantService, Depends(_tenants)]
 TenantKeysDep = Annotated[TenantKeyService, Depends(_tenant_keys)]
+EndpointsDep = Annotated[EndpointService, Depends(_endpoints)]
 # Every router's routes act in the caller's tenant (`in_tenant`, on each router): resolved
 # once per request, as FastAPI caches a dependency.
 CallerDep = Annotated[Caller, Depends(_caller)]

@@ -134,3 +134,31 @@ PREVIEW = {
         },
     ),
 }
+
+ENDPOINT = {
+    "limited": Example(
+        summary="An endpoint with a secret header, flow limits and a circuit breaker",
+        value={
+            "url": f"{_RECEIVER}/hooks/billing",
+            "headers": {"X-Team": "billing"},
+            "timeout_seconds": 5,
+            "description": "Billing events for the EU region",
+            "flow": {"rate": 50, "parallelism": 10},
+            "circuit": {"failure_threshold": 5, "cooldown_seconds": 30},
+        },
+    ),
+    "plain": Example(summary="An endpoint with the defaults", value={"url": f"{_RECEIVER}/hooks"}),
+}
+ENDPOINT_PATCH = {
+    "move": Example(
+        summary="A new URL and a slower probe",
+        value={
+            "url": f"{_RECEIVER}/hooks/billing-v2",
+            "circuit": {"failure_threshold": 5, "cooldown_seconds": 60},
+        },
+    ),
+}
+ROTATE = {
+    "day": Example(summary="A new secret, the old one signing for a day more", value={}),
+    "hour": Example(summary="The old one signing for an hour", value={"overlap_seconds": 3600}),
+}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import Literal
 
@@ -34,8 +35,8 @@ _ORDERING = (
 _PAUSED = "true: nothing of the key starts until it is false again (nothing is skipped)"
 
 
-class FlowKeyIn(InputModel):
-    """A key's limits, whole: what a PUT leaves out is at its default (no limit)."""
+class FlowLimitsIn(InputModel):
+    """Flow limits, whole: what is left out is at its default (no limit)."""
 
     rate: int | None = Field(default=None, ge=1, le=MAX_RATE, description=_RATE, examples=[50])
     period_seconds: float = Field(
@@ -48,7 +49,6 @@ class FlowKeyIn(InputModel):
     ordering: Literal["none", "fifo"] = Field(
         default="none", description=_ORDERING, examples=["none"]
     )
-    paused: bool = Field(default=False, description=_PAUSED, examples=[False])
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -75,8 +75,16 @@ class FlowKeyIn(InputModel):
             burst=self.burst,
             parallelism=self.parallelism,
             ordering=Ordering(self.ordering),
-            paused=self.paused,
         )
+
+
+class FlowKeyIn(FlowLimitsIn):
+    """A key's limits, whole: what a PUT leaves out is at its default (no limit)."""
+
+    paused: bool = Field(default=False, description=_PAUSED, examples=[False])
+
+    def limits(self) -> FlowLimits:
+        return replace(super().limits(), paused=self.paused)
 
 
 class FlowKeyOut(BaseModel):

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from app.api import pagination
+from app.api.endpoint_schemas import EndpointEventOut, EndpointOut
 from app.api.flow_key_schemas import FlowKeyOut
 from app.api.schemas import (
     AttemptOut,
@@ -26,6 +27,7 @@ from app.domain.occurrence import DeadLetter, OccurrenceStatus
 from app.domain.schedule import Schedule
 from app.domain.tenants import Caller
 from app.service.dead_letters import DeadLetterService
+from app.service.endpoints import EndpointService
 from app.service.flow_keys import FlowKeyService
 from app.service.occurrences import OccurrenceService
 from app.service.schedules import ScheduleService
@@ -157,3 +159,21 @@ async def tenant_events(
     """A tenant's audit events, oldest first."""
     found = await service.events(tenant, after=pagination.decode_id(cursor), limit=limit + 1)
     return _page(found, limit, TenantEventOut.of, lambda e: (str(e.id),))
+
+
+async def endpoints(
+    service: EndpointService, caller: Caller, limit: int, cursor: str | None
+) -> Page[EndpointOut]:
+    """A tenant's endpoints, oldest first."""
+    found = await service.page(caller, after=pagination.decode_id(cursor), limit=limit + 1)
+    return _page(found, limit, EndpointOut.of, lambda e: (str(e.id),))
+
+
+async def endpoint_events(
+    service: EndpointService, endpoint_id: uuid.UUID, caller: Caller, limit: int, cursor: str | None
+) -> Page[EndpointEventOut]:
+    """An endpoint's events, oldest first."""
+    found = await service.events(
+        endpoint_id, caller, after=pagination.decode_id(cursor), limit=limit + 1
+    )
+    return _page(found, limit, EndpointEventOut.of, lambda e: (str(e.id),))

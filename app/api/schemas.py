@@ -42,7 +42,7 @@ from app.domain.schedule import (
     ScheduleStatus,
 )
 from app.domain.secrets import redacted_headers, redacted_secret, redacted_url
-from app.domain.target import JsonScalar, Target, WebhookTarget
+from app.domain.target import EndpointTarget, JsonScalar, Target, WebhookTarget
 from app.domain.tenants import DEFAULT_TENANT
 from app.domain.trigger import Trigger
 
@@ -91,11 +91,22 @@ class RabbitMQTargetOut(BaseModel):
     )
 
 
-TargetOut = Annotated[WebhookTargetOut | RabbitMQTargetOut, Field(discriminator="type")]
+class EndpointTargetOut(BaseModel):
+    """An endpoint target: the endpoint holds the URL, headers and secrets."""
+
+    type: Literal["endpoint"] = Field(description="The target's kind")
+    endpoint_id: uuid.UUID = Field(description="The endpoint's id")
 
 
-def target_out(t: Target) -> WebhookTargetOut | RabbitMQTargetOut:
+TargetOut = Annotated[
+    WebhookTargetOut | RabbitMQTargetOut | EndpointTargetOut, Field(discriminator="type")
+]
+
+
+def target_out(t: Target) -> WebhookTargetOut | RabbitMQTargetOut | EndpointTargetOut:
     """What a response shows of a target; the stored target keeps the real values."""
+    if isinstance(t, EndpointTarget):
+        return EndpointTargetOut(type=t.type, endpoint_id=t.endpoint_id)
     if isinstance(t, WebhookTarget):
         return WebhookTargetOut(
             type=t.type,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from app.domain.target import RabbitMQTarget, Target
+from app.domain.target import EndpointTarget, EndpointWebhook, RabbitMQTarget, Target
 
 # The longest name: a scheme, a host name of at most 253 bytes, a port; or an exchange of
 # at most 255 bytes behind its prefix.
@@ -23,11 +23,14 @@ MAX_DESTINATION = 300
 _AUTHORITY = re.compile(r"[^/?#]*")
 
 
-def destination_of(target: Target) -> str:
+def destination_of(target: Target | EndpointWebhook) -> str:
     """The destination `target` delivers to: a webhook's origin (`webhook_destination`),
-    `amqp:<exchange>` for a RabbitMQ publish."""
+    `amqp:<exchange>` for a RabbitMQ publish, `endpoint:<id>` for an endpoint's."""
     if isinstance(target, RabbitMQTarget):
         return f"amqp:{target.exchange}"[:MAX_DESTINATION]
+    if isinstance(target, EndpointTarget | EndpointWebhook):
+        # Its URL may change under it: the endpoint is the receiver its slots share.
+        return f"endpoint:{target.endpoint_id}"
     return webhook_destination(target.url)
 
 

@@ -15,6 +15,7 @@ import re
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any, ClassVar
 
 from pydantic import (
@@ -553,3 +554,21 @@ def shown_payload(value: Any) -> Any:
     if text is not None and not _nests_deeper(value, text, MAX_SHOWN_DEPTH):
         return value
     return None
+
+
+def without_null(names: Sequence[str]) -> Callable[[dict[str, Any]], None]:
+    """A model's `json_schema_extra` for a PATCH whose fields `names` may be left out but
+    never set to null (the service refuses null, naming the field): their schema offers
+    no null and no default."""
+
+    def strip(schema: dict[str, Any]) -> None:
+        for name in names:
+            prop = schema["properties"][name]
+            prop.pop("default", None)
+            options = [o for o in prop.pop("anyOf", []) if o.get("type") != "null"]
+            if len(options) == 1:
+                prop.update(options[0])
+            elif options:
+                prop["anyOf"] = options
+
+    return strip

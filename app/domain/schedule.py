@@ -13,6 +13,7 @@ from pydantic import ConfigDict, Field
 from app.domain.errors import ConflictError, PreconditionFailedError
 from app.domain.ids import occurrence_id
 from app.domain.limits import (
+    without_null,
     MAX_COUNT,
     EventType,
     FlowKeyName,
@@ -345,15 +346,7 @@ NOT_NULLABLE = (
 )
 
 
-def _without_null(schema: dict[str, Any]) -> None:
-    for name in NOT_NULLABLE:
-        prop = schema["properties"][name]
-        prop.pop("default", None)
-        options = [option for option in prop.pop("anyOf", []) if option.get("type") != "null"]
-        if len(options) == 1:
-            prop.update(options[0])
-        elif options:
-            prop["anyOf"] = options
+_without_null = without_null(NOT_NULLABLE)
 
 
 class SchedulePatch(InputModel):

@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import uuid
 from functools import lru_cache
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 import idna
-from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from app.domain.addresses import AddressPolicy, HostSpellingError, parse_host
 from app.domain.limits import (
@@ -23,6 +31,7 @@ from app.domain.limits import (
     MAX_TIMEOUT_SECONDS,
     ONE_LINE_PATTERN,
     TABBED_LINE_PATTERN,
+    Id,
     InputModel,
     Shown,
     at_most,
@@ -219,12 +228,60 @@ URL_PATTERN = r"^[Hh][Tt][Tt][Pp][Ss]?://[^\x00-\x20\x7f-\x9f/?#]+[^\x00-\x20\x7
 _HEADER_NAMES = {"minLength": 1, "maxLength": MAX_HEADER_NAME, "pattern": _TOKEN.pattern}
 
 
-class WebhookTarget(InputModel):
-    """An HTTP(S) endpoint called with the payload as its JSON body."""
+def _checked_url(value: str, info: ValidationInfo) -> str:
+    if (problem := _url_problem(value, on_input(info))) is not None:
+        raise ValueError(problem)
+    return value
+
+
+def _checked_headers(value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+    checked = on_input(info)
+    if checked and len(value) > MAX_HEADERS:
+        raise ValueError(f"at most {MAX_HEADERS} headers")
+    if checked and len({name.lower() for name in value}) < len(value):
+        raise ValueError("header names differ only in case: HTTP treats them as one")
+    for name, header in value.items():
+        if not _TOKEN.match(name) or (checked and len(name) > MAX_HEADER_NAME):
+            raise ValueError(
+                f"invalid header name {name!r}: a token (RFC 9110) of at most "
+                f"{MAX_HEADER_NAME} characters"
+            )
+        if name.lower() in RESERVED_HEADERS:
+            raise ValueError(f"header {name!r} is set by Chronoq and cannot be overridden")
+        if checked and (name.lower() in FRAMING_HEADERS or name.lower().startswith("proxy-")):
+            raise ValueError(
+                f"header {name!r} is a hop-by-hop or framing header, which the HTTP "
+                "client sets for each connection"
+            )
+        if checked and (
+            name.lower() in FORWARDING_HEADERS or name.lower().startswith("x-forwarded-")
+        ):
+            raise error_at(
+                (name,),
+                "value_error",
+                f"header {name!r} tells a receiver who the client is (a proxy sets it); a "
+                "target cannot set it",
+                None,
+            )
+        if "\r" in header or "\n" in header:
+            raise ValueError(f"header {name!r} contains a line break")
+        if checked:
+            check_text(header, f"header {name!r}", tab=True, max_bytes=MAX_HEADER_VALUE_BYTES)
+    return value
+
+
+# A webhook's URL and headers, checked as a target's are, for models that are no target
+# (an endpoint's change).
+CheckedUrl = AfterValidator(_checked_url)
+CheckedHeaders = AfterValidator(_checked_headers)
+
+
+class WebhookRequest(InputModel):
+    """The request a webhook makes: where, how, and with which headers and timeout (a
+    webhook target's fields, and an endpoint's)."""
 
     model_config = ConfigDict(frozen=True)
 
-    type: Literal["webhook"] = Field(description=_TYPE)
     # The pattern and the least length are the validator's rules, shown: its messages say
     # what is wrong, and a stored URL is read as it was written.
     url: str = Field(
@@ -256,33 +313,14 @@ class WebhookTarget(InputModel):
         json_schema_extra={"maximum": MAX_TIMEOUT_SECONDS},
         description=_TIMEOUT,
     )
-    signing_secret: str | None = Field(
-        default=None,
-        max_length=1024,
-        json_schema_extra={"pattern": "^whsec_"},
-        description="Standard Webhooks secret (whsec_ and a base64 key) signing this "
-        "target's deliveries instead of the service's; write-only: responses show it redacted",
-    )
 
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str, info: ValidationInfo) -> str:
-        if (problem := _url_problem(value, on_input(info))) is not None:
-            raise ValueError(problem)
-        return value
-
-    @field_validator("signing_secret")
-    @classmethod
-    def _usable_secret(cls, value: str | None, info: ValidationInfo) -> str | None:
-        # The redacted form passes here: the service puts the stored secret back for it.
-        if value is None or not on_input(info) or REDACTED_SECRET.fullmatch(value):
-            return value
-        if not signing_key(value):
-            raise ValueError("signing_secret must be whsec_ followed by a non-empty base64 key")
-        return value
+        return _checked_url(value, info)
 
     @model_validator(mode="after")
-    def _credentials_once(self, info: ValidationInfo) -> WebhookTarget:
+    def _credentials_once(self, info: ValidationInfo) -> WebhookRequest:
         # The HTTP client sends a URL's userinfo as Basic credentials in an Authorization
         # header of its own, and refuses a request that brings another: every attempt would
         # fail. Stored targets read as they are (their deliveries fail, as they did).
@@ -302,39 +340,44 @@ class WebhookTarget(InputModel):
     @field_validator("headers")
     @classmethod
     def _plain_headers(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
-        checked = on_input(info)
-        if checked and len(value) > MAX_HEADERS:
-            raise ValueError(f"at most {MAX_HEADERS} headers")
-        if checked and len({name.lower() for name in value}) < len(value):
-            raise ValueError("header names differ only in case: HTTP treats them as one")
-        for name, header in value.items():
-            if not _TOKEN.match(name) or (checked and len(name) > MAX_HEADER_NAME):
-                raise ValueError(
-                    f"invalid header name {name!r}: a token (RFC 9110) of at most "
-                    f"{MAX_HEADER_NAME} characters"
-                )
-            if name.lower() in RESERVED_HEADERS:
-                raise ValueError(f"header {name!r} is set by Chronoq and cannot be overridden")
-            if checked and (name.lower() in FRAMING_HEADERS or name.lower().startswith("proxy-")):
-                raise ValueError(
-                    f"header {name!r} is a hop-by-hop or framing header, which the HTTP "
-                    "client sets for each connection"
-                )
-            if checked and (
-                name.lower() in FORWARDING_HEADERS or name.lower().startswith("x-forwarded-")
-            ):
-                raise error_at(
-                    (name,),
-                    "value_error",
-                    f"header {name!r} tells a receiver who the client is (a proxy sets it); a "
-                    "target cannot set it",
-                    None,
-                )
-            if "\r" in header or "\n" in header:
-                raise ValueError(f"header {name!r} contains a line break")
-            if checked:
-                check_text(header, f"header {name!r}", tab=True, max_bytes=MAX_HEADER_VALUE_BYTES)
+        return _checked_headers(value, info)
+
+
+class WebhookTarget(WebhookRequest):
+    """An HTTP(S) endpoint called with the payload as its JSON body."""
+
+    type: Literal["webhook"] = Field(description=_TYPE)
+    signing_secret: str | None = Field(
+        default=None,
+        max_length=1024,
+        json_schema_extra={"pattern": "^whsec_"},
+        description="Standard Webhooks secret (whsec_ and a base64 key) signing this "
+        "target's deliveries instead of the service's; write-only: responses show it redacted",
+    )
+
+    @field_validator("signing_secret")
+    @classmethod
+    def _usable_secret(cls, value: str | None, info: ValidationInfo) -> str | None:
+        # The redacted form passes here: the service puts the stored secret back for it.
+        if value is None or not on_input(info) or REDACTED_SECRET.fullmatch(value):
+            return value
+        if not signing_key(value):
+            raise ValueError("signing_secret must be whsec_ followed by a non-empty base64 key")
         return value
+
+
+class EndpointTarget(InputModel):
+    """One of the tenant's endpoints (`/v1/endpoints`): each attempt goes to its URL with
+    its headers and secrets as they are when the attempt starts, under its flow limits and
+    circuit breaker."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: Literal["endpoint"] = Field(description=_TYPE)
+    endpoint_id: Id = Field(
+        description="The endpoint's id, from its creation or the list",
+        examples=["0193a3c0-6c1e-7cc2-9d4b-3f1a2b4c5d6e"],
+    )
 
 
 class RabbitMQTarget(InputModel):
@@ -421,4 +464,13 @@ class RabbitMQTarget(InputModel):
         return value
 
 
-Target = Annotated[WebhookTarget | RabbitMQTarget, Field(discriminator="type")]
+Target = Annotated[WebhookTarget | RabbitMQTarget | EndpointTarget, Field(discriminator="type")]
+
+
+class EndpointWebhook(WebhookTarget):
+    """An endpoint target as an attempt sends it: the endpoint's request as it stands when
+    the attempt is claimed, signed with its live secrets (newest first). Built from stored
+    rows, never from input."""
+
+    endpoint_id: uuid.UUID
+    signing_secrets: tuple[str, ...] = ()

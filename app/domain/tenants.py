@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -27,11 +28,14 @@ MAX_TENANT = 63
 MAX_DISPLAY_NAME = 200
 # Between a tenant's id and a key's name in the stored form of a flow key.
 _SEPARATOR = "/"
+# What the name of an endpoint's key starts with (`endpoint_key`).
+ENDPOINT_KEY_MARK = "~"
 # The stored form's longest: a tenant id, the separator and a key's name.
 STORED_KEY_LENGTH = MAX_TENANT + 1 + 128
 
 assert KEY_PATTERN.fullmatch(_SEPARATOR) is None
 assert TENANT_PATTERN.fullmatch(_SEPARATOR) is None
+assert KEY_PATTERN.fullmatch(ENDPOINT_KEY_MARK) is None
 
 
 def check_tenant(tenant: str, *, pointer: str | None = None, parameter: str | None = None) -> str:
@@ -69,8 +73,22 @@ def key_name(stored: str) -> str:
 
 
 def key_name_or_none(stored: str | None) -> str | None:
-    """The name a request sees: None for no key and for the tenant's own key."""
-    return None if stored is None else key_name(stored) or None
+    """The name a request sees: None for no key, for the tenant's own key and for an
+    endpoint's (`endpoint_key`)."""
+    if stored is None:
+        return None
+    name = key_name(stored)
+    return None if not name or name.startswith(ENDPOINT_KEY_MARK) else name
+
+
+def endpoint_key(tenant: str, endpoint_id: uuid.UUID) -> str:
+    """The stored flow key of an endpoint's deliveries (DESIGN section 15): its name
+    starts with `~`, which no key a request names holds."""
+    return stored_key(tenant, f"{ENDPOINT_KEY_MARK}{endpoint_id}")
+
+
+def is_endpoint_key(stored: str | None) -> bool:
+    return stored is not None and key_name(stored).startswith(ENDPOINT_KEY_MARK)
 
 
 def tenant_of_key(stored: str) -> str:

@@ -31,7 +31,7 @@ from app.domain.occurrence import (
     response_excerpt,
 )
 from app.domain.secrets import scrub_credentials
-from app.domain.target import WebhookTarget
+from app.domain.target import EndpointWebhook, WebhookTarget
 from app.sinks.addresses import CheckingResolver, DeniedAddressError, LiteralHosts
 from app.sinks.base import local_shortage
 from app.sinks.signing import WebhookSigner
@@ -64,9 +64,17 @@ def parse_retry_after(value: str | None, now: datetime) -> float | None:
 
 
 @lru_cache(maxsize=4096)
-def _target_signer(secret: str) -> WebhookSigner:
-    """A target's own signer, keyed once per secret rather than once per delivery."""
-    return WebhookSigner(secret)
+def _target_signer(secrets: str | tuple[str, ...]) -> WebhookSigner:
+    """A target's own signer (an endpoint's: one signature per live secret), keyed once
+    per set of secrets rather than once per delivery."""
+    return WebhookSigner(secrets)
+
+
+def _own_signer(target: WebhookTarget) -> WebhookSigner | None:
+    """The signer of a target that has secrets of its own (None: the service's signs)."""
+    if isinstance(target, EndpointWebhook):
+        return _target_signer(target.signing_secrets) if target.signing_secrets else None
+    return _target_signer(target.signing_secret) if target.signing_secret else None
 
 
 def outcome_for_status(status: int, retry_after: str | None, body: bytes) -> Outcome:
@@ -178,7 +186,7 @@ class WebhookSink:
                 "Idempotency-Key": occurrence,
             }
         )
-        signer = _target_signer(target.signing_secret) if target.signing_secret else self._signer
+        signer = _own_signer(target) or self._signer
         if signer is not None:
             timestamp = int(time.time())
             headers["webhook-id"] = occurrence

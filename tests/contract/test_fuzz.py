@@ -92,6 +92,16 @@ SEMANTIC_RULES = {
     "list_tenant_keys": _OPAQUE_CURSOR,
     "list_tenant_events": _OPAQUE_CURSOR,
     "create_tenant_key": "an expires_at in the past, and an instant's bound across an offset",
+    "create_endpoint": (
+        "webhook hosts that are or resolve to a denied address, header text limits in UTF-8 "
+        "bytes, a max_cooldown_seconds below cooldown_seconds, flow limits that do not hold "
+        "together (a burst without a rate, fifo with parallelism), and integers written with "
+        "a fraction"
+    ),
+    "patch_endpoint": "as create_endpoint's, and a redacted *** that no stored value stands for",
+    "rotate_endpoint_secret": "integers written with a fraction, and more than 10 live secrets",
+    "list_endpoints": _OPAQUE_CURSOR,
+    "list_endpoint_events": _OPAQUE_CURSOR,
 }
 # 412: an If-Match that is well-formed but names another version than the schedule's (a
 # generated one almost always does) is refused by design, like a 409 conflict.
@@ -102,13 +112,14 @@ CHECKS = {"enabled": True, "positive_data_acceptance": {"expected-statuses": ACC
 # stay readable, which is what use_after_free takes for a deleted resource still served. A
 # flow key's DELETE drops its limits, and the key reads on with none (a key that schedules
 # name exists without a configuration: section 11). A tenant's audit events outlive it, its
-# `deleted` last (docs/tenants.md).
+# `deleted` last (docs/tenants.md), and so do an endpoint's.
 CANCELLED_STAYS_READABLE = [
     "get_schedule",
     "list_occurrences",
     "list_events",
     "get_flow_key",
     "list_tenant_events",
+    "list_endpoint_events",
 ]
 
 
@@ -240,6 +251,8 @@ def test_workflows_across_linked_operations_answer_within_the_contract(
                 conn.execute("DELETE FROM occurrences")
                 conn.execute("DELETE FROM schedules")
                 conn.execute("DELETE FROM flow_keys")
+                conn.execute("DELETE FROM endpoint_secrets")
+                conn.execute("DELETE FROM endpoints")
 
         def get_call_kwargs(self, case: schemathesis.Case[Any]) -> dict[str, Any]:
             return {"app": app}

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from app.api.schemas import (
     AttemptOut,
     DeadLetterOut,
+    EndpointTargetOut,
     OccurrenceOut,
     RabbitMQTargetOut,
     ScheduleEventOut,
@@ -65,10 +66,12 @@ def trigger_text(trigger: Trigger) -> str:
     return "immediate"
 
 
-def target_text(target: WebhookTargetOut | RabbitMQTargetOut) -> str:
+def target_text(target: WebhookTargetOut | RabbitMQTargetOut | EndpointTargetOut) -> str:
     # The response model's target: its secrets are redacted already.
     if isinstance(target, WebhookTargetOut):
         return f"{target.method} {target.url}"
+    if isinstance(target, EndpointTargetOut):
+        return f"endpoint {target.endpoint_id}"
     return f"rabbitmq {target.exchange or '(default)'} {target.routing_key or '-'}"
 
 

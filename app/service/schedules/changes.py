@@ -8,6 +8,7 @@ import uuid
 from datetime import datetime
 from typing import cast
 
+from app.domain.endpoints import delivery_key
 from app.domain.errors import ConflictError, InvalidInputError
 from app.domain.occurrence import Origin
 from app.domain.schedule import (
@@ -19,9 +20,11 @@ from app.domain.schedule import (
     ScheduleStatus,
     check_patch,
 )
-from app.domain.tenants import Caller, stored_key_or_none
+from app.domain.target import Target
+from app.domain.tenants import Caller
 from app.domain.trigger import Trigger, check_cadence, first_fire_or_refuse, is_recurring, resolve
-from app.service.schedules.checks import BodyChecks, kept_secrets, targets_of
+from app.service.endpoints import hold_endpoint_targets
+from app.service.schedules.checks import BodyChecks, endpoint_flow, kept_secrets, targets_of
 from app.service.schedules.steps import ScheduleSteps
 from app.store.dialects import announce, transaction_now
 from app.store.engine.database import Connection, Database
@@ -80,6 +83,11 @@ class ScheduleChanges:
             }
             for field, target in targets_of(patch):
                 values[field] = kept_secrets(target, getattr(current, field), f"#/{field}")
+            target = cast(Target, values.get("target", current.target))
+            flow_key = cast(str | None, values.get("flow_key", current.flow_key))
+            endpoint_flow(target, flow_key, "#")
+            await hold_endpoint_targets(conn, caller.tenant, [(patch.target, "#/target")])
+            stored_key = delivery_key(current.tenant, flow_key, target)
             if patch.trigger is not None:
                 if not is_recurring(current.trigger) and current.fire_count > 0:
                     raise ConflictError("this one-shot schedule has already fired")
@@ -92,11 +100,11 @@ class ScheduleChanges:
             if "on_failure" in values and values["on_failure"] is None:
                 # No target to tell any more: the callbacks still pending are cancelled.
                 await self._steps.occurrences.cancel_callbacks(conn, schedule_id, now)
-            if "flow_key" in values and values["flow_key"] != current.flow_key:
-                # What has not fired for good moves to the new key, in flight or not.
-                await self._steps.occurrences.move_to_key(
-                    conn, schedule_id, stored_key_or_none(current.tenant, patch.flow_key)
-                )
+            if stored_key != delivery_key(current.tenant, current.flow_key, current.target):
+                # What has not fired for good moves to the new key, in flight or not: a
+                # new flow_key's, or the endpoint's it now targets (or no longer does).
+                await self._steps.schedules.set_stored_key(conn, schedule_id, stored_key)
+                await self._steps.occurrences.move_to_key(conn, schedule_id, stored_key)
             # What the PATCH changed; a PATCH that changes nothing still makes a version.
             changed = sorted(
                 field for field, value in values.items() if value != _stored_value(current, field)
@@ -132,7 +140,9 @@ class ScheduleChanges:
             now,
             Origin.SCHEDULE,
             delay=self._steps.jitter(jitter),
-            flow_key=stored_key_or_none(current.tenant, flow_key),
+            flow_key=delivery_key(
+                current.tenant, flow_key, cast(Target, values.get("target", current.target))
+            ),
         )
         if paused:  # held: resume gives it back its instant
             row["held_until"], row["available_at"] = row["available_at"], None

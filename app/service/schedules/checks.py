@@ -12,7 +12,7 @@ from app.domain.errors import InvalidInputError, PayloadTooLargeError
 from app.domain.placeholders import PlaceholderError, keep_stored_secrets
 from app.domain.retry import RetrySpec
 from app.domain.schedule import SchedulePatch, ScheduleSpec
-from app.domain.target import Target, WebhookTarget
+from app.domain.target import EndpointTarget, Target, WebhookTarget
 from app.service.addresses import HostResolver, TargetAddresses
 from app.settings import Settings
 
@@ -45,6 +45,17 @@ def no_redacted_secrets(spec: ScheduleSpec, prefix: str) -> None:
         kept_secrets(target, None, f"{prefix}/{field}")
 
 
+def endpoint_flow(target: Target | None, flow_key: str | None, pointer: str) -> None:
+    """A schedule that targets an endpoint names no flow key: its deliveries count against
+    the endpoint's (DESIGN section 15), and its tenant's."""
+    if isinstance(target, EndpointTarget) and flow_key is not None:
+        raise InvalidInputError(
+            "a schedule that targets an endpoint delivers under the endpoint's flow limits: "
+            "flow_key must be null (set limits on the endpoint)",
+            pointer=f"{pointer}/flow_key",
+        )
+
+
 class BodyChecks:
     """The checks that depend on this service's settings; each refusal names its pointer."""
 
@@ -71,11 +82,18 @@ class BodyChecks:
         delivered to: a RabbitMQ one needs a broker configured. `pointer` prefixes each
         field's name."""
         for field, target in targets_of(spec):
+            if field == "on_failure" and target.type == "endpoint":
+                raise InvalidInputError(
+                    "on_failure takes a webhook or a rabbitmq target",
+                    pointer=f"{pointer}/{field}/type",
+                )
             if target.type == "rabbitmq" and not self._settings.amqp_url:
                 raise InvalidInputError(
                     "a rabbitmq target needs AMQP_URL to be configured on the service",
                     pointer=f"{pointer}/{field}/type",
                 )
+        if isinstance(spec, ScheduleSpec):
+            endpoint_flow(spec.target, spec.flow_key, pointer)
 
     async def urls(self, specs: Sequence[tuple[ScheduleSpec | SchedulePatch, str]]) -> None:
         """Webhook hosts that are, or resolve to, a denied address are refused (DESIGN 8);

@@ -17,6 +17,7 @@ from app.domain.limits import MAX_BATCH
 from app.domain.schedule import EventKind, Schedule, ScheduleDraft, ScheduleSpec, rules_of
 from app.domain.tenants import Caller
 from app.domain.trigger import Trigger, check_cadence, first_fire_or_refuse, resolve
+from app.service.endpoints import hold_endpoint_targets
 from app.service.schedules.checks import BodyChecks, no_redacted_secrets
 from app.service.schedules.steps import ScheduleSteps
 from app.settings import Settings
@@ -188,6 +189,7 @@ class ScheduleCreation:
             now = await transaction_now(conn)
             await self._tenants.admit(conn, caller.tenant, 1, now)
             await self._check_names(conn, caller.tenant, [spec], batch=False)
+            await hold_endpoint_targets(conn, caller.tenant, [(spec.target, "#/target")])
             # One walk of a calendar (a batch's thousand are made before its transaction).
             plan = _planned(spec.trigger, now, "#")
             draft = self._draft(
@@ -233,6 +235,11 @@ class ScheduleCreation:
         async def work(conn: Connection) -> list[Schedule]:
             await self._tenants.admit(conn, caller.tenant, len(specs), await transaction_now(conn))
             await self._check_names(conn, caller.tenant, specs, batch=True)
+            await hold_endpoint_targets(
+                conn,
+                caller.tenant,
+                [(spec.target, f"#/items/{index}/target") for index, spec in enumerate(specs)],
+            )
             # Stamped as created at the reading its plans count from (a delay, an
             # interval's start).
             now = planned_at

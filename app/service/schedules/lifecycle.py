@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 
+from app.domain.endpoints import delivery_key
 from app.domain.misfire import skipped_range
 from app.domain.occurrence import Origin
 from app.domain.schedule import (
@@ -16,7 +17,7 @@ from app.domain.schedule import (
     check_pause,
     check_resume,
 )
-from app.domain.tenants import Caller, stored_key_or_none
+from app.domain.tenants import Caller
 from app.domain.trigger import is_recurring, next_fire_after
 from app.service.schedules.steps import ScheduleSteps
 from app.store.dialects import announce, transaction_now
@@ -101,7 +102,7 @@ class ScheduleLifecycle:
                         now,
                         Origin.SCHEDULE,
                         delay=steps.jitter(current.jitter_seconds),
-                        flow_key=stored_key_or_none(current.tenant, current.flow_key),
+                        flow_key=delivery_key(current.tenant, current.flow_key, current.target),
                     )
                     await steps.occurrences.insert(conn, [row])
                     await announce(conn, self._wakeups, row["available_at"])

@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import islice
 
+from app.domain.endpoints import delivery_key
 from app.domain.errors import ConflictError, InvalidInputError
 from app.domain.ids import format_instant, occurrence_id
 from app.domain.occurrence import Occurrence, OccurrenceStatus, Origin
 from app.domain.schedule import EventKind, ScheduleStatus, check_trigger, check_version
-from app.domain.tenants import Caller, stored_key_or_none
+from app.domain.tenants import Caller
 from app.domain.trigger import is_recurring, ticks_between
 from app.service.schedules.steps import ScheduleSteps
 from app.store.dialects import announce, transaction_now
@@ -56,7 +57,7 @@ class OnDemand:
                 now,
                 now,
                 Origin.TRIGGER,
-                flow_key=stored_key_or_none(current.tenant, current.flow_key),
+                flow_key=delivery_key(current.tenant, current.flow_key, current.target),
             )
             await steps.occurrences.insert(conn, [row])
             await steps.schedules.bump_version(conn, schedule_id, now)
@@ -122,7 +123,7 @@ class OnDemand:
                 ticks,
                 now,
                 held=current.status is ScheduleStatus.PAUSED,
-                flow_key=stored_key_or_none(current.tenant, current.flow_key),
+                flow_key=delivery_key(current.tenant, current.flow_key, current.target),
             )
             if made:  # a backfill that creates nothing changes nothing
                 await steps.schedules.bump_version(conn, schedule_id, now)

@@ -34,12 +34,13 @@ from app.domain.claim_plan import (
 from app.domain.fair_share import interleave
 from app.domain.occurrence import AttemptOutcome, Delivery, Origin
 from app.domain.schedule import AutoPause
-from app.domain.target import Target
+from app.domain.target import EndpointTarget, Target
 from app.store.dialects import dialect_of
 from app.store.loop.claim_mix import ClaimMix
 from app.store.loop.completion import finish_one_shots, finish_recurring
 from app.store.loop.failures import record_dead_letters
 from app.store.loop.sql import query, typed
+from app.store.records.endpoints import resolve_endpoints
 from app.store.schema import codec
 from app.store.schema.rows import attempt_id, pending_row, rules_of_row, skip_row, truncate_error
 from app.store.schema.tables import attempts, occurrences
@@ -140,6 +141,30 @@ def _readable(read: Callable[[Any], _T], stored: Any) -> _T | Unreadable:
         return Unreadable(exc)
 
 
+async def _with_endpoints(
+    conn: AsyncConnection, rows: list[ClaimedRow], now: datetime
+) -> list[ClaimedRow]:
+    """`rows` with each endpoint target replaced by what its attempt sends now: the
+    endpoint's request and live secrets (one read for the claim, none when no row targets
+    an endpoint). A row whose endpoint is gone fails as an unreadable definition does."""
+    named = [row.target.endpoint_id for row in rows if isinstance(row.target, EndpointTarget)]
+    if not named:
+        return rows
+    found = await resolve_endpoints(conn, named, now)
+    resolved = []
+    for row in rows:
+        if isinstance(row.target, EndpointTarget):
+            target = found.get(row.target.endpoint_id)
+            row = replace(
+                row,
+                target=target
+                if target is not None
+                else Unreadable(ValueError(f"endpoint {row.target.endpoint_id} no longer exists")),
+            )
+        resolved.append(row)
+    return resolved
+
+
 def _tenant_of(delivery: Delivery) -> str:
     return delivery.tenant
 
@@ -236,7 +261,7 @@ class ClaimStore:
         if not claimed:
             return Claimed([], keyed.held_back_in, more=more, held_back=keyed.held_back)
         now = claimed[0].claimed_at
-        rows = [_claimed_row(row) for row in claimed]
+        rows = await _with_endpoints(conn, [_claimed_row(row) for row in claimed], now)
         not_before = {
             row.occurrence_id: row.due_at
             for row in rows

@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.domain.flow import FlowKey, FlowLimits, Ordering
 from app.domain.occurrence import Delivery, OccurrenceStatus, Settlement
 from app.domain.schedule import check_version
-from app.domain.tenants import own_key
+from app.domain.tenants import ENDPOINT_KEY_MARK, own_key
 from app.store.dialects import dialect_of
 from app.store.dialects.claim_rows import DUE_KEY_COLUMNS
 from app.store.dialects.toolkit import by_lease_token
@@ -257,7 +257,7 @@ class FlowKeyStore:
     async def get(self, conn: AsyncConnection, key: str, now: datetime) -> FlowKey:
         """The key as it stands; a key never PUT is answered too (no limits)."""
         row = (await conn.execute(sa.select(flow_keys).where(_f.key == key))).one_or_none()
-        (found,) = await self._with_figures(conn, [key], {key: row} if row else {}, now)
+        (found,) = await self.with_figures(conn, [key], {key: row} if row else {}, now)
         return found
 
     async def put(
@@ -356,13 +356,18 @@ class FlowKeyStore:
         with a row and those only schedules name (each schedule's key is in its own
         index)."""
         # Not the tenant's own key (`own_key`, the prefix itself): no request names it.
+        # Nor an endpoint's (`endpoint_key`): its limits and figures are the endpoint's.
+        endpoint = prefix + ENDPOINT_KEY_MARK
         named = sa.select(schedules.c.flow_key.label("key")).where(
             schedules.c.flow_key.is_not(None),
             *starts_with(schedules.c.flow_key, prefix),
             schedules.c.flow_key != prefix,
+            sa.not_(sa.and_(*starts_with(schedules.c.flow_key, endpoint))),
         )
         stored = sa.select(_f.key.label("key")).where(
-            *starts_with(_f.key, prefix), _f.key != prefix
+            *starts_with(_f.key, prefix),
+            _f.key != prefix,
+            sa.not_(sa.and_(*starts_with(_f.key, endpoint))),
         )
         if after is not None:
             named = named.where(schedules.c.flow_key > after)
@@ -376,9 +381,9 @@ class FlowKeyStore:
         rows = {
             row.key: row for row in await conn.execute(sa.select(flow_keys).where(_f.key.in_(keys)))
         }
-        return await self._with_figures(conn, keys, rows, now)
+        return await self.with_figures(conn, keys, rows, now)
 
-    async def _with_figures(
+    async def with_figures(
         self, conn: AsyncConnection, keys: Sequence[str], rows: dict[str, Any], now: datetime
     ) -> list[FlowKey]:
         params = {"keys": list(keys), "now": now}

@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.claim_plan import pending_occurrence
 from app.domain.destinations import destination_of
+from app.domain.endpoints import delivery_key
 from app.domain.errors import ConflictError
 from app.domain.filters import FAILING_WINDOW, ScheduleAfter, ScheduleFilter, ScheduleSort
 from app.domain.occurrence import OccurrenceStatus, Origin
@@ -29,7 +30,7 @@ from app.domain.schedule import (
     flat_rules,
 )
 from app.domain.spelling import spellings
-from app.domain.tenants import DEFAULT_TENANT, key_name_or_none, stored_key, stored_key_or_none
+from app.domain.tenants import DEFAULT_TENANT, key_name_or_none, stored_key
 from app.store.dialects import dialect_of, transaction_now
 from app.store.schema import codec
 from app.store.schema.rows import pending_row, rules_of_row
@@ -193,7 +194,7 @@ def _to_row(
         values[name] = value if write is None else write(value)
     for column, (name, copy) in COPIED_COLUMNS.items():
         values[column] = copy(getattr(schedule, name))
-    values["flow_key"] = stored_key_or_none(schedule.tenant, schedule.flow_key)
+    values["flow_key"] = delivery_key(schedule.tenant, schedule.flow_key, schedule.target)
     values.update(flat_rules(schedule.rules))
     values["tick_count"] = schedule.rules.fired
     return values
@@ -321,7 +322,7 @@ class ScheduleStore:
                 d.first_fire_at,
                 Origin.SCHEDULE,
                 delay=d.first_delay,
-                flow_key=stored_key_or_none(d.tenant, d.flow_key),
+                flow_key=delivery_key(d.tenant, d.flow_key, d.target),
             )
             for d in drafts
         ]
@@ -415,6 +416,12 @@ class ScheduleStore:
             .where(schedules.c.id == id_)
             .values(updated_at=now, version=schedules.c.version + 1, **values)
         )
+
+    async def set_stored_key(
+        self, conn: AsyncConnection, id_: uuid.UUID, stored: str | None
+    ) -> None:
+        """The flow key its deliveries count against, as stored (`delivery_key`)."""
+        await conn.execute(schedules.update().where(schedules.c.id == id_).values(flow_key=stored))
 
     async def bump_version(self, conn: AsyncConnection, id_: uuid.UUID, now: datetime) -> None:
         """A change to the schedule that writes none of its columns (a trigger, a backfill)."""

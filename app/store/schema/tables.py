@@ -489,6 +489,7 @@ class FlowKeyRow(SQLModel, table=True):
         sa.CheckConstraint("parallelism IS NULL OR parallelism >= 1", name="parallelism"),
         sa.CheckConstraint(_in("ordering", ORDERINGS), name="ordering"),
         sa.CheckConstraint("version >= 1", name="version"),
+        sa.CheckConstraint("circuit IS NULL OR circuit IN ('open', 'disabled')", name="circuit"),
         # The keys whose shelved rows the claim unshelves, by when their back-off ends.
         *_partial(
             "ix_flow_keys_unshelving",
@@ -529,6 +530,16 @@ class FlowKeyRow(SQLModel, table=True):
     shelving: bool = Field(
         default=False, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.false())
     )
+    # An endpoint's circuit breaker (`app.domain.endpoints.Circuit`; NULL: closed): open
+    # holds the key back until `backoff_until`, then lets one attempt through at a time
+    # (the claim reads parallelism 1); disabled pauses the key (`paused`) until enabled.
+    circuit: str | None = Field(default=None, sa_column=sa.Column(sa.String(10)))
+    failures_in_a_row: int = Field(
+        default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
+    )
+    circuit_changed_at: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
+    circuit_opened_at: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
+    circuit_cooldown: float | None = Field(default=None, sa_column=sa.Column(DOUBLE))
     created_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
     updated_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
 
@@ -763,3 +774,110 @@ class TenantEventRow(SQLModel, table=True):
 
 
 tenant_events: sa.Table = TenantEventRow.__table__  # type: ignore[attr-defined]
+
+
+class EndpointRow(SQLModel, table=True):
+    """An endpoint (`app.domain.endpoints`): a tenant's reusable webhook destination. Its
+    flow limits and circuit are its key's row (`endpoint_key`), its secrets
+    `endpoint_secrets`."""
+
+    __tablename__ = "endpoints"
+    __table_args__ = (
+        sa.CheckConstraint("version >= 1", name="version"),
+        sa.CheckConstraint("failure_threshold >= 1", name="failure_threshold"),
+        sa.CheckConstraint("cooldown_seconds > 0", name="cooldown_seconds"),
+        sa.CheckConstraint("max_cooldown_seconds >= cooldown_seconds", name="max_cooldown"),
+        sa.Index("ix_endpoints_tenant_id", "tenant", "id"),
+        *_partial(
+            "ix_endpoints_name",
+            "tenant",
+            "name",
+            where="name IS NOT NULL",
+            mysql=("tenant", "name"),
+            unique=True,
+        ),
+        MYSQL_TABLE,
+    )
+
+    # UUIDv7: a tenant's endpoints list oldest first by id, which is also the cursor.
+    id: uuid.UUID = Field(sa_column=sa.Column(UUID, primary_key=True))
+    tenant: str = Field(sa_column=sa.Column(sa.String(MAX_TENANT), nullable=False))
+    name: str | None = Field(default=None, sa_column=sa.Column(sa.String(200)))
+    url: str = Field(sa_column=sa.Column(sa.String(2048), nullable=False))
+    method: str = Field(sa_column=sa.Column(sa.String(10), nullable=False))
+    headers: dict[str, str] = Field(sa_column=sa.Column(JSONType, nullable=False))
+    timeout_seconds: float = Field(sa_column=sa.Column(DOUBLE, nullable=False))
+    description: str | None = Field(default=None, sa_column=sa.Column(sa.String(1000)))
+    failure_threshold: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+    cooldown_seconds: float = Field(sa_column=sa.Column(DOUBLE, nullable=False))
+    max_cooldown_seconds: float = Field(sa_column=sa.Column(DOUBLE, nullable=False))
+    # NULL: never disabled.
+    disable_after_seconds: float | None = Field(default=None, sa_column=sa.Column(DOUBLE))
+    version: int = Field(
+        default=1, sa_column=sa.Column(sa.Integer, nullable=False, server_default="1")
+    )
+    created_by: str | None = Field(default=None, sa_column=sa.Column(sa.String(ACTOR_LENGTH)))
+    created_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
+    updated_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
+
+
+class EndpointSecretRow(SQLModel, table=True):
+    """One of an endpoint's signing secrets: live until `expires_at` (NULL: the newest,
+    live until a rotation sets it)."""
+
+    __tablename__ = "endpoint_secrets"
+    __table_args__ = (
+        sa.Index("ix_endpoint_secrets_endpoint_id_id", "endpoint_id", "id"),
+        MYSQL_TABLE,
+    )
+
+    # UUIDv7: newest last.
+    id: uuid.UUID = Field(sa_column=sa.Column(UUID, primary_key=True))
+    endpoint_id: uuid.UUID = Field(
+        sa_column=sa.Column(UUID, sa.ForeignKey("endpoints.id", ondelete="CASCADE"), nullable=False)
+    )
+    secret: str = Field(sa_column=sa.Column(sa.String(200), nullable=False))
+    created_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
+    expires_at: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
+
+
+ENDPOINT_EVENT_KINDS = (
+    "created",
+    "updated",
+    "deleted",
+    "secret_rotated",
+    "opened",
+    "reopened",
+    "recovered",
+    "disabled",
+    "enabled",
+)
+
+
+class EndpointEventRow(SQLModel, table=True):
+    """One change of an endpoint: its writes, its rotations and its circuit's changes of
+    state. Like a tenant's, its trail outlives it (no foreign key)."""
+
+    __tablename__ = "endpoint_events"
+    __table_args__ = (
+        sa.CheckConstraint(_in("kind", ENDPOINT_EVENT_KINDS), name="kind"),
+        sa.Index("ix_endpoint_events_endpoint_id_id", "endpoint_id", "id"),
+        MYSQL_TABLE,
+    )
+
+    # UUIDv7: an endpoint's events read oldest first by id, which is also the cursor.
+    id: uuid.UUID = Field(sa_column=sa.Column(UUID, primary_key=True))
+    endpoint_id: uuid.UUID = Field(sa_column=sa.Column(UUID, nullable=False))
+    tenant: str = Field(sa_column=sa.Column(sa.String(MAX_TENANT), nullable=False))
+    kind: str = Field(sa_column=sa.Column(sa.String(32), nullable=False))
+    at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
+    # The API key's name, "cli", "system" (the circuit), or NULL when no keys are set.
+    actor: str | None = Field(default=None, sa_column=sa.Column(sa.String(ACTOR_LENGTH)))
+    # For `updated`: the fields that changed; for the circuit's: failures in a row and
+    # the cooldown.
+    detail: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(JSONType))
+
+
+endpoints: sa.Table = EndpointRow.__table__  # type: ignore[attr-defined]
+endpoint_secrets: sa.Table = EndpointSecretRow.__table__  # type: ignore[attr-defined]
+endpoint_events: sa.Table = EndpointEventRow.__table__  # type: ignore[attr-defined]

@@ -48,16 +48,21 @@ def _operations(document: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]
     return sorted(found, key=lambda item: (_METHOD_ORDER[item[0]], item[1]))
 
 
-async def _schedule_id(harness: Harness, document: dict[str, Any]) -> str:
-    """A schedule made from the create operation's first example, as a reader of the
-    document would make one before trying the operations on a schedule."""
-    create = document["paths"]["/v1/schedules"]["post"]
+async def _made(harness: Harness, document: dict[str, Any], path: str) -> str:
+    """A resource made from the create operation's first example at `path` (a schedule,
+    an endpoint), as a reader of the document would make one before trying the operations
+    on it: its id."""
+    create = document["paths"][path]["post"]
     examples = create["requestBody"]["content"]["application/json"]["examples"]
     first = next(iter(examples.values()))["value"]
-    response = await harness.client.post("/v1/schedules", json=first)
+    response = await harness.client.post(path, json=first)
     assert response.status_code == 201, response.text
-    schedule_id: str = response.json()["id"]
-    return schedule_id
+    made: str = response.json()["id"]
+    return made
+
+
+# The path parameters named by a resource's id, and where that resource is made.
+_MADE_AT = {"schedule_id": "/v1/schedules", "endpoint_id": "/v1/endpoints"}
 
 
 def _has_example(parameter: dict[str, Any]) -> bool:
@@ -85,8 +90,8 @@ async def _path(
         name = parameter["name"]
         if _has_example(parameter):
             value = str(_example(parameter))
-        elif name == "schedule_id":
-            value = await _schedule_id(harness, document)
+        elif name in _MADE_AT:
+            value = await _made(harness, document, _MADE_AT[name])
         else:
             raise AssertionError(f"no example for path parameter {name} of {path}")
         path = path.replace("{" + name + "}", value)
@@ -117,6 +122,9 @@ async def test_every_request_body_example_succeeds_as_it_is(harness: Harness) ->
         "put_flow_key",
         "put_tenant",
         "preview_trigger",
+        "create_endpoint",
+        "patch_endpoint",
+        "rotate_endpoint_secret",
     } <= set(tried)
 
 

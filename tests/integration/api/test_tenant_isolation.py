@@ -71,10 +71,13 @@ async def _defaults_resources(harness: Harness) -> dict[str, str]:
     assert response.status_code == 201, response.text
     dead = await harness.get(f"/v1/dead-letters?schedule_id={created['id']}")
     (letter,) = dead["items"]
+    endpoint = await harness.client.post("/v1/endpoints", json={"url": harness.receiver.url()})
+    assert endpoint.status_code == 201, endpoint.text
     return {
         "schedule_id": created["id"],
         "occurrence_id": letter["occurrence_id"],
         "key": "shared-key",
+        "endpoint_id": endpoint.json()["id"],
     }
 
 
@@ -83,6 +86,7 @@ def _missing() -> dict[str, str]:
         "schedule_id": str(uuid.uuid4()),
         "occurrence_id": str(uuid.uuid4()),
         "key": "no-such-key",
+        "endpoint_id": str(uuid.uuid4()),
     }
 
 
@@ -105,6 +109,7 @@ async def _snapshot(harness: Harness, real: dict[str, str]) -> list[Any]:
         await harness.get(f"/v1/dead-letters/{real['occurrence_id']}"),
         await harness.get(f"/v1/schedules/{real['schedule_id']}/events"),
         (await harness.get("/v1/flow-keys/shared-key"))["rate"],
+        await harness.get(f"/v1/endpoints/{real['endpoint_id']}"),
     ]
 
 
@@ -119,7 +124,7 @@ async def test_another_tenants_resources_are_missing_on_every_operation(
 
     tried = set()
     for method, path, operation in _operations(document):
-        if path in ("/v1/schedules", "/v1/schedules/batch") and method == "post":
+        if path in ("/v1/schedules", "/v1/schedules/batch", "/v1/endpoints") and method == "post":
             continue  # a create makes the caller's own, below
         missing = _missing()
         answers = []
@@ -161,6 +166,13 @@ async def test_another_tenants_resources_are_missing_on_every_operation(
         "put_flow_key",
         "clear_flow_key_backoff",
         "delete_flow_key",
+        "list_endpoints",
+        "get_endpoint",
+        "patch_endpoint",
+        "delete_endpoint",
+        "rotate_endpoint_secret",
+        "enable_endpoint",
+        "list_endpoint_events",
     } <= tried
     # Nothing of the default tenant's changed (the flow key's rate is still its own).
     assert await _snapshot(harness, real) == before
