@@ -248,3 +248,15 @@ class EndpointEvent:
     at: datetime
     actor: str | None
     detail: dict[str, object] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CircuitChanged:
+    """An endpoint whose circuit a settle moved: what happened, with the failures in a
+    row and the cooldown it then waits (None: closed or disabled)."""
+
+    endpoint_id: uuid.UUID
+    tenant: str
+    event: CircuitEvent
+    failures: int
+    cooldown: float | None

@@ -13,9 +13,9 @@ import json
 import math
 import re
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from collections.abc import Callable, Sequence
 from typing import Annotated, Any, ClassVar
 
 from pydantic import (

@@ -13,7 +13,6 @@ from pydantic import ConfigDict, Field
 from app.domain.errors import ConflictError, PreconditionFailedError
 from app.domain.ids import occurrence_id
 from app.domain.limits import (
-    without_null,
     MAX_COUNT,
     EventType,
     FlowKeyName,
@@ -21,6 +20,7 @@ from app.domain.limits import (
     JsonPayload,
     Labels,
     Name,
+    without_null,
 )
 from app.domain.misfire import DEFAULT_GRACE_SECONDS, DEFAULT_MAX_CATCHUP, MisfirePolicy, Rules
 from app.domain.retry import RetrySpec

@@ -129,6 +129,13 @@ def with_tenant(tenant: str, *labels: str) -> tuple[str, ...]:
     return (*labels, tenant) if TENANT_LABEL else labels
 
 
+# Rare, and bounded by the tenants with endpoints: always by tenant.
+CIRCUITS = Counter(
+    "chronoq_endpoint_circuit_changes_total",
+    "Endpoints' circuit breakers this replica's settles moved, by what happened (opened, "
+    "reopened: a failed probe, recovered, disabled) and tenant",
+    ["event", "tenant"],
+)
 AUTO_PAUSED = Counter(
     "chronoq_schedules_auto_paused_total",
     "Schedules this replica paused because they reached pause_after_failures dead letters in a row",

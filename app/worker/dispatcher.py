@@ -50,7 +50,7 @@ from app.worker.drain import drain
 from app.worker.handbacks import HandBacks
 from app.worker.health import ClaimHealth
 from app.worker.lanes import Lanes
-from app.worker.outcomes import auto_paused
+from app.worker.outcomes import auto_paused, circuits_changed
 from app.worker.pacing import MAX_ERROR_BACKOFF, Pacing
 from app.worker.settler import SettleBatcher
 from app.worker.start_marks import StartMarks
@@ -317,7 +317,9 @@ class Dispatcher:
 
     async def _write_settlements(self, settlements: Sequence[Settlement]) -> None:
         try:
-            auto_paused(await self._queue.settle(settlements))
+            settled = await self._queue.settle(settlements)
+            auto_paused(settled.auto_paused)
+            circuits_changed(settled.circuits)
         finally:
             self._moved_on()
         retries = [s.retry_in for s in settlements if s.retry_in is not None]

@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import Sequence
 
+from app.domain.endpoints import CircuitChanged, CircuitEvent
 from app.domain.occurrence import FailureReason, OccurrenceStatus, Settlement
 from app.domain.schedule import AutoPause
 from app.telemetry import metrics
@@ -96,5 +97,27 @@ def auto_paused(paused: Sequence[AutoPause]) -> None:
                 "schedule_name": pause.name,
                 "consecutive_failures": pause.consecutive_failures,
                 "pause_after_failures": pause.threshold,
+            },
+        )
+
+
+def circuits_changed(changes: Sequence[CircuitChanged]) -> None:
+    """Count the endpoints' circuits a settle moved, and say each on a line: a WARNING when
+    it stops deliveries (opened, reopened, disabled), INFO when they flow again."""
+    for change in changes:
+        metrics.CIRCUITS.labels(change.event.value, change.tenant).inc()
+        level = logging.INFO if change.event is CircuitEvent.RECOVERED else logging.WARNING
+        log.log(
+            level,
+            "endpoint %s circuit %s after %d failed attempts in a row%s",
+            change.endpoint_id,
+            change.event.value,
+            change.failures,
+            "" if change.cooldown is None else f"; the next probe in {change.cooldown:g}s",
+            extra={
+                "endpoint_id": str(change.endpoint_id),
+                "tenant": change.tenant,
+                "circuit": change.event.value,
+                "consecutive_failures": change.failures,
             },
         )

@@ -21,6 +21,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
 from alembic import command
+from app.domain.endpoints import CircuitSettings, Endpoint, EndpointSpec, new_signing_secret
 from app.domain.filters import DeadLetterFilter, ScheduleAfter, ScheduleFilter
 from app.domain.flow import FlowKey, FlowLimits
 from app.domain.ids import uuid7
@@ -34,7 +35,8 @@ from app.domain.occurrence import (
     Unsent,
 )
 from app.domain.schedule import Schedule, ScheduleDraft, ScheduleStatus
-from app.domain.target import Target, WebhookTarget
+from app.domain.settled import Settled
+from app.domain.target import EndpointTarget, Target, WebhookTarget
 from app.domain.tenant_events import TenantEvent
 from app.domain.tenant_keys import KeyRole, TenantKey
 from app.domain.tenants import (
@@ -68,6 +70,7 @@ from app.store.loop.flow_claims import keys_with_work_due
 from app.store.loop.queue import DeliveryQueue
 from app.store.records import retention
 from app.store.records.dead_letters import DeadLetterStore
+from app.store.records.endpoints import EndpointStore
 from app.store.records.flow_keys import FlowKeyStore
 from app.store.records.lifecycle import LifecycleStore
 from app.store.records.schedules import ScheduleStore
@@ -99,6 +102,9 @@ __all__ = [
     "delete_flow_key",
     "draft",
     "due_in",
+    "enable_endpoint",
+    "endpoint_event_kinds",
+    "endpoint_target",
     "every_page",
     "find_by_idempotency_key",
     "flow_keys",
@@ -109,6 +115,7 @@ __all__ = [
     "insert_schedules",
     "interval",
     "is_at_head",
+    "make_endpoint",
     "migrate_to",
     "move_clock",
     "move_clock_past",
@@ -119,6 +126,7 @@ __all__ = [
     "queue",
     "read_attempt_log",
     "read_destinations",
+    "read_endpoint",
     "read_flow_key",
     "read_idempotency_column",
     "read_lease",
@@ -134,6 +142,7 @@ __all__ = [
     "search_schedules",
     "set_failures",
     "settle",
+    "settled",
     "skip_due_ticks",
     "start_ahead",
     "unhold",
@@ -1121,3 +1130,66 @@ async def flow_keys(
         )
 
     return [_named(found) for found in await database.run(work)]
+
+
+# -- endpoints ------------------------------------------------------------------------
+
+
+async def make_endpoint(
+    database: Database,
+    *,
+    tenant: str = DEFAULT_TENANT,
+    circuit: CircuitSettings | None = None,
+    flow: FlowLimits | None = None,
+) -> uuid.UUID:
+    """An endpoint of `tenant` (its URL nothing listens on: deliveries are settled by
+    hand), with a circuit of `circuit`'s settings; its id."""
+    spec = EndpointSpec(url=_TARGET.url, flow=flow, circuit=circuit or CircuitSettings())
+
+    async def work(conn: Connection) -> uuid.UUID:
+        now = await transaction_now(conn)
+        made = await EndpointStore().create(
+            conn, tenant, spec, new_signing_secret(), now, actor=None
+        )
+        return made.id
+
+    return await database.run(work)
+
+
+def endpoint_target(endpoint_id: uuid.UUID) -> EndpointTarget:
+    return EndpointTarget(type="endpoint", endpoint_id=endpoint_id)
+
+
+async def read_endpoint(
+    database: Database, endpoint_id: uuid.UUID, tenant: str = DEFAULT_TENANT
+) -> Endpoint:
+    async def work(conn: Connection) -> Endpoint:
+        return await EndpointStore().get(conn, tenant, endpoint_id, await transaction_now(conn))
+
+    return await database.run(work)
+
+
+async def enable_endpoint(
+    database: Database, endpoint_id: uuid.UUID, tenant: str = DEFAULT_TENANT
+) -> Endpoint:
+    async def work(conn: Connection) -> Endpoint:
+        now = await transaction_now(conn)
+        return await EndpointStore().enable(conn, tenant, endpoint_id, now, actor="cli")
+
+    return await database.run(work)
+
+
+async def endpoint_event_kinds(
+    database: Database, endpoint_id: uuid.UUID, tenant: str = DEFAULT_TENANT
+) -> list[str]:
+    async def work(conn: Connection) -> list[str]:
+        found = await EndpointStore().history(conn, tenant, endpoint_id, after=None, limit=100)
+        return [event.kind for event in found]
+
+    return await database.run(work)
+
+
+async def settled(database: Database, settlements: Sequence[Settlement]) -> Settled:
+    """A settle, with what it changed beyond its occurrences (dead letters' auto-pauses,
+    endpoints' circuits)."""
+    return await _queue(database).settle(settlements)

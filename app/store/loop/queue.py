@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Protocol
 
 from app.domain.occurrence import Delivery, Settlement, Unsent
-from app.domain.schedule import AutoPause
+from app.domain.settled import Settled
 from app.domain.tenants import DEFAULT_WEIGHT
 from app.store.dialects import announce, next_due_in, transaction_now
 from app.store.engine.database import Connection, Database
@@ -48,8 +48,9 @@ class Queue(Protocol):
         their claim), marked started."""
         ...
 
-    async def settle(self, settlements: Sequence[Settlement]) -> Sequence[AutoPause]:
-        """Record finished attempts; returns the schedules their dead letters paused."""
+    async def settle(self, settlements: Sequence[Settlement]) -> Settled:
+        """Record finished attempts; returns the schedules their dead letters paused and
+        the endpoints whose circuit they moved."""
         ...
 
     async def release(
@@ -138,9 +139,9 @@ class DeliveryQueue:
             alone = await conn.execution_options(isolation_level="AUTOCOMMIT")
             return await dialect.mark_started(alone, deliveries)
 
-    async def settle(self, settlements: Sequence[Settlement]) -> Sequence[AutoPause]:
+    async def settle(self, settlements: Sequence[Settlement]) -> Settled:
         if not settlements:
-            return ()
+            return Settled()
         return await self._db.run(lambda conn: self._settlements.settle(conn, settlements))
 
     async def release(

@@ -5,7 +5,8 @@ Invariants:
   lease ran out (and was re-claimed elsewhere) finds its token replaced and its late settle
   matches no row, and writes no attempt;
 - a settle locks in the order every waiting transaction keeps (docs/architecture.md, "Lock
-  order"): the flow keys it backs off, then occurrences, then schedules. The claim holds a
+  order"): the flow keys it backs off or whose circuit it moves (in key order, in one
+  statement), then occurrences, then schedules. The claim holds a
   key while it writes schedules; a settle that held a schedule while waiting for that key
   would deadlock with it.
 """
@@ -22,13 +23,19 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.occurrence import OccurrenceStatus, Origin, Settlement
-from app.domain.schedule import AutoPause
+from app.domain.settled import Settled
 from app.domain.traces import trace_id
 from app.store.dialects import dialect_of
+from app.store.loop.circuits import (
+    circuit_outcomes,
+    lock_settled_keys,
+    moving_circuits,
+    record_circuits,
+)
 from app.store.loop.completion import finish_one_shots, finish_recurring
 from app.store.loop.failures import lock_before_pausing, record_dead_letters
 from app.store.loop.sql import query, typed
-from app.store.records.flow_keys import back_off_keys, end_cancelled_leases
+from app.store.records.flow_keys import back_off_keys, backing_off, end_cancelled_leases
 from app.store.schema.rows import attempt_id, truncate_error
 from app.store.schema.types import UUID, UTCDateTime
 
@@ -69,17 +76,21 @@ def _statements(dialect: str) -> tuple[sa.TextClause, sa.TextClause]:
 class SettlementStore:
     """Statements that end an attempt; run inside the caller's transaction."""
 
-    async def settle(
-        self, conn: AsyncConnection, settlements: Sequence[Settlement]
-    ) -> list[AutoPause]:
+    async def settle(self, conn: AsyncConnection, settlements: Sequence[Settlement]) -> Settled:
         """Record finished attempts; each update matches only while its lease token is current.
         Each current one is also written to the attempt log, one insert for the batch.
-        Returns the schedules the batch's dead letters paused (`record_dead_letters`)."""
+        Returns the schedules the batch's dead letters paused (`record_dead_letters`) and
+        the endpoints whose circuit its attempts moved (`record_circuits`)."""
         dialect = dialect_of(conn)
         retry, dead_lettered = _statements(dialect.name)
         now = await dialect.bound_now(conn)
-        # Flow keys first, then occurrences, then schedules (the module's invariant).
+        # Flow keys first, then occurrences, then schedules (the module's invariant); the
+        # keys a back-off or a circuit writes in one pass, in key order.
+        outcomes = circuit_outcomes(settlements)
+        moving = await moving_circuits(conn, outcomes)
+        await lock_settled_keys(conn, [*moving, *backing_off(settlements)])
         await back_off_keys(conn, settlements, now)
+        circuits = await record_circuits(conn, outcomes, moving, now)
         await lock_before_pausing(conn, settlements)
         await dialect.record_attempts(conn, [_attempt_row(item, now) for item in settlements])
         delivered = []
@@ -120,7 +131,7 @@ class SettlementStore:
         await end_cancelled_leases(conn, [item.delivery for item in settlements])
         await finish_one_shots(conn, one_shots, now)
         await finish_recurring(conn, lasts, now)
-        return await record_dead_letters(
+        paused = await record_dead_letters(
             conn,
             [
                 (item.delivery.schedule_id, item.delivery.occurrence_id)
@@ -130,3 +141,4 @@ class SettlementStore:
             ],
             now,
         )
+        return Settled(paused, circuits)

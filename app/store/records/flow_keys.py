@@ -168,6 +168,15 @@ def _fresh_row(key: str, now: datetime) -> dict[str, Any]:
     return {"key": key, "limits_set": False, "version": 1, "created_at": now, "updated_at": now}
 
 
+def backing_off(settlements: Sequence[Settlement]) -> list[str]:
+    """The keys whose destination asked `settlements` for a back-off."""
+    return [
+        item.delivery.flow_key
+        for item in settlements
+        if item.delivery.flow_key is not None and item.key_backoff is not None
+    ]
+
+
 async def back_off_keys(
     conn: AsyncConnection, settlements: Sequence[Settlement], now: datetime
 ) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from app.domain.errors import StoreUnavailableError
 from app.domain.occurrence import Delivered, Delivery, Outcome, Settlement
-from app.domain.schedule import AutoPause
+from app.domain.settled import Settled
 from app.domain.target import WebhookTarget
 from app.settings import Settings
 from app.sinks.registry import Sinks
@@ -87,12 +87,12 @@ class FakeQueue:
         self.unstarted_claims += unstarted
         return Claimed(batch, unstarted=frozenset(d.occurrence_id for d in batch if unstarted))
 
-    async def settle(self, settlements: Sequence[Settlement]) -> Sequence[AutoPause]:
+    async def settle(self, settlements: Sequence[Settlement]) -> Settled:
         gate, self.settle_gate = self.settle_gate, None
         if gate is not None:
             await gate.wait()
         self.settled.extend(settlements)
-        return ()
+        return Settled()
 
     async def release(
         self, deliveries: Sequence[Delivery], *, started: bool, unsent: Any = None
@@ -317,7 +317,7 @@ async def test_a_step_ends_with_the_error_of_a_failed_claim() -> None:
 
 async def test_a_step_raises_when_settlements_cannot_be_written() -> None:
     class Refusing(FakeQueue):
-        async def settle(self, settlements: Sequence[Settlement]) -> Sequence[AutoPause]:
+        async def settle(self, settlements: Sequence[Settlement]) -> Settled:
             raise StoreUnavailableError("the database is down")
 
     queue = Refusing(batches=[(0.0, [delivery()])])

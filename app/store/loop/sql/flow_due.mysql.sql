@@ -5,8 +5,11 @@
 -- that has pending rows, however many rows wait on it. A paused schedule's rows have no
 -- `available_at`, so a key with only those is not due; nor is one whose rows its key holds
 -- (`shelved`, paused or backing off).
+-- A key whose circuit is open (an endpoint's, `flow_keys.circuit`) reads as parallelism 1:
+-- once its cooldown (its back-off) is over, one attempt at a time probes the endpoint.
 SELECT d.flow_key, d.first_at, CAST(:now AS DATETIME(6)) AS now,
-       f.rate, f.period_seconds, f.burst, f.parallelism, f.ordering, f.paused,
+       f.rate, f.period_seconds, f.burst,
+       CASE WHEN f.circuit = 'open' THEN 1 ELSE f.parallelism END AS parallelism, f.ordering, f.paused,
        f.tokens, f.refilled_at, f.backoff_until
 FROM (
     SELECT o.flow_key, MIN(o.available_at) AS first_at

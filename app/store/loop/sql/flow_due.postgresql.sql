@@ -6,6 +6,8 @@
 -- however many rows wait on it, then the key's earliest `available_at` (its first entry).
 -- A paused schedule's rows have no `available_at`, so a key with only those is not due;
 -- rows a paused or backing-off key holds (`shelved`) are not in the index at all.
+-- A key whose circuit is open (an endpoint's, `flow_keys.circuit`) reads as parallelism 1:
+-- once its cooldown (its back-off) is over, one attempt at a time probes the endpoint.
 WITH RECURSIVE keyed(flow_key) AS (
     SELECT min(o.flow_key) FROM occurrences AS o
     WHERE o.status = 'pending' AND o.flow_key IS NOT NULL AND NOT o.shelved
@@ -28,7 +30,8 @@ due AS (
     WHERE k.flow_key IS NOT NULL
 )
 SELECT d.flow_key, d.first_at, now() AS now,
-       f.rate, f.period_seconds, f.burst, f.parallelism, f.ordering, f.paused,
+       f.rate, f.period_seconds, f.burst,
+       CASE WHEN f.circuit = 'open' THEN 1 ELSE f.parallelism END AS parallelism, f.ordering, f.paused,
        f.tokens, f.refilled_at, f.backoff_until
 FROM due AS d
 LEFT JOIN flow_keys AS f ON f.key = d.flow_key
