@@ -142,3 +142,72 @@ async def test_two_replicas_start_a_key_no_faster_than_its_rate(
         assert arrivals[-1] - started >= (count - 1) / rate - 0.05
         # Any one second holds at most rate + the burst.
         assert max(sum(1 for t in arrivals if s <= t < s + 1.0) for s in arrivals) <= rate + 1
+
+
+async def test_two_replicas_send_one_probe_at_a_time_to_an_endpoint_whose_circuit_is_open(
+    fleet: list[Service], receiver: Receiver, services: Services
+) -> None:
+    """An endpoint's circuit is fleet-wide: once it opens, whichever replica claims, one
+    attempt at a time probes it, each after its cooldown; once it answers, the rest flow."""
+    receiver.always("/flaky", Reply(503, delay=REPLY_DELAY))
+    first, second = fleet
+    async with httpx.AsyncClient(trust_env=False, timeout=30.0) as client:
+        made = await client.post(
+            f"{first.base_url}/v1/endpoints",
+            json={
+                "url": receiver.url("/flaky"),
+                "circuit": {
+                    "failure_threshold": 3,
+                    "cooldown_seconds": 1,
+                    "max_cooldown_seconds": 1,
+                },
+            },
+        )
+        assert made.status_code == 201, made.text
+        endpoint = made.json()["id"]
+        target = {"type": "endpoint", "endpoint_id": endpoint}
+        items = [
+            {
+                "event_type": "e2e.circuit",
+                "payload": {"n": n},
+                "target": target,
+                "trigger": {"type": "immediate"},
+                "max_attempts": 100,
+            }
+            for n in range(20)
+        ]
+        await create(client, second, items)
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            state = (await client.get(f"{second.base_url}/v1/endpoints/{endpoint}")).json()
+            if state["state"] in ("open", "half_open") or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.05)
+        assert state["state"] in ("open", "half_open"), state
+        # Every attempt that started before the circuit opened is answered by then.
+        await asyncio.sleep(REPLY_DELAY + 0.2)
+        opened_at = time.time()
+        await asyncio.sleep(4.0)
+        probes = [r for r in receiver.on("/flaky") if r.at > opened_at]
+        # A probe a cooldown (1 s, plus its reply), one at a time, from either replica.
+        assert 1 <= len(probes) <= 5, len(probes)
+        assert most_at_once(probes, REPLY_DELAY - 0.05) == 1
+
+        receiver.always("/flaky", Reply(delay=0.01))
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            state = (await client.get(f"{first.base_url}/v1/endpoints/{endpoint}")).json()
+            done = (state["state"], state["waiting"], state["in_flight"]) == ("closed", 0, 0)
+            listed = await client.get(f"{first.base_url}/v1/schedules?status=completed&limit=50")
+            if (done and len(listed.json()["items"]) == 20) or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.1)
+        assert state["state"] == "closed", state
+        assert len(listed.json()["items"]) == 20, services.logs()
+        kinds = [
+            e["kind"]
+            for e in (await client.get(f"{first.base_url}/v1/endpoints/{endpoint}/events")).json()[
+                "items"
+            ]
+        ]
+        assert (kinds[:2], kinds[-1]) == (["created", "opened"], "recovered"), kinds

@@ -4,13 +4,14 @@ no change to the schedules that target it; a rotation signs with every live secr
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
 from tests.integration.conftest import Harness
-from tests.receiver import Received
+from tests.receiver import Received, Reply
 
 
 def _verifies(secret: str, request: Received) -> bool:
@@ -84,3 +85,55 @@ async def test_each_attempt_goes_to_the_endpoint_as_it_is_then_signed_by_its_liv
     assert len(third.headers["webhook-signature"].split(" ")) == 1
     assert not _verifies(first_secret, third)
     assert not _verifies(new_secret, third)
+
+
+async def test_a_receiver_that_fails_opens_the_circuit_and_one_probe_closes_it_once_it_answers(
+    harness: Harness,
+) -> None:
+    harness.receiver.always("/down", Reply(503))
+    endpoint = await _endpoint(
+        harness, "/down", circuit={"failure_threshold": 2, "cooldown_seconds": 60}
+    )
+    target = {"type": "endpoint", "endpoint_id": endpoint["id"]}
+    for _ in range(4):
+        await harness.create(target=target, max_attempts=10)
+    await harness.step()
+    opened = await harness.get(f"/v1/endpoints/{endpoint['id']}")
+    assert (opened["state"], opened["consecutive_failures"]) == ("open", 4)
+    assert opened["next_probe_at"] is not None
+    sent = len(harness.receiver.on("/down"))
+    assert sent == 4
+    # Open: the retries come due and wait, uncharged; nothing reaches the receiver.
+    harness.database.clock.move(timedelta(seconds=30))
+    await harness.step()
+    assert len(harness.receiver.on("/down")) == sent
+    waiting = await harness.get(f"/v1/endpoints/{endpoint['id']}")
+    assert (waiting["state"], waiting["waiting"]) == ("open", 4)
+
+    # Past the cooldown one attempt probes, alone: it fails, and the wait doubles.
+    harness.database.clock.move(timedelta(seconds=31))
+    assert (await harness.get(f"/v1/endpoints/{endpoint['id']}"))["state"] == "half_open"
+    await harness.step()
+    assert len(harness.receiver.on("/down")) == sent + 1
+    reopened = await harness.get(f"/v1/endpoints/{endpoint['id']}")
+    assert (reopened["state"], reopened["consecutive_failures"]) == ("open", 5)
+
+    # The receiver is back: the next probe's 2xx closes the circuit, and the rest flow.
+    harness.receiver.always("/down", Reply(200))
+    harness.database.clock.move(timedelta(seconds=121))
+    await harness.step_until(lambda: _all_delivered(harness, 4))
+    closed = await harness.get(f"/v1/endpoints/{endpoint['id']}")
+    assert (closed["state"], closed["consecutive_failures"]) == ("closed", 0)
+    events = await harness.get(f"/v1/endpoints/{endpoint['id']}/events")
+    assert [e["kind"] for e in events["items"]] == ["created", "opened", "reopened", "recovered"]
+    assert events["items"][1]["actor"] == "system"
+    # Each delivery's attempts: its failed one (and the probe's), then the one that
+    # delivered it; the waits in between charged nothing.
+    schedules = (await harness.get("/v1/schedules"))["items"]
+    assert sorted(s["attempts"] for s in schedules) == [2, 2, 2, 3]
+
+
+async def _all_delivered(harness: Harness, count: int) -> bool:
+    schedules = (await harness.get("/v1/schedules"))["items"]
+    completed: int = sum(s["status"] == "completed" for s in schedules)
+    return completed == count
