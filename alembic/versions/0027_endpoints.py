@@ -1,6 +1,7 @@
 """Endpoints: `endpoints` (a tenant's reusable webhook destinations), `endpoint_secrets`
-(their signing secrets, each live until it expires), `endpoint_events` (their trail), and
-the circuit breaker's columns on `flow_keys`, where each endpoint's key holds its limits.
+(their signing secrets, each live until it expires), `endpoint_events` (their trail), the
+circuit breaker's columns on `flow_keys`, where each endpoint's key holds its limits, and
+`attempts.endpoint_id`, by which an endpoint's recent attempts are read.
 
 Revision ID: 0027_endpoints
 Revises: 0026_key_sleeps
@@ -19,7 +20,11 @@ down_revision: str | None = "0026_key_sleeps"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-_MYSQL_TABLE = {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"}
+_MYSQL_TABLE = {
+    "mysql_engine": "InnoDB",
+    "mysql_charset": "utf8mb4",
+    "mysql_collate": "utf8mb4_bin",
+}
 _EVENT_KINDS = (
     "created",
     "updated",
@@ -106,9 +111,19 @@ def upgrade() -> None:
         ),
         **_MYSQL_TABLE,
     )
-    op.create_index(
-        "ix_endpoint_secrets_endpoint_id_id", "endpoint_secrets", ["endpoint_id", "id"]
-    )
+    op.create_index("ix_endpoint_secrets_endpoint_id_id", "endpoint_secrets", ["endpoint_id", "id"])
+    with op.batch_alter_table("attempts") as batch:
+        batch.add_column(sa.Column("endpoint_id", UUID, nullable=True))
+    if _mysql():
+        op.create_index("ix_attempts_endpoint", "attempts", ["endpoint_id", "started_at"])
+    else:
+        op.create_index(
+            "ix_attempts_endpoint",
+            "attempts",
+            ["endpoint_id", "started_at"],
+            postgresql_where=sa.text("endpoint_id IS NOT NULL"),
+            sqlite_where=sa.text("endpoint_id IS NOT NULL"),
+        )
     kinds = ", ".join(f"'{kind}'" for kind in _EVENT_KINDS)
     op.create_table(
         "endpoint_events",
@@ -123,9 +138,7 @@ def upgrade() -> None:
         sa.CheckConstraint(f"kind IN ({kinds})", name=op.f("endpoint_events_kind_check")),
         **_MYSQL_TABLE,
     )
-    op.create_index(
-        "ix_endpoint_events_endpoint_id_id", "endpoint_events", ["endpoint_id", "id"]
-    )
+    op.create_index("ix_endpoint_events_endpoint_id_id", "endpoint_events", ["endpoint_id", "id"])
 
 
 def downgrade() -> None:
@@ -133,6 +146,9 @@ def downgrade() -> None:
     op.execute(
         "UPDATE flow_keys SET paused = false, backoff_until = NULL WHERE circuit IS NOT NULL"
     )
+    op.drop_index("ix_attempts_endpoint", table_name="attempts")
+    with op.batch_alter_table("attempts") as batch:
+        batch.drop_column("endpoint_id")
     op.drop_table("endpoint_events")
     op.drop_table("endpoint_secrets")
     op.drop_table("endpoints")

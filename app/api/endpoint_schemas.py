@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.flow_key_schemas import FlowLimitsIn
+from app.api.schemas import AttemptOut
 from app.domain.endpoints import (
     DEFAULT_OVERLAP_SECONDS,
     MAX_DESCRIPTION,
@@ -32,6 +33,7 @@ from app.domain.limits import (
     one_line,
     without_null,
 )
+from app.domain.occurrence import Attempt
 from app.domain.secrets import redacted_headers, redacted_url
 from app.domain.target import URL_PATTERN, CheckedHeaders, CheckedUrl, WebhookRequest
 
@@ -348,3 +350,13 @@ class EndpointEventOut(BaseModel):
             actor=event.actor,
             detail=event.detail,
         )
+
+
+class EndpointAttemptOut(AttemptOut):
+    """One attempt that went to the endpoint."""
+
+    occurrence_id: uuid.UUID = Field(description="The occurrence (the delivery) it attempted")
+
+    @classmethod
+    def of_endpoint(cls, occurrence_id: uuid.UUID, attempt: Attempt) -> EndpointAttemptOut:
+        return cls(**AttemptOut.of(attempt).model_dump(), occurrence_id=occurrence_id)

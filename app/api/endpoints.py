@@ -12,6 +12,7 @@ from fastapi import APIRouter, Body, Path, Response, status
 from app.api import examples, pages
 from app.api.deps import CallerDep, CursorQuery, EndpointsDep, LimitQuery
 from app.api.endpoint_schemas import (
+    EndpointAttemptOut,
     EndpointEventOut,
     EndpointIn,
     EndpointOut,
@@ -133,3 +134,16 @@ async def list_endpoint_events(
     """The endpoint's events, oldest first: its writes, rotations and its circuit's
     changes of state, who made each; a removed endpoint's are kept."""
     return await pages.endpoint_events(service, endpoint_id, caller, limit, cursor)
+
+
+@router.get("/{endpoint_id}/attempts", responses=responses(404, 422))
+async def list_endpoint_attempts(
+    endpoint_id: EndpointIdPath,
+    service: EndpointsDep,
+    caller: CallerDep,
+    limit: LimitQuery = 50,
+    cursor: CursorQuery = None,
+) -> Page[EndpointAttemptOut]:
+    """The attempts that went to the endpoint, newest first, each with its occurrence: how
+    it answered lately."""
+    return await pages.endpoint_attempts(service, endpoint_id, caller, limit, cursor)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from app.api import pagination
-from app.api.endpoint_schemas import EndpointEventOut, EndpointOut
+from app.api.endpoint_schemas import EndpointAttemptOut, EndpointEventOut, EndpointOut
 from app.api.flow_key_schemas import FlowKeyOut
 from app.api.schemas import (
     AttemptOut,
@@ -177,3 +177,18 @@ async def endpoint_events(
         endpoint_id, caller, after=pagination.decode_id(cursor), limit=limit + 1
     )
     return _page(found, limit, EndpointEventOut.of, lambda e: (str(e.id),))
+
+
+async def endpoint_attempts(
+    service: EndpointService, endpoint_id: uuid.UUID, caller: Caller, limit: int, cursor: str | None
+) -> Page[EndpointAttemptOut]:
+    """The attempts that went to an endpoint, newest first."""
+    found = await service.attempts(
+        endpoint_id, caller, before=pagination.decode_instant_id(cursor), limit=limit + 1
+    )
+    return _page(
+        found,
+        limit,
+        lambda pair: EndpointAttemptOut.of_endpoint(*pair),
+        lambda pair: (format_instant(pair[1].started_at), str(pair[1].id)),
+    )

@@ -14,7 +14,18 @@ a service that cannot be reached, an `UnreachableError`. No message of these, an
 line of httpx's, carries the password of the service's URL.
 """
 
-from app.api.flow_key_schemas import FlowKeyIn, FlowKeyOut
+from app.api.endpoint_schemas import (
+    CircuitIn,
+    CircuitOut,
+    EndpointEventOut,
+    EndpointIn,
+    EndpointOut,
+    EndpointPatch,
+    FlowOut,
+    RotateIn,
+    SecretOut,
+)
+from app.api.flow_key_schemas import FlowKeyIn, FlowKeyOut, FlowLimitsIn
 from app.api.schemas import (
     AttemptOut,
     BackfillResult,
@@ -66,12 +77,20 @@ __all__ = [
     "BatchCreated",
     "Call",
     "ChronoqClientError",
+    "CircuitIn",
+    "CircuitOut",
     "Client",
     "ConflictError",
     "DeadLetterOut",
+    "EndpointEventOut",
+    "EndpointIn",
+    "EndpointOut",
+    "EndpointPatch",
     "FieldError",
     "FlowKeyIn",
     "FlowKeyOut",
+    "FlowLimitsIn",
+    "FlowOut",
     "ForbiddenError",
     "Health",
     "MadeKey",
@@ -85,10 +104,12 @@ __all__ = [
     "ProblemError",
     "ReplayAccepted",
     "Replayed",
+    "RotateIn",
     "ScheduleEventOut",
     "ScheduleOut",
     "SchedulePatch",
     "ScheduleSpec",
+    "SecretOut",
     "TenantEventOut",
     "TenantIn",
     "TenantKeyIn",

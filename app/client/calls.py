@@ -19,6 +19,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, TypeAdapter
 
+from app.api.endpoint_schemas import EndpointEventOut, EndpointIn, EndpointOut, EndpointPatch
 from app.api.flow_key_schemas import FlowKeyIn, FlowKeyOut
 from app.api.schemas import (
     AttemptOut,
@@ -132,6 +133,7 @@ _SCHEDULE = _reader(ScheduleOut)
 _OCCURRENCE = _reader(OccurrenceOut)
 _FLOW_KEY = _reader(FlowKeyOut)
 _TENANT = _reader(TenantOut)
+_ENDPOINT = _reader(EndpointOut)
 
 # -- the service ------------------------------------------------------------------------
 
@@ -425,6 +427,75 @@ def list_tenant_events(
     params = _params(limit=limit, cursor=cursor)
     path = f"/v1/tenants/{_segment(tenant)}/events"
     return Call("GET", path, _reader(Page[TenantEventOut]), params=params)
+
+
+# -- endpoints --------------------------------------------------------------------------
+
+
+def create_endpoint(body: EndpointIn | Body) -> Call[EndpointOut]:
+    """Make an endpoint, a reusable webhook destination of the tenant (POST
+    /v1/endpoints). Its generated signing secret is in this answer only
+    (`signing_secrets[-1].secret`). It is sent once: the API takes no Idempotency-Key here,
+    so a repeat after a lost answer could make a second endpoint."""
+    return Call("POST", "/v1/endpoints", _ENDPOINT, body=_json(body))
+
+
+def list_endpoints(
+    *, limit: int | None = None, cursor: str | None = None
+) -> Call[Page[EndpointOut]]:
+    """A page of the tenant's endpoints, oldest first, with their state and live figures
+    (GET /v1/endpoints); never a secret's value."""
+    params = _params(limit=limit, cursor=cursor)
+    return Call("GET", "/v1/endpoints", _reader(Page[EndpointOut]), params=params)
+
+
+def get_endpoint(endpoint_id: Id) -> Call[EndpointOut]:
+    """One endpoint, its circuit's state and its live figures (GET /v1/endpoints/{id})."""
+    return Call("GET", f"/v1/endpoints/{_segment(endpoint_id)}", _ENDPOINT)
+
+
+def patch_endpoint(
+    endpoint_id: Id, changes: EndpointPatch | Body, *, if_match: Version = None
+) -> Call[EndpointOut]:
+    """Change some of an endpoint's fields (PATCH /v1/endpoints/{id}); `flow` and
+    `circuit` are replaced whole when sent."""
+    path = f"/v1/endpoints/{_segment(endpoint_id)}"
+    return Call("PATCH", path, _ENDPOINT, body=_json(changes), headers=_if_match(if_match))
+
+
+def delete_endpoint(endpoint_id: Id, *, if_match: Version = None) -> Call[None]:
+    """Remove an endpoint and its secrets (DELETE /v1/endpoints/{id}); refused (409) while a
+    pending or paused schedule targets it."""
+    path = f"/v1/endpoints/{_segment(endpoint_id)}"
+    return Call("DELETE", path, _nothing, headers=_if_match(if_match))
+
+
+def rotate_endpoint_secret(
+    endpoint_id: Id, *, overlap_seconds: int | None = None
+) -> Call[EndpointOut]:
+    """A new signing secret, its value in this answer only: the newest of
+    `signing_secrets` (POST .../secrets/rotate). The live ones go on signing for
+    `overlap_seconds` (None: the service's default, a day). Sent once, as a repeat would
+    make another secret."""
+    path = f"/v1/endpoints/{_segment(endpoint_id)}/secrets/rotate"
+    body = {} if overlap_seconds is None else {"overlap_seconds": overlap_seconds}
+    return Call("POST", path, _ENDPOINT, body=body)
+
+
+def enable_endpoint(endpoint_id: Id) -> Call[EndpointOut]:
+    """Close an endpoint's circuit, whatever its state, a disabled one's too (POST
+    .../enable)."""
+    return Call("POST", f"/v1/endpoints/{_segment(endpoint_id)}/enable", _ENDPOINT)
+
+
+def list_endpoint_events(
+    endpoint_id: Id, *, limit: int | None = None, cursor: str | None = None
+) -> Call[Page[EndpointEventOut]]:
+    """A page of an endpoint's events, oldest first: its writes, rotations and its
+    circuit's changes of state, a removed endpoint's too (GET .../events)."""
+    path = f"/v1/endpoints/{_segment(endpoint_id)}/events"
+    params = _params(limit=limit, cursor=cursor)
+    return Call("GET", path, _reader(Page[EndpointEventOut]), params=params)
 
 
 # -- triggers ---------------------------------------------------------------------------

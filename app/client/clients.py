@@ -274,6 +274,14 @@ class Client:
     list_tenant_keys = _sync(calls.list_tenant_keys)
     revoke_tenant_key = _sync(calls.revoke_tenant_key)
     list_tenant_events = _sync(calls.list_tenant_events)
+    create_endpoint = _sync(calls.create_endpoint)
+    list_endpoints = _sync(calls.list_endpoints)
+    get_endpoint = _sync(calls.get_endpoint)
+    patch_endpoint = _sync(calls.patch_endpoint)
+    delete_endpoint = _sync(calls.delete_endpoint)
+    rotate_endpoint_secret = _sync(calls.rotate_endpoint_secret)
+    enable_endpoint = _sync(calls.enable_endpoint)
+    list_endpoint_events = _sync(calls.list_endpoint_events)
     preview_trigger = _sync(calls.preview_trigger)
 
     # every item of a list, following its cursors
@@ -285,6 +293,8 @@ class Client:
     iter_flow_keys = _sync_pages(calls.list_flow_keys)
     iter_tenants = _sync_pages(calls.list_tenants)
     iter_tenant_events = _sync_pages(calls.list_tenant_events)
+    iter_endpoints = _sync_pages(calls.list_endpoints)
+    iter_endpoint_events = _sync_pages(calls.list_endpoint_events)
 
 
 class AsyncClient:
@@ -370,6 +380,14 @@ class AsyncClient:
     list_tenant_keys = _async(calls.list_tenant_keys)
     revoke_tenant_key = _async(calls.revoke_tenant_key)
     list_tenant_events = _async(calls.list_tenant_events)
+    create_endpoint = _async(calls.create_endpoint)
+    list_endpoints = _async(calls.list_endpoints)
+    get_endpoint = _async(calls.get_endpoint)
+    patch_endpoint = _async(calls.patch_endpoint)
+    delete_endpoint = _async(calls.delete_endpoint)
+    rotate_endpoint_secret = _async(calls.rotate_endpoint_secret)
+    enable_endpoint = _async(calls.enable_endpoint)
+    list_endpoint_events = _async(calls.list_endpoint_events)
     preview_trigger = _async(calls.preview_trigger)
 
     # every item of a list, following its cursors
@@ -381,3 +399,5 @@ class AsyncClient:
     iter_flow_keys = _async_pages(calls.list_flow_keys)
     iter_tenants = _async_pages(calls.list_tenants)
     iter_tenant_events = _async_pages(calls.list_tenant_events)
+    iter_endpoints = _async_pages(calls.list_endpoints)
+    iter_endpoint_events = _async_pages(calls.list_endpoint_events)

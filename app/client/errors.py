@@ -83,12 +83,14 @@ class ForbiddenError(ProblemError):
 
 
 class NotFoundError(ProblemError):
-    """404: no such schedule, occurrence, dead letter or flow key."""
+    """404: no such schedule, occurrence, dead letter, flow key, tenant or endpoint (in the
+    tenant the call acts in)."""
 
 
 class ConflictError(ProblemError):
     """409: the resource is not in a state that allows this (a terminal schedule, a
-    replay of what is not dead-lettered, an idempotency key reused with another body)."""
+    replay of what is not dead-lettered, an idempotency key reused with another body, an
+    endpoint a live schedule targets, a name already taken)."""
 
 
 class PreconditionFailedError(ProblemError):

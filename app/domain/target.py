@@ -467,6 +467,11 @@ class RabbitMQTarget(InputModel):
 Target = Annotated[WebhookTarget | RabbitMQTarget | EndpointTarget, Field(discriminator="type")]
 
 
+def endpoint_of(target: object) -> uuid.UUID | None:
+    """The endpoint an attempt to `target` goes to (None: none)."""
+    return target.endpoint_id if isinstance(target, EndpointWebhook) else None
+
+
 class EndpointWebhook(WebhookTarget):
     """An endpoint target as an attempt sends it: the endpoint's request as it stands when
     the attempt is claimed, signed with its live secrets (newest first). Built from stored

@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 from app.domain.addresses import AddressPolicy
@@ -18,6 +19,7 @@ from app.domain.endpoints import (
     new_signing_secret,
 )
 from app.domain.errors import InvalidInputError
+from app.domain.occurrence import Attempt
 from app.domain.placeholders import PlaceholderError, keep_stored_secrets
 from app.domain.target import EndpointTarget, Target, WebhookTarget
 from app.domain.tenants import Caller
@@ -25,6 +27,7 @@ from app.service.addresses import HostResolver, TargetAddresses
 from app.settings import Settings
 from app.store.dialects import transaction_now
 from app.store.engine.database import Connection, Database
+from app.store.records.attempts import AttemptStore
 from app.store.records.endpoints import EndpointStore
 from app.store.records.tenants import TenantStore
 
@@ -168,6 +171,23 @@ class EndpointService:
             return await self._endpoints.enable(
                 conn, caller.tenant, endpoint_id, now, actor=caller.actor
             )
+
+        return await self._db.run(work)
+
+    async def attempts(
+        self,
+        endpoint_id: uuid.UUID,
+        caller: Caller,
+        *,
+        before: tuple[datetime, uuid.UUID] | None,
+        limit: int,
+    ) -> list[tuple[uuid.UUID, Attempt]]:
+        """The attempts that went to the endpoint, newest first, with their occurrences."""
+
+        async def work(conn: Connection) -> list[tuple[uuid.UUID, Attempt]]:
+            if not await self._endpoints.exists(conn, caller.tenant, endpoint_id):
+                raise missing_endpoint(endpoint_id)
+            return await AttemptStore().of_endpoint(conn, endpoint_id, limit=limit, before=before)
 
         return await self._db.run(work)
 

@@ -40,6 +40,7 @@ SAMPLE: dict[str, Any] = {
     "key": "customer-42",
     "tenant": "customer-42",
     "key_id": ID,
+    "endpoint_id": ID,
     "body": {},
     "spec": {},
     "specs": [{}],
@@ -109,6 +110,8 @@ _LISTED = {
     "TenantOut",
     "TenantKeyOut",
     "TenantEventOut",
+    "EndpointOut",
+    "EndpointEventOut",
 }
 
 

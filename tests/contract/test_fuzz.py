@@ -102,6 +102,7 @@ SEMANTIC_RULES = {
     "rotate_endpoint_secret": "integers written with a fraction, and more than 10 live secrets",
     "list_endpoints": _OPAQUE_CURSOR,
     "list_endpoint_events": _OPAQUE_CURSOR,
+    "list_endpoint_attempts": _OPAQUE_CURSOR,
 }
 # 412: an If-Match that is well-formed but names another version than the schedule's (a
 # generated one almost always does) is refused by design, like a 409 conflict.

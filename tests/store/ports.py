@@ -115,6 +115,7 @@ __all__ = [
     "insert_schedules",
     "interval",
     "is_at_head",
+    "key_backoffs",
     "make_endpoint",
     "migrate_to",
     "move_clock",
@@ -892,6 +893,7 @@ class OccurrenceRow:
     dead_lettered_at: datetime | None
     updated_at: datetime
     callback_of: uuid.UUID | None
+    shelved: bool
 
 
 async def read_occurrence_rows(
@@ -1193,3 +1195,19 @@ async def settled(database: Database, settlements: Sequence[Settlement]) -> Sett
     """A settle, with what it changed beyond its occurrences (dead letters' auto-pauses,
     endpoints' circuits)."""
     return await _queue(database).settle(settlements)
+
+
+async def key_backoffs(database: Database) -> dict[str, datetime]:
+    """The keys backing off until a later instant than now, by key (read with the columns
+    every version has)."""
+
+    async def work(conn: Connection) -> dict[str, datetime]:
+        now = await transaction_now(conn)
+        found = await conn.execute(
+            sa.select(flow_keys_table.c.key, flow_keys_table.c.backoff_until).where(
+                flow_keys_table.c.backoff_until > now
+            )
+        )
+        return {row.key: row.backoff_until for row in found}
+
+    return await database.run(work)

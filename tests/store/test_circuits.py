@@ -41,8 +41,7 @@ async def _endpoint_with_work(
 
 def _failed(deliveries: list[Delivery]) -> list[Settlement]:
     return [
-        Settlement(d, OccurrenceStatus.PENDING, error="HTTP 503", retry_in=1.0)
-        for d in deliveries
+        Settlement(d, OccurrenceStatus.PENDING, error="HTTP 503", retry_in=1.0) for d in deliveries
     ]
 
 

@@ -8,7 +8,9 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 
 from app.domain.destinations import destination_of
+from app.domain.endpoints import CircuitSettings
 from app.domain.flow import FlowLimits
+from app.domain.occurrence import OccurrenceStatus, Settlement
 from app.domain.schedule import ScheduleStatus
 from app.domain.target import RabbitMQTarget, WebhookTarget
 from app.store.dialects.claim_rows import DUE_WINDOW
@@ -220,7 +222,48 @@ async def test_0026_brings_sleeping_keys_and_its_downgrade_wakes_what_slept(
 
         before = await read_catalog(database)
         assert ("flow_key_sleeps",) not in before["tables"]
-        assert "later" in await ports.walked_keys(database), "what slept is awake again"
+        rows = await ports.read_occurrence_rows(database, later.id)
+        assert [row.shelved for row in rows] == [False], "what slept is awake again"
+
+        await ports.upgrade_to_head(database)
+
+        assert not differences(await read_catalog(database), migrated)
+
+
+async def test_0027_brings_endpoints_and_its_downgrade_lets_what_a_circuit_held_flow(
+    empty_store: Callable[[], str],
+) -> None:
+    async with opened(empty_store()) as database:
+        await ports.upgrade_to_head(database)
+        migrated = await read_catalog(database)
+        for table in ("endpoints", "endpoint_secrets", "endpoint_events"):
+            assert (table,) in migrated["tables"]
+        endpoint_id = await ports.make_endpoint(
+            database,
+            circuit=CircuitSettings(
+                failure_threshold=1, cooldown_seconds=3600, max_cooldown_seconds=3600
+            ),
+        )
+        now = datetime.now(UTC)
+        due = ports.draft(
+            ports.once(now - timedelta(seconds=1)), target=ports.endpoint_target(endpoint_id)
+        )
+        await ports.insert_schedules(database, [due])
+        (delivery,) = await ports.claim(database, limit=1)
+        await ports.settle(
+            database,
+            [Settlement(delivery, OccurrenceStatus.PENDING, error="HTTP 503", retry_in=0.0)],
+        )
+        assert (await ports.read_endpoint(database, endpoint_id)).state.value == "open"
+
+        await ports.migrate_to(database, "0026_key_sleeps")
+
+        before = await read_catalog(database)
+        assert ("endpoints",) not in before["tables"]
+        (row,) = await ports.read_occurrence_rows(database, due.id)
+        assert row.status is OccurrenceStatus.PENDING
+        # The key no longer backs off: a claim of the older version would take the row.
+        assert await ports.key_backoffs(database) == {}
 
         await ports.upgrade_to_head(database)
 

@@ -13,6 +13,12 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from app.api import pages
+from app.api.endpoint_schemas import (
+    EndpointEventOut,
+    EndpointIn,
+    EndpointOut,
+    EndpointPatch,
+)
 from app.api.flow_key_schemas import FlowKeyIn, FlowKeyOut
 from app.api.schemas import (
     AttemptOut,
@@ -35,6 +41,7 @@ from app.api.tenant_schemas import (
 from app.client import AsyncClient, ProblemError
 from app.client import errors as problems
 from app.domain import errors
+from app.domain.endpoints import DEFAULT_OVERLAP_SECONDS, Endpoint
 from app.domain.filters import DeadLetterFilter, ScheduleFilter, ScheduleSort
 from app.domain.flow import FlowLimits, Ordering
 from app.domain.ids import format_instant
@@ -42,6 +49,7 @@ from app.domain.schedule import CLI_ACTOR, SchedulePatch
 from app.domain.tenant_keys import KeyRole
 from app.domain.tenants import DEFAULT_TENANT, Caller, TenantSpec
 from app.service.dead_letters import DeadLetterService
+from app.service.endpoints import EndpointService
 from app.service.flow_keys import FlowKeyService
 from app.service.occurrences import OccurrenceService
 from app.service.schedules import ScheduleService
@@ -110,6 +118,20 @@ class Operator(Protocol):
     async def tenant_events(
         self, tenant: str, limit: int, cursor: str | None
     ) -> Page[TenantEventOut]: ...
+    async def endpoints(self, limit: int, cursor: str | None) -> Page[EndpointOut]: ...
+    async def endpoint(self, endpoint_id: uuid.UUID) -> EndpointOut: ...
+    async def create_endpoint(self, body: EndpointIn) -> EndpointOut: ...
+    async def update_endpoint(
+        self, endpoint_id: uuid.UUID, changes: EndpointPatch, if_match: Versions
+    ) -> EndpointOut: ...
+    async def delete_endpoint(self, endpoint_id: uuid.UUID, if_match: Versions) -> None: ...
+    async def rotate_endpoint_secret(
+        self, endpoint_id: uuid.UUID, overlap_seconds: int | None
+    ) -> EndpointOut: ...
+    async def enable_endpoint(self, endpoint_id: uuid.UUID) -> EndpointOut: ...
+    async def endpoint_events(
+        self, endpoint_id: uuid.UUID, limit: int, cursor: str | None
+    ) -> Page[EndpointEventOut]: ...
 
 
 class DatabaseOperator:
@@ -126,11 +148,13 @@ class DatabaseOperator:
         tenant: str = DEFAULT_TENANT,
         tenants_: TenantService | None = None,
         tenant_keys_: TenantKeyService | None = None,
+        endpoints_: EndpointService | None = None,
     ) -> None:
         self.where = where
         self._caller = Caller(tenant, CLI_ACTOR)
         self._tenants = tenants_
         self._tenant_keys = tenant_keys_
+        self._endpoints = endpoints_
         self._schedules = schedules
         self._dead_letters = dead_letters_
         self._occurrences = occurrences_
@@ -270,6 +294,54 @@ class DatabaseOperator:
         self, tenant: str, limit: int, cursor: str | None
     ) -> Page[TenantEventOut]:
         return await pages.tenant_events(self._tenant_service(), tenant, limit, cursor)
+
+    def _endpoint_service(self) -> EndpointService:
+        assert self._endpoints is not None, "built without the endpoints' service"
+        return self._endpoints
+
+    async def endpoints(self, limit: int, cursor: str | None) -> Page[EndpointOut]:
+        return await pages.endpoints(self._endpoint_service(), self._caller, limit, cursor)
+
+    async def endpoint(self, endpoint_id: uuid.UUID) -> EndpointOut:
+        return EndpointOut.of(await self._endpoint_service().get(endpoint_id, self._caller))
+
+    async def create_endpoint(self, body: EndpointIn) -> EndpointOut:
+        found, secret = await self._endpoint_service().create(body.spec(), self._caller)
+        return _with_newest(found, secret)
+
+    async def update_endpoint(
+        self, endpoint_id: uuid.UUID, changes: EndpointPatch, if_match: Versions
+    ) -> EndpointOut:
+        found = await self._endpoint_service().update(
+            endpoint_id, changes.changes(), if_match, self._caller
+        )
+        return EndpointOut.of(found)
+
+    async def delete_endpoint(self, endpoint_id: uuid.UUID, if_match: Versions) -> None:
+        await self._endpoint_service().delete(endpoint_id, if_match, self._caller)
+
+    async def rotate_endpoint_secret(
+        self, endpoint_id: uuid.UUID, overlap_seconds: int | None
+    ) -> EndpointOut:
+        overlap = DEFAULT_OVERLAP_SECONDS if overlap_seconds is None else overlap_seconds
+        found, secret = await self._endpoint_service().rotate(endpoint_id, overlap, self._caller)
+        return _with_newest(found, secret)
+
+    async def enable_endpoint(self, endpoint_id: uuid.UUID) -> EndpointOut:
+        return EndpointOut.of(await self._endpoint_service().enable(endpoint_id, self._caller))
+
+    async def endpoint_events(
+        self, endpoint_id: uuid.UUID, limit: int, cursor: str | None
+    ) -> Page[EndpointEventOut]:
+        return await pages.endpoint_events(
+            self._endpoint_service(), endpoint_id, self._caller, limit, cursor
+        )
+
+
+def _with_newest(found: Endpoint, secret: str) -> EndpointOut:
+    """The endpoint as the answer that made `secret` shows it: with its value, by the id
+    of the newest secret, as the route answers it."""
+    return EndpointOut.of(found, {found.secrets[-1].id: secret})
 
 
 # -- over HTTP ------------------------------------------------------------------------------
@@ -480,3 +552,35 @@ class HttpOperator:
         self, tenant: str, limit: int, cursor: str | None
     ) -> Page[TenantEventOut]:
         return await self._client.list_tenant_events(tenant, limit=limit, cursor=cursor)
+
+    async def endpoints(self, limit: int, cursor: str | None) -> Page[EndpointOut]:
+        return await self._client.list_endpoints(limit=limit, cursor=cursor)
+
+    async def endpoint(self, endpoint_id: uuid.UUID) -> EndpointOut:
+        return await self._client.get_endpoint(endpoint_id)
+
+    async def create_endpoint(self, body: EndpointIn) -> EndpointOut:
+        return await self._client.create_endpoint(body)
+
+    async def update_endpoint(
+        self, endpoint_id: uuid.UUID, changes: EndpointPatch, if_match: Versions
+    ) -> EndpointOut:
+        return await self._client.patch_endpoint(endpoint_id, changes, if_match=_versions(if_match))
+
+    async def delete_endpoint(self, endpoint_id: uuid.UUID, if_match: Versions) -> None:
+        await self._client.delete_endpoint(endpoint_id, if_match=_versions(if_match))
+
+    async def rotate_endpoint_secret(
+        self, endpoint_id: uuid.UUID, overlap_seconds: int | None
+    ) -> EndpointOut:
+        return await self._client.rotate_endpoint_secret(
+            endpoint_id, overlap_seconds=overlap_seconds
+        )
+
+    async def enable_endpoint(self, endpoint_id: uuid.UUID) -> EndpointOut:
+        return await self._client.enable_endpoint(endpoint_id)
+
+    async def endpoint_events(
+        self, endpoint_id: uuid.UUID, limit: int, cursor: str | None
+    ) -> Page[EndpointEventOut]:
+        return await self._client.list_endpoint_events(endpoint_id, limit=limit, cursor=cursor)

@@ -1,6 +1,8 @@
 """Operator commands of `chronoq`: list, inspect, events, attempts, pause, resume, cancel,
-trigger, patch, backfill (`changes`), dead-letter list|replay|discard (`dead_letters`) and
-flow-key list|show|set|pause|resume (`flow_keys`), each a module of this package.
+trigger, patch, backfill (`changes`), dead-letter list|replay|discard (`dead_letters`),
+flow-key list|show|set|pause|resume (`flow_keys`), tenant ... (`tenants`, `tenant_keys`) and
+endpoint create|list|show|update|delete|rotate|enable|events (`endpoints`), each a module of
+this package.
 
 Each runs against a running service over HTTP (`--url` or CHRONOQ_URL, with the API key of
 CHRONOQ_API_KEY or `--api-key-file`: the key's role applies and its name is the actor), or,
@@ -258,6 +260,7 @@ def _register(
     # These build on this module.
     from app.cli.operator.changes import add_change_commands
     from app.cli.operator.dead_letters import add_dead_letter_commands
+    from app.cli.operator.endpoints import add_endpoint_commands
     from app.cli.operator.flow_keys import add_flow_key_commands
     from app.cli.operator.tenants import add_tenant_commands
 
@@ -265,3 +268,4 @@ def _register(
     add_dead_letter_commands(commands, common)
     add_flow_key_commands(commands, common)
     add_tenant_commands(commands, common)
+    add_endpoint_commands(commands, common)

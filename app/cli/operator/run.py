@@ -36,6 +36,7 @@ from app.domain.errors import ChronoqError, InvalidInputError, NotFoundError
 from app.domain.tenants import DEFAULT_TENANT, TENANT_ALPHABET, TENANT_PATTERN
 from app.process.databases import open_database
 from app.service.dead_letters import DeadLetterService
+from app.service.endpoints import EndpointService
 from app.service.flow_keys import FlowKeyService
 from app.service.occurrences import OccurrenceService
 from app.service.schedules import ScheduleService
@@ -205,6 +206,7 @@ async def _on_the_database(args: argparse.Namespace) -> AsyncIterator[Operator]:
             tenant=_tenant(args) or DEFAULT_TENANT,
             tenants_=TenantService(database),
             tenant_keys_=TenantKeyService(database),
+            endpoints_=EndpointService(database, settings),
         )
     except OSError as exc:  # refused, unknown host, timed out: raised by the driver as is
         raise _unreachable(where, describe_failure(exc, settings.database_url)) from None

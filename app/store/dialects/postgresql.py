@@ -153,6 +153,7 @@ _ATTEMPT_ARRAYS = {
     "excerpts": "response_excerpt",
     "replicas": "replica",
     "trace_ids": "trace_id",
+    "endpoint_ids": "endpoint_id",
 }
 
 

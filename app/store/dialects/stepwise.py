@@ -217,6 +217,7 @@ class Stepwise(Dialect):
                         "response_excerpt",
                         "replica",
                         "trace_id",
+                        "endpoint_id",
                     )
                 )
             ),

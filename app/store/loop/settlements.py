@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.occurrence import OccurrenceStatus, Origin, Settlement
 from app.domain.settled import Settled
+from app.domain.target import endpoint_of
 from app.domain.traces import trace_id
 from app.store.dialects import dialect_of
 from app.store.loop.circuits import (
@@ -54,6 +55,7 @@ def _attempt_row(item: Settlement, now: datetime) -> dict[str, Any]:
         "response_excerpt": item.response_excerpt,
         "replica": item.replica,
         "trace_id": trace_id(item.delivery.traceparent),
+        "endpoint_id": endpoint_of(item.delivery.target),
         "lease_token": item.delivery.lease_token,  # the guard, not a column
     }
 

@@ -36,6 +36,31 @@ def _attempt(row: Row[Any]) -> Attempt:
 
 
 class AttemptStore:
+    async def of_endpoint(
+        self,
+        conn: AsyncConnection,
+        endpoint_id: uuid.UUID,
+        *,
+        limit: int,
+        before: tuple[datetime, uuid.UUID] | None = None,
+    ) -> list[tuple[uuid.UUID, Attempt]]:
+        """The attempts that went to the endpoint, newest first, each with its occurrence
+        (a range of `ix_attempts_endpoint`); `before` is the (started_at, id) of the last
+        one already read."""
+        statement = (
+            sa.select(attempts)
+            .where(attempts.c.endpoint_id == endpoint_id)
+            .order_by(attempts.c.started_at.desc(), attempts.c.id.desc())
+            .limit(limit)
+        )
+        if before is not None:
+            at, id_ = before
+            statement = statement.where(
+                (attempts.c.started_at < at)
+                | ((attempts.c.started_at == at) & (attempts.c.id < id_))
+            )
+        return [(row.occurrence_id, _attempt(row)) for row in await conn.execute(statement)]
+
     async def get_occurrence(
         self, conn: AsyncConnection, occurrence_id: uuid.UUID, tenant: str
     ) -> Occurrence | None:

@@ -650,6 +650,14 @@ class AttemptRow(SQLModel, table=True):
         sa.CheckConstraint("attempt >= 1", name="attempt"),
         sa.CheckConstraint("duration_ms >= 0", name="duration_ms"),
         sa.Index("ix_attempts_occurrence_id_started_at", "occurrence_id", "started_at"),
+        # An endpoint's attempts, newest first (MySQL: every attempt, NULLs first).
+        *_partial(
+            "ix_attempts_endpoint",
+            "endpoint_id",
+            "started_at",
+            where="endpoint_id IS NOT NULL",
+            mysql=("endpoint_id", "started_at"),
+        ),
         MYSQL_TABLE,
     )
 
@@ -671,6 +679,8 @@ class AttemptRow(SQLModel, table=True):
     replica: str | None = Field(default=None, sa_column=sa.Column(sa.String(100)))
     # The trace the attempt belongs to, 32 hex digits (NULL: none; docs/tracing.md).
     trace_id: str | None = Field(default=None, sa_column=sa.Column(sa.String(32)))
+    # The endpoint it went to (NULL: another target): an endpoint's recent attempts.
+    endpoint_id: uuid.UUID | None = Field(default=None, sa_column=sa.Column(UUID))
 
 
 class ScheduleEventRow(SQLModel, table=True):

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from tests.integration.conftest import ON_MODULE_LOOP, Harness
 
 pytestmark = ON_MODULE_LOOP
@@ -184,22 +182,76 @@ async def test_an_endpoint_is_removed_only_once_no_live_schedule_targets_it(
     assert kinds == ["created", "deleted"]
 
 
-@pytest.mark.parametrize(
-    ("target", "pointer"),
-    [
-        (
-            {"type": "endpoint", "endpoint_id": "00000000-0000-7000-8000-000000000000"},
-            "#/target/endpoint_id",
-        ),
-        ({"type": "endpoint", "endpoint_id": "nope"}, "#/target/endpoint/endpoint_id"),
-    ],
-)
-async def test_a_schedule_cannot_target_a_missing_endpoint(
-    shared: Harness, target: dict[str, Any], pointer: str
+async def test_a_schedule_cannot_target_a_missing_endpoint_or_name_a_key_beside_one(
+    shared: Harness,
 ) -> None:
-    refused = await shared.client.post(
+    made = await _endpoint(shared)
+    target = {"type": "endpoint", "endpoint_id": made["id"]}
+    missing = {"type": "endpoint", "endpoint_id": "00000000-0000-7000-8000-000000000000"}
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"target": missing}, "#/target/endpoint_id"),
+        ({"target": {"type": "endpoint", "endpoint_id": "nope"}}, "#/target/endpoint/endpoint_id"),
+        ({"target": target, "flow_key": "customer-1"}, "#/flow_key"),
+        ({"on_failure": target}, "#/on_failure/type"),
+    ]
+    for body, pointer in cases:
+        refused = await shared.client.post(
+            "/v1/schedules",
+            json={
+                "event_type": "e",
+                "target": shared.webhook(),
+                "trigger": {"type": "immediate"},
+                **body,
+            },
+        )
+        assert refused.status_code == 422, (body, refused.text)
+        assert refused.json()["errors"][0]["pointer"] == pointer, refused.json()
+    batch = await shared.client.post(
+        "/v1/schedules/batch",
+        json={
+            "items": [
+                {"event_type": "e", "target": target, "trigger": {"type": "immediate"}},
+                {"event_type": "e", "target": missing, "trigger": {"type": "immediate"}},
+            ]
+        },
+    )
+    assert batch.status_code == 422, batch.text
+    assert batch.json()["errors"][0]["pointer"] == "#/items/1/target/endpoint_id"
+    await shared.client.put("/v1/tenants/acme", json={})
+    elsewhere = await shared.client.post(
         "/v1/schedules",
         json={"event_type": "e", "target": target, "trigger": {"type": "immediate"}},
+        headers={"Chronoq-Tenant": "acme"},
     )
-    assert refused.status_code in (404, 422), refused.text
+    assert elsewhere.status_code == 422, elsewhere.text
     assert (await shared.get("/v1/schedules"))["items"] == []
+
+
+async def test_a_schedule_moves_to_an_endpoint_and_back_and_its_pending_work_follows(
+    shared: Harness,
+) -> None:
+    made = await _endpoint(shared, flow={"parallelism": 1})
+    schedule = await shared.create(
+        trigger={"type": "once", "delay_seconds": 3600}, flow_key="customer-1"
+    )
+    refused = await shared.client.patch(
+        f"/v1/schedules/{schedule['id']}",
+        json={"target": {"type": "endpoint", "endpoint_id": made["id"]}},
+    )
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["errors"][0]["pointer"] == "#/flow_key"
+    moved = await shared.client.patch(
+        f"/v1/schedules/{schedule['id']}",
+        json={"target": {"type": "endpoint", "endpoint_id": made["id"]}, "flow_key": None},
+    )
+    assert moved.status_code == 200, moved.text
+    assert (moved.json()["flow_key"], moved.json()["target"]["type"]) == (None, "endpoint")
+    # The endpoint's key is the endpoint's: no flow key lists it.
+    assert (await shared.get("/v1/flow-keys"))["items"] == []
+    refused = await shared.client.delete(f"/v1/endpoints/{made['id']}")
+    assert refused.status_code == 409, refused.text
+    back = await shared.client.patch(
+        f"/v1/schedules/{schedule['id']}", json={"target": shared.webhook()}
+    )
+    assert back.status_code == 200, back.text
+    assert (await shared.client.delete(f"/v1/endpoints/{made['id']}")).status_code == 204

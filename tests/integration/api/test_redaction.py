@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from standardwebhooks import Webhook
 
-from app.api.schemas import target_out
+from app.api.schemas import EndpointTargetOut, target_out
 from app.domain.limits import STORED
 from app.domain.target import RabbitMQTarget, WebhookTarget
 from tests.integration.cli.test_operator_commands import as_json, ok
@@ -312,7 +312,9 @@ async def test_rabbitmq_target_headers_with_credential_names_show_redacted() -> 
         headers={"x-session": "s", "X-Signature": "sig", "x-auth": "a", "x-kind": "report"},
     )
 
-    assert target_out(target).headers == {
+    shown_target = target_out(target)
+    assert not isinstance(shown_target, EndpointTargetOut)
+    assert shown_target.headers == {
         "x-session": "***",
         "X-Signature": "***",
         "x-auth": "***",
@@ -489,6 +491,7 @@ def test_rabbitmq_target_headers_show_redacted() -> None:
 
     shown = target_out(target)
 
+    assert not isinstance(shown, EndpointTargetOut)
     assert shown.headers == {
         "x-api-key": "***",
         "Proxy-Authorization": "***",

@@ -173,6 +173,7 @@ async def test_another_tenants_resources_are_missing_on_every_operation(
         "rotate_endpoint_secret",
         "enable_endpoint",
         "list_endpoint_events",
+        "list_endpoint_attempts",
     } <= tried
     # Nothing of the default tenant's changed (the flow key's rate is still its own).
     assert await _snapshot(harness, real) == before

@@ -38,6 +38,9 @@ CHRONOQ_TABLES = {
     ("tenants",),
     ("tenant_keys",),
     ("tenant_events",),
+    ("endpoints",),
+    ("endpoint_secrets",),
+    ("endpoint_events",),
     ("alembic_version",),
 }
 

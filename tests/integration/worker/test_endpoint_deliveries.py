@@ -131,6 +131,15 @@ async def test_a_receiver_that_fails_opens_the_circuit_and_one_probe_closes_it_o
     # delivered it; the waits in between charged nothing.
     schedules = (await harness.get("/v1/schedules"))["items"]
     assert sorted(s["attempts"] for s in schedules) == [2, 2, 2, 3]
+    # The endpoint's attempts, newest first: the four that delivered, the probe, the four
+    # that opened it.
+    first = await harness.get(f"/v1/endpoints/{endpoint['id']}/attempts?limit=5")
+    rest = await harness.get(
+        f"/v1/endpoints/{endpoint['id']}/attempts?cursor={first['next_cursor']}"
+    )
+    codes = [a["status_code"] for a in [*first["items"], *rest["items"]]]
+    assert codes == [200] * 4 + [503] * 5, codes
+    assert rest["next_cursor"] is None
 
 
 async def _all_delivered(harness: Harness, count: int) -> bool:
