@@ -24,6 +24,7 @@ from fastapi.staticfiles import StaticFiles
 
 from app.api.deps import DeadLettersDep, OccurrencesDep, SchedulesDep
 from app.ui.dead_letter_pages import DeadLetterPages
+from app.ui.endpoint_pages import EndpointPages, add_endpoint_routes
 from app.ui.flow_key_pages import FlowKeyPages, add_flow_key_routes
 from app.ui.forms import FormGuard
 from app.ui.frame import PageFrame
@@ -48,6 +49,7 @@ class Console:
         self.dead_letters = DeadLetterPages(self.frame)
         self.flow_keys = FlowKeyPages(self.frame)
         self.tenants = TenantPages(self.frame)
+        self.endpoints = EndpointPages(self.frame)
 
 
 def _route_class(frame: PageFrame) -> type[APIRoute]:
@@ -171,5 +173,6 @@ def router(console: Console | None = None) -> APIRouter:
         return await dead_letter_pages.settle(request, who, service, "discard", occurrence_id)
 
     add_flow_key_routes(routes, pages.flow_keys)
+    add_endpoint_routes(routes, pages.endpoints)
     add_tenant_routes(routes, pages.tenants)
     return routes
