@@ -17,6 +17,7 @@ line of httpx's, carries the password of the service's URL.
 from app.api.endpoint_schemas import (
     CircuitIn,
     CircuitOut,
+    EndpointAttemptOut,
     EndpointEventOut,
     EndpointIn,
     EndpointOut,
@@ -82,6 +83,7 @@ __all__ = [
     "Client",
     "ConflictError",
     "DeadLetterOut",
+    "EndpointAttemptOut",
     "EndpointEventOut",
     "EndpointIn",
     "EndpointOut",

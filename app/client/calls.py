@@ -19,7 +19,13 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, TypeAdapter
 
-from app.api.endpoint_schemas import EndpointEventOut, EndpointIn, EndpointOut, EndpointPatch
+from app.api.endpoint_schemas import (
+    EndpointAttemptOut,
+    EndpointEventOut,
+    EndpointIn,
+    EndpointOut,
+    EndpointPatch,
+)
 from app.api.flow_key_schemas import FlowKeyIn, FlowKeyOut
 from app.api.schemas import (
     AttemptOut,
@@ -496,6 +502,16 @@ def list_endpoint_events(
     path = f"/v1/endpoints/{_segment(endpoint_id)}/events"
     params = _params(limit=limit, cursor=cursor)
     return Call("GET", path, _reader(Page[EndpointEventOut]), params=params)
+
+
+def list_endpoint_attempts(
+    endpoint_id: Id, *, limit: int | None = None, cursor: str | None = None
+) -> Call[Page[EndpointAttemptOut]]:
+    """A page of the attempts that went to an endpoint, newest first, each with its
+    occurrence: how the receiver answered lately (GET .../attempts)."""
+    path = f"/v1/endpoints/{_segment(endpoint_id)}/attempts"
+    params = _params(limit=limit, cursor=cursor)
+    return Call("GET", path, _reader(Page[EndpointAttemptOut]), params=params)
 
 
 # -- triggers ---------------------------------------------------------------------------

@@ -282,6 +282,7 @@ class Client:
     rotate_endpoint_secret = _sync(calls.rotate_endpoint_secret)
     enable_endpoint = _sync(calls.enable_endpoint)
     list_endpoint_events = _sync(calls.list_endpoint_events)
+    list_endpoint_attempts = _sync(calls.list_endpoint_attempts)
     preview_trigger = _sync(calls.preview_trigger)
 
     # every item of a list, following its cursors
@@ -295,6 +296,7 @@ class Client:
     iter_tenant_events = _sync_pages(calls.list_tenant_events)
     iter_endpoints = _sync_pages(calls.list_endpoints)
     iter_endpoint_events = _sync_pages(calls.list_endpoint_events)
+    iter_endpoint_attempts = _sync_pages(calls.list_endpoint_attempts)
 
 
 class AsyncClient:
@@ -388,6 +390,7 @@ class AsyncClient:
     rotate_endpoint_secret = _async(calls.rotate_endpoint_secret)
     enable_endpoint = _async(calls.enable_endpoint)
     list_endpoint_events = _async(calls.list_endpoint_events)
+    list_endpoint_attempts = _async(calls.list_endpoint_attempts)
     preview_trigger = _async(calls.preview_trigger)
 
     # every item of a list, following its cursors
@@ -401,3 +404,4 @@ class AsyncClient:
     iter_tenant_events = _async_pages(calls.list_tenant_events)
     iter_endpoints = _async_pages(calls.list_endpoints)
     iter_endpoint_events = _async_pages(calls.list_endpoint_events)
+    iter_endpoint_attempts = _async_pages(calls.list_endpoint_attempts)

@@ -112,6 +112,7 @@ _LISTED = {
     "TenantEventOut",
     "EndpointOut",
     "EndpointEventOut",
+    "EndpointAttemptOut",
 }
 
 

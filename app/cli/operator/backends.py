@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from app.api import pages
 from app.api.endpoint_schemas import (
+    EndpointAttemptOut,
     EndpointEventOut,
     EndpointIn,
     EndpointOut,
@@ -132,6 +133,9 @@ class Operator(Protocol):
     async def endpoint_events(
         self, endpoint_id: uuid.UUID, limit: int, cursor: str | None
     ) -> Page[EndpointEventOut]: ...
+    async def endpoint_attempts(
+        self, endpoint_id: uuid.UUID, limit: int, cursor: str | None
+    ) -> Page[EndpointAttemptOut]: ...
 
 
 class DatabaseOperator:
@@ -334,6 +338,13 @@ class DatabaseOperator:
         self, endpoint_id: uuid.UUID, limit: int, cursor: str | None
     ) -> Page[EndpointEventOut]:
         return await pages.endpoint_events(
+            self._endpoint_service(), endpoint_id, self._caller, limit, cursor
+        )
+
+    async def endpoint_attempts(
+        self, endpoint_id: uuid.UUID, limit: int, cursor: str | None
+    ) -> Page[EndpointAttemptOut]:
+        return await pages.endpoint_attempts(
             self._endpoint_service(), endpoint_id, self._caller, limit, cursor
         )
 
@@ -584,3 +595,8 @@ class HttpOperator:
         self, endpoint_id: uuid.UUID, limit: int, cursor: str | None
     ) -> Page[EndpointEventOut]:
         return await self._client.list_endpoint_events(endpoint_id, limit=limit, cursor=cursor)
+
+    async def endpoint_attempts(
+        self, endpoint_id: uuid.UUID, limit: int, cursor: str | None
+    ) -> Page[EndpointAttemptOut]:
+        return await self._client.list_endpoint_attempts(endpoint_id, limit=limit, cursor=cursor)

@@ -1,8 +1,8 @@
 """Operator commands of `chronoq`: list, inspect, events, attempts, pause, resume, cancel,
 trigger, patch, backfill (`changes`), dead-letter list|replay|discard (`dead_letters`),
 flow-key list|show|set|pause|resume (`flow_keys`), tenant ... (`tenants`, `tenant_keys`) and
-endpoint create|list|show|update|delete|rotate|enable|events (`endpoints`), each a module of
-this package.
+endpoint create|list|show|update|delete|rotate|enable|events|attempts (`endpoints`), each a
+module of this package.
 
 Each runs against a running service over HTTP (`--url` or CHRONOQ_URL, with the API key of
 CHRONOQ_API_KEY or `--api-key-file`: the key's role applies and its name is the actor), or,

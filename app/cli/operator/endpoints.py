@@ -1,6 +1,6 @@
-"""`chronoq endpoint create|list|show|update|delete|rotate|enable|events`: a tenant's
-endpoints (reusable webhook destinations) from the operator CLI, through the same services
-as /v1/endpoints (DESIGN.md section 15).
+"""`chronoq endpoint create|list|show|update|delete|rotate|enable|events|attempts`: a
+tenant's endpoints (reusable webhook destinations) from the operator CLI, through the same
+services as /v1/endpoints (DESIGN.md section 15).
 
 Same conventions as the other operator commands (app/cli/operator/commands.py); they act in
 the tenant of `--tenant`. The endpoint's own URL is `--target-url`, as for `chronoq patch`:
@@ -24,7 +24,13 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from app.api.endpoint_schemas import EndpointEventOut, EndpointIn, EndpointOut, EndpointPatch
+from app.api.endpoint_schemas import (
+    EndpointAttemptOut,
+    EndpointEventOut,
+    EndpointIn,
+    EndpointOut,
+    EndpointPatch,
+)
 from app.api.schemas import Page
 from app.cli.operator import text as render
 from app.cli.operator.backends import Operator, Versions, domain_error
@@ -308,6 +314,29 @@ def _event_row(found: EndpointEventOut) -> list[str]:
     return [render.when(found.at), found.kind, found.actor or "-", render.one_line(detail, 60)]
 
 
+ATTEMPT_COLUMNS = (
+    "STARTED AT",
+    "ATTEMPT",
+    "OUTCOME",
+    "STATUS",
+    "DURATION",
+    "OCCURRENCE ID",
+    "ERROR",
+)
+
+
+def _attempt_row(found: EndpointAttemptOut) -> list[str]:
+    return [
+        render.when(found.started_at),
+        str(found.attempt),
+        found.outcome,
+        "-" if found.status_code is None else str(found.status_code),
+        f"{found.duration_ms} ms",
+        str(found.occurrence_id),
+        render.one_line(found.error, width=60),
+    ]
+
+
 # -- the commands -----------------------------------------------------------------------
 
 
@@ -475,15 +504,35 @@ def _events(args: argparse.Namespace) -> int:
     return execute(args, work)
 
 
+def _attempts(args: argparse.Namespace) -> int:
+    async def work(operator: Operator) -> Output:
+        async def page(limit: int, cursor: str | None) -> Page[EndpointAttemptOut]:
+            return await operator.endpoint_attempts(args.id, limit, cursor)
+
+        found, more = await collect(args, page)
+        if not found:
+            text = f"no attempts went to endpoint {args.id} yet"
+        else:
+            text = render.table(ATTEMPT_COLUMNS, [_attempt_row(a) for a in found])
+            if more:
+                text += (
+                    f"\n\n(the first {len(found)} attempts, newest first; more exist: raise "
+                    "--limit or --all)"
+                )
+        return Output([a.model_dump(mode="json") for a in found], text)
+
+    return execute(args, work)
+
+
 # -- registration -----------------------------------------------------------------------
 
 
 def add_endpoint_commands(
     commands: argparse._SubParsersAction[argparse.ArgumentParser], common: Parser
 ) -> None:
-    """Register endpoint create|list|show|update|delete|rotate|enable|events."""
+    """Register endpoint create|list|show|update|delete|rotate|enable|events|attempts."""
     group = commands.add_parser("endpoint", help="endpoints: reusable webhook destinations")
-    names = ["create", "list", "show", "update", "delete", "rotate", "enable", "events"]
+    names = ["create", "list", "show", "update", "delete", "rotate", "enable", "events", "attempts"]
     sub = group.add_subparsers(
         dest="endpoint_command",
         metavar="{" + ",".join(names) + "}",
@@ -566,6 +615,15 @@ def add_endpoint_commands(
     add_id(events, "endpoint id")
     add_limit(events, 50, "events")
     events.set_defaults(run=_events)
+
+    attempts = sub.add_parser(
+        "attempts",
+        parents=[common],
+        help="the attempts that went to an endpoint, newest first, each with its occurrence",
+    )
+    add_id(attempts, "endpoint id")
+    add_limit(attempts, 50, "attempts")
+    attempts.set_defaults(run=_attempts)
 
 
 def _add_if_match(parser: argparse.ArgumentParser) -> None:

@@ -1,9 +1,10 @@
-"""`chronoq endpoint create|list|show|update|delete|rotate|enable|events`, over HTTP (the
-harness's app served on 127.0.0.1, `CHRONOQ_URL`) and on the database (break-glass), with
-the same output: every field set and shown, agreeing with /v1/endpoints; a signing secret
-printed by the command that made it, once, and by no other; an update that sends only what
-its options name; a removal refused while a schedule targets the endpoint. In-process
-(commands.in_process), but for one case of the script itself."""
+"""`chronoq endpoint create|list|show|update|delete|rotate|enable|events|attempts`, over
+HTTP (the harness's app served on 127.0.0.1, `CHRONOQ_URL`) and on the database
+(break-glass), with the same output: every field set and shown, agreeing with /v1/endpoints;
+a signing secret printed by the command that made it, once, and by no other; an update that
+sends only what its options name; a removal refused while a schedule targets the endpoint;
+the attempts that went to it, newest first. In-process (commands.in_process), but for one
+case of the script itself."""
 
 from __future__ import annotations
 
@@ -371,6 +372,63 @@ async def test_enable_closes_a_circuit_the_failures_opened(
         "system",
         "cli" if backend == "database" else "-",
     ]
+
+
+async def test_attempts_list_what_the_endpoint_answered_newest_first(
+    cli: Run, harness: Harness
+) -> None:
+    harness.receiver.script("/endpoint", Reply(503, body="busy"))
+    endpoint_id, _ = await create(cli, harness)
+    assert await ok(cli, "endpoint", "attempts", endpoint_id) == (
+        f"no attempts went to endpoint {endpoint_id} yet\n"
+    )
+    target = {"type": "endpoint", "endpoint_id": endpoint_id}
+    schedule = await harness.create(target=target, trigger={"type": "immediate"})
+    occurrence_id = str(schedule["next_occurrence_id"])
+
+    async def delivered() -> bool:
+        found = await harness.get(f"/v1/occurrences/{occurrence_id}")
+        return bool(found["status"] == "delivered")
+
+    await harness.step_until(delivered)
+
+    text = await ok(cli, "endpoint", "attempts", endpoint_id)
+
+    titles, _, _ = columns(text)
+    assert titles == [
+        "STARTED AT",
+        "ATTEMPT",
+        "OUTCOME",
+        "STATUS",
+        "DURATION",
+        "OCCURRENCE ID",
+        "ERROR",
+    ]
+    newest, oldest = assert_aligned(text)
+    assert newest[1:4] == ["2", "delivered", "200"]
+    assert (newest[5], newest[6]) == (occurrence_id, "-")
+    assert oldest[1:4] == ["1", "retry", "503"]
+    assert oldest[5] == occurrence_id
+    assert "busy" in oldest[6]
+    assert re.fullmatch(r"\d+ ms", newest[4]), newest
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", newest[0]), newest
+    # --format json is the API's answer.
+    as_json = json.loads(await ok(cli, "endpoint", "attempts", endpoint_id, "--format", "json"))
+    listed = await harness.get(f"/v1/endpoints/{endpoint_id}/attempts")
+    assert as_json == listed["items"]
+    assert [(a["attempt"], a["status_code"]) for a in as_json] == [(2, 200), (1, 503)]
+    every = json.loads(
+        await ok(cli, "endpoint", "attempts", endpoint_id, "--all", "--format", "json")
+    )
+    assert every == as_json
+    first = await ok(cli, "endpoint", "attempts", endpoint_id, "--limit", "1")
+    table, footer = first.split("\n\n")
+    assert [row[1:4] for row in assert_aligned(table)] == [["2", "delivered", "200"]]
+    assert footer == ("(the first 1 attempts, newest first; more exist: raise --limit or --all)\n")
+
+    unknown = "0b8a3b0e-8a58-4bb5-9c8e-0f8f3a1c2d4e"
+    missing = await refused(cli, "endpoint", "attempts", unknown)
+    assert missing.startswith(f"chronoq: endpoint {unknown} not found")
 
 
 @pytest.mark.parametrize(

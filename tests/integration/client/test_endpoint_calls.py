@@ -1,7 +1,7 @@
 """The endpoint calls of the client against the app: an endpoint made with its secret shown
 in that answer only, read, listed page after page, changed under its version, its secret
-rotated, its circuit enabled, its events read, and its removal refused while a schedule
-targets it; the synchronous client over HTTP as well."""
+rotated, its circuit enabled, its events and its attempts read, and its removal refused
+while a schedule targets it; the synchronous client over HTTP as well."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from app.client import (
     CircuitIn,
     Client,
     ConflictError,
+    EndpointAttemptOut,
     EndpointIn,
     EndpointOut,
     EndpointPatch,
@@ -197,6 +198,60 @@ async def test_enable_closes_an_open_circuit_and_events_say_what_happened(
         await chronoq.list_endpoint_events(uuid.uuid4())
 
 
+async def delivered_after_a_retry(harness: Harness, chronoq: AsyncClient) -> EndpointOut:
+    """An endpoint whose one delivery was answered 503, then 200 when retried."""
+    harness.receiver.script("/endpoint", Reply(503, body="busy"))
+    made = await chronoq.create_endpoint(endpoint(harness))
+    schedule = await chronoq.create_schedule(aimed_at(made, trigger={"type": "immediate"}))
+    assert schedule.next_occurrence_id is not None
+    occurrence_id = schedule.next_occurrence_id
+
+    async def delivered() -> bool:
+        return (await chronoq.get_occurrence(occurrence_id)).status == "delivered"
+
+    await harness.step_until(delivered)
+    return made
+
+
+async def test_attempts_say_how_the_endpoint_answered_newest_first(
+    harness: Harness, chronoq: AsyncClient
+) -> None:
+    made = await delivered_after_a_retry(harness, chronoq)
+
+    page = await chronoq.list_endpoint_attempts(made.id)
+
+    assert page.next_cursor is None
+    newest, oldest = page.items
+    assert isinstance(newest, EndpointAttemptOut)
+    assert (newest.attempt, newest.outcome, newest.status_code, newest.error) == (
+        2,
+        "delivered",
+        200,
+        None,
+    )
+    assert (oldest.attempt, oldest.outcome, oldest.status_code) == (1, "retry", 503)
+    assert oldest.error is not None
+    assert "busy" in oldest.error
+    assert newest.occurrence_id == oldest.occurrence_id
+    assert newest.started_at >= oldest.started_at
+    # The occurrence's own log holds the same attempts, oldest first.
+    log = await chronoq.list_attempts(newest.occurrence_id)
+    assert [a.model_dump() for a in log.items] == [
+        a.model_dump(exclude={"occurrence_id"}) for a in (oldest, newest)
+    ]
+    first = await chronoq.list_endpoint_attempts(made.id, limit=1)
+    assert ([a.attempt for a in first.items], first.next_cursor is not None) == ([2], True)
+    rest = await chronoq.list_endpoint_attempts(made.id, limit=1, cursor=first.next_cursor)
+    assert ([a.attempt for a in rest.items], rest.next_cursor) == ([1], None)
+    assert [a.attempt async for a in chronoq.iter_endpoint_attempts(made.id, limit=1)] == [2, 1]
+
+    other = await chronoq.create_endpoint(endpoint(harness, "/other"))
+    assert (await chronoq.list_endpoint_attempts(other.id)).items == []
+    with pytest.raises(NotFoundError) as missing:
+        await chronoq.list_endpoint_attempts(uuid.uuid4())
+    assert missing.value.status == 404
+
+
 async def test_an_endpoint_is_removed_only_once_no_live_schedule_targets_it(
     harness: Harness, chronoq: AsyncClient
 ) -> None:
@@ -239,6 +294,33 @@ async def test_the_synchronous_client_has_the_same_calls(harness: Harness) -> No
     assert kinds == ["created", "secret_rotated", "deleted"]
 
 
+async def test_the_synchronous_client_reads_an_endpoints_attempts(
+    harness: Harness, chronoq: AsyncClient
+) -> None:
+    made = await chronoq.create_endpoint(endpoint(harness))
+    await chronoq.create_schedule(aimed_at(made, trigger={"type": "immediate"}))
+    assert await harness.step() == 1
+
+    async with served(harness) as url:
+
+        def use() -> tuple[list[EndpointAttemptOut], list[EndpointAttemptOut]]:
+            with Client(url, trust_env=False) as sync:
+                page = sync.list_endpoint_attempts(made.id, limit=10)
+                assert page.next_cursor is None
+                every = list(sync.iter_endpoint_attempts(made.id))
+                with pytest.raises(NotFoundError):
+                    sync.list_endpoint_attempts(uuid.uuid4())
+                return page.items, every
+
+        items, every = await asyncio.to_thread(use)
+
+    (attempt,) = items
+    assert every == items
+    assert (attempt.attempt, attempt.outcome, attempt.status_code) == (1, "delivered", 200)
+    (received,) = harness.receiver.on("/endpoint")
+    assert received.occurrence_id == str(attempt.occurrence_id)
+
+
 def test_only_the_endpoint_calls_a_repeat_cannot_double_are_tried_again() -> None:
     some = uuid.uuid4()
     # A repeat of these would make a second endpoint or a second secret.
@@ -249,5 +331,11 @@ def test_only_the_endpoint_calls_a_repeat_cannot_double_are_tried_again() -> Non
     assert calls.patch_endpoint(some, {"name": "x"}, if_match=3).repeatable
     assert calls.delete_endpoint(some).repeatable
     assert calls.get_endpoint(some).repeatable
+    assert calls.list_endpoint_attempts(some).repeatable
+    assert calls.list_endpoint_attempts(some, limit=5, cursor="c").params == (
+        ("limit", "5"),
+        ("cursor", "c"),
+    )
+    assert calls.list_endpoint_attempts(some).path == f"/v1/endpoints/{some}/attempts"
     assert calls.rotate_endpoint_secret(some).body == {}
     assert calls.rotate_endpoint_secret(some, overlap_seconds=0).body == {"overlap_seconds": 0}
