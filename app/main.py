@@ -124,7 +124,7 @@ def create_app(
                 dead_letters=DeadLetterService(database, hub),
                 occurrences=OccurrenceService(database),
                 flow_keys=FlowKeyService(database),
-                tenants=TenantService(database),
+                tenants=TenantService(database, config, resolver),
                 tenant_keys=TenantKeyService(database),
                 endpoints=EndpointService(database, config, resolver),
                 readiness=ReplicaReadiness(database, broker=broker, worker=worker),

@@ -1,7 +1,8 @@
 """Endpoints: `endpoints` (a tenant's reusable webhook destinations), `endpoint_secrets`
 (their signing secrets, each live until it expires), `endpoint_events` (their trail), the
-circuit breaker's columns on `flow_keys`, where each endpoint's key holds its limits, and
-`attempts.endpoint_id`, by which an endpoint's recent attempts are read.
+circuit breaker's columns on `flow_keys`, where each endpoint's key holds its limits,
+`attempts.endpoint_id`, by which an endpoint's recent attempts are read; and operator events:
+`tenants.events_target` and `operator_events`, the events waiting to be told.
 
 Revision ID: 0027_endpoints
 Revises: 0026_key_sleeps
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 
 from alembic import op
-from app.store.schema.types import DOUBLE, UUID, JSONType, UTCDateTime
+from app.store.schema.types import DOUBLE, LONG_TEXT, UUID, JSONType, UTCDateTime
 
 revision: str = "0027_endpoints"
 down_revision: str | None = "0026_key_sleeps"
@@ -139,6 +140,24 @@ def upgrade() -> None:
         **_MYSQL_TABLE,
     )
     op.create_index("ix_endpoint_events_endpoint_id_id", "endpoint_events", ["endpoint_id", "id"])
+    with op.batch_alter_table("tenants") as batch:
+        batch.add_column(sa.Column("events_target", JSONType, nullable=True))
+    op.create_table(
+        "operator_events",
+        sa.Column("id", UUID, nullable=False),
+        sa.Column("tenant", sa.String(63), nullable=False),
+        sa.Column("kind", sa.String(40), nullable=False),
+        sa.Column("body", LONG_TEXT, nullable=False),
+        sa.Column("created_at", UTCDateTime(), nullable=False),
+        sa.Column("available_at", UTCDateTime(), nullable=False),
+        sa.Column("attempts", sa.Integer(), nullable=False, server_default="0"),
+        sa.Column("lease_until", UTCDateTime(), nullable=True),
+        sa.Column("last_error", sa.Text(), nullable=True),
+        sa.PrimaryKeyConstraint("id", name=op.f("operator_events_pkey")),
+        sa.CheckConstraint("attempts >= 0", name=op.f("operator_events_attempts_check")),
+        **_MYSQL_TABLE,
+    )
+    op.create_index("ix_operator_events_available_at", "operator_events", ["available_at"])
 
 
 def downgrade() -> None:
@@ -146,6 +165,9 @@ def downgrade() -> None:
     op.execute(
         "UPDATE flow_keys SET paused = false, backoff_until = NULL WHERE circuit IS NOT NULL"
     )
+    op.drop_table("operator_events")
+    with op.batch_alter_table("tenants") as batch:
+        batch.drop_column("events_target")
     op.drop_index("ix_attempts_endpoint", table_name="attempts")
     with op.batch_alter_table("attempts") as batch:
         batch.drop_column("endpoint_id")

@@ -9,8 +9,10 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
+from app.api.schemas import TargetOut, target_out
 from app.domain.flow import MAX_PARALLELISM, MAX_RATE
 from app.domain.limits import MAX_SHORT_STRING_BYTES, InputModel, Instant, one_line
+from app.domain.target import Target
 from app.domain.tenant_events import TenantEvent, TenantEventKind
 from app.domain.tenant_keys import KEY_NAME_ALPHABET, KeyRole, TenantKey
 from app.domain.tenants import (
@@ -55,6 +57,11 @@ _WEIGHT = (
 _PAUSED = (
     "true: none of its occurrences starts (they wait; nothing is skipped or dead-lettered); "
     "false releases them"
+)
+_EVENTS_TARGET = (
+    "Where the tenant's operator events go, signed and at least once: endpoint.opened, "
+    "endpoint.recovered, endpoint.disabled, schedule.auto_paused, occurrence.dead_lettered, "
+    "quota.exceeded (a webhook, rabbitmq or endpoint target); null: nowhere"
 )
 _RETENTION = (
     "Seconds its ended schedules are kept, overriding CHRONOQ_SCHEDULE_RETENTION; 0 keeps "
@@ -127,6 +134,7 @@ class TenantIn(InputModel):
     retention_seconds: int | None = Field(
         default=None, ge=0, le=MAX_RETENTION_SECONDS, description=_RETENTION, examples=[604800]
     )
+    events_target: Target | None = Field(default=None, description=_EVENTS_TARGET)
 
     def spec(self) -> TenantSpec:
         return TenantSpec(
@@ -135,6 +143,7 @@ class TenantIn(InputModel):
             paused=self.paused,
             quotas=Quotas() if self.quotas is None else self.quotas.quotas(),
             retention_seconds=self.retention_seconds,
+            events_target=self.events_target,
         )
 
 
@@ -153,6 +162,9 @@ class TenantOut(BaseModel):
     paused: bool = Field(description=_PAUSED, examples=[False])
     quotas: QuotasOut = Field(description="Its quotas")
     retention_seconds: int | None = Field(description=_RETENTION, examples=[604800])
+    events_target: TargetOut | None = Field(
+        default=None, description=_EVENTS_TARGET + "; its secrets redacted"
+    )
     usage: UsageOut = Field(description="What it holds now")
     created_at: datetime = Field(description="When it was made", examples=["2026-12-06T09:00:00Z"])
     updated_at: datetime = Field(
@@ -174,6 +186,9 @@ class TenantOut(BaseModel):
                 max_in_flight=tenant.quotas.max_in_flight,
             ),
             retention_seconds=tenant.retention_seconds,
+            events_target=(
+                None if tenant.events_target is None else target_out(tenant.events_target)
+            ),
             usage=UsageOut(**asdict(tenant.usage or Usage())),
             created_at=tenant.created_at,
             updated_at=tenant.updated_at,

@@ -33,7 +33,14 @@ KEY_KINDS = frozenset({TenantEventKind.KEY_CREATED, TenantEventKind.KEY_REVOKED}
 
 # The top-level fields of a PUT, in the order the API lists them: `updated` names those
 # whose value changed in this order.
-PUT_FIELDS = ("display_name", "weight", "paused", "quotas", "retention_seconds")
+PUT_FIELDS = (
+    "display_name",
+    "weight",
+    "paused",
+    "quotas",
+    "retention_seconds",
+    "events_target",
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -18,6 +18,7 @@ from datetime import datetime
 
 from app.domain.errors import InvalidInputError, NotFoundError
 from app.domain.flow import KEY_PATTERN, FlowLimits
+from app.domain.target import Target
 
 DEFAULT_TENANT = "default"
 # The request header naming the tenant an operator key acts in (absent: `default`).
@@ -166,6 +167,8 @@ class TenantSpec:
     quotas: Quotas = Quotas()
     # Overrides CHRONOQ_SCHEDULE_RETENTION for its ended schedules (None: that setting).
     retention_seconds: int | None = None
+    # Where its operator events go (None: nowhere).
+    events_target: Target | None = None
 
     def check(self, tenant: str) -> TenantSpec:
         """The spec itself, or an error naming the field the tenant cannot take: the default
@@ -211,6 +214,8 @@ class Tenant:
     paused: bool = False
     retention_seconds: int | None = None
     usage: Usage | None = None
+    # Where its operator events go (None: nowhere; DESIGN section 15).
+    events_target: Target | None = None
 
 
 def refilled(tokens: float | None, elapsed: float, per_minute: int) -> float:

@@ -16,6 +16,7 @@ from app.store.engine.wakeups import Wakeups
 from app.store.loop.queue import DeliveryQueue
 from app.telemetry import metrics, tracing
 from app.worker.dispatcher import Dispatcher
+from app.worker.operator_events import EventSender
 from app.worker.pruner import Pruner
 
 
@@ -43,4 +44,6 @@ async def delivery_loop(config: Settings, sinks: Sinks, hub: Wakeups) -> AsyncIt
         # Retention runs beside the loop; an advisory lock keeps it to one replica at a
         # time, and API-only replicas leave it to the workers.
         await stack.enter_async_context(Pruner(database, config).started())
+        # Operator events: sent by every replica's loop, each event leased to one.
+        await stack.enter_async_context(EventSender(database, sinks, config).started())
         yield dispatcher

@@ -7,8 +7,15 @@ from __future__ import annotations
 import uuid
 from dataclasses import replace
 
+from app.domain.addresses import AddressPolicy
+from app.domain.errors import InvalidInputError
+from app.domain.target import EndpointTarget, RabbitMQTarget, Target, WebhookTarget
 from app.domain.tenant_events import TenantEvent
 from app.domain.tenants import Tenant, TenantSpec, missing_tenant
+from app.service.addresses import HostResolver, TargetAddresses
+from app.service.endpoints import hold_endpoint_targets
+from app.service.schedules.checks import kept_secrets
+from app.settings import Settings
 from app.store.dialects import transaction_now
 from app.store.engine.database import Connection, Database
 from app.store.records.tenant_events import TenantEventStore
@@ -16,10 +23,31 @@ from app.store.records.tenants import TenantStore
 
 
 class TenantService:
-    def __init__(self, database: Database) -> None:
+    def __init__(
+        self,
+        database: Database,
+        settings: Settings | None = None,
+        resolver: HostResolver | None = None,
+    ) -> None:
         self._db = database
         self._tenants = TenantStore()
         self._events = TenantEventStore()
+        self._settings = settings
+        policy = AddressPolicy.of(*settings.target_rules()) if settings else AddressPolicy()
+        self._addresses = TargetAddresses(policy, resolver)
+
+    async def _check_events_target(self, target: Target | None) -> None:
+        """An events target can be delivered to: a webhook's host is not, and does not
+        resolve to, a denied address; a rabbitmq one needs a broker."""
+        if isinstance(target, WebhookTarget):
+            await self._addresses.check([(target, "#/events_target/url")])
+        if isinstance(target, RabbitMQTarget) and not (
+            self._settings is not None and self._settings.amqp_url
+        ):
+            raise InvalidInputError(
+                "a rabbitmq target needs AMQP_URL to be configured on the service",
+                pointer="#/events_target/type",
+            )
 
     async def exists(self, tenant: str) -> bool:
         return await self._db.run(lambda conn: self._tenants.exists(conn, tenant))
@@ -46,9 +74,21 @@ class TenantService:
         """Create or replace the tenant, whole; True when new. The answer has its usage.
         `actor` is who asks, as its events name it."""
 
+        await self._check_events_target(spec.events_target)
+
         async def work(conn: Connection) -> tuple[Tenant, bool]:
             now = await transaction_now(conn)
-            found, created = await self._tenants.put(conn, tenant, spec, if_match, now, actor=actor)
+            target = spec.events_target
+            if target is not None:
+                before = await self._tenants.get(conn, tenant)
+                target = kept_secrets(
+                    target, None if before is None else before.events_target, "#/events_target"
+                )
+                if isinstance(target, EndpointTarget):
+                    await hold_endpoint_targets(conn, tenant, [(target, "#/events_target")])
+            found, created = await self._tenants.put(
+                conn, tenant, replace(spec, events_target=target), if_match, now, actor=actor
+            )
             usage = await self._tenants.usage(conn, tenant, now)
             return replace(found, usage=usage), created
 

@@ -129,6 +129,12 @@ def with_tenant(tenant: str, *labels: str) -> tuple[str, ...]:
     return (*labels, tenant) if TENANT_LABEL else labels
 
 
+OPERATOR_EVENTS = Counter(
+    "chronoq_operator_events_total",
+    "Operator events this replica tried to tell tenants' events targets, by kind and how it "
+    "went: sent, retried (told again later), given_up",
+    ["kind", "outcome"],
+)
 # Rare, and bounded by the tenants with endpoints: always by tenant.
 CIRCUITS = Counter(
     "chronoq_endpoint_circuit_changes_total",

@@ -98,6 +98,7 @@ def spec_of(tenant: Tenant) -> TenantSpec:
         paused=tenant.paused,
         quotas=tenant.quotas,
         retention_seconds=tenant.retention_seconds,
+        events_target=tenant.events_target,
     )
 
 
@@ -153,7 +154,10 @@ def checked_spec(form: dict[str, str], current: Tenant) -> tuple[TenantSpec | No
             name = field_of(pointer) or ""
             refused.setdefault(name, validation_message(error))
         return None, refused
-    return (None, refused) if refused else (put.spec(), {})
+    if refused:
+        return None, refused
+    # Its events target as it is (the form does not show it).
+    return replace(put.spec(), events_target=current.events_target), {}
 
 
 class TenantPages:

@@ -34,6 +34,7 @@ from app.domain.occurrence import (
     Settlement,
     Unsent,
 )
+from app.domain.operator_events import NewOperatorEvent
 from app.domain.schedule import Schedule, ScheduleDraft, ScheduleStatus
 from app.domain.settled import Settled
 from app.domain.target import EndpointTarget, Target, WebhookTarget
@@ -73,6 +74,12 @@ from app.store.records.dead_letters import DeadLetterStore
 from app.store.records.endpoints import EndpointStore
 from app.store.records.flow_keys import FlowKeyStore
 from app.store.records.lifecycle import LifecycleStore
+from app.store.records.operator_events import (
+    LeasedEvent,
+    lease_operator_events,
+    record_operator_events,
+    told,
+)
 from app.store.records.schedules import ScheduleStore
 from app.store.records.tenant_events import TenantEventStore
 from app.store.records.tenant_keys import TenantKeyStore
@@ -116,6 +123,7 @@ __all__ = [
     "interval",
     "is_at_head",
     "key_backoffs",
+    "lease_events",
     "make_endpoint",
     "migrate_to",
     "move_clock",
@@ -134,6 +142,8 @@ __all__ = [
     "read_occurrence_rows",
     "read_schedule_status",
     "read_sql_clock",
+    "record_events",
+    "record_events_rolled_back",
     "record_skipped_tick",
     "release",
     "remove_on_failure",
@@ -146,6 +156,8 @@ __all__ = [
     "settled",
     "skip_due_ticks",
     "start_ahead",
+    "tell_events",
+    "tenant_exists",
     "unhold",
     "update_schedule",
     "upgrade_to_head",
@@ -323,6 +335,11 @@ async def tenant_events(
 
 async def has_tenant_events(database: Database, tenant: str) -> bool:
     return await database.run(lambda conn: TenantEventStore().any(conn, tenant))
+
+
+async def tenant_exists(database: Database, tenant: str) -> bool:
+    """Whether the tenant's row is there (read by its id alone, as every version has it)."""
+    return await database.run(lambda conn: TenantStore().exists(conn, tenant))
 
 
 async def read_tenant(database: Database, tenant: str) -> Tenant | None:
@@ -1209,5 +1226,42 @@ async def key_backoffs(database: Database) -> dict[str, datetime]:
             )
         )
         return {row.key: row.backoff_until for row in found}
+
+    return await database.run(work)
+
+
+# -- operator events ------------------------------------------------------------------
+
+
+async def lease_events(
+    database: Database, *, limit: int = 50, lease: float = 30.0
+) -> list[LeasedEvent]:
+    """The operator events due, leased to the caller for `lease` seconds."""
+
+    async def work(conn: Connection) -> list[LeasedEvent]:
+        now = await transaction_now(conn)
+        return await lease_operator_events(conn, limit=limit, lease=lease, now=now)
+
+    return await database.run(work)
+
+
+async def tell_events(database: Database, ids: Sequence[uuid.UUID]) -> None:
+    await database.run(lambda conn: told(conn, ids))
+
+
+async def record_events_rolled_back(database: Database, events: Sequence[NewOperatorEvent]) -> None:
+    """Record `events` in a transaction that then fails, and is rolled back whole."""
+
+    async def work(conn: Connection) -> None:
+        await record_operator_events(conn, events, await transaction_now(conn))
+        raise RolledBackError
+
+    with suppress(RolledBackError):
+        await database.run(work)
+
+
+async def record_events(database: Database, events: Sequence[NewOperatorEvent]) -> int:
+    async def work(conn: Connection) -> int:
+        return await record_operator_events(conn, events, await transaction_now(conn))
 
     return await database.run(work)

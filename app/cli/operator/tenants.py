@@ -19,6 +19,8 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from pydantic import TypeAdapter
+
 from app.api.schemas import Page
 from app.api.tenant_schemas import TenantEventOut, TenantOut
 from app.cli.operator import text as render
@@ -28,6 +30,7 @@ from app.cli.operator.tenant_keys import add_tenant_key_commands
 from app.client import errors as problems
 from app.domain.errors import InvalidInputError, PreconditionFailedError
 from app.domain.flow import MAX_PARALLELISM, MAX_RATE
+from app.domain.target import Target
 from app.domain.tenants import (
     DEFAULT_WEIGHT,
     MAX_DISPLAY_NAME,
@@ -159,6 +162,9 @@ def _one(found: TenantOut, headline: str) -> Output:
     return Output(found.model_dump(mode="json"), f"{headline}\n\n{_describe(found)}")
 
 
+_TARGET: TypeAdapter[Target] = TypeAdapter(Target)
+
+
 def spec_of(found: TenantOut) -> TenantSpec:
     """The tenant as a PUT would give it back, whole."""
     quotas = found.quotas
@@ -173,6 +179,12 @@ def spec_of(found: TenantOut) -> TenantSpec:
             quotas.max_in_flight,
         ),
         retention_seconds=found.retention_seconds,
+        # Its secrets redacted: a PUT that sends them so keeps the stored ones.
+        events_target=(
+            None
+            if found.events_target is None
+            else _TARGET.validate_python(found.events_target.model_dump(mode="json"))
+        ),
     )
 
 

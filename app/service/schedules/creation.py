@@ -7,13 +7,15 @@ import asyncio
 import hashlib
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TypeVar
 
-from app.domain.errors import ConflictError, InvalidInputError
+from app.domain.errors import ConflictError, InvalidInputError, QuotaExceededError
 from app.domain.ids import uuid7
 from app.domain.limits import MAX_BATCH
+from app.domain.operator_events import NewOperatorEvent, OperatorEventKind, quota_event_id
 from app.domain.schedule import EventKind, Schedule, ScheduleDraft, ScheduleSpec, rules_of
 from app.domain.tenants import Caller
 from app.domain.trigger import Trigger, check_cadence, first_fire_or_refuse, resolve
@@ -25,7 +27,10 @@ from app.store.dialects import announce, transaction_now
 from app.store.engine.database import Connection, Database
 from app.store.engine.wakeups import Wakeups
 from app.store.records.events import NewEvent
+from app.store.records.operator_events import record_operator_events
 from app.store.records.tenants import TenantStore
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +54,17 @@ def _due(draft: ScheduleDraft) -> datetime:
 
 def _created(drafts: Sequence[ScheduleDraft], actor: str | None) -> list[NewEvent]:
     return [NewEvent(d.id, EventKind.CREATED, version=1, actor=actor) for d in drafts]
+
+
+async def _tell_quota(conn: Connection, tenant: str, refused: QuotaExceededError) -> None:
+    now = await transaction_now(conn)
+    event = NewOperatorEvent(
+        tenant,
+        OperatorEventKind.QUOTA_EXCEEDED,
+        {"quota": refused.quota, "limit": refused.limit, "used": refused.used},
+        id=quota_event_id(tenant, refused.quota, now),
+    )
+    await record_operator_events(conn, [event], now)
 
 
 def _fingerprint(spec: ScheduleSpec) -> str:
@@ -201,7 +217,7 @@ class ScheduleCreation:
             return Created(stored, created=True)
 
         try:
-            return await self._db.run(work)
+            return await self._admitted(caller.tenant, work)
         except ConflictError:
             if idempotency_key is None:
                 raise
@@ -210,6 +226,21 @@ class ScheduleCreation:
             if earlier is None:
                 raise
             return earlier
+
+    async def _admitted(self, tenant: str, work: Callable[[Connection], Awaitable[T]]) -> T:
+        """`work` in its transaction; a refusal by a quota is told to the tenant too
+        (`quota.exceeded`, once a quota a minute), in a transaction of its own, since the
+        refused one stores nothing."""
+        try:
+            return await self._db.run(work)
+        except QuotaExceededError as refused:
+            told = refused
+
+            async def tell(conn: Connection) -> None:
+                await _tell_quota(conn, tenant, told)
+
+            await self._db.run(tell)
+            raise
 
     async def create_many(
         self,
@@ -252,4 +283,4 @@ class ScheduleCreation:
             await announce(conn, self._wakeups, min(map(_due, drafts), default=None))
             return stored
 
-        return await self._db.run(work)
+        return await self._admitted(caller.tenant, work)

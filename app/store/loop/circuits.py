@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.endpoints import CircuitChanged, CircuitState, circuit_after
 from app.domain.occurrence import OccurrenceStatus, Settlement
+from app.domain.operator_events import CIRCUIT_KINDS, NewOperatorEvent
 from app.domain.target import EndpointWebhook
 from app.domain.tenants import tenant_of_key
 from app.store.records.endpoints import (
@@ -29,6 +30,7 @@ from app.store.records.endpoints import (
     endpoint_settings,
     record_endpoint_events,
 )
+from app.store.records.operator_events import record_operator_events
 from app.store.schema.tables import flow_keys
 
 _f = flow_keys.c
@@ -122,6 +124,23 @@ async def record_circuits(
                 )
             )
     await record_endpoint_events(conn, events, now)
+    await record_operator_events(
+        conn,
+        [
+            NewOperatorEvent(
+                change.tenant,
+                CIRCUIT_KINDS[change.event],
+                {
+                    "endpoint_id": str(change.endpoint_id),
+                    "consecutive_failures": change.failures,
+                    "cooldown_seconds": change.cooldown,
+                },
+            )
+            for change in changed
+            if change.event in CIRCUIT_KINDS
+        ],
+        now,
+    )
     return changed
 
 

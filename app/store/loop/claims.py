@@ -33,6 +33,7 @@ from app.domain.claim_plan import (
 )
 from app.domain.fair_share import interleave
 from app.domain.occurrence import AttemptOutcome, Delivery, Origin
+from app.domain.operator_events import DeadLettered, failure_events
 from app.domain.schedule import AutoPause
 from app.domain.target import EndpointTarget, Target
 from app.store.dialects import dialect_of
@@ -41,6 +42,7 @@ from app.store.loop.completion import finish_one_shots, finish_recurring
 from app.store.loop.failures import record_dead_letters
 from app.store.loop.sql import query, typed
 from app.store.records.endpoints import resolve_endpoints
+from app.store.records.operator_events import record_operator_events
 from app.store.schema import codec
 from app.store.schema.rows import attempt_id, pending_row, rules_of_row, skip_row, truncate_error
 from app.store.schema.tables import attempts, occurrences
@@ -303,6 +305,21 @@ class ClaimStore:
             if r.occurrence_id in spent and r.origin is not Origin.CALLBACK
         ]
         auto_paused = await record_dead_letters(conn, dead, now)
+        if dead:
+            failed = {f.occurrence_id: f.error for f in plan.failed}
+            told = [
+                DeadLettered(
+                    r.tenant,
+                    r.occurrence_id,
+                    r.schedule_id,
+                    r.event_type,
+                    r.attempts,
+                    failed.get(r.occurrence_id, LEASE_EXPIRED_ERROR),
+                )
+                for r in rows
+                if r.occurrence_id in spent and r.origin is not Origin.CALLBACK
+            ]
+            await record_operator_events(conn, failure_events(told, auto_paused), now)
         await finish_one_shots(conn, plan.finished_one_shots, now)
         if plan.done_recurring:
             await finish_recurring(conn, plan.done_recurring, now)

@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.occurrence import OccurrenceStatus, Origin, Settlement
+from app.domain.operator_events import DeadLettered, failure_events
 from app.domain.settled import Settled
 from app.domain.target import endpoint_of
 from app.domain.traces import trace_id
@@ -37,6 +38,7 @@ from app.store.loop.completion import finish_one_shots, finish_recurring
 from app.store.loop.failures import lock_before_pausing, record_dead_letters
 from app.store.loop.sql import query, typed
 from app.store.records.flow_keys import back_off_keys, backing_off, end_cancelled_leases
+from app.store.records.operator_events import record_operator_events
 from app.store.schema.rows import attempt_id, truncate_error
 from app.store.schema.types import UUID, UTCDateTime
 
@@ -143,4 +145,13 @@ class SettlementStore:
             ],
             now,
         )
+        dead_letters = [
+            DeadLettered(
+                d.tenant, d.occurrence_id, d.schedule_id, d.event_type, d.attempt, item.error
+            )
+            for item in settlements
+            if item.status is OccurrenceStatus.DEAD_LETTERED
+            and (d := item.delivery).origin is not Origin.CALLBACK
+        ]
+        await record_operator_events(conn, failure_events(dead_letters, paused), now)
         return Settled(paused, circuits)

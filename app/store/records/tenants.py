@@ -34,6 +34,7 @@ from app.store.dialects import dialect_of
 from app.store.records.flow_keys import FlowKeyStore, unshelve_tenant
 from app.store.records.tenant_events import NewTenantEvent, TenantEventStore
 from app.store.records.tenant_keys import TenantKeyStore
+from app.store.schema import codec
 from app.store.schema.tables import (
     flow_keys,
     occurrences,
@@ -68,6 +69,7 @@ def _tenant(row: Row[Any], usage: Usage | None = None) -> Tenant:
         paused=bool(row.paused),
         retention_seconds=row.retention_seconds,
         usage=usage,
+        events_target=codec.optional_target(row.events_target),
     )
 
 
@@ -219,6 +221,9 @@ class TenantStore:
                 max_deliveries_per_second=quotas.max_deliveries_per_second,
                 max_in_flight=quotas.max_in_flight,
                 retention_seconds=spec.retention_seconds,
+                events_target=(
+                    sa.null() if spec.events_target is None else codec.dump(spec.events_target)
+                ),
                 # A new or changed rate starts full: a quota is no debt.
                 create_tokens=(
                     row.create_tokens

@@ -608,6 +608,10 @@ class TenantRow(SQLModel, table=True):
     max_deliveries_per_second: int | None = Field(default=None, sa_column=sa.Column(sa.Integer))
     max_in_flight: int | None = Field(default=None, sa_column=sa.Column(sa.Integer))
     retention_seconds: int | None = Field(default=None, sa_column=sa.Column(sa.BigInteger))
+    # Where its operator events go, a target as JSON (NULL: nowhere).
+    events_target: dict[str, Any] | None = Field(
+        default=None, sa_column=sa.Column(JSONType, nullable=True)
+    )
     created_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
     updated_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
 
@@ -891,3 +895,32 @@ class EndpointEventRow(SQLModel, table=True):
 endpoints: sa.Table = EndpointRow.__table__  # type: ignore[attr-defined]
 endpoint_secrets: sa.Table = EndpointSecretRow.__table__  # type: ignore[attr-defined]
 endpoint_events: sa.Table = EndpointEventRow.__table__  # type: ignore[attr-defined]
+
+
+class OperatorEventRow(SQLModel, table=True):
+    """An operator event waiting to be told (`app.domain.operator_events`): written in the
+    transaction of its change, removed once its tenant's `events_target` took it or it was
+    given up. `lease_until` holds it for the replica sending it."""
+
+    __tablename__ = "operator_events"
+    __table_args__ = (
+        sa.CheckConstraint("attempts >= 0", name="attempts"),
+        sa.Index("ix_operator_events_available_at", "available_at"),
+        MYSQL_TABLE,
+    )
+
+    id: uuid.UUID = Field(sa_column=sa.Column(UUID, primary_key=True))
+    tenant: str = Field(sa_column=sa.Column(sa.String(MAX_TENANT), nullable=False))
+    kind: str = Field(sa_column=sa.Column(sa.String(40), nullable=False))
+    body: str = Field(sa_column=sa.Column(LONG_TEXT, nullable=False))
+    created_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
+    # When it may be sent next (after a failed attempt, later).
+    available_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
+    attempts: int = Field(
+        default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
+    )
+    lease_until: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
+    last_error: str | None = Field(default=None, sa_column=sa.Column(sa.Text))
+
+
+operator_events: sa.Table = OperatorEventRow.__table__  # type: ignore[attr-defined]

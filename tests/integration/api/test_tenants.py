@@ -26,6 +26,7 @@ async def test_a_tenant_is_created_replaced_under_if_match_listed_and_read(
             "max_in_flight": None,
         },
         "retention_seconds": None,
+        "events_target": None,
         "usage": {
             "schedules": 0,
             "pending_occurrences": 0,
