@@ -101,6 +101,15 @@ def _flow_held(tenant: bool) -> Counter:
     )
 
 
+def _circuits(tenant: bool) -> Counter:
+    return Counter(
+        "chronoq_endpoint_circuit_changes_total",
+        "Endpoints' circuit breakers this replica's settles moved, by what happened (opened, "
+        "reopened: a failed probe, recovered, disabled)" + (" and tenant" if tenant else ""),
+        ["event", *(["tenant"] if tenant else [])],
+    )
+
+
 # Whether the series of deliveries, dead letters, what waits and what is held back carry a
 # `tenant` label (CHRONOQ_METRICS_TENANT_LABEL; off by default: a label per tenant is a
 # series per tenant). `tenant_label` sets it at start.
@@ -108,20 +117,22 @@ TENANT_LABEL = False
 DELIVERED = _delivered(False)
 DEAD_LETTERED = _dead_lettered(False)
 FLOW_HELD = _flow_held(False)
+CIRCUITS = _circuits(False)
 
 
 def tenant_label(enabled: bool) -> None:
     """Give the tenant-labelled series their `tenant` label, or take it away (their counts
     start again)."""
-    global TENANT_LABEL, DELIVERED, DEAD_LETTERED, FLOW_HELD
+    global TENANT_LABEL, DELIVERED, DEAD_LETTERED, FLOW_HELD, CIRCUITS
     if enabled == TENANT_LABEL:
         return
-    for collector in (DELIVERED, DEAD_LETTERED, FLOW_HELD):
+    for collector in (DELIVERED, DEAD_LETTERED, FLOW_HELD, CIRCUITS):
         REGISTRY.unregister(collector)
     TENANT_LABEL = enabled
     DELIVERED = _delivered(enabled)
     DEAD_LETTERED = _dead_lettered(enabled)
     FLOW_HELD = _flow_held(enabled)
+    CIRCUITS = _circuits(enabled)
 
 
 def with_tenant(tenant: str, *labels: str) -> tuple[str, ...]:
@@ -134,13 +145,6 @@ OPERATOR_EVENTS = Counter(
     "Operator events this replica tried to tell tenants' events targets, by kind and how it "
     "went: sent, retried (told again later), given_up",
     ["kind", "outcome"],
-)
-# Rare, and bounded by the tenants with endpoints: always by tenant.
-CIRCUITS = Counter(
-    "chronoq_endpoint_circuit_changes_total",
-    "Endpoints' circuit breakers this replica's settles moved, by what happened (opened, "
-    "reopened: a failed probe, recovered, disabled) and tenant",
-    ["event", "tenant"],
 )
 AUTO_PAUSED = Counter(
     "chronoq_schedules_auto_paused_total",

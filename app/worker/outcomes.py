@@ -105,7 +105,7 @@ def circuits_changed(changes: Sequence[CircuitChanged]) -> None:
     """Count the endpoints' circuits a settle moved, and say each on a line: a WARNING when
     it stops deliveries (opened, reopened, disabled), INFO when they flow again."""
     for change in changes:
-        metrics.CIRCUITS.labels(change.event.value, change.tenant).inc()
+        metrics.CIRCUITS.labels(*metrics.with_tenant(change.tenant, change.event.value)).inc()
         level = logging.INFO if change.event is CircuitEvent.RECOVERED else logging.WARNING
         log.log(
             level,

@@ -424,6 +424,15 @@ async def test_tenants_and_their_keys_are_managed_over_http(service: Service) ->
     never = await cli(service, "tenant", "events", "nobody")
     assert never.returncode == 1
     assert one_line(never.stderr) == "chronoq: tenant nobody does not exist"
+    # Its events target goes over HTTP too, and a pause and a resume keep it.
+    told = await as_json(
+        service, "tenant", "set", "acme", "--events-url", "http://127.0.0.1:9/events"
+    )
+    assert told["events_target"]["url"] == "http://127.0.0.1:9/events"
+    await ok(service, "tenant", "pause", "acme")
+    await ok(service, "tenant", "resume", "acme")
+    kept = (await as_json(service, "tenant", "show", "acme"))["events_target"]
+    assert kept["url"] == "http://127.0.0.1:9/events"
 
 
 def fields(text: str) -> dict[str, str]:

@@ -198,7 +198,9 @@ async def test_two_replicas_send_one_probe_at_a_time_to_an_endpoint_whose_circui
         while True:
             state = (await client.get(f"{first.base_url}/v1/endpoints/{endpoint}")).json()
             done = (state["state"], state["waiting"], state["in_flight"]) == ("closed", 0, 0)
-            listed = await client.get(f"{first.base_url}/v1/schedules?status=completed&limit=50")
+            listed = await client.get(
+                f"{first.base_url}/v1/schedules?status=completed&event_type=e2e.circuit&limit=50"
+            )
             if (done and len(listed.json()["items"]) == 20) or time.monotonic() > deadline:
                 break
             await asyncio.sleep(0.1)

@@ -538,6 +538,7 @@ class HttpOperator:
             paused=spec.paused,
             quotas=wanted,
             retention_seconds=spec.retention_seconds,
+            events_target=spec.events_target,
         )
         found = await self._client.put_tenant(tenant, body, if_match=_versions(if_match))
         return found, found.version == 1

@@ -5,11 +5,12 @@ tenant's keys (`chronoq tenant key ...`) are app/cli/operator/tenant_keys.py.
 Same conventions as the other operator commands (app/cli/operator/commands.py). The tenant is
 the command's argument (these manage tenants rather than act in one, so `--tenant` is not
 theirs). `set` replaces the tenant whole, like a PUT: an option left out goes to its default
-(no limit, weight 1, not paused). `pause` and `resume` read the tenant and put it back whole
-with `paused` as asked, under If-Match of the version read: a change made in between is
-refused, never overwritten. `events` reads a tenant's audit trail oldest first, a
-removed tenant's too; each change these commands make is in it, by the API key's name over
-HTTP and by "cli" on the database.
+(no limit, weight 1, not paused, no events target: `--events-url` or `--events-endpoint`
+give one, read by the API's own model before anything is sent). `pause` and `resume` read
+the tenant and put it back whole with `paused` as asked, under If-Match of the version
+read: a change made in between is refused, never overwritten. `events` reads a tenant's
+audit trail oldest first, a removed tenant's too; each change these commands make is in it,
+by the API key's name over HTTP and by "cli" on the database.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 
-from app.api.schemas import Page
-from app.api.tenant_schemas import TenantEventOut, TenantOut
+from app.api.schemas import Page, WebhookTargetOut
+from app.api.tenant_schemas import TenantEventOut, TenantIn, TenantOut
 from app.cli.operator import text as render
 from app.cli.operator.backends import Operator, Versions, domain_error
 from app.cli.operator.run import Output, Parser, add_limit, add_tenant_id, collect, execute
@@ -55,6 +56,16 @@ _OPTIONS = {
     "#/quotas/max_deliveries_per_second": "--max-deliveries-per-second",
     "#/quotas/max_in_flight": "--max-in-flight",
     "#/retention_seconds": "--retention-seconds",
+    "#/events_target": "the events target",
+    "#/events_target/url": "--events-url",
+    "#/events_target/signing_secret": "--events-secret",
+    "#/events_target/endpoint_id": "--events-endpoint",
+}
+# The events target's fields that an option gives, by the option.
+_TARGET_OPTIONS = {
+    "url": "--events-url",
+    "signing_secret": "--events-secret",
+    "endpoint_id": "--events-endpoint",
 }
 
 
@@ -128,6 +139,19 @@ def _count(value: int) -> str:
     return f"{value} or more" if value >= USAGE_CAP else str(value)
 
 
+def _events_target_text(found: TenantOut) -> str:
+    """Where the tenant's operator events go. The answer's target: its secrets are
+    redacted already, and the signing secret shows as its hint (`whsec_…` and the last 4
+    characters)."""
+    target = found.events_target
+    if target is None:
+        return "none"
+    text = render.target_text(target)
+    if isinstance(target, WebhookTargetOut) and target.signing_secret is not None:
+        text += f" (signing secret {target.signing_secret})"
+    return text
+
+
 def _describe(found: TenantOut) -> str:
     quotas, usage = found.quotas, found.usage
     paused = (
@@ -147,6 +171,7 @@ def _describe(found: TenantOut) -> str:
             ("max deliveries per second", _limit(quotas.max_deliveries_per_second)),
             ("max in flight", _limit(quotas.max_in_flight)),
             ("retention", _retention_text(found.retention_seconds)),
+            ("events target", _events_target_text(found)),
             ("schedules", _count(usage.schedules)),
             ("pending occurrences", _count(usage.pending_occurrences)),
             ("in flight", _count(usage.in_flight)),
@@ -221,26 +246,60 @@ def _show(args: argparse.Namespace) -> int:
     return execute(args, work)
 
 
-def _set(args: argparse.Namespace) -> int:
-    async def work(operator: Operator) -> Output:
-        quotas = Quotas(
-            args.max_schedules,
-            args.max_creates_per_minute,
-            args.max_deliveries_per_second,
-            args.max_in_flight,
-        )
-        spec = TenantSpec(
-            display_name=args.display_name,
-            weight=args.weight,
-            paused=args.paused,
-            quotas=quotas,
-            retention_seconds=args.retention_seconds,
-        )
-        found, created = await operator.put_tenant(args.tenant_id, spec)
-        verb = "created" if created else "replaced"
-        return _one(found, f"{verb} tenant {found.id} (version {found.version})")
+def _events_target(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Target | None:
+    """The events target the options give (None: none), read by the API's own model; a
+    refusal is a usage error naming the option, and never repeats a secret."""
+    body: dict[str, Any]
+    if args.events_secret is not None and args.events_url is None:
+        parser.error("argument --events-secret: only with --events-url (the webhook it signs)")
+    if args.events_url is not None:
+        body = {"type": "webhook", "url": args.events_url}
+        if args.events_secret is not None:
+            body["signing_secret"] = args.events_secret
+        given = "--events-url"
+    elif args.events_endpoint is not None:
+        body = {"type": "endpoint", "endpoint_id": args.events_endpoint}
+        given = "--events-endpoint"
+    else:
+        return None
+    try:
+        return TenantIn.model_validate({"events_target": body}).events_target
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        named = [_TARGET_OPTIONS[str(part)] for part in first["loc"] if part in _TARGET_OPTIONS]
+        detail = first["msg"].removeprefix("Value error, ")
+        parser.error(f"argument {named[0] if named else given}: {detail}")
+    except InvalidInputError as exc:
+        option = _TARGET_OPTIONS.get((exc.pointer or "").rsplit("/", 1)[-1], given)
+        parser.error(f"argument {option}: {exc.detail}")
 
-    return execute(args, work, _OPTIONS)
+
+def _set_command(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        events_target = _events_target(parser, args)
+
+        async def work(operator: Operator) -> Output:
+            quotas = Quotas(
+                args.max_schedules,
+                args.max_creates_per_minute,
+                args.max_deliveries_per_second,
+                args.max_in_flight,
+            )
+            spec = TenantSpec(
+                display_name=args.display_name,
+                weight=args.weight,
+                paused=args.paused,
+                quotas=quotas,
+                retention_seconds=args.retention_seconds,
+                events_target=events_target,
+            )
+            found, created = await operator.put_tenant(args.tenant_id, spec)
+            verb = "created" if created else "replaced"
+            return _one(found, f"{verb} tenant {found.id} (version {found.version})")
+
+        return execute(args, work, _OPTIONS)
+
+    return run
 
 
 async def _refusal_as_domain(call: Awaitable[T]) -> T:
@@ -364,11 +423,11 @@ def add_tenant_commands(
         "set",
         parents=[common],
         help="create or replace a tenant whole, like PUT: an option left out goes to its "
-        "default (no limit, weight 1, not paused)",
+        "default (no limit, weight 1, not paused, no events target)",
     )
     add_tenant_id(put)
     _add_spec_options(put)
-    put.set_defaults(run=_set)
+    put.set_defaults(run=_set_command(put))
     changes: list[tuple[str, bool, str]] = [
         (
             "pause",
@@ -455,4 +514,29 @@ def _add_spec_options(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="how long its ended schedules are kept, overriding "
         "CHRONOQ_SCHEDULE_RETENTION; 0 keeps them forever (default: that setting)",
+    )
+    events = parser.add_mutually_exclusive_group()
+    events.add_argument(
+        "--events-url",
+        default=None,
+        metavar="URL",
+        help="send the tenant's operator events (endpoint.opened, schedule.auto_paused, "
+        "occurrence.dead_lettered, ...) to this webhook, POSTed; without it or "
+        "--events-endpoint the tenant has no events target, as a set replaces it whole "
+        "(`tenant pause` and `tenant resume` keep it)",
+    )
+    events.add_argument(
+        "--events-endpoint",
+        default=None,
+        metavar="ENDPOINT_ID",
+        help="send the tenant's operator events to this endpoint of the tenant instead "
+        "(`chronoq endpoint list --tenant TENANT`)",
+    )
+    parser.add_argument(
+        "--events-secret",
+        default=None,
+        metavar="whsec_...",
+        help="with --events-url: the webhook's own signing secret (whsec_ and a base64 key) "
+        "instead of the service's; shown by `tenant show` as its hint only (default: the "
+        "service's secrets sign)",
     )

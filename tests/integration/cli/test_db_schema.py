@@ -41,6 +41,7 @@ CHRONOQ_TABLES = {
     ("endpoints",),
     ("endpoint_secrets",),
     ("endpoint_events",),
+    ("operator_events",),
     ("alembic_version",),
 }
 

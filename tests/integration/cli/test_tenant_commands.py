@@ -1,12 +1,16 @@
 """`chronoq tenant set|show|list|pause|resume|events` on the database (break-glass): every
-field of a tenant set and shown, agreeing with /v1/tenants on the same data; a pause that
+field of a tenant set and shown, agreeing with /v1/tenants on the same data; an events
+target set (a webhook, its signing secret shown by its hint only, or an endpoint), kept by
+pause and resume and removed by a set without it; a pause that
 holds the tenant's deliveries until it is resumed, under If-Match of the version read; each
 change in the tenant's audit events, by "cli". In-process (commands.in_process). The same
 commands over HTTP: tests/e2e/test_cli_over_http.py."""
 
 from __future__ import annotations
 
+import base64
 import re
+import uuid
 
 import pytest
 
@@ -52,6 +56,11 @@ def fields(text: str) -> dict[str, str]:
     return dict(re.split(r"\s{2,}", line, maxsplit=1) for line in text.splitlines() if line)
 
 
+# A Standard Webhooks secret, and the hint that responses show for it.
+SECRET = "whsec_" + base64.b64encode(bytes(range(32))).decode()
+HINT = "whsec_…" + SECRET[-4:]
+
+
 async def create_in(harness: Harness, tenant: str) -> None:
     body = {
         "event_type": "test.event",
@@ -87,6 +96,7 @@ async def test_set_takes_every_field_and_show_and_list_say_them(
     assert shown["max deliveries per second"] == "20"
     assert shown["max in flight"] == "4"
     assert shown["retention"] == "86400 seconds"
+    assert shown["events target"] == "none"
     assert (shown["schedules"], shown["pending occurrences"], shown["waiting"]) == ("1", "1", "1")
     assert (shown["in flight"], shown["dead letters"]) == ("0", "0")
     # --format json is the API's answer.
@@ -177,6 +187,17 @@ async def test_the_default_tenant_is_never_paused_and_resuming_it_changes_nothin
         (["--max-in-flight", "100001"], "argument --max-in-flight: an in-flight quota is 1 to"),
         (["--retention-seconds", "-5"], "argument --retention-seconds: a retention"),
         (["--paused", "yes"], "unrecognized arguments: yes"),
+        (["--events-url", "ftp://host/x"], "argument --events-url: url must be an absolute"),
+        (
+            ["--events-url", "http://127.0.0.1:9/x", "--events-secret", "whsec_!!"],
+            "argument --events-secret: signing_secret must be whsec_ followed by",
+        ),
+        (["--events-secret", SECRET], "argument --events-secret: only with --events-url"),
+        (["--events-endpoint", "nope"], "argument --events-endpoint: Input should be a valid"),
+        (
+            ["--events-url", "http://127.0.0.1:9/x", "--events-endpoint", str(uuid.uuid4())],
+            "argument --events-endpoint: not allowed with argument --events-url",
+        ),
     ],
 )
 async def test_a_bad_value_is_a_usage_error_found_before_the_database_is_opened(
@@ -187,6 +208,94 @@ async def test_a_bad_value_is_a_usage_error_found_before_the_database_is_opened(
 
     assert refused.returncode == 2
     assert message in one_line(refused.stderr)
+    assert SECRET not in refused.stderr
+
+
+async def test_an_events_webhook_is_set_and_shown_with_its_secret_hint_never_the_secret(
+    harness: Harness, database_url: str
+) -> None:
+    url = harness.receiver.url("/events")
+    made = await ok(
+        "tenant",
+        "set",
+        "acme",
+        "--events-url",
+        url,
+        "--events-secret",
+        SECRET,
+        database_url=database_url,
+    )
+
+    assert made.startswith("created tenant acme (version 1)\n\n")
+    stored = (await harness.get("/v1/tenants/acme"))["events_target"]
+    assert (stored["type"], stored["url"], stored["method"]) == ("webhook", url, "POST")
+    assert stored["signing_secret"] == HINT
+    shown = await ok("tenant", "show", "acme", database_url=database_url)
+    assert fields(shown)["events target"] == f"POST {url} (signing secret {HINT})"
+    document = await ok("tenant", "show", "acme", "--format", "json", database_url=database_url)
+    assert SECRET not in made + shown + document
+    assert SECRET[6:] not in made + shown + document
+
+
+async def test_an_events_endpoint_of_the_tenant_is_set_and_shown(
+    harness: Harness, database_url: str
+) -> None:
+    await ok("tenant", "set", "acme", database_url=database_url)
+    response = await harness.client.post(
+        "/v1/endpoints",
+        json={"url": harness.receiver.url("/endpoint")},
+        headers={"Chronoq-Tenant": "acme"},
+    )
+    assert response.status_code == 201, response.text
+    endpoint = response.json()["id"]
+
+    made = await ok(
+        "tenant", "set", "acme", "--events-endpoint", endpoint, database_url=database_url
+    )
+
+    assert fields(made.split("\n\n")[1])["events target"] == f"endpoint {endpoint}"
+    stored = await harness.get("/v1/tenants/acme")
+    assert stored["events_target"] == {"type": "endpoint", "endpoint_id": endpoint}
+    # An endpoint of no such id in the tenant is refused by the service, naming the option.
+    missing = str(uuid.uuid4())
+    refused = await chronoq(
+        "tenant", "set", "acme", "--events-endpoint", missing, database_url=database_url
+    )
+    assert refused.returncode == 2
+    assert one_line(refused.stderr) == (
+        f"chronoq: argument --events-endpoint: endpoint {missing} does not exist in this tenant"
+    )
+    assert (await harness.get("/v1/tenants/acme"))["version"] == 2
+
+
+async def test_pause_and_resume_keep_the_events_target_and_a_set_without_it_removes_it(
+    harness: Harness, database_url: str
+) -> None:
+    url = harness.receiver.url("/events")
+    await ok(
+        "tenant",
+        "set",
+        "acme",
+        "--events-url",
+        url,
+        "--events-secret",
+        SECRET,
+        database_url=database_url,
+    )
+    await ok("tenant", "pause", "acme", database_url=database_url)
+    resumed = await ok("tenant", "resume", "acme", database_url=database_url)
+
+    assert resumed.startswith("resumed tenant acme (version 3)")
+    assert fields(resumed.split("\n\n")[1])["events target"] == (
+        f"POST {url} (signing secret {HINT})"
+    )
+    shown = fields(await ok("tenant", "show", "acme", database_url=database_url))
+    assert shown["events target"] == f"POST {url} (signing secret {HINT})"
+
+    # A set is whole: without the options the tenant has no events target.
+    replaced = await ok("tenant", "set", "acme", database_url=database_url)
+    assert fields(replaced.split("\n\n")[1])["events target"] == "none"
+    assert (await harness.get("/v1/tenants/acme"))["events_target"] is None
 
 
 def on(harness: Harness, tenants: TenantService) -> DatabaseOperator:
