@@ -99,18 +99,22 @@ async def delete_endpoint(
     await service.delete(endpoint_id, versions(if_match), caller)
 
 
-@router.post("/{endpoint_id}/secrets/rotate", responses=responses(404, 422))
+@router.post("/{endpoint_id}/secrets/rotate", responses=responses(404, 412, 422))
 async def rotate_endpoint_secret(
     endpoint_id: EndpointIdPath,
     body: Annotated[RotateIn, Body(openapi_examples=examples.ROTATE)],
     service: EndpointsDep,
     caller: CallerDep,
     response: Response,
+    if_match: IfMatch = None,
 ) -> EndpointOut:
     """A new signing secret (its value in this answer only); the live ones go on signing
     for `overlap_seconds`, so that each delivery meanwhile carries one signature per live
-    secret and a receiver can switch without a failed delivery."""
-    found, secret = await service.rotate(endpoint_id, body.overlap_seconds, caller)
+    secret and a receiver can switch without a failed delivery. The endpoint's version grows:
+    with If-Match, a request sent twice rotates once."""
+    found, secret = await service.rotate(
+        endpoint_id, body.overlap_seconds, caller, versions(if_match)
+    )
     return _one(response, found, _newest(found, secret))
 
 

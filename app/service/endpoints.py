@@ -152,7 +152,11 @@ class EndpointService:
         await self._db.run(work)
 
     async def rotate(
-        self, endpoint_id: uuid.UUID, overlap_seconds: int, caller: Caller
+        self,
+        endpoint_id: uuid.UUID,
+        overlap_seconds: int,
+        caller: Caller,
+        if_match: frozenset[int] | None = None,
     ) -> tuple[Endpoint, str]:
         """A new signing secret (shown this once); the live ones expire after the overlap."""
         secret = new_signing_secret()
@@ -160,7 +164,14 @@ class EndpointService:
         async def work(conn: Connection) -> Endpoint:
             now = await transaction_now(conn)
             return await self._endpoints.rotate(
-                conn, caller.tenant, endpoint_id, secret, overlap_seconds, now, actor=caller.actor
+                conn,
+                caller.tenant,
+                endpoint_id,
+                secret,
+                overlap_seconds,
+                if_match,
+                now,
+                actor=caller.actor,
             )
 
         return await self._db.run(work), secret

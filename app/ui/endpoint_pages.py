@@ -21,7 +21,7 @@ from app.api.deps import EndpointsDep
 from app.api.endpoint_schemas import EndpointOut
 from app.api.schemas import Page
 from app.domain.endpoints import DEFAULT_OVERLAP_SECONDS
-from app.domain.errors import ChronoqError, InvalidInputError
+from app.domain.errors import ChronoqError, InvalidInputError, PreconditionFailedError
 from app.ui.display import period
 from app.ui.forms import Viewer
 from app.ui.frame import PageFrame, back, status_of
@@ -31,6 +31,10 @@ from app.ui.tenancy import ViewerDep
 PAGE_SIZE = 50
 RECENT = 20
 _DONE = {"enabled": "Enabled: the circuit is closed, and what waits flows as its limits allow."}
+_STALE_ROTATE = (
+    "This endpoint changed since the page was loaded (a rotation sent again?): nothing was "
+    "rotated. Its secrets are as listed below."
+)
 _STATES = {
     "closed": "deliveries flow",
     "open": "no attempt starts; its deliveries wait, uncharged, for the probe",
@@ -84,6 +88,8 @@ class EndpointPages:
         *,
         new_secret: str | None = None,
         notice: str | None = None,
+        error: str | None = None,
+        status: int = 200,
     ) -> HTMLResponse:
         """The endpoint's page; `new_secret` once, on the page a rotation answers."""
         frame = self._frame
@@ -104,7 +110,9 @@ class EndpointPages:
             request,
             viewer,
             "endpoint.html",
+            status,
             title=found.name or str(found.id),
+            error=error,
             endpoint=found,
             meaning=_STATES[found.state],
             attempts=attempts.items,
@@ -123,8 +131,24 @@ class EndpointPages:
         fields = await frame.posted(request, viewer)
         if isinstance(fields, HTMLResponse):
             return fields
+        versions = fields.get("version", [])
+        if len(versions) != 1 or not versions[0].isdigit() or len(versions[0]) > 12:
+            return await frame.refuse(
+                request, viewer, 422, "The form names no version of the endpoint: reload the page."
+            )
         try:
-            _, secret = await service.rotate(endpoint_id, DEFAULT_OVERLAP_SECONDS, viewer.caller)
+            _, secret = await service.rotate(
+                endpoint_id,
+                DEFAULT_OVERLAP_SECONDS,
+                viewer.caller,
+                frozenset({int(versions[0])}),
+            )
+        except PreconditionFailedError:
+            # A form sent again (a reload of the page that showed the secret): nothing more
+            # is rotated, and no secret is shown.
+            return await self.endpoint(
+                request, viewer, service, str(endpoint_id), error=_STALE_ROTATE, status=409
+            )
         except ChronoqError as exc:
             return await frame.refuse(request, viewer, status_of(exc), exc.detail)
         notice = (

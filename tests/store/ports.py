@@ -86,6 +86,8 @@ from app.store.records.tenant_keys import TenantKeyStore
 from app.store.records.tenants import TenantStore
 from app.store.schema.tables import (
     attempts,
+    endpoint_secrets,
+    endpoints,
     flow_key_sleeps,
     occurrences,
     schedule_events,
@@ -146,6 +148,7 @@ __all__ = [
     "record_events_rolled_back",
     "record_skipped_tick",
     "release",
+    "remove_endpoint_row",
     "remove_on_failure",
     "replay",
     "replay_matching",
@@ -1265,3 +1268,17 @@ async def record_events(database: Database, events: Sequence[NewOperatorEvent]) 
         return await record_operator_events(conn, events, await transaction_now(conn))
 
     return await database.run(work)
+
+
+async def remove_endpoint_row(database: Database, endpoint_id: uuid.UUID) -> None:
+    """Remove an endpoint's row as no request can while a schedule targets it (a restore
+    from an older backup, an operator's SQL): what its schedules then attempt must fail as
+    an unreadable target does, not fail the claim."""
+
+    async def work(conn: Connection) -> None:
+        await conn.execute(
+            endpoint_secrets.delete().where(endpoint_secrets.c.endpoint_id == endpoint_id)
+        )
+        await conn.execute(endpoints.delete().where(endpoints.c.id == endpoint_id))
+
+    await database.run(work)

@@ -11,6 +11,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 from app.domain.endpoints import CircuitEvent, CircuitSettings
+from app.domain.flow import FlowLimits
 from app.domain.occurrence import Delivery, OccurrenceStatus, Settlement
 from app.domain.target import EndpointWebhook
 from tests.store import ports
@@ -165,3 +166,41 @@ async def test_healthy_endpoints_settle_without_a_write_of_their_key(database: D
     assert settled.circuits == []
     after = await ports.read_endpoint(database, endpoint_id)
     assert after.circuit == before.circuit
+
+
+async def test_an_endpoints_flow_limits_hold_its_deliveries_whoever_targets_it(
+    database: Database,
+) -> None:
+    endpoint_id = await ports.make_endpoint(database, flow=FlowLimits(parallelism=2))
+    now = datetime.now(UTC)
+    drafts = [
+        ports.draft(
+            ports.once(now - timedelta(seconds=10 - k)), target=ports.endpoint_target(endpoint_id)
+        )
+        for k in range(6)
+    ]
+    await ports.insert_schedules(database, drafts)
+    first = await ports.claim(database, limit=10)
+    assert len(first) == 2
+    assert await ports.claim(database, limit=10) == []
+    endpoint = await ports.read_endpoint(database, endpoint_id)
+    assert (endpoint.in_flight, endpoint.waiting) == (2, 4)
+    await ports.settle(database, _delivered(first))
+    assert len(await ports.claim(database, limit=10)) == 2
+
+
+async def test_an_attempt_to_an_endpoint_that_is_gone_fails_as_an_unreadable_target(
+    database: Database,
+) -> None:
+    endpoint_id = await ports.make_endpoint(database)
+    now = datetime.now(UTC)
+    draft = ports.draft(
+        ports.once(now - timedelta(seconds=1)),
+        target=ports.endpoint_target(endpoint_id),
+        max_attempts=1,
+    )
+    await ports.insert_schedules(database, [draft])
+    await ports.remove_endpoint_row(database, endpoint_id)
+    assert await ports.claim(database, limit=1) == []
+    (letter,) = await ports.dead_letters(database)
+    assert f"endpoint {endpoint_id} no longer exists" in (letter.occurrence.last_error or "")

@@ -453,13 +453,23 @@ class EndpointStore:
         endpoint_id: uuid.UUID,
         secret: str,
         overlap_seconds: int,
+        if_match: frozenset[int] | None,
         now: datetime,
         *,
         actor: str | None,
     ) -> Endpoint:
         """Add `secret` as the newest and let the live ones expire after the overlap (one
-        that expires sooner keeps its instant); the expired ones are removed."""
-        await self._row(conn, tenant, endpoint_id, lock=True)
+        that expires sooner keeps its instant); the expired ones are removed. A rotation is
+        a change of the endpoint: its version grows, and `if_match` may name the one
+        expected (a form sent twice rotates once)."""
+        row = await self._row(conn, tenant, endpoint_id, lock=True)
+        if if_match is not None:
+            check_version(row.version, if_match, f"the endpoint is at version {row.version}")
+        await conn.execute(
+            endpoints.update()
+            .where(_e.id == endpoint_id)
+            .values(version=row.version + 1, updated_at=now)
+        )
         await conn.execute(
             endpoint_secrets.delete().where(
                 _s.endpoint_id == endpoint_id, _s.expires_at.is_not(None), _s.expires_at <= now

@@ -230,7 +230,7 @@ async def test_rotate_prints_the_new_secret_once_and_show_neither(
     (second,) = SECRET.findall(text)
     assert (text.count(second), second != first, first in text) == (1, True, False)
     assert re.match(
-        rf"rotated the signing secret of endpoint {endpoint_id} \(version 1\): the earlier "
+        rf"rotated the signing secret of endpoint {endpoint_id} \(version 2\): the earlier "
         r"secrets sign beside it until \S+Z\n",
         text,
     ), text

@@ -70,8 +70,14 @@ async def test_rotate_shows_the_new_secret_once_and_enable_closes_the_circuit(
     page = await harness.client.get(f"/ui/endpoints/{made['id']}")
     token = token_of(page.text)
 
-    rotated = await post_form(harness, f"/ui/endpoints/{made['id']}/rotate", {"token": token})
+    form = {"token": token, "version": str(made["version"])}
+    rotated = await post_form(harness, f"/ui/endpoints/{made['id']}/rotate", form)
     assert rotated.status_code == 200, rotated.text
+    # The same form sent again (a reload of that page) rotates nothing and shows no secret.
+    again_posted = await post_form(harness, f"/ui/endpoints/{made['id']}/rotate", form)
+    assert again_posted.status_code == 409, again_posted.text
+    assert 'id="secret-value"' not in again_posted.text
+    assert "nothing was rotated" in again_posted.text
     endpoint = await harness.get(f"/v1/endpoints/{made['id']}")
     newest = endpoint["signing_secrets"][-1]
     shown = html.unescape(rotated.text)
@@ -91,6 +97,8 @@ async def test_rotate_shows_the_new_secret_once_and_enable_closes_the_circuit(
     await harness.step()
     after = await harness.get(f"/v1/endpoints/{made['id']}/attempts")
     assert after["items"][0]["status_code"] == 200
-    forged = await post_form(harness, f"/ui/endpoints/{made['id']}/rotate", {"token": "x"})
+    forged = await post_form(
+        harness, f"/ui/endpoints/{made['id']}/rotate", {"token": "x", "version": "3"}
+    )
     assert forged.status_code == 403
     assert len((await harness.get(f"/v1/endpoints/{made['id']}"))["signing_secrets"]) == 2
