@@ -58,8 +58,9 @@ async def test_an_open_circuit_its_attempts_rotate_and_enable_at_1280(
 
         async def opened() -> bool:
             found = (await client.get(f"/v1/endpoints/{down}")).json()
-            return bool(found["state"] == "open")
+            return bool((found["state"], found["in_flight"]) == ("open", 0))
 
+        # Open, and every attempt that started before it opened settled.
         await eventually(opened, what="the circuit opened")
         attempts = (await client.get(f"/v1/endpoints/{down}/attempts")).json()["items"]
 
