@@ -21,6 +21,7 @@ from app.api import (
     problems,
     schedules,
     tenants,
+    topics,
     triggers,
 )
 from app.api.access_log import AccessLogMiddleware, AccessPrincipal
@@ -43,6 +44,7 @@ from app.service.occurrences import OccurrenceService
 from app.service.schedules import ScheduleService
 from app.service.tenant_keys import TenantKeyService
 from app.service.tenants import TenantService
+from app.service.topics import TopicService
 from app.settings import Settings, load_settings
 from app.sinks import open_sinks
 from app.store.engine.migrations import upgrade_to_head
@@ -127,6 +129,7 @@ def create_app(
                 tenants=TenantService(database, config, resolver),
                 tenant_keys=TenantKeyService(database),
                 endpoints=EndpointService(database, config, resolver),
+                topics=TopicService(database),
                 readiness=ReplicaReadiness(database, broker=broker, worker=worker),
                 keys=KeyRing(api_keys),
             )
@@ -175,6 +178,8 @@ def create_app(
         flow_keys.router,
         tenants.router,
         endpoints.router,
+        topics.topics_router,
+        topics.subscriptions_router,
     ):
         app.include_router(router, responses=problems.responses(503), dependencies=[in_tenant])
     app.include_router(triggers.router, dependencies=[in_tenant])

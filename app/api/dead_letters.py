@@ -6,6 +6,7 @@ import uuid
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Query, Response, status
+from pydantic import AwareDatetime
 
 from app.api import examples, pages
 from app.api.deps import CallerDep, CursorQuery, DeadLettersDep, LimitQuery, OccurrenceIdPath
@@ -26,10 +27,28 @@ async def list_dead_letters(
         uuid.UUID | None, Query(description="Only the dead letters of this schedule")
     ] = None,
     event_type: EventTypeQuery = None,
+    subscription_id: Annotated[
+        uuid.UUID | None, Query(description="Only the deliveries to this subscription")
+    ] = None,
+    endpoint_id: Annotated[
+        uuid.UUID | None,
+        Query(description="Only what went to this endpoint (its deliveries, its schedules')"),
+    ] = None,
+    dead_lettered_after: Annotated[
+        AwareDatetime | None,
+        Query(description="Only those dead-lettered after this instant (RFC 3339)"),
+    ] = None,
     limit: LimitQuery = 50,
     cursor: CursorQuery = None,
 ) -> Page[DeadLetterOut]:
-    where = DeadLetterFilter(tenant=caller.tenant, schedule_id=schedule_id, event_type=event_type)
+    where = DeadLetterFilter(
+        tenant=caller.tenant,
+        schedule_id=schedule_id,
+        event_type=event_type,
+        subscription_id=subscription_id,
+        endpoint_id=endpoint_id,
+        dead_lettered_after=dead_lettered_after,
+    )
     return await pages.dead_letters(service, where, limit, cursor)
 
 
@@ -41,7 +60,7 @@ async def replay_dead_letters(
 ) -> Replayed:
     done = await service.replay_many(
         body.occurrence_ids,
-        DeadLetterFilter(schedule_id=body.schedule_id, event_type=body.event_type),
+        body.filter(),
         caller=caller,
     )
     return Replayed(replayed=done.count, occurrence_ids=done.occurrence_ids)

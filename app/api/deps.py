@@ -25,6 +25,7 @@ from app.service.occurrences import OccurrenceService
 from app.service.schedules import ScheduleService
 from app.service.tenant_keys import TenantKeyService
 from app.service.tenants import TenantService
+from app.service.topics import TopicService
 from app.settings import Settings
 from app.telemetry import tracing
 
@@ -38,6 +39,7 @@ class State(TypedDict):
     tenants: TenantService
     tenant_keys: TenantKeyService  # read by the API key middleware too
     endpoints: EndpointService
+    topics: TopicService
     readiness: Readiness
     keys: KeyRing  # read by the API key middleware; empty: the API is open
 
@@ -73,6 +75,10 @@ def _tenant_keys(request: Request) -> TenantKeyService:
 
 def _endpoints(request: Request) -> EndpointService:
     return _state(request)["endpoints"]
+
+
+def _topics(request: Request) -> TopicService:
+    return _state(request)["topics"]
 
 
 async def _caller(request: Request) -> Caller:
@@ -116,6 +122,7 @@ FlowKeysDep = Annotated[FlowKeyService, Depends(_flow_keys)]
 TenantsDep = Annotated[TenantService, Depends(_tenants)]
 TenantKeysDep = Annotated[TenantKeyService, Depends(_tenant_keys)]
 EndpointsDep = Annotated[EndpointService, Depends(_endpoints)]
+TopicsDep = Annotated[TopicService, Depends(_topics)]
 # Every router's routes act in the caller's tenant (`in_tenant`, on each router): resolved
 # once per request, as FastAPI caches a dependency.
 CallerDep = Annotated[Caller, Depends(_caller)]

@@ -162,3 +162,23 @@ ROTATE = {
     "day": Example(summary="A new secret, the old one signing for a day more", value={}),
     "hour": Example(summary="The old one signing for an hour", value={"overlap_seconds": 3600}),
 }
+
+TOPIC = {
+    "billing": Example(
+        summary="A topic for billing events", value={"description": "Billing events"}
+    ),
+}
+SUBSCRIPTION = {
+    "eu-invoices": Example(
+        summary="An endpoint takes the topic's invoice events of the EU and the US",
+        value={
+            "topic": "billing",
+            "endpoint_id": "0193a3c0-6c1e-7cc2-9d4b-3f1a2b4c5d6e",
+            "event_types": ["invoice.*"],
+            "match": {"region": ["eu", "us"]},
+        },
+    ),
+}
+SUBSCRIPTION_PATCH = {
+    "all": Example(summary="Every event type from now on", value={"event_types": None}),
+}

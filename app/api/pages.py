@@ -21,6 +21,7 @@ from app.api.schemas import (
     ScheduleOut,
 )
 from app.api.tenant_schemas import TenantEventOut, TenantKeyOut, TenantOut
+from app.api.topic_schemas import SubscriptionOut, TopicOut
 from app.domain.filters import DeadLetterFilter, ScheduleAfter, ScheduleFilter
 from app.domain.ids import format_instant
 from app.domain.occurrence import DeadLetter, OccurrenceStatus
@@ -33,6 +34,7 @@ from app.service.occurrences import OccurrenceService
 from app.service.schedules import ScheduleService
 from app.service.tenant_keys import TenantKeyService
 from app.service.tenants import TenantService
+from app.service.topics import TopicService
 
 R = TypeVar("R")
 T = TypeVar("T")
@@ -192,3 +194,21 @@ async def endpoint_attempts(
         lambda pair: EndpointAttemptOut.of_endpoint(*pair),
         lambda pair: (format_instant(pair[1].started_at), str(pair[1].id)),
     )
+
+
+async def topics(
+    service: TopicService, caller: Caller, limit: int, cursor: str | None
+) -> Page[TopicOut]:
+    """A tenant's topics in name order (names share the flow keys' alphabet)."""
+    found = await service.page(caller, after=pagination.decode_key(cursor), limit=limit + 1)
+    return _page(found, limit, TopicOut.of, lambda t: (t.name,))
+
+
+async def subscriptions(
+    service: TopicService, caller: Caller, topic: str | None, limit: int, cursor: str | None
+) -> Page[SubscriptionOut]:
+    """A tenant's subscriptions (of one topic), oldest first."""
+    found = await service.subscriptions(
+        caller, topic=topic, after=pagination.decode_id(cursor), limit=limit + 1
+    )
+    return _page(found, limit, SubscriptionOut.of, lambda s: (str(s.id),))

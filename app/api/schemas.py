@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic.config import JsonDict
 from typing_extensions import TypedDict
 
+from app.domain.filters import DeadLetterFilter
 from app.domain.limits import (
     MAX_BATCH,
     MAX_COUNT,
@@ -42,7 +43,7 @@ from app.domain.schedule import (
     ScheduleStatus,
 )
 from app.domain.secrets import redacted_headers, redacted_secret, redacted_url
-from app.domain.target import EndpointTarget, JsonScalar, Target, WebhookTarget
+from app.domain.target import EndpointTarget, JsonScalar, Target, TopicTarget, WebhookTarget
 from app.domain.tenants import DEFAULT_TENANT
 from app.domain.trigger import Trigger
 
@@ -98,15 +99,26 @@ class EndpointTargetOut(BaseModel):
     endpoint_id: uuid.UUID = Field(description="The endpoint's id")
 
 
+class TopicTargetOut(BaseModel):
+    """A topic target: each occurrence fans out to the topic's matching subscriptions."""
+
+    type: Literal["topic"] = Field(description="The target's kind")
+    topic: str = Field(description="The topic's name")
+
+
 TargetOut = Annotated[
-    WebhookTargetOut | RabbitMQTargetOut | EndpointTargetOut, Field(discriminator="type")
+    WebhookTargetOut | RabbitMQTargetOut | EndpointTargetOut | TopicTargetOut,
+    Field(discriminator="type"),
 ]
+AnyTargetOut = WebhookTargetOut | RabbitMQTargetOut | EndpointTargetOut | TopicTargetOut
 
 
-def target_out(t: Target) -> WebhookTargetOut | RabbitMQTargetOut | EndpointTargetOut:
+def target_out(t: Target) -> AnyTargetOut:
     """What a response shows of a target; the stored target keeps the real values."""
     if isinstance(t, EndpointTarget):
         return EndpointTargetOut(type=t.type, endpoint_id=t.endpoint_id)
+    if isinstance(t, TopicTarget):
+        return TopicTargetOut(type=t.type, topic=t.topic)
     if isinstance(t, WebhookTarget):
         return WebhookTargetOut(
             type=t.type,
@@ -223,6 +235,33 @@ def _shown(s: Schedule, payload: Any) -> dict[str, Any]:
     return values
 
 
+class DeliveryOut(BaseModel):
+    """One delivery of a topic's occurrence: to one subscription's endpoint, with attempts,
+    retries and a dead letter of its own."""
+
+    delivery_id: uuid.UUID = Field(description="Its id, sent as webhook-id and Idempotency-Key")
+    subscription_id: uuid.UUID | None = Field(description="The subscription it matched")
+    endpoint_id: uuid.UUID | None = Field(description="The endpoint it goes to")
+    status: OccurrenceStatus = Field(description="pending, delivered, dead_lettered, cancelled")
+    attempts: int = Field(description="Attempts made to deliver it")
+    last_error: str | None = Field(description="Why its latest attempt failed; null: none did")
+    delivered_at: datetime | None = Field(description="When it was delivered; null: not yet")
+    dead_lettered_at: datetime | None = Field(description="When it was dead-lettered")
+
+    @classmethod
+    def of(cls, o: Occurrence) -> DeliveryOut:
+        return cls(
+            delivery_id=o.occurrence_id,
+            subscription_id=o.subscription_id,
+            endpoint_id=o.endpoint_id,
+            status=o.status,
+            attempts=o.attempts,
+            last_error=o.last_error,
+            delivered_at=o.delivered_at,
+            dead_lettered_at=o.dead_lettered_at,
+        )
+
+
 class OccurrenceOut(BaseModel):
     """One firing of a schedule, and where its delivery stands."""
 
@@ -232,7 +271,8 @@ class OccurrenceOut(BaseModel):
     schedule_id: uuid.UUID = Field(description="The schedule that fired it")
     fire_at: datetime = Field(description="The tick it stands for")
     status: OccurrenceStatus = Field(
-        description="pending, delivered, dead_lettered, cancelled or skipped"
+        description="pending, delivered, dead_lettered, cancelled or skipped; completed: a "
+        "topic's occurrence that fanned out to its deliveries"
     )
     origin: Origin = Field(
         description="What made it: the trigger's tick, a manual trigger, a backfill or a "
@@ -257,10 +297,35 @@ class OccurrenceOut(BaseModel):
         examples=["7d3f921f-fb95-5f69-85f9-81c248738a1d"],
     )
     created_at: datetime = Field(description="When it was made")
+    parent_id: uuid.UUID | None = Field(
+        default=None,
+        description="A delivery of a topic's occurrence (origin fanout): that occurrence's "
+        "id (its X-Occurrence-Id); its own id is the delivery's (webhook-id, Idempotency-Key)",
+    )
+    delivery_id: uuid.UUID | None = Field(
+        default=None, description="A delivery's id (its occurrence_id); null otherwise"
+    )
+    subscription_id: uuid.UUID | None = Field(
+        default=None, description="A delivery's subscription; null otherwise"
+    )
+    endpoint_id: uuid.UUID | None = Field(
+        default=None, description="A delivery's endpoint; null otherwise"
+    )
+    deliveries: list[DeliveryOut] | None = Field(
+        default=None,
+        description="A topic's occurrence, read alone (GET /v1/occurrences/{id}): one delivery "
+        "per subscription it matched as it fired (none: it matched none, and is completed); "
+        "null otherwise",
+    )
 
     @classmethod
     def of(cls, o: Occurrence) -> OccurrenceOut:
         return cls(
+            parent_id=o.parent_id,
+            delivery_id=o.occurrence_id if o.parent_id is not None else None,
+            subscription_id=o.subscription_id,
+            endpoint_id=o.endpoint_id,
+            deliveries=None if o.deliveries is None else [DeliveryOut.of(d) for d in o.deliveries],
             occurrence_id=o.occurrence_id,
             schedule_id=o.schedule_id,
             fire_at=o.fire_at,
@@ -346,6 +411,9 @@ _IDS_OR_A_FILTER: JsonDict = {
             "occurrence_ids": {"type": "null"},
             "schedule_id": {"type": "null"},
             "event_type": {"type": "null"},
+            "subscription_id": {"type": "null"},
+            "endpoint_id": {"type": "null"},
+            "dead_lettered_after": {"type": "null"},
         }
     }
 }
@@ -367,6 +435,29 @@ class ReplayRequest(InputModel):
     event_type: EventType | None = Field(
         default=None, description="Replay the dead letters of this event type"
     )
+    subscription_id: Id | None = Field(
+        default=None, description="Replay the deliveries to this subscription (a topic's)"
+    )
+    endpoint_id: Id | None = Field(
+        default=None,
+        description="Replay what went to this endpoint: the deliveries to it, and the "
+        "occurrences of the schedules that target it",
+    )
+    dead_lettered_after: Instant | None = Field(
+        default=None,
+        description="Replay only what was dead-lettered after this instant",
+        examples=["2026-12-07T09:00:00Z"],
+    )
+
+    def filter(self) -> DeadLetterFilter:
+        """The filters the request names (its tenant is the caller's)."""
+        return DeadLetterFilter(
+            schedule_id=self.schedule_id,
+            event_type=self.event_type,
+            subscription_id=self.subscription_id,
+            endpoint_id=self.endpoint_id,
+            dead_lettered_after=self.dead_lettered_after,
+        )
 
 
 class Replayed(BaseModel):

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from app.domain import misfire
 from app.domain.ids import gap_entry_id, occurrence_id
 from app.domain.misfire import Rules, SkipReason
-from app.domain.occurrence import Delivery, Origin
+from app.domain.occurrence import NOT_FIRINGS, Delivery, Origin
 from app.domain.retry import RetrySpec
 from app.domain.target import Target
 from app.domain.tenants import DEFAULT_TENANT
@@ -114,6 +114,8 @@ class ClaimedRow:
     traceparent: str | None = None
     # Its schedule's tenant, which its delivery names.
     tenant: str = DEFAULT_TENANT
+    # A fan-out's delivery: the topic's occurrence it delivers.
+    parent_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,7 +306,10 @@ def _plan_row(
     if isinstance(row.target, Unreadable):
         raise row.target.error
     # A failure callback settles nothing of its schedule's: it is not the schedule's firing.
+    # A fan-out's delivery is its topic occurrence's: its settle may end a one-shot, and
+    # may end a recurring schedule whose last tick it delivers (checked at each settle).
     firing = row.origin is not Origin.CALLBACK
+    fanout = row.origin is Origin.FANOUT
     plan.delivery = Delivery(
         occurrence_id=row.occurrence_id,
         schedule_id=row.schedule_id,
@@ -316,7 +321,7 @@ def _plan_row(
         body=(row.body or "null").encode(),
         target=row.target,
         one_shot=firing and not recurring,
-        last=firing and recurring and last,
+        last=firing and recurring and (last or fanout),
         origin=row.origin,
         due_at=row.due_at,
         flow_key=row.flow_key,
@@ -324,6 +329,7 @@ def _plan_row(
         first=row.first_claim,
         traceparent=row.traceparent,
         tenant=row.tenant,
+        parent_id=row.parent_id,
     )
     return plan
 
@@ -392,7 +398,7 @@ class _Builder:
             error,
         )
         self.plan.failed.append(failed)
-        if failed.first_claim and row.origin is not Origin.CALLBACK:
+        if failed.first_claim and row.origin not in NOT_FIRINGS:
             tally = self.plan.tallies.get(row.schedule_id, Tally())
             self.plan.tallies[row.schedule_id] = replace(tally, unfired=tally.unfired + 1)
         if failed.spent:

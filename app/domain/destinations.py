@@ -14,7 +14,13 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from app.domain.target import EndpointTarget, EndpointWebhook, RabbitMQTarget, Target
+from app.domain.target import (
+    EndpointTarget,
+    EndpointWebhook,
+    RabbitMQTarget,
+    Target,
+    TopicTarget,
+)
 
 # The longest name: a scheme, a host name of at most 253 bytes, a port; or an exchange of
 # at most 255 bytes behind its prefix.
@@ -28,6 +34,9 @@ def destination_of(target: Target | EndpointWebhook) -> str:
     `amqp:<exchange>` for a RabbitMQ publish, `endpoint:<id>` for an endpoint's."""
     if isinstance(target, RabbitMQTarget):
         return f"amqp:{target.exchange}"[:MAX_DESTINATION]
+    if isinstance(target, TopicTarget):
+        # Never delivered itself: its deliveries go to their endpoints.
+        return f"topic:{target.topic}"[:MAX_DESTINATION]
     if isinstance(target, EndpointTarget | EndpointWebhook):
         # Its URL may change under it: the endpoint is the receiver its slots share.
         return f"endpoint:{target.endpoint_id}"

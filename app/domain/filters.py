@@ -64,3 +64,22 @@ class DeadLetterFilter:
     tenant: str = DEFAULT_TENANT
     schedule_id: uuid.UUID | None = None
     event_type: str | None = None
+    # A fan-out's deliveries: to this subscription, or this endpoint (DESIGN section 15).
+    subscription_id: uuid.UUID | None = None
+    endpoint_id: uuid.UUID | None = None
+    # Dead-lettered after this instant ("what failed since 09:00").
+    dead_lettered_after: datetime | None = None
+
+    @property
+    def narrows(self) -> bool:
+        """Whether it names anything but the tenant (a replay by filter needs one)."""
+        return any(
+            value is not None
+            for value in (
+                self.schedule_id,
+                self.event_type,
+                self.subscription_id,
+                self.endpoint_id,
+                self.dead_lettered_after,
+            )
+        )

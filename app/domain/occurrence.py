@@ -20,19 +20,28 @@ class OccurrenceStatus(StrEnum):
     DEAD_LETTERED = "dead_lettered"
     CANCELLED = "cancelled"
     SKIPPED = "skipped"  # a tick that did not fire; see app.domain.misfire
+    # A topic's occurrence once it fanned out to its deliveries (app.domain.topics).
+    COMPLETED = "completed"
 
 
 class Origin(StrEnum):
     """Why an occurrence exists: the schedule's own cadence, a missed tick fired late
     (misfire policy fire_all or skip), an operator's backfill, an operator's trigger, or
     another occurrence's dead-lettering, reported to the schedule's `on_failure` target
-    (app.domain.callbacks)."""
+    (app.domain.callbacks), or a topic's occurrence fanned out to one of its subscriptions
+    (a delivery, app.domain.topics)."""
 
     SCHEDULE = "schedule"
     TRIGGER = "trigger"
     CATCHUP = "catchup"
     BACKFILL = "backfill"
     CALLBACK = "callback"
+    FANOUT = "fanout"
+
+
+# Origins of rows that are no firing of their schedule: a failure callback, a fan-out's
+# delivery (their first claim counts no firing, and their dead letters pause nothing).
+NOT_FIRINGS = frozenset({Origin.CALLBACK, Origin.FANOUT})
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +62,13 @@ class Occurrence:
     skipped_count: int = 0
     # A callback's: the occurrence whose dead-lettering it reports.
     callback_of: uuid.UUID | None = None
+    # A fan-out's delivery: the topic's occurrence it delivers, its subscription and the
+    # endpoint it goes to.
+    parent_id: uuid.UUID | None = None
+    subscription_id: uuid.UUID | None = None
+    endpoint_id: uuid.UUID | None = None
+    # A topic's occurrence read alone: its deliveries (None: not read, or not a topic's).
+    deliveries: tuple[Occurrence, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +117,9 @@ class Delivery:
     # The W3C traceparent its sinks send (None: none): its schedule's, stored at create,
     # or with tracing on the attempt's own span (docs/tracing.md).
     traceparent: str | None = None
+    # A fan-out's delivery: the topic's occurrence it delivers (X-Occurrence-Id), its own
+    # id being the delivery's (webhook-id, Idempotency-Key).
+    parent_id: uuid.UUID | None = None
 
 
 # How much of a reply's body an attempt keeps (DESIGN 9): enough to read an error page's

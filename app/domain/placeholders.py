@@ -43,7 +43,7 @@ from app.domain.secrets import (
     with_query_values,
     with_user,
 )
-from app.domain.target import EndpointTarget, RabbitMQTarget, Target, WebhookTarget
+from app.domain.target import EndpointTarget, RabbitMQTarget, Target, TopicTarget, WebhookTarget
 
 V = TypeVar("V")
 
@@ -59,8 +59,8 @@ class PlaceholderError(ValueError):
 
 def keep_stored_secrets(new: Target, stored: Target | None) -> Target:
     """`new` with every placeholder replaced by the stored value it stands for."""
-    if isinstance(new, EndpointTarget):
-        return new  # it names an endpoint, which holds its own secrets
+    if isinstance(new, EndpointTarget | TopicTarget):
+        return new  # it names an endpoint or a topic, which hold no secret of its own
     if isinstance(new, RabbitMQTarget):
         old_headers = stored.headers if isinstance(stored, RabbitMQTarget) else None
         headers = _headers(new.headers, old_headers)

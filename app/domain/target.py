@@ -366,6 +366,25 @@ class WebhookTarget(WebhookRequest):
         return value
 
 
+TOPIC_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
+
+
+class TopicTarget(InputModel):
+    """A topic (`/v1/topics`): each occurrence fans out, as it fires, to one delivery per
+    subscription that matches it then, each to its subscription's endpoint."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: Literal["topic"] = Field(description=_TYPE)
+    topic: str = Field(
+        min_length=1,
+        max_length=128,
+        pattern=TOPIC_PATTERN,
+        description="The topic's name (1-128 of A-Z a-z 0-9 . _ : -)",
+        examples=["billing"],
+    )
+
+
 class EndpointTarget(InputModel):
     """One of the tenant's endpoints (`/v1/endpoints`): each attempt goes to its URL with
     its headers and secrets as they are when the attempt starts, under its flow limits and
@@ -464,7 +483,9 @@ class RabbitMQTarget(InputModel):
         return value
 
 
-Target = Annotated[WebhookTarget | RabbitMQTarget | EndpointTarget, Field(discriminator="type")]
+Target = Annotated[
+    WebhookTarget | RabbitMQTarget | EndpointTarget | TopicTarget, Field(discriminator="type")
+]
 
 
 def endpoint_of(target: object) -> uuid.UUID | None:

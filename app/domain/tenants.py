@@ -88,6 +88,19 @@ def endpoint_key(tenant: str, endpoint_id: uuid.UUID) -> str:
     return stored_key(tenant, f"{ENDPOINT_KEY_MARK}{endpoint_id}")
 
 
+def endpoint_in_key(stored: str | None) -> uuid.UUID | None:
+    """The endpoint whose key `stored` is (None: no endpoint's)."""
+    if stored is None:
+        return None
+    name = key_name(stored)
+    if not name.startswith(ENDPOINT_KEY_MARK):
+        return None
+    try:
+        return uuid.UUID(name.removeprefix(ENDPOINT_KEY_MARK))
+    except ValueError:
+        return None
+
+
 def is_endpoint_key(stored: str | None) -> bool:
     return stored is not None and key_name(stored).startswith(ENDPOINT_KEY_MARK)
 

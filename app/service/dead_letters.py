@@ -126,9 +126,11 @@ class DeadLetterService:
                 partial(self._replay_batch, actor=actor, recorded=frozenset(), where=where, ids=ids)
             )
             return ReplayedDeadLetters(len(batch.replayed), batch.replayed)
-        if where.schedule_id is None and where.event_type is None:
+        if not where.narrows:
             raise InvalidInputError(
-                "give occurrence_ids, or at least one of schedule_id and event_type", pointer="#"
+                "give occurrence_ids, or at least one of schedule_id, event_type, "
+                "subscription_id, endpoint_id and dead_lettered_after",
+                pointer="#",
             )
         return await self._replay_matching(where, actor)
 

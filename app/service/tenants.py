@@ -9,7 +9,13 @@ from dataclasses import replace
 
 from app.domain.addresses import AddressPolicy
 from app.domain.errors import InvalidInputError
-from app.domain.target import EndpointTarget, RabbitMQTarget, Target, WebhookTarget
+from app.domain.target import (
+    EndpointTarget,
+    RabbitMQTarget,
+    Target,
+    TopicTarget,
+    WebhookTarget,
+)
 from app.domain.tenant_events import TenantEvent
 from app.domain.tenants import Tenant, TenantSpec, missing_tenant
 from app.service.addresses import HostResolver, TargetAddresses
@@ -39,6 +45,11 @@ class TenantService:
     async def _check_events_target(self, target: Target | None) -> None:
         """An events target can be delivered to: a webhook's host is not, and does not
         resolve to, a denied address; a rabbitmq one needs a broker."""
+        if isinstance(target, TopicTarget):
+            raise InvalidInputError(
+                "an events target is a webhook, rabbitmq or endpoint target",
+                pointer="#/events_target/type",
+            )
         if isinstance(target, WebhookTarget):
             await self._addresses.check([(target, "#/events_target/url")])
         if isinstance(target, RabbitMQTarget) and not (

@@ -177,7 +177,8 @@ class WebhookSink:
         headers.update(
             {
                 "Content-Type": "application/json",
-                "X-Occurrence-Id": occurrence,
+                # A fan-out's delivery: its own id is the delivery's; this, its occurrence's.
+                "X-Occurrence-Id": str(delivery.parent_id or delivery.occurrence_id),
                 "X-Schedule-Id": str(delivery.schedule_id),
                 "X-Event-Type": delivery.event_type,
                 "X-Chronoq-Tenant": delivery.tenant,

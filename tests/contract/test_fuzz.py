@@ -103,6 +103,13 @@ SEMANTIC_RULES = {
     "list_endpoints": _OPAQUE_CURSOR,
     "list_endpoint_events": _OPAQUE_CURSOR,
     "list_endpoint_attempts": _OPAQUE_CURSOR,
+    "list_topics": _OPAQUE_CURSOR,
+    "list_subscriptions": _OPAQUE_CURSOR,
+    "create_subscription": (
+        "a topic and an endpoint that exist in the tenant, globs that close their [sets], "
+        "and match values without control characters"
+    ),
+    "patch_subscription": "as create_subscription's",
 }
 # 412: an If-Match that is well-formed but names another version than the schedule's (a
 # generated one almost always does) is refused by design, like a 409 conflict.
@@ -252,6 +259,8 @@ def test_workflows_across_linked_operations_answer_within_the_contract(
                 conn.execute("DELETE FROM occurrences")
                 conn.execute("DELETE FROM schedules")
                 conn.execute("DELETE FROM flow_keys")
+                conn.execute("DELETE FROM subscriptions")
+                conn.execute("DELETE FROM topics")
                 conn.execute("DELETE FROM endpoint_secrets")
                 conn.execute("DELETE FROM endpoints")
 

@@ -37,7 +37,7 @@ from app.domain.occurrence import (
 from app.domain.operator_events import NewOperatorEvent
 from app.domain.schedule import Schedule, ScheduleDraft, ScheduleStatus
 from app.domain.settled import Settled
-from app.domain.target import EndpointTarget, Target, WebhookTarget
+from app.domain.target import EndpointTarget, Target, TopicTarget, WebhookTarget
 from app.domain.tenant_events import TenantEvent
 from app.domain.tenant_keys import KeyRole, TenantKey
 from app.domain.tenants import (
@@ -51,6 +51,7 @@ from app.domain.tenants import (
     stored_key,
     stored_key_or_none,
 )
+from app.domain.topics import SubscriptionSpec
 from app.domain.trigger import (
     CronTrigger,
     ImmediateTrigger,
@@ -66,7 +67,7 @@ from app.store.engine.database import Connection, Database
 from app.store.engine.ddl import schema_ddl
 from app.store.engine.migrations import alembic_config, is_at_head, upgrade_to_head
 from app.store.engine.wakeups import Wakeups
-from app.store.loop.claims import Claimed
+from app.store.loop.claims import Claimed, ClaimStore
 from app.store.loop.flow_claims import keys_with_work_due
 from app.store.loop.queue import DeliveryQueue
 from app.store.records import retention
@@ -84,6 +85,7 @@ from app.store.records.schedules import ScheduleStore
 from app.store.records.tenant_events import TenantEventStore
 from app.store.records.tenant_keys import TenantKeyStore
 from app.store.records.tenants import TenantStore
+from app.store.records.topics import TopicStore
 from app.store.schema.tables import (
     attempts,
     endpoint_secrets,
@@ -103,6 +105,7 @@ __all__ = [
     "cancel",
     "claim",
     "claim_ahead",
+    "claim_rolled_back",
     "claimed",
     "clear_flow_key_backoff",
     "cron",
@@ -115,6 +118,7 @@ __all__ = [
     "endpoint_event_kinds",
     "endpoint_target",
     "every_page",
+    "fanout_rows",
     "find_by_idempotency_key",
     "flow_keys",
     "forget_destinations",
@@ -127,6 +131,7 @@ __all__ = [
     "key_backoffs",
     "lease_events",
     "make_endpoint",
+    "make_topic",
     "migrate_to",
     "move_clock",
     "move_clock_past",
@@ -159,8 +164,10 @@ __all__ = [
     "settled",
     "skip_due_ticks",
     "start_ahead",
+    "subscribe",
     "tell_events",
     "tenant_exists",
+    "topic_target",
     "unhold",
     "update_schedule",
     "upgrade_to_head",
@@ -1282,3 +1289,61 @@ async def remove_endpoint_row(database: Database, endpoint_id: uuid.UUID) -> Non
         await conn.execute(endpoints.delete().where(endpoints.c.id == endpoint_id))
 
     await database.run(work)
+
+
+# -- topics -----------------------------------------------------------------------------
+
+
+async def make_topic(database: Database, name: str, tenant: str = DEFAULT_TENANT) -> None:
+    async def work(conn: Connection) -> None:
+        await TopicStore().put(conn, tenant, name, None, None, await transaction_now(conn))
+
+    await database.run(work)
+
+
+async def subscribe(
+    database: Database,
+    topic: str,
+    endpoint_id: uuid.UUID,
+    *,
+    tenant: str = DEFAULT_TENANT,
+    event_types: tuple[str, ...] | None = None,
+    match: dict[str, Any] | None = None,
+) -> uuid.UUID:
+    spec = SubscriptionSpec(
+        topic=topic, endpoint_id=endpoint_id, event_types=event_types, match=match
+    )
+
+    async def work(conn: Connection) -> uuid.UUID:
+        made = await TopicStore().subscribe(conn, tenant, spec, await transaction_now(conn))
+        return made.id
+
+    return await database.run(work)
+
+
+def topic_target(topic: str) -> TopicTarget:
+    return TopicTarget(type="topic", topic=topic)
+
+
+async def fanout_rows(database: Database) -> list[tuple[uuid.UUID, uuid.UUID, uuid.UUID]]:
+    """Each fan-out delivery's (id, topic occurrence, subscription)."""
+    o = occurrences.c
+
+    async def work(conn: Connection) -> list[tuple[uuid.UUID, uuid.UUID, uuid.UUID]]:
+        found = await conn.execute(
+            sa.select(o.occurrence_id, o.parent_id, o.subscription_id).where(o.origin == "fanout")
+        )
+        return [(row[0], row[1], row[2]) for row in found]
+
+    return await database.run(work)
+
+
+async def claim_rolled_back(database: Database, *, limit: int) -> None:
+    """A claim whose transaction then fails (its replica died before the commit)."""
+
+    async def work(conn: Connection) -> None:
+        await ClaimStore().claim(conn, limit=limit, lease=30.0, owner=OWNER)
+        raise RolledBackError
+
+    with suppress(RolledBackError):
+        await database.run(work)

@@ -16,13 +16,14 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from app.api.schemas import (
+    AnyTargetOut,
     AttemptOut,
     DeadLetterOut,
     EndpointTargetOut,
     OccurrenceOut,
-    RabbitMQTargetOut,
     ScheduleEventOut,
     ScheduleOut,
+    TopicTargetOut,
     WebhookTargetOut,
 )
 from app.domain.schedule import EventKind, ScheduleStatus
@@ -66,12 +67,14 @@ def trigger_text(trigger: Trigger) -> str:
     return "immediate"
 
 
-def target_text(target: WebhookTargetOut | RabbitMQTargetOut | EndpointTargetOut) -> str:
+def target_text(target: AnyTargetOut) -> str:
     # The response model's target: its secrets are redacted already.
     if isinstance(target, WebhookTargetOut):
         return f"{target.method} {target.url}"
     if isinstance(target, EndpointTargetOut):
         return f"endpoint {target.endpoint_id}"
+    if isinstance(target, TopicTargetOut):
+        return f"topic {target.topic}"
     return f"rabbitmq {target.exchange or '(default)'} {target.routing_key or '-'}"
 
 

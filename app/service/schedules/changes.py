@@ -26,6 +26,7 @@ from app.domain.trigger import Trigger, check_cadence, first_fire_or_refuse, is_
 from app.service.endpoints import hold_endpoint_targets
 from app.service.schedules.checks import BodyChecks, endpoint_flow, kept_secrets, targets_of
 from app.service.schedules.steps import ScheduleSteps
+from app.service.topics import hold_topic_targets
 from app.store.dialects import announce, transaction_now
 from app.store.engine.database import Connection, Database
 from app.store.engine.wakeups import Wakeups
@@ -87,6 +88,7 @@ class ScheduleChanges:
             flow_key = cast(str | None, values.get("flow_key", current.flow_key))
             endpoint_flow(target, flow_key, "#")
             await hold_endpoint_targets(conn, caller.tenant, [(patch.target, "#/target")])
+            await hold_topic_targets(conn, caller.tenant, [(patch.target, "#/target")])
             stored_key = delivery_key(current.tenant, flow_key, target)
             if patch.trigger is not None:
                 if not is_recurring(current.trigger) and current.fire_count > 0:

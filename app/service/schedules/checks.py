@@ -82,7 +82,7 @@ class BodyChecks:
         delivered to: a RabbitMQ one needs a broker configured. `pointer` prefixes each
         field's name."""
         for field, target in targets_of(spec):
-            if field == "on_failure" and target.type == "endpoint":
+            if field == "on_failure" and target.type in ("endpoint", "topic"):
                 raise InvalidInputError(
                     "on_failure takes a webhook or a rabbitmq target",
                     pointer=f"{pointer}/{field}/type",

@@ -22,6 +22,7 @@ from app.domain.trigger import Trigger, check_cadence, first_fire_or_refuse, res
 from app.service.endpoints import hold_endpoint_targets
 from app.service.schedules.checks import BodyChecks, no_redacted_secrets
 from app.service.schedules.steps import ScheduleSteps
+from app.service.topics import hold_topic_targets
 from app.settings import Settings
 from app.store.dialects import announce, transaction_now
 from app.store.engine.database import Connection, Database
@@ -206,6 +207,7 @@ class ScheduleCreation:
             await self._tenants.admit(conn, caller.tenant, 1, now)
             await self._check_names(conn, caller.tenant, [spec], batch=False)
             await hold_endpoint_targets(conn, caller.tenant, [(spec.target, "#/target")])
+            await hold_topic_targets(conn, caller.tenant, [(spec.target, "#/target")])
             # One walk of a calendar (a batch's thousand are made before its transaction).
             plan = _planned(spec.trigger, now, "#")
             draft = self._draft(
@@ -266,11 +268,9 @@ class ScheduleCreation:
         async def work(conn: Connection) -> list[Schedule]:
             await self._tenants.admit(conn, caller.tenant, len(specs), await transaction_now(conn))
             await self._check_names(conn, caller.tenant, specs, batch=True)
-            await hold_endpoint_targets(
-                conn,
-                caller.tenant,
-                [(spec.target, f"#/items/{index}/target") for index, spec in enumerate(specs)],
-            )
+            targets = [(s.target, f"#/items/{index}/target") for index, s in enumerate(specs)]
+            await hold_endpoint_targets(conn, caller.tenant, targets)
+            await hold_topic_targets(conn, caller.tenant, targets)
             # Stamped as created at the reading its plans count from (a delay, an
             # interval's start).
             now = planned_at

@@ -30,7 +30,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.ids import event_id
-from app.domain.occurrence import Delivery, Origin
+from app.domain.occurrence import NOT_FIRINGS, Delivery
 from app.domain.schedule import EventKind
 from app.store.dialects.base import Dialect
 from app.store.dialects.claim_rows import (
@@ -143,7 +143,7 @@ class Stepwise(Dialect):
                 "unstarted": start is not None and sum(bool(row.due_now) for row in due) > start,
             },
         )
-        firsts = [row for row in due if row.first_claim and row.origin != Origin.CALLBACK]
+        firsts = [row for row in due if row.first_claim and row.origin not in NOT_FIRINGS]
         await _count_fires(conn, self._count_fires, firsts, now)
         return with_lost((await conn.execute(rows_step, {"ids": ids, "now": now})).all(), due)
 

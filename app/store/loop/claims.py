@@ -32,14 +32,16 @@ from app.domain.claim_plan import (
     plan_claim,
 )
 from app.domain.fair_share import interleave
-from app.domain.occurrence import AttemptOutcome, Delivery, Origin
+from app.domain.occurrence import NOT_FIRINGS, AttemptOutcome, Delivery, Origin
 from app.domain.operator_events import DeadLettered, failure_events
 from app.domain.schedule import AutoPause
-from app.domain.target import EndpointTarget, Target
+from app.domain.target import EndpointTarget, Target, TopicTarget
+from app.domain.tenants import endpoint_in_key
 from app.store.dialects import dialect_of
 from app.store.loop.claim_mix import ClaimMix
 from app.store.loop.completion import finish_one_shots, finish_recurring
 from app.store.loop.failures import record_dead_letters
+from app.store.loop.fanout import fan_out, parents_of
 from app.store.loop.sql import query, typed
 from app.store.records.endpoints import resolve_endpoints
 from app.store.records.operator_events import record_operator_events
@@ -149,19 +151,27 @@ async def _with_endpoints(
     """`rows` with each endpoint target replaced by what its attempt sends now: the
     endpoint's request and live secrets (one read for the claim, none when no row targets
     an endpoint). A row whose endpoint is gone fails as an unreadable definition does."""
-    named = [row.target.endpoint_id for row in rows if isinstance(row.target, EndpointTarget)]
-    if not named:
-        return rows
-    found = await resolve_endpoints(conn, named, now)
-    resolved = []
+    wanted: dict[uuid.UUID, uuid.UUID] = {}  # each row's endpoint, by occurrence
     for row in rows:
         if isinstance(row.target, EndpointTarget):
-            target = found.get(row.target.endpoint_id)
+            wanted[row.occurrence_id] = row.target.endpoint_id
+        elif row.origin is Origin.FANOUT and (endpoint := endpoint_in_key(row.flow_key)):
+            wanted[row.occurrence_id] = endpoint
+    if not wanted:
+        return rows
+    found = await resolve_endpoints(conn, wanted.values(), now)
+    parents = await parents_of(conn, [r.occurrence_id for r in rows if r.origin is Origin.FANOUT])
+    resolved = []
+    for row in rows:
+        endpoint = wanted.get(row.occurrence_id)
+        if endpoint is not None:
+            target = found.get(endpoint)
             row = replace(
                 row,
                 target=target
                 if target is not None
-                else Unreadable(ValueError(f"endpoint {row.target.endpoint_id} no longer exists")),
+                else Unreadable(ValueError(f"endpoint {endpoint} no longer exists")),
+                parent_id=parents.get(row.occurrence_id),
             )
         resolved.append(row)
     return resolved
@@ -302,7 +312,7 @@ class ClaimStore:
         dead = [
             (r.schedule_id, r.occurrence_id)
             for r in rows
-            if r.occurrence_id in spent and r.origin is not Origin.CALLBACK
+            if r.occurrence_id in spent and r.origin not in NOT_FIRINGS
         ]
         auto_paused = await record_dead_letters(conn, dead, now)
         if dead:
@@ -323,9 +333,20 @@ class ClaimStore:
         await finish_one_shots(conn, plan.finished_one_shots, now)
         if plan.done_recurring:
             await finish_recurring(conn, plan.done_recurring, now)
+        # A topic's occurrences fan out here, in this transaction: their deliveries are
+        # claimed next (`more`), each under its endpoint's key.
+        topical = [d for d in plan.deliveries if isinstance(d.target, TopicTarget)]
+        if topical:
+            await fan_out(conn, topical, token, now)
+            await finish_one_shots(conn, {d.schedule_id for d in topical if d.one_shot}, now)
+            more = True
         # Each tenant's deliveries at its weight's pace (each tenant's in fire order), so
         # that the lanes start them so too: no tenant's backlog queues ahead of another's.
-        deliveries = interleave(plan.deliveries, _tenant_of, self._mix.weights)
+        deliveries = interleave(
+            [d for d in plan.deliveries if not isinstance(d.target, TopicTarget)],
+            _tenant_of,
+            self._mix.weights,
+        )
         return Claimed(
             deliveries,
             keyed.held_back_in,

@@ -19,7 +19,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.domain.occurrence import OccurrenceStatus, Origin, Settlement
+from app.domain.occurrence import NOT_FIRINGS, OccurrenceStatus, Settlement
 from app.domain.schedule import (
     FAILURES_PAUSE,
     SYSTEM_ACTOR,
@@ -71,8 +71,7 @@ async def lock_before_pausing(conn: AsyncConnection, settled: Sequence[Settlemen
     failing = {
         item.delivery.schedule_id
         for item in settled
-        if item.status is OccurrenceStatus.DEAD_LETTERED
-        and item.delivery.origin is not Origin.CALLBACK
+        if item.status is OccurrenceStatus.DEAD_LETTERED and item.delivery.origin not in NOT_FIRINGS
     }
     if failing:
         _, _, locking = _statements(dialect_of(conn).name)

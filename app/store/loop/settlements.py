@@ -22,7 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.domain.occurrence import OccurrenceStatus, Origin, Settlement
+from app.domain.occurrence import NOT_FIRINGS, OccurrenceStatus, Origin, Settlement
 from app.domain.operator_events import DeadLettered, failure_events
 from app.domain.settled import Settled
 from app.domain.target import endpoint_of
@@ -141,7 +141,7 @@ class SettlementStore:
                 (item.delivery.schedule_id, item.delivery.occurrence_id)
                 for item in settlements
                 if item.status is OccurrenceStatus.DEAD_LETTERED
-                and item.delivery.origin is not Origin.CALLBACK
+                and item.delivery.origin not in NOT_FIRINGS
             ],
             now,
         )

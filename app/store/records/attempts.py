@@ -8,6 +8,7 @@ replica died before settling it, by the claim that takes the occurrence again
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -72,7 +73,17 @@ class AttemptStore:
                 .where(occurrences.c.occurrence_id == occurrence_id, schedules.c.tenant == tenant)
             )
         ).one_or_none()
-        return None if row is None else to_occurrence(row)
+        if row is None:
+            return None
+        found = to_occurrence(row)
+        if row.status != "completed":
+            return found
+        deliveries = await conn.execute(
+            sa.select(*OCCURRENCE_COLUMNS)
+            .where(occurrences.c.parent_id == occurrence_id)
+            .order_by(occurrences.c.occurrence_id)
+        )
+        return replace(found, deliveries=tuple(to_occurrence(d) for d in deliveries))
 
     async def list_attempts(
         self,

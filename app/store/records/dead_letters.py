@@ -15,6 +15,7 @@ from app.domain.callbacks import CALLBACK_EVENT_TYPE
 from app.domain.filters import DeadLetterFilter
 from app.domain.occurrence import DeadLetter, OccurrenceStatus, Origin
 from app.domain.schedule import ScheduleStatus
+from app.domain.tenants import endpoint_key
 from app.store.schema import codec
 from app.store.schema.rows import to_occurrence
 from app.store.schema.tables import by_key, occurrences, schedules
@@ -73,6 +74,17 @@ class DeadLetterStore:
                 occurrences.c.schedule_id.in_(
                     sa.select(schedules.c.id).where(schedules.c.event_type == where.event_type)
                 )
+            )
+        if where.subscription_id is not None:
+            statement = statement.where(occurrences.c.subscription_id == where.subscription_id)
+        if where.endpoint_id is not None:
+            # Its deliveries, and the dead letters of the schedules that target it.
+            key = endpoint_key(where.tenant, where.endpoint_id)
+            statement = statement.where(occurrences.c.flow_key == key)
+        if where.dead_lettered_after is not None:
+            statement = statement.where(
+                occurrences.c.dead_lettered_at
+                > sa.literal(where.dead_lettered_after, UTCDateTime())
             )
         return statement
 

@@ -50,6 +50,7 @@ from app.store.schema.tables import (
     endpoints,
     flow_keys,
     schedules,
+    subscriptions,
 )
 
 _e = endpoints.c
@@ -437,6 +438,11 @@ class EndpointStore:
                 f"schedule {first.id} targets the endpoint: cancel it or move it to another "
                 "target first"
             )
+        subscribed = await conn.execute(
+            sa.select(subscriptions.c.id).where(subscriptions.c.endpoint_id == endpoint_id).limit(1)
+        )
+        if (subscription := subscribed.scalar()) is not None:
+            raise ConflictError(f"subscription {subscription} names the endpoint: delete it first")
         await conn.execute(endpoint_secrets.delete().where(_s.endpoint_id == endpoint_id))
         await conn.execute(endpoints.delete().where(_e.id == endpoint_id))
         await conn.execute(flow_keys.delete().where(_f.key == key))

@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.domain import misfire
 from app.domain.ids import occurrence_id
 from app.domain.occurrence import (
+    NOT_FIRINGS,
     Occurrence,
     OccurrenceStatus,
     Origin,
@@ -177,7 +178,8 @@ class LifecycleStore:
                 occurrences.c.status.in_(
                     [OccurrenceStatus.PENDING, OccurrenceStatus.DEAD_LETTERED]
                 ),
-                occurrences.c.origin != Origin.CALLBACK,
+                # A topic's deliveries stay under their endpoints' keys.
+                occurrences.c.origin.not_in([origin.value for origin in NOT_FIRINGS]),
             )
             .values(flow_key=flow_key, shelved=False)
         )
@@ -231,8 +233,11 @@ class LifecycleStore:
         after: tuple[datetime, uuid.UUID] | None,
         status: OccurrenceStatus | None = None,
     ) -> list[Occurrence]:
-        """A schedule's occurrences, latest fire instant first."""
-        statement = sa.select(*OCCURRENCE_COLUMNS).where(occurrences.c.schedule_id == schedule_id)
+        """A schedule's occurrences, latest fire instant first (a topic occurrence's
+        deliveries are its occurrence's, `OccurrenceStore.deliveries`)."""
+        statement = sa.select(*OCCURRENCE_COLUMNS).where(
+            occurrences.c.schedule_id == schedule_id, occurrences.c.origin != Origin.FANOUT
+        )
         if status is not None:
             statement = statement.where(occurrences.c.status == status)
         if after is not None:

@@ -19,7 +19,7 @@ from app.domain.destinations import destination_of
 from app.domain.endpoints import delivery_key
 from app.domain.errors import ConflictError
 from app.domain.filters import FAILING_WINDOW, ScheduleAfter, ScheduleFilter, ScheduleSort
-from app.domain.occurrence import OccurrenceStatus, Origin
+from app.domain.occurrence import NOT_FIRINGS, OccurrenceStatus, Origin
 from app.domain.schedule import (
     DERIVED_FIELDS,
     RULE_FIELDS,
@@ -107,7 +107,8 @@ def _derived() -> list[Any]:
         .where(
             o.c.schedule_id == schedules.c.id,
             o.c.status == OccurrenceStatus.PENDING,
-            o.c.origin != Origin.CALLBACK,
+            # Its failure callbacks and its topic occurrences' deliveries fire nothing.
+            o.c.origin.not_in([origin.value for origin in NOT_FIRINGS]),
         )
         .order_by(o.c.fire_at)
         .limit(1)
@@ -261,7 +262,7 @@ def listing(
             sa.exists().where(
                 occurrences.c.schedule_id == schedules.c.id,
                 occurrences.c.status == OccurrenceStatus.PENDING,
-                occurrences.c.origin != Origin.CALLBACK,
+                occurrences.c.origin.not_in([origin.value for origin in NOT_FIRINGS]),
                 occurrences.c.fire_at <= sa.literal(where.due_before, UTCDateTime()),
             )
         )

@@ -19,6 +19,7 @@ from app.domain.occurrence import (
     Origin,
 )
 from app.domain.schedule import rules_of
+from app.domain.tenants import endpoint_in_key
 from app.store.schema.tables import occurrences
 
 MAX_ERROR_LENGTH = 2000
@@ -63,6 +64,9 @@ def to_occurrence(row: Row[Any]) -> Occurrence:
         skip_reason=row.skip_reason,
         skipped_count=row.skipped_count,
         callback_of=row.callback_of,
+        parent_id=row.parent_id,
+        subscription_id=row.subscription_id,
+        endpoint_id=endpoint_in_key(row.flow_key) if row.parent_id is not None else None,
     )
 
 

@@ -43,8 +43,15 @@ metadata = SQLModel.metadata
 MYSQL_TABLE = {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"}
 
 SCHEDULE_STATUSES = ("pending", "paused", "completed", "cancelled", "failed")
-OCCURRENCE_STATUSES = ("pending", "delivered", "dead_lettered", "cancelled", "skipped")
-ORIGINS = ("schedule", "trigger", "catchup", "backfill", "callback")
+OCCURRENCE_STATUSES = (
+    "pending",
+    "delivered",
+    "dead_lettered",
+    "cancelled",
+    "skipped",
+    "completed",
+)
+ORIGINS = ("schedule", "trigger", "catchup", "backfill", "callback", "fanout")
 MISFIRE_POLICIES = ("fire_once", "skip", "fire_all")
 SKIP_REASONS = ("misfire", "paused", "dst_gap")
 PAUSE_REASONS = ("manual", "failures")
@@ -399,6 +406,13 @@ class OccurrenceRow(SQLModel, table=True):
             mysql=("flow_key", "lease_until"),
         ),
         sa.Index("ix_occurrences_schedule_id_fire_at", "schedule_id", "fire_at"),
+        # A topic's occurrence's deliveries (MySQL: every row, NULLs first).
+        *_partial(
+            "ix_occurrences_parent",
+            "parent_id",
+            where="parent_id IS NOT NULL",
+            mysql=("parent_id",),
+        ),
         *_partial(
             "ix_occurrences_pending_by_schedule",
             "schedule_id",
@@ -474,6 +488,10 @@ class OccurrenceRow(SQLModel, table=True):
     # reports, and the JSON text it delivers in place of its schedule's payload.
     callback_of: uuid.UUID | None = Field(default=None, sa_column=sa.Column(UUID))
     body: str | None = Field(default=None, sa_column=sa.Column(LONG_TEXT))
+    # A fan-out's delivery (origin `fanout`): the topic's occurrence it delivers, and the
+    # subscription it delivers to (its endpoint is its flow key's, `endpoint_key`).
+    parent_id: uuid.UUID | None = Field(default=None, sa_column=sa.Column(UUID))
+    subscription_id: uuid.UUID | None = Field(default=None, sa_column=sa.Column(UUID))
 
 
 class FlowKeyRow(SQLModel, table=True):
@@ -924,3 +942,50 @@ class OperatorEventRow(SQLModel, table=True):
 
 
 operator_events: sa.Table = OperatorEventRow.__table__  # type: ignore[attr-defined]
+
+
+class TopicRow(SQLModel, table=True):
+    """A topic of a tenant (`app.domain.topics`): what its subscriptions subscribe to."""
+
+    __tablename__ = "topics"
+    __table_args__ = (sa.CheckConstraint("version >= 1", name="version"), MYSQL_TABLE)
+
+    tenant: str = Field(sa_column=sa.Column(sa.String(MAX_TENANT), primary_key=True))
+    name: str = Field(sa_column=sa.Column(sa.String(128), primary_key=True))
+    description: str | None = Field(default=None, sa_column=sa.Column(sa.String(1000)))
+    version: int = Field(
+        default=1, sa_column=sa.Column(sa.Integer, nullable=False, server_default="1")
+    )
+    created_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
+    updated_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
+
+
+class SubscriptionRow(SQLModel, table=True):
+    """A subscription of an endpoint to a topic, with what it matches."""
+
+    __tablename__ = "subscriptions"
+    __table_args__ = (
+        sa.CheckConstraint("version >= 1", name="version"),
+        # A fan-out reads a topic's subscriptions; a removal of an endpoint, its own.
+        sa.Index("ix_subscriptions_tenant_topic", "tenant", "topic"),
+        sa.Index("ix_subscriptions_endpoint_id", "endpoint_id"),
+        MYSQL_TABLE,
+    )
+
+    # UUIDv7: a topic's subscriptions list oldest first by id, which is also the cursor.
+    id: uuid.UUID = Field(sa_column=sa.Column(UUID, primary_key=True))
+    tenant: str = Field(sa_column=sa.Column(sa.String(MAX_TENANT), nullable=False))
+    topic: str = Field(sa_column=sa.Column(sa.String(128), nullable=False))
+    endpoint_id: uuid.UUID = Field(sa_column=sa.Column(UUID, nullable=False))
+    # Globs (NULL: every event type), and top-level payload fields (NULL: any payload).
+    event_types: list[str] | None = Field(default=None, sa_column=sa.Column(JSONType))
+    match: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(JSONType))
+    version: int = Field(
+        default=1, sa_column=sa.Column(sa.Integer, nullable=False, server_default="1")
+    )
+    created_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
+    updated_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
+
+
+topics: sa.Table = TopicRow.__table__  # type: ignore[attr-defined]
+subscriptions: sa.Table = SubscriptionRow.__table__  # type: ignore[attr-defined]

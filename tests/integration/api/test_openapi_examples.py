@@ -54,15 +54,30 @@ async def _made(harness: Harness, document: dict[str, Any], path: str) -> str:
     on it: its id."""
     create = document["paths"][path]["post"]
     examples = create["requestBody"]["content"]["application/json"]["examples"]
-    first = next(iter(examples.values()))["value"]
+    first = await _with_endpoint(harness, document, next(iter(examples.values()))["value"])
     response = await harness.client.post(path, json=first)
     assert response.status_code == 201, response.text
     made: str = response.json()["id"]
     return made
 
 
+async def _with_endpoint(harness: Harness, document: dict[str, Any], value: Any) -> Any:
+    """A body example as a reader sends it: one that names an endpoint (a subscription's)
+    names one made from the endpoint create's example first (its topic is the example
+    topic, put by the PUT example run before)."""
+    if not isinstance(value, dict) or "endpoint_id" not in value:
+        return value
+    if "topic" in value:
+        await harness.client.put(f"/v1/topics/{value['topic']}", json={})
+    return {**value, "endpoint_id": await _made(harness, document, "/v1/endpoints")}
+
+
 # The path parameters named by a resource's id, and where that resource is made.
-_MADE_AT = {"schedule_id": "/v1/schedules", "endpoint_id": "/v1/endpoints"}
+_MADE_AT = {
+    "schedule_id": "/v1/schedules",
+    "endpoint_id": "/v1/endpoints",
+    "subscription_id": "/v1/subscriptions",
+}
 
 
 def _has_example(parameter: dict[str, Any]) -> bool:
@@ -110,7 +125,8 @@ async def test_every_request_body_example_succeeds_as_it_is(harness: Harness) ->
         assert examples, f"{method.upper()} {path} has no example"
         for name, example in examples.items():
             url = await _path(harness, document, path, operation)
-            response = await harness.client.request(method, url, json=example["value"])
+            value = await _with_endpoint(harness, document, example["value"])
+            response = await harness.client.request(method, url, json=value)
             assert 200 <= response.status_code < 300, (method, path, name, response.text)
             tried.append(operation["operationId"])
     assert {
@@ -125,6 +141,9 @@ async def test_every_request_body_example_succeeds_as_it_is(harness: Harness) ->
         "create_endpoint",
         "patch_endpoint",
         "rotate_endpoint_secret",
+        "put_topic",
+        "create_subscription",
+        "patch_subscription",
     } <= set(tried)
 
 

@@ -73,11 +73,18 @@ async def _defaults_resources(harness: Harness) -> dict[str, str]:
     (letter,) = dead["items"]
     endpoint = await harness.client.post("/v1/endpoints", json={"url": harness.receiver.url()})
     assert endpoint.status_code == 201, endpoint.text
+    assert (await harness.client.put("/v1/topics/shared-topic", json={})).status_code == 201
+    subscription = await harness.client.post(
+        "/v1/subscriptions", json={"topic": "shared-topic", "endpoint_id": endpoint.json()["id"]}
+    )
+    assert subscription.status_code == 201, subscription.text
     return {
         "schedule_id": created["id"],
         "occurrence_id": letter["occurrence_id"],
         "key": "shared-key",
         "endpoint_id": endpoint.json()["id"],
+        "topic": "shared-topic",
+        "subscription_id": subscription.json()["id"],
     }
 
 
@@ -87,6 +94,8 @@ def _missing() -> dict[str, str]:
         "occurrence_id": str(uuid.uuid4()),
         "key": "no-such-key",
         "endpoint_id": str(uuid.uuid4()),
+        "topic": "no-such-topic",
+        "subscription_id": str(uuid.uuid4()),
     }
 
 
@@ -110,6 +119,8 @@ async def _snapshot(harness: Harness, real: dict[str, str]) -> list[Any]:
         await harness.get(f"/v1/schedules/{real['schedule_id']}/events"),
         (await harness.get("/v1/flow-keys/shared-key"))["rate"],
         await harness.get(f"/v1/endpoints/{real['endpoint_id']}"),
+        await harness.get("/v1/topics/shared-topic"),
+        await harness.get(f"/v1/subscriptions/{real['subscription_id']}"),
     ]
 
 
@@ -124,7 +135,8 @@ async def test_another_tenants_resources_are_missing_on_every_operation(
 
     tried = set()
     for method, path, operation in _operations(document):
-        if path in ("/v1/schedules", "/v1/schedules/batch", "/v1/endpoints") and method == "post":
+        creates = ("/v1/schedules", "/v1/schedules/batch", "/v1/endpoints", "/v1/subscriptions")
+        if path in creates and method == "post":
             continue  # a create makes the caller's own, below
         missing = _missing()
         answers = []
@@ -174,6 +186,14 @@ async def test_another_tenants_resources_are_missing_on_every_operation(
         "enable_endpoint",
         "list_endpoint_events",
         "list_endpoint_attempts",
+        "list_topics",
+        "get_topic",
+        "put_topic",
+        "delete_topic",
+        "list_subscriptions",
+        "get_subscription",
+        "patch_subscription",
+        "delete_subscription",
     } <= tried
     # Nothing of the default tenant's changed (the flow key's rate is still its own).
     assert await _snapshot(harness, real) == before

@@ -68,7 +68,7 @@ first_fires AS (
     SET fire_count = s.fire_count + f.fired, last_fired_at = f.sent_at
     FROM (
         SELECT schedule_id, count(*) AS fired, max(leased_at) AS sent_at FROM claimed
-        WHERE first_claim AND origin <> 'callback'
+        WHERE first_claim AND origin NOT IN ('callback', 'fanout')
         GROUP BY schedule_id
     ) AS f
     WHERE s.id = f.schedule_id
