@@ -4,7 +4,8 @@
 
 Binds 127.0.0.1, then prints one JSON line `{"port": N}` on stdout. Routes:
 
-- `* /hook`       records (X-Occurrence-Id, arrival time.time(), X-Scheduled-For, X-Attempt)
+- `* /hook`       records (the delivery's id: Idempotency-Key, which is X-Occurrence-Id but
+                  for a topic's deliveries; arrival time.time(), X-Scheduled-For, X-Attempt)
                   and answers 200 with an empty body;
 - `* /sink`       the same work and reply, but only counted (the ceiling load goes here);
 - `* /switch`     counted like /sink, answering the status last set by `POST /switch/{status}`
@@ -42,7 +43,7 @@ class Recorder:
     async def hook(self, request: web.Request) -> web.Response:
         at = time.time()
         headers = request.headers
-        occurrence = headers.get("X-Occurrence-Id", "")
+        occurrence = headers.get("Idempotency-Key") or headers.get("X-Occurrence-Id") or ""
         await request.read()
         self.records.append(
             (occurrence, at, headers.get("X-Scheduled-For", ""), headers.get("X-Attempt", ""))
