@@ -32,6 +32,7 @@ from app.api.schemas import (
     BackfillResult,
     BatchCreated,
     DeadLetterOut,
+    DeliveryOut,
     Health,
     OccurrenceOut,
     Page,
@@ -49,6 +50,13 @@ from app.api.tenant_schemas import (
     TenantKeyIn,
     TenantKeyOut,
     TenantOut,
+)
+from app.api.topic_schemas import (
+    SubscriptionIn,
+    SubscriptionOut,
+    SubscriptionPatch,
+    TopicIn,
+    TopicOut,
 )
 from app.client.calls import Call
 from app.client.clients import AsyncClient, Client
@@ -83,6 +91,7 @@ __all__ = [
     "Client",
     "ConflictError",
     "DeadLetterOut",
+    "DeliveryOut",
     "EndpointAttemptOut",
     "EndpointEventOut",
     "EndpointIn",
@@ -112,11 +121,16 @@ __all__ = [
     "SchedulePatch",
     "ScheduleSpec",
     "SecretOut",
+    "SubscriptionIn",
+    "SubscriptionOut",
+    "SubscriptionPatch",
     "TenantEventOut",
     "TenantIn",
     "TenantKeyIn",
     "TenantKeyOut",
     "TenantOut",
+    "TopicIn",
+    "TopicOut",
     "UnauthorizedError",
     "UnavailableError",
     "UnexpectedAnswerError",

@@ -50,6 +50,13 @@ from app.api.tenant_schemas import (
     TenantKeyOut,
     TenantOut,
 )
+from app.api.topic_schemas import (
+    SubscriptionIn,
+    SubscriptionOut,
+    SubscriptionPatch,
+    TopicIn,
+    TopicOut,
+)
 from app.domain.schedule import SchedulePatch, ScheduleSpec
 
 T = TypeVar("T")
@@ -140,6 +147,8 @@ _OCCURRENCE = _reader(OccurrenceOut)
 _FLOW_KEY = _reader(FlowKeyOut)
 _TENANT = _reader(TenantOut)
 _ENDPOINT = _reader(EndpointOut)
+_TOPIC = _reader(TopicOut)
+_SUBSCRIPTION = _reader(SubscriptionOut)
 
 # -- the service ------------------------------------------------------------------------
 
@@ -298,11 +307,25 @@ def list_dead_letters(
     *,
     schedule_id: Id | None = None,
     event_type: str | None = None,
+    subscription_id: Id | None = None,
+    endpoint_id: Id | None = None,
+    dead_lettered_after: datetime | None = None,
     limit: int | None = None,
     cursor: str | None = None,
 ) -> Call[Page[DeadLetterOut]]:
-    """A page of dead letters, most recently dead-lettered first (GET /v1/dead-letters)."""
-    params = _params(schedule_id=schedule_id, event_type=event_type, limit=limit, cursor=cursor)
+    """A page of dead letters, most recently dead-lettered first (GET /v1/dead-letters).
+    `subscription_id`: only the deliveries to that subscription (a topic's fan-out);
+    `endpoint_id`: only what went to that endpoint, its deliveries and its schedules';
+    `dead_lettered_after`: only those dead-lettered after that (aware) instant."""
+    params = _params(
+        schedule_id=schedule_id,
+        event_type=event_type,
+        subscription_id=subscription_id,
+        endpoint_id=endpoint_id,
+        dead_lettered_after=dead_lettered_after,
+        limit=limit,
+        cursor=cursor,
+    )
     return Call("GET", "/v1/dead-letters", _reader(Page[DeadLetterOut]), params=params)
 
 
@@ -323,9 +346,13 @@ def replay_dead_letters(
     occurrence_ids: Iterable[Id] | None = None,
     schedule_id: Id | None = None,
     event_type: str | None = None,
+    subscription_id: Id | None = None,
+    endpoint_id: Id | None = None,
+    dead_lettered_after: datetime | None = None,
 ) -> Call[Replayed]:
-    """Replay many dead letters: those listed, or those of a schedule or event type
-    (POST /v1/dead-letters/replay)."""
+    """Replay many dead letters: those listed, or those the filters match together (a
+    schedule's, an event type's, a subscription's deliveries, what went to an endpoint,
+    what was dead-lettered after an instant) (POST /v1/dead-letters/replay)."""
     body: dict[str, Any] = {}
     if occurrence_ids is not None:
         body["occurrence_ids"] = [str(i) for i in occurrence_ids]
@@ -333,6 +360,12 @@ def replay_dead_letters(
         body["schedule_id"] = str(schedule_id)
     if event_type is not None:
         body["event_type"] = event_type
+    if subscription_id is not None:
+        body["subscription_id"] = str(subscription_id)
+    if endpoint_id is not None:
+        body["endpoint_id"] = str(endpoint_id)
+    if dead_lettered_after is not None:
+        body["dead_lettered_after"] = dead_lettered_after.isoformat()
     return Call("POST", "/v1/dead-letters/replay", _reader(Replayed), body=body)
 
 
@@ -512,6 +545,77 @@ def list_endpoint_attempts(
     path = f"/v1/endpoints/{_segment(endpoint_id)}/attempts"
     params = _params(limit=limit, cursor=cursor)
     return Call("GET", path, _reader(Page[EndpointAttemptOut]), params=params)
+
+
+# -- topics and subscriptions -----------------------------------------------------------
+
+
+def put_topic(
+    topic: str, body: TopicIn | Body | None = None, *, if_match: Version = None
+) -> Call[TopicOut]:
+    """Create or replace a topic, whole (PUT /v1/topics/{topic}); None: no description.
+    A topic's version is 1 when the call made it."""
+    path = f"/v1/topics/{_segment(topic)}"
+    sent = {} if body is None else _json(body)
+    return Call("PUT", path, _TOPIC, body=sent, headers=_if_match(if_match))
+
+
+def list_topics(*, limit: int | None = None, cursor: str | None = None) -> Call[Page[TopicOut]]:
+    """A page of the tenant's topics in name order, each with how many subscriptions it
+    has (GET /v1/topics)."""
+    params = _params(limit=limit, cursor=cursor)
+    return Call("GET", "/v1/topics", _reader(Page[TopicOut]), params=params)
+
+
+def get_topic(topic: str) -> Call[TopicOut]:
+    """One topic (GET /v1/topics/{topic})."""
+    return Call("GET", f"/v1/topics/{_segment(topic)}", _TOPIC)
+
+
+def delete_topic(topic: str, *, if_match: Version = None) -> Call[None]:
+    """Remove a topic and its subscriptions (DELETE /v1/topics/{topic}); refused (409) while
+    a pending or paused schedule targets it."""
+    path = f"/v1/topics/{_segment(topic)}"
+    return Call("DELETE", path, _nothing, headers=_if_match(if_match))
+
+
+def create_subscription(body: SubscriptionIn | Body) -> Call[SubscriptionOut]:
+    """Subscribe an endpoint to a topic, with the event types (globs) and payload fields it
+    takes (POST /v1/subscriptions); a topic or an endpoint the tenant does not have is a 422
+    naming `topic` or `endpoint_id`. Sent once: the API takes no Idempotency-Key here, so a
+    repeat after a lost answer could make a second subscription."""
+    return Call("POST", "/v1/subscriptions", _SUBSCRIPTION, body=_json(body))
+
+
+def list_subscriptions(
+    *, topic: str | None = None, limit: int | None = None, cursor: str | None = None
+) -> Call[Page[SubscriptionOut]]:
+    """A page of the tenant's subscriptions (only `topic`'s, when given), oldest first
+    (GET /v1/subscriptions)."""
+    params = _params(topic=topic, limit=limit, cursor=cursor)
+    return Call("GET", "/v1/subscriptions", _reader(Page[SubscriptionOut]), params=params)
+
+
+def get_subscription(subscription_id: Id) -> Call[SubscriptionOut]:
+    """One subscription (GET /v1/subscriptions/{id})."""
+    return Call("GET", f"/v1/subscriptions/{_segment(subscription_id)}", _SUBSCRIPTION)
+
+
+def patch_subscription(
+    subscription_id: Id, changes: SubscriptionPatch | Body, *, if_match: Version = None
+) -> Call[SubscriptionOut]:
+    """Change some of a subscription's fields (PATCH /v1/subscriptions/{id}): `event_types`
+    and `match` are replaced whole when sent (null: every event type, any payload). It
+    applies to the occurrences that fan out after it."""
+    path = f"/v1/subscriptions/{_segment(subscription_id)}"
+    return Call("PATCH", path, _SUBSCRIPTION, body=_json(changes), headers=_if_match(if_match))
+
+
+def delete_subscription(subscription_id: Id, *, if_match: Version = None) -> Call[None]:
+    """Unsubscribe (DELETE /v1/subscriptions/{id}): occurrences that fan out after it make
+    no delivery to it; the deliveries made already go on."""
+    path = f"/v1/subscriptions/{_segment(subscription_id)}"
+    return Call("DELETE", path, _nothing, headers=_if_match(if_match))
 
 
 # -- triggers ---------------------------------------------------------------------------

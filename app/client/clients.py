@@ -283,6 +283,15 @@ class Client:
     enable_endpoint = _sync(calls.enable_endpoint)
     list_endpoint_events = _sync(calls.list_endpoint_events)
     list_endpoint_attempts = _sync(calls.list_endpoint_attempts)
+    put_topic = _sync(calls.put_topic)
+    list_topics = _sync(calls.list_topics)
+    get_topic = _sync(calls.get_topic)
+    delete_topic = _sync(calls.delete_topic)
+    create_subscription = _sync(calls.create_subscription)
+    list_subscriptions = _sync(calls.list_subscriptions)
+    get_subscription = _sync(calls.get_subscription)
+    patch_subscription = _sync(calls.patch_subscription)
+    delete_subscription = _sync(calls.delete_subscription)
     preview_trigger = _sync(calls.preview_trigger)
 
     # every item of a list, following its cursors
@@ -297,6 +306,8 @@ class Client:
     iter_endpoints = _sync_pages(calls.list_endpoints)
     iter_endpoint_events = _sync_pages(calls.list_endpoint_events)
     iter_endpoint_attempts = _sync_pages(calls.list_endpoint_attempts)
+    iter_topics = _sync_pages(calls.list_topics)
+    iter_subscriptions = _sync_pages(calls.list_subscriptions)
 
 
 class AsyncClient:
@@ -391,6 +402,15 @@ class AsyncClient:
     enable_endpoint = _async(calls.enable_endpoint)
     list_endpoint_events = _async(calls.list_endpoint_events)
     list_endpoint_attempts = _async(calls.list_endpoint_attempts)
+    put_topic = _async(calls.put_topic)
+    list_topics = _async(calls.list_topics)
+    get_topic = _async(calls.get_topic)
+    delete_topic = _async(calls.delete_topic)
+    create_subscription = _async(calls.create_subscription)
+    list_subscriptions = _async(calls.list_subscriptions)
+    get_subscription = _async(calls.get_subscription)
+    patch_subscription = _async(calls.patch_subscription)
+    delete_subscription = _async(calls.delete_subscription)
     preview_trigger = _async(calls.preview_trigger)
 
     # every item of a list, following its cursors
@@ -405,3 +425,5 @@ class AsyncClient:
     iter_endpoints = _async_pages(calls.list_endpoints)
     iter_endpoint_events = _async_pages(calls.list_endpoint_events)
     iter_endpoint_attempts = _async_pages(calls.list_endpoint_attempts)
+    iter_topics = _async_pages(calls.list_topics)
+    iter_subscriptions = _async_pages(calls.list_subscriptions)

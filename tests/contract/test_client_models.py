@@ -41,6 +41,8 @@ SAMPLE: dict[str, Any] = {
     "tenant": "customer-42",
     "key_id": ID,
     "endpoint_id": ID,
+    "topic": "customer-42",
+    "subscription_id": ID,
     "body": {},
     "spec": {},
     "specs": [{}],
@@ -113,6 +115,8 @@ _LISTED = {
     "EndpointOut",
     "EndpointEventOut",
     "EndpointAttemptOut",
+    "TopicOut",
+    "SubscriptionOut",
 }
 
 

@@ -39,6 +39,7 @@ from app.api.tenant_schemas import (
     TenantKeyOut,
     TenantOut,
 )
+from app.api.topic_schemas import SubscriptionIn, SubscriptionOut, SubscriptionPatch, TopicOut
 from app.client import AsyncClient, ProblemError
 from app.client import errors as problems
 from app.domain import errors
@@ -56,6 +57,7 @@ from app.service.occurrences import OccurrenceService
 from app.service.schedules import ScheduleService
 from app.service.tenant_keys import TenantKeyService
 from app.service.tenants import TenantService
+from app.service.topics import TopicService
 
 Versions = frozenset[int] | None  # If-Match: the versions a change may apply to
 
@@ -136,6 +138,21 @@ class Operator(Protocol):
     async def endpoint_attempts(
         self, endpoint_id: uuid.UUID, limit: int, cursor: str | None
     ) -> Page[EndpointAttemptOut]: ...
+    async def topics(self, limit: int, cursor: str | None) -> Page[TopicOut]: ...
+    async def topic(self, name: str) -> TopicOut: ...
+    async def put_topic(
+        self, name: str, description: str | None, if_match: Versions
+    ) -> tuple[TopicOut, bool]: ...
+    async def delete_topic(self, name: str, if_match: Versions) -> None: ...
+    async def subscriptions(
+        self, topic: str | None, limit: int, cursor: str | None
+    ) -> Page[SubscriptionOut]: ...
+    async def subscription(self, subscription_id: uuid.UUID) -> SubscriptionOut: ...
+    async def subscribe(self, body: SubscriptionIn) -> SubscriptionOut: ...
+    async def update_subscription(
+        self, subscription_id: uuid.UUID, changes: SubscriptionPatch, if_match: Versions
+    ) -> SubscriptionOut: ...
+    async def unsubscribe(self, subscription_id: uuid.UUID, if_match: Versions) -> None: ...
 
 
 class DatabaseOperator:
@@ -153,12 +170,14 @@ class DatabaseOperator:
         tenants_: TenantService | None = None,
         tenant_keys_: TenantKeyService | None = None,
         endpoints_: EndpointService | None = None,
+        topics_: TopicService | None = None,
     ) -> None:
         self.where = where
         self._caller = Caller(tenant, CLI_ACTOR)
         self._tenants = tenants_
         self._tenant_keys = tenant_keys_
         self._endpoints = endpoints_
+        self._topics = topics_
         self._schedules = schedules
         self._dead_letters = dead_letters_
         self._occurrences = occurrences_
@@ -348,6 +367,48 @@ class DatabaseOperator:
             self._endpoint_service(), endpoint_id, self._caller, limit, cursor
         )
 
+    def _topic_service(self) -> TopicService:
+        assert self._topics is not None, "built without the topics' service"
+        return self._topics
+
+    async def topics(self, limit: int, cursor: str | None) -> Page[TopicOut]:
+        return await pages.topics(self._topic_service(), self._caller, limit, cursor)
+
+    async def topic(self, name: str) -> TopicOut:
+        return TopicOut.of(await self._topic_service().get(name, self._caller))
+
+    async def put_topic(
+        self, name: str, description: str | None, if_match: Versions
+    ) -> tuple[TopicOut, bool]:
+        found, created = await self._topic_service().put(name, description, if_match, self._caller)
+        return TopicOut.of(found), created
+
+    async def delete_topic(self, name: str, if_match: Versions) -> None:
+        await self._topic_service().delete(name, if_match, self._caller)
+
+    async def subscriptions(
+        self, topic: str | None, limit: int, cursor: str | None
+    ) -> Page[SubscriptionOut]:
+        return await pages.subscriptions(self._topic_service(), self._caller, topic, limit, cursor)
+
+    async def subscription(self, subscription_id: uuid.UUID) -> SubscriptionOut:
+        found = await self._topic_service().subscription(subscription_id, self._caller)
+        return SubscriptionOut.of(found)
+
+    async def subscribe(self, body: SubscriptionIn) -> SubscriptionOut:
+        return SubscriptionOut.of(await self._topic_service().subscribe(body.spec(), self._caller))
+
+    async def update_subscription(
+        self, subscription_id: uuid.UUID, changes: SubscriptionPatch, if_match: Versions
+    ) -> SubscriptionOut:
+        found = await self._topic_service().change(
+            subscription_id, changes.changes(), if_match, self._caller
+        )
+        return SubscriptionOut.of(found)
+
+    async def unsubscribe(self, subscription_id: uuid.UUID, if_match: Versions) -> None:
+        await self._topic_service().unsubscribe(subscription_id, if_match, self._caller)
+
 
 def _with_newest(found: Endpoint, secret: str) -> EndpointOut:
     """The endpoint as the answer that made `secret` shows it: with its value, by the id
@@ -480,7 +541,13 @@ class HttpOperator:
         self, where: DeadLetterFilter, limit: int, cursor: str | None
     ) -> Page[DeadLetterOut]:
         return await self._client.list_dead_letters(
-            schedule_id=where.schedule_id, event_type=where.event_type, limit=limit, cursor=cursor
+            schedule_id=where.schedule_id,
+            event_type=where.event_type,
+            subscription_id=where.subscription_id,
+            endpoint_id=where.endpoint_id,
+            dead_lettered_after=where.dead_lettered_after,
+            limit=limit,
+            cursor=cursor,
         )
 
     async def dead_letter(self, occurrence_id: uuid.UUID) -> DeadLetterOut:
@@ -493,7 +560,12 @@ class HttpOperator:
         self, ids: Sequence[uuid.UUID] | None, where: DeadLetterFilter
     ) -> Replayed:
         return await self._client.replay_dead_letters(
-            occurrence_ids=ids, schedule_id=where.schedule_id, event_type=where.event_type
+            occurrence_ids=ids,
+            schedule_id=where.schedule_id,
+            event_type=where.event_type,
+            subscription_id=where.subscription_id,
+            endpoint_id=where.endpoint_id,
+            dead_lettered_after=where.dead_lettered_after,
         )
 
     async def discard(self, occurrence_id: uuid.UUID) -> None:
@@ -601,3 +673,41 @@ class HttpOperator:
         self, endpoint_id: uuid.UUID, limit: int, cursor: str | None
     ) -> Page[EndpointAttemptOut]:
         return await self._client.list_endpoint_attempts(endpoint_id, limit=limit, cursor=cursor)
+
+    async def topics(self, limit: int, cursor: str | None) -> Page[TopicOut]:
+        return await self._client.list_topics(limit=limit, cursor=cursor)
+
+    async def topic(self, name: str) -> TopicOut:
+        return await self._client.get_topic(name)
+
+    async def put_topic(
+        self, name: str, description: str | None, if_match: Versions
+    ) -> tuple[TopicOut, bool]:
+        found = await self._client.put_topic(
+            name, {"description": description}, if_match=_versions(if_match)
+        )
+        return found, found.version == 1
+
+    async def delete_topic(self, name: str, if_match: Versions) -> None:
+        await self._client.delete_topic(name, if_match=_versions(if_match))
+
+    async def subscriptions(
+        self, topic: str | None, limit: int, cursor: str | None
+    ) -> Page[SubscriptionOut]:
+        return await self._client.list_subscriptions(topic=topic, limit=limit, cursor=cursor)
+
+    async def subscription(self, subscription_id: uuid.UUID) -> SubscriptionOut:
+        return await self._client.get_subscription(subscription_id)
+
+    async def subscribe(self, body: SubscriptionIn) -> SubscriptionOut:
+        return await self._client.create_subscription(body)
+
+    async def update_subscription(
+        self, subscription_id: uuid.UUID, changes: SubscriptionPatch, if_match: Versions
+    ) -> SubscriptionOut:
+        return await self._client.patch_subscription(
+            subscription_id, changes, if_match=_versions(if_match)
+        )
+
+    async def unsubscribe(self, subscription_id: uuid.UUID, if_match: Versions) -> None:
+        await self._client.delete_subscription(subscription_id, if_match=_versions(if_match))

@@ -1,7 +1,8 @@
 """Operator commands of `chronoq`: list, inspect, events, attempts, pause, resume, cancel,
 trigger, patch, backfill (`changes`), dead-letter list|replay|discard (`dead_letters`),
-flow-key list|show|set|pause|resume (`flow_keys`), tenant ... (`tenants`, `tenant_keys`) and
-endpoint create|list|show|update|delete|rotate|enable|events|attempts (`endpoints`), each a
+flow-key list|show|set|pause|resume (`flow_keys`), tenant ... (`tenants`, `tenant_keys`),
+endpoint create|list|show|update|delete|rotate|enable|events|attempts (`endpoints`), and topic
+put|list|show|delete with subscription create|list|show|update|delete (`topics`), each a
 module of this package.
 
 Each runs against a running service over HTTP (`--url` or CHRONOQ_URL, with the API key of
@@ -263,9 +264,11 @@ def _register(
     from app.cli.operator.endpoints import add_endpoint_commands
     from app.cli.operator.flow_keys import add_flow_key_commands
     from app.cli.operator.tenants import add_tenant_commands
+    from app.cli.operator.topics import add_topic_commands
 
     add_change_commands(commands, common)
     add_dead_letter_commands(commands, common)
     add_flow_key_commands(commands, common)
     add_tenant_commands(commands, common)
     add_endpoint_commands(commands, common)
+    add_topic_commands(commands, common)

@@ -1,9 +1,10 @@
 """`chronoq dead-letter list|replay|discard`: dead letters from the operator CLI, as
 /v1/dead-letters has them (same conventions as app/cli/operator/commands.py).
 
-`replay ID` replays one and says what it was; `replay ID ID ...`, `replay --schedule-id` and
-`replay --event-type` replay many in one request (the filters together: those matching
-both). A replay that names nothing is refused, so that a slip cannot replay everything.
+`replay ID` replays one and says what it was; `replay ID ID ...` and a replay by filters
+(`--schedule-id`, `--event-type`, `--subscription`, `--endpoint`, `--dead-lettered-after`)
+replay many in one request (the filters together: those matching all). A replay that names
+nothing is refused, so that a slip cannot replay everything. `list` takes the same filters.
 """
 
 from __future__ import annotations
@@ -15,7 +16,17 @@ from collections.abc import Callable
 from app.api.schemas import DeadLetterOut, ReplayAccepted
 from app.cli.operator import text as render
 from app.cli.operator.backends import Operator
-from app.cli.operator.run import Output, Parser, Work, add_id, add_limit, collect, execute, uuid_arg
+from app.cli.operator.run import (
+    Output,
+    Parser,
+    Work,
+    add_id,
+    add_limit,
+    collect,
+    execute,
+    instant_arg,
+    uuid_arg,
+)
 from app.domain.errors import ChronoqError, ConflictError
 from app.domain.filters import DeadLetterFilter
 from app.domain.occurrence import OccurrenceStatus
@@ -23,8 +34,19 @@ from app.domain.occurrence import OccurrenceStatus
 MAX_REPLAY_IDS = 1000  # the API's bound on the ids of one replay
 
 
+def _filter(args: argparse.Namespace) -> DeadLetterFilter:
+    """The filters the options name (the tenant is the command's)."""
+    return DeadLetterFilter(
+        schedule_id=args.schedule_id,
+        event_type=args.event_type,
+        subscription_id=args.subscription,
+        endpoint_id=args.endpoint,
+        dead_lettered_after=args.dead_lettered_after,
+    )
+
+
 def _list(args: argparse.Namespace) -> int:
-    where = DeadLetterFilter(schedule_id=args.schedule_id, event_type=args.event_type)
+    where = _filter(args)
 
     async def work(operator: Operator) -> Output:
         page, more = await collect(args, lambda n, c: operator.dead_letters(where, n, c))
@@ -82,17 +104,20 @@ def _replay_many(ids: list[uuid.UUID] | None, where: DeadLetterFilter) -> Work:
 
 def _replay(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
-        filtered = args.schedule_id is not None or args.event_type is not None
+        where = _filter(args)
+        filtered = where.narrows
         if not args.ids and not filtered:
-            parser.error("name the dead letters to replay: IDs, --schedule-id or --event-type")
+            parser.error(
+                "name the dead letters to replay: IDs, or filters (--schedule-id, "
+                "--event-type, --subscription, --endpoint, --dead-lettered-after)"
+            )
         if args.ids and filtered:
             parser.error("give IDs or filters, not both")
         if len(args.ids) > MAX_REPLAY_IDS:
             parser.error(f"at most {MAX_REPLAY_IDS} IDs at once (a filter replays more)")
         if len(args.ids) == 1:
             return execute(args, _replay_one(args.ids[0]))
-        where = DeadLetterFilter(schedule_id=args.schedule_id, event_type=args.event_type)
-        return execute(args, _replay_many(args.ids or None, where))
+        return execute(args, _replay_many(args.ids or None, where), _REPLAY_OPTIONS)
 
     return run
 
@@ -106,6 +131,37 @@ def _discard(args: argparse.Namespace) -> int:
         )
 
     return execute(args, work)
+
+
+# Where the service refuses a field of a replay's body, the option that gave it.
+_REPLAY_OPTIONS = {
+    "#/schedule_id": "--schedule-id",
+    "#/event_type": "--event-type",
+    "#/subscription_id": "--subscription",
+    "#/endpoint_id": "--endpoint",
+    "#/dead_lettered_after": "--dead-lettered-after",
+}
+
+
+def _add_fan_out_filters(parser: argparse.ArgumentParser, which: str) -> None:
+    parser.add_argument(
+        "--subscription",
+        type=uuid_arg,
+        metavar="ID",
+        help=f"{which} the deliveries to this subscription (a topic's fan-out)",
+    )
+    parser.add_argument(
+        "--endpoint",
+        type=uuid_arg,
+        metavar="ID",
+        help=f"{which} what went to this endpoint: its deliveries, its schedules' occurrences",
+    )
+    parser.add_argument(
+        "--dead-lettered-after",
+        type=instant_arg,
+        metavar="INSTANT",
+        help=f"{which} those dead-lettered after this instant (RFC 3339 with an offset)",
+    )
 
 
 def add_dead_letter_commands(
@@ -124,6 +180,7 @@ def add_dead_letter_commands(
     )
     listed.add_argument("--schedule-id", type=uuid_arg, metavar="ID")
     listed.add_argument("--event-type", metavar="TYPE")
+    _add_fan_out_filters(listed, "only")
     add_limit(listed, 50, "dead letters")
     listed.set_defaults(run=_list)
 
@@ -139,6 +196,7 @@ def add_dead_letter_commands(
         "--schedule-id", type=uuid_arg, metavar="ID", help="every one of a schedule"
     )
     replay.add_argument("--event-type", metavar="TYPE", help="every one of an event type")
+    _add_fan_out_filters(replay, "every one of")
     replay.set_defaults(run=_replay(replay))
 
     discard = sub.add_parser(

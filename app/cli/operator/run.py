@@ -42,6 +42,7 @@ from app.service.occurrences import OccurrenceService
 from app.service.schedules import ScheduleService
 from app.service.tenant_keys import TenantKeyService
 from app.service.tenants import TenantService
+from app.service.topics import TopicService
 from app.settings import load_settings
 from app.settings.errors import UsageError
 from app.store.engine.database import describe_failure, missing_database, redact_url
@@ -207,6 +208,7 @@ async def _on_the_database(args: argparse.Namespace) -> AsyncIterator[Operator]:
             tenants_=TenantService(database),
             tenant_keys_=TenantKeyService(database),
             endpoints_=EndpointService(database, settings),
+            topics_=TopicService(database),
         )
     except OSError as exc:  # refused, unknown host, timed out: raised by the driver as is
         raise _unreachable(where, describe_failure(exc, settings.database_url)) from None

@@ -34,6 +34,8 @@ CLAIM_COLUMNS: dict[str, Any] = {
     "target": sa.Text(),
     "trigger": sa.Text(),
     "flow_key": sa.String(),
+    # A fan-out's delivery: the topic's occurrence it delivers (NULL otherwise).
+    "parent_id": UUID,
     "retry": sa.Text(),
     # A failure callback's target and body (origin `callback`; NULL body otherwise).
     "on_failure": sa.Text(),

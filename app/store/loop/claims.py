@@ -41,7 +41,7 @@ from app.store.dialects import dialect_of
 from app.store.loop.claim_mix import ClaimMix
 from app.store.loop.completion import finish_one_shots, finish_recurring
 from app.store.loop.failures import record_dead_letters
-from app.store.loop.fanout import fan_out, parents_of
+from app.store.loop.fanout import fan_out
 from app.store.loop.sql import query, typed
 from app.store.records.endpoints import resolve_endpoints
 from app.store.records.operator_events import record_operator_events
@@ -119,6 +119,7 @@ def _claimed_row(row: Row[Any]) -> ClaimedRow:
         retry=codec.retry(row.retry),
         traceparent=row.traceparent,
         tenant=row.tenant,
+        parent_id=row.parent_id,
     )
 
 
@@ -160,7 +161,6 @@ async def _with_endpoints(
     if not wanted:
         return rows
     found = await resolve_endpoints(conn, wanted.values(), now)
-    parents = await parents_of(conn, [r.occurrence_id for r in rows if r.origin is Origin.FANOUT])
     resolved = []
     for row in rows:
         endpoint = wanted.get(row.occurrence_id)
@@ -171,7 +171,6 @@ async def _with_endpoints(
                 target=target
                 if target is not None
                 else Unreadable(ValueError(f"endpoint {endpoint} no longer exists")),
-                parent_id=parents.get(row.occurrence_id),
             )
         resolved.append(row)
     return resolved

@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.occurrence import Delivery, OccurrenceStatus, Origin
@@ -91,13 +90,3 @@ async def fan_out(
         )
     )
     return len(rows)
-
-
-async def parents_of(conn: AsyncConnection, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, uuid.UUID]:
-    """The topic occurrence of each fan-out delivery of `ids`."""
-    if not ids:
-        return {}
-    found = await conn.execute(
-        sa.select(_o.occurrence_id, _o.parent_id).where(_o.occurrence_id.in_(list(ids)))
-    )
-    return {row.occurrence_id: row.parent_id for row in found if row.parent_id is not None}

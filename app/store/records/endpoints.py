@@ -592,15 +592,23 @@ async def resolve_endpoints(
     wanted = sorted(set(ids))
     if not wanted:
         return {}
-    rows = list(await conn.execute(sa.select(endpoints).where(_e.id.in_(wanted))))
-    secrets: dict[uuid.UUID, list[str]] = {row.id: [] for row in rows}
-    found = await conn.execute(
-        sa.select(_s.endpoint_id, _s.secret)
-        .where(_s.endpoint_id.in_(list(secrets)), _live(now))
-        .order_by(_s.id.desc())
+    # One round trip: each endpoint with its live secrets, newest first.
+    joined = (
+        sa.select(endpoints, _s.secret)
+        .select_from(
+            endpoints.outerjoin(endpoint_secrets, sa.and_(_s.endpoint_id == _e.id, _live(now)))
+        )
+        .where(_e.id.in_(wanted))
+        .order_by(_e.id, _s.id.desc())
     )
-    for s in found:
-        secrets[s.endpoint_id].append(s.secret)
+    rows = []
+    secrets: dict[uuid.UUID, list[str]] = {}
+    for row in await conn.execute(joined):
+        if row.id not in secrets:
+            secrets[row.id] = []
+            rows.append(row)
+        if row.secret is not None:
+            secrets[row.id].append(row.secret)
     return {
         row.id: EndpointWebhook.model_construct(
             type="webhook",

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from standardwebhooks import Webhook
 
-from app.api.schemas import EndpointTargetOut, target_out
+from app.api.schemas import EndpointTargetOut, TopicTargetOut, target_out
 from app.domain.limits import STORED
 from app.domain.target import RabbitMQTarget, WebhookTarget
 from tests.integration.cli.test_operator_commands import as_json, ok
@@ -313,7 +313,7 @@ async def test_rabbitmq_target_headers_with_credential_names_show_redacted() -> 
     )
 
     shown_target = target_out(target)
-    assert not isinstance(shown_target, EndpointTargetOut)
+    assert not isinstance(shown_target, EndpointTargetOut | TopicTargetOut)
     assert shown_target.headers == {
         "x-session": "***",
         "X-Signature": "***",
@@ -491,7 +491,7 @@ def test_rabbitmq_target_headers_show_redacted() -> None:
 
     shown = target_out(target)
 
-    assert not isinstance(shown, EndpointTargetOut)
+    assert not isinstance(shown, EndpointTargetOut | TopicTargetOut)
     assert shown.headers == {
         "x-api-key": "***",
         "Proxy-Authorization": "***",

@@ -79,9 +79,7 @@ async def test_one_failing_subscriber_holds_back_none_of_the_others(harness: Har
     down = await _endpoint(harness, "/down")
     for endpoint in [*endpoints, down]:
         await _subscribe(harness, endpoint)
-    schedule = await harness.create(
-        target={"type": "topic", "topic": "billing"}, max_attempts=2
-    )
+    schedule = await harness.create(target={"type": "topic", "topic": "billing"}, max_attempts=2)
     await harness.step()
     for n in range(3):
         assert len(harness.receiver.on(f"/ok-{n}")) == 1

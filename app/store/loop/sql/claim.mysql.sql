@@ -53,6 +53,7 @@ WHERE occurrence_id IN :ids;
 -- instant just now (a re-claim comes a lease later, so an earlier first attempt never
 -- equals :now). `trigger` is a reserved word here.
 SELECT o.occurrence_id, o.schedule_id, o.fire_at, o.attempts, o.origin, o.flow_key,
+       o.parent_id,
        o.lease_ahead,
        o.first_attempt_at = :now AS first_claim,
        CAST(:now AS DATETIME(6)) AS claimed_at,

@@ -60,6 +60,7 @@ claimed AS (
     FROM due
     WHERE o.occurrence_id = due.occurrence_id
     RETURNING o.occurrence_id, o.schedule_id, o.fire_at, o.attempts, o.origin, o.flow_key,
+              o.parent_id,
               o.body, o.leased_at, o.lease_ahead, due.first_claim,
               due.lost_token, due.lost_owner, due.lost_at, due.lost_until, due.lost_ahead
 ),
@@ -74,6 +75,7 @@ first_fires AS (
     WHERE s.id = f.schedule_id
 )
 SELECT c.occurrence_id, c.schedule_id, c.fire_at, c.attempts, c.origin, c.flow_key,
+       c.parent_id,
        c.lease_ahead, c.first_claim,
        c.lost_token, c.lost_owner, c.lost_at, c.lost_until, c.lost_ahead,
        now() AS claimed_at,

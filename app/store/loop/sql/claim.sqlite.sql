@@ -52,6 +52,7 @@ WHERE occurrence_id IN :ids;
 -- first attempt never equals :now). The payload's text: stored as bytes (a row from before
 -- that, a bare number, as one).
 SELECT o.occurrence_id, o.schedule_id, o.fire_at, o.attempts, o.origin, o.flow_key,
+       o.parent_id,
        o.lease_ahead,
        o.first_attempt_at = :now AS first_claim,
        :now AS claimed_at,
