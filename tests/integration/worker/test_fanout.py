@@ -51,7 +51,8 @@ async def test_an_occurrence_fans_out_to_each_matching_subscription_once(
     )
     await harness.step()
     (received,) = harness.receiver.on("/eu")
-    assert harness.receiver.on("/us") == [] and harness.receiver.on("/orders") == []
+    assert harness.receiver.on("/us") == []
+    assert harness.receiver.on("/orders") == []
     (occurrence,) = await harness.occurrences(schedule["id"])
     assert occurrence["status"] == "completed"
     expected = str(delivery_id(uuid.UUID(occurrence["occurrence_id"]), uuid.UUID(to_eu["id"])))
