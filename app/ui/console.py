@@ -32,6 +32,7 @@ from app.ui.live import LiveNumbers
 from app.ui.schedule_pages import SCHEDULE_ACTIONS, SchedulePages
 from app.ui.tenancy import SECTIONS, TenantRefusedError, ViewerDep, switched
 from app.ui.tenant_pages import TenantPages, add_tenant_routes
+from app.ui.topic_pages import TopicPages, add_topic_routes
 
 
 def static_files() -> StaticFiles:
@@ -50,6 +51,7 @@ class Console:
         self.flow_keys = FlowKeyPages(self.frame)
         self.tenants = TenantPages(self.frame)
         self.endpoints = EndpointPages(self.frame)
+        self.topics = TopicPages(self.frame)
 
 
 def _route_class(frame: PageFrame) -> type[APIRoute]:
@@ -174,5 +176,6 @@ def router(console: Console | None = None) -> APIRouter:
 
     add_flow_key_routes(routes, pages.flow_keys)
     add_endpoint_routes(routes, pages.endpoints)
+    add_topic_routes(routes, pages.topics)
     add_tenant_routes(routes, pages.tenants)
     return routes

@@ -29,7 +29,7 @@ from app.ui.forms import Viewer
 TENANT_PARAMETER = "tenant"
 # The console's lists, where a switch of tenant lands (a schedule, a dead letter or a flow
 # key of one tenant is not another's).
-SECTIONS = ("schedules", "dead-letters", "flow-keys", "endpoints", "tenants")
+SECTIONS = ("schedules", "dead-letters", "flow-keys", "endpoints", "topics", "tenants")
 # The switcher lists the first tenants by id; a text field reaches any other.
 CHOICES = 200
 # How long a replica keeps the switcher's list (one read of the tenants' rows, without their

@@ -102,3 +102,32 @@ async def test_rotate_shows_the_new_secret_once_and_enable_closes_the_circuit(
     )
     assert forged.status_code == 403
     assert len((await harness.get(f"/v1/endpoints/{made['id']}"))["signing_secrets"]) == 2
+
+
+async def test_the_topics_and_a_topics_subscriptions_are_listed(harness: Harness) -> None:
+    made = await _endpoint(harness, name="billing-eu", url=harness.receiver.url("/eu"))
+    assert (await harness.client.put("/v1/topics/billing", json={})).status_code == 201
+    await harness.client.put("/v1/topics/quiet", json={"description": "Nothing yet"})
+    subscribed = await harness.client.post(
+        "/v1/subscriptions",
+        json={
+            "topic": "billing",
+            "endpoint_id": made["id"],
+            "event_types": ["invoice.*"],
+            "match": {"region": ["eu", "uk"]},
+        },
+    )
+    assert subscribed.status_code == 201, subscribed.text
+    listed = await harness.client.get("/ui/topics")
+    assert listed.status_code == 200, listed.text
+    assert "billing" in listed.text
+    assert "Nothing yet" in listed.text
+    page = html.unescape((await harness.client.get("/ui/topics/billing")).text)
+    assert subscribed.json()["id"] in page
+    assert f"/ui/endpoints/{made['id']}" in page
+    assert "invoice.*" in page
+    assert "region = eu or uk" in page
+    quiet = await harness.client.get("/ui/topics/quiet")
+    assert "No subscriptions" in quiet.text
+    missing = await harness.client.get("/ui/topics/nope")
+    assert missing.status_code == 404
