@@ -1,7 +1,7 @@
 """Topics and fan-out: `topics`, `subscriptions` (an endpoint's, with what it matches),
 and on `occurrences` a fan-out's deliveries (origin `fanout`, with `parent_id`, the topic's
 occurrence, and `subscription_id`) and the status `completed` of an occurrence that fanned
-out. On PostgreSQL the checks are added NOT VALID, then validated without blocking writes.
+out, which retention prunes as it prunes delivered ones. On PostgreSQL the checks are added NOT VALID, then validated without blocking writes.
 
 Revision ID: 0028_topics
 Revises: 0027_endpoints
@@ -31,6 +31,8 @@ OLD_STATUSES = "status IN ('pending', 'delivered', 'dead_lettered', 'cancelled',
 NEW_STATUSES = (
     "status IN ('pending', 'delivered', 'dead_lettered', 'cancelled', 'skipped', 'completed')"
 )
+OLD_PRUNABLE = "status IN ('delivered', 'cancelled', 'skipped')"
+NEW_PRUNABLE = "status IN ('delivered', 'cancelled', 'skipped', 'completed')"
 CHECKS = {
     "occurrences_origin_check": (OLD_ORIGINS, NEW_ORIGINS),
     "occurrences_status_check": (OLD_STATUSES, NEW_STATUSES),
@@ -111,6 +113,22 @@ def upgrade() -> None:
             sqlite_where=sa.text("parent_id IS NOT NULL"),
         )
     _replace_checks(new=True)
+    _retention_index(NEW_PRUNABLE)
+
+
+def _retention_index(prunable: str) -> None:
+    """Retention's index of finished occurrences, with `prunable` (a completed topic
+    occurrence is finished too). MySQL's has no predicate: it stays."""
+    if _dialect() in ("mysql", "mariadb"):
+        return
+    op.drop_index("ix_occurrences_retention", table_name="occurrences")
+    op.create_index(
+        "ix_occurrences_retention",
+        "occurrences",
+        ["updated_at"],
+        postgresql_where=sa.text(prunable),
+        sqlite_where=sa.text(prunable),
+    )
 
 
 def downgrade() -> None:
@@ -121,6 +139,7 @@ def downgrade() -> None:
         "UPDATE occurrences SET status = 'delivered', delivered_at = updated_at"
         " WHERE status = 'completed'"
     )
+    _retention_index(OLD_PRUNABLE)
     _replace_checks(new=False)
     op.drop_index("ix_occurrences_parent", table_name="occurrences")
     with op.batch_alter_table("occurrences") as batch:

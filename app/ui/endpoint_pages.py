@@ -21,11 +21,10 @@ from app.api.deps import EndpointsDep
 from app.api.endpoint_schemas import EndpointOut
 from app.api.schemas import Page
 from app.domain.endpoints import DEFAULT_OVERLAP_SECONDS
-from app.domain.errors import ChronoqError, InvalidInputError, PreconditionFailedError
+from app.domain.errors import ChronoqError, PreconditionFailedError
 from app.ui.display import period
 from app.ui.forms import Viewer
 from app.ui.frame import PageFrame, back, status_of
-from app.ui.query import filter_value, link
 from app.ui.tenancy import ViewerDep
 
 PAGE_SIZE = 50
@@ -55,29 +54,10 @@ class EndpointPages:
         self._frame = frame
 
     async def endpoints(self, request: Request, viewer: Viewer, service: EndpointsDep) -> Response:
-        query = request.query_params
-        error: str | None = None
-        page: Page[EndpointOut] = Page(items=[], next_cursor=None)
-        next_url: str | None = None
-        try:
-            page = await api_pages.endpoints(
-                service, viewer.caller, PAGE_SIZE, filter_value(query, "cursor")
-            )
-            if page.next_cursor is not None:
-                next_url = link({}, cursor=page.next_cursor)
-        except InvalidInputError as exc:
-            error = exc.detail
-        return await self._frame.render(
-            request,
-            viewer,
-            "endpoints.html",
-            422 if error else 200,
-            title="Endpoints",
-            items=page.items,
-            next_url=next_url,
-            paged=bool(query.get("cursor")),
-            error=error,
-        )
+        async def read(cursor: str | None) -> Page[EndpointOut]:
+            return await api_pages.endpoints(service, viewer.caller, PAGE_SIZE, cursor)
+
+        return await self._frame.listed(request, viewer, "endpoints.html", "Endpoints", read)
 
     async def endpoint(
         self,

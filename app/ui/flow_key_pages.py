@@ -22,12 +22,12 @@ from fastapi.responses import HTMLResponse, Response
 from app.api import flow_keys as flow_key_routes
 from app.api.deps import FlowKeysDep
 from app.api.flow_key_schemas import FlowKeyOut
+from app.api.schemas import Page
 from app.domain.errors import ChronoqError, InvalidInputError, PreconditionFailedError
 from app.domain.flow import KEY_ALPHABET, FlowLimits, Ordering, check_key
 from app.ui.display import period
 from app.ui.forms import Viewer
 from app.ui.frame import PageFrame, back, status_of
-from app.ui.query import filter_value, link
 from app.ui.tenancy import ViewerDep
 
 PAGE_SIZE = 50
@@ -121,30 +121,13 @@ class FlowKeyPages:
     async def flow_keys(
         self, request: Request, viewer: Viewer, service: FlowKeysDep
     ) -> HTMLResponse:
-        query = request.query_params
-        error: str | None = None
-        items: list[FlowKeyOut] = []
-        next_url: str | None = None
-        try:
-            page = await flow_key_routes.list_flow_keys(
-                service, viewer.caller, limit=PAGE_SIZE, cursor=filter_value(query, "cursor")
+        async def read(cursor: str | None) -> Page[FlowKeyOut]:
+            return await flow_key_routes.list_flow_keys(
+                service, viewer.caller, limit=PAGE_SIZE, cursor=cursor
             )
-            items = page.items
-            if page.next_cursor is not None:
-                next_url = link({}, cursor=page.next_cursor)
-        except InvalidInputError as exc:
-            error = exc.detail
-        return await self._frame.render(
-            request,
-            viewer,
-            "flow_keys.html",
-            422 if error else 200,
-            title="Flow keys",
-            items=items,
-            next_url=next_url,
-            paged=bool(query.get("cursor")),
-            error=error,
-            period=period,
+
+        return await self._frame.listed(
+            request, viewer, "flow_keys.html", "Flow keys", read, period=period
         )
 
     async def flow_key(

@@ -4,6 +4,7 @@ the checks a posted form passes before it changes anything (post, redirect, get)
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 from urllib.parse import parse_qs
 
@@ -13,6 +14,7 @@ from fastapi.templating import Jinja2Templates
 
 from app.api.deps import State
 from app.api.hosts import check_origin, console_refusal
+from app.api.schemas import Page
 from app.domain.errors import (
     ChronoqError,
     ConflictError,
@@ -23,6 +25,7 @@ from app.domain.errors import (
 from app.ui.display import environment
 from app.ui.forms import FormGuard, Viewer
 from app.ui.live import LiveNumbers
+from app.ui.query import filter_value, link
 from app.ui.tenancy import TenantChoices, carried, section_of
 
 FORM_TYPE = "application/x-www-form-urlencoded"
@@ -105,6 +108,42 @@ class PageFrame:
         response = self.templates.TemplateResponse(request, template, context, status_code=status)
         response.headers.update(_HEADERS)
         return response
+
+    async def listed(
+        self,
+        request: Request,
+        viewer: Viewer,
+        template: str,
+        title: str,
+        read: Callable[[str | None], Awaitable[Page[Any]]],
+        **context: Any,
+    ) -> HTMLResponse:
+        """A list page: the page `read(cursor)` gives for the address's cursor, with the
+        link to the next one; a cursor this console never issued is said on the page
+        (422), as the API refuses it."""
+        query = request.query_params
+        error: str | None = None
+        items: list[Any] = []
+        next_url: str | None = None
+        try:
+            page = await read(filter_value(query, "cursor"))
+            items = page.items
+            if page.next_cursor is not None:
+                next_url = link({}, cursor=page.next_cursor)
+        except InvalidInputError as exc:
+            error = exc.detail
+        return await self.render(
+            request,
+            viewer,
+            template,
+            422 if error else 200,
+            title=title,
+            items=items,
+            next_url=next_url,
+            paged=bool(query.get("cursor")),
+            error=error,
+            **context,
+        )
 
     async def refuse(
         self, request: Request, viewer: Viewer, status: int, detail: str

@@ -11,11 +11,10 @@ from app.api import pages as api_pages
 from app.api.deps import TopicsDep
 from app.api.schemas import Page
 from app.api.topic_schemas import SubscriptionOut, TopicOut
-from app.domain.errors import ChronoqError, InvalidInputError
+from app.domain.errors import ChronoqError
 from app.domain.topics import TOPIC_NAME
 from app.ui.forms import Viewer
 from app.ui.frame import PageFrame, status_of
-from app.ui.query import filter_value, link
 from app.ui.tenancy import ViewerDep
 
 PAGE_SIZE = 50
@@ -27,29 +26,10 @@ class TopicPages:
         self._frame = frame
 
     async def topics(self, request: Request, viewer: Viewer, service: TopicsDep) -> Response:
-        query = request.query_params
-        error: str | None = None
-        page: Page[TopicOut] = Page(items=[], next_cursor=None)
-        next_url: str | None = None
-        try:
-            page = await api_pages.topics(
-                service, viewer.caller, PAGE_SIZE, filter_value(query, "cursor")
-            )
-            if page.next_cursor is not None:
-                next_url = link({}, cursor=page.next_cursor)
-        except InvalidInputError as exc:
-            error = exc.detail
-        return await self._frame.render(
-            request,
-            viewer,
-            "topics.html",
-            422 if error else 200,
-            title="Topics",
-            items=page.items,
-            next_url=next_url,
-            paged=bool(query.get("cursor")),
-            error=error,
-        )
+        async def read(cursor: str | None) -> Page[TopicOut]:
+            return await api_pages.topics(service, viewer.caller, PAGE_SIZE, cursor)
+
+        return await self._frame.listed(request, viewer, "topics.html", "Topics", read)
 
     async def topic(
         self, request: Request, viewer: Viewer, service: TopicsDep, name: str

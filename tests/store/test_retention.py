@@ -3,6 +3,7 @@ time, and only in the replica holding the pruning lock."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -13,15 +14,24 @@ from tests.store.conftest import DIALECTS
 from tests.store.ports import Database
 
 # What retention may delete; pending occurrences and dead letters are kept however old.
-FINISHED = {OccurrenceStatus.DELIVERED, OccurrenceStatus.CANCELLED, OccurrenceStatus.SKIPPED}
+FINISHED = {
+    OccurrenceStatus.DELIVERED,
+    OccurrenceStatus.CANCELLED,
+    OccurrenceStatus.SKIPPED,
+    OccurrenceStatus.COMPLETED,
+}
 
 
 async def one_of_each_status(database: Database) -> None:
     """Occurrences in every status, all changed now: a schedule delivered, one
-    dead-lettered, one retrying, and a recurring one that skipped a tick and was cancelled."""
+    dead-lettered, one retrying, a recurring one that skipped a tick and was cancelled, and
+    one of a topic that fanned out (to nobody: completed)."""
     delivered, dead, retrying = (ports.draft(ports.immediate()) for _ in range(3))
     cancelled = ports.draft(ports.interval(60))
-    await ports.insert_schedules(database, [delivered, dead, retrying, cancelled])
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    await ports.make_topic(database, topic)
+    fanned = ports.draft(ports.immediate(), target=ports.topic_target(topic))
+    await ports.insert_schedules(database, [delivered, dead, retrying, cancelled, fanned])
     leased = {d.schedule_id: d for d in await ports.claim(database, limit=10)}
     assert set(leased) == {delivered.id, dead.id, retrying.id, cancelled.id}
     await ports.settle(

@@ -179,7 +179,7 @@ class LifecycleStore:
                     [OccurrenceStatus.PENDING, OccurrenceStatus.DEAD_LETTERED]
                 ),
                 # A topic's deliveries stay under their endpoints' keys.
-                occurrences.c.origin.not_in([origin.value for origin in NOT_FIRINGS]),
+                *(occurrences.c.origin != origin.value for origin in sorted(NOT_FIRINGS)),
             )
             .values(flow_key=flow_key, shelved=False)
         )

@@ -108,7 +108,7 @@ def _derived() -> list[Any]:
             o.c.schedule_id == schedules.c.id,
             o.c.status == OccurrenceStatus.PENDING,
             # Its failure callbacks and its topic occurrences' deliveries fire nothing.
-            o.c.origin.not_in([origin.value for origin in NOT_FIRINGS]),
+            *(o.c.origin != origin.value for origin in sorted(NOT_FIRINGS)),
         )
         .order_by(o.c.fire_at)
         .limit(1)
@@ -262,7 +262,7 @@ def listing(
             sa.exists().where(
                 occurrences.c.schedule_id == schedules.c.id,
                 occurrences.c.status == OccurrenceStatus.PENDING,
-                occurrences.c.origin.not_in([origin.value for origin in NOT_FIRINGS]),
+                *(occurrences.c.origin != origin.value for origin in sorted(NOT_FIRINGS)),
                 occurrences.c.fire_at <= sa.literal(where.due_before, UTCDateTime()),
             )
         )

@@ -71,7 +71,7 @@ EVENT_KINDS = (
     "dead_letter_discarded",
 )
 # Finished occurrences that retention deletes; pending and dead-lettered ones are kept.
-PRUNABLE_STATUSES = ("delivered", "cancelled", "skipped")
+PRUNABLE_STATUSES = ("delivered", "cancelled", "skipped", "completed")
 # Schedules that have ended, which schedule retention deletes with all they hold.
 ENDED_STATUSES = ("completed", "cancelled", "failed")
 

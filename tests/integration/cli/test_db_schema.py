@@ -41,6 +41,8 @@ CHRONOQ_TABLES = {
     ("endpoints",),
     ("endpoint_secrets",),
     ("endpoint_events",),
+    ("topics",),
+    ("subscriptions",),
     ("operator_events",),
     ("alembic_version",),
 }
