@@ -1,7 +1,8 @@
 """Topics and fan-out: `topics`, `subscriptions` (an endpoint's, with what it matches),
 and on `occurrences` a fan-out's deliveries (origin `fanout`, with `parent_id`, the topic's
 occurrence, and `subscription_id`) and the status `completed` of an occurrence that fanned
-out, which retention prunes as it prunes delivered ones. On PostgreSQL the checks are added NOT VALID, then validated without blocking writes.
+out, which retention prunes as it prunes delivered ones. On PostgreSQL the checks are
+added NOT VALID, then validated without blocking writes.
 
 Revision ID: 0028_topics
 Revises: 0027_endpoints
