@@ -46,16 +46,23 @@ async def _post(http: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> 
         return answer
 
 
+async def _endpoints(ctx: bench.Context, base: str, hook: str) -> list[str]:
+    """`--subscribers` endpoints, each to the receiver; their ids."""
+    return [
+        (await _post(ctx.http, f"{base}/v1/endpoints", {"url": f"{hook}?s={n}"}))["id"]
+        for n in range(ctx.args.subscribers)
+    ]
+
+
 async def _subscribers(ctx: bench.Context, base: str, hook: str) -> list[uuid.UUID]:
     """The topic and its subscriptions, each to an endpoint of its own; their ids."""
     async with ctx.http.put(f"{base}/v1/topics/{TOPIC}", json={}) as response:
         if response.status != 201:
             raise RuntimeError(f"PUT /v1/topics/{TOPIC} answered {response.status}")
     made = []
-    for n in range(ctx.args.subscribers):
-        endpoint = await _post(ctx.http, f"{base}/v1/endpoints", {"url": f"{hook}?s={n}"})
+    for endpoint in await _endpoints(ctx, base, hook):
         subscription = await _post(
-            ctx.http, f"{base}/v1/subscriptions", {"topic": TOPIC, "endpoint_id": endpoint["id"]}
+            ctx.http, f"{base}/v1/subscriptions", {"topic": TOPIC, "endpoint_id": endpoint}
         )
         made.append(uuid.UUID(subscription["id"]))
     return made
@@ -74,6 +81,7 @@ async def one_run(ctx: bench.Context, kind: str, run: int) -> dict[str, Any]:
             await receiver.reset()
             base = service.base
             subscriptions = await _subscribers(ctx, base, hook) if kind == "fanout" else []
+            endpoints = await _endpoints(ctx, base, hook) if kind == "endpoints" else []
             count = args.occurrences if kind == "fanout" else args.count
             lead = args.lead if args.lead is not None else 2.0 + count / 1000
             due = round(time.time() + lead, 3)
@@ -81,6 +89,17 @@ async def one_run(ctx: bench.Context, kind: str, run: int) -> dict[str, Any]:
             items = [bench.schedule_item(hook, at, n, kind) for n in range(count)]
             if kind == "fanout":
                 items = [{**item, "target": {"type": "topic", "topic": TOPIC}} for item in items]
+            if kind == "endpoints":
+                items = [
+                    {
+                        **item,
+                        "target": {
+                            "type": "endpoint",
+                            "endpoint_id": endpoints[n % len(endpoints)],
+                        },
+                    }
+                    for n, item in enumerate(items)
+                ]
             occurrences = await bench.create_batches(http, base, items)
             if time.time() > due:
                 ctx.problems.append(f"{tag}: creation finished after the due instant")
@@ -136,7 +155,8 @@ async def main_async(args: argparse.Namespace, problems: list[str]) -> list[dict
             try:
                 for run in range(1, args.runs + 1):
                     measured: dict[str, Any] = {"run": run}
-                    for kind in ("w1", "fanout") if run % 2 else ("fanout", "w1"):
+                    kinds = ("w1", "endpoints", "fanout") if args.endpoints else ("w1", "fanout")
+                    for kind in kinds if run % 2 else kinds[::-1]:
                         r = await one_run(ctx, kind, run)
                         measured[kind] = r
                         bench.log(
@@ -163,6 +183,11 @@ def main() -> int:
     parser.add_argument("--count", type=int, default=10_000, help="W1 one-shots (10,000)")
     parser.add_argument("--occurrences", type=int, default=1000, help="topic one-shots (1,000)")
     parser.add_argument("--subscribers", type=int, default=10, help="subscriptions (10)")
+    parser.add_argument(
+        "--endpoints",
+        action="store_true",
+        help="also W1 to --subscribers endpoints (each one-shot to one): the endpoints' own cost",
+    )
     parser.add_argument("--lead", type=float, default=None, help="seconds from creation to due")
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--settle", type=float, default=1.0)
@@ -194,6 +219,13 @@ def main() -> int:
         f"  fan-out ({args.occurrences:,} x {args.subscribers}): {bench.fmt(bench.median(fan))}/s "
         f"({', '.join(map(bench.fmt, fan))})"
     )
+    if args.endpoints:
+        by_endpoint = [r["endpoints"]["deliveries_per_s"] for r in runs]
+        print(
+            f"  W1 to {args.subscribers} endpoints: {bench.fmt(bench.median(by_endpoint))}/s "
+            f"({', '.join(map(bench.fmt, by_endpoint))}); / W1 "
+            + ", ".join(bench.fmt(e / w, 2) for e, w in zip(by_endpoint, w1, strict=True))
+        )
     ratio = bench.median(ratios)
     each = ", ".join(bench.fmt(r, 2) for r in ratios)
     print(f"  fan-out / W1 (same run): {bench.fmt(ratio, 2)} ({each})")
