@@ -21,6 +21,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Row
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.endpoints import (
@@ -241,17 +242,20 @@ class EndpointStore:
             ],
             "key",
         )
-        await conn.execute(
-            endpoints.insert().values(
-                id=endpoint_id,
-                tenant=tenant,
-                **_endpoint_values(spec),
-                version=1,
-                created_by=actor,
-                created_at=now,
-                updated_at=now,
+        try:
+            await conn.execute(
+                endpoints.insert().values(
+                    id=endpoint_id,
+                    tenant=tenant,
+                    **_endpoint_values(spec),
+                    version=1,
+                    created_by=actor,
+                    created_at=now,
+                    updated_at=now,
+                )
             )
-        )
+        except IntegrityError:  # another request took the name since `_name_free`
+            raise ConflictError(f"the tenant has an endpoint named {spec.name!r} already") from None
         await conn.execute(
             endpoint_secrets.insert().values(
                 id=event_id(now), endpoint_id=endpoint_id, secret=secret, created_at=now
@@ -385,11 +389,14 @@ class EndpointStore:
         if if_match is not None:
             check_version(row.version, if_match, f"the endpoint is at version {row.version}")
         await self._name_free(conn, tenant, spec.name, endpoint_id)
-        await conn.execute(
-            endpoints.update()
-            .where(_e.id == endpoint_id)
-            .values(**_endpoint_values(spec), version=row.version + 1, updated_at=now)
-        )
+        try:
+            await conn.execute(
+                endpoints.update()
+                .where(_e.id == endpoint_id)
+                .values(**_endpoint_values(spec), version=row.version + 1, updated_at=now)
+            )
+        except IntegrityError:  # another request took the name since `_name_free`
+            raise ConflictError(f"the tenant has an endpoint named {spec.name!r} already") from None
         if "flow" in changed:
             await conn.execute(
                 flow_keys.update()

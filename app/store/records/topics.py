@@ -17,6 +17,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Row
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.errors import ConflictError, InvalidInputError
@@ -99,13 +100,18 @@ class TopicStore:
         row = (await conn.execute(locked)).one_or_none()
         created = row is None
         if created:
-            # Two puts of a new topic at once: the second's insert fails on the key, and
-            # its transaction is tried again (`Database.run`), finding the first's.
-            await conn.execute(
-                topics.insert().values(
-                    tenant=tenant, name=name, version=1, created_at=now, updated_at=now
+            # Two puts of a new topic at once: the second's insert fails on the key (a
+            # 409: put again, and it replaces the first's).
+            try:
+                await conn.execute(
+                    topics.insert().values(
+                        tenant=tenant, name=name, version=1, created_at=now, updated_at=now
+                    )
                 )
-            )
+            except IntegrityError:
+                raise ConflictError(
+                    f"topic {name} was made by another request at the same instant: put it again"
+                ) from None
             row = (await conn.execute(locked)).one()
         assert row is not None
         if if_match is not None:

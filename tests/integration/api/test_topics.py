@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from tests.integration.conftest import ON_MODULE_LOOP, Harness
@@ -99,3 +100,24 @@ async def test_bad_subscriptions_and_topic_targets_are_refused_naming_the_field(
     assert refused.status_code == 422, refused.text
     assert refused.json()["errors"][0]["pointer"] == "#/target/topic"
     assert (await shared.get("/v1/schedules"))["items"] == []
+
+
+async def test_concurrent_puts_of_a_new_topic_and_names_of_endpoints_never_fail_the_server(
+    shared: Harness,
+) -> None:
+    answers = await asyncio.gather(
+        *(shared.client.put("/v1/topics/race", json={}) for _ in range(6))
+    )
+    statuses = sorted(a.status_code for a in answers)
+    assert set(statuses) <= {200, 201, 409}, [a.text for a in answers]
+    assert statuses.count(201) == 1, statuses
+    made = await asyncio.gather(
+        *(
+            shared.client.post(
+                "/v1/endpoints", json={"name": "same", "url": shared.receiver.url("/x")}
+            )
+            for _ in range(6)
+        )
+    )
+    assert sorted(m.status_code for m in made).count(201) == 1, [m.text for m in made]
+    assert {m.status_code for m in made} <= {201, 409}
