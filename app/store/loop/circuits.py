@@ -23,13 +23,8 @@ from app.domain.occurrence import OccurrenceStatus, Settlement
 from app.domain.operator_events import CIRCUIT_KINDS, NewOperatorEvent
 from app.domain.target import EndpointWebhook
 from app.domain.tenants import tenant_of_key
-from app.store.records.endpoints import (
-    NewEndpointEvent,
-    circuit_of,
-    circuit_values,
-    endpoint_settings,
-    record_endpoint_events,
-)
+from app.store.records.endpoint_circuits import circuit_of, circuit_values, endpoint_settings
+from app.store.records.endpoint_events import NewEndpointEvent, record_endpoint_events
 from app.store.records.operator_events import record_operator_events
 from app.store.schema.tables import flow_keys
 

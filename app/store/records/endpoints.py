@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -26,9 +25,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.endpoints import (
     MAX_LIVE_SECRETS,
-    Circuit,
-    CircuitSettings,
-    CircuitState,
     Endpoint,
     EndpointEvent,
     EndpointSpec,
@@ -44,9 +40,14 @@ from app.domain.secrets import redacted_secret
 from app.domain.target import EndpointWebhook
 from app.domain.tenants import endpoint_key
 from app.store.dialects import dialect_of
+from app.store.records.endpoint_circuits import circuit_of, circuit_values, settings_of
+from app.store.records.endpoint_events import (
+    NewEndpointEvent,
+    endpoint_history,
+    record_endpoint_events,
+)
 from app.store.records.flow_keys import FlowKeyStore, unshelve_keys
 from app.store.schema.tables import (
-    endpoint_events,
     endpoint_secrets,
     endpoints,
     flow_keys,
@@ -71,78 +72,6 @@ PATCH_FIELDS = (
 )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NewEndpointEvent:
-    endpoint_id: uuid.UUID
-    tenant: str
-    kind: str
-    actor: str | None
-    detail: dict[str, Any] | None = None
-
-
-async def record_endpoint_events(
-    conn: AsyncConnection, events: Sequence[NewEndpointEvent], now: datetime
-) -> None:
-    """Write `events`, in order, at the transaction's instant."""
-    if not events:
-        return
-    await dialect_of(conn).insert_rows(
-        conn,
-        endpoint_events,
-        [
-            {
-                "id": event_id(now),
-                "endpoint_id": e.endpoint_id,
-                "tenant": e.tenant,
-                "kind": e.kind,
-                "actor": e.actor,
-                "detail": e.detail,
-                "now": now,
-            }
-            for e in events
-        ],
-        now_columns=("at",),
-    )
-
-
-def _settings(row: Any) -> CircuitSettings:
-    return CircuitSettings(
-        failure_threshold=row.failure_threshold,
-        cooldown_seconds=row.cooldown_seconds,
-        max_cooldown_seconds=row.max_cooldown_seconds,
-        disable_after_seconds=row.disable_after_seconds,
-    )
-
-
-def circuit_of(row: Any) -> Circuit:
-    """A key row's circuit (a row that no circuit ever touched is closed)."""
-    if row is None:
-        return Circuit()
-    return Circuit(
-        state=CircuitState(row.circuit) if row.circuit else CircuitState.CLOSED,
-        failures=row.failures_in_a_row or 0,
-        changed_at=row.circuit_changed_at,
-        opened_at=row.circuit_opened_at,
-        cooldown=row.circuit_cooldown,
-        probe_at=row.backoff_until if row.circuit == CircuitState.OPEN else None,
-    )
-
-
-def circuit_values(circuit: Circuit) -> dict[str, Any]:
-    """The key row's columns for `circuit` (its back-off and pause included)."""
-    values: dict[str, Any] = {
-        "circuit": None if circuit.state is CircuitState.CLOSED else circuit.state.value,
-        "failures_in_a_row": circuit.failures,
-        "circuit_changed_at": circuit.changed_at,
-        "circuit_opened_at": circuit.opened_at,
-        "circuit_cooldown": circuit.cooldown,
-        "paused": circuit.state is CircuitState.DISABLED,
-    }
-    if circuit.state is CircuitState.OPEN:
-        values["backoff_until"] = circuit.probe_at
-    return values
-
-
 def _spec(row: Any, limits: FlowLimits | None) -> EndpointSpec:
     return EndpointSpec(
         name=row.name,
@@ -152,7 +81,7 @@ def _spec(row: Any, limits: FlowLimits | None) -> EndpointSpec:
         timeout_seconds=row.timeout_seconds,
         description=row.description,
         flow=limits,
-        circuit=_settings(row),
+        circuit=settings_of(row),
     )
 
 
@@ -571,24 +500,7 @@ class EndpointStore:
         limit: int,
     ) -> list[EndpointEvent]:
         """The endpoint's events, oldest first (a removed endpoint's too)."""
-        e = endpoint_events.c
-        statement = sa.select(endpoint_events).where(
-            e.endpoint_id == endpoint_id, e.tenant == tenant
-        )
-        if after is not None:
-            statement = statement.where(e.id > after)
-        rows = await conn.execute(statement.order_by(e.id).limit(limit))
-        return [
-            EndpointEvent(
-                id=row.id,
-                endpoint_id=row.endpoint_id,
-                kind=row.kind,
-                at=row.at,
-                actor=row.actor,
-                detail=row.detail,
-            )
-            for row in rows
-        ]
+        return await endpoint_history(conn, tenant, endpoint_id, after=after, limit=limit)
 
 
 async def resolve_endpoints(
@@ -629,21 +541,3 @@ async def resolve_endpoints(
         )
         for row in rows
     }
-
-
-async def endpoint_settings(
-    conn: AsyncConnection, ids: Iterable[uuid.UUID]
-) -> dict[uuid.UUID, CircuitSettings]:
-    """The circuit settings of the endpoints of `ids` that exist."""
-    wanted = sorted(set(ids))
-    if not wanted:
-        return {}
-    columns = (
-        _e.id,
-        _e.failure_threshold,
-        _e.cooldown_seconds,
-        _e.max_cooldown_seconds,
-        _e.disable_after_seconds,
-    )
-    rows = await conn.execute(sa.select(*columns).where(_e.id.in_(wanted)))
-    return {row.id: _settings(row) for row in rows}
