@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from app.api.endpoint_schemas import (
     EndpointAttemptOut,
@@ -33,9 +33,9 @@ from app.api.endpoint_schemas import (
 )
 from app.api.schemas import Page
 from app.cli.operator import text as render
-from app.cli.operator.backends import Operator, Versions, domain_error
+from app.cli.operator.backends import Operator, Versions
+from app.cli.operator.bodies import checked_body, if_match_as_domain, version_arg
 from app.cli.operator.run import Output, Parser, add_id, add_limit, collect, execute
-from app.client import errors as problems
 from app.domain.endpoints import MAX_OVERLAP_SECONDS
 from app.domain.errors import InvalidInputError, PreconditionFailedError
 
@@ -74,7 +74,6 @@ _CIRCUIT_OPTIONS = {
     "disable_after_seconds": "disable_after",
 }
 M = TypeVar("M", bound=BaseModel)
-T = TypeVar("T")
 NEVER = "never"  # --disable-after never: the circuit never disables the endpoint
 SHOWN_ONCE = "signing secret (shown once)"
 
@@ -105,13 +104,6 @@ def _seconds(text: str) -> float:
 
 def _seconds_or_never(text: str) -> float | str:
     return NEVER if text == NEVER else _seconds(text)
-
-
-def _version(text: str) -> int:
-    value = _whole(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"a version is 1 or more, not {value}")
-    return value
 
 
 def _overlap(text: str) -> int:
@@ -153,32 +145,17 @@ def _fields(args: argparse.Namespace) -> dict[str, Any]:
     return body
 
 
-def _pointer(loc: tuple[int | str, ...]) -> str:
-    """The pointer of a refused field, as far as an option gave it (a header's own name
-    is --header's)."""
-    pointer = "#" + "".join(f"/{part}" for part in loc)
-    while pointer not in _OPTIONS and pointer.count("/") > 1:
-        pointer = pointer.rsplit("/", 1)[0]
-    return pointer
-
-
 def _checked(model: type[M], body: dict[str, Any]) -> M:
     """`body` read by the API's own model, and its fields checked against each other as
-    the service checks them; a refusal is an InvalidInputError naming the field."""
-    try:
-        found = model.model_validate(body)
-        if isinstance(found, EndpointIn):
-            found.spec()
-        elif isinstance(found, EndpointPatch):
-            found.changes()
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        detail = first["msg"].removeprefix("Value error, ")
-        raise InvalidInputError(detail, pointer=_pointer(first["loc"])) from None
-    except InvalidInputError as exc:
-        loc = tuple((exc.pointer or "#").removeprefix("#").strip("/").split("/"))
-        raise InvalidInputError(exc.detail, pointer=_pointer(loc)) from None
-    return found
+    the service checks them (`checked_body`)."""
+    return checked_body(model, body, _OPTIONS, _cross_checked)
+
+
+def _cross_checked(found: BaseModel) -> None:
+    if isinstance(found, EndpointIn):
+        found.spec()
+    elif isinstance(found, EndpointPatch):
+        found.changes()
 
 
 def _options(args: argparse.Namespace) -> dict[str, str]:
@@ -362,15 +339,6 @@ def _create(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], i
     return run
 
 
-async def _as_domain(call: Awaitable[T]) -> T:
-    """`call`, with the service's refusal of its If-Match raised as the domain's error, as
-    the database backend raises it."""
-    try:
-        return await call
-    except problems.PreconditionFailedError as problem:
-        raise domain_error(problem) from None
-
-
 async def _merged(operator: Operator, args: argparse.Namespace, body: dict[str, Any]) -> Versions:
     """Merge the flow and circuit options given into the groups as read (the API replaces
     each whole); the versions the change may apply to."""
@@ -404,7 +372,9 @@ def _update(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], i
             if_match = await _merged(operator, args, body)
             changes = _checked(EndpointPatch, body)
             try:
-                found = await _as_domain(operator.update_endpoint(args.id, changes, if_match))
+                found = await if_match_as_domain(
+                    operator.update_endpoint(args.id, changes, if_match)
+                )
             except PreconditionFailedError as exc:
                 raise PreconditionFailedError(
                     f"endpoint {args.id} was not updated: {exc.detail}; read it again "
@@ -629,7 +599,7 @@ def add_endpoint_commands(
 def _add_if_match(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--if-match",
-        type=_version,
+        type=version_arg,
         default=None,
         metavar="VERSION",
         help="only if the endpoint is still at this version (`show` gives it)",

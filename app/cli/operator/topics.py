@@ -20,10 +20,10 @@ from __future__ import annotations
 import argparse
 import json
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from app.api.schemas import Page
 from app.api.topic_schemas import (
@@ -34,9 +34,9 @@ from app.api.topic_schemas import (
     TopicOut,
 )
 from app.cli.operator import text as render
-from app.cli.operator.backends import Operator, Versions, domain_error
+from app.cli.operator.backends import Operator, Versions
+from app.cli.operator.bodies import checked_body, if_match_as_domain, version_arg
 from app.cli.operator.run import Output, Parser, add_id, add_limit, collect, execute, uuid_arg
-from app.client import errors as problems
 from app.domain.errors import InvalidInputError, PreconditionFailedError
 from app.domain.topics import TOPIC_NAME
 
@@ -50,7 +50,6 @@ _OPTIONS = {
     "#/match": "--match",
 }
 M = TypeVar("M", bound=BaseModel)
-T = TypeVar("T")
 Scalar = str | int | float | bool | None
 
 
@@ -62,16 +61,6 @@ def _topic(text: str) -> str:
         shown = f"a name of {len(text)} characters" if len(text) > 40 else repr(text)
         raise argparse.ArgumentTypeError(f"{shown} is not a topic name ({TOPIC_ALPHABET})")
     return text
-
-
-def _version(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"a version is 1 or more, not {value}")
-    return value
 
 
 def _not_json(constant: str) -> Any:
@@ -108,30 +97,15 @@ def _match(pairs: list[tuple[str, Scalar]]) -> dict[str, Scalar | list[Scalar]]:
 # -- the bodies the options give ------------------------------------------------------
 
 
-def _pointer(loc: tuple[int | str, ...]) -> str:
-    """The pointer of a refused field, as far as an option gave it (an event type's index or
-    a match's own field is the option's)."""
-    pointer = "#" + "".join(f"/{part}" for part in loc)
-    while pointer not in _OPTIONS and pointer.count("/") > 1:
-        pointer = pointer.rsplit("/", 1)[0]
-    return pointer
-
-
 def _checked(model: type[M], body: dict[str, Any]) -> M:
-    """`body` read by the API's own model, and checked as the route checks it; a refusal
-    is an InvalidInputError naming the field."""
-    try:
-        found = model.model_validate(body)
-        if isinstance(found, SubscriptionPatch):
-            found.changes()
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        detail = first["msg"].removeprefix("Value error, ")
-        raise InvalidInputError(detail, pointer=_pointer(first["loc"])) from None
-    except InvalidInputError as exc:
-        loc = tuple((exc.pointer or "#").removeprefix("#").strip("/").split("/"))
-        raise InvalidInputError(exc.detail, pointer=_pointer(loc)) from None
-    return found
+    """`body` read by the API's own model, and checked as the route checks it
+    (`checked_body`)."""
+    return checked_body(model, body, _OPTIONS, _cross_checked)
+
+
+def _cross_checked(found: BaseModel) -> None:
+    if isinstance(found, SubscriptionPatch):
+        found.changes()
 
 
 def _usage(parser: argparse.ArgumentParser, model: type[M], body: dict[str, Any]) -> M:
@@ -155,15 +129,6 @@ def _subscription_fields(args: argparse.Namespace) -> dict[str, Any]:
     if args.match:
         body["match"] = _match(args.match)
     return body
-
-
-async def _as_domain(call: Awaitable[T]) -> T:
-    """`call`, with the service's refusal of its If-Match raised as the domain's error, as
-    the database backend raises it."""
-    try:
-        return await call
-    except problems.PreconditionFailedError as problem:
-        raise domain_error(problem) from None
 
 
 def _versions(args: argparse.Namespace) -> Versions:
@@ -270,7 +235,7 @@ def _put(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]
 
         async def work(operator: Operator) -> Output:
             try:
-                found, created = await _as_domain(
+                found, created = await if_match_as_domain(
                     operator.put_topic(args.name, description, _versions(args))
                 )
             except PreconditionFailedError as exc:
@@ -384,7 +349,7 @@ def _update(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], i
         async def work(operator: Operator) -> Output:
             subscription_id: uuid.UUID = args.id
             try:
-                found = await _as_domain(
+                found = await if_match_as_domain(
                     operator.update_subscription(subscription_id, changes, _versions(args))
                 )
             except PreconditionFailedError as exc:
@@ -426,7 +391,7 @@ def _add_name(parser: argparse.ArgumentParser) -> None:
 def _add_if_match(parser: argparse.ArgumentParser, what: str, shown_by: str) -> None:
     parser.add_argument(
         "--if-match",
-        type=_version,
+        type=version_arg,
         default=None,
         metavar="VERSION",
         help=f"only if the {what} is still at this version (`{shown_by}` gives it)",
