@@ -35,7 +35,7 @@ from app.domain.fair_share import interleave
 from app.domain.occurrence import NOT_FIRINGS, AttemptOutcome, Delivery, Origin
 from app.domain.operator_events import DeadLettered, failure_events
 from app.domain.schedule import AutoPause
-from app.domain.target import EndpointTarget, Target, TopicTarget
+from app.domain.target import EndpointTarget, EndpointWebhook, Target, TopicTarget
 from app.domain.tenants import endpoint_in_key
 from app.store.dialects import dialect_of
 from app.store.loop.claim_mix import ClaimMix
@@ -90,12 +90,27 @@ def _lost_row(lost: LostAttempt) -> dict[str, Any]:
     }
 
 
-def _claimed_row(row: Row[Any]) -> ClaimedRow:
+def _claimed_row(
+    row: Row[Any], endpoint: uuid.UUID | None, endpoints: Mapping[uuid.UUID, EndpointWebhook]
+) -> ClaimedRow:
     """A claimed row as the planner reads it; a definition that does not read back is
     handed over as such, to fail its own row only. A failure callback delivers its own
-    body to its schedule's `on_failure` target."""
+    body to its schedule's `on_failure` target; a row of an `endpoint` (`_endpoint_of`), what
+    `endpoints` holds of it now, or fails as an unreadable definition does when it is gone."""
     origin = Origin(row.origin)
     callback = origin is Origin.CALLBACK
+    target: Target | Unreadable
+    if endpoint is not None:
+        found = endpoints.get(endpoint)
+        target = (
+            found
+            if found is not None
+            else Unreadable(ValueError(f"endpoint {endpoint} no longer exists"))
+        )
+    elif callback:
+        target = _readable(_on_failure, row.on_failure)
+    else:
+        target = _readable(codec.target, row.target)
     return ClaimedRow(
         occurrence_id=row.occurrence_id,
         schedule_id=row.schedule_id,
@@ -106,11 +121,7 @@ def _claimed_row(row: Row[Any]) -> ClaimedRow:
         first_claim=bool(row.first_claim),
         event_type=CALLBACK_EVENT_TYPE if callback else row.event_type,
         body=row.callback_body if callback else row.body,
-        target=(
-            _readable(_on_failure, row.on_failure)
-            if callback
-            else _readable(codec.target, row.target)
-        ),
+        target=target,
         trigger=_readable(codec.trigger, row.trigger),
         jitter_seconds=row.jitter_seconds,
         lost=_lost_lease(row),
@@ -146,34 +157,27 @@ def _readable(read: Callable[[Any], _T], stored: Any) -> _T | Unreadable:
         return Unreadable(exc)
 
 
-async def _with_endpoints(
-    conn: AsyncConnection, rows: list[ClaimedRow], now: datetime
-) -> list[ClaimedRow]:
-    """`rows` with each endpoint target replaced by what its attempt sends now: the
-    endpoint's request and live secrets (one read for the claim, none when no row targets
-    an endpoint). A row whose endpoint is gone fails as an unreadable definition does."""
-    wanted: dict[uuid.UUID, uuid.UUID] = {}  # each row's endpoint, by occurrence
-    for row in rows:
-        if isinstance(row.target, EndpointTarget):
-            wanted[row.occurrence_id] = row.target.endpoint_id
-        elif row.origin is Origin.FANOUT and (endpoint := endpoint_in_key(row.flow_key)):
-            wanted[row.occurrence_id] = endpoint
-    if not wanted:
-        return rows
-    found = await resolve_endpoints(conn, wanted.values(), now)
-    resolved = []
-    for row in rows:
-        endpoint = wanted.get(row.occurrence_id)
-        if endpoint is not None:
-            target = found.get(endpoint)
-            row = replace(
-                row,
-                target=target
-                if target is not None
-                else Unreadable(ValueError(f"endpoint {endpoint} no longer exists")),
-            )
-        resolved.append(row)
-    return resolved
+def _endpoint_of(row: Row[Any], origin: Origin) -> uuid.UUID | None:
+    """The endpoint a claimed row delivers to: a fan-out delivery's, named by its key; a
+    schedule's that targets one (None: neither, or a target that does not read back)."""
+    if origin is Origin.FANOUT:
+        return endpoint_in_key(row.flow_key)
+    if origin is Origin.CALLBACK:
+        return None  # an `on_failure` target is never an endpoint
+    target = _readable(codec.target, row.target)
+    return target.endpoint_id if isinstance(target, EndpointTarget) else None
+
+
+async def _claimed_rows(conn: AsyncConnection, claimed: Sequence[Row[Any]]) -> list[ClaimedRow]:
+    """The claimed rows as the planner reads them, each endpoint target replaced by what its
+    attempt sends now: the endpoint's request and live secrets (one read for the claim,
+    none when no row targets an endpoint)."""
+    of = [_endpoint_of(row, Origin(row.origin)) for row in claimed]
+    wanted = {endpoint for endpoint in of if endpoint is not None}
+    found: Mapping[uuid.UUID, EndpointWebhook] = {}
+    if wanted:
+        found = await resolve_endpoints(conn, wanted, claimed[0].claimed_at)
+    return [_claimed_row(row, endpoint, found) for row, endpoint in zip(claimed, of, strict=True)]
 
 
 def _tenant_of(delivery: Delivery) -> str:
@@ -272,7 +276,7 @@ class ClaimStore:
         if not claimed:
             return Claimed([], keyed.held_back_in, more=more, held_back=keyed.held_back)
         now = claimed[0].claimed_at
-        rows = await _with_endpoints(conn, [_claimed_row(row) for row in claimed], now)
+        rows = await _claimed_rows(conn, claimed)
         not_before = {
             row.occurrence_id: row.due_at
             for row in rows
@@ -286,7 +290,10 @@ class ClaimStore:
         cadence = cadence_schedules(rows)
         rules = {r.schedule_id: rules_of_row(r) for r in claimed if r.schedule_id in cadence}
         plan = plan_claim(
-            [replace(row, rules=rules.get(row.schedule_id)) for row in rows],
+            [
+                replace(row, rules=rules[row.schedule_id]) if row.schedule_id in rules else row
+                for row in rows
+            ],
             now,
             token,
             self._rng,

@@ -72,8 +72,9 @@ async def fan_out(
                     "subscription_id": subscription.id,
                 }
             )
-    if rows:
-        await dialect_of(conn).insert_ignoring(conn, occurrences, rows, "occurrence_id")
+    # From arrays where the database takes them: one statement and one plan whatever the
+    # number of deliveries, written while the burst they belong to is due.
+    await dialect_of(conn).insert_rows(conn, occurrences, rows, ignoring="occurrence_id")
     await conn.execute(
         occurrences.update()
         .where(

@@ -158,7 +158,10 @@ class ClaimRows(StrEnum):
     FRESH = "fresh"
     AGAIN = "again"
     CHOSEN = "chosen"
-    # The rows of flow keys without limits (bound as `keys`), claimed as unkeyed rows are.
+    # The rows of flow keys without limits (bound as `keys`), claimed as unkeyed rows are:
+    # those no pause, back-off or sleep has shelved, in due order from the index of the
+    # keys' open rows (`KEYED_OPEN`), so that a claim reads what it takes, not every row
+    # due of its keys.
     FREE = "free"
 
 
@@ -169,14 +172,14 @@ CLAIM_ROWS = {
     ClaimRows.FRESH: "o.flow_key IS NULL AND o.first_attempt_at IS NULL",
     ClaimRows.AGAIN: "o.flow_key IS NULL AND o.first_attempt_at IS NOT NULL",
     ClaimRows.CHOSEN: "o.occurrence_id IN :ids",
-    ClaimRows.FREE: "o.flow_key IS NOT NULL AND o.flow_key IN :keys",
+    ClaimRows.FREE: "o.flow_key IS NOT NULL AND NOT o.shelved AND o.flow_key IN :keys",
 }
 # PostgreSQL takes a list as one array parameter: one statement text, and one cached plan,
 # whatever the list's length (a list expanded in place is a new statement for each length).
 CLAIM_ROWS_OF: dict[str, dict[ClaimRows, str]] = {
     "postgresql": {
         ClaimRows.CHOSEN: "o.occurrence_id = ANY(:ids)",
-        ClaimRows.FREE: "o.flow_key IS NOT NULL AND o.flow_key = ANY(:keys)",
+        ClaimRows.FREE: "o.flow_key IS NOT NULL AND NOT o.shelved AND o.flow_key = ANY(:keys)",
     }
 }
 
