@@ -207,6 +207,14 @@ class Dialect(ABC):
         `record_attempts`, or `settled_leases` then `record_attempt`)."""
 
     @abstractmethod
+    async def end_cancelled_leases(
+        self, conn: AsyncConnection, deliveries: Sequence[Delivery]
+    ) -> None:
+        """End the leases that `deliveries` (keyed ones, settled or handed back) still hold
+        of occurrences cancelled while they ran (named SQL `end_cancelled_leases`: one
+        statement for all on PostgreSQL, one per lease token elsewhere)."""
+
+    @abstractmethod
     async def mark_delivered(
         self, conn: AsyncConnection, deliveries: Sequence[Delivery], now: datetime
     ) -> None:

@@ -113,6 +113,11 @@ _UUIDS = postgresql.ARRAY(sa.Uuid())
 _DELIVERED_RESTARTING = query("delivered_restarting", "postgresql").bindparams(
     sa.bindparam("ids", type_=_UUIDS), sa.bindparam("tokens", type_=_UUIDS)
 )
+# The leases a settle or a hand-back ends of occurrences cancelled while they ran, the
+# same pairs (named SQL `end_cancelled_leases`).
+_END_CANCELLED_LEASES = query("end_cancelled_leases", "postgresql").bindparams(
+    sa.bindparam("ids", type_=_UUIDS), sa.bindparam("tokens", type_=_UUIDS)
+)
 # Schedules finished: the locked read, the update by key and the events in one statement
 # (named SQL `finish_one_shots`, `finish_recurring`).
 _FINISH = {
@@ -415,6 +420,16 @@ class PostgreSQL(OnConflictInserts, Dialect):
         if rows:
             params = {name: [row[key] for row in rows] for name, key in _ATTEMPT_ARRAYS.items()}
             await conn.execute(_RECORD_ATTEMPTS, params)
+
+    async def end_cancelled_leases(
+        self, conn: AsyncConnection, deliveries: Sequence[Delivery]
+    ) -> None:
+        if deliveries:
+            params = {
+                "ids": [d.occurrence_id for d in deliveries],
+                "tokens": [d.lease_token for d in deliveries],
+            }
+            await conn.execute(_END_CANCELLED_LEASES, params)
 
     async def mark_delivered(
         self, conn: AsyncConnection, deliveries: Sequence[Delivery], now: datetime

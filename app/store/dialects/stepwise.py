@@ -223,6 +223,20 @@ class Stepwise(Dialect):
             ),
         )
 
+    async def end_cancelled_leases(
+        self, conn: AsyncConnection, deliveries: Sequence[Delivery]
+    ) -> None:
+        for token, ids in by_lease_token(deliveries).items():
+            await conn.execute(self._end_cancelled_leases, {"ids": ids, "token": token})
+
+    @cached_property
+    def _end_cancelled_leases(self) -> sa.TextClause:
+        return typed(
+            query("end_cancelled_leases", self.name),
+            listed("ids", self.name, UUID),
+            sa.bindparam("token", type_=UUID),
+        )
+
     async def mark_delivered(
         self, conn: AsyncConnection, deliveries: Sequence[Delivery], now: datetime
     ) -> None:

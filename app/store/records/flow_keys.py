@@ -207,11 +207,8 @@ async def end_cancelled_leases(conn: AsyncConnection, deliveries: Sequence[Deliv
     its lease runs out (named SQL `end_cancelled_leases`). Only keyed ones: nothing counts
     the others."""
     keyed = [d for d in deliveries if d.flow_key is not None]
-    if not keyed:
-        return
-    statement = named("end_cancelled_leases", dialect_of(conn).name)
-    for token, ids in by_lease_token(keyed).items():
-        await conn.execute(statement, {"ids": ids, "token": token})
+    if keyed:
+        await dialect_of(conn).end_cancelled_leases(conn, keyed)
 
 
 async def give_back_tokens(conn: AsyncConnection, deliveries: Sequence[Delivery]) -> None:

@@ -93,7 +93,7 @@ NAMES: dict[str, tuple[str, ...]] = {
     "back_off": ("mysql", REST),
     "still_held": SHARED,
     "give_back_tokens": ("mysql", REST),
-    "end_cancelled_leases": SHARED,
+    "end_cancelled_leases": ("postgresql", REST),
     # Keys paused or backing off hold their waiting rows out of the keyed claim's index;
     # the keys that may start again, the soonest a back-off of one ends, and the give-back.
     "shelve_keys": SHARED,
