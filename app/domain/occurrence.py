@@ -7,7 +7,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeAlias
 
 from app.domain.retry import MAX_RETRY_DELAY_SECONDS, RetryPolicy, RetrySpec
 from app.domain.target import Target
@@ -83,6 +83,10 @@ class DeadLetter:
     schedule_name: str | None = None
 
 
+# A stream of deliveries that arrive in order, one at a time (`Delivery.lane`).
+Lane: TypeAlias = uuid.UUID | tuple[uuid.UUID, str | None]
+
+
 @dataclass(frozen=True, slots=True)
 class Delivery:
     """A claimed occurrence, ready to hand to a sink; `lease_token` guards its settle."""
@@ -120,6 +124,13 @@ class Delivery:
     # A fan-out's delivery: the topic's occurrence it delivers (X-Occurrence-Id), its own
     # id being the delivery's (webhook-id, Idempotency-Key).
     parent_id: uuid.UUID | None = None
+
+    @property
+    def lane(self) -> Lane:
+        """What it arrives in order within, one at a time (`app.worker.lanes`): its
+        schedule's deliveries; a fan-out's, its schedule's to its endpoint (its key), so
+        that each subscriber's stream is its own."""
+        return self.schedule_id if self.parent_id is None else (self.schedule_id, self.flow_key)
 
 
 # How much of a reply's body an attempt keeps (DESIGN 9): enough to read an error page's

@@ -1,10 +1,11 @@
-"""Lanes: claimed deliveries waiting to start, one lane per schedule, shared fairly
-between the destinations they go to.
+"""Lanes: claimed deliveries waiting to start, one lane per schedule (a fan-out's: per
+schedule and endpoint, `Delivery.lane`), shared fairly between the destinations they go to.
 
 Invariants:
-- a schedule has at most one delivery in flight; its others wait in its lane in tick order
+- a lane has at most one delivery in flight; its others wait in it in tick order
   (`fire_at`, then id), so catch-ups and backfills arrive in tick order, whichever claim
-  brought them;
+  brought them; a topic's subscribers each have a lane of their own, so that a slow one
+  holds back none of the others;
 - on time first: a lane whose head is a first attempt starts before any lane whose head is
   a retry or a replay, so a bulk replay never stands in front of first attempts; and the
   `reserve` a start is given is kept for first attempts: the others start only while more
@@ -45,7 +46,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from app.domain.destinations import destination_of
-from app.domain.occurrence import Delivery
+from app.domain.occurrence import Delivery, Lane
 
 # An attempt that has not been answered within this many seconds marks its destination
 # slow: it is then kept to its share of the window, less the spare slots.
@@ -81,8 +82,8 @@ class _Ready:
     __slots__ = ("_heap", "_last", "_live", "_now", "_seq")
 
     def __init__(self) -> None:
-        self._heap: list[tuple[float, int, uuid.UUID]] = []
-        self._live: dict[uuid.UUID, int] = {}  # each ready lane: its entry's number
+        self._heap: list[tuple[float, int, Lane]] = []
+        self._live: dict[Lane, int] = {}  # each ready lane: its entry's number
         self._last: dict[str, float] = {}  # each tenant's latest virtual time
         self._now = 0.0
         self._seq = 0
@@ -90,24 +91,24 @@ class _Ready:
     def __bool__(self) -> bool:
         return bool(self._live)
 
-    def append(self, sid: uuid.UUID, tenant: str, weight: int) -> None:
+    def append(self, lane_of: Lane, tenant: str, weight: int) -> None:
         at = max(self._now, self._last.get(tenant, 0.0)) + 1.0 / max(1, weight)
         self._last[tenant] = at
         self._seq += 1
-        heapq.heappush(self._heap, (at, self._seq, sid))
-        self._live[sid] = self._seq
+        heapq.heappush(self._heap, (at, self._seq, lane_of))
+        self._live[lane_of] = self._seq
 
-    def first(self) -> uuid.UUID:
+    def first(self) -> Lane:
         """The lane whose turn it is (entries of lanes removed meanwhile are dropped)."""
         heap = self._heap
         while self._live.get(heap[0][2]) != heap[0][1]:
             heapq.heappop(heap)
         return heap[0][2]
 
-    def remove(self, sid: uuid.UUID) -> None:
-        if self.first() == sid:
+    def remove(self, lane_of: Lane) -> None:
+        if self.first() == lane_of:
             self._now = heapq.heappop(self._heap)[0]
-        del self._live[sid]
+        del self._live[lane_of]
         if not self._live:  # nothing waits: the tenants start even again
             self._heap.clear()
             self._last.clear()
@@ -165,13 +166,13 @@ class Lanes:
         # What a destination not known to answer quickly leaves free of the window.
         self._spare_slots = min(spare_slots, limit - 1) if limit > 1 else 0
         self._slow_after = slow_after
-        self._lanes: dict[uuid.UUID, list[_Waiting]] = {}  # non-empty lanes only
+        self._lanes: dict[Lane, list[_Waiting]] = {}  # non-empty lanes only
         # Destinations with work here (a lane ready, or a delivery in flight).
         self._destinations: dict[str, _Destination] = {}
         # Destinations with a lane ready, in turn: of first attempts, and of the others.
         self._turns: dict[bool, deque[str]] = {True: deque(), False: deque()}
-        self._ready: dict[uuid.UUID, tuple[str, bool]] = {}  # lane: destination, kind
-        self._busy: dict[uuid.UUID, str] = {}  # schedule in flight: its destination
+        self._ready: dict[Lane, tuple[str, bool]] = {}  # lane: destination, kind
+        self._busy: dict[Lane, str] = {}  # schedule in flight: its destination
         # How long each destination's latest finished attempt took (seconds).
         self._answered_in: dict[str, float] = {}
         self._waiting = 0
@@ -194,7 +195,7 @@ class Lanes:
         """Queue a claim's deliveries; `deadline` is when their lease ends (loop time);
         `unstarted`: the occurrences whose attempt waits for its start mark."""
         for delivery in deliveries:
-            sid = delivery.schedule_id
+            lane_of = delivery.lane
             waiting = _Waiting(
                 delivery,
                 deadline,
@@ -207,12 +208,12 @@ class Lanes:
             if weight != destination.weight:
                 self._weights += weight - destination.weight
                 destination.weight = weight
-            lane = self._lanes.get(sid)
+            lane = self._lanes.get(lane_of)
             if lane is None:
-                lane = self._lanes[sid] = []
+                lane = self._lanes[lane_of] = []
                 bisect.insort(lane, waiting, key=lambda w: w.order)
-                if sid not in self._busy:
-                    self._make_ready(sid)
+                if lane_of not in self._busy:
+                    self._make_ready(lane_of)
             else:
                 bisect.insort(lane, waiting, key=lambda w: w.order)
             self._waiting += 1
@@ -239,20 +240,20 @@ class Lanes:
                 if destination is None:
                     break
                 ready = destination.queue(first)
-                sid = ready.first()
-                lane = self._lanes[sid]
+                lane_of = ready.first()
+                lane = self._lanes[lane_of]
                 head = lane[0]
                 if len(self._busy) >= window and not head.unstarted:
                     return started  # beyond the window, only a start mark may be made ahead
-                self._unready(sid)
+                self._unready(lane_of)
                 if head.deadline - now < self._min_lease:
-                    started.hand_back.extend(self._drop(sid))
+                    started.hand_back.extend(self._drop(lane_of))
                     continue
                 lane.pop(0)
                 self._waiting -= 1
                 if not lane:
-                    del self._lanes[sid]
-                self._launch(sid, head)
+                    del self._lanes[lane_of]
+                self._launch(lane_of, head)
                 self._destinations[head.destination].waiting -= 1
                 started.launch.append(head.delivery)
                 if head.unstarted:
@@ -262,7 +263,7 @@ class Lanes:
     def sending(self, delivery: Delivery, now: float) -> None:
         """The delivery in flight is being sent, at loop time `now`: from here on its
         destination is timed by it (`finished`)."""
-        name = self._busy.get(delivery.schedule_id)
+        name = self._busy.get(delivery.lane)
         if name is not None:
             self._destinations[name].started[delivery.occurrence_id] = now
 
@@ -270,8 +271,8 @@ class Lanes:
         """The schedule's delivery in flight is done (at loop time `now`, which times its
         destination's answer when given): its lane's next may start. Returns its
         destination (None: it was not in flight here)."""
-        sid = delivery.schedule_id
-        name = self._busy.pop(sid, None)
+        lane_of = delivery.lane
+        name = self._busy.pop(lane_of, None)
         if name is not None:
             destination = self._destinations[name]
             destination.busy -= 1
@@ -279,8 +280,8 @@ class Lanes:
             if now is not None and began is not None:
                 self._answered(name, now - began)
             self._forget_if_idle(destination)
-        if sid in self._lanes:
-            self._make_ready(sid)
+        if lane_of in self._lanes:
+            self._make_ready(lane_of)
         return name
 
     def saturated(self, now: float) -> list[str]:
@@ -305,8 +306,8 @@ class Lanes:
         if self._soonest - now >= self._min_lease:
             return []
         out: list[Delivery] = []
-        for sid in [s for s, lane in self._lanes.items() if self._expires(lane, now)]:
-            out.extend(self._drop(sid))
+        for lane_of in [s for s, lane in self._lanes.items() if self._expires(lane, now)]:
+            out.extend(self._drop(lane_of))
         self._soonest = min(
             (w.deadline for lane in self._lanes.values() for w in lane), default=float("inf")
         )
@@ -315,8 +316,8 @@ class Lanes:
     def take_all(self) -> list[Delivery]:
         """Remove and return every waiting delivery (the loop is stopping)."""
         out = [w.delivery for lane in self._lanes.values() for w in lane]
-        for sid in list(self._ready):
-            self._unready(sid)
+        for lane_of in list(self._ready):
+            self._unready(lane_of)
         for destination in list(self._destinations.values()):
             destination.waiting = 0
             self._forget_if_idle(destination)
@@ -377,10 +378,10 @@ class Lanes:
 
     # -- bookkeeping -------------------------------------------------------------------
 
-    def _launch(self, sid: uuid.UUID, head: _Waiting) -> None:
+    def _launch(self, lane_of: Lane, head: _Waiting) -> None:
         destination = self._destination(head.destination)
         destination.busy += 1
-        self._busy[sid] = head.destination
+        self._busy[lane_of] = head.destination
 
     def _destination(self, name: str) -> _Destination:
         destination = self._destinations.get(name)
@@ -397,39 +398,39 @@ class Lanes:
     def _expires(self, lane: list[_Waiting], now: float) -> bool:
         return any(w.deadline - now < self._min_lease for w in lane)
 
-    def _drop(self, sid: uuid.UUID) -> list[Delivery]:
-        lane = self._lanes.pop(sid)
+    def _drop(self, lane_of: Lane) -> list[Delivery]:
+        lane = self._lanes.pop(lane_of)
         self._waiting -= len(lane)
-        self._unready(sid)
+        self._unready(lane_of)
         for waiting in lane:
             destination = self._destinations[waiting.destination]
             destination.waiting -= 1
             self._forget_if_idle(destination)
         return [w.delivery for w in lane]
 
-    def _make_ready(self, sid: uuid.UUID) -> None:
+    def _make_ready(self, lane_of: Lane) -> None:
         """The lane may start its head: ahead of other attempts when it is a first one (by
         its head now; one that an earlier tick joins later keeps its place), in its head's
         destination's turn."""
-        head = self._lanes[sid][0]
+        head = self._lanes[lane_of][0]
         first = head.delivery.first
         destination = self._destination(head.destination)
         ready = destination.queue(first)
         if not ready:
             self._turns[first].append(destination.name)
         tenant = head.delivery.tenant
-        ready.append(sid, tenant, self._weight_of(tenant))
-        self._ready[sid] = (destination.name, first)
+        ready.append(lane_of, tenant, self._weight_of(tenant))
+        self._ready[lane_of] = (destination.name, first)
 
-    def _unready(self, sid: uuid.UUID) -> None:
+    def _unready(self, lane_of: Lane) -> None:
         """The lane leaves its destination's ready lanes (if it was there)."""
-        where = self._ready.pop(sid, None)
+        where = self._ready.pop(lane_of, None)
         if where is None:
             return
         name, first = where
         destination = self._destinations[name]
         ready = destination.queue(first)
-        ready.remove(sid)
+        ready.remove(lane_of)
         if not ready:
             self._turns[first].remove(name)
         self._forget_if_idle(destination)

@@ -6,14 +6,19 @@ none of the others; a topic with no match completes with no delivery."""
 from __future__ import annotations
 
 import json
+import random
 import uuid
 from typing import Any
 
 from standardwebhooks import Webhook
 
 from app.domain.topics import delivery_id
+from app.sinks import open_sinks
+from app.worker.dispatcher import Dispatcher
 from tests.integration.conftest import Harness
+from tests.integration.worker.test_isolation import Tarpit
 from tests.receiver import Reply
+from tests.waiting import eventually
 
 
 async def _endpoint(harness: Harness, path: str, **body: Any) -> dict[str, Any]:
@@ -123,3 +128,36 @@ async def test_a_topic_with_no_matching_subscription_completes_with_no_delivery(
     assert read["deliveries"] == []
     assert await harness.schedule_status(schedule["id"]) == "completed"
     assert harness.receiver.requests == []
+
+
+async def test_a_subscriber_that_holds_its_requests_holds_back_none_of_the_others(
+    harness: Harness,
+) -> None:
+    # Each subscriber's stream of a schedule is a lane of its own: while the tarpit holds
+    # its delivery of the first tick, the other subscriber gets every tick as it comes.
+    settings = harness.settings.model_copy(
+        update={"dispatch_timeout": 20.0, "lease": 60.0, "poll_interval": 0.05}
+    )
+    tarpit = Tarpit()
+    async with tarpit.serving() as url, open_sinks(settings) as sinks:
+        await harness.client.put("/v1/topics/billing", json={})
+        held = await harness.client.post("/v1/endpoints", json={"url": url})
+        assert held.status_code == 201, held.text
+        await _subscribe(harness, held.json())
+        await _subscribe(harness, await _endpoint(harness, "/fast"))
+        await harness.create(
+            target={"type": "topic", "topic": "billing"},
+            trigger={"type": "interval", "every_seconds": 1},
+        )
+        dispatcher = Dispatcher(
+            harness.database, sinks, settings, rng=random.Random(1), wakeups=harness.wakeups
+        )
+        async with dispatcher.started():
+            await eventually(lambda: tarpit.held == 1, what="the tarpit's first delivery")
+            await eventually(
+                lambda: len(harness.receiver.on("/fast")) >= 3,
+                within=30,
+                what="three ticks at the other subscriber",
+            )
+            # Its own stream keeps its order: one at a time, the first still held.
+            assert (tarpit.held, tarpit.answered) == (1, 0)

@@ -7,7 +7,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 from app.domain.destinations import destination_of
-from app.domain.occurrence import Delivery
+from app.domain.occurrence import Delivery, Origin
 from app.domain.target import WebhookTarget
 from app.worker.lanes import Lanes
 from tests import factories
@@ -67,6 +67,37 @@ def test_different_schedules_start_side_by_side() -> None:
 
     assert {d.schedule_id for d in started.launch} == {SCHEDULE_A, SCHEDULE_B}
     assert lanes.in_flight == 2
+
+
+def _fanned(tick: int, endpoint: str) -> Delivery:
+    """A topic occurrence's delivery to `endpoint`'s key (a fan-out's: it has a parent)."""
+    return dataclasses.replace(
+        delivery(SCHEDULE_A, tick),
+        parent_id=uuid.uuid4(),
+        flow_key=f"acme/~{endpoint}",
+        origin=Origin.FANOUT,
+    )
+
+
+def test_a_topics_deliveries_to_each_subscriber_start_side_by_side() -> None:
+    # One subscriber's delivery in flight (a slow receiver, say) holds back no other's.
+    lanes = Lanes(limit=10, min_lease=MIN_LEASE)
+    lanes.admit([_fanned(0, "one"), _fanned(0, "two"), _fanned(0, "three")], deadline=LONG)
+
+    started = lanes.start(0.0)
+
+    assert {d.flow_key for d in started.launch} == {"acme/~one", "acme/~two", "acme/~three"}
+
+
+def test_a_topics_deliveries_to_one_subscriber_arrive_one_at_a_time_in_tick_order() -> None:
+    lanes = Lanes(limit=10, min_lease=MIN_LEASE)
+    later, sooner = _fanned(1, "one"), _fanned(0, "one")
+    lanes.admit([later, sooner], deadline=LONG)
+
+    assert lanes.start(0.0).launch == [sooner]
+    assert lanes.start(0.0).launch == []
+    lanes.finished(sooner)
+    assert lanes.start(0.0).launch == [later]
 
 
 def test_a_schedules_deliveries_start_in_tick_order_when_two_claims_admit_them_in_reverse() -> None:
