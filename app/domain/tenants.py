@@ -10,6 +10,7 @@ never needs to know about tenants to keep them apart.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import uuid
@@ -88,6 +89,8 @@ def endpoint_key(tenant: str, endpoint_id: uuid.UUID) -> str:
     return stored_key(tenant, f"{ENDPOINT_KEY_MARK}{endpoint_id}")
 
 
+# Read for every claimed row of an endpoint: its keys are few, and each reads the same.
+@functools.lru_cache(maxsize=4096)
 def endpoint_in_key(stored: str | None) -> uuid.UUID | None:
     """The endpoint whose key `stored` is (None: no endpoint's)."""
     if stored is None:
