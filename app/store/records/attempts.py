@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.domain.occurrence import Attempt, AttemptOutcome, Occurrence
 from app.store.schema.rows import OCCURRENCE_COLUMNS, to_occurrence
 from app.store.schema.tables import attempts, occurrences, schedules
+from app.store.schema.types import UTCDateTime
 
 
 def _attempt(row: Row[Any]) -> Attempt:
@@ -78,9 +79,15 @@ class AttemptStore:
         found = to_occurrence(row)
         if row.status != "completed":
             return found
+        # A topic occurrence's deliveries are its schedule's at its instant, found by the
+        # index of those (`fan_out` writes them so).
         deliveries = await conn.execute(
             sa.select(*OCCURRENCE_COLUMNS)
-            .where(occurrences.c.parent_id == occurrence_id)
+            .where(
+                occurrences.c.schedule_id == row.schedule_id,
+                occurrences.c.fire_at == sa.literal(row.fire_at, UTCDateTime()),
+                occurrences.c.parent_id == occurrence_id,
+            )
             .order_by(occurrences.c.occurrence_id)
         )
         return replace(found, deliveries=tuple(to_occurrence(d) for d in deliveries))

@@ -405,14 +405,9 @@ class OccurrenceRow(SQLModel, table=True):
             where=FLOW_LEASED,
             mysql=("flow_key", "lease_until"),
         ),
+        # Also a topic's occurrence's deliveries: they are its schedule's at its instant
+        # (an index of their parent would be written at each of their every write).
         sa.Index("ix_occurrences_schedule_id_fire_at", "schedule_id", "fire_at"),
-        # A topic's occurrence's deliveries (MySQL: every row, NULLs first).
-        *_partial(
-            "ix_occurrences_parent",
-            "parent_id",
-            where="parent_id IS NOT NULL",
-            mysql=("parent_id",),
-        ),
         *_partial(
             "ix_occurrences_pending_by_schedule",
             "schedule_id",
