@@ -52,6 +52,16 @@ FailingQuery = Annotated[
         "nor discarded)"
     ),
 ]
+FlowKeyQuery = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=128,
+        pattern=r"^[A-Za-z0-9._:-]+$",
+        description="Only schedules of this flow key (1-128 of A-Z a-z 0-9 . _ : -)",
+        examples=["customer-42"],
+    ),
+]
 DueBeforeQuery = Annotated[
     Instant | None,
     Query(

@@ -11,7 +11,7 @@ from app.api import examples, pages
 from app.api.deps import CallerDep, CursorQuery, FlowKeysDep, LimitQuery
 from app.api.flow_key_schemas import FlowKeyIn, FlowKeyOut
 from app.api.problems import responses
-from app.api.schemas import Page
+from app.api.schemas import OccurrenceOut, Page
 from app.api.versions import if_match_header, versions
 from app.domain.flow import FlowKey
 
@@ -50,6 +50,20 @@ async def get_flow_key(
 ) -> FlowKeyOut:
     """Any key: one never put answers with no limits, and its live figures."""
     return _one(response, await service.get(key, tenant=caller.tenant))
+
+
+@router.get("/{key}/occurrences", responses=responses(422))
+async def list_waiting_occurrences(
+    key: KeyPath,
+    service: FlowKeysDep,
+    caller: CallerDep,
+    limit: LimitQuery = 50,
+    cursor: CursorQuery = None,
+) -> Page[OccurrenceOut]:
+    """The occurrences waiting on the key: pending (due or not, held back or not), in the
+    order a fifo key starts them (fire instant, then id). Its schedules:
+    `GET /v1/schedules?flow_key=`."""
+    return await pages.waiting_on_key(service, caller, key, limit, cursor)
 
 
 @router.put("/{key}", responses={201: {"model": FlowKeyOut}, **responses(412, 422)})

@@ -141,6 +141,21 @@ async def flow_keys(
     return _page(found, limit, FlowKeyOut.of, lambda k: (k.key,))
 
 
+async def waiting_on_key(
+    service: FlowKeyService, caller: Caller, key: str, limit: int, cursor: str | None
+) -> Page[OccurrenceOut]:
+    """The occurrences waiting on the key, in fire order."""
+    found = await service.waiting(
+        key,
+        after=pagination.decode_instant_id(cursor),
+        limit=limit + 1,
+        tenant=caller.tenant,
+    )
+    return _page(
+        found, limit, OccurrenceOut.of, lambda o: (format_instant(o.fire_at), str(o.occurrence_id))
+    )
+
+
 async def tenants(service: TenantService, limit: int, cursor: str | None) -> Page[TenantOut]:
     """Tenants in id order."""
     found = await service.list(after=pagination.decode_tenant(cursor), limit=limit + 1)

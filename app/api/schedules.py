@@ -19,6 +19,7 @@ from app.api.filters import (
     DueBeforeQuery,
     EventTypeQuery,
     FailingQuery,
+    FlowKeyQuery,
     LabelQuery,
     NamePrefixQuery,
     NameQuery,
@@ -141,6 +142,7 @@ async def list_schedules(
     name_prefix: NamePrefixQuery = None,
     failing: FailingQuery = False,
     due_before: DueBeforeQuery = None,
+    flow_key: FlowKeyQuery = None,
     sort: ScheduleSortQuery = ScheduleSort.CREATED,
     limit: LimitQuery = 50,
     cursor: CursorQuery = None,
@@ -158,6 +160,7 @@ async def list_schedules(
         labels=_labels(label),
         failing=failing,
         due_before=due_before,
+        flow_key=flow_key,
         sort=sort,
     )
     return await pages.schedules(service, where, limit, cursor)

@@ -193,6 +193,7 @@ def list_schedules(
     name_prefix: str | None = None,
     failing: bool | None = None,
     due_before: datetime | None = None,
+    flow_key: str | None = None,
     sort: Literal["created", "next_fire_at", "failures"] | None = None,
     limit: int | None = None,
     cursor: str | None = None,
@@ -200,7 +201,7 @@ def list_schedules(
     """A page of schedules with the API's filters (GET /v1/schedules): newest first, or
     in the order `sort` names (a cursor belongs to the sort that issued it). `failing`:
     only schedules failing in a row or with a recent dead letter; `due_before`: only those
-    with an occurrence due by then (an aware instant)."""
+    with an occurrence due by then (an aware instant); `flow_key`: only those of the key."""
     params = _params(
         status=status,
         event_type=event_type,
@@ -210,6 +211,7 @@ def list_schedules(
         name_prefix=name_prefix,
         failing=failing,
         due_before=due_before,
+        flow_key=flow_key,
         sort=sort,
         limit=limit,
         cursor=cursor,
@@ -388,6 +390,16 @@ def list_flow_keys(
 def get_flow_key(key: str) -> Call[FlowKeyOut]:
     """A key's limits and live figures; a key never put has null limits."""
     return Call("GET", f"/v1/flow-keys/{_segment(key)}", _FLOW_KEY)
+
+
+def list_waiting_occurrences(
+    key: str, *, limit: int | None = None, cursor: str | None = None
+) -> Call[Page[OccurrenceOut]]:
+    """A page of the occurrences waiting on a key, in fire order
+    (GET /v1/flow-keys/{key}/occurrences)."""
+    path = f"/v1/flow-keys/{_segment(key)}/occurrences"
+    params = _params(limit=limit, cursor=cursor)
+    return Call("GET", path, _reader(Page[OccurrenceOut]), params=params)
 
 
 def put_flow_key(

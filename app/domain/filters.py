@@ -44,6 +44,8 @@ class ScheduleFilter:
     failing: bool = False
     # Only schedules with a pending occurrence due at or before this instant.
     due_before: datetime | None = None
+    # Only schedules of this flow key (its name, within `tenant`).
+    flow_key: str | None = None
     sort: ScheduleSort = ScheduleSort.CREATED
 
 

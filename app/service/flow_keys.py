@@ -5,10 +5,13 @@ caller's tenant's keys only (the store names a key by its tenant and name,
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import replace
+from datetime import datetime
 
 from app.domain.errors import NotFoundError
 from app.domain.flow import FlowKey, FlowLimits
+from app.domain.occurrence import Occurrence
 from app.domain.tenants import key_name, key_prefix, stored_key
 from app.store.dialects import transaction_now
 from app.store.engine.database import Connection, Database
@@ -64,6 +67,22 @@ class FlowKeyService:
 
         if not await self._db.run(work):
             raise NotFoundError(f"flow key {key} has no limits")
+
+    async def waiting(
+        self,
+        key: str,
+        *,
+        after: tuple[datetime, uuid.UUID] | None,
+        limit: int,
+        tenant: str,
+    ) -> list[Occurrence]:
+        """The occurrences waiting on the key (pending, in fire order), after `after`."""
+        stored = stored_key(tenant, key)
+
+        async def work(conn: Connection) -> list[Occurrence]:
+            return await self._keys.waiting(conn, stored, limit=limit, after=after)
+
+        return await self._db.run(work)
 
     async def list(self, *, after: str | None, limit: int, tenant: str) -> list[FlowKey]:
         """The tenant's keys in name order, after the key named `after`."""

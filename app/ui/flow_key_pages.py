@@ -20,7 +20,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
 from app.api import flow_keys as flow_key_routes
-from app.api.deps import FlowKeysDep
+from app.api import schedules as schedule_routes
+from app.api.deps import FlowKeysDep, SchedulesDep
 from app.api.flow_key_schemas import FlowKeyOut
 from app.api.schemas import Page
 from app.domain.errors import ChronoqError, InvalidInputError, PreconditionFailedError
@@ -31,6 +32,8 @@ from app.ui.frame import PageFrame, back, status_of
 from app.ui.tenancy import ViewerDep
 
 PAGE_SIZE = 50
+# A key's page lists this many of its schedules and of what waits on it (links: the rest).
+LISTED = 20
 LIMIT_FIELDS = ("rate", "period_seconds", "burst", "parallelism", "ordering", "paused")
 _MAX_FIELD = 32  # longer than any value the limits accept
 _WHOLE = re.compile(r"[0-9]{1,12}")
@@ -135,6 +138,7 @@ class FlowKeyPages:
         request: Request,
         viewer: Viewer,
         service: FlowKeysDep,
+        schedules: SchedulesDep,
         key: str,
         *,
         status: int = 200,
@@ -153,6 +157,13 @@ class FlowKeyPages:
             )
         try:
             found = FlowKeyOut.of(await service.get(key, tenant=viewer.tenant))
+            # What the key holds: its schedules, and what of them waits on it.
+            of_key = await schedule_routes.list_schedules(
+                schedules, viewer.caller, flow_key=key, limit=LISTED
+            )
+            waiting = await flow_key_routes.list_waiting_occurrences(
+                key, service, viewer.caller, limit=LISTED
+            )
         except ChronoqError as exc:
             return await frame.refuse(request, viewer, status_of(exc), exc.detail)
         return await frame.render(
@@ -169,6 +180,8 @@ class FlowKeyPages:
             invalid=invalid,
             notice=None if error else _DONE.get(request.query_params.get("done", "")),
             period=period,
+            schedules=of_key,
+            waiting=waiting,
         )
 
     async def press(
@@ -176,6 +189,7 @@ class FlowKeyPages:
         request: Request,
         viewer: Viewer,
         service: FlowKeysDep,
+        schedules: SchedulesDep,
         key: str,
         paused: bool,
     ) -> Response:
@@ -198,7 +212,7 @@ class FlowKeyPages:
                 )
         except PreconditionFailedError:
             return await self.flow_key(
-                request, viewer, service, key, status=409, error=_STALE_PRESS
+                request, viewer, service, schedules, key, status=409, error=_STALE_PRESS
             )
         except ChronoqError as exc:
             return await frame.refuse(request, viewer, status_of(exc), exc.detail)
@@ -222,7 +236,12 @@ class FlowKeyPages:
         return back(request, viewer, f"/ui/flow-keys/{key}?done=cleared")
 
     async def edit(
-        self, request: Request, viewer: Viewer, service: FlowKeysDep, key: str
+        self,
+        request: Request,
+        viewer: Viewer,
+        service: FlowKeysDep,
+        schedules: SchedulesDep,
+        key: str,
     ) -> Response:
         """The edit form: the whole limits, put under If-Match of the version it showed."""
         frame = self._frame
@@ -250,6 +269,7 @@ class FlowKeyPages:
                 request,
                 viewer,
                 service,
+                schedules,
                 key,
                 status=422,
                 form=posted,
@@ -259,7 +279,9 @@ class FlowKeyPages:
         try:
             await service.put(key, limits, frozenset({int(versions[0])}), tenant=viewer.tenant)
         except PreconditionFailedError:
-            return await self.flow_key(request, viewer, service, key, status=409, error=_STALE)
+            return await self.flow_key(
+                request, viewer, service, schedules, key, status=409, error=_STALE
+            )
         except ChronoqError as exc:
             return await frame.refuse(request, viewer, status_of(exc), exc.detail)
         return back(request, viewer, f"/ui/flow-keys/{key}?done=saved")
@@ -274,17 +296,21 @@ def add_flow_key_routes(routes: APIRouter, pages: FlowKeyPages) -> None:
 
     @routes.get("/flow-keys/{key}", response_class=HTMLResponse)
     async def flow_key(
-        request: Request, who: ViewerDep, service: FlowKeysDep, key: str
+        request: Request, who: ViewerDep, service: FlowKeysDep, schedules: SchedulesDep, key: str
     ) -> HTMLResponse:
-        return await pages.flow_key(request, who, service, key)
+        return await pages.flow_key(request, who, service, schedules, key)
 
     @routes.post("/flow-keys/{key}/pause")
-    async def pause(request: Request, who: ViewerDep, service: FlowKeysDep, key: str) -> Response:
-        return await pages.press(request, who, service, key, paused=True)
+    async def pause(
+        request: Request, who: ViewerDep, service: FlowKeysDep, schedules: SchedulesDep, key: str
+    ) -> Response:
+        return await pages.press(request, who, service, schedules, key, paused=True)
 
     @routes.post("/flow-keys/{key}/resume")
-    async def resume(request: Request, who: ViewerDep, service: FlowKeysDep, key: str) -> Response:
-        return await pages.press(request, who, service, key, paused=False)
+    async def resume(
+        request: Request, who: ViewerDep, service: FlowKeysDep, schedules: SchedulesDep, key: str
+    ) -> Response:
+        return await pages.press(request, who, service, schedules, key, paused=False)
 
     @routes.post("/flow-keys/{key}/clear-backoff")
     async def clear_backoff(
@@ -293,5 +319,7 @@ def add_flow_key_routes(routes: APIRouter, pages: FlowKeyPages) -> None:
         return await pages.clear_backoff(request, who, service, key)
 
     @routes.post("/flow-keys/{key}/limits")
-    async def edit(request: Request, who: ViewerDep, service: FlowKeysDep, key: str) -> Response:
-        return await pages.edit(request, who, service, key)
+    async def edit(
+        request: Request, who: ViewerDep, service: FlowKeysDep, schedules: SchedulesDep, key: str
+    ) -> Response:
+        return await pages.edit(request, who, service, schedules, key)

@@ -27,6 +27,7 @@ from app.domain.errors import (
     PreconditionFailedError,
 )
 from app.domain.filters import ScheduleSort
+from app.domain.flow import check_key
 from app.domain.limits import MAX_LABEL_FILTERS
 from app.domain.schedule import ScheduleStatus
 from app.domain.tenants import Caller
@@ -139,6 +140,7 @@ class SchedulePages:
             "target_type": query.get("target_type", ""),
             "name": query.get("name", ""),
             "name_prefix": query.get("name_prefix", ""),
+            "flow_key": query.get("flow_key", ""),
             "label": [v for v in query.getlist("label") if v.strip()],
             "failing": "true" if query.get("failing", "") == "true" else "",
             "due": query.get("due", ""),
@@ -156,6 +158,9 @@ class SchedulePages:
                 raise InvalidInputError(f"at most {MAX_LABEL_FILTERS} label filters")
             for label in labels:
                 check_label(label)
+            flow_key = filter_value(query, "flow_key")
+            if flow_key is not None:
+                check_key(flow_key, parameter="flow_key")
             due_before = _due_before(shown["due"], datetime.now(UTC))
             sort = _sort(shown["sort"], due=due_before is not None)
             page = await schedule_routes.list_schedules(
@@ -169,6 +174,7 @@ class SchedulePages:
                 name_prefix=filter_value(query, "name_prefix"),
                 failing=bool(shown["failing"]),
                 due_before=due_before,
+                flow_key=flow_key,
                 sort=sort,
                 limit=PAGE_SIZE,
                 cursor=filter_value(query, "cursor"),

@@ -88,6 +88,7 @@ SEMANTIC_RULES = {
     "list_events": _OPAQUE_CURSOR,
     "list_dead_letters": _OPAQUE_CURSOR,
     "list_flow_keys": _OPAQUE_CURSOR,
+    "list_waiting_occurrences": _OPAQUE_CURSOR,
     "list_tenants": _OPAQUE_CURSOR,
     "list_tenant_keys": _OPAQUE_CURSOR,
     "list_tenant_events": _OPAQUE_CURSOR,

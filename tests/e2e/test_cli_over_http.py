@@ -215,6 +215,19 @@ async def test_flow_keys_are_set_paused_and_resumed_over_http(service: Service) 
     assert [(k["key"], k["rate"], k["parallelism"]) for k in listed] == [("customer-42", None, 2)]
     cleared = await ok(service, "flow-key", "clear-backoff", "customer-42")
     assert cleared.startswith("flow key customer-42 has no back-off; nothing changed")
+    # The key's schedules, by the list's filter (the client's and the CLI's alike), and
+    # what waits on it (an hour off: nothing is claimed meanwhile).
+    hourly = {"type": "once", "at": (datetime.now(UTC) + timedelta(hours=1)).isoformat()}
+    with client(service) as api:
+        mine = api.create_schedule(
+            spec("http://127.0.0.1:9/x", trigger=hourly, flow_key="customer-42")
+        )
+        api.create_schedule(spec("http://127.0.0.1:9/x", trigger=hourly, flow_key="other"))
+        assert [s.id for s in api.list_schedules(flow_key="customer-42").items] == [mine.id]
+        waiting = list(api.iter_waiting_occurrences("customer-42", limit=1))
+        assert [o.occurrence_id for o in waiting] == [mine.next_occurrence_id]
+    of_key = await as_json(service, "list", "--flow-key", "customer-42")
+    assert [s["id"] for s in of_key] == [str(mine.id)]
 
 
 async def test_all_pages_through_every_schedule(service: Service) -> None:

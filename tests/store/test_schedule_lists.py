@@ -158,3 +158,22 @@ async def test_a_name_or_label_matches_in_either_canonical_spelling(database: Da
         assert await found(ScheduleFilter(labels={spelt: spelt})) == both, form
     assert await found(ScheduleFilter(name="Cafe creme")) == {str(other.id)}
     assert await found(ScheduleFilter(name_prefix="Cafe ")) == {str(other.id)}
+
+
+async def test_a_flow_key_lists_its_own_schedules_and_no_other_tenants(
+    database: Database,
+) -> None:
+    acme = [ports.draft(ports.interval(60), flow_key="customer-42") for _ in range(3)]
+    other_key = ports.draft(ports.interval(60), flow_key="customer-43")
+    no_key = ports.draft(ports.interval(60))
+    # Another tenant's key of the same name is another key.
+    elsewhere = ports.draft(ports.interval(60), flow_key="customer-42", tenant="globex")
+    await ports.insert_schedules(database, [*acme, other_key, no_key, elsewhere])
+
+    found = await ports.search_schedules(database, ScheduleFilter(flow_key="customer-42"))
+    assert [s.id for s in found] == sorted((d.id for d in acme), reverse=True)
+    assert {s.flow_key for s in found} == {"customer-42"}
+    theirs = ScheduleFilter(tenant="globex", flow_key="customer-42")
+    assert [s.id for s in await ports.search_schedules(database, theirs)] == [elsewhere.id]
+    nothing = ScheduleFilter(flow_key="customer-4")
+    assert await ports.search_schedules(database, nothing) == []

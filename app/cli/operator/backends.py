@@ -492,6 +492,7 @@ class HttpOperator:
             name_prefix=where.name_prefix,
             failing=where.failing or None,
             due_before=where.due_before,
+            flow_key=where.flow_key,
             sort=None if where.sort is ScheduleSort.CREATED else where.sort.value,  # type: ignore[arg-type]
             limit=limit,
             cursor=cursor,

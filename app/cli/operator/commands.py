@@ -34,6 +34,7 @@ from app.cli.operator.run import (
     collect,
     common_options,
     execute,
+    flow_key_arg,
     instant_arg,
     label_arg,
 )
@@ -53,6 +54,7 @@ def _list(args: argparse.Namespace) -> int:
         labels=dict(args.label),
         failing=args.failing,
         due_before=args.due_before,
+        flow_key=args.flow_key,
         sort=ScheduleSort(args.sort),
     )
 
@@ -202,6 +204,12 @@ def _register(
         metavar="INSTANT",
         help="only schedules with an occurrence due by then (RFC 3339 with an offset); "
         "with --sort next_fire_at: what fires next or is overdue",
+    )
+    listing.add_argument(
+        "--flow-key",
+        type=flow_key_arg,
+        metavar="KEY",
+        help="only schedules of this flow key (DESIGN section 11)",
     )
     listing.add_argument(
         "--sort",

@@ -21,9 +21,9 @@ from collections.abc import Callable, Sequence
 from app.api.flow_key_schemas import FlowKeyOut
 from app.cli.operator import text as render
 from app.cli.operator.backends import Operator, limits_of
-from app.cli.operator.run import Output, Parser, add_limit, collect, execute
+from app.cli.operator.run import Output, Parser, add_limit, collect, execute, flow_key_arg
 from app.domain.errors import InvalidInputError, PreconditionFailedError
-from app.domain.flow import KEY_ALPHABET, FlowLimits, Ordering, check_key
+from app.domain.flow import KEY_ALPHABET, FlowLimits, Ordering
 
 # Where FlowLimits points at a field it refuses, the option that gave it.
 _OPTIONS = {
@@ -37,14 +37,6 @@ _OPTIONS = {
 
 
 # -- argument types -------------------------------------------------------------------
-
-
-def _key(text: str) -> str:
-    try:
-        return check_key(text)
-    except InvalidInputError:
-        shown = f"a key of {len(text)} characters" if len(text) > 40 else repr(text)
-        raise argparse.ArgumentTypeError(f"{shown} is not a flow key ({KEY_ALPHABET})") from None
 
 
 def _whole(text: str) -> int:
@@ -266,7 +258,10 @@ def _clear_backoff(args: argparse.Namespace) -> int:
 
 def _add_key(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "key", type=_key, metavar="KEY", help=f"the flow key ({KEY_ALPHABET}), as schedules name it"
+        "key",
+        type=flow_key_arg,
+        metavar="KEY",
+        help=f"the flow key ({KEY_ALPHABET}), as schedules name it",
     )
 
 

@@ -33,6 +33,7 @@ from app.client import (
     UnreachableError,
 )
 from app.domain.errors import ChronoqError, InvalidInputError, NotFoundError
+from app.domain.flow import KEY_ALPHABET, check_key
 from app.domain.tenants import DEFAULT_TENANT, TENANT_ALPHABET, TENANT_PATTERN
 from app.process.databases import open_database
 from app.service.dead_letters import DeadLetterService
@@ -95,6 +96,15 @@ def label_arg(text: str) -> tuple[str, str]:
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"{text!r} is not key:value")
     return key, value
+
+
+def flow_key_arg(text: str) -> str:
+    """A flow key as schedules name it."""
+    try:
+        return check_key(text)
+    except InvalidInputError:
+        shown = f"a key of {len(text)} characters" if len(text) > 40 else repr(text)
+        raise argparse.ArgumentTypeError(f"{shown} is not a flow key ({KEY_ALPHABET})") from None
 
 
 def limit_arg(text: str) -> int:

@@ -11,6 +11,7 @@ back-off) and the bucket the claim spends from.
 from __future__ import annotations
 
 import functools
+import uuid
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -20,13 +21,14 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.flow import FlowKey, FlowLimits, Ordering
-from app.domain.occurrence import Delivery, OccurrenceStatus, Settlement
+from app.domain.occurrence import Delivery, Occurrence, OccurrenceStatus, Settlement
 from app.domain.schedule import check_version
 from app.domain.tenants import ENDPOINT_KEY_MARK, own_key
 from app.store.dialects import dialect_of
 from app.store.dialects.claim_rows import DUE_KEY_COLUMNS
 from app.store.dialects.toolkit import by_lease_token
 from app.store.loop.sql import query, typed
+from app.store.schema.rows import OCCURRENCE_COLUMNS, to_occurrence
 from app.store.schema.tables import flow_keys, occurrences, schedules, starts_with
 from app.store.schema.types import UUID, UTCDateTime
 
@@ -259,6 +261,29 @@ def _limit_values(limits: FlowLimits) -> dict[str, Any]:
 
 class FlowKeyStore:
     """Reads and writes of `flow_keys`, inside the caller's transaction."""
+
+    async def waiting(
+        self,
+        conn: AsyncConnection,
+        key: str,
+        *,
+        limit: int,
+        after: tuple[datetime, uuid.UUID] | None,
+    ) -> list[Occurrence]:
+        """The key's pending occurrences in the order a fifo key starts them (fire
+        instant, then id), after `after`: one range of the key's index of those
+        (`ix_occurrences_flow_order`), however many other keys wait."""
+        o = occurrences.c
+        statement = sa.select(*OCCURRENCE_COLUMNS).where(
+            o.status == _PENDING, o.flow_key.is_not(None), o.flow_key == key
+        )
+        if after is not None:
+            statement = statement.where(
+                sa.tuple_(o.fire_at, o.occurrence_id)
+                > sa.tuple_(sa.literal(after[0], UTCDateTime()), sa.literal(after[1], UUID))
+            )
+        statement = statement.order_by(o.fire_at, o.occurrence_id).limit(limit)
+        return [to_occurrence(row) for row in await conn.execute(statement)]
 
     async def get(self, conn: AsyncConnection, key: str, now: datetime) -> FlowKey:
         """The key as it stands; a key never PUT is answered too (no limits)."""

@@ -254,6 +254,8 @@ def listing(
                 )
             )
         )
+    if where.flow_key is not None:
+        chosen = chosen.where(schedules.c.flow_key == stored_key(where.tenant, where.flow_key))
     if where.failing:
         assert now is not None, "the failing filter reads the clock"
         chosen = chosen.where(schedules.c.id.in_(_failing(now)))

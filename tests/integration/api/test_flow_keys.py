@@ -265,3 +265,44 @@ async def test_clear_backoff_of_a_key_without_one_answers_it_as_it_is(harness: H
 
     refused = await harness.client.post("/v1/flow-keys/not%20a%20key/clear-backoff")
     assert refused.status_code == 422, refused.text
+
+
+async def test_schedules_filter_by_flow_key_and_the_key_lists_what_waits_on_it(
+    harness: Harness,
+) -> None:
+    await harness.client.put("/v1/flow-keys/customer-42", json={"paused": True})
+    later = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
+    keyed = [
+        await harness.create(flow_key="customer-42", trigger={"type": "once", "at": later})
+        for _ in range(3)
+    ]
+    await harness.create(flow_key="customer-43")
+    await harness.create()
+
+    listed = await harness.get("/v1/schedules?flow_key=customer-42&limit=2")
+    rest = await harness.get(f"/v1/schedules?flow_key=customer-42&cursor={listed['next_cursor']}")
+    found = [s["id"] for s in listed["items"] + rest["items"]]
+    assert found == [s["id"] for s in reversed(keyed)], "newest first, no other key's"
+    assert rest["next_cursor"] is None
+
+    # What waits on the key: pending, in fire order, paged; due or not, held or not.
+    first = await harness.get("/v1/flow-keys/customer-42/occurrences?limit=2")
+    more = await harness.get(f"/v1/flow-keys/customer-42/occurrences?cursor={first['next_cursor']}")
+    waiting = first["items"] + more["items"]
+    assert sorted(o["occurrence_id"] for o in waiting) == sorted(
+        s["next_occurrence_id"] for s in keyed
+    )
+    assert [(o["fire_at"], o["occurrence_id"]) for o in waiting] == sorted(
+        (o["fire_at"], o["occurrence_id"]) for o in waiting
+    )
+    assert {o["status"] for o in waiting} == {"pending"}
+    assert (await harness.get("/v1/flow-keys/nobody/occurrences"))["items"] == []
+
+
+async def test_a_flow_key_filter_that_is_no_key_is_refused_naming_it(harness: Harness) -> None:
+    for bad in ("a b", "x" * 129, "", "café"):
+        answer = await harness.client.get("/v1/schedules", params={"flow_key": bad})
+        assert answer.status_code == 422, (bad, answer.text)
+        assert "flow_key" in answer.text
+    cursor = await harness.client.get("/v1/flow-keys/k/occurrences", params={"cursor": "nope"})
+    assert cursor.status_code == 422

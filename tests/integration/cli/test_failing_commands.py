@@ -60,6 +60,10 @@ async def test_a_naive_due_before_or_an_unknown_sort_is_a_usage_error(database_u
     unknown = await chronoq("list", "--sort", "oldest", database_url=database_url)
     assert unknown.returncode == 2
     assert "--sort" in unknown.stderr
+    no_key = await chronoq("list", "--flow-key", "no key", database_url=database_url)
+    assert no_key.returncode == 2
+    assert "--flow-key" in no_key.stderr
+    assert "is not a flow key" in no_key.stderr
 
 
 async def test_dead_letters_show_their_schedule_s_name(harness: Harness, database_url: str) -> None:

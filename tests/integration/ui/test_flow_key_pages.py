@@ -335,3 +335,46 @@ async def test_clear_backoff_needs_the_forms_token(harness: Harness) -> None:
     refused = await post_form(harness, "/ui/flow-keys/busy/clear-backoff", {"token": "forged"})
     assert refused.status_code == 403
     assert (await limits_of(harness, "busy"))["backoff_until"] is not None
+
+
+async def test_a_schedules_page_links_its_key_whose_page_lists_its_schedules_and_waiting(
+    harness: Harness,
+) -> None:
+    await harness.client.put("/v1/flow-keys/customer-42", json={"paused": True})
+    keyed = [
+        await harness.create(flow_key="customer-42", name=f"invoice-{n}", trigger=HOURLY)
+        for n in range(2)
+    ]
+    other = await harness.create(flow_key="customer-43", name="elsewhere", trigger=HOURLY)
+
+    page = (await harness.client.get(f"/ui/schedules/{keyed[0]['id']}")).text
+    assert '<dd id="flow-key"><a href="/ui/flow-keys/customer-42">customer-42</a></dd>' in page
+
+    html = (await harness.client.get("/ui/flow-keys/customer-42")).text
+    schedules = re.search(r'<table class="list" id="schedules">.*?</table>', html, re.S)
+    assert schedules is not None
+    assert re.findall(r">(invoice-\d|elsewhere)</a>", schedules.group(0)) == [
+        "invoice-1",
+        "invoice-0",
+    ]
+    waiting = re.search(r'<table class="list" id="waiting-occurrences">.*?</table>', html, re.S)
+    assert waiting is not None
+    shown = set(re.findall(r'<td class="id">([0-9a-f-]{36})</td>', waiting.group(0)))
+    assert shown == {s["next_occurrence_id"] for s in keyed}
+    assert other["next_occurrence_id"] not in html
+
+
+async def test_the_schedules_list_filters_by_flow_key_and_refuses_one_that_is_no_key(
+    harness: Harness,
+) -> None:
+    await harness.create(flow_key="customer-42", name="mine", trigger=HOURLY)
+    await harness.create(flow_key="customer-43", name="theirs", trigger=HOURLY)
+
+    html = (await harness.client.get("/ui/schedules?flow_key=customer-42")).text
+    assert re.findall(r">(mine|theirs)</a>", html) == ["mine"]
+    assert 'name="flow_key" value="customer-42"' in html
+
+    refused = await harness.client.get("/ui/schedules", params={"flow_key": "no key"})
+    assert refused.status_code == 422
+    assert "flow_key" in refused.text or "flow key" in refused.text
+    assert re.findall(r">(mine|theirs)</a>", refused.text) == []
