@@ -25,6 +25,7 @@ from fastapi.staticfiles import StaticFiles
 from app.api.deps import DeadLettersDep, OccurrencesDep, SchedulesDep
 from app.ui.dead_letter_pages import DeadLetterPages
 from app.ui.endpoint_pages import EndpointPages, add_endpoint_routes
+from app.ui.find_page import add_find_route
 from app.ui.flow_key_pages import FlowKeyPages, add_flow_key_routes
 from app.ui.forms import FormGuard
 from app.ui.frame import PageFrame
@@ -174,6 +175,7 @@ def router(console: Console | None = None) -> APIRouter:
     ) -> Response:
         return await dead_letter_pages.settle(request, who, service, "discard", occurrence_id)
 
+    add_find_route(routes, pages.frame)
     add_flow_key_routes(routes, pages.flow_keys)
     add_endpoint_routes(routes, pages.endpoints)
     add_topic_routes(routes, pages.topics)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -201,9 +202,10 @@ async def test_a_read_key_sees_no_buttons(
     await expect(page.locator("#dead-letters tbody tr")).to_have_count(1)
     assert await page.locator("form[method='post']").count() == 0
     assert await page.locator("input[type='checkbox']").count() == 0
-    # The only buttons are the filter form's and the header's tenant switcher, which read.
+    # The only buttons are the filter form's and the header's search and tenant switcher,
+    # which read.
     assert await page.locator("main button").all_inner_texts() == ["Filter"]
-    assert await page.locator("header button").all_inner_texts() == ["Switch"]
+    assert await page.locator("header button").all_inner_texts() == ["Find", "Switch"]
 
 
 async def test_the_three_pages_at_1280_by_800(
@@ -280,3 +282,17 @@ async def test_the_header_numbers_refresh_in_place(
     assert (await refreshed.value).status == 200
     await expect(page.locator("#live dt").first).to_have_text("delivered/s")
     assert page_log.errors == []
+
+
+async def test_the_headers_search_goes_from_an_occurrence_id_to_its_row(
+    serve_app: Callable[..., LiveApp], new_page: NewPage
+) -> None:
+    app = serve_app(api_keys=KEYS)
+    async with Receiver() as receiver, api(app) as client:
+        created = await create(client, receiver, name="searched")
+    page = await new_page(**login(READER))
+    await page.goto(app.url("/ui/dead-letters"))
+    await page.locator("#find input[name='id']").fill(created["next_occurrence_id"])
+    await page.locator("#find button").click()
+    await expect(page).to_have_url(re.compile(rf"/ui/schedules/{created['id']}\?"))
+    await expect(page.locator("tr:target")).to_have_id(f"o-{created['next_occurrence_id']}")
