@@ -1,4 +1,6 @@
-"""The console header's live numbers, read from the registry that GET /metrics serves.
+"""The console header's live numbers, read from what GET /metrics serves: this process's
+registry with its delivery processes' (where `chronoq serve` runs the loop in processes of its
+own, as on PostgreSQL, they are where deliveries happen).
 
 Prometheus counters only grow; a rate needs an earlier reading. The console keeps a short
 history of its own readings (one per page view at most every few seconds) and reports each
@@ -13,8 +15,10 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
-from prometheus_client.registry import REGISTRY, CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import CollectorRegistry
 
 from app.telemetry import metrics
 
@@ -53,12 +57,22 @@ class Numbers:
     dead_letters: Figure
 
 
-def _samples(registry: CollectorRegistry) -> dict[str, list[tuple[dict[str, str], float]]]:
-    found: dict[str, list[tuple[dict[str, str], float]]] = {}
-    for family in registry.collect():
+Samples = dict[str, list[tuple[dict[str, str], float]]]
+
+
+def _samples(families: Iterable[Any]) -> Samples:
+    found: Samples = {}
+    for family in families:
         for sample in family.samples:
             found.setdefault(sample.name, []).append((sample.labels, sample.value))
     return found
+
+
+async def _served() -> Samples:
+    """The samples GET /metrics answers with: this process's and its delivery processes'
+    (each of theirs labelled with its `process`, summed here as one replica's)."""
+    text = (await metrics.DELIVERY.exposition()).decode()
+    return _samples(text_string_to_metric_families(text))
 
 
 def _total(samples: Iterable[tuple[dict[str, str], float]], **match: str) -> float:
@@ -103,16 +117,20 @@ class LiveNumbers:
 
     def __init__(
         self,
-        registry: CollectorRegistry = REGISTRY,
+        registry: CollectorRegistry | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`registry`: read that registry alone (None: what GET /metrics serves)."""
         self._registry = registry
         self._clock = clock
         self._started = clock()
         self._readings: deque[Reading] = deque()
 
-    def _take(self) -> tuple[Reading, dict[str, list[tuple[dict[str, str], float]]]]:
-        samples = _samples(self._registry)
+    async def _take(self) -> tuple[Reading, Samples]:
+        if self._registry is None:
+            samples = await _served()
+        else:
+            samples = _samples(self._registry.collect())
         # Summed over the histogram's label sets (origin, target type): one distribution.
         counts: dict[float, float] = {}
         for labels, value in samples.get(LATENESS + "_bucket", []):
@@ -145,7 +163,7 @@ class LiveNumbers:
         # The same refresh GET /metrics does first: the backlog gauges are read from the
         # database at most every few seconds, whoever asks.
         await metrics.STORE.refresh()
-        now, samples = self._take()
+        now, samples = await self._take()
         self._keep(now)
         base, rate_window = self._since(now, RATE_WINDOW)
         if base is None:
@@ -161,8 +179,15 @@ class LiveNumbers:
         dead_base, dead_window = self._since(now, DEAD_LETTER_WINDOW)
         dead = now.dead_letters - (dead_base.dead_letters if dead_base else 0.0)
         pending: Figure | None = None
-        if PENDING_DUE in samples:
-            pending = Figure(f"{_total(samples[PENDING_DUE]):.0f}", "all replicas")
+        # Installation-wide: this process's reading alone (a delivery process's would be the
+        # same number again).
+        own = [
+            (labels, value)
+            for labels, value in samples.get(PENDING_DUE, [])
+            if "process" not in labels
+        ]
+        if own:
+            pending = Figure(f"{_total(own):.0f}", "all replicas")
         return Numbers(
             delivered_per_second=Figure(f"{rate:.1f}", rate_window),
             lag_p99=Figure(_seconds(_quantile(lateness, 0.99)), rate_window),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 from collections import Counter
 from pathlib import Path
@@ -134,6 +135,13 @@ async def test_the_loop_runs_in_a_process_of_its_own_that_the_api_reports_and_ou
         assert all("process" not in s.labels for s in requests)
         memory = families["process_resident_memory_bytes"].samples
         assert sorted(s.labels.get("process", "api") for s in memory) == ["api", "delivery"]
+
+        # The console's header reads what /metrics serves: the delivery process's
+        # deliveries and their lateness, not the API process's zeros.
+        live = (await client.get("/ui/live")).text
+        figures = dict(re.findall(r"<dt>([^<]+)</dt><dd>([^<]+)</dd>", live))
+        assert float(figures["delivered/s"]) > 0, live
+        assert figures["lag p99"] != "-", live
 
     # A parent that dies outright (only it, not its group): the delivery process stops too.
     os.kill(service.pid, signal.SIGKILL)
