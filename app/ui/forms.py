@@ -121,3 +121,20 @@ class FormGuard:
         if age > self._lifetime or age < -CLOCK_SKEW_SECONDS:
             return False
         return hmac.compare_digest(signature, self._signature(viewer, issued))
+
+
+REFUSED = "Nothing was saved: the fields marked below are refused."
+
+
+def beside(refused: dict[str, str], shown: tuple[str, ...]) -> tuple[str, dict[str, str]]:
+    """What a page says above a refused form, and the message beside each field of it
+    refused: a refusal of no field the form shows is said above it, naming what it refuses."""
+    marked = {name: message for name, message in refused.items() if name in shown}
+    others = [
+        f"{name}: {message}" if name else message
+        for name, message in refused.items()
+        if name not in shown
+    ]
+    if not marked:
+        return " ".join(others), marked
+    return " ".join([REFUSED, *others]), marked

@@ -5,7 +5,8 @@ The form shows the schedule as the API does, its secrets redacted: a URL sent ba
 keeps the stored one, and a changed URL carries the redacted placeholders, which the
 service keeps only where DESIGN 8 lets it (else it refuses, naming the target). Only the
 fields that differ from the schedule as it is are sent; a form loaded before someone else's
-change is refused as stale, never applied over it."""
+change is refused as stale, never applied over it. Every field the form refuses is named, each
+with its own message, shown beside its input (nothing is saved while any is)."""
 
 from __future__ import annotations
 
@@ -59,58 +60,84 @@ def posted_version(fields: dict[str, list[str]]) -> int | None:
     return int(versions[0])
 
 
-def _labels(text: str) -> dict[str, str]:
+# Each field of the PATCH the form writes, by its input's name in the form.
+_FIELDS = {"target": "target_url", "max_attempts": "max_attempts", "labels": "labels"}
+
+
+class RefusedError(Exception):
+    """Input the form refuses: each field's message, by its input's name ("": none)."""
+
+    def __init__(self, errors: dict[str, str]) -> None:
+        self.errors = errors
+        super().__init__("; ".join(f"{name}: {message}" for name, message in errors.items()))
+
+
+def _labels(text: str) -> dict[str, str] | str:
+    """The labels typed, or why they are not labels (every line that is no key:value)."""
     labels: dict[str, str] = {}
+    bad: list[int] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         key, sep, value = line.strip().partition(":")
         if not sep or not key:
-            raise InvalidInputError(f"labels: line {number} is not key:value", pointer="#/labels")
+            bad.append(number)
+            continue
         labels[key.strip()] = value.strip()
+    if bad:
+        lines = ", ".join(str(n) for n in bad[:10]) + (", ..." if len(bad) > 10 else "")
+        return f"line{'' if len(bad) == 1 else 's'} {lines}: not key:value"
     return labels
 
 
 def changes_of(form: dict[str, str], schedule: ScheduleOut) -> dict[str, Any]:
-    """The PATCH body of what the form changes of `schedule` (empty: nothing); a field the
-    API would refuse raises InvalidInputError naming it (its pointer)."""
-    if any(len(value) >= _MAX_FIELD for value in form.values()):
-        raise InvalidInputError("a field is longer than the form takes", pointer="#")
+    """The PATCH body of what the form changes of `schedule` (empty: nothing), as the API
+    reads it; every field it would refuse raises RefusedError naming it."""
+    errors = {
+        name: "longer than the form takes"
+        for name, value in form.items()
+        if len(value) >= _MAX_FIELD
+    }
     shown = form_of(schedule)
     changes: dict[str, Any] = {}
     url = form["target_url"].strip()
-    if schedule.target.type == "webhook" and url != shown["target_url"]:
+    if (
+        "target_url" not in errors
+        and schedule.target.type == "webhook"
+        and url != shown["target_url"]
+    ):
         # The target as read, its secrets redacted: the service keeps what it may of them.
         changes["target"] = {**schedule.target.model_dump(mode="json"), "url": url}
     attempts = form["max_attempts"].strip()
-    if attempts != shown["max_attempts"]:
+    if "max_attempts" not in errors and attempts != shown["max_attempts"]:
         if not attempts.isdigit() or len(attempts) > 9:
-            raise InvalidInputError("max attempts: a whole number", pointer="#/max_attempts")
-        changes["max_attempts"] = int(attempts)
-    labels = _labels(form["labels"])
-    if labels != schedule.labels:
-        changes["labels"] = labels
+            errors["max_attempts"] = "a whole number"
+        else:
+            changes["max_attempts"] = int(attempts)
+    if "labels" not in errors:
+        labels = _labels(form["labels"])
+        if isinstance(labels, str):
+            errors["labels"] = labels
+        elif labels != schedule.labels:
+            changes["labels"] = labels
+    try:
+        SchedulePatch.model_validate(changes)
+    except ValidationError as exc:
+        for error in exc.errors():
+            location = [str(part) for part in error["loc"]]
+            field = _FIELDS.get(location[0] if location else "", "")
+            errors.setdefault(field, validation_message(error))
+    if errors:
+        raise RefusedError(errors)
     return changes
 
 
 def checked(changes: dict[str, Any]) -> SchedulePatch:
-    """The PATCH as the API reads it; its first refusal as InvalidInputError naming the
-    field."""
-    try:
-        return SchedulePatch.model_validate(changes)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        location = [str(part) for part in first["loc"]]
-        field = location[0] if location else ""
-        names = {"target": "target URL", "max_attempts": "max attempts", "labels": "labels"}
-        raise InvalidInputError(
-            f"{names.get(field, field)}: {validation_message(first)}",
-            pointer="#/" + "/".join(location),
-        ) from None
+    """The PATCH as the API reads it (`changes_of` checked it already)."""
+    return SchedulePatch.model_validate(changes)
 
 
-def field_of(error: InvalidInputError) -> str | None:
-    """The form field an error names (its pointer), to mark beside the form."""
+def field_of(error: InvalidInputError) -> str:
+    """The form field a refusal of the service names (its pointer; "": none of them)."""
     pointer = (error.pointer or "").removeprefix("#/")
-    head = pointer.split("/")[0]
-    return {"target": "target_url", "max_attempts": "max_attempts", "labels": "labels"}.get(head)
+    return _FIELDS.get(pointer.split("/")[0], "")

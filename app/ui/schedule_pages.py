@@ -33,7 +33,7 @@ from app.domain.schedule import ScheduleStatus
 from app.domain.tenants import Caller
 from app.domain.trigger import fire_times, is_recurring
 from app.ui import schedule_edit
-from app.ui.forms import Viewer
+from app.ui.forms import Viewer, beside
 from app.ui.frame import PageFrame, back, status_of
 from app.ui.query import check_label, filter_value, link
 
@@ -214,10 +214,10 @@ class SchedulePages:
         status: int = 200,
         form: dict[str, str] | None = None,
         error: str | None = None,
-        invalid: str | None = None,
+        invalid: dict[str, str] | None = None,
     ) -> HTMLResponse:
-        """The schedule's page; `form` (the values posted), `error` and `invalid` (the field
-        it names) when it answers a refused edit."""
+        """The schedule's page; `form` (the values posted), `error` and `invalid` (each
+        field refused, with its message) when it answers a refused edit."""
         frame = self._frame
         query = request.query_params
         try:
@@ -276,7 +276,10 @@ class SchedulePages:
             editable=schedule.status is not ScheduleStatus.CANCELLED,
             form=form or schedule_edit.form_of(schedule),
             error=error,
-            invalid=invalid,
+            invalid=invalid or {},
+            first_invalid=next(
+                (name for name in schedule_edit.EDIT_FIELDS if name in (invalid or {})), None
+            ),
         )
 
     async def edit(
@@ -301,7 +304,10 @@ class SchedulePages:
         form = schedule_edit.posted_form(fields)
 
         async def again(
-            status: int, error: str, form: dict[str, str] | None = None, invalid: str | None = None
+            status: int,
+            error: str,
+            form: dict[str, str] | None = None,
+            invalid: dict[str, str] | None = None,
         ) -> HTMLResponse:
             return await self.schedule(
                 request,
@@ -326,8 +332,14 @@ class SchedulePages:
             await service.patch(schedule_id, patch, frozenset({version}), caller=viewer.caller)
         except PreconditionFailedError:
             return await again(409, schedule_edit.STALE)
+        except schedule_edit.RefusedError as exc:
+            error, marked = beside(exc.errors, schedule_edit.EDIT_FIELDS)
+            return await again(422, error, form, marked)
         except InvalidInputError as exc:
-            return await again(422, exc.detail, form, schedule_edit.field_of(exc))
+            error, marked = beside(
+                {schedule_edit.field_of(exc): exc.detail}, schedule_edit.EDIT_FIELDS
+            )
+            return await again(422, error, form, marked)
         except ChronoqError as exc:
             return await frame.refuse(request, viewer, status_of(exc), exc.detail)
         return back(request, viewer, f"/ui/schedules/{schedule_id}?done=saved")

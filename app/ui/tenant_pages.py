@@ -39,7 +39,7 @@ from app.domain.tenants import (
     check_tenant,
 )
 from app.ui.display import period
-from app.ui.forms import Viewer
+from app.ui.forms import Viewer, beside
 from app.ui.frame import PageFrame, back, status_of
 from app.ui.query import filter_value, link
 from app.ui.tenancy import ViewerDep, switched
@@ -76,7 +76,6 @@ _STALE = (
     "now show it as it is; make your change again."
 )
 _STALE_PRESS = "This tenant changed while the button was pressed. Nothing was saved; try again."
-_REFUSED = "Nothing was saved: the fields marked below are refused."
 _NOT_MANAGED = "a tenant's key manages no tenant: this needs an operator key"
 
 
@@ -309,30 +308,16 @@ class TenantPages:
                 raise PreconditionFailedError("stale form")
             spec, refused = checked_spec(posted, current)
             if spec is None:
-                return await again(422, *_beside(refused, shown_fields(tenant_id)))
+                return await again(422, *beside(refused, shown_fields(tenant_id)))
             await service.put(tenant_id, spec, frozenset({version}), actor=viewer.caller.actor)
         except PreconditionFailedError:
             return await again(409, _STALE)
         except InvalidInputError as exc:
             refused = {field_of(exc.pointer) or "": exc.detail}
-            return await again(422, *_beside(refused, shown_fields(tenant_id)))
+            return await again(422, *beside(refused, shown_fields(tenant_id)))
         except ChronoqError as exc:
             return await frame.refuse(request, viewer, status_of(exc), exc.detail)
         return back(request, viewer, f"/ui/tenants/{tenant_id}?done=saved")
-
-
-def _beside(refused: dict[str, str], shown: tuple[str, ...]) -> tuple[str, dict[str, str]]:
-    """What the page says above the form, and the message beside each field of it refused:
-    a refusal of no field the form shows is said above it, naming what it refuses."""
-    beside = {name: message for name, message in refused.items() if name in shown}
-    others = [
-        f"{name}: {message}" if name else message
-        for name, message in refused.items()
-        if name not in shown
-    ]
-    if not beside:
-        return " ".join(others), beside
-    return " ".join([_REFUSED, *others]), beside
 
 
 def add_tenant_routes(routes: APIRouter, pages: TenantPages) -> None:

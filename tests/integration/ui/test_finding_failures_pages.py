@@ -224,11 +224,11 @@ async def test_the_edit_form_patches_under_the_version_it_was_loaded_at(
     assert f'name="version" value="{after["version"]}"' in stale.text
     assert await harness.get(f"/v1/schedules/{created['id']}") == after
 
-    # Input the API refuses is shown beside the form, naming the field; nothing stored.
+    # Input the API refuses is shown beside its field; nothing stored.
     for fields, named in (
-        ({"max_attempts": "0"}, "max attempts"),
-        ({"max_attempts": "many"}, "max attempts"),
-        ({"target_url": "ftp://example.com/x"}, "target"),
+        ({"max_attempts": "0"}, "max_attempts"),
+        ({"max_attempts": "many"}, "max_attempts"),
+        ({"target_url": "ftp://example.com/x"}, "target_url"),
         ({"labels": "no separator"}, "labels"),
     ):
         form = {
@@ -241,8 +241,31 @@ async def test_the_edit_form_patches_under_the_version_it_was_loaded_at(
         }
         refused = await post_form(harness, f"{page}/edit", form)
         assert refused.status_code == 422, fields
-        assert named in refused.text.split('id="form-error">', 1)[1].split("</p>", 1)[0]
-        assert 'aria-invalid="true"' in refused.text
+        assert "fields marked below are refused" in refused.text
+        assert re.findall(r'<span class="field-error" id="error-(\w+)">', refused.text) == [named]
+        assert f'aria-describedby="error-{named}"' in refused.text
+    assert await harness.get(f"/v1/schedules/{created['id']}") == after
+
+    # Every field refused at once is shown beside its own input, each with its message.
+    refused = await post_form(
+        harness,
+        f"{page}/edit",
+        {
+            "token": token,
+            "version": str(after["version"]),
+            "target_url": "ftp://example.com/x",
+            "max_attempts": "many",
+            "labels": "owner:ops\nno separator\nteam:red\nalso none",
+        },
+    )
+    assert refused.status_code == 422
+    errors = dict(
+        re.findall(r'<span class="field-error" id="error-(\w+)">([^<]*)</span>', refused.text)
+    )
+    assert set(errors) == {"target_url", "max_attempts", "labels"}
+    assert errors["max_attempts"] == "a whole number"
+    assert errors["labels"] == "lines 2, 4: not key:value"
+    assert 'name="max_attempts" value="many"' in refused.text  # what was typed, kept
     assert await harness.get(f"/v1/schedules/{created['id']}") == after
 
 
