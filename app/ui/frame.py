@@ -161,7 +161,10 @@ class PageFrame:
         fields: dict[str, list[str]] = {}
         # Only the console's own encoding is read: a body of any other type carries no token.
         if content_type == FORM_TYPE:
-            fields = parse_qs((await request.body()).decode("utf-8", "replace"))
+            # An emptied field is sent, and kept: it says "none", where a field the form did
+            # not hold says nothing.
+            body = (await request.body()).decode("utf-8", "replace")
+            fields = parse_qs(body, keep_blank_values=True)
         tokens = fields.get("token", [])
         token = tokens[0] if len(tokens) == 1 else None
         origin = check_origin(request.scope)

@@ -1,5 +1,5 @@
-"""The console's edit form of a schedule: its webhook URL, max attempts and labels, sent as
-a PATCH under If-Match of the version the page showed.
+"""The console's edit form of a schedule: its webhook URL, max attempts, flow key and labels,
+sent as a PATCH under If-Match of the version the page showed.
 
 The form shows the schedule as the API does, its secrets redacted: a URL sent back as shown
 keeps the stored one, and a changed URL carries the redacted placeholders, which the
@@ -18,9 +18,10 @@ from pydantic import ValidationError
 from app.api.problem_details import validation_message
 from app.api.schemas import ScheduleOut
 from app.domain.errors import InvalidInputError
+from app.domain.flow import KEY_ALPHABET, KEY_PATTERN
 from app.domain.schedule import SchedulePatch
 
-EDIT_FIELDS = ("target_url", "max_attempts", "labels")
+EDIT_FIELDS = ("target_url", "max_attempts", "flow_key", "labels")
 _VERSION = re.compile(r"[0-9]{1,12}")
 # Longer than anything the fields accept (64 labels of 63 + 1 + 255 characters, a line
 # each): a longer value is refused before it is parsed.
@@ -43,13 +44,18 @@ def form_of(schedule: ScheduleOut) -> dict[str, str]:
     return {
         "target_url": url,
         "max_attempts": str(schedule.max_attempts),
+        "flow_key": schedule.flow_key or "",
         "labels": labels_text(schedule.labels),
     }
 
 
-def posted_form(fields: dict[str, list[str]]) -> dict[str, str]:
-    """What was typed, to show again beside a refusal."""
-    return {name: (fields.get(name) or [""])[0][:_MAX_FIELD] for name in EDIT_FIELDS}
+def posted_form(fields: dict[str, list[str]], schedule: ScheduleOut) -> dict[str, str]:
+    """What was typed, to show again beside a refusal; a field the post does not hold (a
+    page from before the form had it) is the schedule's as it is, never an emptied one."""
+    return {
+        name: fields[name][0][:_MAX_FIELD] if fields.get(name) else shown
+        for name, shown in form_of(schedule).items()
+    }
 
 
 def posted_version(fields: dict[str, list[str]]) -> int | None:
@@ -61,7 +67,12 @@ def posted_version(fields: dict[str, list[str]]) -> int | None:
 
 
 # Each field of the PATCH the form writes, by its input's name in the form.
-_FIELDS = {"target": "target_url", "max_attempts": "max_attempts", "labels": "labels"}
+_FIELDS = {
+    "target": "target_url",
+    "max_attempts": "max_attempts",
+    "flow_key": "flow_key",
+    "labels": "labels",
+}
 
 
 class RefusedError(Exception):
@@ -114,6 +125,13 @@ def changes_of(form: dict[str, str], schedule: ScheduleOut) -> dict[str, Any]:
             errors["max_attempts"] = "a whole number"
         else:
             changes["max_attempts"] = int(attempts)
+    key = form["flow_key"].strip()
+    if "flow_key" not in errors and key != shown["flow_key"]:
+        # Emptied: the schedule leaves its key (PATCH null).
+        if key and not KEY_PATTERN.fullmatch(key):
+            errors["flow_key"] = f"a flow key is {KEY_ALPHABET}"
+        else:
+            changes["flow_key"] = key or None
     if "labels" not in errors:
         labels = _labels(form["labels"])
         if isinstance(labels, str):

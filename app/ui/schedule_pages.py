@@ -301,7 +301,7 @@ class SchedulePages:
             return await frame.refuse(
                 request, viewer, 422, "The form names no version of the schedule: reload the page."
             )
-        form = schedule_edit.posted_form(fields)
+        form: dict[str, str] | None = None  # what was typed, once the schedule is read
 
         async def again(
             status: int,
@@ -325,6 +325,7 @@ class SchedulePages:
             current = ScheduleOut.of(await service.get(schedule_id, caller=viewer.caller))
             if current.version != version:
                 raise PreconditionFailedError("stale form")
+            form = schedule_edit.posted_form(fields, current)
             changes = schedule_edit.changes_of(form, current)
             if not changes:
                 return back(request, viewer, f"/ui/schedules/{schedule_id}?done=unchanged")

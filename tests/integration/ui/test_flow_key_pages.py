@@ -378,3 +378,43 @@ async def test_the_schedules_list_filters_by_flow_key_and_refuses_one_that_is_no
     assert refused.status_code == 422
     assert "flow_key" in refused.text or "flow key" in refused.text
     assert re.findall(r">(mine|theirs)</a>", refused.text) == []
+
+
+async def test_the_edit_form_moves_a_schedule_to_another_key_and_refuses_one_that_is_none(
+    harness: Harness,
+) -> None:
+    created = await harness.create(flow_key="customer-42", name="moving", trigger=HOURLY)
+    page = f"/ui/schedules/{created['id']}"
+    html = (await harness.client.get(page)).text
+    assert 'name="flow_key" value="customer-42"' in html
+    form = {
+        "token": token_of(html),
+        "version": str(created["version"]),
+        "target_url": created["target"]["url"],
+        "max_attempts": str(created["max_attempts"]),
+        "labels": "",
+    }
+
+    # A form from before it had the field (no flow_key posted) leaves the key as it is.
+    kept = await post_form(harness, f"{page}/edit", form)
+    assert kept.headers["location"].endswith("?done=unchanged")
+    assert (await harness.get(page.replace("/ui", "/v1")))["flow_key"] == "customer-42"
+
+    refused = await post_form(harness, f"{page}/edit", {**form, "flow_key": "no key"})
+    assert refused.status_code == 422
+    errors = dict(re.findall(r'id="error-(\w+)">([^<]*)</span>', refused.text))
+    assert errors == {"flow_key": "a flow key is 1-128 of A-Z a-z 0-9 . _ : -"}
+    assert (await harness.get(page.replace("/ui", "/v1")))["flow_key"] == "customer-42"
+
+    moved = await post_form(harness, f"{page}/edit", {**form, "flow_key": "customer-43"})
+    assert moved.status_code == 303, moved.text
+    after = await harness.get(page.replace("/ui", "/v1"))
+    assert after["flow_key"] == "customer-43"
+    waiting = await harness.get("/v1/flow-keys/customer-43/occurrences")
+    assert [o["occurrence_id"] for o in waiting["items"]] == [created["next_occurrence_id"]]
+
+    cleared = await post_form(
+        harness, f"{page}/edit", {**form, "version": str(after["version"]), "flow_key": ""}
+    )
+    assert cleared.status_code == 303, cleared.text
+    assert (await harness.get(page.replace("/ui", "/v1")))["flow_key"] is None
