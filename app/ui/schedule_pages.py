@@ -53,6 +53,10 @@ _DONE = {
     "resumed": "Resumed: it fires from its next tick.",
     "triggered": "Triggered: an extra occurrence is due now.",
     "cancelled": "Cancelled: its pending occurrences are cancelled.",
+    "backfilled": (
+        "Backfilled: each tick of the range that had no occurrence has one now, due at once "
+        "(those that had one are left as they were)."
+    ),
 }
 
 
@@ -126,6 +130,10 @@ def _actions(status: ScheduleStatus) -> list[str]:
 class SchedulePages:
     def __init__(self, frame: PageFrame) -> None:
         self._frame = frame
+
+    @property
+    def frame(self) -> PageFrame:
+        return self._frame
 
     async def schedules(
         self, request: Request, viewer: Viewer, service: SchedulesDep
@@ -215,9 +223,12 @@ class SchedulePages:
         form: dict[str, str] | None = None,
         error: str | None = None,
         invalid: dict[str, str] | None = None,
+        backfill: dict[str, str] | None = None,
+        backfill_invalid: dict[str, str] | None = None,
     ) -> HTMLResponse:
         """The schedule's page; `form` (the values posted), `error` and `invalid` (each
-        field refused, with its message) when it answers a refused edit."""
+        field refused, with its message) when it answers a refused edit; `backfill` and
+        `backfill_invalid` the same of a refused backfill."""
         frame = self._frame
         query = request.query_params
         try:
@@ -280,6 +291,9 @@ class SchedulePages:
             first_invalid=next(
                 (name for name in schedule_edit.EDIT_FIELDS if name in (invalid or {})), None
             ),
+            recurring=is_recurring(schedule.trigger),
+            backfill=backfill or {"from": "", "to": ""},
+            backfill_invalid=backfill_invalid or {},
         )
 
     async def edit(

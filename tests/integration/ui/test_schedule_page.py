@@ -251,3 +251,51 @@ async def test_another_tenants_schedule_is_missing_from_the_console(harness: Har
     assert response.status_code == 404
     mine = await harness.client.get(theirs.headers["Location"], headers={"Chronoq-Tenant": "acme"})
     assert mine.json()["status"] == "pending"
+
+
+async def test_the_backfill_form_fires_past_ticks_once_and_marks_each_refused_field(
+    harness: Harness,
+) -> None:
+    start = datetime(2026, 1, 5, tzinfo=UTC)
+    created = await harness.create(
+        **spec(
+            harness,
+            trigger={"type": "interval", "every_seconds": 3600, "start_at": start.isoformat()},
+        )
+    )
+    page = f"/ui/schedules/{created['id']}"
+    html = (await harness.client.get(page)).text
+    form = {"token": token_of(html), "version": str(created["version"])}
+
+    refused = await post_form(
+        harness, f"{page}/backfill", {**form, "from": "yesterday", "to": "2999-01-01T00:00:00Z"}
+    )
+    assert refused.status_code == 422
+    errors = dict(re.findall(r'id="error-backfill-(\w+)">([^<]*)</span>', refused.text))
+    assert set(errors) == {"from"}, errors
+    assert 'name="to" value="2999-01-01T00:00:00Z"' in refused.text  # what was typed, kept
+    future = await post_form(
+        harness,
+        f"{page}/backfill",
+        {**form, "from": "2026-01-05T00:00:00Z", "to": "2999-01-01T00:00:00Z"},
+    )
+    assert future.status_code == 422
+    assert re.findall(r'id="error-backfill-(\w+)">', future.text) == ["to"]
+    before = await harness.get(f"/v1/schedules/{created['id']}/occurrences?limit=100")
+
+    window = {"from": "2026-01-05T00:00:00Z", "to": "2026-01-05T02:00:00Z"}
+    done = await post_form(harness, f"{page}/backfill", {**form, **window})
+    assert done.status_code == 303, done.text
+    assert done.headers["location"].endswith("?done=backfilled")
+    after = await harness.get(f"/v1/schedules/{created['id']}/occurrences?limit=100")
+    made = {o["fire_at"] for o in after["items"]} - {o["fire_at"] for o in before["items"]}
+    assert made == {"2026-01-05T00:00:00Z", "2026-01-05T01:00:00Z", "2026-01-05T02:00:00Z"}
+    # A second time creates nothing new (the version is unchanged by a backfill or not).
+    current = await harness.get(f"/v1/schedules/{created['id']}")
+    again = await post_form(
+        harness, f"{page}/backfill", {**form, "version": str(current["version"]), **window}
+    )
+    assert again.status_code == 303
+    assert len(
+        (await harness.get(f"/v1/schedules/{created['id']}/occurrences?limit=100"))["items"]
+    ) == len(after["items"])
