@@ -10,7 +10,7 @@ import pytest
 
 from tests.e2e.processes import Services
 from tests.receiver import Receiver, Reply
-from tests.waiting import eventually_found
+from tests.waiting import eventually, eventually_found
 
 pytestmark = pytest.mark.e2e
 
@@ -70,6 +70,13 @@ async def test_a_callback_in_flight_when_its_replica_dies_is_delivered_by_the_ne
 
         held = await eventually_found(
             in_flight, within=TIMEOUT, what="the callback's first attempt", details=services.logs
+        )
+        # Counted at its start, the attempt may not have reached the receiver yet on a loaded
+        # machine: the replica dies once the receiver holds it.
+        await eventually(
+            lambda: any(r.path == "/alerts" for r in receiver.arrivals),
+            within=TIMEOUT,
+            what="the callback at the receiver",
         )
         services.kill(victim)
 
