@@ -90,16 +90,26 @@ def _lost_row(lost: LostAttempt) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """A claimed row's origin and stored target (`_stored_target`), read once, and the
+    endpoint it delivers to (`_endpoint_of`; None: none)."""
+
+    origin: Origin
+    stored: Target | Unreadable
+    endpoint: uuid.UUID | None
+
+
 def _claimed_row(
-    row: Row[Any], endpoint: uuid.UUID | None, endpoints: Mapping[uuid.UUID, EndpointWebhook]
+    row: Row[Any], read: _Read, endpoints: Mapping[uuid.UUID, EndpointWebhook]
 ) -> ClaimedRow:
     """A claimed row as the planner reads it; a definition that does not read back is
     handed over as such, to fail its own row only. A failure callback delivers its own
-    body to its schedule's `on_failure` target; a row of an `endpoint` (`_endpoint_of`), what
-    `endpoints` holds of it now, or fails as an unreadable definition does when it is gone."""
-    origin = Origin(row.origin)
+    body to its schedule's `on_failure` target; a row of an endpoint, what `endpoints`
+    holds of it now, or fails as an unreadable definition does when it is gone."""
+    origin, endpoint = read.origin, read.endpoint
     callback = origin is Origin.CALLBACK
-    target: Target | Unreadable
+    target = read.stored
     if endpoint is not None:
         found = endpoints.get(endpoint)
         target = (
@@ -107,10 +117,6 @@ def _claimed_row(
             if found is not None
             else Unreadable(ValueError(f"endpoint {endpoint} no longer exists"))
         )
-    elif callback:
-        target = _readable(_on_failure, row.on_failure)
-    else:
-        target = _readable(codec.target, row.target)
     return ClaimedRow(
         occurrence_id=row.occurrence_id,
         schedule_id=row.schedule_id,
@@ -157,27 +163,30 @@ def _readable(read: Callable[[Any], _T], stored: Any) -> _T | Unreadable:
         return Unreadable(exc)
 
 
-def _endpoint_of(row: Row[Any], origin: Origin) -> uuid.UUID | None:
-    """The endpoint a claimed row delivers to: a fan-out delivery's, named by its key; a
-    schedule's that targets one (None: neither, or a target that does not read back)."""
-    if origin is Origin.FANOUT:
-        return endpoint_in_key(row.flow_key)
+def _read(row: Row[Any]) -> _Read:
+    """A claimed row's origin, its stored target (a failure callback's: its schedule's
+    `on_failure`, never an endpoint) and the endpoint it delivers to: a fan-out delivery's,
+    named by its key; a schedule's that targets one."""
+    origin = Origin(row.origin)
     if origin is Origin.CALLBACK:
-        return None  # an `on_failure` target is never an endpoint
-    target = _readable(codec.target, row.target)
-    return target.endpoint_id if isinstance(target, EndpointTarget) else None
+        return _Read(origin, _readable(_on_failure, row.on_failure), None)
+    stored = _readable(codec.target, row.target)
+    if origin is Origin.FANOUT:
+        return _Read(origin, stored, endpoint_in_key(row.flow_key))
+    endpoint = stored.endpoint_id if isinstance(stored, EndpointTarget) else None
+    return _Read(origin, stored, endpoint)
 
 
 async def _claimed_rows(conn: AsyncConnection, claimed: Sequence[Row[Any]]) -> list[ClaimedRow]:
     """The claimed rows as the planner reads them, each endpoint target replaced by what its
     attempt sends now: the endpoint's request and live secrets (one read for the claim,
     none when no row targets an endpoint)."""
-    of = [_endpoint_of(row, Origin(row.origin)) for row in claimed]
-    wanted = {endpoint for endpoint in of if endpoint is not None}
+    reads = [_read(row) for row in claimed]
+    wanted = {read.endpoint for read in reads if read.endpoint is not None}
     found: Mapping[uuid.UUID, EndpointWebhook] = {}
     if wanted:
         found = await resolve_endpoints(conn, wanted, claimed[0].claimed_at)
-    return [_claimed_row(row, endpoint, found) for row, endpoint in zip(claimed, of, strict=True)]
+    return [_claimed_row(row, read, found) for row, read in zip(claimed, reads, strict=True)]
 
 
 def _tenant_of(delivery: Delivery) -> str:
