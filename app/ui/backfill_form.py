@@ -19,7 +19,7 @@ from app.api.schemas import BackfillRequest
 from app.domain.errors import ChronoqError, InvalidInputError, PreconditionFailedError
 from app.ui.forms import Viewer, beside
 from app.ui.frame import back, status_of
-from app.ui.schedule_edit import STALE, posted_version
+from app.ui.schedule_edit import NO_VERSION, STALE, posted_version
 from app.ui.schedule_pages import SchedulePages
 from app.ui.tenancy import ViewerDep
 
@@ -64,9 +64,7 @@ async def backfill(
         return fields
     version = posted_version(fields)
     if version is None:
-        return await frame.refuse(
-            request, viewer, 422, "The form names no version of the schedule: reload the page."
-        )
+        return await frame.refuse(request, viewer, 422, NO_VERSION)
     posted = _posted(fields)
 
     async def again(status: int, error: str, invalid: dict[str, str] | None = None) -> Response:

@@ -27,6 +27,7 @@ _VERSION = re.compile(r"[0-9]{1,12}")
 # each): a longer value is refused before it is parsed.
 _MAX_FIELD = 24_000
 
+NO_VERSION = "The form names no version of the schedule: reload the page."
 STALE = (
     "This schedule changed since you loaded it: nothing was saved. The page and the form now "
     "show it as it is; make your change again."

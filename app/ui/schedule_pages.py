@@ -312,9 +312,7 @@ class SchedulePages:
             return fields
         version = schedule_edit.posted_version(fields)
         if version is None:
-            return await frame.refuse(
-                request, viewer, 422, "The form names no version of the schedule: reload the page."
-            )
+            return await frame.refuse(request, viewer, 422, schedule_edit.NO_VERSION)
         form: dict[str, str] | None = None  # what was typed, once the schedule is read
 
         async def again(
