@@ -15,6 +15,7 @@ from app.sinks.registry import Sinks
 from app.store.engine.wakeups import Wakeups
 from app.store.loop.queue import DeliveryQueue
 from app.telemetry import metrics, tracing
+from app.worker.activity import ActivityRollup
 from app.worker.dispatcher import Dispatcher
 from app.worker.operator_events import EventSender
 from app.worker.pruner import Pruner
@@ -22,8 +23,8 @@ from app.worker.pruner import Pruner
 
 @asynccontextmanager
 async def delivery_loop(config: Settings, sinks: Sinks, hub: Wakeups) -> AsyncIterator[Dispatcher]:
-    """Run the loop (and retention beside it) for the duration of the block, hearing `hub`'s
-    announcements; stop both gracefully on exit."""
+    """Run the loop (and retention and the charts' roll-up beside it) for the duration of
+    the block, hearing `hub`'s announcements; stop them gracefully on exit."""
     tracing.start()  # before the loop reads it: this process's, when traces are on
     async with AsyncExitStack() as stack:
         # The loop's own pool: its claims and settles never queue behind API requests for a
@@ -44,6 +45,8 @@ async def delivery_loop(config: Settings, sinks: Sinks, hub: Wakeups) -> AsyncIt
         # Retention runs beside the loop; an advisory lock keeps it to one replica at a
         # time, and API-only replicas leave it to the workers.
         await stack.enter_async_context(Pruner(database, config).started())
+        # The charts' figures, rolled up from the attempt log by one replica at a time.
+        await stack.enter_async_context(ActivityRollup(database, config).started())
         # Operator events: sent by every replica's loop, each event leased to one.
         await stack.enter_async_context(EventSender(database, sinks, config).started())
         yield dispatcher

@@ -138,6 +138,10 @@ class Settings(BaseSettings):
     retention: float = 604800.0
     retention_batch: int = 500
     retention_interval: float = 60.0
+    # The charts' figures (`activity_minutes`) are rolled up from the attempt log this
+    # often, by one replica at a time, and kept `activity_retention` seconds.
+    activity_interval: float = 10.0
+    activity_retention: float = 691200.0
     # Ended schedules (completed, cancelled, failed) are deleted, with their occurrences,
     # attempts and events, this long after they ended; 0 keeps them.
     schedule_retention: float = 2592000.0
@@ -295,6 +299,8 @@ class Settings(BaseSettings):
             "retry_base_delay": "CHRONOQ_RETRY_BASE_DELAY",
             "retention": "CHRONOQ_RETENTION",
             "retention_interval": "CHRONOQ_RETENTION_INTERVAL",
+            "activity_interval": "CHRONOQ_ACTIVITY_INTERVAL",
+            "activity_retention": "CHRONOQ_ACTIVITY_RETENTION",
             "request_body_timeout": "CHRONOQ_REQUEST_BODY_TIMEOUT",
             "request_head_timeout": "CHRONOQ_REQUEST_HEAD_TIMEOUT",
             "db_transaction_timeout": "CHRONOQ_DB_TRANSACTION_TIMEOUT",

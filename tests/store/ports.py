@@ -21,6 +21,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
 from alembic import command
+from app.domain.activity import Minute, Scope, every_minute
 from app.domain.endpoints import CircuitSettings, Endpoint, EndpointSpec, new_signing_secret
 from app.domain.filters import DeadLetterFilter, ScheduleAfter, ScheduleFilter
 from app.domain.flow import FlowKey, FlowLimits
@@ -70,6 +71,7 @@ from app.store.engine.wakeups import Wakeups
 from app.store.loop.claims import Claimed, ClaimStore
 from app.store.loop.flow_claims import keys_with_work_due
 from app.store.loop.queue import DeliveryQueue
+from app.store.records import activity as activity_records
 from app.store.records import retention
 from app.store.records.dead_letters import DeadLetterStore
 from app.store.records.endpoints import EndpointStore
@@ -1347,3 +1349,42 @@ async def claim_rolled_back(database: Database, *, limit: int) -> None:
 
     with suppress(RolledBackError):
         await database.run(work)
+
+
+async def roll_up_activity(database: Database, since: datetime, until: datetime) -> int:
+    """Recompute the activity minutes from `since` to `until` from the attempt log."""
+
+    async def work(conn: Connection) -> int:
+        return await activity_records.roll_up(conn, since, until, await transaction_now(conn))
+
+    return await database.run(work)
+
+
+async def activity(
+    database: Database, scope: Scope, subject: str, since: datetime, until: datetime
+) -> tuple[Minute, ...]:
+    """Every minute of one subject's rolled-up figures from `since` to `until`."""
+
+    async def work(conn: Connection) -> tuple[Minute, ...]:
+        found, _ = await activity_records.rolled_minutes(conn, scope, [subject], since, until)
+        return every_minute(since, until, found)
+
+    return await database.run(work)
+
+
+async def schedule_activity(
+    database: Database, schedule_id: uuid.UUID, since: datetime, until: datetime
+) -> tuple[Minute, ...]:
+    """Every minute of a schedule's figures, read from its attempt log."""
+
+    async def work(conn: Connection) -> tuple[Minute, ...]:
+        found = await activity_records.schedule_minutes(
+            conn, schedule_id, since, until, fired=since - timedelta(days=1)
+        )
+        return every_minute(since, until, found)
+
+    return await database.run(work)
+
+
+async def prune_activity(database: Database, before: datetime) -> int:
+    return await database.run(lambda conn: activity_records.prune_activity(conn, before))

@@ -129,6 +129,19 @@ class Dialect(ABC):
         and no later than the instant it is frozen at; a statement reading any other clock
         is refused (`app.store.engine.clock.moved_statement`)."""
 
+    # -- figures ------------------------------------------------------------------------
+
+    @abstractmethod
+    def seconds_between(
+        self, later: sa.ColumnElement[Any], earlier: sa.ColumnElement[Any]
+    ) -> sa.ColumnElement[float]:
+        """The seconds from one instant column to another, in SQL (negative when `later`
+        is earlier)."""
+
+    @abstractmethod
+    def minute_of(self, instant: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
+        """An instant column truncated to its minute, in SQL, read back as a UTC instant."""
+
     # -- the delivery loop --------------------------------------------------------------
 
     @abstractmethod

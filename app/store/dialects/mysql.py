@@ -200,6 +200,20 @@ class MySQL(RowInserts, PolledWakeups, Stepwise):
             {"name": lock_name("migrate", _database_of(conn))},
         )
 
+    def seconds_between(
+        self, later: sa.ColumnElement[Any], earlier: sa.ColumnElement[Any]
+    ) -> sa.ColumnElement[float]:
+        micros = sa.func.timestampdiff(sa.text("MICROSECOND"), earlier, later)
+        return sa.type_coerce(micros / 1e6, sa.Float())
+
+    def minute_of(self, instant: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
+        return sa.type_coerce(
+            sa.func.str_to_date(
+                sa.func.date_format(instant, "%Y-%m-%d %H:%i:00"), "%Y-%m-%d %H:%i:%s"
+            ),
+            UTCDateTime(),
+        )
+
     @asynccontextmanager
     async def exclusive(self, conn: AsyncConnection, purpose: str) -> AsyncIterator[bool]:
         name = lock_name(purpose, _database_of(conn))

@@ -79,7 +79,8 @@ _MISSING_SCHEMA_SQLSTATES = frozenset({"42P01", "42703", "42704", "3F000"})
 # Any constants work; they only have to be the same in every replica and differ.
 MIGRATION_LOCK = 0x43_48_52_4F_4E_51  # "CHRONQ"
 PRUNING_LOCK = 0x43_48_52_4F_4E_51_52_54  # "CHRONQRT"
-_LOCKS = {"migrate": MIGRATION_LOCK, "prune": PRUNING_LOCK}
+ACTIVITY_LOCK = 0x43_48_52_4F_4E_51_41_43  # "CHRONQAC"
+_LOCKS = {"migrate": MIGRATION_LOCK, "prune": PRUNING_LOCK, "activity": ACTIVITY_LOCK}
 
 
 # How every statement, the named SQL's too, reads the transaction's instant.
@@ -541,6 +542,14 @@ class PostgreSQL(OnConflictInserts, Dialect):
             sa.text("SELECT pg_advisory_unlock(:key)"),
             {"key": migration_lock_key(schema)},
         )
+
+    def seconds_between(
+        self, later: sa.ColumnElement[Any], earlier: sa.ColumnElement[Any]
+    ) -> sa.ColumnElement[float]:
+        return sa.type_coerce(sa.extract("epoch", later - earlier), sa.Float())
+
+    def minute_of(self, instant: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
+        return sa.type_coerce(sa.func.date_trunc("minute", instant), UTCDateTime())
 
     @asynccontextmanager
     async def exclusive(self, conn: AsyncConnection, purpose: str) -> AsyncIterator[bool]:

@@ -153,6 +153,17 @@ class SQLite(OnConflictInserts, RowInserts, PolledWakeups, Stepwise):
                 await conn.rollback()
             await driver.execute("PRAGMA foreign_keys=ON")
 
+    def seconds_between(
+        self, later: sa.ColumnElement[Any], earlier: sa.ColumnElement[Any]
+    ) -> sa.ColumnElement[float]:
+        # Instants are stored as ISO text; julianday reads their fractions of a second.
+        return (sa.func.julianday(later) - sa.func.julianday(earlier)) * 86400.0
+
+    def minute_of(self, instant: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
+        return sa.type_coerce(
+            sa.func.strftime("%Y-%m-%d %H:%M:00.000000", instant), UTCDateTime()
+        )
+
     @asynccontextmanager
     async def exclusive(self, conn: AsyncConnection, purpose: str) -> AsyncIterator[bool]:
         yield True  # one replica

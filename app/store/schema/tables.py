@@ -984,3 +984,35 @@ class SubscriptionRow(SQLModel, table=True):
 
 topics: sa.Table = TopicRow.__table__  # type: ignore[attr-defined]
 subscriptions: sa.Table = SubscriptionRow.__table__  # type: ignore[attr-defined]
+
+
+class ActivityMinuteRow(SQLModel, table=True):
+    """One minute's figures of the attempt log, of the fleet or of one tenant, endpoint or
+    flow key (`app.domain.activity`), rolled up by one replica at a time every few seconds
+    (`app.worker.activity`). The fleet has a row for every minute rolled up, nothing
+    happening or not; a subject only for minutes it had attempts in."""
+
+    __tablename__ = "activity_minutes"
+    __table_args__ = (
+        sa.CheckConstraint(
+            "scope IN ('fleet', 'tenant', 'endpoint', 'flow_key')", name="scope"
+        ),
+        # Retention deletes whole minutes, oldest first.
+        sa.Index("ix_activity_minutes_minute", "minute"),
+        MYSQL_TABLE,
+    )
+
+    scope: str = Field(sa_column=sa.Column(sa.String(16), primary_key=True))
+    # The tenant, the endpoint's id or the stored flow key ("" for the fleet).
+    subject: str = Field(sa_column=sa.Column(sa.String(FLOW_KEY_LENGTH), primary_key=True))
+    minute: datetime = Field(sa_column=sa.Column(UTCDateTime, primary_key=True))
+    delivered: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+    failed: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+    dead_lettered: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+    # Deliveries per lateness bucket (`app.domain.activity.LATENESS_BOUNDS`, then beyond).
+    lateness: list[int] = Field(sa_column=sa.Column(JSONType, nullable=False))
+    # When this row was rolled up: the fleet's latest is how current the figures are.
+    rolled_at: datetime = Field(sa_column=sa.Column(UTCDateTime, nullable=False))
+
+
+activity_minutes: sa.Table = ActivityMinuteRow.__table__  # type: ignore[attr-defined]
