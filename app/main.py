@@ -11,6 +11,7 @@ from fastapi import Depends, FastAPI
 from fastapi.routing import APIRoute
 
 from app.api import (
+    activity,
     auth,
     dead_letters,
     docs,
@@ -36,6 +37,7 @@ from app.process.delivery_link import DeliveryLink
 from app.process.delivery_loop import delivery_loop
 from app.process.readiness import InProcessLoop, ReplicaReadiness
 from app.process.runtime import tune_garbage_collector
+from app.service.activity import ActivityService
 from app.service.addresses import HostResolver
 from app.service.dead_letters import DeadLetterService
 from app.service.endpoints import EndpointService
@@ -130,6 +132,7 @@ def create_app(
                 tenant_keys=TenantKeyService(database),
                 endpoints=EndpointService(database, config, resolver),
                 topics=TopicService(database),
+                activity=ActivityService(database),
                 readiness=ReplicaReadiness(database, broker=broker, worker=worker),
                 keys=KeyRing(api_keys),
             )
@@ -180,6 +183,7 @@ def create_app(
         endpoints.router,
         topics.topics_router,
         topics.subscriptions_router,
+        activity.router,
     ):
         app.include_router(router, responses=problems.responses(503), dependencies=[in_tenant])
     app.include_router(triggers.router, dependencies=[in_tenant])

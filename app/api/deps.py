@@ -18,6 +18,7 @@ from app.domain.tenants import (
     check_tenant,
     missing_tenant,
 )
+from app.service.activity import ActivityService
 from app.service.dead_letters import DeadLetterService
 from app.service.endpoints import EndpointService
 from app.service.flow_keys import FlowKeyService
@@ -40,6 +41,7 @@ class State(TypedDict):
     tenant_keys: TenantKeyService  # read by the API key middleware too
     endpoints: EndpointService
     topics: TopicService
+    activity: ActivityService
     readiness: Readiness
     keys: KeyRing  # read by the API key middleware; empty: the API is open
 
@@ -101,6 +103,10 @@ async def _caller(request: Request) -> Caller:
     return Caller(named, principal)
 
 
+def _activity(request: Request) -> ActivityService:
+    return _state(request)["activity"]
+
+
 def _readiness(request: Request) -> Readiness:
     return _state(request)["readiness"]
 
@@ -123,6 +129,7 @@ TenantsDep = Annotated[TenantService, Depends(_tenants)]
 TenantKeysDep = Annotated[TenantKeyService, Depends(_tenant_keys)]
 EndpointsDep = Annotated[EndpointService, Depends(_endpoints)]
 TopicsDep = Annotated[TopicService, Depends(_topics)]
+ActivityDep = Annotated[ActivityService, Depends(_activity)]
 # Every router's routes act in the caller's tenant (`in_tenant`, on each router): resolved
 # once per request, as FastAPI caches a dependency.
 CallerDep = Annotated[Caller, Depends(_caller)]

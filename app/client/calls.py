@@ -19,6 +19,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, TypeAdapter
 
+from app.api.activity_schemas import ActivityOut
 from app.api.endpoint_schemas import (
     EndpointAttemptOut,
     EndpointEventOut,
@@ -377,6 +378,26 @@ def discard_dead_letter(occurrence_id: Id) -> Call[None]:
 
 
 # -- flow keys --------------------------------------------------------------------------
+
+
+def get_activity(
+    *,
+    window: Literal["1h", "24h"] | None = None,
+    tenant: str | None = None,
+    schedule_id: uuid.UUID | str | None = None,
+    flow_key: str | None = None,
+    endpoint_id: uuid.UUID | str | None = None,
+) -> Call[ActivityOut]:
+    """Deliveries, failures, dead letters and lateness minute by minute over the last hour
+    or day, of the fleet or of at most one subject (GET /v1/activity)."""
+    params = _params(
+        window=window,
+        tenant=tenant,
+        schedule_id=schedule_id,
+        flow_key=flow_key,
+        endpoint_id=endpoint_id,
+    )
+    return Call("GET", "/v1/activity", _reader(ActivityOut), params=params)
 
 
 def list_flow_keys(

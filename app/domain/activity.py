@@ -113,9 +113,9 @@ class Activity:
     since: datetime
     until: datetime
     minutes: tuple[Minute, ...]
-    # The latest instant whose attempts the figures hold (the minutes are rolled up by the
-    # fleet every few seconds; a schedule's are read from its log at once).
-    current_to: datetime
+    # When the figures were last brought up to date (the minutes are rolled up every few
+    # seconds; a schedule's are read from its log at once); None: never rolled up yet.
+    current_to: datetime | None
 
     @property
     def total(self) -> Minute:

@@ -111,6 +111,7 @@ SEMANTIC_RULES = {
         "and match values without control characters"
     ),
     "patch_subscription": "as create_subscription's",
+    "get_activity": "at most one of tenant, schedule_id, flow_key and endpoint_id",
 }
 # 412: an If-Match that is well-formed but names another version than the schedule's (a
 # generated one almost always does) is refused by design, like a 409 conflict.

@@ -13,6 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 from app.store.schema.tables import schedule_events, tenant_keys
+from app.worker.activity import ActivityRollup
 from tests.integration.api.test_auth import KEYS, READER, WRITER, basic, bearer, spec
 from tests.integration.conftest import Harness
 from tests.waiting import eventually
@@ -224,3 +225,30 @@ async def test_a_tenant_key_logs_in_to_the_console_and_sees_its_tenant_only(
     assert 'id="live"' not in (await keyed.client.get("/ui/live", headers=login)).text
     operator = await keyed.client.get("/ui/schedules", headers=basic(WRITER))
     assert 'id="live"' in operator.text
+
+
+async def test_a_tenant_key_sees_its_own_tenants_activity_and_no_other(keyed: Harness) -> None:
+    mine = bearer((await _make(keyed, "acme", "charts"))["key"])
+    made = await keyed.client.post(
+        "/v1/schedules", json=spec(keyed, trigger={"type": "immediate"}), headers=mine
+    )
+    assert made.status_code == 201, made.text
+    other = await keyed.client.post(
+        "/v1/schedules",
+        json=spec(keyed, trigger={"type": "immediate"}),
+        headers={**OPERATOR, "Chronoq-Tenant": "zeta"},
+    )
+    assert other.status_code == 201, other.text
+    assert await keyed.step() == 2
+    await ActivityRollup(keyed.database, keyed.settings).run_once()
+
+    own = await keyed.client.get("/v1/activity", headers=mine)
+    fleet = await keyed.client.get("/v1/activity", headers=OPERATOR)
+    refused = await keyed.client.get("/v1/activity?tenant=zeta", headers=mine)
+
+    assert own.status_code == 200, own.text
+    assert (own.json()["scope"], own.json()["subject"]) == ("tenant", "acme")
+    assert own.json()["totals"]["delivered"] == 1
+    assert fleet.json()["scope"] == "fleet"
+    assert fleet.json()["totals"]["delivered"] == 2
+    assert refused.status_code == 403
