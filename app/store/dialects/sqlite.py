@@ -160,9 +160,7 @@ class SQLite(OnConflictInserts, RowInserts, PolledWakeups, Stepwise):
         return (sa.func.julianday(later) - sa.func.julianday(earlier)) * 86400.0
 
     def minute_of(self, instant: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
-        return sa.type_coerce(
-            sa.func.strftime("%Y-%m-%d %H:%M:00.000000", instant), UTCDateTime()
-        )
+        return sa.type_coerce(sa.func.strftime("%Y-%m-%d %H:%M:00.000000", instant), UTCDateTime())
 
     @asynccontextmanager
     async def exclusive(self, conn: AsyncConnection, purpose: str) -> AsyncIterator[bool]:

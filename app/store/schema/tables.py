@@ -994,9 +994,7 @@ class ActivityMinuteRow(SQLModel, table=True):
 
     __tablename__ = "activity_minutes"
     __table_args__ = (
-        sa.CheckConstraint(
-            "scope IN ('fleet', 'tenant', 'endpoint', 'flow_key')", name="scope"
-        ),
+        sa.CheckConstraint("scope IN ('fleet', 'tenant', 'endpoint', 'flow_key')", name="scope"),
         # Retention deletes whole minutes, oldest first.
         sa.Index("ix_activity_minutes_minute", "minute"),
         MYSQL_TABLE,
