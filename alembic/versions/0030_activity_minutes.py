@@ -37,9 +37,7 @@ def upgrade() -> None:
         sa.Column("dead_lettered", sa.Integer(), nullable=False),
         sa.Column("lateness", JSONType, nullable=False),
         sa.Column("rolled_at", UTCDateTime(), nullable=False),
-        sa.PrimaryKeyConstraint(
-            "scope", "subject", "minute", name=op.f("activity_minutes_pkey")
-        ),
+        sa.PrimaryKeyConstraint("scope", "subject", "minute", name=op.f("activity_minutes_pkey")),
         sa.CheckConstraint(
             "scope IN ('fleet', 'tenant', 'endpoint', 'flow_key')",
             name=op.f("activity_minutes_scope_check"),
