@@ -6,6 +6,7 @@ schedule's figures read from its log agree; old minutes are pruned."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from app.domain.activity import BUCKETS, MINUTE, Minute, Scope, bucket_of, floor_minute
 from app.domain.occurrence import OccurrenceStatus, Settlement
@@ -22,7 +23,7 @@ def _sum(minutes: tuple[Minute, ...]) -> Minute:
     return total
 
 
-async def _three_outcomes(database: Database) -> dict[str, ports.ScheduleDraft]:
+async def _three_outcomes(database: Database) -> dict[str, Any]:
     """Four schedules due `LATE` ago: one delivered on flow key "acme", one delivered to an
     endpoint, one retried, one dead-lettered, each settled after one attempt."""
     now = await ports.database_now(database)
@@ -35,7 +36,7 @@ async def _three_outcomes(database: Database) -> dict[str, ports.ScheduleDraft]:
     }
     await ports.insert_schedules(database, list(drafts.values()))
     by_schedule = {d.schedule_id: d for d in await ports.claim(database, limit=10)}
-    outcome = {
+    outcome: dict[str, dict[str, Any]] = {
         "delivered": dict(status=OccurrenceStatus.DELIVERED, status_code=200),
         "to_endpoint": dict(status=OccurrenceStatus.DELIVERED, status_code=200),
         "retried": dict(status=OccurrenceStatus.PENDING, error="503", retry_in=60),
@@ -43,12 +44,9 @@ async def _three_outcomes(database: Database) -> dict[str, ports.ScheduleDraft]:
     }
     await ports.settle(
         database,
-        [
-            Settlement(by_schedule[drafts[name].id], **fields)  # type: ignore[arg-type]
-            for name, fields in outcome.items()
-        ],
+        [Settlement(by_schedule[drafts[name].id], **fields) for name, fields in outcome.items()],
     )
-    return {**drafts, "endpoint": endpoint}  # type: ignore[dict-item]
+    return {**drafts, "endpoint": endpoint}
 
 
 async def test_each_attempt_counts_once_in_its_minute_for_each_of_its_subjects(
