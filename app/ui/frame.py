@@ -15,6 +15,7 @@ from fastapi.templating import Jinja2Templates
 from app.api.deps import State
 from app.api.hosts import check_origin, console_refusal
 from app.api.schemas import Page
+from app.domain.activity import Activity, Window
 from app.domain.errors import (
     ChronoqError,
     ConflictError,
@@ -22,6 +23,7 @@ from app.domain.errors import (
     InvalidInputError,
     NotFoundError,
 )
+from app.domain.tenants import Caller
 from app.ui.display import environment
 from app.ui.forms import FormGuard, Viewer
 from app.ui.live import LiveNumbers
@@ -63,6 +65,15 @@ def back(request: Request, viewer: Viewer, path: str) -> RedirectResponse:
     return RedirectResponse(url, status_code=303)
 
 
+async def _fleet(request: Request, viewer: Viewer) -> Activity | None:
+    """The fleet's last hour for the header: none for a tenant's own key, which is shown
+    no installation figures."""
+    if viewer.own:
+        return None
+    state = cast(State, request.state._state)
+    return await state["activity"].read(Caller(), Window.HOUR)
+
+
 class PageFrame:
     """The console's templates, form guard, live numbers and the switcher's tenants."""
 
@@ -98,7 +109,7 @@ class PageFrame:
         context.update(
             viewer=viewer,
             token=self.guard.issue(viewer) if viewer.can_write else None,
-            live=await self.live.read(),
+            live=await self.live.read(await _fleet(request, viewer)),
             base=base,
             # A console address in the viewer's tenant: `href("/ui/schedules?x=1")`.
             href=lambda path: carried(base + path, viewer),
