@@ -23,6 +23,7 @@ from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
 from app.api.deps import DeadLettersDep, OccurrencesDep, SchedulesDep
+from app.ui.activity_pages import add_activity_routes
 from app.ui.backfill_form import add_backfill_route
 from app.ui.dead_letter_pages import DeadLetterPages
 from app.ui.endpoint_pages import EndpointPages, add_endpoint_routes
@@ -177,6 +178,7 @@ def router(console: Console | None = None) -> APIRouter:
         return await dead_letter_pages.settle(request, who, service, "discard", occurrence_id)
 
     add_find_route(routes, pages.frame)
+    add_activity_routes(routes, pages.frame)
     add_backfill_route(routes, schedule_pages)
     add_flow_key_routes(routes, pages.flow_keys)
     add_endpoint_routes(routes, pages.endpoints)

@@ -22,6 +22,7 @@ from app.api.endpoint_schemas import EndpointOut
 from app.api.schemas import Page
 from app.domain.endpoints import DEFAULT_OVERLAP_SECONDS
 from app.domain.errors import ChronoqError, PreconditionFailedError
+from app.ui.activity_pages import chart_view
 from app.ui.display import period
 from app.ui.forms import Viewer
 from app.ui.frame import PageFrame, back, status_of
@@ -84,6 +85,7 @@ class EndpointPages:
                 service, found_id, viewer.caller, RECENT, None
             )
             events = await api_pages.endpoint_events(service, found_id, viewer.caller, 50, None)
+            chart = await chart_view(request, viewer, endpoint_id=found_id)
         except ChronoqError as exc:
             return await frame.refuse(request, viewer, status_of(exc), exc.detail)
         return await frame.render(
@@ -101,6 +103,7 @@ class EndpointPages:
             overlap=period(DEFAULT_OVERLAP_SECONDS),
             notice=notice or _DONE.get(request.query_params.get("done", "")),
             period=period,
+            activity=chart,
         )
 
     async def rotate(

@@ -26,6 +26,7 @@ from app.api.flow_key_schemas import FlowKeyOut
 from app.api.schemas import Page
 from app.domain.errors import ChronoqError, InvalidInputError, PreconditionFailedError
 from app.domain.flow import KEY_ALPHABET, FlowLimits, Ordering, check_key
+from app.ui.activity_pages import chart_view
 from app.ui.display import period
 from app.ui.forms import Viewer
 from app.ui.frame import PageFrame, back, status_of
@@ -164,6 +165,7 @@ class FlowKeyPages:
             waiting = await flow_key_routes.list_waiting_occurrences(
                 key, service, viewer.caller, limit=LISTED
             )
+            chart = await chart_view(request, viewer, flow_key=key)
         except ChronoqError as exc:
             return await frame.refuse(request, viewer, status_of(exc), exc.detail)
         return await frame.render(
@@ -182,6 +184,7 @@ class FlowKeyPages:
             period=period,
             schedules=of_key,
             waiting=waiting,
+            activity=chart,
         )
 
     async def press(

@@ -33,6 +33,7 @@ from app.domain.schedule import ScheduleStatus
 from app.domain.tenants import Caller
 from app.domain.trigger import fire_times, is_recurring
 from app.ui import schedule_edit
+from app.ui.activity_pages import chart_view
 from app.ui.forms import Viewer, beside
 from app.ui.frame import PageFrame, back, status_of
 from app.ui.query import check_label, filter_value, link
@@ -252,6 +253,7 @@ class SchedulePages:
                 limit=PAGE_SIZE,
                 cursor=filter_value(query, "events_cursor"),
             )
+            chart = await chart_view(request, viewer, schedule_id=id_)
         except NotFoundError as exc:
             return await frame.refuse(request, viewer, 404, exc.detail)
         except InvalidInputError as exc:
@@ -260,7 +262,11 @@ class SchedulePages:
             o.occurrence_id: await _attempts(occurrence_service, viewer.caller, o)
             for o in occurrences.items
         }
-        links = {"cursor": query.get("cursor", ""), "events_cursor": query.get("events_cursor", "")}
+        links = {
+            "cursor": query.get("cursor", ""),
+            "events_cursor": query.get("events_cursor", ""),
+            "window": query.get("window", ""),
+        }
         next_url = events_url = None
         if occurrences.next_cursor is not None:
             next_url = link(links, cursor=occurrences.next_cursor)
@@ -294,6 +300,7 @@ class SchedulePages:
             recurring=is_recurring(schedule.trigger),
             backfill=backfill or {"from": "", "to": ""},
             backfill_invalid=backfill_invalid or {},
+            activity=chart,
         )
 
     async def edit(

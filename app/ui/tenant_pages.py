@@ -38,6 +38,7 @@ from app.domain.tenants import (
     TenantSpec,
     check_tenant,
 )
+from app.ui.activity_pages import chart_view
 from app.ui.display import period
 from app.ui.forms import Viewer, beside
 from app.ui.frame import PageFrame, back, status_of
@@ -216,6 +217,7 @@ class TenantPages:
             )
         try:
             found = TenantOut.of(await service.get(tenant_id))
+            chart = await chart_view(request, viewer, tenant=tenant_id)
         except ChronoqError as exc:
             return await frame.refuse(request, viewer, status_of(exc), exc.detail)
         is_default = found.id == DEFAULT_TENANT
@@ -238,6 +240,7 @@ class TenantPages:
             first_invalid=next((name for name in FORM_FIELDS if name in (invalid or {})), None),
             notice=None if error else _DONE.get(request.query_params.get("done", "")),
             schedules_url=("/ui/schedules" if viewer.own else switched("schedules", found.id)),
+            activity=chart,
             period=period,
         )
 
