@@ -4,7 +4,7 @@
     .venv/bin/python bench/activity.py --attempts 100000 --requests 5
 
 A fresh PostgreSQL database is migrated and holds `--schedules` (1,000) schedules over 10
-tenants (one flow key in two of them, an endpoint's attempts in a tenth), made through the
+tenants (50 flow keys in two of them; a tenth of the attempts to one of 10 endpoints), made through the
 API, and `--attempts` (10^6) occurrences each with one attempt, spread over the last day:
 97 % delivered, 2 % retried, 1 % dead-lettered, their lateness drawn from an exponential of
 mean 50 ms. One schedule of them is busy: it fired every second of the day (86,400 attempts),
@@ -81,7 +81,7 @@ async def _seed_schedules(http: aiohttp.ClientSession, base: str, count: int) ->
     return ids
 
 
-async def _seed_attempts(database_url: str, attempts: int) -> None:
+async def _seed_attempts(database_url: str, attempts: int, span: float) -> None:
     """The occurrences and their one attempt each, over the last day, by SQL."""
     import asyncpg
 
@@ -102,7 +102,7 @@ async def _seed_attempts(database_url: str, attempts: int) -> None:
                        now() - make_interval(secs => g) AS fire_at, g
                 FROM generate_series(1, {BUSY_EVERY_SECOND}) AS g
                 UNION ALL
-                SELECT s.id, s.flow_key, now() - make_interval(secs => random() * 86400), g
+                SELECT s.id, s.flow_key, now() - make_interval(secs => random() * {span}), g
                 FROM generate_series(1, {others}) AS g
                 JOIN s ON s.n = g % s.total
             )
@@ -110,8 +110,9 @@ async def _seed_attempts(database_url: str, attempts: int) -> None:
                    fire_at + make_interval(secs => -ln(1 - random()) * 0.05) AS started_at,
                    CASE WHEN g % 100 = 0 THEN 'dead_lettered'
                         WHEN g % 50 = 1 THEN 'retry' ELSE 'delivered' END AS outcome,
-                   CASE WHEN g % 10 = 3 THEN gen_random_uuid() END AS endpoint_id
-            FROM fired
+                   CASE WHEN g % 10 = 3 THEN endpoints[1 + g % 10] END AS endpoint_id
+            FROM fired, (SELECT array_agg(gen_random_uuid()) AS endpoints
+                         FROM generate_series(1, 10)) AS e
             """,
             busy,
         )
@@ -190,7 +191,11 @@ async def _timed(
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     procs = bench.Processes()
     databases = bench.Databases(args.pg_admin_url)
-    results: dict[str, Any] = {"attempts": args.attempts, "schedules": args.schedules}
+    results: dict[str, Any] = {
+        "attempts": args.attempts,
+        "schedules": args.schedules,
+        "span_seconds": args.span_seconds,
+    }
     async with aiohttp.ClientSession() as http:
         try:
             database_url, handle = await databases.fresh("postgresql")
@@ -208,7 +213,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 ids = await _seed_schedules(http, base, args.schedules)
                 bench.log(f"seeding {args.attempts} attempts")
                 started = time.perf_counter()
-                await _seed_attempts(database_url, args.attempts)
+                await _seed_attempts(database_url, args.attempts, args.span_seconds)
                 bench.log(f"seeded in {time.perf_counter() - started:.0f} s")
                 results["first_round_s"] = await _roll_up(database_url, None)
                 steady = [await _roll_up(database_url, 2) for _ in range(args.requests)]
@@ -249,6 +254,13 @@ def main() -> int:
     parser.add_argument("--attempts", type=int, default=1_000_000)
     parser.add_argument("--schedules", type=int, default=1_000)
     parser.add_argument("--requests", type=int, default=15)
+    parser.add_argument(
+        "--span-seconds",
+        type=float,
+        default=86400.0,
+        help="the attempts (but the busy schedule's) are spread over this many seconds up to"
+        " now: 600 puts 10^6 of them at W6's 1,667 a second, for the steady round's cost",
+    )
     parser.add_argument("--pg-admin-url", default=bench.DEFAULT_PG_ADMIN_URL)
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
     args = parser.parse_args()

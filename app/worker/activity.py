@@ -7,8 +7,9 @@ a little before the latest minute rolled up (attempts are logged when they settl
 request's timeout after they start) to the current one; every `LATE_EVERY` rounds it
 reaches back `LATE_REACH`, for attempts logged long after they started (one whose replica
 died is logged by the claim that takes its occurrence again, a lease later). The first
-round of an installation reaches back a day, to the first attempt in it. A failure is
-logged and retried later, and never stops the loop.
+round of an installation reaches back a day, to the first attempt in it, and the rounds
+catch up an hour at a time. A failure is logged and retried later, and never stops the
+loop.
 """
 
 from __future__ import annotations
@@ -28,13 +29,17 @@ from app.store.records.activity import earliest_attempt, prune_activity, roll_up
 
 log = logging.getLogger(__name__)
 
-# Each round recomputes from this long before the latest minute rolled up.
-REACH = timedelta(minutes=2)
+# Each round recomputes from this long before the latest minute rolled up: the minute
+# before the current one, and the current one.
+REACH = timedelta(minutes=1)
 # Every so many rounds, from this long before it.
 LATE_REACH = timedelta(minutes=15)
 LATE_EVERY = 30
 # The first round, with nothing rolled up yet: at most this far back.
 FIRST_REACH = timedelta(days=1)
+# At most this many minutes a round: catching up a day takes a round an hour, each a short
+# transaction.
+MOST = timedelta(hours=1)
 MAX_ERROR_BACKOFF = 300.0
 STOP_GRACE = 5.0
 
@@ -63,7 +68,8 @@ class ActivityRollup:
             else:
                 since = min(latest, current) - reach
             since = max(since, current - FIRST_REACH)
-            written = await roll_up(conn, since, current + MINUTE, now)
+            until = min(current + MINUTE, since + MOST)
+            written = await roll_up(conn, since, until, now)
             with suppress(OverflowError):
                 kept_from = now - timedelta(seconds=self._settings.activity_retention)
                 await prune_activity(conn, floor_minute(kept_from))

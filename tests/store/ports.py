@@ -1388,3 +1388,8 @@ async def schedule_activity(
 
 async def prune_activity(database: Database, before: datetime) -> int:
     return await database.run(lambda conn: activity_records.prune_activity(conn, before))
+
+
+async def activity_rolled_to(database: Database) -> datetime | None:
+    """The latest minute the fleet's activity is rolled up for."""
+    return await database.run(activity_records.rolled_to)

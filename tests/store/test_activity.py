@@ -10,6 +10,8 @@ from typing import Any
 
 from app.domain.activity import BUCKETS, MINUTE, Minute, Scope, bucket_of, floor_minute
 from app.domain.occurrence import OccurrenceStatus, Settlement
+from app.worker.activity import ActivityRollup
+from tests.conftest import make_settings
 from tests.store import ports
 from tests.store.ports import Database
 
@@ -122,3 +124,26 @@ async def test_old_minutes_are_pruned_and_later_ones_kept(database: Database) ->
     assert deleted == 1  # the fleet's empty minute, two before the attempts'
     kept = await ports.activity(database, Scope.FLEET, "", since, until)
     assert _sum(kept).delivered == 2
+
+
+async def test_the_first_rounds_catch_up_an_hour_at_a_time_from_the_first_attempt(
+    database: Database,
+) -> None:
+    await _three_outcomes(database)
+    attempted = floor_minute(await ports.database_now(database))
+    ports.move_clock(database, timedelta(hours=2, minutes=30))
+    rollup = ActivityRollup(database, make_settings("sqlite://"))
+
+    await rollup.run_once()
+
+    rolled = await ports.count_rows(database, "activity_minutes")
+    first = await ports.activity(database, Scope.FLEET, "", attempted, attempted + 2 * MINUTE)
+    assert _sum(first).delivered == 2
+    now = floor_minute(await ports.database_now(database))
+    for _ in range(4):  # the rest of the two and a half hours, an hour a round
+        await rollup.run_once()
+    assert rolled < await ports.count_rows(database, "activity_minutes")
+    every = await ports.activity(database, Scope.FLEET, "", attempted, now + MINUTE)
+    assert _sum(every).delivered == 2
+    rolled_to = await ports.activity_rolled_to(database)
+    assert rolled_to is not None and rolled_to >= now
