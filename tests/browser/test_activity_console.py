@@ -86,7 +86,8 @@ async def test_the_activity_page_shows_the_apis_figures_at_a_laptops_and_a_phone
             await phone.goto(nginx.base_url + "/ui/activity")
             box = await phone.locator("figure.activity").bounding_box()
             assert box is not None
-            assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], box
+            assert box["x"] >= 0, box
+            assert box["x"] + box["width"] <= PHONE["width"], box
             picture = folder / "console-activity-phone.png"
             await phone.screenshot(path=str(picture), full_page=True)
             assert picture.stat().st_size > 10_000
