@@ -7,9 +7,10 @@ A fresh PostgreSQL database is migrated and holds `--schedules` (1,000) schedule
 tenants (50 flow keys in two of them; a tenth of the attempts to one of 10 endpoints), made
 through the API, and `--attempts` (10^6) occurrences each with one attempt, spread over the
 last day (`--span-seconds`): 97 % delivered, 2 % retried, 1 % dead-lettered, their lateness
-drawn from an exponential of mean 50 ms. One schedule of them is busy: it fired every second of the day (86,400 attempts),
-the worst case of a schedule's chart, which is read from its attempt log. The rows are
-written by SQL (`generate_series`), not delivered: this measures reading them.
+drawn from an exponential of mean 50 ms. One schedule of them is busy: it fired every second
+of the day (86,400 attempts), the worst case of a schedule's chart, which is read from its
+attempt log. The rows are written by SQL (`generate_series`), not delivered: this measures
+reading them.
 
 Then, timed here: the roll-up's first round (a day of minutes from nothing, what an
 installation's first round after an upgrade does) and a steady round (the last two minutes,

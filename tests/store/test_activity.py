@@ -146,4 +146,5 @@ async def test_the_first_rounds_catch_up_an_hour_at_a_time_from_the_first_attemp
     every = await ports.activity(database, Scope.FLEET, "", attempted, now + MINUTE)
     assert _sum(every).delivered == 2
     rolled_to = await ports.activity_rolled_to(database)
-    assert rolled_to is not None and rolled_to >= now
+    assert rolled_to is not None
+    assert rolled_to >= now
