@@ -32,6 +32,7 @@ from app.ui.flow_key_pages import FlowKeyPages, add_flow_key_routes
 from app.ui.forms import FormGuard
 from app.ui.frame import PageFrame
 from app.ui.live import LiveNumbers
+from app.ui.schedule_create import add_create_routes
 from app.ui.schedule_pages import SCHEDULE_ACTIONS, SchedulePages
 from app.ui.tenancy import SECTIONS, TenantRefusedError, ViewerDep, switched
 from app.ui.tenant_pages import TenantPages, add_tenant_routes
@@ -94,6 +95,8 @@ def router(console: Console | None = None) -> APIRouter:
     @routes.get("/schedules", response_class=HTMLResponse)
     async def schedules(request: Request, who: ViewerDep, service: SchedulesDep) -> HTMLResponse:
         return await schedule_pages.schedules(request, who, service)
+
+    add_create_routes(routes, pages.frame)
 
     @routes.get("/schedules/{schedule_id}", response_class=HTMLResponse)
     async def schedule(

@@ -84,7 +84,7 @@ class RefusedError(Exception):
         super().__init__("; ".join(f"{name}: {message}" for name, message in errors.items()))
 
 
-def _labels(text: str) -> dict[str, str] | str:
+def parse_labels(text: str) -> dict[str, str] | str:
     """The labels typed, or why they are not labels (every line that is no key:value)."""
     labels: dict[str, str] = {}
     bad: list[int] = []
@@ -134,7 +134,7 @@ def changes_of(form: dict[str, str], schedule: ScheduleOut) -> dict[str, Any]:
         else:
             changes["flow_key"] = key or None
     if "labels" not in errors:
-        labels = _labels(form["labels"])
+        labels = parse_labels(form["labels"])
         if isinstance(labels, str):
             errors["labels"] = labels
         elif labels != schedule.labels:

@@ -49,6 +49,7 @@ _DONE = {
     "replayed": "Replayed: the dead letter is due now.",
     "held": "Replayed: the dead letter waits until this schedule is resumed (it is paused).",
     "saved": "Saved.",
+    "created": "Created.",
     "unchanged": "Nothing to save: the form changed nothing.",
     "paused": "Paused: nothing fires until it is resumed.",
     "resumed": "Resumed: it fires from its next tick.",
