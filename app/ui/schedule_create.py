@@ -33,7 +33,7 @@ from app.domain.trigger import (
 )
 from app.ui.forms import Viewer
 from app.ui.frame import PageFrame, back, status_of
-from app.ui.schedule_edit import RefusedError, parse_labels
+from app.ui.schedule_edit import RefusedError, parse_headers, parse_labels
 from app.ui.tenancy import ViewerDep
 
 TARGET_KINDS = ("webhook", "endpoint", "topic")
@@ -87,23 +87,6 @@ def posted(fields: dict[str, list[str]]) -> dict[str, str]:
     }
 
 
-def _headers(text: str) -> dict[str, str] | str:
-    """`Name: value` lines, or why they are not."""
-    headers: dict[str, str] = {}
-    bad = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        name, sep, value = line.partition(":")
-        if not sep or not name.strip():
-            bad.append(str(number))
-            continue
-        headers[name.strip()] = value.strip()
-    if bad:
-        return f"line{'' if len(bad) == 1 else 's'} {', '.join(bad[:10])}: not Name: value"
-    return headers
-
-
 def _number(text: str, name: str, errors: dict[str, str]) -> float | None:
     try:
         return float(text)
@@ -150,7 +133,7 @@ def body_of(form: dict[str, str]) -> dict[str, Any]:
         if kind != "webhook":
             errors["target_kind"] = f"one of {', '.join(TARGET_KINDS)}"
         target = {"type": "webhook", "url": form["target_url"].strip()}
-        headers = _headers(form["headers"])
+        headers = parse_headers(form["headers"])
         if isinstance(headers, str):
             errors["headers"] = headers
         elif headers:
