@@ -89,7 +89,10 @@ class ActivityOut(BaseModel):
         description="When the figures were last brought up to date from the attempt log"
         " (every CHRONOQ_ACTIVITY_INTERVAL seconds; a schedule's at once); null: never yet"
     )
-    totals: TotalsOut
+    totals: TotalsOut = Field(
+        description="The whole window's figures, its lateness percentiles read from the sum of"
+        " its minutes' histograms"
+    )
     minutes: list[MinuteOut] = Field(
         description="Every minute of the window, oldest first (zeros where nothing happened);"
         " an attempt counts in the minute it started"

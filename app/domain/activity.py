@@ -119,10 +119,18 @@ class Activity:
 
     @property
     def total(self) -> Minute:
-        summed = Minute(at=self.since)
-        for minute in self.minutes:
-            summed = summed + minute
-        return summed
+        """The window's figures, added up (in one pass per figure: adding a day's 1,440
+        minutes one `Minute` at a time took a good part of a chart's time)."""
+        minutes = self.minutes
+        if not minutes:
+            return Minute(at=self.since)
+        return Minute(
+            at=self.since,
+            delivered=sum(minute.delivered for minute in minutes),
+            failed=sum(minute.failed for minute in minutes),
+            dead_lettered=sum(minute.dead_lettered for minute in minutes),
+            lateness=tuple(map(sum, zip(*(minute.lateness for minute in minutes), strict=True))),
+        )
 
 
 def floor_minute(instant: datetime) -> datetime:

@@ -118,21 +118,6 @@ def _attempts(minute: Minute) -> int:
     return minute.delivered + max(minute.failed, minute.dead_lettered)
 
 
-def _total(activity: Activity) -> Minute:
-    """`activity.total`, added up in one pass per figure (adding a day's 1,440 minutes one
-    `Minute` at a time takes a good part of the chart's time)."""
-    minutes = activity.minutes
-    if not minutes:
-        return Minute(at=activity.since)
-    return Minute(
-        at=activity.since,
-        delivered=sum(minute.delivered for minute in minutes),
-        failed=sum(minute.failed for minute in minutes),
-        dead_lettered=sum(minute.dead_lettered for minute in minutes),
-        lateness=tuple(map(sum, zip(*(minute.lateness for minute in minutes), strict=True))),
-    )
-
-
 def _subject(activity: Activity) -> str:
     if activity.scope is Scope.FLEET or activity.subject is None:
         return "the fleet" if activity.scope is Scope.FLEET else activity.scope.value
@@ -385,7 +370,7 @@ def activity_chart(activity: Activity) -> Markup:
     lines `line-p50` and `line-p99`, their legend's keys `key-p50` and `key-p99`; gridlines
     `grid`, the baseline and the middle tick `axis`; the lateness hover areas' group `hover`
     (painted nothing, it must stay so)."""
-    total = _total(activity)
+    total = activity.total
     return Markup(
         '<figure class="activity">'
         + _bar_chart(activity, total)

@@ -154,8 +154,9 @@ async def test_the_loop_runs_in_a_process_of_its_own_that_the_api_reports_and_ou
 
         await eventually(shown, within=30, what="the header's figures rolled up")
         assert figures["delivered/s"] not in ("0", "-"), figures
+        # The fleet's: these 20, and what other cases delivered through the same database.
         totals = (await client.get("/v1/activity")).json()["totals"]
-        assert totals["delivered"] == 20, totals
+        assert totals["delivered"] >= 20, totals
 
     # A parent that dies outright (only it, not its group): the delivery process stops too.
     os.kill(service.pid, signal.SIGKILL)

@@ -44,6 +44,7 @@ CHRONOQ_TABLES = {
     ("topics",),
     ("subscriptions",),
     ("operator_events",),
+    ("activity_minutes",),
     ("alembic_version",),
 }
 
