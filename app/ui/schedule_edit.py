@@ -133,27 +133,10 @@ class RefusedError(Exception):
         super().__init__("; ".join(f"{name}: {message}" for name, message in errors.items()))
 
 
-def parse_labels(text: str) -> dict[str, str] | str:
-    """The labels typed, or why they are not labels (every line that is no key:value)."""
-    labels: dict[str, str] = {}
-    bad: list[int] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        key, sep, value = line.strip().partition(":")
-        if not sep or not key:
-            bad.append(number)
-            continue
-        labels[key.strip()] = value.strip()
-    if bad:
-        lines = ", ".join(str(n) for n in bad[:10]) + (", ..." if len(bad) > 10 else "")
-        return f"line{'' if len(bad) == 1 else 's'} {lines}: not key:value"
-    return labels
-
-
-def parse_headers(text: str) -> dict[str, str] | str:
-    """`Name: value` lines, or why they are not (every line that is no Name: value)."""
-    headers: dict[str, str] = {}
+def _pairs(text: str, shape: str) -> dict[str, str] | str:
+    """`name:value` lines (blank ones skipped), or why they are not: every line that is no
+    `shape`."""
+    pairs: dict[str, str] = {}
     bad: list[int] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -162,11 +145,21 @@ def parse_headers(text: str) -> dict[str, str] | str:
         if not sep or not name.strip():
             bad.append(number)
             continue
-        headers[name.strip()] = value.strip()
+        pairs[name.strip()] = value.strip()
     if bad:
         lines = ", ".join(str(n) for n in bad[:10]) + (", ..." if len(bad) > 10 else "")
-        return f"line{'' if len(bad) == 1 else 's'} {lines}: not Name: value"
-    return headers
+        return f"line{'' if len(bad) == 1 else 's'} {lines}: not {shape}"
+    return pairs
+
+
+def parse_labels(text: str) -> dict[str, str] | str:
+    """The labels typed, key:value a line, or why they are not labels."""
+    return _pairs(text, "key:value")
+
+
+def parse_headers(text: str) -> dict[str, str] | str:
+    """The headers typed, Name: value a line, or why they are not headers."""
+    return _pairs(text, "Name: value")
 
 
 def _json_changes(

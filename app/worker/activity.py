@@ -14,20 +14,15 @@ loop.
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import suppress
 from datetime import timedelta
 
 from app.domain.activity import MINUTE, floor_minute
-from app.domain.errors import StoreUnavailableError
 from app.settings import Settings
 from app.store.dialects import dialect_of, transaction_now
 from app.store.engine.database import Connection, Database
 from app.store.records.activity import earliest_attempt, prune_activity, roll_up, rolled_to
-
-log = logging.getLogger(__name__)
+from app.worker.periodic import Periodic
 
 # Each round recomputes from this long before the latest minute rolled up: the minute
 # before the current one, and the current one.
@@ -40,20 +35,23 @@ FIRST_REACH = timedelta(days=1)
 # At most this many minutes a round: catching up a day takes a round an hour, each a short
 # transaction.
 MOST = timedelta(hours=1)
-MAX_ERROR_BACKOFF = 300.0
-STOP_GRACE = 5.0
 
 
-class ActivityRollup:
+class ActivityRollup(Periodic):
     """Owns one replica's share of the roll-up."""
 
+    task_name = "chronoq-activity"
+    doing = "rolling up activity"
+
     def __init__(self, database: Database, settings: Settings) -> None:
+        super().__init__()
         self._db = database
         self._settings = settings
-        self._stopping = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
         self.rounds = 0
-        self.errors = 0
+
+    @property
+    def interval(self) -> float:
+        return self._settings.activity_interval
 
     async def _round(self, conn: Connection, reach: timedelta) -> int:
         async with dialect_of(conn).exclusive(conn, "activity") as held:
@@ -82,51 +80,3 @@ class ActivityRollup:
             return await self._db.run(lambda conn: self._round(conn, reach))
         finally:
             self.rounds += 1
-
-    @asynccontextmanager
-    async def started(self) -> AsyncIterator[ActivityRollup]:
-        """Roll up every `activity_interval` for the duration of the block."""
-        self._stopping.clear()
-        self._task = asyncio.create_task(self.run(), name="chronoq-activity")
-        try:
-            yield self
-        finally:
-            await self.stop()
-
-    async def stop(self) -> None:
-        self._stopping.set()
-        if self._task is not None:
-            # A round is one transaction: cancelling it rolls it back, which loses nothing.
-            await asyncio.wait({self._task}, timeout=STOP_GRACE)
-            if not self._task.done():
-                self._task.cancel()
-                with suppress(asyncio.CancelledError):
-                    await self._task
-
-    async def _pause(self, seconds: float) -> None:
-        with suppress(TimeoutError):
-            await asyncio.wait_for(self._stopping.wait(), seconds)
-
-    async def run(self) -> None:
-        interval = self._settings.activity_interval
-        failures = 0
-        delay = interval
-        while True:
-            await self._pause(delay)
-            if self._stopping.is_set():
-                return
-            try:
-                await self.run_once()
-            except Exception as exc:
-                self.errors += 1
-                failures += 1
-                delay = min(interval * 2 ** min(failures, 10), max(interval, MAX_ERROR_BACKOFF))
-                if isinstance(exc, StoreUnavailableError):
-                    log.warning(
-                        "rolling up activity failed; retrying in %.1fs: %s", delay, exc.detail
-                    )
-                else:
-                    log.exception("rolling up activity failed; retrying in %.1fs", delay)
-            else:
-                failures = 0
-                delay = interval

@@ -9,20 +9,18 @@ advisory lock; a failure is logged and retried later, and never stops the loop.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager, suppress
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from functools import partial
 
-from app.domain.errors import StoreUnavailableError
 from app.settings import Settings
 from app.store.dialects import transaction_now
 from app.store.engine.database import Connection, Database
 from app.store.records.retention import prune, prune_schedules, tenant_retentions
 from app.telemetry import metrics
+from app.worker.periodic import Periodic
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +31,6 @@ REST_FACTOR = 3.0
 # Ended schedules deleted per statement: each takes its occurrences, attempts and events
 # with it, so a batch is a tenth of the occurrences' (`CHRONOQ_RETENTION_BATCH`).
 SCHEDULE_BATCH_SHARE = 10
-MAX_ERROR_BACKOFF = 300.0
-STOP_GRACE = 5.0
 
 
 def rest_after(took: float) -> float:
@@ -42,18 +38,23 @@ def rest_after(took: float) -> float:
     return max(BATCH_PAUSE, took * REST_FACTOR)
 
 
-class Pruner:
+class Pruner(Periodic):
     """Owns one replica's share of retention."""
 
+    task_name = "chronoq-pruner"
+    doing = "pruning"
+
     def __init__(self, database: Database, settings: Settings) -> None:
+        super().__init__()
         self._db = database
         self._settings = settings
-        self._stopping = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
         self.pruned_total = 0
         self.schedules_pruned_total = 0
         self.rounds = 0
-        self.errors = 0
+
+    @property
+    def interval(self) -> float:
+        return self._settings.retention_interval
 
     async def _prune_batch(self, conn: Connection) -> int:
         now = await transaction_now(conn)
@@ -138,59 +139,3 @@ class Pruner:
                 return deleted_total
             # Let claims and settles in between; each batch holds its rows briefly.
             await self._pause(rest_after(took))
-
-    # -- the loop -------------------------------------------------------------------
-
-    @property
-    def running(self) -> bool:
-        return self._task is not None and not self._task.done()
-
-    @asynccontextmanager
-    async def started(self) -> AsyncIterator[Pruner]:
-        """Run the loop for the duration of the block; stop it on exit."""
-        self._stopping.clear()
-        self._task = asyncio.create_task(self.run(), name="chronoq-pruner")
-        try:
-            yield self
-        finally:
-            await self.stop()
-
-    async def stop(self) -> None:
-        self._stopping.set()
-        if self._task is not None:
-            # A batch in flight is one short statement; past the grace, cancelling it
-            # rolls it back, which loses nothing.
-            await asyncio.wait({self._task}, timeout=STOP_GRACE)
-            if not self._task.done():
-                self._task.cancel()
-                with suppress(asyncio.CancelledError):
-                    await self._task
-
-    async def _pause(self, seconds: float) -> None:
-        with suppress(TimeoutError):
-            await asyncio.wait_for(self._stopping.wait(), seconds)
-
-    async def run(self) -> None:
-        """Prune a round every `retention_interval` until stopped; after a failed round,
-        wait longer each time (doubling, capped) before the next."""
-        interval = self._settings.retention_interval
-        failures = 0
-        delay = interval
-        while True:
-            await self._pause(delay)
-            if self._stopping.is_set():
-                return
-            try:
-                await self.run_once()
-            except Exception as exc:
-                self.errors += 1
-                failures += 1
-                delay = min(interval * 2 ** min(failures, 10), max(interval, MAX_ERROR_BACKOFF))
-                if isinstance(exc, StoreUnavailableError):
-                    # The database down or not migrated: its detail says which, no traceback.
-                    log.warning("pruning failed; retrying in %.1fs: %s", delay, exc.detail)
-                else:
-                    log.exception("pruning failed; retrying in %.1fs", delay)
-            else:
-                failures = 0
-                delay = interval

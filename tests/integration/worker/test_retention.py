@@ -21,7 +21,8 @@ from app.store.dialects.postgresql import PRUNING_LOCK
 from app.store.engine.database import Database
 from app.store.records.retention import prune
 from app.store.schema.tables import occurrences, schedules
-from app.worker.pruner import STOP_GRACE, Pruner
+from app.worker.periodic import STOP_GRACE
+from app.worker.pruner import Pruner
 from tests.conftest import ALL_STORES, make_settings
 from tests.factories import iso
 from tests.integration.conftest import Harness
@@ -417,7 +418,7 @@ async def test_stopping_the_loop_is_prompt_while_it_waits_for_the_next_round(
     pruner = _pruner(harness, retention_interval=3600)
 
     async with pruner.started():
-        await eventually(lambda: suspended_in(pruner._task, "Pruner._pause"))
+        await eventually(lambda: suspended_in(pruner._task, "Periodic._pause"))
         assert pruner.running
         started = time.monotonic()
 
