@@ -214,12 +214,19 @@ class ClaimedAhead:
         deliveries: list[Delivery],
         not_before: Mapping[uuid.UUID, datetime],
         deadline: float,
+        *,
+        claimed_at: datetime | None = None,
     ) -> list[Delivery]:
         """A claim's deliveries, whose lease ends at loop time `deadline`: returns those due
-        already (not in `not_before`), and takes the others, each due at its instant there."""
+        already (not in `not_before`), and takes the others, each due at its instant there.
+        `claimed_at` is the database's instant of the claim, which has passed by now: each
+        waits from now as long as its instant was from then, so none starts before its
+        instant by the database's clock, however far this replica's runs ahead of it (the
+        wall clock stands in when it is not known)."""
         if not not_before:
             return deliveries
-        now, wall = asyncio.get_running_loop().time(), self._wall()
+        now = asyncio.get_running_loop().time()
+        wall = self._wall() if claimed_at is None else claimed_at.timestamp()
         ready: list[Delivery] = []
         due_now: list[Delivery] = []
         for delivery in deliveries:

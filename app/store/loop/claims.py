@@ -218,6 +218,9 @@ class Claimed:
     # start at once (its `start`). Each must be marked started (`Dialect.mark_started`)
     # before it is sent; a lease lost before that costs no attempt.
     unstarted: frozenset[uuid.UUID] = frozenset()
+    # The database's instant of the claim (None: it leased nothing): `not_before` is read
+    # against it, never against the replica's clock, which may run ahead of it.
+    claimed_at: datetime | None = None
 
 
 class ClaimStore:
@@ -370,6 +373,7 @@ class ClaimStore:
             keyed.held_back,
             auto_paused,
             unstarted,
+            claimed_at=now,
         )
 
     async def _skip_claimed(

@@ -8,7 +8,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Collection, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from app.domain.occurrence import Delivery
@@ -466,4 +466,37 @@ async def test_an_occurrence_claimed_again_soon_after_it_started_starts_once_per
     assert lanes.handed_on() == [first, retry]
     assert store.released == []
     assert len(ahead) == 0
+    await ahead.stop()
+
+
+async def test_a_replica_clock_ahead_of_the_databases_never_starts_a_tick_early() -> None:
+    """Due instants are the database's: read against the claim's instant of it, a tick
+    waits its whole wait however far this replica's clock runs ahead."""
+    store, lanes = Store(), Recorder()
+    ahead = ClaimedAhead(
+        mark=store.mark,
+        admit=lanes,
+        start=lambda: None,
+        release=store.release,
+        on_error=store.error,
+        stopping=asyncio.Event(),
+        wall=lambda: time.time() + 30,  # this replica's clock, 30 s ahead of the database's
+    )
+    one = delivery()
+    claimed_at = datetime.now(UTC)  # the database's instant of the claim
+    loop = asyncio.get_running_loop()
+    instant = loop.time() + 0.3
+
+    taken = ahead.take(
+        [one],
+        {one.occurrence_id: claimed_at + timedelta(seconds=0.3)},
+        LEASE_END,
+        claimed_at=claimed_at,
+    )
+
+    assert taken == []  # by the replica's clock it was due 29.7 s ago
+    await lanes.until(1)
+    ((admitted_at, admitted, _),) = [call for call in lanes.calls if call[1]]
+    assert admitted == [one]
+    assert admitted_at >= instant - TIMER_SLACK - 0.01
     await ahead.stop()
