@@ -10,9 +10,10 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from app.api import pages
+from app.api.activity_schemas import ActivityOut
 from app.api.endpoint_schemas import (
     EndpointAttemptOut,
     EndpointEventOut,
@@ -43,6 +44,7 @@ from app.api.topic_schemas import SubscriptionIn, SubscriptionOut, SubscriptionP
 from app.client import AsyncClient, ProblemError
 from app.client import errors as problems
 from app.domain import errors
+from app.domain.activity import Window
 from app.domain.endpoints import DEFAULT_OVERLAP_SECONDS, Endpoint
 from app.domain.filters import DeadLetterFilter, ScheduleFilter, ScheduleSort
 from app.domain.flow import FlowLimits, Ordering
@@ -50,6 +52,7 @@ from app.domain.ids import format_instant
 from app.domain.schedule import CLI_ACTOR, SchedulePatch
 from app.domain.tenant_keys import KeyRole
 from app.domain.tenants import DEFAULT_TENANT, Caller, TenantSpec
+from app.service.activity import ActivityService
 from app.service.dead_letters import DeadLetterService
 from app.service.endpoints import EndpointService
 from app.service.flow_keys import FlowKeyService
@@ -101,6 +104,15 @@ class Operator(Protocol):
     async def discard(self, occurrence_id: uuid.UUID) -> None: ...
     async def flow_keys(self, limit: int, cursor: str | None) -> Page[FlowKeyOut]: ...
     async def flow_key(self, key: str) -> FlowKeyOut: ...
+    async def activity(
+        self,
+        window: Literal["1h", "24h"],
+        *,
+        tenant: str | None,
+        schedule_id: uuid.UUID | None,
+        flow_key: str | None,
+        endpoint_id: uuid.UUID | None,
+    ) -> ActivityOut: ...
     async def put_flow_key(
         self, key: str, limits: FlowLimits, if_match: Versions
     ) -> tuple[FlowKeyOut, bool]: ...
@@ -171,9 +183,11 @@ class DatabaseOperator:
         tenant_keys_: TenantKeyService | None = None,
         endpoints_: EndpointService | None = None,
         topics_: TopicService | None = None,
+        activity_: ActivityService | None = None,
     ) -> None:
         self.where = where
         self._caller = Caller(tenant, CLI_ACTOR)
+        self._activity = activity_
         self._tenants = tenants_
         self._tenant_keys = tenant_keys_
         self._endpoints = endpoints_
@@ -262,6 +276,26 @@ class DatabaseOperator:
 
     async def flow_key(self, key: str) -> FlowKeyOut:
         return FlowKeyOut.of(await self._flow_keys.get(key, tenant=self._caller.tenant))
+
+    async def activity(
+        self,
+        window: Literal["1h", "24h"],
+        *,
+        tenant: str | None,
+        schedule_id: uuid.UUID | None,
+        flow_key: str | None,
+        endpoint_id: uuid.UUID | None,
+    ) -> ActivityOut:
+        assert self._activity is not None
+        found = await self._activity.read(
+            self._caller,
+            Window(window),
+            tenant=tenant,
+            schedule_id=schedule_id,
+            flow_key=flow_key,
+            endpoint_id=endpoint_id,
+        )
+        return ActivityOut.of(found)
 
     async def put_flow_key(
         self, key: str, limits: FlowLimits, if_match: Versions
@@ -577,6 +611,23 @@ class HttpOperator:
 
     async def flow_key(self, key: str) -> FlowKeyOut:
         return await self._client.get_flow_key(key)
+
+    async def activity(
+        self,
+        window: Literal["1h", "24h"],
+        *,
+        tenant: str | None,
+        schedule_id: uuid.UUID | None,
+        flow_key: str | None,
+        endpoint_id: uuid.UUID | None,
+    ) -> ActivityOut:
+        return await self._client.get_activity(
+            window=window,
+            tenant=tenant,
+            schedule_id=schedule_id,
+            flow_key=flow_key,
+            endpoint_id=endpoint_id,
+        )
 
     async def put_flow_key(
         self, key: str, limits: FlowLimits, if_match: Versions

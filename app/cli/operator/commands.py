@@ -267,6 +267,7 @@ def _register(
         parser.set_defaults(run=_change(action))
 
     # These build on this module.
+    from app.cli.operator.activity import add_activity_command
     from app.cli.operator.changes import add_change_commands
     from app.cli.operator.dead_letters import add_dead_letter_commands
     from app.cli.operator.endpoints import add_endpoint_commands
@@ -280,3 +281,4 @@ def _register(
     add_tenant_commands(commands, common)
     add_endpoint_commands(commands, common)
     add_topic_commands(commands, common)
+    add_activity_command(commands, common)

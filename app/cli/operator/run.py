@@ -36,6 +36,7 @@ from app.domain.errors import ChronoqError, InvalidInputError, NotFoundError
 from app.domain.flow import KEY_ALPHABET, check_key
 from app.domain.tenants import DEFAULT_TENANT, TENANT_ALPHABET, TENANT_PATTERN
 from app.process.databases import open_database
+from app.service.activity import ActivityService
 from app.service.dead_letters import DeadLetterService
 from app.service.endpoints import EndpointService
 from app.service.flow_keys import FlowKeyService
@@ -178,7 +179,7 @@ def add_tenant_id(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _tenant(args: argparse.Namespace) -> str | None:
+def acting_tenant(args: argparse.Namespace) -> str | None:
     """The tenant a command acts in: --tenant, else CHRONOQ_TENANT (None: the service's
     default for the key)."""
     named: str | None = args.tenant or os.environ.get("CHRONOQ_TENANT") or None
@@ -214,11 +215,12 @@ async def _on_the_database(args: argparse.Namespace) -> AsyncIterator[Operator]:
             DeadLetterService(database),
             OccurrenceService(database),
             FlowKeyService(database),
-            tenant=_tenant(args) or DEFAULT_TENANT,
+            tenant=acting_tenant(args) or DEFAULT_TENANT,
             tenants_=TenantService(database),
             tenant_keys_=TenantKeyService(database),
             endpoints_=EndpointService(database, settings),
             topics_=TopicService(database),
+            activity_=ActivityService(database),
         )
     except OSError as exc:  # refused, unknown host, timed out: raised by the driver as is
         raise _unreachable(where, describe_failure(exc, settings.database_url)) from None
@@ -244,7 +246,7 @@ async def _run(args: argparse.Namespace, work: Work) -> Output:
         async with _on_the_database(args) as operator:
             return await _named(operator, work)
     key = _api_key(args)
-    async with _over_http(url, key, _tenant(args)) as operator:
+    async with _over_http(url, key, acting_tenant(args)) as operator:
         try:
             return await _named(operator, work)
         except UnauthorizedError as refused:
