@@ -29,10 +29,11 @@ async def preview_trigger(
     validation as a schedule's trigger. A one-shot trigger has at most one."""
     # A hundred ticks of a cron trigger are a hundred walks of the calendar: off the
     # event loop, which serves every other request meanwhile.
-    return Preview(fire_times=await asyncio.to_thread(_fire_times, body, datetime.now(UTC)))
+    return Preview(fire_times=await asyncio.to_thread(preview_fire_times, body, datetime.now(UTC)))
 
 
-def _fire_times(body: PreviewRequest, now: datetime) -> list[datetime]:
+def preview_fire_times(body: PreviewRequest, now: datetime) -> list[datetime]:
+    """The preview's fire instants (the API's and the console's create form's)."""
     after = body.after.astimezone(UTC) if body.after is not None else now
     check_cadence(body.trigger)
     first_fire_or_refuse(resolve(body.trigger, now), now)

@@ -144,11 +144,8 @@ def window_since(now: datetime, window: Window) -> datetime:
 
 def every_minute(since: datetime, until: datetime, found: Iterable[Minute]) -> tuple[Minute, ...]:
     """The minutes from `since` (a minute's start) up to `until`, those not `found` as
-    zeros; found minutes of the same instant are added up."""
-    by_minute: dict[datetime, Minute] = {}
-    for minute in found:
-        earlier = by_minute.get(minute.at)
-        by_minute[minute.at] = minute if earlier is None else earlier + minute
+    zeros."""
+    by_minute = {minute.at: minute for minute in found}
     minutes = []
     at = since
     while at < until:

@@ -62,7 +62,7 @@ class ActivityService:
                 )
                 current = now
             else:
-                found, current = await rolled_minutes(conn, scope, [subject], since, until)
+                found, current = await rolled_minutes(conn, scope, subject, since, until)
             return Activity(
                 scope=scope,
                 subject=None if scope is Scope.FLEET else _shown(scope, subject),

@@ -18,19 +18,14 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from app.api.deps import SchedulesDep
 from app.api.problem_details import validation_message
+from app.api.schemas import PreviewRequest
+from app.api.triggers import preview_fire_times
 from app.domain.errors import ChronoqError, InvalidInputError
 from app.domain.schedule import ScheduleSpec
-from app.domain.trigger import (
-    Trigger,
-    check_cadence,
-    fire_times,
-    first_fire_or_refuse,
-    resolve,
-)
 from app.ui.forms import Viewer
 from app.ui.frame import PageFrame, back, status_of
 from app.ui.schedule_edit import RefusedError, parse_headers, parse_labels
@@ -209,35 +204,18 @@ class Preview:
 
 def preview(form: dict[str, str], now: datetime | None = None) -> Preview:
     """The next `PREVIEWED` fire times of the form's trigger, as POST /v1/triggers/preview
-    computes them."""
-    now = now or datetime.now(UTC)
+    computes them (`preview_fire_times`)."""
     errors: dict[str, str] = {}
     body = trigger_body(form, errors)
     if errors:
         return Preview([], "; ".join(errors.values()))
     try:
-        trigger: Trigger = checked_trigger(body)
-        check_cadence(trigger)
-        first_fire_or_refuse(resolve(trigger, now), now)
-        return Preview(fire_times(trigger, now, PREVIEWED, now))
-    except RefusedError as exc:
-        return Preview([], "; ".join(exc.errors.values()))
+        request = PreviewRequest.model_validate({"trigger": body, "count": PREVIEWED})
+        return Preview(preview_fire_times(request, now or datetime.now(UTC)))
+    except ValidationError as exc:
+        return Preview([], "; ".join(validation_message(error) for error in exc.errors()))
     except ChronoqError as exc:
         return Preview([], exc.detail)
-
-
-_TRIGGER: TypeAdapter[Trigger] = TypeAdapter(Trigger)
-
-
-def checked_trigger(body: dict[str, Any]) -> Trigger:
-    """The trigger as the API reads it; what it refuses raises RefusedError, by input."""
-    try:
-        return _TRIGGER.validate_python(body)
-    except ValidationError as exc:
-        errors: dict[str, str] = {}
-        for error in exc.errors():
-            errors.setdefault(input_of(("trigger", *error["loc"])), validation_message(error))
-        raise RefusedError(errors) from None
 
 
 def add_create_routes(routes: APIRouter, frame: PageFrame) -> None:

@@ -1366,7 +1366,7 @@ async def activity(
     """Every minute of one subject's rolled-up figures from `since` to `until`."""
 
     async def work(conn: Connection) -> tuple[Minute, ...]:
-        found, _ = await activity_records.rolled_minutes(conn, scope, [subject], since, until)
+        found, _ = await activity_records.rolled_minutes(conn, scope, subject, since, until)
         return every_minute(since, until, found)
 
     return await database.run(work)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -25,8 +25,6 @@ from app.store.dialects import dialect_of
 from app.store.schema.tables import activity_minutes, attempts, occurrences, schedules
 from app.store.schema.types import UTCDateTime
 
-# The scopes the roll-up keeps (a schedule's minutes are read from its log).
-ROLLED = (Scope.FLEET, Scope.TENANT, Scope.ENDPOINT, Scope.FLOW_KEY)
 FLEET = ""
 _NOT_DELIVERED = -1
 
@@ -203,18 +201,17 @@ def _minute(row: Any) -> Minute:
 async def rolled_minutes(
     conn: AsyncConnection,
     scope: Scope,
-    subjects: Sequence[str],
+    subject: str,
     since: datetime,
     until: datetime,
 ) -> tuple[list[Minute], datetime | None]:
-    """The rolled-up minutes of `subjects` of `scope` from `since` to `until` (those of
-    several subjects of one minute are separate entries), and when the fleet's latest of
-    them was rolled up (None: none was)."""
+    """The rolled-up minutes of one `subject` of `scope` from `since` to `until`, and when
+    the fleet's latest of them was rolled up (None: none was)."""
     in_window = (activity_minutes.c.minute >= since, activity_minutes.c.minute < until)
     found = await conn.execute(
         sa.select(activity_minutes).where(
             activity_minutes.c.scope == scope.value,
-            activity_minutes.c.subject.in_(list(subjects)),
+            activity_minutes.c.subject == subject,
             *in_window,
         )
     )
