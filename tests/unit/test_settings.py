@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from app.settings import (
     known_variables,
     load_settings,
 )
+from tests.e2e.processes import free_port
 
 OWN_VARIABLES = ("DATABASE_URL", "AMQP_URL")
 
@@ -216,13 +216,6 @@ def test_a_coherent_configuration_is_accepted() -> None:
     assert isinstance(settings, Settings)
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 def _chronoq_command() -> list[str]:
     script = Path(sys.executable).with_name("chronoq")
     if script.exists():
@@ -240,7 +233,7 @@ def test_serve_refuses_to_start_with_a_zero_lease(tmp_path: Path) -> None:
     environment["DATABASE_URL"] = f"sqlite:///{tmp_path / 'chronoq.db'}"
 
     finished = subprocess.run(
-        [*_chronoq_command(), "serve", "--host", "127.0.0.1", "--port", str(_free_port())],
+        [*_chronoq_command(), "serve", "--host", "127.0.0.1", "--port", str(free_port())],
         env=environment,
         cwd=tmp_path,
         capture_output=True,

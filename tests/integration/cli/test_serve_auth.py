@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -13,16 +12,10 @@ import pytest
 
 from app.cli import command as cli
 from app.cli import serve
+from tests.e2e.processes import free_port
 from tests.integration.cli.commands import in_process, start
 
 KEY = "serve-0123456789abcdef"
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.10", "example.internal"])
