@@ -48,7 +48,7 @@ from app.domain.ids import occurrence_id
 
 ROOT = Path(__file__).resolve().parent.parent
 SECTION = "recurring"
-BAR_P99_MS = 50.0
+BAR_P99_MS = 25.0
 
 
 def recurring_item(hook: str, start_at: str, every: float, n: int) -> dict[str, Any]:
@@ -103,6 +103,8 @@ def analyse(
         "received": len(first),
         "missing": len(ticks) - len(first),
         "duplicates": sum(n - 1 for n in counts.values() if n > 1),
+        # Arrived before their instant (the receiver's clock is the database's: one host).
+        "early": sum(1 for late in lates if late < 0),
         "after_window": outside,
         "late_p50_ms": bench.percentile(lates, 50) * 1000,
         "late_p99_ms": bench.percentile(lates, 99) * 1000,
@@ -219,7 +221,8 @@ async def main_async(args: argparse.Namespace) -> tuple[dict[str, list[dict[str,
                             f"run {run} {name}: late p50 {r['late_p50_ms']:.1f} ms, p99 "
                             f"{r['late_p99_ms']:.1f} ms (per period {periods}), max "
                             f"{r['late_max_ms']:.0f} ms; missing {r['missing']}, dup "
-                            f"{r['duplicates']}; CPU {r['service_cpu_pct']:.0f}%, peak RSS "
+                            f"{r['duplicates']}, early {r['early']}; "
+                            f"CPU {r['service_cpu_pct']:.0f}%, peak RSS "
                             f"{r['peak_rss_mb']:.0f} MiB; created {r['create_per_s']:.0f}/s, "
                             f"{r['created_before_first_s']:.1f}s ahead"
                         )
@@ -275,7 +278,11 @@ def section(args: argparse.Namespace, results: dict[str, list[dict[str, Any]]]) 
             runs = ", ".join(bench.fmt(v, digits) for v in values)
             cells.append(f"{bench.fmt(bench.median(values), digits)} ({runs})")
         lines.append(f"| {title} | " + " | ".join(cells) + " |")
-    for key, title in (("missing", "missing ticks"), ("duplicates", "duplicate arrivals")):
+    for key, title in (
+        ("missing", "missing ticks"),
+        ("duplicates", "duplicate arrivals"),
+        ("early", "arrived before their instant"),
+    ):
         cells = [
             f"{sum(r[key] for r in results[n])} ({', '.join(str(r[key]) for r in results[n])})"
             for n in names
@@ -283,13 +290,13 @@ def section(args: argparse.Namespace, results: dict[str, list[dict[str, Any]]]) 
         lines.append(f"| {title} | " + " | ".join(cells) + " |")
     new = results["new"]
     p99 = bench.median([r["late_p99_ms"] for r in new])
-    clean = all(r["missing"] == 0 and r["duplicates"] == 0 for r in new)
+    clean = all(r["missing"] == 0 and r["duplicates"] == 0 and r["early"] == 0 for r in new)
     met = p99 < BAR_P99_MS and clean
     lines += [
         "",
-        f"Bar: p99 under {BAR_P99_MS:g} ms, no duplicate and no missing tick "
+        f"Bar: p99 under {BAR_P99_MS:g} ms, no duplicate, missing or early tick "
         f"({'met' if met else 'NOT met'}: p99 {p99:.1f} ms, "
-        f"{'every tick once' if clean else 'ticks missing or repeated'}).",
+        f"{'every tick once, none early' if clean else 'ticks missing, repeated or early'}).",
     ]
     return "\n".join(lines)
 

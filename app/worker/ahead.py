@@ -28,7 +28,7 @@ steps before it reaches the lanes, by this replica's clock:
 
 Invariants:
 - `Timetable`: every delivery put in it is handed on exactly once, with the lease end it
-  was put in with: by the timer no earlier than its instant (less the timer's resolution and the
+  was put in with: by the timer no earlier than its instant by `monotonic` (less the
   `gather` it was made with), or by `release_all` when the loop stops. Nothing is dropped.
 - `ClaimedAhead`: every delivery it takes reaches the lanes exactly once, not before its
   instant and not before its mark has answered that it may start; or else is handed back
@@ -48,10 +48,14 @@ from datetime import datetime
 from typing import Protocol
 
 from app.domain.occurrence import Delivery
+from app.worker.database_clock import DatabaseClock
 from app.worker.outcomes import log
 
-# Event loop timers run up to their resolution early (a millisecond on libuv's).
-TIMER_SLACK = 0.001
+# The clock of every instant here: the monotonic clock, read when it is needed. The event
+# loop's own time may be read once per turn of the loop, and in milliseconds (libuv's), so
+# behind this by up to a turn; and its timers may fire up to their resolution early. A
+# timer here is only a wake-up: what it hands on is due by this clock, read then.
+monotonic = time.monotonic
 # How long before its instant a claimed-ahead attempt is marked started, and how close
 # together the marks that share one statement fall (see the module's docstring). The lead
 # follows what the marks take: at least twice the last one's time, decaying back towards
@@ -92,14 +96,14 @@ Release = Callable[[Sequence[Delivery], bool], Awaitable[None]]
 
 
 class Timetable:
-    """Deliveries waiting, each until a loop time, handed on by a timer. `gather`: a timer
-    that fires also hands on what falls due within that many seconds after it, together
-    (their consumer then starts them at their own instants)."""
+    """Deliveries waiting, each until an instant of `monotonic`, handed on by a timer.
+    `gather`: a timer that fires also hands on what falls due within that many seconds
+    after it, together (their consumer then starts them at their own instants)."""
 
     def __init__(self, on_due: OnDue, *, gather: float = 0.0) -> None:
         self._on_due = on_due
         self._gather = gather
-        # (loop time it may start, serial, delivery, lease end), soonest first.
+        # (instant it may start, serial, delivery, lease end), soonest first.
         self._heap: list[tuple[float, int, Delivery, float]] = []
         self._serial = 0
         self._timer: asyncio.TimerHandle | None = None
@@ -110,11 +114,11 @@ class Timetable:
 
     @property
     def next_at(self) -> float | None:
-        """The loop time the soonest delivery in it may start, if any waits."""
+        """The instant the soonest delivery in it may start, if any waits."""
         return self._heap[0][0] if self._heap else None
 
     def put(self, delivery: Delivery, at: float, deadline: float) -> None:
-        """Hold `delivery` until loop time `at`; `arm` after a batch of these."""
+        """Hold `delivery` until instant `at`; `arm` after a batch of these."""
         self._serial += 1
         heapq.heappush(self._heap, (at, self._serial, delivery, deadline))
 
@@ -128,7 +132,8 @@ class Timetable:
                 return
             self._timer.cancel()
         self._timer_at = at
-        self._timer = asyncio.get_running_loop().call_at(at, self._fire)
+        delay = max(0.0, at - monotonic())
+        self._timer = asyncio.get_running_loop().call_later(delay, self._fire)
 
     def release_all(self) -> None:
         """Stopping: hand on everything in it, due or not."""
@@ -139,8 +144,8 @@ class Timetable:
 
     def _fire(self) -> None:
         self._timer, self._timer_at = None, float("inf")
-        self._release(asyncio.get_running_loop().time() + TIMER_SLACK + self._gather)
-        self.arm()
+        self._release(monotonic() + self._gather)
+        self.arm()  # what it fired early for, again
 
     def _release(self, until: float) -> None:
         by_deadline: dict[float, list[Delivery]] = {}
@@ -155,7 +160,8 @@ class ClaimedAhead:
     """From a claim ahead to the lanes. `admit` queues deliveries in the lanes and `start`
     lets the lanes start what they may; `mark` and `release` are the store's; `on_error`
     counts a failed mark; `stopping` says the loop is stopping; `wall` is the wall clock
-    the due instants are read against."""
+    the due instants are read against until a claim has read the database's
+    (`DatabaseClock`)."""
 
     def __init__(
         self,
@@ -170,7 +176,8 @@ class ClaimedAhead:
         wall: Callable[[], float] = time.time,
     ) -> None:
         self._mark = mark
-        self._wall = wall  # the clock due instants are read against
+        self._wall = wall  # the clock due instants are read against without a reading
+        self._clock = DatabaseClock()
         self._admit = admit
         self._start = start
         self._release = release
@@ -179,7 +186,7 @@ class ClaimedAhead:
         self._room = room  # free slots: how many may be marked started now
         self._not_due = Timetable(self._due, gather=START_GATHER)  # not about due yet
         # About due, waiting to be marked started (`_start_due`); marked, and waiting for
-        # their instant (`_marked`); the instant of each, by loop time.
+        # their instant (`_marked`); the instant of each, by `monotonic`.
         self._starting: list[tuple[list[Delivery], float]] = []
         self._task: asyncio.Task[None] | None = None
         self._marked = Timetable(self._at_instant)
@@ -215,25 +222,30 @@ class ClaimedAhead:
         not_before: Mapping[uuid.UUID, datetime],
         deadline: float,
         *,
-        claimed_at: datetime | None = None,
+        reading: tuple[datetime, float] | None = None,
     ) -> list[Delivery]:
         """A claim's deliveries, whose lease ends at loop time `deadline`: returns those due
         already (not in `not_before`), and takes the others, each due at its instant there.
-        `claimed_at` is the database's instant of the claim, which has passed by now: each
-        waits from now as long as its instant was from then, so none starts before its
-        instant by the database's clock, however far this replica's runs ahead of it (the
-        wall clock stands in when it is not known)."""
+        `reading`: the database's clock as the claim read it, and the instant of `monotonic`
+        by which it had (`DatabaseClock`): each waits until the database's clock reaches
+        its instant, however far this replica's runs ahead of it (the wall clock stands in
+        while no reading is known)."""
+        if reading is not None:
+            self._clock.observe(*reading)
         if not not_before:
             return deliveries
-        now = asyncio.get_running_loop().time()
-        wall = self._wall() if claimed_at is None else claimed_at.timestamp()
+        now = monotonic()
+        wall = self._wall()
         ready: list[Delivery] = []
         due_now: list[Delivery] = []
         for delivery in deliveries:
             due = not_before.get(delivery.occurrence_id)
             if due is None:
                 ready.append(delivery)
-            elif (wait := due.timestamp() - wall) <= self.lead:
+                continue
+            at = self._clock.local_time_of(due, now)
+            wait = due.timestamp() - wall if at is None else at - now
+            if wait <= self.lead:
                 due_now.append(delivery)  # claimed ahead, and (about) due by now
                 self._instants[claim_key(delivery)] = now + wait
             else:
@@ -303,7 +315,7 @@ class ClaimedAhead:
                 due = [delivery for deliveries, _ in groups for delivery in deliveries]
                 if not due:
                     continue
-                began = asyncio.get_running_loop().time()
+                began = monotonic()
                 try:
                     may_start = await self._mark(due)
                 except Exception:
@@ -313,7 +325,7 @@ class ClaimedAhead:
                         self._instants.pop(claim_key(delivery), None)
                     await self._release(due, False)
                     continue
-                now = asyncio.get_running_loop().time()
+                now = monotonic()
                 self.lead = min(
                     MAX_START_LEAD, max(START_LEAD, 2 * (now - began), self.lead * LEAD_DECAY)
                 )
@@ -323,7 +335,7 @@ class ClaimedAhead:
                         at = self._instants.pop(claim_key(delivery), now)
                         if delivery.occurrence_id not in may_start:
                             continue
-                        if at > now + TIMER_SLACK:
+                        if at > now:
                             self._marked.put(delivery, at, deadline)  # never early
                         else:
                             ready.append(delivery)

@@ -524,10 +524,10 @@ class Dispatcher:
     def _admit(self, claimed: Claimed, issued: float) -> None:
         """The lease began no earlier than the claim was issued: it ends by then + lease.
         A delivery claimed ahead waits until its due instant, by the database's clock as
-        the claim read it (this replica's may run ahead of it)."""
+        the claims read it (this replica's may run ahead of it)."""
         deadline = issued + self._settings.lease
         ready = self._claimed_ahead.take(
-            claimed.deliveries, claimed.not_before, deadline, claimed_at=claimed.claimed_at
+            claimed.deliveries, claimed.not_before, deadline, reading=claimed.reading
         )
         self._lanes.admit(ready, deadline, claimed.unstarted)
         self._start_ready()

@@ -3,6 +3,7 @@ on every store (its claims, leases, retry instants and the instants transactions
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -152,3 +153,29 @@ async def test_a_clock_frozen_ahead_runs_until_that_instant(database: Database) 
         assert now <= await ports.database_now(database) < now + SLACK
     finally:
         database.clock.unfreeze()
+
+
+async def test_a_claim_ahead_reads_the_moved_clock_before_anything_it_leases(
+    database: Database,
+) -> None:
+    # Its reading bounds the database's clock for the waits of what it claimed ahead: an
+    # instant no later than the claim's own, taken on the moved clock, noted by loop time.
+    ports.move_clock(database, HOUR)
+    before = await ports.database_now(database)
+    schedule = ports.draft(ports.once(before + timedelta(seconds=5)))
+    await ports.insert_schedules(database, [schedule])
+
+    claimed = await ports.claim_ahead(database, limit=5, ahead=10.0)
+    after = await ports.database_now(database)
+
+    assert claimed.reading is not None
+    instant, read_by = claimed.reading
+    assert claimed.claimed_at is not None
+    assert before <= instant <= claimed.claimed_at <= after
+    assert read_by <= asyncio.get_running_loop().time()
+    (delivery,) = claimed.deliveries
+    assert claimed.not_before[delivery.occurrence_id] == delivery.fire_at
+
+
+async def test_a_claim_not_ahead_takes_no_reading(database: Database) -> None:
+    assert (await ports.claimed(database, limit=5)).reading is None

@@ -14,9 +14,11 @@ Invariants:
 from __future__ import annotations
 
 import math
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -87,6 +89,10 @@ class Leased:
     rows: list[Any]
     more: bool
     keyed: KeyedClaim
+    # A claim ahead's reading of the database's clock: the instant it read, and the instant
+    # of the monotonic clock by which it had (`app.worker.database_clock`); None without
+    # `ahead`.
+    reading: tuple[datetime, float] | None = None
 
 
 async def _any_due(conn: AsyncConnection, dialect: Dialect, where: str) -> bool:
@@ -145,6 +151,11 @@ class ClaimMix:
 
         kept_again, kept_keyed = self._again.kept(limit), self._keyed.kept(limit)
         fresh_limit = limit - kept_again - kept_keyed
+        reading = None
+        if ahead > 0:
+            # First, so that it comes back at once: what is claimed ahead waits for its
+            # instant by the database's clock as this reading bounds it.
+            reading = (await dialect.transaction_now(conn), time.monotonic())
         claimed = await lease_of(ClaimRows.FRESH, fresh_limit)
         more = len(claimed) >= fresh_limit
         room = limit - kept_keyed - len(claimed)
@@ -161,7 +172,7 @@ class ClaimMix:
         )
         claimed += keyed.rows
         more = more or keyed.demand > len(keyed.rows) > 0
-        return Leased(claimed, more, keyed)
+        return Leased(claimed, more, keyed, reading)
 
     @property
     def weights(self) -> dict[str, int]:

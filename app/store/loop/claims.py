@@ -218,9 +218,12 @@ class Claimed:
     # start at once (its `start`). Each must be marked started (`Dialect.mark_started`)
     # before it is sent; a lease lost before that costs no attempt.
     unstarted: frozenset[uuid.UUID] = frozenset()
-    # The database's instant of the claim (None: it leased nothing): `not_before` is read
-    # against it, never against the replica's clock, which may run ahead of it.
+    # The database's instant of the claim (None: it leased nothing).
     claimed_at: datetime | None = None
+    # A claim ahead's reading of the database's clock (`Leased.reading`): `not_before` is
+    # read against that clock (`app.worker.database_clock`), never against the replica's,
+    # which may run ahead of it.
+    reading: tuple[datetime, float] | None = None
 
 
 class ClaimStore:
@@ -286,7 +289,9 @@ class ClaimStore:
         )
         claimed, more, keyed = leased.rows, leased.more, leased.keyed
         if not claimed:
-            return Claimed([], keyed.held_back_in, more=more, held_back=keyed.held_back)
+            return Claimed(
+                [], keyed.held_back_in, more=more, held_back=keyed.held_back, reading=leased.reading
+            )
         now = claimed[0].claimed_at
         rows = await _claimed_rows(conn, claimed)
         not_before = {
@@ -374,6 +379,7 @@ class ClaimStore:
             auto_paused,
             unstarted,
             claimed_at=now,
+            reading=leased.reading,
         )
 
     async def _skip_claimed(
