@@ -3,7 +3,8 @@
 A steady stream of ticks is claimed ahead: a claim also leases the occurrences due within
 a short window (that no lease holds; the setting CHRONOQ_CLAIM_AHEAD), so that the claim's round
 trips happen before the ticks are due, not after. Each such delivery goes through two
-steps before it reaches the lanes, by this replica's clock:
+steps before it reaches the lanes, by the database's clock as the claims read it
+(`app.worker.database_clock`):
 
 1. A lead before its instant it is marked started (`ClaimedAhead`): one statement,
    for all the deliveries whose marks fall due within START_GATHER of each other, that
@@ -15,9 +16,11 @@ steps before it reaches the lanes, by this replica's clock:
    MAX_START_LEAD. The gathering makes a stream of thousands of ticks a second cost a few
    dozen statements a second, not one a tick. A pause committed in the last lead +
    START_GATHER before an instant is as late as one after it.
-   Only as many are marked as the loop has free slots for (`room`): the others would wait
-   in the lanes, charged, behind the deliveries in flight, and a replica that died then
-   would cost each an attempt it never made. They join the lanes unstarted at their
+   Only as many are marked as the loop will have free slots for by their instants: its
+   free slots now, less those marked and waiting, plus the slots that attempts finishing
+   at the recent pace free within a lead (`Turnover`). The others would wait in the
+   lanes, charged, behind the deliveries in flight, and a replica that died then would
+   cost each an attempt it never made. They join the lanes unstarted at their
    instant instead, and are marked as they leave the lanes (`app.worker.start_marks`).
 2. Marked, it waits (a `Timetable` again) until its instant, then joins the lanes. Nothing starts
    early, and nothing starts before its mark has answered, however late: an attempt sent
@@ -156,10 +159,39 @@ class Timetable:
             self._on_due(deliveries, deadline)
 
 
+class Turnover:
+    """How many attempts finish a second lately, from `finishes`, a count that only grows,
+    read again at most every `every` seconds."""
+
+    def __init__(
+        self,
+        finishes: Callable[[], int],
+        *,
+        every: float = 1.0,
+        clock: Callable[[], float] = monotonic,
+    ) -> None:
+        self._finishes = finishes
+        self._every = every
+        self._clock = clock
+        self._since: tuple[float, int] | None = None  # when it was last read, and what
+        self._rate = 0.0
+
+    def per_second(self) -> float:
+        now, count = self._clock(), self._finishes()
+        if self._since is None:
+            self._since = (now, count)
+        began, before = self._since
+        if now - began >= self._every:
+            self._rate = (count - before) / (now - began)
+            self._since = (now, count)
+        return self._rate
+
+
 class ClaimedAhead:
     """From a claim ahead to the lanes. `admit` queues deliveries in the lanes and `start`
     lets the lanes start what they may; `mark` and `release` are the store's; `on_error`
-    counts a failed mark; `stopping` says the loop is stopping; `wall` is the wall clock
+    counts a failed mark; `stopping` says the loop is stopping; `room` is how many slots
+    are free, `turnover` how fast they free up (none: as if never); `wall` is the wall clock
     the due instants are read against until a claim has read the database's
     (`DatabaseClock`)."""
 
@@ -173,9 +205,11 @@ class ClaimedAhead:
         on_error: Callable[[], None],
         stopping: asyncio.Event,
         room: Callable[[], int] = lambda: 1 << 30,
+        turnover: Turnover | None = None,
         wall: Callable[[], float] = time.time,
     ) -> None:
         self._mark = mark
+        self._turnover = turnover or Turnover(lambda: 0)
         self._wall = wall  # the clock due instants are read against without a reading
         self._clock = DatabaseClock()
         self._admit = admit
@@ -287,10 +321,14 @@ class ClaimedAhead:
     def _within_room(
         self, groups: list[tuple[list[Delivery], float]]
     ) -> list[tuple[list[Delivery], float]]:
-        """Of the groups whose mark is due, as many as there are free slots for (but for
-        those marked and waiting for their instant); the others wait unmarked until
-        their instant."""
-        room = self._room() - len(self._marked)
+        """Of the groups whose mark is due, as many as there will be free slots for by
+        their instants (but for those marked and waiting for theirs); the others wait
+        unmarked until their instant."""
+        # Slots in flight now turn over while the marked wait for their instants: a stream
+        # of quick attempts frees its pace's worth again each lead, a slow destination
+        # holding its slots next to none.
+        turning = int(self._turnover.per_second() * (self.lead + START_GATHER))
+        room = self._room() + turning - len(self._marked)
         within: list[tuple[list[Delivery], float]] = []
         beyond = False
         for deliveries, deadline in groups:

@@ -43,7 +43,7 @@ from app.store.engine.wakeups import Wakeups
 from app.store.loop.claims import Claimed
 from app.store.loop.queue import DeliveryQueue, Queue
 from app.telemetry import metrics, tracing
-from app.worker.ahead import ClaimedAhead
+from app.worker.ahead import ClaimedAhead, Turnover
 from app.worker.alarm import Alarm
 from app.worker.attempt import attempt
 from app.worker.drain import drain
@@ -196,6 +196,7 @@ class Dispatcher:
             on_error=self._count_error,
             stopping=self._stopping,
             room=self._free_slots,
+            turnover=Turnover(lambda: self._finishes),
             wall=self._wall,
         )
         # Deliveries that waited unstarted in the lanes are marked started as they leave;

@@ -18,6 +18,7 @@ from app.worker.ahead import (
     START_LEAD,
     ClaimedAhead,
     Timetable,
+    Turnover,
 )
 from tests import factories
 
@@ -183,7 +184,11 @@ class Store:
 
 
 def claimed_ahead(
-    store: Store, lanes: Recorder, stopping: asyncio.Event | None = None, room: int = 1 << 30
+    store: Store,
+    lanes: Recorder,
+    stopping: asyncio.Event | None = None,
+    room: int = 1 << 30,
+    turnover: Turnover | None = None,
 ) -> Any:
     return ClaimedAhead(
         mark=store.mark,
@@ -193,6 +198,7 @@ def claimed_ahead(
         on_error=store.error,
         stopping=stopping or asyncio.Event(),
         room=lambda: room,
+        turnover=turnover,
     )
 
 
@@ -256,6 +262,40 @@ async def test_only_as_many_as_there_are_free_slots_for_are_marked_the_rest_wait
         assert deadline == LEASE_END
     assert store.released == []
     assert len(ahead) == 0
+
+
+async def test_slots_freed_at_the_recent_pace_by_their_instants_count_as_room() -> None:
+    """One free slot now, but attempts finishing at 100 a second: within the lead as many
+    slots as that free up, so the three ticks of one instant are all marked ahead, none
+    left to be marked at their instant."""
+    store, lanes = Store(), Recorder()
+    finished, clock = [0], [0.0]
+    turnover = Turnover(lambda: finished[0], clock=lambda: clock[0])
+    turnover.per_second()
+    clock[0], finished[0] = 1.0, 100  # and then the pace stands: no later reading
+    assert turnover.per_second() == 100.0
+    ahead = claimed_ahead(store, lanes, room=1, turnover=turnover)
+    ticks = [delivery() for _ in range(3)]
+
+    ahead.take(ticks, {d.occurrence_id: due_in(0.2) for d in ticks}, LEASE_END)
+    await lanes.until(3)
+
+    assert [marked for _, marked in store.marks] == [ticks]
+    assert lanes.unstarted == set()
+    await ahead.stop()
+
+
+def test_the_turnover_is_the_pace_of_the_last_reading_interval() -> None:
+    finished = [0]
+    clock = [100.0]
+    turnover = Turnover(lambda: finished[0], every=1.0, clock=lambda: clock[0])
+    assert turnover.per_second() == 0.0  # nothing known yet
+    clock[0], finished[0] = 100.5, 40
+    assert turnover.per_second() == 0.0  # read again only after `every`
+    clock[0], finished[0] = 102.0, 200
+    assert turnover.per_second() == 100.0
+    clock[0] = 103.0  # nothing finished since: the pace is none
+    assert turnover.per_second() == 0.0
 
 
 async def test_it_expects_ticks_from_their_claim_until_the_lanes_have_them() -> None:
