@@ -158,7 +158,8 @@ class DeliveryProcesses:
             return [p.pid for p in self._processes if p is not None and p.poll() is None]
 
     def _spawn(self, index: int) -> None:
-        command = [sys.executable, "-m", "app.process.delivery"]
+        # -P: the package installed, never a folder named `app` where it was started from.
+        command = [sys.executable, "-P", "-m", "app.process.delivery"]
         command += ["--socket", self.sockets[index], "--parent", str(os.getpid())]
         self._processes[index] = subprocess.Popen(command, stdin=subprocess.DEVNULL)
         self._started_at[index] = time.monotonic()

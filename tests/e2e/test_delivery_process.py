@@ -101,10 +101,17 @@ async def one_delivery_process(service: Service) -> int:
 @pytest.mark.postgres
 @pytest.mark.rabbitmq
 async def test_the_loop_runs_in_a_process_of_its_own_that_the_api_reports_and_outlives_nothing(
-    postgres_url: str, amqp_url: str, receiver: Receiver, services: Services
+    postgres_url: str, amqp_url: str, receiver: Receiver, services: Services, tmp_path: Path
 ) -> None:
+    # Served from a folder that holds a package of its own named `app`, as a team's project
+    # does: the delivery process runs Chronoq's code all the same, not what is beside it.
+    project = tmp_path / "project"
+    (project / "app").mkdir(parents=True)
+    (project / "app" / "__init__.py").write_text('raise ImportError("the project\'s own app")\n')
     # With a broker: the delivery process holds the connection, and readiness reports it.
-    service = await services.start("replica", settings(postgres_url, AMQP_URL=amqp_url))
+    service = await services.start(
+        "replica", settings(postgres_url, AMQP_URL=amqp_url), cwd=project
+    )
     delivering = await one_delivery_process(service)
     async with httpx.AsyncClient(base_url=service.base_url, trust_env=False) as client:
         await eventually(lambda: ready(client), within=30, what="/readyz 200")
