@@ -182,15 +182,15 @@ def _die_with_parent() -> None:
 
 
 @functools.cache
-def app_tree() -> Path:
-    """The tree whose `app` this interpreter imports (its virtual environment's install,
-    read from outside any tree): services run there, since on PostgreSQL the delivery
-    process is `python -m app.process.delivery`, which imports from its working directory
-    first. Run with another tree's interpreter, the benchmark measures that tree's code,
-    whole."""
+def app_tree(interpreter: str = sys.executable) -> Path:
+    """The tree whose `app` `interpreter` imports (its virtual environment's install, read
+    from outside any tree): services run there, since on PostgreSQL the delivery process of
+    code before 2026-12-07 is `python -m app.process.delivery`, which imports from its
+    working directory first. Run with another tree's interpreter, or given another tree's
+    `chronoq` (`start_service`'s `command`), the benchmark measures that tree's code, whole."""
     found = subprocess.run(
         [
-            sys.executable,
+            interpreter,
             "-c",
             "import app, pathlib; print(pathlib.Path(app.__file__).parent.parent)",
         ],
@@ -481,12 +481,15 @@ async def start_service(
     port = free_port()
     log_path = log_dir / f"service-{tag}.log"
     serve = [*(command or chronoq_command()), "serve", "--host", "127.0.0.1", "--port", str(port)]
+    # Another installation's `chronoq` runs in its own tree (`app_tree`).
+    tree = app_tree(str(Path(command[0]).with_name("python"))) if command else app_tree()
     with log_path.open("wb") as sink:
         proc = procs.spawn(
             [*serve, *(serve_args or [])],
             env=service_env(database_url, extra_env),
             stdout=sink,
             stderr=subprocess.STDOUT,
+            cwd=tree,
         )
     service = Service(proc, port, log_path)
     deadline = time.monotonic() + 60
