@@ -6,9 +6,9 @@ A claim ahead first reads the database's clock, and notes the instant of the mon
 clock (`time.monotonic`) by which the answer had come back (`Claimed.reading`). The instant
 was read no later than then, so at any later monotonic instant `l` the database's clock
 reads at least `instant + (l - read_by)`: each reading is a lower bound of the database's
-clock less the monotonic one. The best (largest) of the
-last WINDOW seconds stands: a reading is as tight as its round trip, a slow one never makes
-a tick later than the best, and a drift or a step of either clock counts within WINDOW.
+clock less the monotonic one. The best (largest) of the last WINDOW seconds stands: a
+reading is as tight as its round trip, a slow one never makes a tick later than the best,
+and a drift or a step of either clock counts within WINDOW.
 
 Invariant: `local_time_of(instant)` is never earlier than the monotonic instant at which
 the database's clock reaches `instant`, by any reading still in the window (both clocks
