@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -189,6 +189,7 @@ def claimed_ahead(
     stopping: asyncio.Event | None = None,
     room: int = 1 << 30,
     turnover: Turnover | None = None,
+    wall: Callable[[], float] = time.time,
 ) -> Any:
     return ClaimedAhead(
         mark=store.mark,
@@ -199,6 +200,7 @@ def claimed_ahead(
         stopping=stopping or asyncio.Event(),
         room=lambda: room,
         turnover=turnover,
+        wall=wall,
     )
 
 
@@ -510,15 +512,8 @@ async def test_a_replica_clock_ahead_of_the_databases_never_starts_a_tick_early(
     """Due instants are the database's: read against the claim's instant of it, a tick
     waits its whole wait however far this replica's clock runs ahead."""
     store, lanes = Store(), Recorder()
-    ahead = ClaimedAhead(
-        mark=store.mark,
-        admit=lanes,
-        start=lambda: None,
-        release=store.release,
-        on_error=store.error,
-        stopping=asyncio.Event(),
-        wall=lambda: time.time() + 30,  # this replica's clock, 30 s ahead of the database's
-    )
+    # this replica's clock, 30 s ahead of the database's
+    ahead = claimed_ahead(store, lanes, wall=lambda: time.time() + 30)
     one = delivery()
     claimed_at = datetime.now(UTC)  # the database's instant of the claim
     instant = time.monotonic() + 0.3
@@ -543,15 +538,8 @@ async def test_a_tick_waits_from_when_the_claim_read_the_clock_not_from_when_it_
     writes, the claim before it) does not make its ticks late by that much: each starts at
     its instant by the readings of the clock, not a whole wait after the claim ended."""
     store, lanes = Store(), Recorder()
-    ahead = ClaimedAhead(
-        mark=store.mark,
-        admit=lanes,
-        start=lambda: None,
-        release=store.release,
-        on_error=store.error,
-        stopping=asyncio.Event(),
-        wall=lambda: time.time() + 30,  # never read: the claim's reading stands
-    )
+    # never read: the claim's reading stands
+    ahead = claimed_ahead(store, lanes, wall=lambda: time.time() + 30)
     one = delivery()
     # The database's clock read `claimed_at` by loop time `read_by`, 0.4 s ago.
     read_by = time.monotonic() - 0.4
