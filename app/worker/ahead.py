@@ -256,16 +256,16 @@ class ClaimedAhead:
         not_before: Mapping[uuid.UUID, datetime],
         deadline: float,
         *,
-        reading: tuple[datetime, float] | None = None,
+        readings: Sequence[tuple[datetime, float]] = (),
     ) -> list[Delivery]:
         """A claim's deliveries, whose lease ends at loop time `deadline`: returns those due
         already (not in `not_before`), and takes the others, each due at its instant there.
-        `reading`: the database's clock as the claim read it, and the instant of `monotonic`
-        by which it had (`DatabaseClock`): each waits until the database's clock reaches
-        its instant, however far this replica's runs ahead of it (the wall clock stands in
-        while no reading is known)."""
-        if reading is not None:
-            self._clock.observe(*reading)
+        `readings`: the database's clock as the claim read it, each with the instant of
+        `monotonic` by which it had (`DatabaseClock`): each waits until the database's
+        clock reaches its instant, however far this replica's runs ahead of it (the wall
+        clock stands in while no reading is known)."""
+        for instant, read_by in readings:
+            self._clock.observe(instant, read_by)
         if not not_before:
             return deliveries
         now = monotonic()

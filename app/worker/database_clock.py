@@ -3,9 +3,11 @@ database's, and a tick claimed ahead must not start before its instant by that c
 far this replica's own wall clock runs ahead of it, nor wait longer than it must.
 
 A claim ahead first reads the database's clock, and notes the instant of the monotonic
-clock (`time.monotonic`) by which the answer had come back (`Claimed.reading`). The instant
-was read no later than then, so at any later monotonic instant `l` the database's clock
-reads at least `instant + (l - read_by)`: each reading is a lower bound of the database's
+clock (`time.monotonic`) by which the answer had come back (`Claimed.reading`); the claim's
+own instant, by when the claim came back, is a reading too, the later one if the database's
+clock stepped forward while the claim ran. An instant was read no later than then, so at
+any later monotonic instant `l` the database's clock reads at least
+`instant + (l - read_by)`: each reading is a lower bound of the database's
 clock less the monotonic one. The best (largest) of the last WINDOW seconds stands: a
 reading is as tight as its round trip, a slow one never makes a tick later than the best,
 and a drift or a step of either clock counts within WINDOW.

@@ -527,8 +527,14 @@ class Dispatcher:
         A delivery claimed ahead waits until its due instant, by the database's clock as
         the claims read it (this replica's may run ahead of it)."""
         deadline = issued + self._settings.lease
+        # The claim's first reading is the tight one; its transaction's instant, read by
+        # now, bounds the clock too, and is the later of the two if the database's clock
+        # stepped forward while the claim ran.
+        readings = [] if claimed.reading is None else [claimed.reading]
+        if claimed.claimed_at is not None:
+            readings.append((claimed.claimed_at, time.monotonic()))
         ready = self._claimed_ahead.take(
-            claimed.deliveries, claimed.not_before, deadline, reading=claimed.reading
+            claimed.deliveries, claimed.not_before, deadline, readings=readings
         )
         self._lanes.admit(ready, deadline, claimed.unstarted)
         self._start_ready()

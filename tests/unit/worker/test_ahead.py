@@ -522,7 +522,7 @@ async def test_a_replica_clock_ahead_of_the_databases_never_starts_a_tick_early(
         [one],
         {one.occurrence_id: claimed_at + timedelta(seconds=0.3)},
         LEASE_END,
-        reading=(claimed_at, time.monotonic()),
+        readings=[(claimed_at, time.monotonic())],
     )
 
     assert taken == []  # by the replica's clock it was due 29.7 s ago
@@ -549,7 +549,7 @@ async def test_a_tick_waits_from_when_the_claim_read_the_clock_not_from_when_it_
         [one],
         {one.occurrence_id: claimed_at + timedelta(seconds=0.6)},
         LEASE_END,
-        reading=(claimed_at, read_by),
+        readings=[(claimed_at, read_by)],
     )
 
     assert taken == []
@@ -558,4 +558,32 @@ async def test_a_tick_waits_from_when_the_claim_read_the_clock_not_from_when_it_
     assert admitted == [one]
     assert admitted_at >= read_by + 0.6 - 0.01
     assert admitted_at < read_by + 0.95, "it waited its whole wait from the claim's end"
+    await ahead.stop()
+
+
+async def test_a_database_clock_stepped_forward_during_the_claim_holds_no_tick_for_the_step() -> (
+    None
+):
+    """The claim read the clock, then the database's clock stepped an hour forward before
+    the claim read its instant: the claim's instant, read by when it came back, bounds the
+    clock too, so the tick waits for its instant on the stepped clock, not an hour more."""
+    store, lanes = Store(), Recorder()
+    ahead = claimed_ahead(store, lanes)
+    one = delivery()
+    claimed_at = datetime.now(UTC) + timedelta(hours=1)  # the claim's instant, stepped
+    before_the_step = (datetime.now(UTC), time.monotonic())
+    instant = time.monotonic() + 0.3
+
+    taken = ahead.take(
+        [one],
+        {one.occurrence_id: claimed_at + timedelta(seconds=0.3)},
+        LEASE_END,
+        readings=[before_the_step, (claimed_at, time.monotonic())],
+    )
+
+    assert taken == []
+    await lanes.until(1)
+    ((admitted_at, admitted, _),) = [call for call in lanes.calls if call[1]]
+    assert admitted == [one]
+    assert instant - 0.01 <= admitted_at < instant + 1.0
     await ahead.stop()
