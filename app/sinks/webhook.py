@@ -128,6 +128,38 @@ def _set_traceparent(headers: dict[str, str], traceparent: str) -> None:
     headers["traceparent"] = traceparent
 
 
+def webhook_headers(
+    delivery: Delivery, target: WebhookTarget, signer: WebhookSigner | None
+) -> dict[str, str]:
+    """What a webhook request carries (DESIGN 5): the target's own headers, the contract's,
+    the signature (the target's own signer, else `signer`) and the trace context. Every
+    webhook client sends these."""
+    occurrence = str(delivery.occurrence_id)
+    headers = dict(target.headers)
+    headers.update(
+        {
+            "Content-Type": "application/json",
+            # A fan-out's delivery: its own id is the delivery's; this, its occurrence's.
+            "X-Occurrence-Id": str(delivery.parent_id or delivery.occurrence_id),
+            "X-Schedule-Id": str(delivery.schedule_id),
+            "X-Event-Type": delivery.event_type,
+            "X-Chronoq-Tenant": delivery.tenant,
+            "X-Scheduled-For": format_instant(delivery.fire_at),
+            "X-Attempt": str(delivery.attempt),
+            "Idempotency-Key": occurrence,
+        }
+    )
+    signer = _own_signer(target) or signer
+    if signer is not None:
+        timestamp = int(time.time())
+        headers["webhook-id"] = occurrence
+        headers["webhook-timestamp"] = str(timestamp)
+        headers["webhook-signature"] = signer.signature(occurrence, timestamp, delivery.body)
+    if delivery.traceparent is not None:
+        _set_traceparent(headers, delivery.traceparent)
+    return headers
+
+
 class WebhookSink:
     def __init__(
         self,
@@ -172,30 +204,7 @@ class WebhookSink:
             await self._checked_dns.close()  # a resolver given to the connector stays ours
 
     def headers(self, delivery: Delivery, target: WebhookTarget) -> dict[str, str]:
-        occurrence = str(delivery.occurrence_id)
-        headers = dict(target.headers)
-        headers.update(
-            {
-                "Content-Type": "application/json",
-                # A fan-out's delivery: its own id is the delivery's; this, its occurrence's.
-                "X-Occurrence-Id": str(delivery.parent_id or delivery.occurrence_id),
-                "X-Schedule-Id": str(delivery.schedule_id),
-                "X-Event-Type": delivery.event_type,
-                "X-Chronoq-Tenant": delivery.tenant,
-                "X-Scheduled-For": format_instant(delivery.fire_at),
-                "X-Attempt": str(delivery.attempt),
-                "Idempotency-Key": occurrence,
-            }
-        )
-        signer = _own_signer(target) or self._signer
-        if signer is not None:
-            timestamp = int(time.time())
-            headers["webhook-id"] = occurrence
-            headers["webhook-timestamp"] = str(timestamp)
-            headers["webhook-signature"] = signer.signature(occurrence, timestamp, delivery.body)
-        if delivery.traceparent is not None:
-            _set_traceparent(headers, delivery.traceparent)
-        return headers
+        return webhook_headers(delivery, target, self._signer)
 
     async def deliver(self, delivery: Delivery) -> Attempted:
         target = delivery.target
