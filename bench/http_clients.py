@@ -242,14 +242,22 @@ def main(argv: list[str] | None = None) -> int:
                     ],
                     capture_output=True,
                     text=True,
-                    check=True,
+                    check=False,
                 )
-                result = json.loads(child.stdout.strip().splitlines()[-1])
+                # pyreqwest 0.15.1 at times aborts the interpreter as it exits (SIGABRT,
+                # "PyGILState_Release: thread state ... must be current when releasing"),
+                # after the figures are printed: they count, and the abort is noted.
+                lines = child.stdout.strip().splitlines()
+                if not lines:
+                    raise SystemExit(f"{client} failed ({child.returncode}): {child.stderr}")
+                result = json.loads(lines[-1])
                 result["run"] = run + 1
+                result["exit_code"] = child.returncode
                 runs.append(result)
                 print(
                     f"run {run + 1} {client:9} {result['cpu_us_per_request']:7.1f} us CPU "
-                    f"per request, {result['requests_per_second']:7.0f} requests/s",
+                    f"per request, {result['requests_per_second']:7.0f} requests/s"
+                    + (f" (exited {child.returncode})" if child.returncode else ""),
                     flush=True,
                 )
     finally:
