@@ -11,9 +11,8 @@ nothing read ahead and its excerpt read. The CPU is the sending process's (every
 time.process_time) from the first measured request to the last, after 1,000 unmeasured ones;
 the clients alternate which goes first from run to run. Prints each run and the medians.
 
-`--mode sink` sends through the service's own sinks instead (app.sinks.WEBHOOK_SINKS: the
-headers built and signed per delivery, the address checks, the outcome), where a sink for
-the client exists.
+pyreqwest is not a dependency of the service (docs/performance.md, the webhook client):
+`pip install pyreqwest==0.15.1` first.
 """
 
 from __future__ import annotations
@@ -120,20 +119,6 @@ async def _pyreqwest_sender(concurrency: int) -> tuple[Any, Any]:
     return send, client.close
 
 
-async def _sink_sender(client: str, concurrency: int) -> tuple[Any, Any]:
-    from app.sinks import WEBHOOK_SINKS  # type: ignore[attr-defined]
-
-    sink = WEBHOOK_SINKS[client](
-        concurrency=concurrency, max_timeout=10, signing_secrets=[SECRET]
-    )
-    await sink.open()
-
-    async def send(url: str, headers: dict[str, str]) -> Any:
-        return await sink.deliver(_delivery(url))
-
-    return send, sink.close
-
-
 def _busy(seconds: float) -> None:
     """Python work on the event loop's thread, holding the GIL, for `seconds` of CPU."""
     until = time.thread_time() + seconds
@@ -142,7 +127,7 @@ def _busy(seconds: float) -> None:
 
 
 async def one(
-    client: str, mode: str, port: int, count: int, concurrency: int, work: float = 0.0
+    client: str, port: int, count: int, concurrency: int, work: float = 0.0
 ) -> dict[str, Any]:
     from app.sinks.signing import WebhookSigner
     from app.sinks.webhook import webhook_headers
@@ -150,9 +135,7 @@ async def one(
     url = f"http://127.0.0.1:{port}/sink"
     delivery = _delivery(url)
     headers = webhook_headers(delivery, delivery.target, WebhookSigner([SECRET]))
-    if mode == "sink":
-        send, close = await _sink_sender(client, concurrency)
-    elif client == "aiohttp":
+    if client == "aiohttp":
         send, close = await _aiohttp_sender(concurrency)
     else:
         send, close = await _pyreqwest_sender(concurrency)
@@ -174,7 +157,6 @@ async def one(
     await close()
     return {
         "client": client,
-        "mode": mode,
         "work_us": 1e6 * work,
         "count": count,
         "cpu_us_per_request": 1e6 * cpu / count - 1e6 * work,
@@ -198,7 +180,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=20_000)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--mode", choices=("client", "sink"), default="client")
     parser.add_argument(
         "--work-us",
         type=float,
@@ -212,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.one is not None:
         result = asyncio.run(
-            one(args.one, args.mode, args.port, args.count, args.concurrency, args.work_us / 1e6)
+            one(args.one, args.port, args.count, args.concurrency, args.work_us / 1e6)
         )
         print(json.dumps(result))
         return 0
@@ -229,8 +210,6 @@ def main(argv: list[str] | None = None) -> int:
                         __file__,
                         "--one",
                         client,
-                        "--mode",
-                        args.mode,
                         "--port",
                         str(port),
                         "--count",

@@ -435,18 +435,6 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path, sqlite_template
     return url
 
 
-# Every webhook client the service can deliver with (CHRONOQ_WEBHOOK_CLIENT): the cases of
-# delivery and of the address rules run with each, `parametrize("webhook_client", ...)`.
-WEBHOOK_CLIENTS = ("aiohttp", "pyreqwest")
-
-
-@pytest.fixture
-def webhook_client() -> str:
-    """The webhook client of a case's harness: the default, unless the case parametrizes
-    it (WEBHOOK_CLIENTS)."""
-    return "aiohttp"
-
-
 def make_settings(database_url: str, **overrides: Any) -> Settings:
     """Settings for tests: short delays, no auto-migration (the fixtures migrated)."""
     values: dict[str, Any] = {

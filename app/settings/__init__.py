@@ -145,9 +145,6 @@ class Settings(BaseSettings):
     # Ended schedules (completed, cancelled, failed) are deleted, with their occurrences,
     # attempts and events, this long after they ended; 0 keeps them.
     schedule_retention: float = 2592000.0
-    # The HTTP client webhooks are delivered with (app.sinks): aiohttp, or pyreqwest
-    # (reqwest, in Rust; docs/performance.md, the webhook client).
-    webhook_client: Literal["aiohttp", "pyreqwest"] = "aiohttp"
     webhook_signing_secret: str | None = None
     # Newest first, comma- or space-separated: each one signs every delivery (rotation).
     webhook_signing_secrets: SecretStr | None = None

@@ -13,13 +13,6 @@ from app.sinks.base import Sink
 from app.sinks.rabbitmq import RabbitMQSink
 from app.sinks.registry import Sinks
 from app.sinks.webhook import WebhookSink
-from app.sinks.webhook_reqwest import PyreqwestSink
-
-# The webhook clients a replica can deliver with (CHRONOQ_WEBHOOK_CLIENT).
-WEBHOOK_SINKS: dict[str, type[WebhookSink] | type[PyreqwestSink]] = {
-    "aiohttp": WebhookSink,
-    "pyreqwest": PyreqwestSink,
-}
 
 
 @asynccontextmanager
@@ -28,7 +21,7 @@ async def open_sinks(
 ) -> AsyncIterator[Sinks]:
     """The process's sinks: the webhook client always, RabbitMQ when AMQP_URL is set.
     `resolver` answers webhook DNS lookups instead of the system's (tests)."""
-    webhook = WEBHOOK_SINKS[settings.webhook_client](
+    webhook = WebhookSink(
         concurrency=settings.concurrency,
         max_timeout=settings.dispatch_timeout,
         policy=AddressPolicy.of(*settings.target_rules()),

@@ -207,22 +207,17 @@ async def running_harness(
 
 
 @pytest.fixture
-async def harness(
-    database_url: str, receiver: Receiver, webhook_client: str
-) -> AsyncIterator[Harness]:
-    async with running_harness(database_url, receiver, webhook_client=webhook_client) as running:
+async def harness(database_url: str, receiver: Receiver) -> AsyncIterator[Harness]:
+    async with running_harness(database_url, receiver) as running:
         yield running
 
 
 @pytest.fixture
-def make_harness(
-    database_url: str, receiver: Receiver, webhook_client: str
-) -> Callable[..., Any]:
+def make_harness(database_url: str, receiver: Receiver) -> Callable[..., Any]:
     """For tests that need other settings: `async with make_harness(max_attempts=2) as h:`
     (and `dns=FakeDNS({...})` for names that resolve)."""
 
     def build(dns: FakeDNS | None = None, **overrides: Any) -> Any:
-        overrides.setdefault("webhook_client", webhook_client)
         return running_harness(database_url, receiver, dns, **overrides)
 
     return build

@@ -6,12 +6,8 @@ from datetime import datetime
 
 import pytest
 
-from tests.conftest import WEBHOOK_CLIENTS
 from tests.integration.conftest import Harness
 from tests.receiver import Reply
-
-# Each case runs with every webhook client the service can deliver with.
-pytestmark = pytest.mark.parametrize("webhook_client", WEBHOOK_CLIENTS)
 
 
 async def test_retryable_failure_is_retried_with_the_same_occurrence_id_until_delivered(

@@ -4,20 +4,14 @@ no change to the schedules that target it; a rotation signs with every live secr
 
 from __future__ import annotations
 
-import pytest
-
 from datetime import timedelta
 from typing import Any
 
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
-from tests.conftest import WEBHOOK_CLIENTS
 from tests.integration.conftest import Harness
 from tests.receiver import Received, Reply
-
-# Each case runs with every webhook client the service can deliver with.
-pytestmark = pytest.mark.parametrize("webhook_client", WEBHOOK_CLIENTS)
 
 
 def _verifies(secret: str, request: Received) -> bool:

@@ -15,12 +15,8 @@ from aiohttp.abc import ResolveResult
 
 from app.domain.occurrence import RESPONSE_EXCERPT_BYTES
 from tests.dns import FakeDNS
-from tests.conftest import WEBHOOK_CLIENTS
 from tests.integration.conftest import Harness
 from tests.receiver import Receiver
-
-# Each case runs with every webhook client the service can deliver with.
-pytestmark = pytest.mark.parametrize("webhook_client", WEBHOOK_CLIENTS)
 
 
 @pytest.fixture

@@ -13,12 +13,8 @@ import pytest
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
-from tests.conftest import WEBHOOK_CLIENTS
 from tests.integration.conftest import Harness
 from tests.receiver import Received, Reply
-
-# Each case runs with every webhook client the service can deliver with.
-pytestmark = pytest.mark.parametrize("webhook_client", WEBHOOK_CLIENTS)
 
 
 def new_secret() -> str:
