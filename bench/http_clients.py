@@ -114,7 +114,8 @@ async def _pyreqwest_sender(concurrency: int) -> tuple[Any, Any]:
             have = 0
             while (chunk := await response.body_reader.read_chunk()) is not None:
                 have += len(chunk[: RESPONSE_EXCERPT_BYTES - have].to_bytes())
-            return response.status
+            status: int = response.status
+            return status
 
     return send, client.close
 
