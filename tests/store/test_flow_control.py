@@ -11,12 +11,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.errors import PreconditionFailedError
 from app.domain.flow import FlowLimits, Ordering
 from app.domain.occurrence import Delivery, OccurrenceStatus, Settlement
 from app.domain.tenants import key_name_or_none
+from app.store.dialects import dialect_of
 from app.store.dialects.claim_rows import DUE_WINDOW
+from app.store.loop.sql import ClaimRows
 from tests.store import ports
 from tests.store.ports import Database
 
@@ -190,6 +193,37 @@ async def test_a_key_without_limits_is_claimed_ahead_like_unkeyed_occurrences(
     (delivery,) = claimed.deliveries
     # Held by the loop until its instant, as any occurrence claimed ahead.
     assert claimed.not_before[delivery.occurrence_id] >= at - timedelta(milliseconds=1)
+
+
+@pytest.mark.parametrize("dialect", [pytest.param("postgresql", marks=pytest.mark.postgres)])
+async def test_a_claim_of_keys_without_limits_walks_due_order_and_leaves_the_planner_as_it_was(
+    database: Database,
+) -> None:
+    # PostgreSQL: the claim of free keys' rows is planned with sorts disabled, so that it
+    # walks the keys' index in due order and stops at its limit (docs/performance.md); the
+    # statements after it in the claim's transaction plan as the session does.
+    first = await _keyed(database, "a", 3, since=30.0)
+    second = await _keyed(database, "b", 3, since=29.5)
+
+    async def work(conn: AsyncConnection) -> tuple[list[uuid.UUID], str, str]:
+        before = (await conn.execute(sa.text("SHOW enable_sort"))).scalar_one()
+        taken = await dialect_of(conn).claim(
+            conn,
+            limit=4,
+            lease=30.0,
+            token=uuid.uuid4(),
+            owner="walk",
+            rows=ClaimRows.FREE,
+            keys=["default/a", "default/b"],
+        )
+        after = (await conn.execute(sa.text("SHOW enable_sort"))).scalar_one()
+        return [row.schedule_id for row in taken], before, after
+
+    taken, before, after = await database.run(work)
+
+    # In the order they fell due, across the keys.
+    assert taken == [first[0], second[0], first[1], second[1]]
+    assert before == after == "on"
 
 
 async def test_a_claim_stopped_by_its_room_says_there_is_more(database: Database) -> None:
