@@ -189,6 +189,17 @@ SCHEDULES_PRUNED = Counter(
     "chronoq_schedules_pruned_total",
     "Ended schedules deleted by retention, each with its occurrences, attempts and events",
 )
+HISTORY_PARTITIONS_DROPPED = Counter(
+    "chronoq_history_partitions_dropped_total",
+    "Days of history (attempts, schedule events) dropped by retention, a partition each"
+    " (PostgreSQL)",
+    ["table"],
+)
+HISTORY_ROWS_SWEPT = Counter(
+    "chronoq_history_rows_swept_total",
+    "History rows kept past their day, deleted once their occurrence or schedule went (PostgreSQL)",
+    ["table"],
+)
 HTTP_CONNECTIONS = Gauge(
     "chronoq_http_connections", "Client connections this replica holds (CHRONOQ_MAX_CONNECTIONS)"
 )

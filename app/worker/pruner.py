@@ -15,11 +15,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from functools import partial
 
+from app.domain.errors import StoreUnavailableError
 from app.settings import Settings
 from app.store.dialects import transaction_now
 from app.store.engine.database import Connection, Database
 from app.store.records.retention import prune, prune_schedules, tenant_retentions
 from app.telemetry import metrics
+from app.worker.history import HistoryKeeper
 from app.worker.periodic import Periodic
 
 log = logging.getLogger(__name__)
@@ -51,10 +53,25 @@ class Pruner(Periodic):
         self.pruned_total = 0
         self.schedules_pruned_total = 0
         self.rounds = 0
+        # History in day partitions (PostgreSQL): its days made, dropped and swept.
+        self.history = (
+            HistoryKeeper(database, settings) if database.dialect.partitioned_history else None
+        )
 
     @property
     def interval(self) -> float:
         return self._settings.retention_interval
+
+    async def run(self) -> None:
+        # The days ahead are made at once, not a round later: rows of a day that has no
+        # partition yet would stay in the default one.
+        if self.history is not None:
+            try:
+                await self.history.round()
+            except Exception as exc:
+                detail = exc.detail if isinstance(exc, StoreUnavailableError) else exc
+                log.warning("keeping history in partitions failed; retrying later: %s", detail)
+        await super().run()
 
     async def _prune_batch(self, conn: Connection) -> int:
         now = await transaction_now(conn)
@@ -93,6 +110,8 @@ class Pruner(Periodic):
         returns how many occurrences and schedules it deleted."""
         total = schedules = 0
         try:
+            if self.history is not None:
+                await self.history.round()
             total = await self._batches(self._prune_batch, self._settings.retention_batch, False)
             # A tenant's `retention_seconds` overrides the setting for its schedules (0:
             # kept forever).

@@ -32,11 +32,29 @@ def _predicate(index: dict[str, Any]) -> str | None:
     return " ".join(wheres) or None
 
 
+def _partitions(conn: Connection) -> set[str]:
+    """The partitions of a day or of the history before partitions (PostgreSQL): the service
+    makes and drops them as days pass (`app.store.schema.partitions`); the default ones are
+    schema."""
+    if conn.dialect.name != "postgresql":
+        return set()
+    found = conn.execute(
+        sa.text(
+            "SELECT relname FROM pg_class"
+            " WHERE relispartition AND pg_get_expr(relpartbound, oid) <> 'DEFAULT'"
+        )
+    )
+    return {str(name) for name in found.scalars()}
+
+
 def _read(conn: Connection) -> Catalog:
     inspector = sa.inspect(conn)
     catalog: Catalog = {"tables": set(), "columns": set(), "keys": set(), "indexes": set()}
     catalog["checks"] = set()
+    partitions = _partitions(conn)
     for table in inspector.get_table_names():
+        if table in partitions:
+            continue
         catalog["tables"].add((table,))
         for column in inspector.get_columns(table):
             catalog["columns"].add(

@@ -8,12 +8,13 @@ use the store.
 
 from __future__ import annotations
 
+import functools
 import random
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -72,7 +73,7 @@ from app.store.loop.claims import Claimed, ClaimStore
 from app.store.loop.flow_claims import keys_with_work_due
 from app.store.loop.queue import DeliveryQueue
 from app.store.records import activity as activity_records
-from app.store.records import retention
+from app.store.records import history, retention
 from app.store.records.dead_letters import DeadLetterStore
 from app.store.records.endpoints import EndpointStore
 from app.store.records.flow_keys import FlowKeyStore
@@ -88,6 +89,7 @@ from app.store.records.tenant_events import TenantEventStore
 from app.store.records.tenant_keys import TenantKeyStore
 from app.store.records.tenants import TenantStore
 from app.store.records.topics import TopicStore
+from app.store.schema.partitions import HISTORY, PARTITIONED
 from app.store.schema.tables import (
     attempts,
     endpoint_secrets,
@@ -115,6 +117,7 @@ __all__ = [
     "dead_letters",
     "delete_flow_key",
     "draft",
+    "drop_history",
     "due_in",
     "enable_endpoint",
     "endpoint_event_kinds",
@@ -124,6 +127,7 @@ __all__ = [
     "find_by_idempotency_key",
     "flow_keys",
     "forget_destinations",
+    "history_partitions",
     "hold",
     "holding_pruning_lock",
     "immediate",
@@ -133,6 +137,7 @@ __all__ = [
     "key_backoffs",
     "lease_events",
     "make_endpoint",
+    "make_history_days",
     "make_topic",
     "migrate_to",
     "move_clock",
@@ -167,6 +172,7 @@ __all__ = [
     "skip_due_ticks",
     "start_ahead",
     "subscribe",
+    "sweep_history",
     "tell_events",
     "tenant_exists",
     "topic_target",
@@ -827,6 +833,67 @@ async def prune(database: Database, *, older_than: datetime, limit: int) -> int:
     return await database.run(
         lambda conn: retention.prune(conn, older_than=older_than, limit=limit)
     )
+
+
+async def drop_history(database: Database, *, older_than: datetime) -> list[str]:
+    """Drop every day of history (attempts, schedule events) that ended by `older_than`, as
+    the pruner does, a partition a transaction; the partitions dropped (none but on
+    PostgreSQL, whose history alone is partitioned)."""
+    if not database.dialect.partitioned_history:
+        return []
+    dropped = []
+    for table in HISTORY:
+        while name := await database.run(
+            functools.partial(history.drop_expired, history=table, cutoff=older_than)
+        ):
+            dropped.append(name)
+    return dropped
+
+
+async def make_history_days(database: Database, today: date) -> list[str]:
+    """The pruner's making of the days ahead of `today`, for both history tables; the
+    partitions made."""
+    made = []
+    for table in HISTORY:
+        made += await database.run(
+            functools.partial(history.make_ahead, history=table, today=today)
+        )
+    return made
+
+
+async def sweep_history(database: Database, table: str, limit: int = 1000) -> int:
+    """Sweep the default partition of `table` once through; the rows deleted."""
+    swept = 0
+    after = None
+    while True:
+        deleted, after = await database.run(
+            functools.partial(
+                history.sweep_kept, history=PARTITIONED[table], after=after, limit=limit
+            )
+        )
+        swept += deleted
+        if after is None:
+            return swept
+
+
+async def history_partitions(database: Database, table: str) -> dict[str, int]:
+    """The partitions of `table` (PostgreSQL), each with the rows it holds."""
+
+    async def work(conn: Connection) -> dict[str, int]:
+        rows = await conn.execute(
+            sa.text(
+                "SELECT c.relname FROM pg_inherits AS i JOIN pg_class AS c"
+                " ON c.oid = i.inhrelid WHERE i.inhparent = CAST(:t AS regclass)"
+            ),
+            {"t": table},
+        )
+        names = [str(name) for name in rows.scalars()]
+        return {
+            name: int((await conn.execute(sa.text(f'SELECT count(*) FROM "{name}"'))).scalar_one())
+            for name in names
+        }
+
+    return await database.run(work)
 
 
 async def prune_schedules(

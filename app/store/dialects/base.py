@@ -51,6 +51,11 @@ class Dialect(ABC):
     # (else it runs in a transaction of its caller's).
     marks_alone: ClassVar[bool]
 
+    # Whether the attempt log and the schedules' events are kept in day partitions, which
+    # retention drops whole (`app.store.schema.partitions`); else their rows go with their
+    # occurrence or schedule.
+    partitioned_history: ClassVar[bool] = False
+
     def __init__(self) -> None:
         # The database clock as this process reads it, shared by every `Database` of this
         # dialect (one instance per process); tests move it (`DatabaseClock.move`).

@@ -309,6 +309,7 @@ class PostgreSQL(OnConflictInserts, Dialect):
     backend = backends.named("postgresql")
     batch_migrations = False
     marks_alone = True
+    partitioned_history = True
 
     def normalize_url(self, url: str) -> str:
         url = db_urls.for_sqlalchemy(url)  # libpq's multi-host form, as SQLAlchemy parses it

@@ -16,6 +16,7 @@ from sqlalchemy.schema import CreateIndex, CreateTable, ExecutableDDLElement
 from app.domain.tenants import DEFAULT_TENANT
 from app.store import dialects
 from app.store.engine.migrations import head_revisions
+from app.store.schema.partitions import PARTITIONED, History, partitioned_table
 from app.store.schema.tables import metadata, table_indexes, tenants
 
 DIALECTS = dialects.NAMES
@@ -29,6 +30,16 @@ def _version_table(schema: str | None) -> sa.Table:
         sa.Column("version_num", sa.String(32), nullable=False),
         sa.PrimaryKeyConstraint("version_num", name="alembic_version_pkc"),
         schema=schema,
+    )
+
+
+def default_partition(history: History, dialect: sa.engine.Dialect, schema: str | None) -> str:
+    """The statement that makes `history`'s default partition (`<table>_kept`)."""
+    quote = dialect.identifier_preparer.quote
+    where = "" if schema is None else dialect.identifier_preparer.quote_schema(schema) + "."
+    return (
+        f"CREATE TABLE {where}{quote(history.kept)} PARTITION OF {where}{quote(history.name)}"
+        " DEFAULT;"
     )
 
 
@@ -59,9 +70,14 @@ def schema_ddl(dialect_name: str, schema: str | None = None) -> str:
         quoted = dialect.identifier_preparer.quote_schema(schema)
         statements.append(f"CREATE SCHEMA IF NOT EXISTS {quoted};")
     for table in metadata.sorted_tables:
-        statements.append(render(CreateTable(table)))
+        history = PARTITIONED.get(table.name) if ours.partitioned_history else None
+        statements.append(
+            render(CreateTable(table if history is None else partitioned_table(history)))
+        )
         for index in table_indexes(table, dialect.name):
             statements.append(render(CreateIndex(index)))
+        if history is not None:
+            statements.append(default_partition(history, dialect, schema))
     # The tenant every installation has, as the migration that brought tenants makes it.
     now = datetime.now(UTC).replace(microsecond=0)
     made = {"id": DEFAULT_TENANT, "version": 1, "created_at": now, "updated_at": now}

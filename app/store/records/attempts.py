@@ -2,7 +2,8 @@
 
 The log is written by the settle (`app.store.loop.settlements`) and, for an attempt whose
 replica died before settling it, by the claim that takes the occurrence again
-(`app.store.loop.claims`); rows go with their occurrence (foreign key, on delete cascade).
+(`app.store.loop.claims`). Rows go with their occurrence (foreign key, on delete cascade),
+or, on PostgreSQL, with their day (`app.store.schema.partitions`).
 """
 
 from __future__ import annotations
@@ -51,7 +52,11 @@ class AttemptStore:
         one already read."""
         statement = (
             sa.select(attempts)
-            .where(attempts.c.endpoint_id == endpoint_id)
+            .where(
+                attempts.c.endpoint_id == endpoint_id,
+                # Not those of occurrences gone, whose day is yet to be dropped (PostgreSQL).
+                sa.exists().where(occurrences.c.occurrence_id == attempts.c.occurrence_id),
+            )
             .order_by(attempts.c.started_at.desc(), attempts.c.id.desc())
             .limit(limit)
         )

@@ -300,13 +300,27 @@ async def describe(url: str, schema: str) -> dict[str, set[tuple[Any, ...]]]:
             """,
             schema,
         )
+        # The partitions of a day or of the history before partitions: the service makes
+        # and drops them (`app.store.schema.partitions`); the default ones are schema.
+        dated = await connection.fetch(
+            """
+            SELECT c.relname FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
+            WHERE n.nspname = $1 AND c.relispartition
+              AND pg_get_expr(c.relpartbound, c.oid) <> 'DEFAULT'
+            """,
+            schema,
+        )
     finally:
         await connection.close()
+    skipped = {row[0] for row in dated}
     return {
-        "tables": {tuple(row) for row in tables},
-        "columns": {tuple(row) for row in columns},
-        "indexes": {tuple(row) for row in indexes},
-        "constraints": {tuple(row) for row in constraints},
+        part: {tuple(row) for row in rows if row[0] not in skipped}
+        for part, rows in (
+            ("tables", tables),
+            ("columns", columns),
+            ("indexes", indexes),
+            ("constraints", constraints),
+        )
     }
 
 

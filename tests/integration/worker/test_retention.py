@@ -20,6 +20,7 @@ from sqlalchemy.engine import make_url
 from app.store.dialects.postgresql import PRUNING_LOCK
 from app.store.engine.database import Database
 from app.store.records.retention import prune
+from app.store.schema.partitions import ATTEMPTS
 from app.store.schema.tables import occurrences, schedules
 from app.worker.periodic import STOP_GRACE
 from app.worker.pruner import Pruner
@@ -336,6 +337,47 @@ async def test_claims_go_on_while_a_pruning_transaction_is_open(harness: Harness
 
         await pruning.commit()
     assert await _statuses(harness.database) == {created["next_occurrence_id"]: "delivered"}
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+async def test_the_loop_keeps_history_by_the_day_and_drops_a_day_past_retention(
+    harness: Harness,
+) -> None:
+    delivered = await _delivered(harness)
+    dead = await _dead_lettered(harness)
+    logged = await harness.get(f"/v1/occurrences/{dead}/attempts")
+    # Nine days on: today's partitions are past the 7 days of retention.
+    harness.database.clock.move(timedelta(days=9))
+    pruner = _pruner(harness, retention_interval=0.05)
+
+    async with pruner.started():
+        # Made at once, for the day it is now and two after it.
+        await eventually(lambda: len(pruner.history.made) >= 6, within=10.0)  # type: ignore[union-attr]
+        await eventually(lambda: pruner.pruned_total >= 1, within=10.0)
+
+        async def only_the_dead_letters_attempt_left() -> bool:
+            return await _rows(harness.database, "attempts") == 1
+
+        await eventually(only_the_dead_letters_attempt_left, within=10.0)
+
+    keeper = pruner.history
+    assert keeper is not None
+    now = await ports.database_now(harness.database)
+    assert {ATTEMPTS.day(now.date() + timedelta(days=n)) for n in range(3)} <= set(keeper.made)
+    ended = [ATTEMPTS.ends(name) for name in keeper.dropped if name.startswith("attempts")]
+    assert ended
+    assert all(end is not None and end <= now - RETENTION for end in ended)
+    # The delivered occurrence went, and with it its attempt, by the day; the dead letter's
+    # attempt log is whole.
+    assert (await harness.client.get(f"/v1/occurrences/{delivered}")).status_code == 404
+    assert await harness.get(f"/v1/occurrences/{dead}/attempts") == logged
+    assert pruner.errors == 0
+
+
+async def _rows(database: Database, table: str) -> int:
+    async with database.engine.connect() as conn:
+        return int((await conn.execute(sa.text(f"SELECT count(*) FROM {table}"))).scalar_one())
 
 
 # -- the loop -------------------------------------------------------------------------

@@ -110,7 +110,8 @@ def test_the_ddl_for_a_schema_creates_it_and_qualifies_every_name() -> None:
     assert "REFERENCES alpha.schedules (id)" in ddl
     assert "CREATE INDEX ix_occurrences_claim ON alpha.occurrences " in ddl
     assert "INSERT INTO alpha.alembic_version " in ddl
-    unqualified = re.findall(r"(?:TABLE|ON|INTO|REFERENCES) (?!alpha\.|DELETE\b)(\w+)", ddl)
+    assert "CREATE TABLE alpha.attempts_kept PARTITION OF alpha.attempts DEFAULT;" in ddl
+    unqualified = re.findall(r"\b(?:TABLE|ON|INTO|REFERENCES|OF) (?!alpha\.|DELETE\b)(\w+)", ddl)
     assert unqualified == []
 
 
