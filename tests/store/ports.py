@@ -836,9 +836,10 @@ async def prune(database: Database, *, older_than: datetime, limit: int) -> int:
 
 
 async def drop_history(database: Database, *, older_than: datetime) -> list[str]:
-    """Drop every day of history (attempts, schedule events) that ended by `older_than`, as
-    the pruner does, a partition a transaction; the partitions dropped (none but on
-    PostgreSQL, whose history alone is partitioned)."""
+    """What the pruner does to history (attempts, schedule events) on PostgreSQL: drop every
+    day that ended by `older_than`, a partition a transaction, and sweep the default
+    partitions of rows whose owner is gone; the partitions dropped (none elsewhere, where
+    history goes with its owner)."""
     if not database.dialect.partitioned_history:
         return []
     dropped = []
@@ -847,6 +848,7 @@ async def drop_history(database: Database, *, older_than: datetime) -> list[str]
             functools.partial(history.drop_expired, history=table, cutoff=older_than)
         ):
             dropped.append(name)
+        await sweep_history(database, table.name)
     return dropped
 
 
