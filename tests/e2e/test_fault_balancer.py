@@ -313,7 +313,9 @@ async def faults(
 ) -> None:
     """SIGKILL replica-1 and SIGTERM replica-2 mid-stream; restart both on their ports."""
     killed, stopped = fleet[0], fleet[1]
-    assert figures.first_due + FAULT_AFTER > time.time(), (
+    # The faults land FAULT_AFTER into the stream, or as soon as creation is done on a
+    # machine slow to create it, while at least FAULT_AFTER of the stream is still to come.
+    assert figures.first_due + SPREAD_SECONDS - FAULT_AFTER > time.time(), (
         f"creation took {figures.create_seconds:.1f}s: the stream would be over before the "
         "faults; raise LEAD_SECONDS"
     )
