@@ -144,6 +144,7 @@ __all__ = [
     "move_clock_past",
     "move_to_key",
     "once",
+    "opened",
     "prune",
     "put_flow_key",
     "queue",
@@ -924,6 +925,16 @@ async def end_schedule(database: Database, schedule_id: uuid.UUID, status: Sched
         )
 
     await database.run(work)
+
+
+@asynccontextmanager
+async def opened(url: str) -> AsyncIterator[Database]:
+    """A `Database` of `url`, closed when the block ends."""
+    database = Database(url)
+    try:
+        yield database
+    finally:
+        await database.close()
 
 
 async def count_rows(database: Database, table: str) -> int:

@@ -7,8 +7,7 @@ gone; a change that would wait for a busy table gives way."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -29,15 +28,6 @@ pytestmark = pytest.mark.parametrize(
 )
 
 FAR_FUTURE = datetime.now(UTC) + timedelta(days=3650)
-
-
-@asynccontextmanager
-async def opened(url: str) -> AsyncIterator[Database]:
-    database = Database(url)
-    try:
-        yield database
-    finally:
-        await database.close()
 
 
 async def rows_of(database: Database, table: str) -> set[tuple[Any, ...]]:
@@ -87,7 +77,7 @@ async def history_of_every_kind(database: Database) -> dict[str, uuid.UUID]:
 async def test_the_migration_partitions_history_and_keeps_every_row_and_so_does_its_downgrade(
     empty_store: Callable[[], str],
 ) -> None:
-    async with opened(empty_store()) as database:
+    async with ports.opened(empty_store()) as database:
         await ports.migrate_to(database, "0030_activity_minutes")
         flat = await read_catalog(database)
         await history_of_every_kind(database)

@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from app.domain.destinations import destination_of
@@ -16,22 +15,12 @@ from app.domain.target import RabbitMQTarget, WebhookTarget
 from app.store.dialects.claim_rows import DUE_WINDOW
 from tests.store import ports
 from tests.store.catalog import differences, read_catalog
-from tests.store.ports import Database
-
-
-@asynccontextmanager
-async def opened(url: str) -> AsyncIterator[Database]:
-    database = Database(url)
-    try:
-        yield database
-    finally:
-        await database.close()
 
 
 async def test_the_migrations_take_an_empty_database_to_head_and_a_second_run_changes_nothing(
     empty_store: Callable[[], str],
 ) -> None:
-    async with opened(empty_store()) as database:
+    async with ports.opened(empty_store()) as database:
         assert not await ports.is_at_head(database)
 
         await ports.upgrade_to_head(database)
@@ -54,7 +43,7 @@ async def test_the_migrations_take_an_empty_database_to_head_and_a_second_run_ch
 async def test_the_ddl_builds_what_the_migrations_build(
     empty_store: Callable[[], str],
 ) -> None:
-    async with opened(empty_store()) as from_ddl, opened(empty_store()) as migrated:
+    async with ports.opened(empty_store()) as from_ddl, ports.opened(empty_store()) as migrated:
         await ports.build_from_ddl(from_ddl)
         await ports.upgrade_to_head(migrated)
 
@@ -74,7 +63,7 @@ async def test_the_ddl_builds_what_the_migrations_build(
 async def test_live_schedules_from_before_destinations_are_given_theirs(
     empty_store: Callable[[], str],
 ) -> None:
-    async with opened(empty_store()) as database:
+    async with ports.opened(empty_store()) as database:
         await ports.upgrade_to_head(database)
         webhooks = [
             ports.draft(ports.immediate(), target=WebhookTarget(type="webhook", url=url))
@@ -110,7 +99,7 @@ async def test_live_schedules_from_before_destinations_are_given_theirs(
 async def test_what_was_stored_before_tenants_is_the_default_tenants_and_nothing_is_lost(
     empty_store: Callable[[], str],
 ) -> None:
-    async with opened(empty_store()) as database:
+    async with ports.opened(empty_store()) as database:
         await ports.upgrade_to_head(database)
         keyed = [ports.draft(ports.immediate(), flow_key="acme") for _ in range(3)]
         plain = ports.draft(ports.interval(60), name="nightly")
@@ -144,7 +133,7 @@ async def test_what_was_stored_before_tenants_is_the_default_tenants_and_nothing
 async def test_tenant_events_come_with_0025_and_go_with_its_downgrade(
     empty_store: Callable[[], str],
 ) -> None:
-    async with opened(empty_store()) as database:
+    async with ports.opened(empty_store()) as database:
         await ports.upgrade_to_head(database)
         migrated = await read_catalog(database)
         assert ("tenant_events",) in migrated["tables"]
@@ -170,7 +159,7 @@ async def test_tenant_events_come_with_0025_and_go_with_its_downgrade(
 async def test_0024_stores_a_tenants_rows_of_no_key_under_its_own_and_its_downgrade_undoes_it(
     empty_store: Callable[[], str],
 ) -> None:
-    async with opened(empty_store()) as database:
+    async with ports.opened(empty_store()) as database:
         await ports.upgrade_to_head(database)
         await ports.put_tenant(database, "acme")
         ours = ports.draft(ports.immediate())
@@ -203,7 +192,7 @@ async def test_0024_stores_a_tenants_rows_of_no_key_under_its_own_and_its_downgr
 async def test_0026_brings_sleeping_keys_and_its_downgrade_wakes_what_slept(
     empty_store: Callable[[], str],
 ) -> None:
-    async with opened(empty_store()) as database:
+    async with ports.opened(empty_store()) as database:
         await ports.upgrade_to_head(database)
         migrated = await read_catalog(database)
         assert ("flow_key_sleeps",) in migrated["tables"]
@@ -233,7 +222,7 @@ async def test_0026_brings_sleeping_keys_and_its_downgrade_wakes_what_slept(
 async def test_0027_brings_endpoints_and_its_downgrade_lets_what_a_circuit_held_flow(
     empty_store: Callable[[], str],
 ) -> None:
-    async with opened(empty_store()) as database:
+    async with ports.opened(empty_store()) as database:
         await ports.upgrade_to_head(database)
         migrated = await read_catalog(database)
         for table in ("endpoints", "endpoint_secrets", "endpoint_events"):
