@@ -7,8 +7,11 @@ import uuid
 from datetime import timedelta
 
 import pytest
+import sqlalchemy as sa
 
 from app.domain.occurrence import Delivery, OccurrenceStatus, Settlement
+from app.domain.schedule import ScheduleStatus
+from app.store.engine.database import Connection
 from tests.store import ports
 from tests.store.ports import Database, OccurrenceRow
 
@@ -122,3 +125,52 @@ async def test_only_a_current_delivery_restarts_the_count_of_dead_letters_in_a_r
     schedule = await ports.read_schedule(database, delivery.schedule_id)
     assert schedule.consecutive_failures == 0
     assert schedule.status.value == "completed"
+
+
+# The settle's check of each one-shot it finishes for a dead-lettered firing, as
+# `finish_one_shots` makes it (PostgreSQL).
+_DEAD_LETTER_CHECK = sa.text(
+    "EXPLAIN SELECT s.id, EXISTS (SELECT 1 FROM occurrences AS o WHERE o.schedule_id = s.id"
+    " AND o.status = 'dead_lettered' AND o.origin = 'schedule' OFFSET 0)"
+    " FROM schedules AS s WHERE s.id = ANY(CAST(:ids AS uuid[]))"
+)
+
+
+@pytest.mark.parametrize("dialect", [pytest.param("postgresql", marks=pytest.mark.postgres)])
+async def test_finishing_one_shots_looks_their_dead_letters_up_beside_another_schedules_many(
+    database: Database,
+) -> None:
+    failing = ports.draft(ports.interval(60), max_attempts=1)
+    await ports.insert_schedules(database, [failing])
+    (delivery,) = await ports.claim(database, limit=1)
+    await ports.settle(database, [Settlement(delivery, OccurrenceStatus.DEAD_LETTERED, error="x")])
+
+    async def many_dead_letters(conn: Connection) -> None:
+        # Copies of its dead letter: a schedule failing for days holds thousands.
+        await conn.execute(
+            sa.text(
+                "INSERT INTO occurrences SELECT r.* FROM occurrences AS o"
+                " CROSS JOIN generate_series(1, 30000) AS n, LATERAL jsonb_populate_record("
+                " NULL::occurrences, to_jsonb(o) || jsonb_build_object("
+                " 'occurrence_id', gen_random_uuid(), 'attempts', n * 0 + 1)) AS r"
+                " WHERE o.status = 'dead_lettered'"
+            )
+        )
+        # Statistics that see them: the planner then expects each schedule to hold about
+        # 30,000 / 21 occurrences, and a scan to find one soon.
+        await conn.execute(sa.text("ANALYZE occurrences"))
+
+    one_shots = [ports.draft(ports.immediate()) for _ in range(20)]
+    await ports.insert_schedules(database, one_shots)
+    await database.run(many_dead_letters)
+
+    async def plan(conn: Connection) -> str:
+        rows = await conn.execute(_DEAD_LETTER_CHECK, {"ids": [s.id for s in one_shots]})
+        return "\n".join(str(row[0]) for row in rows)
+
+    # A lookup by schedule, not a scan of every occurrence for each one-shot.
+    assert "ix_occurrences_dead_letters_by_schedule" in await database.run(plan)
+    leased = await ports.claim(database, limit=20)
+    await ports.settle(database, [Settlement(d, OccurrenceStatus.DELIVERED) for d in leased])
+    for schedule in one_shots:
+        assert await ports.read_schedule_status(database, schedule.id) is ScheduleStatus.COMPLETED
