@@ -28,15 +28,12 @@ import argparse
 import asyncio
 import json
 import math
-import os
 import sys
-import tempfile
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import aiohttp
 import asyncpg
@@ -190,59 +187,33 @@ async def measure(ctx: bench.Context, database_url: str, mode: str, run: int) ->
 
 
 async def main_async(args: argparse.Namespace, problems: list[str]) -> dict[str, Any]:
-    procs = bench.Processes()
-    databases = bench.Databases(args.pg_admin_url)
-    log_dir = Path(tempfile.mkdtemp(prefix="chronoq_history_drop_logs_"))
-    bench.log(f"service logs in {log_dir}")
     runs: list[dict[str, Any]] = []
-    try:
-        timeout = aiohttp.ClientTimeout(total=120)
-        async with aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=16), trust_env=False, timeout=timeout
-        ) as http:
-            receiver = bench.ReceiverClient(procs, http)
-            await receiver.start()
-            ctx = bench.Context(args, procs, http, receiver, databases, log_dir, problems)
-            try:
-                database_url, _ = await databases.fresh("postgresql")
-                occurrence = await template(ctx, database_url)
-                for run in range(1, args.runs + 1):
-                    loaded = await load(database_url, args.rows, occurrence, run)
-                    bench.log(f"run {run}: loaded {loaded}")
-                    order = ["kept", "dropped"] if run % 2 else ["dropped", "kept"]
-                    measured: dict[str, Any] = {"loaded": loaded}
-                    for mode in order:
-                        r = await measure(ctx, database_url, mode, run)
-                        measured[mode] = r
-                        bench.log(
-                            f"run {run} {mode}: {bench.fmt(r['deliveries_per_s'])} deliveries/s,"
-                            f" {r['dropped_during']:.0f} dropped meanwhile"
-                        )
-                    runs.append(measured)
-            finally:
-                await receiver.stop()
-    finally:
-        procs.kill_all()
-        await databases.drop_all()
+    async with bench.one_database(args, problems, "history_drop") as (ctx, database_url):
+        occurrence = await template(ctx, database_url)
+        for run in range(1, args.runs + 1):
+            loaded = await load(database_url, args.rows, occurrence, run)
+            bench.log(f"run {run}: loaded {loaded}")
+            order = ["kept", "dropped"] if run % 2 else ["dropped", "kept"]
+            measured: dict[str, Any] = {"loaded": loaded}
+            for mode in order:
+                r = await measure(ctx, database_url, mode, run)
+                measured[mode] = r
+                bench.log(
+                    f"run {run} {mode}: {bench.fmt(r['deliveries_per_s'])} deliveries/s,"
+                    f" {r['dropped_during']:.0f} dropped meanwhile"
+                )
+            runs.append(measured)
     return {"runs": runs}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=3)
+    bench.one_database_arguments(parser)
     parser.add_argument("--rows", type=int, default=1_000_000, help="attempts in the day")
-    parser.add_argument("--count", type=int, default=10_000, help="W1 one-shots (10,000)")
-    parser.add_argument("--timeout", type=float, default=120.0)
-    parser.add_argument("--settle", type=float, default=1.0)
-    parser.add_argument("--json", type=Path, default=None)
-    parser.add_argument(
-        "--pg-admin-url", default=os.environ.get("CHRONOQ_BENCH_PG_URL", bench.DEFAULT_PG_ADMIN_URL)
-    )
     args = parser.parse_args()
     if min(args.runs, args.rows, args.count) < 1:
         parser.error("--runs, --rows and --count must be at least 1")
-    if urlsplit(args.pg_admin_url).hostname not in bench.LOCAL_HOSTS:
-        parser.error("the benchmark only talks to a PostgreSQL on 127.0.0.1")
+    bench.refuse_remote(parser, args.pg_admin_url)
     problems: list[str] = []
     try:
         raw = asyncio.run(main_async(args, problems))

@@ -26,14 +26,11 @@ import argparse
 import asyncio
 import json
 import math
-import os
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import aiohttp
 import asyncpg
@@ -182,59 +179,33 @@ async def measure(ctx: bench.Context, database_url: str, mode: str, run: int) ->
 
 
 async def main_async(args: argparse.Namespace, problems: list[str]) -> dict[str, Any]:
-    procs = bench.Processes()
-    databases = bench.Databases(args.pg_admin_url)
-    log_dir = Path(tempfile.mkdtemp(prefix="chronoq_retention_logs_"))
-    bench.log(f"service logs in {log_dir}")
-    runs: list[dict[str, dict[str, Any]]] = []
-    try:
-        timeout = aiohttp.ClientTimeout(total=120)
-        async with aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=16), trust_env=False, timeout=timeout
-        ) as http:
-            receiver = bench.ReceiverClient(procs, http)
-            await receiver.start()
-            ctx = bench.Context(args, procs, http, receiver, databases, log_dir, problems)
-            try:
-                database_url, _ = await databases.fresh("postgresql")
-                loaded = await load(ctx, database_url)
-                bench.log(f"loaded: {loaded}")
-                for run in range(1, args.runs + 1):
-                    order = ["off", "pruning"] if run % 2 else ["pruning", "off"]
-                    measured = {}
-                    for mode in order:
-                        r = await measure(ctx, database_url, mode, run)
-                        measured[mode] = r
-                        bench.log(
-                            f"run {run} {mode}: {bench.fmt(r['deliveries_per_s'])} deliveries/s, "
-                            f"{r['pruned_during']:.0f} schedules deleted meanwhile "
-                            f"({bench.fmt(r['pruned_per_s'])}/s)"
-                        )
-                    runs.append(measured)
-            finally:
-                await receiver.stop()
-    finally:
-        procs.kill_all()
-        await databases.drop_all()
+    runs: list[dict[str, Any]] = []
+    async with bench.one_database(args, problems, "retention") as (ctx, database_url):
+        loaded = await load(ctx, database_url)
+        bench.log(f"loaded: {loaded}")
+        for run in range(1, args.runs + 1):
+            order = ["off", "pruning"] if run % 2 else ["pruning", "off"]
+            measured = {}
+            for mode in order:
+                r = await measure(ctx, database_url, mode, run)
+                measured[mode] = r
+                bench.log(
+                    f"run {run} {mode}: {bench.fmt(r['deliveries_per_s'])} deliveries/s, "
+                    f"{r['pruned_during']:.0f} schedules deleted meanwhile "
+                    f"({bench.fmt(r['pruned_per_s'])}/s)"
+                )
+            runs.append(measured)
     return {"loaded": loaded, "runs": runs}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=3)
+    bench.one_database_arguments(parser)
     parser.add_argument("--ended", type=int, default=1_000_000, help="ended schedules loaded")
-    parser.add_argument("--count", type=int, default=10_000, help="W1 one-shots (10,000)")
-    parser.add_argument("--timeout", type=float, default=120.0)
-    parser.add_argument("--settle", type=float, default=1.0)
-    parser.add_argument("--json", type=Path, default=None)
-    parser.add_argument(
-        "--pg-admin-url", default=os.environ.get("CHRONOQ_BENCH_PG_URL", bench.DEFAULT_PG_ADMIN_URL)
-    )
     args = parser.parse_args()
     if min(args.runs, args.ended, args.count) < 1:
         parser.error("--runs, --ended and --count must be at least 1")
-    if urlsplit(args.pg_admin_url).hostname not in bench.LOCAL_HOSTS:
-        parser.error("the benchmark only talks to a PostgreSQL on 127.0.0.1")
+    bench.refuse_remote(parser, args.pg_admin_url)
     problems: list[str] = []
     try:
         raw = asyncio.run(main_async(args, problems))

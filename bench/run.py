@@ -37,6 +37,8 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -610,6 +612,54 @@ class Context:
     databases: Databases
     log_dir: Path
     problems: list[str] = field(default_factory=list)
+
+
+def one_database_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of a script that measures W1 on one PostgreSQL database beside something
+    else (bench/retention.py, bench/history_drop.py)."""
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--count", type=int, default=10_000, help="W1 one-shots (10,000)")
+    parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument("--settle", type=float, default=1.0)
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--pg-admin-url", default=os.environ.get("CHRONOQ_BENCH_PG_URL", DEFAULT_PG_ADMIN_URL)
+    )
+
+
+def refuse_remote(parser: argparse.ArgumentParser, url: str) -> None:
+    if urlsplit(url).hostname not in LOCAL_HOSTS:
+        parser.error("the benchmark only talks to a PostgreSQL on 127.0.0.1")
+
+
+@asynccontextmanager
+async def one_database(
+    args: argparse.Namespace, problems: list[str], name: str
+) -> AsyncIterator[tuple[Context, str]]:
+    """The processes, an HTTP session, a receiver and one fresh PostgreSQL database for a
+    script measuring on that database throughout; all stopped and dropped after."""
+    procs = Processes()
+    databases = Databases(args.pg_admin_url)
+    log_dir = Path(tempfile.mkdtemp(prefix=f"chronoq_{name}_logs_"))
+    log(f"service logs in {log_dir}")
+    try:
+        timeout = aiohttp.ClientTimeout(total=120)
+        async with aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=16), trust_env=False, timeout=timeout
+        ) as http:
+            receiver = ReceiverClient(procs, http)
+            await receiver.start()
+            try:
+                database_url, _ = await databases.fresh("postgresql")
+                yield (
+                    Context(args, procs, http, receiver, databases, log_dir, problems),
+                    (database_url),
+                )
+            finally:
+                await receiver.stop()
+    finally:
+        procs.kill_all()
+        await databases.drop_all()
 
 
 async def run_workload(ctx: Context, workload: str, dialect: str, run: int) -> dict[str, Any]:
