@@ -109,6 +109,7 @@ async def test_the_migration_partitions_history_and_keeps_every_row_and_so_does_
 async def test_the_days_ahead_are_made_once_and_rows_land_in_their_day(
     database: Database,
 ) -> None:
+    await today_made(database)
     today = await ports.database_now(database)
     later = today.date() + timedelta(days=30)  # past the migration's partition
 
@@ -123,6 +124,7 @@ async def test_the_days_ahead_are_made_once_and_rows_land_in_their_day(
 
 
 async def test_a_day_the_default_partition_holds_rows_of_stays_there(database: Database) -> None:
+    await today_made(database)
     day = (await ports.database_now(database)).date() + timedelta(days=60)
     ids = await history_of_every_kind(database)
     await record_event(database, ids["running"], _noon(day))
