@@ -11,8 +11,9 @@ from pydantic import AwareDatetime
 from app.api import examples, pages
 from app.api.deps import CallerDep, CursorQuery, DeadLettersDep, LimitQuery, OccurrenceIdPath
 from app.api.filters import EventTypeQuery
+from app.api.occurrence_schemas import DeadLetterOut, ReplayAccepted, Replayed, ReplayRequest
 from app.api.problems import responses
-from app.api.schemas import DeadLetterOut, Page, ReplayAccepted, Replayed, ReplayRequest
+from app.api.schemas import Page
 from app.domain.filters import DeadLetterFilter
 from app.domain.occurrence import OccurrenceStatus
 

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.flow_key_schemas import FlowLimitsIn
-from app.api.schemas import AttemptOut
+from app.api.occurrence_schemas import AttemptOut
 from app.domain.endpoints import (
     DEFAULT_OVERLAP_SECONDS,
     MAX_DESCRIPTION,

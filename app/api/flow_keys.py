@@ -10,8 +10,9 @@ from fastapi import APIRouter, Body, Path, Response, status
 from app.api import examples, pages
 from app.api.deps import CallerDep, CursorQuery, FlowKeysDep, LimitQuery
 from app.api.flow_key_schemas import FlowKeyIn, FlowKeyOut
+from app.api.occurrence_schemas import OccurrenceOut
 from app.api.problems import responses
-from app.api.schemas import OccurrenceOut, Page
+from app.api.schemas import Page
 from app.api.versions import if_match_header, versions
 from app.domain.flow import FlowKey
 

@@ -6,8 +6,9 @@ from fastapi import APIRouter
 
 from app.api import pages
 from app.api.deps import CallerDep, CursorQuery, LimitQuery, OccurrenceIdPath, OccurrencesDep
+from app.api.occurrence_schemas import AttemptOut, OccurrenceOut
 from app.api.problems import responses
-from app.api.schemas import AttemptOut, OccurrenceOut, Page
+from app.api.schemas import Page
 
 router = APIRouter(prefix="/v1/occurrences", tags=["occurrences"])
 

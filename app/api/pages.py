@@ -12,14 +12,9 @@ from typing import TypeVar
 from app.api import pagination
 from app.api.endpoint_schemas import EndpointAttemptOut, EndpointEventOut, EndpointOut
 from app.api.flow_key_schemas import FlowKeyOut
-from app.api.schemas import (
-    AttemptOut,
-    DeadLetterOut,
-    OccurrenceOut,
-    Page,
-    ScheduleEventOut,
-    ScheduleOut,
-)
+from app.api.occurrence_schemas import AttemptOut, DeadLetterOut, OccurrenceOut
+from app.api.schedule_schemas import ScheduleEventOut, ScheduleOut
+from app.api.schemas import Page
 from app.api.tenant_schemas import TenantEventOut, TenantKeyOut, TenantOut
 from app.api.topic_schemas import SubscriptionOut, TopicOut
 from app.domain.filters import DeadLetterFilter, ScheduleAfter, ScheduleFilter

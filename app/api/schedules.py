@@ -25,18 +25,18 @@ from app.api.filters import (
     NameQuery,
     ScheduleSortQuery,
 )
+from app.api.occurrence_schemas import OccurrenceOut
 from app.api.problems import responses
-from app.api.schemas import (
+from app.api.schedule_schemas import (
     BackfillRequest,
     BackfillResult,
     BatchCreate,
     BatchCreated,
-    OccurrenceOut,
-    Page,
     ScheduleEventOut,
     ScheduleOut,
     batch_created_json,
 )
+from app.api.schemas import Page
 from app.api.versions import if_match_header, versions
 from app.domain.errors import InvalidInputError
 from app.domain.filters import ScheduleFilter, ScheduleSort

@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from app.api.schemas import TargetOut, target_out
+from app.api.target_schemas import TargetOut, target_out
 from app.domain.flow import MAX_PARALLELISM, MAX_RATE
 from app.domain.limits import MAX_SHORT_STRING_BYTES, InputModel, Instant, one_line
 from app.domain.target import Target

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Body
 
 from app.api import examples
 from app.api.problems import responses
-from app.api.schemas import Preview, PreviewRequest
+from app.api.trigger_schemas import Preview, PreviewRequest
 from app.domain.trigger import (
     check_cadence,
     fire_times,

@@ -28,21 +28,15 @@ from app.api.endpoint_schemas import (
     EndpointPatch,
 )
 from app.api.flow_key_schemas import FlowKeyIn, FlowKeyOut
-from app.api.schemas import (
+from app.api.occurrence_schemas import (
     AttemptOut,
-    BackfillResult,
-    BatchCreated,
     DeadLetterOut,
-    Health,
     OccurrenceOut,
-    Page,
-    Preview,
-    PreviewRequest,
     ReplayAccepted,
     Replayed,
-    ScheduleEventOut,
-    ScheduleOut,
 )
+from app.api.schedule_schemas import BackfillResult, BatchCreated, ScheduleEventOut, ScheduleOut
+from app.api.schemas import Health, Page
 from app.api.tenant_schemas import (
     MadeKey,
     TenantEventOut,
@@ -58,6 +52,7 @@ from app.api.topic_schemas import (
     TopicIn,
     TopicOut,
 )
+from app.api.trigger_schemas import Preview, PreviewRequest
 from app.domain.schedule import SchedulePatch, ScheduleSpec
 
 T = TypeVar("T")

@@ -2,8 +2,8 @@
 passwords and credential query parameters; which values count as secret, and the redacted
 forms that responses show.
 
-Redacted forms appear only in responses (`app.api.schemas`, and through them the console
-and the CLI); what a write that sends one back means is `app.domain.placeholders`.
+Redacted forms appear only in responses (`app.api.target_schemas`, and through them the
+console and the CLI); what a write that sends one back means is `app.domain.placeholders`.
 """
 
 from __future__ import annotations

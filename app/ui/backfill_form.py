@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from app.api.deps import OccurrencesDep, SchedulesDep
 from app.api.problem_details import validation_message
-from app.api.schemas import BackfillRequest
+from app.api.schedule_schemas import BackfillRequest
 from app.domain.errors import ChronoqError, InvalidInputError, PreconditionFailedError
 from app.ui.forms import Viewer, beside
 from app.ui.frame import back, status_of

@@ -9,7 +9,7 @@ from typing import Any
 
 import jinja2
 
-from app.api.schemas import ScheduleOut
+from app.api.schedule_schemas import ScheduleOut
 from app.domain.schedule import ScheduleStatus
 from app.domain.trigger import Trigger
 

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from app.api.deps import SchedulesDep
 from app.api.problem_details import validation_message
-from app.api.schemas import PreviewRequest
+from app.api.trigger_schemas import PreviewRequest
 from app.api.triggers import preview_fire_times
 from app.domain.errors import ChronoqError, InvalidInputError
 from app.domain.schedule import ScheduleSpec

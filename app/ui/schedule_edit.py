@@ -19,7 +19,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from app.api.problem_details import validation_message
-from app.api.schemas import ScheduleOut, WebhookTargetOut
+from app.api.schedule_schemas import ScheduleOut
+from app.api.target_schemas import WebhookTargetOut
 from app.domain.errors import InvalidInputError
 from app.domain.flow import KEY_ALPHABET, KEY_PATTERN
 from app.domain.schedule import SchedulePatch

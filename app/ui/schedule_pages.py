@@ -19,7 +19,8 @@ from fastapi.responses import HTMLResponse, Response
 from app.api import occurrences as occurrence_routes
 from app.api import schedules as schedule_routes
 from app.api.deps import OccurrencesDep, SchedulesDep
-from app.api.schemas import AttemptOut, OccurrenceOut, ScheduleOut
+from app.api.occurrence_schemas import AttemptOut, OccurrenceOut
+from app.api.schedule_schemas import ScheduleOut
 from app.domain.errors import (
     ChronoqError,
     InvalidInputError,

@@ -22,16 +22,9 @@ from app.api.endpoint_schemas import (
     EndpointPatch,
 )
 from app.api.flow_key_schemas import FlowKeyIn, FlowKeyOut
-from app.api.schemas import (
-    AttemptOut,
-    BackfillResult,
-    DeadLetterOut,
-    OccurrenceOut,
-    Page,
-    Replayed,
-    ScheduleEventOut,
-    ScheduleOut,
-)
+from app.api.occurrence_schemas import AttemptOut, DeadLetterOut, OccurrenceOut, Replayed
+from app.api.schedule_schemas import BackfillResult, ScheduleEventOut, ScheduleOut
+from app.api.schemas import Page
 from app.api.tenant_schemas import (
     MadeKey,
     QuotasIn,

@@ -22,7 +22,7 @@ import argparse
 import uuid
 from collections.abc import Awaitable, Callable
 
-from app.api.schemas import ScheduleEventOut, ScheduleOut
+from app.api.schedule_schemas import ScheduleEventOut, ScheduleOut
 from app.cli.operator import text as render
 from app.cli.operator.backends import Operator
 from app.cli.operator.run import (

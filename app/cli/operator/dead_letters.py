@@ -13,7 +13,7 @@ import argparse
 import uuid
 from collections.abc import Callable
 
-from app.api.schemas import DeadLetterOut, ReplayAccepted
+from app.api.occurrence_schemas import DeadLetterOut, ReplayAccepted
 from app.cli.operator import text as render
 from app.cli.operator.backends import Operator
 from app.cli.operator.run import (

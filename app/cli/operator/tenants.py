@@ -22,7 +22,8 @@ from typing import Any, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
-from app.api.schemas import Page, WebhookTargetOut
+from app.api.schemas import Page
+from app.api.target_schemas import WebhookTargetOut
 from app.api.tenant_schemas import TenantEventOut, TenantIn, TenantOut
 from app.cli.operator import text as render
 from app.cli.operator.backends import Operator, Versions, domain_error

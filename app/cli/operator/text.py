@@ -15,17 +15,9 @@ import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from app.api.schemas import (
-    AnyTargetOut,
-    AttemptOut,
-    DeadLetterOut,
-    EndpointTargetOut,
-    OccurrenceOut,
-    ScheduleEventOut,
-    ScheduleOut,
-    TopicTargetOut,
-    WebhookTargetOut,
-)
+from app.api.occurrence_schemas import AttemptOut, DeadLetterOut, OccurrenceOut
+from app.api.schedule_schemas import ScheduleEventOut, ScheduleOut
+from app.api.target_schemas import AnyTargetOut, EndpointTargetOut, TopicTargetOut, WebhookTargetOut
 from app.domain.schedule import EventKind, ScheduleStatus
 from app.domain.trigger import CronTrigger, IntervalTrigger, OnceTrigger, Trigger
 from app.telemetry.logs import escape_controls

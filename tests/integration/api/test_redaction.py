@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from standardwebhooks import Webhook
 
-from app.api.schemas import EndpointTargetOut, TopicTargetOut, target_out
+from app.api.target_schemas import EndpointTargetOut, TopicTargetOut, target_out
 from app.domain.limits import STORED
 from app.domain.target import RabbitMQTarget, WebhookTarget
 from tests.integration.cli.test_operator_commands import as_json, ok

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from app.api.schemas import BatchCreate
+from app.api.schedule_schemas import BatchCreate
 from app.domain.limits import (
     EARLIEST,
     HORIZON,

@@ -11,7 +11,7 @@ from typing import Any, cast
 
 from sqlalchemy.engine import Row
 
-from app.api.schemas import NOT_SHOWN, ScheduleOut
+from app.api.schedule_schemas import NOT_SHOWN, ScheduleOut
 from app.domain.ids import occurrence_id
 from app.domain.misfire import Rules
 from app.domain.schedule import (
