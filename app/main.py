@@ -52,7 +52,7 @@ from app.sinks import open_sinks
 from app.store.engine.migrations import upgrade_to_head
 from app.store.engine.wakeups import Wakeups
 from app.store.records.backlog import backlog
-from app.telemetry import logs, metrics, tracing
+from app.telemetry import delivery_metrics, logs, process_metrics, store_metrics, tracing
 from app.telemetry.http_metrics import HttpMetricsMiddleware
 from app.ui import console
 
@@ -94,11 +94,13 @@ def create_app(
         async with AsyncExitStack() as stack:
             database = open_database(config, "api")
             stack.push_async_callback(database.close)
-            metrics.POOLS.watch("api", database)
-            stack.callback(metrics.POOLS.forget, "api")
-            metrics.tenant_label(config.metrics_tenant_label)
-            metrics.STORE.watch(partial(backlog, database, by_tenant=config.metrics_tenant_label))
-            stack.callback(metrics.STORE.forget)
+            store_metrics.POOLS.watch("api", database)
+            stack.callback(store_metrics.POOLS.forget, "api")
+            delivery_metrics.tenant_label(config.metrics_tenant_label)
+            store_metrics.STORE.watch(
+                partial(backlog, database, by_tenant=config.metrics_tenant_label)
+            )
+            stack.callback(store_metrics.STORE.forget)
             if config.auto_migrate:
                 await upgrade_to_head(database)
             else:
@@ -113,8 +115,8 @@ def create_app(
                 worker = DeliveryLink(config.delivery_sockets.split(","))
                 await worker.open()
                 stack.push_async_callback(worker.close)
-                metrics.DELIVERY.watch(worker.metrics)
-                stack.callback(metrics.DELIVERY.forget)
+                process_metrics.DELIVERY.watch(worker.metrics)
+                stack.callback(process_metrics.DELIVERY.forget)
             else:
                 sinks = await stack.enter_async_context(open_sinks(config))
                 if config.worker_enabled:

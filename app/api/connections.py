@@ -27,7 +27,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from app.settings import Settings, SettingsError
-from app.telemetry import metrics
+from app.telemetry import api_metrics
 
 try:
     import resource
@@ -185,18 +185,18 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
                 # Every connection is busy with a request: this one is not even read.
                 self._refused = True
                 transport.abort()
-                metrics.HTTP_CONNECTIONS_CLOSED.labels("over_cap").inc()
+                api_metrics.HTTP_CONNECTIONS_CLOSED.labels("over_cap").inc()
                 return
             longest.close_waiting("evicted")
         super().connection_made(transport)
-        metrics.HTTP_CONNECTIONS.inc()
+        api_metrics.HTTP_CONNECTIONS.inc()
         self._start_waiting(timed=True)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._refused:
             return
         self._stop_waiting()
-        metrics.HTTP_CONNECTIONS.dec()
+        api_metrics.HTTP_CONNECTIONS.dec()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -222,7 +222,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         """Close this connection, which waits for a request head (`reason` is counted)."""
         self._stop_waiting()
         if not self.transport.is_closing():
-            metrics.HTTP_CONNECTIONS_CLOSED.labels(reason).inc()
+            api_metrics.HTTP_CONNECTIONS_CLOSED.labels(reason).inc()
             self.transport.close()
 
     def _start_waiting(self, *, timed: bool) -> None:

@@ -10,7 +10,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from app.api.deps import ReadinessDep
 from app.api.schemas import Health
-from app.telemetry import metrics as app_metrics
+from app.telemetry import api_metrics, process_metrics, store_metrics
 
 router = APIRouter(tags=["health"])
 
@@ -34,7 +34,7 @@ async def readyz(readiness: ReadinessDep) -> JSONResponse:
     AMQP_URL is set, the delivery loop alive and its claims working. The API keeps accepting
     schedules meanwhile."""
     checks = await readiness.checks()
-    app_metrics.observe_readiness(checks)
+    api_metrics.observe_readiness(checks)
     ready = all(value == "ok" for value in checks.values())
     body = Health(status="ready" if ready else "not ready", checks=checks)
     return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
@@ -48,13 +48,13 @@ async def readyz(readiness: ReadinessDep) -> JSONResponse:
 async def metrics(readiness: ReadinessDep) -> Response:
     """Prometheus metrics of this replica (text exposition format)."""
     # The installation's backlog, dead letters and schedules: read from the database at
-    # most every few seconds, by one read at a time (app.telemetry.metrics).
-    await app_metrics.STORE.refresh()
+    # most every few seconds, by one read at a time (app.telemetry.store_metrics).
+    await store_metrics.STORE.refresh()
     # Readiness as /readyz answers it now, so that an alert sees a replica taken out of
     # the balancer; a check that does not answer within the scrape's budget counts as failing.
     try:
-        checks = await asyncio.wait_for(readiness.checks(), app_metrics.STORE_WAIT_SECONDS)
+        checks = await asyncio.wait_for(readiness.checks(), store_metrics.STORE_WAIT_SECONDS)
     except TimeoutError:
-        checks = dict.fromkeys(app_metrics.readiness_checks(), "no answer in time")
-    app_metrics.observe_readiness(checks)
-    return Response(await app_metrics.DELIVERY.exposition(), media_type=CONTENT_TYPE_LATEST)
+        checks = dict.fromkeys(api_metrics.readiness_checks(), "no answer in time")
+    api_metrics.observe_readiness(checks)
+    return Response(await process_metrics.DELIVERY.exposition(), media_type=CONTENT_TYPE_LATEST)

@@ -31,7 +31,7 @@ from contextlib import AsyncExitStack, suppress
 from pathlib import Path
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from app.process.databases import open_database
 from app.process.delivery_loop import delivery_loop
@@ -41,7 +41,7 @@ from app.settings import load_settings
 from app.sinks import open_sinks
 from app.store.engine.migrations import upgrade_to_head
 from app.store.engine.wakeups import Wakeups
-from app.telemetry import logs
+from app.telemetry import logs, metrics
 
 log = logging.getLogger("app.process.delivery")
 
@@ -68,7 +68,7 @@ async def _serve_health(socket: Path, loop: InProcessLoop) -> web.AppRunner:
         return web.json_response(await loop.checks())
 
     async def metrics_view(_: web.Request) -> web.Response:
-        response = web.Response(body=generate_latest())
+        response = web.Response(body=metrics.exposition())
         response.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return response
 

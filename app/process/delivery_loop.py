@@ -14,7 +14,7 @@ from app.settings import Settings
 from app.sinks.registry import Sinks
 from app.store.engine.wakeups import Wakeups
 from app.store.loop.queue import DeliveryQueue
-from app.telemetry import metrics, tracing
+from app.telemetry import delivery_metrics, store_metrics, tracing
 from app.worker.activity import ActivityRollup
 from app.worker.dispatcher import Dispatcher
 from app.worker.operator_events import EventSender
@@ -31,9 +31,9 @@ async def delivery_loop(config: Settings, sinks: Sinks, hub: Wakeups) -> AsyncIt
         # connection, and skip the per-checkout ping.
         database = open_database(config, "worker")
         stack.push_async_callback(database.close)
-        metrics.tenant_label(config.metrics_tenant_label)
-        metrics.POOLS.watch("worker", database)
-        stack.callback(metrics.POOLS.forget, "worker")
+        delivery_metrics.tenant_label(config.metrics_tenant_label)
+        store_metrics.POOLS.watch("worker", database)
+        stack.callback(store_metrics.POOLS.forget, "worker")
         starts = None
         if database.dialect.backend.multi_replica:
             # SQLite has one writer per process: its starts share the loop's pool.

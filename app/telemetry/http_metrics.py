@@ -1,5 +1,5 @@
 """The HTTP requests' timings (`chronoq_http_request_duration_seconds`, declared with the
-other instruments in `metrics`), labelled by route template."""
+API's other series in `api_metrics`), labelled by route template."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 from starlette.routing import Mount
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.telemetry.metrics import HTTP_DURATION
+from app.telemetry.api_metrics import HTTP_DURATION
 
 UNMATCHED = "unmatched"
 

@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 
 from app.domain.activity import Activity, quantile
-from app.telemetry import metrics
+from app.telemetry import process_metrics, store_metrics
 from app.ui.charts import format_lateness
 
 # The delivery rate is over the last few minutes the roll-up holds.
@@ -57,7 +57,7 @@ def _samples(families: Iterable[Any]) -> Samples:
 async def _served() -> Samples:
     """The samples GET /metrics answers with: this process's and its delivery processes'
     (each of theirs labelled with its `process`, summed here as one replica's)."""
-    text = (await metrics.DELIVERY.exposition()).decode()
+    text = (await process_metrics.DELIVERY.exposition()).decode()
     return _samples(text_string_to_metric_families(text))
 
 
@@ -105,7 +105,7 @@ class LiveNumbers:
         read)."""
         # The same refresh GET /metrics does first: the backlog gauges are read from the
         # database at most every few seconds, whoever asks.
-        await metrics.STORE.refresh()
+        await store_metrics.STORE.refresh()
         if self._registry is None:
             samples = await _served()
         else:

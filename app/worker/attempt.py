@@ -25,7 +25,7 @@ from app.domain.occurrence import (
 from app.domain.retry import RetryPolicy
 from app.sinks.base import local_shortage
 from app.sinks.registry import Sinks
-from app.telemetry import metrics
+from app.telemetry import delivery_metrics
 from app.worker.outcomes import log, observe
 
 
@@ -57,7 +57,7 @@ async def attempt(
             log.exception("delivery of occurrence %s raised", delivery.occurrence_id)
             outcome = Retryable(f"internal error: {type(exc).__name__}: {exc}"[:500])
     if isinstance(outcome, Unsent):
-        metrics.UNSENT.inc()
+        delivery_metrics.UNSENT.inc()
         log.warning(
             "occurrence %s not sent, handed back for %.1fs: %s",
             delivery.occurrence_id,

@@ -42,7 +42,7 @@ from app.store.engine.database import Database
 from app.store.engine.wakeups import Wakeups
 from app.store.loop.claims import Claimed
 from app.store.loop.queue import DeliveryQueue, Queue
-from app.telemetry import metrics, tracing
+from app.telemetry import delivery_metrics, tracing
 from app.worker.ahead import ClaimedAhead, Turnover
 from app.worker.alarm import Alarm
 from app.worker.attempt import attempt
@@ -303,10 +303,12 @@ class Dispatcher:
             start=start,
             skip=skip,
         )
-        metrics.CLAIMED.inc(len(claimed.deliveries))
+        delivery_metrics.CLAIMED.inc(len(claimed.deliveries))
         auto_paused(claimed.auto_paused)
         for (reason, tenant), count in claimed.held_back.items():
-            metrics.FLOW_HELD.labels(*metrics.with_tenant(tenant, reason)).inc(count)
+            delivery_metrics.FLOW_HELD.labels(*delivery_metrics.with_tenant(tenant, reason)).inc(
+                count
+            )
         return claimed
 
     async def attempt(self, delivery: Delivery) -> Settlement | Unsent:
@@ -336,7 +338,7 @@ class Dispatcher:
 
     def _count_error(self) -> None:
         self.errors += 1
-        metrics.LOOP_ERRORS.inc()
+        delivery_metrics.LOOP_ERRORS.inc()
 
     def _moved_on(self) -> None:
         """Something in hand started, ended or was written: what a claim issued before
@@ -415,7 +417,7 @@ class Dispatcher:
                         await self._pacing.wait_for_room(self._stopping)
                         continue
                     self.cycles += 1
-                    metrics.LOOP_CYCLES.inc()
+                    delivery_metrics.LOOP_CYCLES.inc()
                     self._issue_claim(min(batch, room), ahead, saturated)
                     await self._alarm.sleep(self._pacing.next_pause)
         finally:
@@ -559,7 +561,7 @@ class Dispatcher:
             task = asyncio.create_task(self._deliver(delivery, unstarted))
             self._in_flight[task] = delivery
             self.started_deliveries += 1
-            metrics.IN_FLIGHT.inc()
+            delivery_metrics.IN_FLIGHT.inc()
             task.add_done_callback(self._finished)
         if started.launch or started.hand_back:
             self._moved_on()
@@ -586,7 +588,7 @@ class Dispatcher:
         delivery = self._in_flight.pop(task, None)
         if delivery is None:
             return
-        metrics.IN_FLIGHT.dec()
+        delivery_metrics.IN_FLIGHT.dec()
         self._finishes += 1
         destination = self._lanes.finished(delivery, asyncio.get_running_loop().time())
         if destination in self._skipping:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from app.domain.errors import StoreUnavailableError
 from app.domain.occurrence import Delivery, Unsent
 from app.store.loop.queue import Queue
-from app.telemetry import metrics
+from app.telemetry import delivery_metrics
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class HandBacks:
         start."""
         if not deliveries:
             return
-        metrics.HANDED_BACK.inc(len(deliveries))
+        delivery_metrics.HANDED_BACK.inc(len(deliveries))
         log.info("handing back %d claimed occurrences whose lease ran short", len(deliveries))
         self.in_background(deliveries)
 

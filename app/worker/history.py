@@ -19,7 +19,7 @@ from app.store.dialects import transaction_now
 from app.store.engine.database import Database
 from app.store.records.history import drop_expired, make_ahead, sweep_kept
 from app.store.schema.partitions import ATTEMPTS, HISTORY, History
-from app.telemetry import metrics
+from app.telemetry import store_metrics
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ class HistoryKeeper:
                         break
                     log.info("dropped partition %s", name)
                     self.dropped.append(name)
-                    metrics.HISTORY_PARTITIONS_DROPPED.labels(table=history.name).inc()
+                    store_metrics.HISTORY_PARTITIONS_DROPPED.labels(table=history.name).inc()
                     done += 1
             swept, self._sweep_from[history.name] = await self._db.run(
                 partial(
@@ -77,6 +77,6 @@ class HistoryKeeper:
                     limit=SWEEP_SLICE,
                 )
             )
-            metrics.HISTORY_ROWS_SWEPT.labels(table=history.name).inc(swept)
+            store_metrics.HISTORY_ROWS_SWEPT.labels(table=history.name).inc(swept)
             done += swept
         return done

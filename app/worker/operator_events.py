@@ -30,7 +30,7 @@ from app.store.records.operator_events import (
     retry_later,
     told,
 )
-from app.telemetry import metrics
+from app.telemetry import delivery_metrics
 
 log = logging.getLogger(__name__)
 
@@ -114,18 +114,18 @@ class EventSender:
         except TimeoutError:
             outcome = None
         if isinstance(outcome, Delivered):
-            metrics.OPERATOR_EVENTS.labels(event.kind, "sent").inc()
+            delivery_metrics.OPERATOR_EVENTS.labels(event.kind, "sent").inc()
             return True, ""
         error = "timed out" if outcome is None else str(getattr(outcome, "error", outcome))
         if isinstance(outcome, Permanent) or (
             not isinstance(outcome, Unsent) and event.attempts >= MAX_EVENT_ATTEMPTS
         ):
             return self._given_up(event, error)
-        metrics.OPERATOR_EVENTS.labels(event.kind, "retried").inc()
+        delivery_metrics.OPERATOR_EVENTS.labels(event.kind, "retried").inc()
         return None, error
 
     def _given_up(self, event: LeasedEvent, error: str) -> tuple[bool, str]:
-        metrics.OPERATOR_EVENTS.labels(event.kind, "given_up").inc()
+        delivery_metrics.OPERATOR_EVENTS.labels(event.kind, "given_up").inc()
         log.error(
             "operator event %s (%s) of tenant %s given up after %d attempts: %s",
             event.id,

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from app.domain.endpoints import CircuitChanged, CircuitEvent
 from app.domain.occurrence import FailureReason, OccurrenceStatus, Settlement
 from app.domain.schedule import AutoPause
-from app.telemetry import metrics
+from app.telemetry import delivery_metrics
 
 # The loop's lines keep the loop's logger name, wherever in the loop they are written.
 log = logging.getLogger("app.worker.dispatcher")
@@ -33,9 +33,9 @@ def observe(settlement: Settlement, seconds: float) -> None:
     status = settlement.status
     outcome = OUTCOMES[status]
     failure = settlement.reason
-    metrics.DURATION.labels(target_type).observe(seconds)
-    metrics.ATTEMPTS.labels(outcome, target_type, failure or "none").inc()
-    metrics.DELIVERIES.labels(outcome, target_type).inc()
+    delivery_metrics.DURATION.labels(target_type).observe(seconds)
+    delivery_metrics.ATTEMPTS.labels(outcome, target_type, failure or "none").inc()
+    delivery_metrics.DELIVERIES.labels(outcome, target_type).inc()
     fields = {
         "schedule_id": str(delivery.schedule_id),
         "occurrence_id": str(delivery.occurrence_id),
@@ -43,16 +43,20 @@ def observe(settlement: Settlement, seconds: float) -> None:
         "outcome": outcome,
     }
     if status is OccurrenceStatus.DELIVERED:
-        metrics.DELIVERED.labels(*metrics.with_tenant(delivery.tenant, target_type)).inc()
-        metrics.LATENESS.labels(delivery.origin, target_type).observe(
+        delivery_metrics.DELIVERED.labels(
+            *delivery_metrics.with_tenant(delivery.tenant, target_type)
+        ).inc()
+        delivery_metrics.LATENESS.labels(delivery.origin, target_type).observe(
             max(time.time() - delivery.fire_at.timestamp(), 0.0)
         )
         if log.isEnabledFor(logging.DEBUG):
             log.debug("delivered occurrence %s", delivery.occurrence_id, extra=fields)
     elif status is OccurrenceStatus.DEAD_LETTERED:
-        labels = metrics.with_tenant(delivery.tenant, target_type, failure or FailureReason.OTHER)
-        metrics.DEAD_LETTERED.labels(*labels).inc()
-        metrics.DEAD_LETTERS.inc()
+        labels = delivery_metrics.with_tenant(
+            delivery.tenant, target_type, failure or FailureReason.OTHER
+        )
+        delivery_metrics.DEAD_LETTERED.labels(*labels).inc()
+        delivery_metrics.DEAD_LETTERS.inc()
         why = reason(settlement.error)
         log.warning(
             "dead-lettered occurrence %s after attempt %d: %s",
@@ -83,7 +87,7 @@ def auto_paused(paused: Sequence[AutoPause]) -> None:
     """Count the schedules that paused themselves, and say each one on a WARNING line."""
     if not paused:
         return
-    metrics.AUTO_PAUSED.inc(len(paused))
+    delivery_metrics.AUTO_PAUSED.inc(len(paused))
     for pause in paused:
         log.warning(
             "schedule %s (%s) paused itself after %d occurrences dead-lettered in a row "
@@ -105,7 +109,9 @@ def circuits_changed(changes: Sequence[CircuitChanged]) -> None:
     """Count the endpoints' circuits a settle moved, and say each on a line: a WARNING when
     it stops deliveries (opened, reopened, disabled), INFO when they flow again."""
     for change in changes:
-        metrics.CIRCUITS.labels(*metrics.with_tenant(change.tenant, change.event.value)).inc()
+        delivery_metrics.CIRCUITS.labels(
+            *delivery_metrics.with_tenant(change.tenant, change.event.value)
+        ).inc()
         level = logging.INFO if change.event is CircuitEvent.RECOVERED else logging.WARNING
         log.log(
             level,

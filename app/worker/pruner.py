@@ -20,7 +20,7 @@ from app.settings import Settings
 from app.store.dialects import transaction_now
 from app.store.engine.database import Connection, Database
 from app.store.records.retention import prune, prune_schedules, tenant_retentions
-from app.telemetry import metrics
+from app.telemetry import store_metrics
 from app.worker.history import HistoryKeeper
 from app.worker.periodic import Periodic
 
@@ -150,10 +150,10 @@ class Pruner(Periodic):
             deleted_total += deleted
             if of_schedules:
                 self.schedules_pruned_total += deleted
-                metrics.SCHEDULES_PRUNED.inc(deleted)
+                store_metrics.SCHEDULES_PRUNED.inc(deleted)
             else:
                 self.pruned_total += deleted
-                metrics.PRUNED.inc(deleted)
+                store_metrics.PRUNED.inc(deleted)
             if deleted < size or self._stopping.is_set():
                 return deleted_total
             # Let claims and settles in between; each batch holds its rows briefly.

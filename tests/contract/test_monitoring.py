@@ -25,9 +25,10 @@ SUFFIXES = ("_total", "_bucket", "_count", "_sum", "_info")
 
 
 def declared() -> set[str]:
-    """Every metric name app/telemetry/metrics.py declares (instruments and scrape-time
-    collectors)."""
-    return set(re.findall(r'"(chronoq_[a-z0-9_]+)"', Path(metrics.__file__).read_text()))
+    """Every metric name app/telemetry/ declares (instruments and scrape-time collectors),
+    whichever of its modules does."""
+    modules = Path(metrics.__file__).parent.glob("*.py")
+    return {n for m in modules for n in re.findall(r'"(chronoq_[a-z0-9_]+)"', m.read_text())}
 
 
 def defined(name: str) -> bool:

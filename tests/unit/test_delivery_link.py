@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.process.delivery_link import NOT_ANSWERING, DeliveryLink
-from app.telemetry import metrics
+from app.telemetry import process_metrics
 
 
 @asynccontextmanager
@@ -134,19 +134,19 @@ def watched() -> Iterator[Callable[[list[str | None]], None]]:
         async def read() -> list[str | None]:
             return texts
 
-        metrics.DELIVERY.watch(read)
+        process_metrics.DELIVERY.watch(read)
 
     try:
         yield watch
     finally:
-        metrics.DELIVERY.forget()
+        process_metrics.DELIVERY.forget()
 
 
 async def test_metrics_merge_the_delivery_processes_series_labelled(
     watched: Callable[[list[str | None]], None],
 ) -> None:
     watched([delivery_metrics(7)])
-    text = (await metrics.DELIVERY.exposition()).decode()
+    text = (await process_metrics.DELIVERY.exposition()).decode()
 
     families = {f.name: f for f in text_string_to_metric_families(text)}
     deliveries = families["chronoq_deliveries"].samples
@@ -163,7 +163,7 @@ async def test_metrics_name_each_of_several_processes_and_skip_a_silent_one(
     watched: Callable[[list[str | None]], None],
 ) -> None:
     watched([delivery_metrics(3), None, delivery_metrics(5)])
-    text = (await metrics.DELIVERY.exposition()).decode()
+    text = (await process_metrics.DELIVERY.exposition()).decode()
 
     families = {f.name: f for f in text_string_to_metric_families(text)}
     by_process = {
@@ -175,7 +175,7 @@ async def test_metrics_name_each_of_several_processes_and_skip_a_silent_one(
 
 
 async def test_without_delivery_processes_metrics_are_this_process_alone() -> None:
-    text = (await metrics.DELIVERY.exposition()).decode()
+    text = (await process_metrics.DELIVERY.exposition()).decode()
 
     names = [f.name for f in text_string_to_metric_families(text)]
     assert names == [f.name for f in text_string_to_metric_families(generate_latest().decode())]

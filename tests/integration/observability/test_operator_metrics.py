@@ -23,7 +23,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.engine import Engine
 
-from app.telemetry import metrics
+from app.telemetry import delivery_metrics, store_metrics
 from tests.conftest import STORES
 from tests.factories import iso
 from tests.integration.conftest import Harness
@@ -60,7 +60,7 @@ def _value(samples: Samples, name: str, **labels: str) -> float:
 @pytest.fixture
 def uncached(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every scrape reads the database again (the cache is tested on its own)."""
-    monkeypatch.setattr(metrics, "STORE_CACHE_SECONDS", 0.0)
+    monkeypatch.setattr(store_metrics, "STORE_CACHE_SECONDS", 0.0)
 
 
 @pytest.fixture
@@ -110,7 +110,7 @@ async def test_backlog_counts_due_pending_occurrences_not_held_and_schedules_by_
 async def test_occurrences_waiting_on_flow_keys_and_keys_held_back_are_counted(
     harness: Harness,
 ) -> None:
-    held = metrics.FLOW_HELD.labels("paused")
+    held = delivery_metrics.FLOW_HELD.labels("paused")
     held_before = held._value.get()
     assert (await harness.client.put("/v1/flow-keys/held", json={"paused": True})).status_code
     for _ in range(3):
@@ -348,7 +348,7 @@ async def test_a_read_that_hangs_does_not_hold_the_scrape(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     wait = 0.3
-    monkeypatch.setattr(metrics, "STORE_WAIT_SECONDS", wait)
+    monkeypatch.setattr(store_metrics, "STORE_WAIT_SECONDS", wait)
     await harness.create(trigger={"type": "immediate"})
     before = await _samples(harness)
 
