@@ -55,6 +55,25 @@ def test_occurrence_id_is_pinned_forever() -> None:
     )
 
 
+offsets = st.integers(min_value=-14 * 60, max_value=14 * 60).map(
+    lambda minutes: timezone(timedelta(minutes=minutes))
+)
+
+
+@given(st.uuids(), instants, offsets)
+def test_occurrence_id_is_the_standard_uuid5_of_schedule_and_instant(
+    schedule: uuid.UUID, at: datetime, offset: timezone
+) -> None:
+    """Whatever zone the instant is written in, the id is the one `uuid.uuid5` gives."""
+    expected = uuid.uuid5(
+        uuid.UUID("5b0c2f6e-8d1a-4f3e-9c41-2d8f0a7b6e13"),
+        f"{schedule}/{at.strftime('%Y-%m-%dT%H:%M:%S.%fZ')}",
+    )
+
+    assert occurrence_id(schedule, at.astimezone(offset)) == expected
+    assert occurrence_id(schedule, at) == expected
+
+
 @given(instants, instants)
 def test_occurrence_ids_of_distinct_instants_are_distinct(a: datetime, b: datetime) -> None:
     assert (occurrence_id(SCHEDULE, a) == occurrence_id(SCHEDULE, b)) == (a == b)
