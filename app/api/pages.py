@@ -1,7 +1,7 @@
 """Each list of the API as a page: the services' rows read one past the limit, shown in the
 answer's model, with the cursor of the last one shown when more follow. The routes answer
-with these, and the operator commands on the database (app/cli/operator/backends.py) print them,
-so both page alike under the same cursors."""
+with these, and the operator commands on the database (app/cli/operator/database_backend.py)
+print them, so both page alike under the same cursors."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.cli.operator.backends import HttpOperator
+from app.cli.operator.http_backend import HttpOperator
 from chronoq.client import Client
 from tests.e2e.processes import Service, Services, free_port
 from tests.integration.cli import commands

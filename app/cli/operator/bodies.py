@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from app.cli.operator.backends import domain_error
+from app.cli.operator.http_backend import domain_error
 from app.client import errors as problems
 from app.domain.errors import InvalidInputError
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 
 from app.api.flow_key_schemas import FlowKeyOut
 from app.cli.operator import text as render
-from app.cli.operator.backends import Operator, limits_of
+from app.cli.operator.backends import Operator
 from app.cli.operator.run import Output, Parser, add_limit, collect, execute, flow_key_arg
 from app.domain.errors import InvalidInputError, PreconditionFailedError
 from app.domain.flow import KEY_ALPHABET, FlowLimits, Ordering
@@ -34,6 +34,20 @@ _OPTIONS = {
     "#/ordering": "--ordering",
     "#/paused": "--paused",
 }
+
+
+def limits_of(found: FlowKeyOut) -> FlowLimits | None:
+    """A key's limits as the domain holds them; None for a key never put."""
+    if found.version is None:
+        return None
+    return FlowLimits(
+        rate=found.rate,
+        period_seconds=found.period_seconds or 1.0,
+        burst=found.burst,
+        parallelism=found.parallelism,
+        ordering=Ordering(found.ordering),
+        paused=found.paused,
+    )
 
 
 # -- argument types -------------------------------------------------------------------

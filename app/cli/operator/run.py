@@ -24,7 +24,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 from app.api.schemas import Page
 from app.cli.operator import text as render
-from app.cli.operator.backends import DatabaseOperator, HttpOperator, Operator, domain_error
+from app.cli.operator.backends import Operator
+from app.cli.operator.database_backend import DatabaseOperator
+from app.cli.operator.http_backend import HttpOperator, domain_error
 from app.client import (
     AsyncClient,
     ChronoqClientError,

@@ -26,7 +26,8 @@ from app.api.schemas import Page
 from app.api.target_schemas import WebhookTargetOut
 from app.api.tenant_schemas import TenantEventOut, TenantIn, TenantOut
 from app.cli.operator import text as render
-from app.cli.operator.backends import Operator, Versions, domain_error
+from app.cli.operator.backends import Operator, Versions
+from app.cli.operator.http_backend import domain_error
 from app.cli.operator.run import Output, Parser, add_limit, add_tenant_id, collect, execute
 from app.cli.operator.tenant_keys import add_tenant_key_commands
 from app.client import errors as problems

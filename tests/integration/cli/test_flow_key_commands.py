@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.cli.operator.backends import DatabaseOperator
+from app.cli.operator.database_backend import DatabaseOperator
 from app.cli.operator.flow_keys import set_paused
 from app.cli.operator.run import MAX_LIMIT
 from app.domain.errors import PreconditionFailedError

@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from app.cli.operator.backends import DatabaseOperator
+from app.cli.operator.database_backend import DatabaseOperator
 from app.cli.operator.tenants import set_paused
 from app.domain.errors import InvalidInputError, PreconditionFailedError
 from app.domain.tenants import Tenant, TenantSpec
