@@ -1,9 +1,9 @@
 """Operator commands of `chronoq`: list, inspect, events, attempts, pause, resume, cancel,
 trigger, patch, backfill (`changes`), dead-letter list|replay|discard (`dead_letters`),
 flow-key list|show|set|pause|resume (`flow_keys`), tenant ... (`tenants`, `tenant_keys`),
-endpoint create|list|show|update|delete|rotate|enable|events|attempts (`endpoints`), and topic
-put|list|show|delete with subscription create|list|show|update|delete (`topics`), each a
-module of this package.
+endpoint create|list|show|update|delete|rotate|enable|events|attempts (`endpoints`), topic
+put|list|show|delete (`topics`) and subscription create|list|show|update|delete
+(`subscriptions`), each a module of this package.
 
 Each runs against a running service over HTTP (`--url` or CHRONOQ_URL, with the API key of
 CHRONOQ_API_KEY or `--api-key-file`: the key's role applies and its name is the actor), or,
@@ -272,6 +272,7 @@ def _register(
     from app.cli.operator.dead_letters import add_dead_letter_commands
     from app.cli.operator.endpoints import add_endpoint_commands
     from app.cli.operator.flow_keys import add_flow_key_commands
+    from app.cli.operator.subscriptions import add_subscription_commands
     from app.cli.operator.tenants import add_tenant_commands
     from app.cli.operator.topics import add_topic_commands
 
@@ -281,4 +282,5 @@ def _register(
     add_tenant_commands(commands, common)
     add_endpoint_commands(commands, common)
     add_topic_commands(commands, common)
+    add_subscription_commands(commands, common)
     add_activity_command(commands, common)
