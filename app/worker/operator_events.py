@@ -23,7 +23,7 @@ from app.settings import Settings
 from app.sinks.registry import Sinks
 from app.store.dialects import transaction_now
 from app.store.engine.database import Connection, Database
-from app.store.records.endpoints import resolve_endpoints
+from app.store.records.endpoint_targets import resolve_endpoints
 from app.store.records.operator_events import (
     LeasedEvent,
     lease_operator_events,

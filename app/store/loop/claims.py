@@ -43,7 +43,7 @@ from app.store.loop.completion import finish_one_shots, finish_recurring
 from app.store.loop.failures import record_dead_letters
 from app.store.loop.fanout import fan_out
 from app.store.loop.sql import query, typed
-from app.store.records.endpoints import resolve_endpoints
+from app.store.records.endpoint_targets import resolve_endpoints
 from app.store.records.operator_events import record_operator_events
 from app.store.schema import codec
 from app.store.schema.rows import attempt_id, pending_row, rules_of_row, skip_row, truncate_error

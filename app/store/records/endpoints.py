@@ -1,5 +1,5 @@
 """Endpoints as stored: made, read, listed, changed, removed, their secrets rotated and
-their circuit enabled; and what an attempt sends to one (`resolve_endpoints`).
+their circuit enabled. What an attempt sends to one is read apart (`endpoint_targets`).
 
 Invariants:
 - An endpoint's flow limits and circuit are its key's row (`endpoint_key`), made with the
@@ -7,8 +7,8 @@ Invariants:
   the endpoint's: flow keys come first in the lock order, as the settle takes them.
 - Every change writes its audit event in its own transaction, after every check that may
   refuse it.
-- A secret's value is read only by `resolve_endpoints` (for an attempt) and answered only
-  by the create and the rotation that made it.
+- A secret's value is read only by `resolve_endpoints` (for an attempt, `endpoint_targets`)
+  and answered only by the create and the rotation that made it.
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ from app.domain.flow import FlowLimits
 from app.domain.ids import event_id
 from app.domain.schedule import ScheduleStatus, check_version
 from app.domain.secrets import redacted_secret
-from app.domain.target import EndpointWebhook
 from app.domain.tenants import endpoint_key
 from app.store.dialects import dialect_of
 from app.store.records.endpoint_circuits import circuit_of, circuit_values, settings_of
@@ -46,6 +45,7 @@ from app.store.records.endpoint_events import (
     endpoint_history,
     record_endpoint_events,
 )
+from app.store.records.endpoint_targets import _live
 from app.store.records.flow_keys import FlowKeyStore, unshelve_keys
 from app.store.schema.tables import (
     endpoint_secrets,
@@ -118,10 +118,6 @@ def _endpoint_values(spec: EndpointSpec) -> dict[str, Any]:
         "max_cooldown_seconds": spec.circuit.max_cooldown_seconds,
         "disable_after_seconds": spec.circuit.disable_after_seconds,
     }
-
-
-def _live(now: datetime) -> sa.ColumnElement[bool]:
-    return sa.or_(_s.expires_at.is_(None), _s.expires_at > now)
 
 
 class EndpointStore:
@@ -501,43 +497,3 @@ class EndpointStore:
     ) -> list[EndpointEvent]:
         """The endpoint's events, oldest first (a removed endpoint's too)."""
         return await endpoint_history(conn, tenant, endpoint_id, after=after, limit=limit)
-
-
-async def resolve_endpoints(
-    conn: AsyncConnection, ids: Iterable[uuid.UUID], now: datetime
-) -> dict[uuid.UUID, EndpointWebhook]:
-    """What an attempt to each endpoint of `ids` sends now: its request and its live
-    secrets, newest first. An endpoint that is gone is not in the answer."""
-    wanted = sorted(set(ids))
-    if not wanted:
-        return {}
-    # One round trip: each endpoint with its live secrets, newest first.
-    joined = (
-        sa.select(endpoints, _s.secret)
-        .select_from(
-            endpoints.outerjoin(endpoint_secrets, sa.and_(_s.endpoint_id == _e.id, _live(now)))
-        )
-        .where(_e.id.in_(wanted))
-        .order_by(_e.id, _s.id.desc())
-    )
-    rows = []
-    secrets: dict[uuid.UUID, list[str]] = {}
-    for row in await conn.execute(joined):
-        if row.id not in secrets:
-            secrets[row.id] = []
-            rows.append(row)
-        if row.secret is not None:
-            secrets[row.id].append(row.secret)
-    return {
-        row.id: EndpointWebhook.model_construct(
-            type="webhook",
-            url=row.url,
-            method=row.method,
-            headers=dict(row.headers or {}),
-            timeout_seconds=row.timeout_seconds,
-            signing_secret=None,
-            endpoint_id=row.id,
-            signing_secrets=tuple(secrets[row.id]),
-        )
-        for row in rows
-    }
