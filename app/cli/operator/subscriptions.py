@@ -29,7 +29,13 @@ from app.cli.operator import text as render
 from app.cli.operator.backends import Operator
 from app.cli.operator.bodies import if_match_as_domain
 from app.cli.operator.run import Output, Parser, add_id, add_limit, collect, execute, uuid_arg
-from app.cli.operator.topics import _OPTIONS, _add_if_match, _checked, _topic, _versions
+from app.cli.operator.topics import (
+    FIELD_OPTIONS,
+    add_if_match,
+    checked_spec,
+    if_match_versions,
+    topic_arg,
+)
 from app.domain.errors import InvalidInputError, PreconditionFailedError
 
 M = TypeVar("M", bound=BaseModel)
@@ -74,11 +80,11 @@ def _match(pairs: list[tuple[str, Scalar]]) -> dict[str, Scalar | list[Scalar]]:
 
 
 def _usage(parser: argparse.ArgumentParser, model: type[M], body: dict[str, Any]) -> M:
-    """`_checked`, a refusal being a usage error naming its option."""
+    """`checked_spec`, a refusal being a usage error naming its option."""
     try:
-        return _checked(model, body)
+        return checked_spec(model, body)
     except InvalidInputError as exc:
-        option = _OPTIONS.get(exc.pointer or "", "the subscription")
+        option = FIELD_OPTIONS.get(exc.pointer or "", "the subscription")
         parser.error(f"argument {option}: {exc.detail}")
 
 
@@ -167,7 +173,7 @@ def _create(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], i
             )
             return _one_subscription(found, headline)
 
-        return execute(args, work, _OPTIONS)
+        return execute(args, work, FIELD_OPTIONS)
 
     return run
 
@@ -218,7 +224,7 @@ def _update(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], i
             subscription_id: uuid.UUID = args.id
             try:
                 found = await if_match_as_domain(
-                    operator.update_subscription(subscription_id, changes, _versions(args))
+                    operator.update_subscription(subscription_id, changes, if_match_versions(args))
                 )
             except PreconditionFailedError as exc:
                 raise PreconditionFailedError(
@@ -232,14 +238,14 @@ def _update(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], i
             )
             return _one_subscription(found, headline)
 
-        return execute(args, work, _OPTIONS)
+        return execute(args, work, FIELD_OPTIONS)
 
     return run
 
 
 def _subscription_delete(args: argparse.Namespace) -> int:
     async def work(operator: Operator) -> Output:
-        await operator.unsubscribe(args.id, _versions(args))
+        await operator.unsubscribe(args.id, if_match_versions(args))
         return Output(
             {"deleted": str(args.id)},
             f"deleted subscription {args.id}: what fans out from now on makes no delivery to "
@@ -273,7 +279,7 @@ def add_subscription_commands(
     create.set_defaults(run=_create(create))
 
     listing = sub.add_parser("list", parents=[common], help="subscriptions, oldest first")
-    listing.add_argument("--topic", type=_topic, metavar="TOPIC", help="only this topic's")
+    listing.add_argument("--topic", type=topic_arg, metavar="TOPIC", help="only this topic's")
     add_limit(listing, 50, "subscriptions")
     listing.set_defaults(run=_subscription_list)
 
@@ -292,7 +298,7 @@ def add_subscription_commands(
         "--clear-event-types", action="store_true", help="take every event type again"
     )
     update.add_argument("--clear-match", action="store_true", help="take any payload again")
-    _add_if_match(update, "subscription", "subscription show")
+    add_if_match(update, "subscription", "subscription show")
     update.set_defaults(run=_update(update))
 
     delete = sub.add_parser(
@@ -301,14 +307,14 @@ def add_subscription_commands(
         help="unsubscribe: what fans out from now on makes no delivery to it",
     )
     add_id(delete, "subscription id")
-    _add_if_match(delete, "subscription", "subscription show")
+    add_if_match(delete, "subscription", "subscription show")
     delete.set_defaults(run=_subscription_delete)
 
 
 def _add_spec_options(parser: argparse.ArgumentParser, required: bool) -> None:
     """The fields of a subscription; `update` sends only those given."""
     parser.add_argument(
-        "--topic", type=_topic, required=required, metavar="TOPIC", help="the topic it takes"
+        "--topic", type=topic_arg, required=required, metavar="TOPIC", help="the topic it takes"
     )
     parser.add_argument(
         "--endpoint",

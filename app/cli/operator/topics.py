@@ -31,7 +31,7 @@ from app.domain.topics import TOPIC_NAME
 
 TOPIC_ALPHABET = "1-128 of A-Z a-z 0-9 . _ : -"
 # Where a refusal points at a field of the body, the option that gave it.
-_OPTIONS = {
+FIELD_OPTIONS = {
     "#/description": "--description",
     "#/topic": "--topic",
     "#/endpoint_id": "--endpoint",
@@ -44,7 +44,8 @@ M = TypeVar("M", bound=BaseModel)
 # -- argument types -------------------------------------------------------------------
 
 
-def _topic(text: str) -> str:
+def topic_arg(text: str) -> str:
+    """A topic's name as an argument (argparse `type`): refused unless it is one."""
     if not TOPIC_NAME.fullmatch(text):
         shown = f"a name of {len(text)} characters" if len(text) > 40 else repr(text)
         raise argparse.ArgumentTypeError(f"{shown} is not a topic name ({TOPIC_ALPHABET})")
@@ -54,10 +55,10 @@ def _topic(text: str) -> str:
 # -- the bodies the options give ------------------------------------------------------
 
 
-def _checked(model: type[M], body: dict[str, Any]) -> M:
+def checked_spec(model: type[M], body: dict[str, Any]) -> M:
     """`body` read by the API's own model, and checked as the route checks it
     (`checked_body`)."""
-    return checked_body(model, body, _OPTIONS, _cross_checked)
+    return checked_body(model, body, FIELD_OPTIONS, _cross_checked)
 
 
 def _cross_checked(found: BaseModel) -> None:
@@ -65,7 +66,8 @@ def _cross_checked(found: BaseModel) -> None:
         found.changes()
 
 
-def _versions(args: argparse.Namespace) -> Versions:
+def if_match_versions(args: argparse.Namespace) -> Versions:
+    """The version `--if-match` names, if any."""
     return None if args.if_match is None else frozenset({args.if_match})
 
 
@@ -111,14 +113,14 @@ def _put(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]
     def run(args: argparse.Namespace) -> int:
         description = args.description or None  # "": none
         try:
-            _checked(TopicIn, {"description": description})
+            checked_spec(TopicIn, {"description": description})
         except InvalidInputError as exc:
             parser.error(f"argument --description: {exc.detail}")
 
         async def work(operator: Operator) -> Output:
             try:
                 found, created = await if_match_as_domain(
-                    operator.put_topic(args.name, description, _versions(args))
+                    operator.put_topic(args.name, description, if_match_versions(args))
                 )
             except PreconditionFailedError as exc:
                 raise PreconditionFailedError(
@@ -129,7 +131,7 @@ def _put(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]
                 return _one_topic(found, f"created topic {found.name} (version {found.version})")
             return _one_topic(found, f"replaced topic {found.name} (now version {found.version})")
 
-        return execute(args, work, _OPTIONS)
+        return execute(args, work, FIELD_OPTIONS)
 
     return run
 
@@ -160,7 +162,7 @@ def _topic_show(args: argparse.Namespace) -> int:
 
 def _topic_delete(args: argparse.Namespace) -> int:
     async def work(operator: Operator) -> Output:
-        await operator.delete_topic(args.name, _versions(args))
+        await operator.delete_topic(args.name, if_match_versions(args))
         return Output({"deleted": args.name}, f"deleted topic {args.name} and its subscriptions")
 
     return execute(args, work)
@@ -170,10 +172,13 @@ def _topic_delete(args: argparse.Namespace) -> int:
 
 
 def _add_name(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name", type=_topic, metavar="TOPIC", help=f"its name ({TOPIC_ALPHABET})")
+    parser.add_argument(
+        "name", type=topic_arg, metavar="TOPIC", help=f"its name ({TOPIC_ALPHABET})"
+    )
 
 
-def _add_if_match(parser: argparse.ArgumentParser, what: str, shown_by: str) -> None:
+def add_if_match(parser: argparse.ArgumentParser, what: str, shown_by: str) -> None:
+    """`--if-match`: change `what` only at the version `shown_by` showed."""
     parser.add_argument(
         "--if-match",
         type=version_arg,
@@ -204,7 +209,7 @@ def add_topic_commands(
         metavar="TEXT",
         help='free text about what it carries ("" or left out: none)',
     )
-    _add_if_match(put, "topic", "topic show")
+    add_if_match(put, "topic", "topic show")
     put.set_defaults(run=_put(put))
 
     listing = sub.add_parser(
@@ -224,5 +229,5 @@ def add_topic_commands(
         "schedule targets it)",
     )
     _add_name(delete)
-    _add_if_match(delete, "topic", "topic show")
+    add_if_match(delete, "topic", "topic show")
     delete.set_defaults(run=_topic_delete)

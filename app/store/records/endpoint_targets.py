@@ -6,7 +6,7 @@ made and changed by the endpoints' store (`endpoints`).
 Invariants:
 - A secret's value is read only here (for an attempt), and answered only by the endpoints'
   create and rotation that made it.
-- A secret is live until it expires, for this read and the endpoints' store alike (`_live`).
+- A secret is live until it expires, for this read and the endpoints' store alike (`secret_live`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ _e = endpoints.c
 _s = endpoint_secrets.c
 
 
-def _live(now: datetime) -> sa.ColumnElement[bool]:
+def secret_live(now: datetime) -> sa.ColumnElement[bool]:
+    """An endpoint's secret that still signs at `now`: it has no expiry, or one still ahead."""
     return sa.or_(_s.expires_at.is_(None), _s.expires_at > now)
 
 
@@ -41,7 +42,9 @@ async def resolve_endpoints(
     joined = (
         sa.select(endpoints, _s.secret)
         .select_from(
-            endpoints.outerjoin(endpoint_secrets, sa.and_(_s.endpoint_id == _e.id, _live(now)))
+            endpoints.outerjoin(
+                endpoint_secrets, sa.and_(_s.endpoint_id == _e.id, secret_live(now))
+            )
         )
         .where(_e.id.in_(wanted))
         .order_by(_e.id, _s.id.desc())

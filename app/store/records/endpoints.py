@@ -45,7 +45,7 @@ from app.store.records.endpoint_events import (
     endpoint_history,
     record_endpoint_events,
 )
-from app.store.records.endpoint_targets import _live
+from app.store.records.endpoint_targets import secret_live
 from app.store.records.flow_keys import FlowKeyStore, unshelve_keys
 from app.store.schema.tables import (
     endpoint_secrets,
@@ -264,7 +264,7 @@ class EndpointStore:
         secrets: dict[uuid.UUID, list[SecretInfo]] = {row.id: [] for row in rows}
         found = await conn.execute(
             sa.select(_s.id, _s.endpoint_id, _s.secret, _s.created_at, _s.expires_at)
-            .where(_s.endpoint_id.in_(list(secrets)), _live(now))
+            .where(_s.endpoint_id.in_(list(secrets)), secret_live(now))
             .order_by(_s.id)
         )
         for s in found:
