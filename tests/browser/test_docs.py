@@ -10,6 +10,10 @@ from tests.browser.live import LiveApp, PageLog
 
 # API keys are set: the pages still render for a browser that has none (DESIGN 8).
 KEYS = "ops:0123456789abcdef-writer"
+# Swagger UI and ReDoc lay the whole document out in the page's script, the heaviest work of
+# any page here: with the suite's other workers on the same two cores it has taken over the
+# 10 s the other pages get.
+RENDER_MS = 30_000
 
 
 def assert_all_local(page_log: PageLog, app: LiveApp, *expected: str) -> None:
@@ -23,6 +27,7 @@ async def test_swagger_ui_renders_the_api_from_local_assets(
     serve_app: Callable[..., LiveApp], page: Page, page_log: PageLog
 ) -> None:
     app = serve_app(api_keys=KEYS)
+    page.set_default_timeout(RENDER_MS)
 
     await page.goto(app.url("/docs"))
     operation = page.locator("#operations-schedules-create_schedule")
@@ -45,6 +50,7 @@ async def test_redoc_renders_the_api_from_local_assets(
     serve_app: Callable[..., LiveApp], page: Page, page_log: PageLog
 ) -> None:
     app = serve_app(api_keys=KEYS)
+    page.set_default_timeout(RENDER_MS)
 
     await page.goto(app.url("/redoc"))
     await page.locator("h1", has_text="Chronoq").wait_for(state="visible")
