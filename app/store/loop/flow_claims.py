@@ -6,7 +6,7 @@ Invariants:
   LOCKED; SQLite's single writer): claims of one key never interleave, and a claim passes
   over a key another claim holds rather than wait for it;
 - under that lock the key's attempts in flight are counted from the live leases (never a
-  stored counter; `flow_keys.in_flight`: a paused or cancelled attempt still runs, and
+  stored counter; `flow_key_holds.in_flight`: a paused or cancelled attempt still runs, and
   counts until it is settled, released or its lease runs out), and no more start than
   `allowance()` gives; the tokens spent are written
   in the same transaction as the leases;
@@ -61,7 +61,7 @@ from app.store.loop.tenant_gates import (
     shelve_for_paused_tenants,
     tenants_in_flight,
 )
-from app.store.records.flow_keys import (
+from app.store.records.flow_key_holds import (
     in_flight,
     lock_keys,
     named,

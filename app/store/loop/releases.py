@@ -21,7 +21,7 @@ from app.domain.occurrence import AttemptOutcome, Delivery, OccurrenceStatus, Un
 from app.store.dialects import dialect_of, transaction_now
 from app.store.dialects.toolkit import by_lease_token
 from app.store.loop.sql import query
-from app.store.records.flow_keys import end_cancelled_leases, give_back_tokens
+from app.store.records.flow_key_holds import end_cancelled_leases, give_back_tokens
 from app.store.schema.rows import attempt_id, truncate_error
 from app.store.schema.tables import attempts, by_key, occurrences
 from app.store.schema.types import UUID, UTCDateTime

@@ -37,7 +37,7 @@ from app.store.loop.circuits import (
 from app.store.loop.completion import finish_one_shots, finish_recurring
 from app.store.loop.failures import lock_before_pausing, record_dead_letters
 from app.store.loop.sql import query, typed
-from app.store.records.flow_keys import back_off_keys, backing_off, end_cancelled_leases
+from app.store.records.flow_key_holds import back_off_keys, backing_off, end_cancelled_leases
 from app.store.records.operator_events import record_operator_events
 from app.store.schema.rows import attempt_id, truncate_error
 from app.store.schema.types import UUID, UTCDateTime

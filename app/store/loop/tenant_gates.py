@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.domain.flow import FlowLimits
 from app.domain.tenants import DEFAULT_TENANT, own_key, tenant_of_key
 from app.store.dialects import dialect_of
-from app.store.records.flow_keys import lock_keys, row_limits, shelve_for_tenant
+from app.store.records.flow_key_holds import lock_keys, row_limits, shelve_for_tenant
 from app.store.schema.tables import flow_keys, occurrences, starts_with
 
 

@@ -46,7 +46,8 @@ from app.store.records.endpoint_events import (
     record_endpoint_events,
 )
 from app.store.records.endpoint_targets import secret_live
-from app.store.records.flow_keys import FlowKeyStore, unshelve_keys
+from app.store.records.flow_key_holds import unshelve_keys
+from app.store.records.flow_keys import FlowKeyStore
 from app.store.schema.tables import (
     endpoint_secrets,
     endpoints,

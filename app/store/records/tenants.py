@@ -31,7 +31,8 @@ from app.domain.tenants import (
     wait_for,
 )
 from app.store.dialects import dialect_of
-from app.store.records.flow_keys import FlowKeyStore, unshelve_tenant
+from app.store.records.flow_key_holds import unshelve_tenant
+from app.store.records.flow_keys import FlowKeyStore
 from app.store.records.tenant_events import NewTenantEvent, TenantEventStore
 from app.store.records.tenant_keys import TenantKeyStore
 from app.store.schema import codec
