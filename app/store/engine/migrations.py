@@ -6,6 +6,7 @@ installation in the same database takes a lock of its own and migrates alongside
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 from pathlib import Path
@@ -69,7 +70,14 @@ def _current_heads(connection: Connection, schema: str | None) -> set[str]:
 
 
 def head_revisions() -> set[str]:
-    return set(ScriptDirectory.from_config(alembic_config()).get_heads())
+    """The revisions this version needs. Read from the scripts once a process: a readiness
+    probe asks each time, and reading them parses every migration (tens of milliseconds)."""
+    return set(_heads())
+
+
+@functools.cache
+def _heads() -> frozenset[str]:
+    return frozenset(ScriptDirectory.from_config(alembic_config()).get_heads())
 
 
 def upgrade_sql(url: str, schema: str | None) -> str:
