@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import math
 import sys
 import tempfile
@@ -94,8 +95,12 @@ async def multiply(database_url: str, template: int, count: int) -> None:
     copies = count // template - 1
     conn = await asyncpg.connect(database_url.replace("postgresql+asyncpg", "postgresql"))
     try:
+        # A partition's rows are its table's (copied through the table).
         for table in await conn.fetch(
-            "SELECT relname, n_live_tup FROM pg_stat_user_tables WHERE n_live_tup >= $1",
+            "SELECT coalesce(parent.relname, s.relname) AS relname FROM pg_stat_user_tables s"
+            " LEFT JOIN pg_inherits i ON i.inhrelid = s.relid"
+            " LEFT JOIN pg_class parent ON parent.oid = i.inhparent"
+            " WHERE s.n_live_tup >= $1",
             template,
         ):
             if table["relname"] not in COPIED:
@@ -122,6 +127,62 @@ async def settle_database(database_url: str) -> None:
         await conn.execute("CHECKPOINT")
     finally:
         await conn.close()
+
+
+# What W1's statements cost the database, per statement (`--statements`).
+_STATEMENTS = """
+SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 160) AS query, calls, rows,
+       round(total_exec_time::numeric, 1) AS total_ms,
+       shared_blks_hit AS hit, shared_blks_read AS read, shared_blks_dirtied AS dirtied,
+       shared_blks_written AS written, round(blk_read_time::numeric, 1) AS read_ms,
+       wal_records, wal_fpi, wal_bytes
+FROM pg_stat_statements
+WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+ORDER BY total_exec_time DESC LIMIT 20
+"""
+_CLUSTER = """
+SELECT (SELECT row_to_json(w) FROM pg_stat_wal AS w) AS wal,
+       (SELECT row_to_json(b) FROM pg_stat_bgwriter AS b) AS bgwriter,
+       (SELECT row_to_json(d) FROM pg_stat_database AS d
+        WHERE datname = current_database()) AS database
+"""
+
+
+async def statements_reset(database_url: str) -> dict[str, Any]:
+    """Start counting W1's statements (`pg_stat_statements`, which the server must preload);
+    the server's WAL, writer and database counters at the start."""
+    conn = await asyncpg.connect(database_url.replace("postgresql+asyncpg", "postgresql"))
+    try:
+        await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        await conn.execute("SELECT pg_stat_statements_reset()")
+        return dict(await conn.fetchrow(_CLUSTER))
+    finally:
+        await conn.close()
+
+
+async def statements_read(database_url: str, start: dict[str, Any]) -> dict[str, Any]:
+    """The costliest statements since `statements_reset`, and the counters' growth."""
+    conn = await asyncpg.connect(database_url.replace("postgresql+asyncpg", "postgresql"))
+    try:
+        rows = [dict(row) for row in await conn.fetch(_STATEMENTS)]
+        end = dict(await conn.fetchrow(_CLUSTER))
+    finally:
+        await conn.close()
+    grown: dict[str, Any] = {}
+    for name in ("wal", "bgwriter", "database"):
+        before, after = json.loads(start[name]), json.loads(end[name])
+        grown[name] = {
+            key: after[key] - before[key]
+            for key, value in after.items()
+            if isinstance(value, int | float) and isinstance(before.get(key), int | float)
+        }
+    return {"statements": rows, "grown": grown}
+
+
+def write_json(prefix: str, count: int, found: dict[str, Any]) -> Path:
+    path = Path(f"{prefix}.{count}.json")
+    path.write_text(json.dumps(found, indent=1, default=str))
+    return path
 
 
 async def database_size(database_url: str) -> int:
@@ -162,6 +223,7 @@ async def one_point(ctx: bench.Context, count: int) -> dict[str, Any]:
             pids = bench.process_tree(service.proc.pid)
             result["rss_before_mb"] = rss_mb(pids)
             rates, lags, lost, duplicates = [], [], 0, 0
+            counted = await statements_reset(database_url) if args.statements else None
             for _ in range(args.w1_rounds):  # one after the other, on the same service
                 await ctx.receiver.reset()
                 lead = 2.0 + W1_COUNT / 1000
@@ -179,6 +241,9 @@ async def one_point(ctx: bench.Context, count: int) -> dict[str, Any]:
                 lags.append(found["lag_p99_ms"])
                 lost += found["lost"]
                 duplicates += found["duplicates"]
+            if counted is not None:
+                found = await statements_read(database_url, counted)
+                bench.log(f"  W1's statements in {write_json(args.statements, count, found)}")
             result["rss_after_mb"] = rss_mb(pids)
             result["peak_rss_mb"] = sum(map(bench.peak_rss_mb, pids))
         finally:
@@ -303,6 +368,12 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--pg-admin-url", default=bench.DEFAULT_PG_ADMIN_URL)
     parser.add_argument("--no-docs", dest="docs", action="store_false")
+    parser.add_argument(
+        "--statements",
+        metavar="PREFIX",
+        help="write what W1's statements cost the database (pg_stat_statements, which the "
+        "server must preload) and its WAL and writer counters to PREFIX.<N>.json",
+    )
     args = parser.parse_args()
     if args.counts[0] != 0:
         parser.error("--counts must start with 0 (the W1 each N is read against)")
