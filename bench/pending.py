@@ -70,6 +70,11 @@ def rss_mb(pids: list[int]) -> float:
     return total
 
 
+async def connect(database_url: str) -> asyncpg.Connection:
+    """A connection of the driver's own to the service's database."""
+    return await asyncpg.connect(database_url.replace("postgresql+asyncpg", "postgresql"))
+
+
 async def _copy_statement(conn: asyncpg.Connection, table: str) -> str:
     """`INSERT INTO table SELECT ...` of every row of the template's copy of `table` (a
     temporary table of the rows it held), once per copy number $1..$2, each uuid column's
@@ -93,7 +98,7 @@ async def _copy_statement(conn: asyncpg.Connection, table: str) -> str:
 async def multiply(database_url: str, template: int, count: int) -> None:
     """The `template` schedules and what they hold, copied until `count` exist."""
     copies = count // template - 1
-    conn = await asyncpg.connect(database_url.replace("postgresql+asyncpg", "postgresql"))
+    conn = await connect(database_url)
     try:
         # A partition's rows are its table's (copied through the table).
         for table in await conn.fetch(
@@ -122,7 +127,7 @@ async def multiply(database_url: str, template: int, count: int) -> None:
 async def settle_database(database_url: str) -> None:
     """A checkpoint, so that W1 does not share the disk with the load's dirty pages (a running
     installation's were written long ago)."""
-    conn = await asyncpg.connect(database_url.replace("postgresql+asyncpg", "postgresql"))
+    conn = await connect(database_url)
     try:
         await conn.execute("CHECKPOINT")
     finally:
@@ -151,7 +156,7 @@ SELECT (SELECT row_to_json(w) FROM pg_stat_wal AS w) AS wal,
 async def statements_reset(database_url: str) -> dict[str, Any]:
     """Start counting W1's statements (`pg_stat_statements`, which the server must preload);
     the server's WAL, writer and database counters at the start."""
-    conn = await asyncpg.connect(database_url.replace("postgresql+asyncpg", "postgresql"))
+    conn = await connect(database_url)
     try:
         await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
         await conn.execute("SELECT pg_stat_statements_reset()")
@@ -162,7 +167,7 @@ async def statements_reset(database_url: str) -> dict[str, Any]:
 
 async def statements_read(database_url: str, start: dict[str, Any]) -> dict[str, Any]:
     """The costliest statements since `statements_reset`, and the counters' growth."""
-    conn = await asyncpg.connect(database_url.replace("postgresql+asyncpg", "postgresql"))
+    conn = await connect(database_url)
     try:
         rows = [dict(row) for row in await conn.fetch(_STATEMENTS)]
         end = dict(await conn.fetchrow(_CLUSTER))
@@ -186,7 +191,7 @@ def write_json(prefix: str, count: int, found: dict[str, Any]) -> Path:
 
 
 async def database_size(database_url: str) -> int:
-    conn = await asyncpg.connect(database_url.replace("postgresql+asyncpg", "postgresql"))
+    conn = await connect(database_url)
     try:
         return int(await conn.fetchval("SELECT pg_database_size(current_database())"))
     finally:
@@ -242,8 +247,8 @@ async def one_point(ctx: bench.Context, count: int) -> dict[str, Any]:
                 lost += found["lost"]
                 duplicates += found["duplicates"]
             if counted is not None:
-                found = await statements_read(database_url, counted)
-                bench.log(f"  W1's statements in {write_json(args.statements, count, found)}")
+                costs = await statements_read(database_url, counted)
+                bench.log(f"  W1's statements in {write_json(args.statements, count, costs)}")
             result["rss_after_mb"] = rss_mb(pids)
             result["peak_rss_mb"] = sum(map(bench.peak_rss_mb, pids))
         finally:
