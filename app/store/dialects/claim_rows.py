@@ -113,7 +113,13 @@ def with_lost(rows: Iterable[Row[Any]], due: Iterable[Row[Any]]) -> list[SimpleN
 
 def earliest_later(where: str, now: sa.ColumnElement[datetime]) -> sa.Select[Any]:
     """The earliest `available_at` after `now` of the rows of one claim index
-    (`CLAIM_SETS`): its first entry past `now`."""
-    return sa.select(sa.func.min(occurrences.c.available_at)).where(
-        in_claim_set(where), occurrences.c.available_at > now
+    (`CLAIM_SETS`): its first entry past `now`, read in the index's order and no further.
+    (As `min()` the planner could choose to aggregate the whole range instead, which it
+    did while its statistics still held the index empty: after a million rows were
+    created, each idle sleep read them all, 0.4 s a time until the next analyze.)"""
+    return (
+        sa.select(occurrences.c.available_at)
+        .where(in_claim_set(where), occurrences.c.available_at > now)
+        .order_by(occurrences.c.available_at)
+        .limit(1)
     )
