@@ -1473,3 +1473,38 @@ async def prune_activity(database: Database, before: datetime) -> int:
 async def activity_rolled_to(database: Database) -> datetime | None:
     """The latest minute the fleet's activity is rolled up for."""
     return await database.run(activity_records.rolled_to)
+
+
+def _attempts_of(schedule_id: uuid.UUID) -> sa.ColumnElement[bool]:
+    return attempts.c.occurrence_id.in_(
+        sa.select(occurrences.c.occurrence_id).where(occurrences.c.schedule_id == schedule_id)
+    )
+
+
+async def attempt_copies(
+    database: Database, schedule_id: uuid.UUID
+) -> list[tuple[datetime | None, str | None, str | None]]:
+    """The instant, tenant and flow key each attempt of a schedule's occurrences carries."""
+    statement = sa.select(attempts.c.fire_at, attempts.c.tenant, attempts.c.flow_key).where(
+        _attempts_of(schedule_id)
+    )
+
+    async def work(conn: Connection) -> list[tuple[datetime | None, str | None, str | None]]:
+        return [tuple(row) for row in await conn.execute(statement)]
+
+    return await database.run(work)
+
+
+async def forget_attempt_copies(database: Database, schedule_ids: Sequence[uuid.UUID]) -> None:
+    """Clear what the attempts of these schedules carry of their occurrence and schedule, as
+    the log held attempts before they carried it."""
+
+    async def work(conn: Connection) -> None:
+        for schedule_id in schedule_ids:
+            await conn.execute(
+                attempts.update()
+                .where(_attempts_of(schedule_id))
+                .values(fire_at=None, tenant=None, flow_key=None)
+            )
+
+    await database.run(work)

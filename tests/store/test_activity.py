@@ -100,6 +100,42 @@ async def test_rolling_up_again_gives_the_same_figures_and_a_schedules_log_agree
     assert delivered.lateness[bucket_of(LATE.total_seconds())] == 1
 
 
+async def test_a_settled_attempt_carries_its_occurrences_instant_tenant_and_flow_key(
+    database: Database,
+) -> None:
+    made = await _three_outcomes(database)
+
+    (occurrence,) = await ports.read_occurrence_rows(database, made["delivered"].id)
+    copies = await ports.attempt_copies(database, made["delivered"].id)
+
+    assert copies == [(occurrence.fire_at, "default", "default/acme")]
+
+
+async def test_attempts_that_carry_nothing_of_their_occurrence_count_the_same(
+    database: Database,
+) -> None:
+    """Attempts logged before they carried their occurrence's instant, tenant and flow key
+    (or by a claim or a stop) are read through their occurrence, beside those that do, and
+    add up in the same minutes."""
+    made = await _three_outcomes(database)
+    now = await ports.database_now(database)
+    since, until = floor_minute(now) - MINUTE, floor_minute(now) + 2 * MINUTE
+    subjects = [
+        (Scope.FLEET, ""),
+        (Scope.TENANT, "default"),
+        (Scope.FLOW_KEY, "default/acme"),
+        (Scope.ENDPOINT, str(made["endpoint"])),
+    ]
+    await ports.roll_up_activity(database, since, until)
+    carried = [await ports.activity(database, *subject, since, until) for subject in subjects]
+
+    await ports.forget_attempt_copies(database, [made["delivered"].id, made["dead"].id])
+    await ports.roll_up_activity(database, since, until)
+
+    assert [await ports.activity(database, *s, since, until) for s in subjects] == carried
+    assert (_sum(carried[0]).delivered, _sum(carried[2]).delivered) == (2, 1)
+
+
 async def test_an_attempt_outside_the_minutes_rolled_up_is_not_counted(
     database: Database,
 ) -> None:

@@ -168,6 +168,9 @@ _ATTEMPT_ARRAYS = {
     "replicas": "replica",
     "trace_ids": "trace_id",
     "endpoint_ids": "endpoint_id",
+    "fire_ats": "fire_at",
+    "tenants": "tenant",
+    "flow_keys": "flow_key",
 }
 
 

@@ -218,6 +218,9 @@ class Stepwise(Dialect):
                         "replica",
                         "trace_id",
                         "endpoint_id",
+                        "fire_at",
+                        "tenant",
+                        "flow_key",
                     )
                 )
             ),

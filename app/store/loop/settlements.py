@@ -44,6 +44,8 @@ from app.store.schema.types import UUID, UTCDateTime
 
 
 def _attempt_row(item: Settlement, now: datetime) -> dict[str, Any]:
+    """The attempt log's row of a settled attempt, with what the activity roll-up groups it
+    by (its occurrence's instant, tenant and flow key) copied in."""
     started_at = item.started_at or now
     return {
         "id": attempt_id(started_at),
@@ -58,6 +60,9 @@ def _attempt_row(item: Settlement, now: datetime) -> dict[str, Any]:
         "replica": item.replica,
         "trace_id": trace_id(item.delivery.traceparent),
         "endpoint_id": endpoint_of(item.delivery.target),
+        "fire_at": item.delivery.fire_at,
+        "tenant": item.delivery.tenant,
+        "flow_key": item.delivery.flow_key,
         "lease_token": item.delivery.lease_token,  # the guard, not a column
     }
 

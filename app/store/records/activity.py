@@ -36,18 +36,19 @@ def _lowest_id(instant: datetime) -> uuid.UUID:
 
 
 def _grouped(
-    conn: AsyncConnection, *extra: sa.ColumnElement[Any], tenants: bool = False
+    conn: AsyncConnection,
+    source: sa.FromClause,
+    fire_at: sa.ColumnElement[datetime],
+    *extra: sa.ColumnElement[Any],
 ) -> sa.Select[Any]:
-    """Attempts grouped by the minute they started, their outcome and their delivery's
-    lateness bucket (-1 when it did not deliver), and `extra` columns (of the attempt, its
-    occurrence and, with `tenants`, its schedule), with counts; of the attempts started in
-    [:since, :until). The columns are grouped by position: each
-    dialect's minute and bucket are expressions with parameters in them."""
+    """Attempts of `source` (the log, or the log joined to what it belongs to) grouped by
+    the minute they started, their outcome and their delivery's lateness bucket (-1 when
+    it did not deliver; late by their start past `fire_at`, plus their duration), and
+    `extra` columns, with counts; of the attempts started in [:since, :until). The columns
+    are grouped by position: each dialect's minute and bucket are expressions with
+    parameters in them."""
     dialect = dialect_of(conn)
-    late = (
-        dialect.seconds_between(attempts.c.started_at, occurrences.c.fire_at)
-        + attempts.c.duration_ms / 1000.0
-    )
+    late = dialect.seconds_between(attempts.c.started_at, fire_at) + attempts.c.duration_ms / 1000.0
     bucket = sa.case(
         (attempts.c.outcome != "delivered", _NOT_DELIVERED),
         *((late <= bound, index) for index, bound in enumerate(LATENESS_BOUNDS)),
@@ -61,9 +62,6 @@ def _grouped(
     ]
     since = sa.bindparam("since", type_=UTCDateTime())
     until = sa.bindparam("until", type_=UTCDateTime())
-    source = attempts.join(occurrences, occurrences.c.occurrence_id == attempts.c.occurrence_id)
-    if tenants:
-        source = source.join(schedules, schedules.c.id == occurrences.c.schedule_id)
     return (
         sa.select(*columns, sa.func.count().label("n"))
         .select_from(source)
@@ -75,6 +73,37 @@ def _grouped(
         )
         .group_by(*(sa.literal_column(str(place)) for place in range(1, len(columns) + 1)))
     )
+
+
+# Each logged attempt and its occurrence.
+_WITH_OCCURRENCE = attempts.join(
+    occurrences, occurrences.c.occurrence_id == attempts.c.occurrence_id
+)
+
+
+def _by_subject(conn: AsyncConnection) -> sa.CompoundSelect[Any]:
+    """The roll-up's groups, with each attempt's tenant, endpoint and flow key. A settle's
+    attempt carries its occurrence's instant, tenant and flow key (`tenant` not NULL) and
+    is read alone; any other (logged before it carried them, or by a claim or a stop) is
+    read with its occurrence and schedule. The two kinds may share a group: the caller
+    adds them up."""
+    carried = _grouped(
+        conn,
+        attempts,
+        attempts.c.fire_at,
+        attempts.c.tenant,
+        attempts.c.endpoint_id,
+        attempts.c.flow_key,
+    ).where(attempts.c.tenant.is_not(None))
+    joined = _grouped(
+        conn,
+        _WITH_OCCURRENCE.join(schedules, schedules.c.id == occurrences.c.schedule_id),
+        occurrences.c.fire_at,
+        schedules.c.tenant,
+        attempts.c.endpoint_id,
+        occurrences.c.flow_key,
+    ).where(attempts.c.tenant.is_(None))
+    return sa.union_all(carried, joined)
 
 
 class _Tally:
@@ -122,11 +151,8 @@ def _params(since: datetime, until: datetime) -> dict[str, Any]:
 async def roll_up(conn: AsyncConnection, since: datetime, until: datetime, now: datetime) -> int:
     """Recompute the minutes from `since` to `until` (each a minute's start) from the
     attempt log; returns how many rows it wrote."""
-    statement = _grouped(
-        conn, schedules.c.tenant, attempts.c.endpoint_id, occurrences.c.flow_key, tenants=True
-    )
     tally = _Tally()
-    result = await conn.execute(statement, _params(since, until))
+    result = await conn.execute(_by_subject(conn), _params(since, until))
     for row in result:
         at = row.minute
         for key in (
@@ -230,7 +256,7 @@ async def schedule_minutes(
     """A schedule's minutes from `since` to `until`, read from its attempt log at once: the
     attempts of its occurrences due from `fired` on (its schedule and instant index, then
     each occurrence's attempts)."""
-    statement = _grouped(conn).where(
+    statement = _grouped(conn, _WITH_OCCURRENCE, occurrences.c.fire_at).where(
         occurrences.c.schedule_id == schedule_id, occurrences.c.fire_at >= fired
     )
     tally = _Tally()

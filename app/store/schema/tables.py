@@ -710,6 +710,17 @@ class AttemptRow(SQLModel, table=True):
     trace_id: str | None = Field(default=None, sa_column=sa.Column(sa.String(32)))
     # The endpoint it went to (NULL: another target): an endpoint's recent attempts.
     endpoint_id: uuid.UUID | None = Field(default=None, sa_column=sa.Column(UUID))
+    # Its occurrence's instant, its schedule's tenant and its occurrence's flow key, as they
+    # were when it settled: what the activity roll-up groups and times it by, read from the
+    # log's own rows rather than one lookup of each occurrence and schedule. A settle writes
+    # all three; `tenant` NULL means none were written (an attempt logged before they
+    # existed, or by a claim or a stop rather than a settle), and the roll-up reads those
+    # from the occurrence and its schedule.
+    fire_at: datetime | None = Field(default=None, sa_column=sa.Column(UTCDateTime))
+    tenant: str | None = Field(default=None, sa_column=sa.Column(sa.String(MAX_TENANT)))
+    flow_key: str | None = Field(
+        default=None, sa_column=sa.Column(sa.String(FLOW_KEY_LENGTH), nullable=True)
+    )
 
 
 class ScheduleEventRow(SQLModel, table=True):
