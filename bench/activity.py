@@ -134,10 +134,12 @@ async def _seed_attempts(database_url: str, attempts: int, span: float) -> None:
         await conn.execute(
             f"""
             INSERT INTO attempts (id, occurrence_id, attempt, started_at, duration_ms,
-                                  outcome, status_code, endpoint_id)
-            SELECT {_uuid7("started_at")}, occurrence_id, 1, started_at, 20, outcome,
-                   CASE outcome WHEN 'delivered' THEN 200 ELSE 503 END, endpoint_id
-            FROM seed
+                                  outcome, status_code, endpoint_id, fire_at, tenant,
+                                  flow_key)
+            SELECT {_uuid7("seed.started_at")}, seed.occurrence_id, 1, seed.started_at, 20,
+                   seed.outcome, CASE seed.outcome WHEN 'delivered' THEN 200 ELSE 503 END,
+                   seed.endpoint_id, seed.fire_at, schedules.tenant, seed.flow_key
+            FROM seed JOIN schedules ON schedules.id = seed.schedule_id
             """
         )
         await conn.execute("ANALYZE")
